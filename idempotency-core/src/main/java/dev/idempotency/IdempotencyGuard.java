@@ -1,0 +1,339 @@
+package dev.idempotency;
+
+import dev.idempotency.spi.KeyStore;
+import java.time.Clock;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Wraps a provider call so that it runs at most once per key within a window.
+ *
+ * <pre>{@code
+ * IdempotencyGuard guard = IdempotencyGuard.builder()
+ *     .store(InMemoryKeyStore.builder().maximumSize(100_000).build())
+ *     .build();
+ *
+ * String notificationId = guard.execute("otp:user_42:challenge_9f3a", Duration.ofHours(24),
+ *     ctx -> sms.send(phone, code, ctx.providerKey()));
+ * }</pre>
+ *
+ * <p>The first call with a key claims it, runs the sender and records its result; a repeat inside
+ * the window returns the recorded result without calling the sender. A repeat that arrives while
+ * the first call is still sending waits up to {@link Builder#inFlightWait(Duration)} for it. If a
+ * process dies after the provider accepted a message and before the result was recorded, the key is
+ * taken over once its lease expires and sent again: the rare duplicate, which the stable {@link
+ * SendContext#providerKey()} lets a deduplicating provider absorb. This is at most one send per key
+ * within the window, not exactly-once delivery.
+ *
+ * <p>Instances are immutable and thread-safe; share one per store.
+ */
+public final class IdempotencyGuard {
+
+  /** The default lease: how long a claim stays {@code IN_PROGRESS} before a takeover. */
+  public static final Duration DEFAULT_LEASE = Duration.ofSeconds(30);
+
+  /** The default time a repeat waits for an in-flight first call. */
+  public static final Duration DEFAULT_IN_FLIGHT_WAIT = Duration.ofSeconds(2);
+
+  /** The default number of attempts to record an outcome after a successful send. */
+  public static final int DEFAULT_COMPLETION_ATTEMPTS = 3;
+
+  private final GuardedCall.Settings settings;
+
+  private IdempotencyGuard(Builder builder) {
+    this.settings =
+        new GuardedCall.Settings(
+            builder.store,
+            builder.lease,
+            builder.inFlightWait,
+            builder.clock,
+            builder.takeoverPolicy,
+            builder.failureClassifier,
+            builder.failOpen,
+            builder.completionAttempts,
+            builder.storeRawKeys,
+            new Listeners(builder.listeners));
+  }
+
+  /**
+   * Starts a builder.
+   *
+   * @return a new builder
+   */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * Runs the sender at most once for this key within {@code ttl}, storing a {@code String} (or
+   * {@code null}) result; repeats get the stored result. A non-string result is still sent once,
+   * but cannot be stored: repeats then get {@link IdempotencyResultUnavailableException}. Use
+   * {@link #execute(String, Duration, ResultCodec, Sender)} for other result types.
+   *
+   * @param key the idempotency key, stable across retries (see {@link IdempotencyKey})
+   * @param ttl the window, from the first claim; positive, at most 365 days, longer than the lease
+   * @param sender the provider call
+   * @param <T> the result type; {@code String} to have it stored and replayed
+   * @return the sender's result, or the stored one on a repeat
+   * @throws IllegalArgumentException if the key or ttl is invalid (nothing is touched or sent)
+   * @throws NullPointerException if an argument is null
+   * @throws IdempotencyInProgressException if the first call is still running after the wait
+   * @throws IdempotencyStoredFailureException if the first call failed permanently
+   * @throws IdempotencyResultUnavailableException if the first call sent but its result is gone
+   * @throws IdempotencyOutcomeUnknownException in strict mode, after a crashed attempt
+   * @throws KeyStoreException if the store failed before the claim (nothing was sent)
+   * @throws SendFailedException if the sender threw a checked exception
+   */
+  public <T> T execute(String key, Duration ttl, Sender<T> sender) {
+    @SuppressWarnings("unchecked")
+    ResultCodec<T> codec = (ResultCodec<T>) StringOnlyCodec.INSTANCE;
+    return executeForOutcome(IdempotencyRequest.of(key, ttl), codec, sender).value();
+  }
+
+  /**
+   * Like {@link #execute(String, Duration, Sender)}, storing the result with an explicit codec.
+   *
+   * @param key the idempotency key
+   * @param ttl the window
+   * @param codec encodes and decodes the result
+   * @param sender the provider call
+   * @param <T> the result type
+   * @return the sender's result, or the stored one on a repeat
+   */
+  public <T> T execute(String key, Duration ttl, ResultCodec<T> codec, Sender<T> sender) {
+    return executeForOutcome(IdempotencyRequest.of(key, ttl), codec, sender).value();
+  }
+
+  /**
+   * Runs a guarded call and tells whether it was a replay, with a request fingerprint if given.
+   *
+   * <pre>{@code
+   * Outcome<String> outcome = guard.executeForOutcome(
+   *     IdempotencyRequest.of(key, ttl).withFingerprint(bodyHash), ResultCodec.string(), sender);
+   * if (outcome.replayed()) response.header("Idempotent-Replayed", "?1");
+   * }</pre>
+   *
+   * @param request the key, window and fingerprint
+   * @param codec encodes and decodes the result
+   * @param sender the provider call
+   * @param <T> the result type
+   * @return the outcome
+   * @throws IdempotencyKeyReuseException if the key was used with another fingerprint
+   */
+  public <T> Outcome<T> executeForOutcome(
+      IdempotencyRequest request, ResultCodec<T> codec, Sender<T> sender) {
+    Objects.requireNonNull(request, "request must not be null");
+    Objects.requireNonNull(codec, "codec must not be null");
+    Objects.requireNonNull(sender, "sender must not be null");
+    if (settings.lease().compareTo(request.ttl()) >= 0) {
+      throw new IllegalArgumentException(
+          "lease ("
+              + settings.lease()
+              + ") must be shorter than ttl ("
+              + request.ttl()
+              + "); configure a shorter lease or a longer ttl");
+    }
+    return new GuardedCall<>(settings, request, codec, sender).run();
+  }
+
+  /**
+   * The store this guard uses.
+   *
+   * @return the store
+   */
+  public KeyStore store() {
+    return settings.store();
+  }
+
+  /**
+   * Builds an {@link IdempotencyGuard}. Every setter validates its argument at once. Not
+   * thread-safe.
+   */
+  public static final class Builder {
+    private KeyStore store;
+    private Duration lease = DEFAULT_LEASE;
+    private Duration inFlightWait = DEFAULT_IN_FLIGHT_WAIT;
+    private Clock clock = Clock.systemUTC();
+    private TakeoverPolicy takeoverPolicy = TakeoverPolicy.TAKE_OVER;
+    private FailureClassifier failureClassifier = FailureClassifier.neverPermanent();
+    private boolean failOpen;
+    private int completionAttempts = DEFAULT_COMPLETION_ATTEMPTS;
+    private boolean storeRawKeys;
+    private final List<IdempotencyListener> listeners = new ArrayList<>();
+
+    private Builder() {}
+
+    /**
+     * The store of records. Required.
+     *
+     * @param store the store
+     * @return this builder
+     */
+    public Builder store(KeyStore store) {
+      this.store = Objects.requireNonNull(store, "store must not be null");
+      return this;
+    }
+
+    /**
+     * How long a claim stays {@code IN_PROGRESS} before another caller may take it over. Set it
+     * above the slowest provider call you expect (with its timeouts); a sender that outlives it is
+     * reported as {@link IdempotencyEvent.Type#LEASE_OVERRUN}. Must be shorter than every ttl.
+     * Default {@link #DEFAULT_LEASE}.
+     *
+     * @param lease a positive duration
+     * @return this builder
+     */
+    public Builder lease(Duration lease) {
+      Objects.requireNonNull(lease, "lease must not be null");
+      if (lease.isNegative() || lease.isZero()) {
+        throw new IllegalArgumentException("lease must be positive, was " + lease);
+      }
+      this.lease = lease;
+      return this;
+    }
+
+    /**
+     * How long a repeat waits (in real time, polling with backoff) for an in-flight first call to
+     * finish before it throws {@link IdempotencyInProgressException}. Zero means do not wait.
+     * Default {@link #DEFAULT_IN_FLIGHT_WAIT}.
+     *
+     * @param inFlightWait zero or positive
+     * @return this builder
+     */
+    public Builder inFlightWait(Duration inFlightWait) {
+      Objects.requireNonNull(inFlightWait, "inFlightWait must not be null");
+      if (inFlightWait.isNegative()) {
+        throw new IllegalArgumentException(
+            "inFlightWait must not be negative, was " + inFlightWait);
+      }
+      this.inFlightWait = inFlightWait;
+      return this;
+    }
+
+    /**
+     * The clock for leases and windows on stores that take time from the guard (the in-memory
+     * store, the JDBC store unless set to database time). The Redis store uses its server's time.
+     * Default {@link Clock#systemUTC()}.
+     *
+     * @param clock the clock
+     * @return this builder
+     */
+    public Builder clock(Clock clock) {
+      this.clock = Objects.requireNonNull(clock, "clock must not be null");
+      return this;
+    }
+
+    /**
+     * What to do with a claim that outlived its lease without an outcome. Default {@link
+     * TakeoverPolicy#TAKE_OVER}; {@link TakeoverPolicy#REFUSE} is strict mode.
+     *
+     * @param policy the policy
+     * @return this builder
+     */
+    public Builder takeoverPolicy(TakeoverPolicy policy) {
+      this.takeoverPolicy = Objects.requireNonNull(policy, "takeoverPolicy must not be null");
+      return this;
+    }
+
+    /**
+     * Decides which sender failures are permanent and stored for the window. Default: none.
+     *
+     * @param classifier the classifier
+     * @return this builder
+     */
+    public Builder failureClassifier(FailureClassifier classifier) {
+      this.failureClassifier =
+          Objects.requireNonNull(classifier, "failureClassifier must not be null");
+      return this;
+    }
+
+    /**
+     * Whether to send anyway when the store fails before the claim, for sends where a duplicate is
+     * cheaper than a miss. Every such send is reported as {@link
+     * IdempotencyEvent.Type#FAIL_OPEN_SEND} and logged. Default {@code false}: fail closed with
+     * {@link KeyStoreException}.
+     *
+     * @param failOpen {@code true} to fail open
+     * @return this builder
+     */
+    public Builder failOpen(boolean failOpen) {
+      this.failOpen = failOpen;
+      return this;
+    }
+
+    /**
+     * How many times to try recording an outcome after a successful send before giving up (and
+     * returning the result anyway). Default {@link #DEFAULT_COMPLETION_ATTEMPTS}.
+     *
+     * @param attempts at least 1
+     * @return this builder
+     */
+    public Builder completionAttempts(int attempts) {
+      if (attempts < 1) {
+        throw new IllegalArgumentException(
+            "completionAttempts must be at least 1, was " + attempts);
+      }
+      this.completionAttempts = attempts;
+      return this;
+    }
+
+    /**
+     * Also keep each raw key beside its record, for debugging. Off by default: stores keep only a
+     * digest, because keys often carry phone numbers or email addresses.
+     *
+     * @param storeRawKeys {@code true} to keep raw keys at rest
+     * @return this builder
+     */
+    public Builder storeRawKeys(boolean storeRawKeys) {
+      this.storeRawKeys = storeRawKeys;
+      return this;
+    }
+
+    /**
+     * Adds a listener for {@link IdempotencyEvent}s. May be called more than once.
+     *
+     * @param listener the listener
+     * @return this builder
+     */
+    public Builder listener(IdempotencyListener listener) {
+      listeners.add(Objects.requireNonNull(listener, "listener must not be null"));
+      return this;
+    }
+
+    /**
+     * Builds the guard.
+     *
+     * @return the guard
+     * @throws IllegalStateException if no store was set
+     */
+    public IdempotencyGuard build() {
+      if (store == null) {
+        throw new IllegalStateException("store is required: call store(KeyStore) before build()");
+      }
+      return new IdempotencyGuard(this);
+    }
+  }
+
+  /** The codec of the plain {@code execute}: strings, and a clear refusal for anything else. */
+  private enum StringOnlyCodec implements ResultCodec<Object> {
+    INSTANCE;
+
+    @Override
+    public byte[] encode(Object value) {
+      if (value instanceof String text) {
+        return StringCodec.INSTANCE.encode(text);
+      }
+      throw new IllegalArgumentException(
+          "no codec for result type "
+              + value.getClass().getName()
+              + "; pass a ResultCodec to execute(key, ttl, codec, sender)");
+    }
+
+    @Override
+    public Object decode(byte[] bytes) {
+      return StringCodec.INSTANCE.decode(bytes);
+    }
+  }
+}

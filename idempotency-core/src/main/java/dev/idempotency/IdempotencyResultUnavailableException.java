@@ -1,0 +1,26 @@
+package dev.idempotency;
+
+/**
+ * The key's first call did send, but its result cannot be returned: it could not be encoded, was
+ * larger than the store accepts, or the stored bytes can no longer be decoded (the result type
+ * changed between deploys). Nothing is sent again; the message went out once.
+ */
+public class IdempotencyResultUnavailableException extends IdempotencyException {
+
+  private final String keyDigest;
+
+  IdempotencyResultUnavailableException(String keyDigest, String reason, Throwable cause) {
+    super(
+        "Key " + keyDigest + " was already sent, but its result is unavailable: " + reason, cause);
+    this.keyDigest = keyDigest;
+  }
+
+  /**
+   * The digest of the key, as stored.
+   *
+   * @return the key digest
+   */
+  public String keyDigest() {
+    return keyDigest;
+  }
+}

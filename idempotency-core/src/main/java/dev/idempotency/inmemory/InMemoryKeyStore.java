@@ -1,0 +1,349 @@
+package dev.idempotency.inmemory;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import com.github.benmanes.caffeine.cache.Expiry;
+import com.github.benmanes.caffeine.cache.RemovalCause;
+import com.github.benmanes.caffeine.cache.Ticker;
+import dev.idempotency.IdempotencyEvent;
+import dev.idempotency.IdempotencyListener;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.RecordState;
+import dev.idempotency.spi.StoredRecord;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A {@link KeyStore} in this JVM's memory, on a bounded Caffeine cache.
+ *
+ * <pre>{@code
+ * KeyStore store = InMemoryKeyStore.builder().maximumSize(500_000).build();
+ * }</pre>
+ *
+ * <p><b>Sizing.</b> A record must stay until its window ends; one evicted earlier for size lets a
+ * repeat of its key send again. Size the store for the keys one window holds: {@code maximumSize >=
+ * peak sends per second x window in seconds}, with headroom. Every eviction before the window ends
+ * is counted ({@link #evictionsBeforeExpiry()}), logged at WARN and reported to the listener as
+ * {@link IdempotencyEvent.Type#EVICTED_BEFORE_EXPIRY}.
+ *
+ * <p><b>Time.</b> Leases and windows follow the time of each request, which is the guard's clock,
+ * so a test moves them with {@code IdempotencyGuard.builder().clock(..)}. Records are removed by
+ * Caffeine once their window has passed in real time.
+ *
+ * <p>Thread-safe: each operation is one atomic {@code compute} on the key's entry. Only one JVM
+ * sees the records; use the JDBC or Redis store for several instances.
+ */
+public final class InMemoryKeyStore implements KeyStore {
+
+  /** The default maximum number of records. */
+  public static final long DEFAULT_MAXIMUM_SIZE = 100_000;
+
+  private static final Logger log = LoggerFactory.getLogger(InMemoryKeyStore.class);
+
+  private final Cache<String, Entry> cache;
+  private final Ticker ticker;
+  private final int maxPayloadBytes;
+  private final IdempotencyListener listener;
+  private final AtomicLong evictionsBeforeExpiry = new AtomicLong();
+
+  private InMemoryKeyStore(Builder builder) {
+    this.ticker = builder.ticker;
+    this.maxPayloadBytes = builder.maxPayloadBytes;
+    this.listener = builder.listener;
+    this.cache =
+        Caffeine.newBuilder()
+            .maximumSize(builder.maximumSize)
+            .ticker(ticker)
+            .executor(Runnable::run)
+            .expireAfter(new UntilRetentionDeadline())
+            .evictionListener(this::onEviction)
+            .build();
+  }
+
+  /**
+   * Starts a builder.
+   *
+   * @return a new builder
+   */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  @Override
+  public ClaimResult claim(ClaimRequest request) {
+    Objects.requireNonNull(request, "request");
+    ClaimResult[] result = new ClaimResult[1];
+    Instant now = request.now();
+    cache
+        .asMap()
+        .compute(
+            request.keyId(),
+            (keyId, current) -> {
+              if (current == null || !now.isBefore(current.record.retentionDeadline())) {
+                result[0] = new ClaimResult.Claimed(1, false);
+                return Entry.fresh(request, ticker.read());
+              }
+              StoredRecord record = current.record;
+              boolean leaseExpired =
+                  record.state() == RecordState.IN_PROGRESS
+                      && !now.isBefore(record.leaseDeadline());
+              if (leaseExpired
+                  && request.takeOverExpiredLease()
+                  && record.fingerprint().equals(request.fingerprint())) {
+                result[0] = new ClaimResult.Claimed(record.attempt() + 1, true);
+                return current.takenOver(request);
+              }
+              result[0] = new ClaimResult.Existing(record, leaseExpired);
+              return current;
+            });
+    return result[0];
+  }
+
+  @Override
+  public boolean complete(CompleteRequest request) {
+    Objects.requireNonNull(request, "request");
+    if (request.payload().length > maxPayloadBytes) {
+      throw new IllegalArgumentException(
+          "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
+    }
+    boolean[] written = new boolean[1];
+    cache
+        .asMap()
+        .computeIfPresent(
+            request.keyId(),
+            (keyId, current) -> {
+              if (!current.isOwnedBy(request.ownerToken())) {
+                return current;
+              }
+              written[0] = true;
+              return current.completed(request);
+            });
+    return written[0];
+  }
+
+  @Override
+  public boolean release(String keyId, String ownerToken) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    boolean[] released = new boolean[1];
+    cache
+        .asMap()
+        .computeIfPresent(
+            keyId,
+            (id, current) -> {
+              if (!current.isOwnedBy(ownerToken)) {
+                return current;
+              }
+              released[0] = true;
+              return null;
+            });
+    return released[0];
+  }
+
+  @Override
+  public int maxPayloadBytes() {
+    return maxPayloadBytes;
+  }
+
+  /**
+   * How many records were evicted for size before their window ended. Each one is a key that could
+   * be sent again; above zero, raise {@link Builder#maximumSize(long)}.
+   *
+   * @return the count since this store was built
+   */
+  public long evictionsBeforeExpiry() {
+    return evictionsBeforeExpiry.get();
+  }
+
+  /**
+   * The number of records held, after pending maintenance (expiry, eviction) has run.
+   *
+   * @return the number of records
+   */
+  public long size() {
+    cache.cleanUp();
+    return cache.estimatedSize();
+  }
+
+  private void onEviction(String keyId, Entry entry, RemovalCause cause) {
+    if (cause != RemovalCause.SIZE) {
+      return;
+    }
+    long count = evictionsBeforeExpiry.incrementAndGet();
+    log.warn(
+        "Evicted a record for size before its window ended ({} so far): a repeat of that key would"
+            + " send again. Raise maximumSize",
+        count);
+    if (listener != null) {
+      try {
+        listener.onEvent(
+            new IdempotencyEvent(
+                IdempotencyEvent.Type.EVICTED_BEFORE_EXPIRY,
+                keyId,
+                entry.record.attempt(),
+                Duration.ZERO,
+                null));
+      } catch (RuntimeException e) {
+        log.warn("An IdempotencyListener threw on an eviction event; ignored", e);
+      }
+    }
+  }
+
+  /** One record with its owner token and its removal time on the cache's ticker. */
+  private static final class Entry {
+    final StoredRecord record;
+    final String ownerToken;
+    final long expiresAtTick;
+
+    private Entry(StoredRecord record, String ownerToken, long expiresAtTick) {
+      this.record = record;
+      this.ownerToken = ownerToken;
+      this.expiresAtTick = expiresAtTick;
+    }
+
+    static Entry fresh(ClaimRequest request, long nowTick) {
+      Instant now = request.now();
+      StoredRecord record =
+          new StoredRecord(
+              RecordState.IN_PROGRESS,
+              1,
+              request.fingerprint(),
+              null,
+              now,
+              null,
+              now.plus(request.lease()),
+              now.plus(request.retention()));
+      return new Entry(record, request.ownerToken(), nowTick + request.retention().toNanos());
+    }
+
+    boolean isOwnedBy(String token) {
+      return record.state() == RecordState.IN_PROGRESS && ownerToken.equals(token);
+    }
+
+    Entry takenOver(ClaimRequest request) {
+      StoredRecord next =
+          new StoredRecord(
+              RecordState.IN_PROGRESS,
+              record.attempt() + 1,
+              record.fingerprint(),
+              null,
+              record.createdAt(),
+              null,
+              request.now().plus(request.lease()),
+              record.retentionDeadline());
+      return new Entry(next, request.ownerToken(), expiresAtTick);
+    }
+
+    Entry completed(CompleteRequest request) {
+      StoredRecord next =
+          new StoredRecord(
+              request.state(),
+              record.attempt(),
+              record.fingerprint(),
+              request.payload().clone(),
+              record.createdAt(),
+              request.now(),
+              record.leaseDeadline(),
+              record.retentionDeadline());
+      return new Entry(next, ownerToken, expiresAtTick);
+    }
+  }
+
+  /** Removes a record when its window has passed on the cache's ticker. */
+  private static final class UntilRetentionDeadline implements Expiry<String, Entry> {
+    @Override
+    public long expireAfterCreate(String key, Entry entry, long currentTime) {
+      return Math.max(0, entry.expiresAtTick - currentTime);
+    }
+
+    @Override
+    public long expireAfterUpdate(String key, Entry entry, long currentTime, long currentDuration) {
+      return Math.max(0, entry.expiresAtTick - currentTime);
+    }
+
+    @Override
+    public long expireAfterRead(String key, Entry entry, long currentTime, long currentDuration) {
+      return currentDuration;
+    }
+  }
+
+  /** Builds an {@link InMemoryKeyStore}. Setters validate at once. Not thread-safe. */
+  public static final class Builder {
+    private long maximumSize = DEFAULT_MAXIMUM_SIZE;
+    private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
+    private IdempotencyListener listener;
+    private Ticker ticker = Ticker.systemTicker();
+
+    private Builder() {}
+
+    /**
+     * The most records kept. See the class documentation for the sizing rule. Default {@link
+     * #DEFAULT_MAXIMUM_SIZE}.
+     *
+     * @param maximumSize at least 1
+     * @return this builder
+     */
+    public Builder maximumSize(long maximumSize) {
+      if (maximumSize < 1) {
+        throw new IllegalArgumentException("maximumSize must be at least 1, was " + maximumSize);
+      }
+      this.maximumSize = maximumSize;
+      return this;
+    }
+
+    /**
+     * The largest stored result, in bytes. Default {@link KeyStore#DEFAULT_MAX_PAYLOAD_BYTES}.
+     *
+     * @param maxPayloadBytes at least 1
+     * @return this builder
+     */
+    public Builder maxPayloadBytes(int maxPayloadBytes) {
+      if (maxPayloadBytes < 1) {
+        throw new IllegalArgumentException(
+            "maxPayloadBytes must be at least 1, was " + maxPayloadBytes);
+      }
+      this.maxPayloadBytes = maxPayloadBytes;
+      return this;
+    }
+
+    /**
+     * Receives {@link IdempotencyEvent.Type#EVICTED_BEFORE_EXPIRY} events.
+     *
+     * @param listener the listener
+     * @return this builder
+     */
+    public Builder listener(IdempotencyListener listener) {
+      this.listener = Objects.requireNonNull(listener, "listener must not be null");
+      return this;
+    }
+
+    /**
+     * The real-time source for removing records after their window; for tests of removal only.
+     * Leases and windows themselves follow the guard's clock. Default {@link
+     * Ticker#systemTicker()}.
+     *
+     * @param ticker the ticker
+     * @return this builder
+     */
+    public Builder ticker(Ticker ticker) {
+      this.ticker = Objects.requireNonNull(ticker, "ticker must not be null");
+      return this;
+    }
+
+    /**
+     * Builds the store.
+     *
+     * @return the store
+     */
+    public InMemoryKeyStore build() {
+      return new InMemoryKeyStore(this);
+    }
+  }
+}

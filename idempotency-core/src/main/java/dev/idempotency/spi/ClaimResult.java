@@ -1,0 +1,40 @@
+package dev.idempotency.spi;
+
+import java.util.Objects;
+
+/**
+ * What an atomic {@link KeyStore#claim claim} found: either the caller now owns the key, or the
+ * record that stopped it. Contention is a value, not an exception.
+ */
+public sealed interface ClaimResult permits ClaimResult.Claimed, ClaimResult.Existing {
+
+  /**
+   * The caller owns the key: the store wrote an {@link RecordState#IN_PROGRESS} record holding the
+   * request's owner token.
+   *
+   * @param attempt 1 for a fresh claim, the previous attempt plus one for a lease takeover
+   * @param takeover whether this claim took over an expired lease of another owner
+   */
+  record Claimed(int attempt, boolean takeover) implements ClaimResult {
+    /** Checks the attempt number. */
+    public Claimed {
+      if (attempt < 1) {
+        throw new IllegalArgumentException("attempt must be at least 1, was " + attempt);
+      }
+    }
+  }
+
+  /**
+   * The store holds a live record the caller may not claim.
+   *
+   * @param record the record as it is
+   * @param leaseExpired whether the record is {@link RecordState#IN_PROGRESS} with a lease that has
+   *     passed by the store's time (it was not taken over: strict mode, or a different fingerprint)
+   */
+  record Existing(StoredRecord record, boolean leaseExpired) implements ClaimResult {
+    /** Checks the record is present. */
+    public Existing {
+      Objects.requireNonNull(record, "record");
+    }
+  }
+}

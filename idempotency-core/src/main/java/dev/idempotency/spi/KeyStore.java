@@ -1,0 +1,99 @@
+package dev.idempotency.spi;
+
+/**
+ * Stores one idempotency record per key id and changes it atomically.
+ *
+ * <h2>Obligations</h2>
+ *
+ * <ol>
+ *   <li><b>Atomic claim.</b> {@link #claim} is one atomic step per key id (a unique constraint, a
+ *       compare-and-set, a Lua script): however many callers, threads or processes race, exactly
+ *       one of them gets {@link ClaimResult.Claimed} for a free key. Within that step:
+ *       <ul>
+ *         <li>no record, or a record whose retention deadline is at or before now: write a new
+ *             {@code IN_PROGRESS} record with the request's owner token and fingerprint, attempt 1,
+ *             {@code createdAt = now}, {@code leaseDeadline = now + lease}, {@code
+ *             retentionDeadline = now + retention}; return {@code Claimed(1, false)};
+ *         <li>an {@code IN_PROGRESS} record whose lease deadline is at or before now, when {@link
+ *             ClaimRequest#takeOverExpiredLease()} is set and the fingerprints are equal: replace
+ *             the owner token, increment the attempt, set {@code leaseDeadline = now + lease}, keep
+ *             the retention deadline and {@code createdAt}; return {@code Claimed(attempt, true)};
+ *         <li>otherwise change nothing and return {@link ClaimResult.Existing} with the record and
+ *             whether its lease has expired.
+ *       </ul>
+ *   <li><b>Fenced writes.</b> {@link #complete} and {@link #release} change the record only if it
+ *       still holds the given owner token and is {@code IN_PROGRESS}. A caller that lost its claim
+ *       to a takeover can neither overwrite nor delete the new owner's record; it gets {@code
+ *       false}.
+ *   <li><b>Byte-exact payloads.</b> Payloads up to {@link #maxPayloadBytes()} are returned exactly
+ *       as written, including empty and binary ones.
+ *   <li><b>Bounded growth.</b> Records past their retention deadline count as absent and are
+ *       removed on purpose (expiry, a purge), so the store never grows without bound.
+ *   <li><b>Time.</b> Deadlines are computed from {@link ClaimRequest#now()} unless {@link
+ *       #usesServerTime()} says the store takes time from its own server, which protects leases
+ *       against clock skew between application hosts.
+ *   <li><b>Errors.</b> A failure of the backing store is thrown as {@link
+ *       dev.idempotency.KeyStoreException}; after a failed {@code claim} the caller assumes it owns
+ *       nothing and sends nothing.
+ * </ol>
+ *
+ * <p>Implementations must be safe for use by many threads at once. Key ids are digests of at most
+ * {@link ClaimRequest#MAX_KEY_ID_LENGTH} characters of {@code [A-Za-z0-9_-]}; stores never see raw
+ * keys unless the user opted into {@link ClaimRequest#debugKey() debug keys}.
+ */
+public interface KeyStore {
+
+  /** The default largest payload a store accepts: 4 MiB. */
+  int DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024;
+
+  /**
+   * Claims the key id, or returns the record that prevents it, in one atomic step.
+   *
+   * @param request the claim; never null
+   * @return {@link ClaimResult.Claimed} if the caller now owns the key, else {@link
+   *     ClaimResult.Existing}
+   * @throws dev.idempotency.KeyStoreException if the store failed; nothing was claimed then
+   */
+  ClaimResult claim(ClaimRequest request);
+
+  /**
+   * Writes the outcome of a claim, fenced by its owner token. The retention deadline is not
+   * changed.
+   *
+   * @param request the outcome; never null
+   * @return {@code true} if written; {@code false} if the record no longer holds the owner token
+   *     (taken over, expired or released) or is no longer {@code IN_PROGRESS}
+   * @throws dev.idempotency.KeyStoreException if the store failed
+   */
+  boolean complete(CompleteRequest request);
+
+  /**
+   * Deletes the record so that the next claim starts afresh, fenced by the owner token.
+   *
+   * @param keyId the record's key id
+   * @param ownerToken the token of the claim being released
+   * @return {@code true} if deleted; {@code false} if the record no longer holds the owner token
+   * @throws dev.idempotency.KeyStoreException if the store failed
+   */
+  boolean release(String keyId, String ownerToken);
+
+  /**
+   * The largest payload this store accepts. The guard stores a larger result as "sent, result not
+   * stored" instead of failing after the send.
+   *
+   * @return a positive number of bytes
+   */
+  default int maxPayloadBytes() {
+    return DEFAULT_MAX_PAYLOAD_BYTES;
+  }
+
+  /**
+   * Whether this store takes lease and retention time from its own server and ignores {@link
+   * ClaimRequest#now()} and {@link CompleteRequest#now()}.
+   *
+   * @return {@code true} for server time, {@code false} (the default) for the request's time
+   */
+  default boolean usesServerTime() {
+    return false;
+  }
+}

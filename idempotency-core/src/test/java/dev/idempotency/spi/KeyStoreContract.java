@@ -1,0 +1,485 @@
+package dev.idempotency.spi;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.fail;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The contract every {@link KeyStore} must pass, run against a real backend. A store's test extends
+ * this class and returns its store from {@link #store()}; each test uses fresh key ids, so no
+ * cleanup is needed between tests.
+ *
+ * <p>Time: for a store that takes time from the request, tests move time by passing a later {@code
+ * now}. For a store with {@link KeyStore#usesServerTime() server time}, tests use short leases and
+ * windows and poll, bounded, until the server's time has passed them.
+ */
+public abstract class KeyStoreContract {
+
+  /** The start of request time for stores that honour it. */
+  protected static final Instant T0 = Instant.parse("2030-01-01T00:00:00Z");
+
+  /** A lease long enough never to pass by accident during a test. */
+  protected static final Duration LONG_LEASE = Duration.ofMinutes(10);
+
+  /** A window long enough never to pass by accident during a test. */
+  protected static final Duration LONG_RETENTION = Duration.ofHours(24);
+
+  /** How long a bounded poll for server time to pass may take. */
+  protected static final Duration POLL_LIMIT = Duration.ofSeconds(30);
+
+  /**
+   * The store under test, shared by all tests of the class.
+   *
+   * @return the store
+   */
+  protected abstract KeyStore store();
+
+  /** A key id no other test uses. */
+  protected static String newKeyId() {
+    return UUID.randomUUID().toString().replace("-", "") + "_contract";
+  }
+
+  /** A fresh owner token. */
+  protected static String newToken() {
+    return UUID.randomUUID().toString();
+  }
+
+  protected ClaimRequest claim(String keyId, String token, Duration lease, Duration retention) {
+    return new ClaimRequest(keyId, token, "", T0, lease, retention, true, null);
+  }
+
+  protected ClaimRequest claim(String keyId, String token) {
+    return claim(keyId, token, LONG_LEASE, LONG_RETENTION);
+  }
+
+  protected CompleteRequest complete(String keyId, String token, byte[] payload) {
+    return new CompleteRequest(keyId, token, RecordState.COMPLETED, payload, T0.plusSeconds(1));
+  }
+
+  private boolean serverTime() {
+    return store().usesServerTime();
+  }
+
+  /** A lease for tests that let it expire: short on server time, as long as any on request time. */
+  protected Duration expiringLease() {
+    return serverTime() ? Duration.ofMillis(300) : LONG_LEASE;
+  }
+
+  /** A window for tests that let it expire. */
+  protected Duration expiringRetention() {
+    return serverTime() ? Duration.ofMillis(1500) : LONG_RETENTION;
+  }
+
+  /**
+   * Claims again once {@code elapsed} has passed: on request time by moving {@code now}, on server
+   * time by polling (bounded) until the result satisfies {@code done}.
+   */
+  protected ClaimResult claimAfter(
+      ClaimRequest request, Duration elapsed, Predicate<ClaimResult> done) {
+    if (!serverTime()) {
+      return store().claim(request.withNow(request.now().plus(elapsed)));
+    }
+    long deadline = System.nanoTime() + POLL_LIMIT.toNanos();
+    ClaimResult last;
+    do {
+      last = store().claim(request.withNow(Instant.now()));
+      if (done.test(last)) {
+        return last;
+      }
+      pause(20);
+    } while (System.nanoTime() < deadline);
+    return last;
+  }
+
+  private static void pause(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private static StoredRecord existing(ClaimResult result) {
+    assertThat(result).isInstanceOf(ClaimResult.Existing.class);
+    return ((ClaimResult.Existing) result).record();
+  }
+
+  private static boolean isClaimed(ClaimResult result) {
+    return result instanceof ClaimResult.Claimed;
+  }
+
+  @Test
+  void claimOfAnAbsentKeyIsTheFirstAttempt() {
+    ClaimResult result = store().claim(claim(newKeyId(), newToken()));
+
+    assertThat(result).isEqualTo(new ClaimResult.Claimed(1, false));
+  }
+
+  @Test
+  void secondClaimReturnsTheInProgressRecordAndChangesNothing() {
+    String keyId = newKeyId();
+    store()
+        .claim(
+            new ClaimRequest(
+                keyId, newToken(), "fp-1", T0, LONG_LEASE, LONG_RETENTION, true, null));
+
+    ClaimResult second = store().claim(claim(keyId, newToken()));
+
+    assertThat(second).isInstanceOf(ClaimResult.Existing.class);
+    assertThat(((ClaimResult.Existing) second).leaseExpired()).isFalse();
+    StoredRecord record = existing(second);
+    assertThat(record.state()).isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(record.attempt()).isEqualTo(1);
+    assertThat(record.fingerprint()).isEqualTo("fp-1");
+    assertThat(record.payload()).isNull();
+    assertThat(record.completedAt()).isNull();
+    assertThat(record.leaseDeadline()).isAfter(record.createdAt());
+    assertThat(record.retentionDeadline()).isAfter(record.leaseDeadline());
+  }
+
+  @Test
+  void completedRecordIsReplayedWithItsPayload() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+
+    assertThat(store().complete(complete(keyId, token, bytes("n_801")))).isTrue();
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+
+    assertThat(record.state()).isEqualTo(RecordState.COMPLETED);
+    assertThat(record.payload()).isEqualTo(bytes("n_801"));
+    assertThat(record.completedAt()).isNotNull();
+    assertThat(record.attempt()).isEqualTo(1);
+  }
+
+  @Test
+  void failedRecordIsKeptAndReturned() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+
+    boolean written =
+        store()
+            .complete(
+                new CompleteRequest(keyId, token, RecordState.FAILED, bytes("bad number"), T0));
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+
+    assertThat(written).isTrue();
+    assertThat(record.state()).isEqualTo(RecordState.FAILED);
+    assertThat(record.payload()).isEqualTo(bytes("bad number"));
+  }
+
+  @Test
+  void completeWithAStaleTokenIsRefusedAndChangesNothing() {
+    String keyId = newKeyId();
+    store().claim(claim(keyId, newToken()));
+
+    boolean written = store().complete(complete(keyId, newToken(), bytes("intruder")));
+
+    assertThat(written).isFalse();
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+    assertThat(record.state()).isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(record.payload()).isNull();
+  }
+
+  @Test
+  void completeOfAnAbsentKeyIsRefused() {
+    assertThat(store().complete(complete(newKeyId(), newToken(), bytes("x")))).isFalse();
+  }
+
+  @Test
+  void completedRecordCannotBeCompletedTwice() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+    store().complete(complete(keyId, token, bytes("first")));
+
+    assertThat(store().complete(complete(keyId, token, bytes("second")))).isFalse();
+    assertThat(existing(store().claim(claim(keyId, newToken()))).payload())
+        .isEqualTo(bytes("first"));
+  }
+
+  @Test
+  void releaseWithAStaleTokenIsRefusedAndWithTheOwnerTokenFreesTheKey() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+
+    assertThat(store().release(keyId, newToken())).isFalse();
+    assertThat(existing(store().claim(claim(keyId, newToken()))).state())
+        .isEqualTo(RecordState.IN_PROGRESS);
+
+    assertThat(store().release(keyId, token)).isTrue();
+    assertThat(store().claim(claim(keyId, newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+  }
+
+  @Test
+  void completedRecordCannotBeReleased() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+    store().complete(complete(keyId, token, bytes("done")));
+
+    assertThat(store().release(keyId, token)).isFalse();
+    assertThat(existing(store().claim(claim(keyId, newToken()))).state())
+        .isEqualTo(RecordState.COMPLETED);
+  }
+
+  @Test
+  void expiredLeaseIsTakenOverWithTheNextAttemptAndFencesTheOldOwner() {
+    String keyId = newKeyId();
+    String oldToken = newToken();
+    Duration lease = expiringLease();
+    store().claim(claim(keyId, oldToken, lease, expiringRetention().plus(LONG_LEASE)));
+
+    String newOwner = newToken();
+    ClaimResult takeover =
+        claimAfter(
+            claim(keyId, newOwner, lease, expiringRetention().plus(LONG_LEASE)),
+            lease.plusMillis(1),
+            KeyStoreContract::isClaimed);
+
+    assertThat(takeover).isEqualTo(new ClaimResult.Claimed(2, true));
+    assertThat(store().complete(complete(keyId, oldToken, bytes("late")))).isFalse();
+    assertThat(store().release(keyId, oldToken)).isFalse();
+    assertThat(store().complete(complete(keyId, newOwner, bytes("winner")))).isTrue();
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+    assertThat(record.payload()).isEqualTo(bytes("winner"));
+    assertThat(record.attempt()).isEqualTo(2);
+  }
+
+  @Test
+  void takeoverKeepsTheRetentionDeadline() {
+    String keyId = newKeyId();
+    Duration lease = expiringLease();
+    Duration retention = expiringRetention().plus(LONG_LEASE);
+    store().claim(claim(keyId, newToken(), lease, retention));
+    Instant originalDeadline =
+        existing(store().claim(claim(keyId, newToken()))).retentionDeadline();
+
+    claimAfter(
+        claim(keyId, newToken(), lease, retention),
+        lease.plusMillis(1),
+        KeyStoreContract::isClaimed);
+
+    assertThat(existing(store().claim(claim(keyId, newToken()))).retentionDeadline())
+        .isEqualTo(originalDeadline);
+  }
+
+  @Test
+  void strictClaimDoesNotTakeOverAnExpiredLeaseButReportsIt() {
+    String keyId = newKeyId();
+    Duration lease = expiringLease();
+    store().claim(claim(keyId, newToken(), lease, expiringRetention().plus(LONG_LEASE)));
+    ClaimRequest strict =
+        new ClaimRequest(
+            keyId, newToken(), "", T0, lease, expiringRetention().plus(LONG_LEASE), false, null);
+
+    ClaimResult result =
+        claimAfter(
+            strict,
+            lease.plusMillis(1),
+            r -> r instanceof ClaimResult.Existing e && e.leaseExpired());
+
+    assertThat(result).isInstanceOf(ClaimResult.Existing.class);
+    assertThat(((ClaimResult.Existing) result).leaseExpired()).isTrue();
+    assertThat(existing(result).attempt()).isEqualTo(1);
+  }
+
+  @Test
+  void expiredLeaseIsNotTakenOverWithADifferentFingerprint() {
+    String keyId = newKeyId();
+    Duration lease = expiringLease();
+    Duration retention = expiringRetention().plus(LONG_LEASE);
+    store().claim(new ClaimRequest(keyId, newToken(), "fp-a", T0, lease, retention, true, null));
+    ClaimRequest other =
+        new ClaimRequest(keyId, newToken(), "fp-b", T0, lease, retention, true, null);
+
+    ClaimResult result =
+        claimAfter(
+            other,
+            lease.plusMillis(1),
+            r -> r instanceof ClaimResult.Existing e && e.leaseExpired());
+
+    assertThat(existing(result).fingerprint()).isEqualTo("fp-a");
+    assertThat(((ClaimResult.Existing) result).leaseExpired()).isTrue();
+  }
+
+  @Test
+  void recordPastRetentionCountsAsAbsent() {
+    String keyId = newKeyId();
+    String token = newToken();
+    Duration lease = expiringLease();
+    Duration retention = expiringRetention();
+    store().claim(claim(keyId, token, lease, retention));
+    store().complete(complete(keyId, token, bytes("old")));
+
+    ClaimResult result =
+        claimAfter(
+            claim(keyId, newToken(), lease, retention), retention, KeyStoreContract::isClaimed);
+
+    assertThat(result).isEqualTo(new ClaimResult.Claimed(1, false));
+  }
+
+  @Test
+  void fingerprintIsReturnedWithTheRecord() {
+    String keyId = newKeyId();
+    store()
+        .claim(
+            new ClaimRequest(keyId, newToken(), "abc", T0, LONG_LEASE, LONG_RETENTION, true, null));
+
+    StoredRecord record =
+        existing(
+            store()
+                .claim(
+                    new ClaimRequest(
+                        keyId, newToken(), "xyz", T0, LONG_LEASE, LONG_RETENTION, true, null)));
+
+    assertThat(record.fingerprint()).isEqualTo("abc");
+  }
+
+  @Test
+  void debugKeyDoesNotChangeIdentity() {
+    String keyId = newKeyId();
+    store()
+        .claim(
+            new ClaimRequest(
+                keyId, newToken(), "", T0, LONG_LEASE, LONG_RETENTION, true, "otp:user_42"));
+
+    ClaimResult second =
+        store()
+            .claim(
+                new ClaimRequest(
+                    keyId, newToken(), "", T0, LONG_LEASE, LONG_RETENTION, true, "other"));
+
+    assertThat(second).isInstanceOf(ClaimResult.Existing.class);
+  }
+
+  @Test
+  void emptyPayloadRoundTrips() {
+    assertRoundTrip(new byte[0]);
+  }
+
+  @Test
+  void everyByteValueRoundTrips() {
+    byte[] payload = new byte[512];
+    for (int i = 0; i < payload.length; i++) {
+      payload[i] = (byte) i;
+    }
+    assertRoundTrip(payload);
+  }
+
+  @Test
+  void oneMebibytePayloadRoundTrips() {
+    byte[] payload = new byte[1024 * 1024];
+    new Random(42).nextBytes(payload);
+    assertRoundTrip(payload);
+  }
+
+  private void assertRoundTrip(byte[] payload) {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+    assertThat(store().complete(complete(keyId, token, payload.clone()))).isTrue();
+
+    byte[] stored = existing(store().claim(claim(keyId, newToken()))).payload();
+
+    assertThat(stored).hasSize(payload.length);
+    assertThat(stored).isEqualTo(payload);
+  }
+
+  @Test
+  void thirtyTwoThreadsClaimingOneKeyGiveExactlyOneWinner() throws Exception {
+    String keyId = newKeyId();
+    int threads = 32;
+    CountDownLatch start = new CountDownLatch(1);
+    List<Callable<ClaimResult>> tasks = new ArrayList<>();
+    for (int i = 0; i < threads; i++) {
+      tasks.add(
+          () -> {
+            start.await();
+            return store().claim(claim(keyId, newToken()));
+          });
+    }
+    List<ClaimResult> results = runAll(tasks, start);
+
+    assertThat(results.stream().filter(KeyStoreContract::isClaimed).count()).isEqualTo(1);
+    assertThat(results.stream().filter(r -> r instanceof ClaimResult.Existing).count())
+        .isEqualTo(threads - 1);
+  }
+
+  @Test
+  void manyKeysInParallelDoNotCrossTalk() throws Exception {
+    int threads = 16;
+    int keysPerThread = 50;
+    CountDownLatch start = new CountDownLatch(1);
+    List<Callable<List<String>>> tasks = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      tasks.add(
+          () -> {
+            start.await();
+            List<String> keyIds = new ArrayList<>();
+            for (int k = 0; k < keysPerThread; k++) {
+              String keyId = newKeyId();
+              String token = newToken();
+              assertThat(store().claim(claim(keyId, token)))
+                  .isEqualTo(new ClaimResult.Claimed(1, false));
+              assertThat(store().complete(complete(keyId, token, bytes(keyId)))).isTrue();
+              keyIds.add(keyId);
+            }
+            return keyIds;
+          });
+    }
+    List<List<String>> perThread = runAll(tasks, start);
+
+    for (List<String> keyIds : perThread) {
+      for (String keyId : keyIds) {
+        assertThat(existing(store().claim(claim(keyId, newToken()))).payload())
+            .isEqualTo(bytes(keyId));
+      }
+    }
+  }
+
+  /** Runs the tasks on their own threads, releases the latch, and returns results in order. */
+  protected static <R> List<R> runAll(List<Callable<R>> tasks, CountDownLatch start)
+      throws Exception {
+    ExecutorService pool = Executors.newFixedThreadPool(tasks.size());
+    try {
+      List<Future<R>> futures = new ArrayList<>();
+      for (Callable<R> task : tasks) {
+        futures.add(pool.submit(task));
+      }
+      start.countDown();
+      List<R> results = new ArrayList<>();
+      for (Future<R> future : futures) {
+        results.add(future.get(120, TimeUnit.SECONDS));
+      }
+      return results;
+    } finally {
+      pool.shutdownNow();
+      if (!pool.awaitTermination(30, TimeUnit.SECONDS)) {
+        fail("worker threads did not stop");
+      }
+    }
+  }
+
+  protected static byte[] bytes(String text) {
+    return text.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+  }
+}

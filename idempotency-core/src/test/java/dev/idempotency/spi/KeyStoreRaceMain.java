@@ -1,0 +1,53 @@
+package dev.idempotency.spi;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+
+/**
+ * The second JVM of {@link SharedKeyStoreContract}: opens the store with a {@link KeyStoreFactory},
+ * says {@code READY}, waits for {@code GO} on standard input, races for the keys and writes the
+ * keys it won to a file.
+ *
+ * <p>Arguments: factory class, factory config, keys file, threads, result file.
+ */
+public final class KeyStoreRaceMain {
+
+  private KeyStoreRaceMain() {}
+
+  /**
+   * Runs the race.
+   *
+   * @param args factory class, config, keys file, threads, result file
+   * @throws Exception on any failure, which makes the exit code non-zero
+   */
+  public static void main(String[] args) throws Exception {
+    KeyStoreFactory factory =
+        (KeyStoreFactory) Class.forName(args[0]).getDeclaredConstructor().newInstance();
+    KeyStore store = factory.open(args[1]);
+    List<String> keyIds = Files.readAllLines(Path.of(args[2]), StandardCharsets.UTF_8);
+    int threads = Integer.parseInt(args[3]);
+    System.out.println("READY");
+    System.out.flush();
+    BufferedReader in =
+        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    if (!"GO".equals(in.readLine())) {
+      throw new IllegalStateException("expected GO");
+    }
+    CountDownLatch go = new CountDownLatch(1);
+    go.countDown();
+    KeyStoreRace.Result result = KeyStoreRace.run(store, keyIds, threads, go);
+    List<String> lines = new ArrayList<>();
+    lines.add("CLAIMS " + result.claims());
+    result.won().forEach(keyId -> lines.add("WON " + keyId));
+    Files.write(Path.of(args[4]), lines, StandardCharsets.UTF_8);
+    System.out.println("DONE");
+    System.out.flush();
+    System.exit(0);
+  }
+}
