@@ -10,6 +10,7 @@ import dev.idempotency.spi.StoredRecord;
 import java.security.SecureRandom;
 import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.Base64;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
@@ -158,15 +159,15 @@ final class GuardedCall<T> {
     } else {
       emit(Type.CLAIMED, attempt, elapsed(), null);
     }
-    long sendStart = System.nanoTime();
+    Instant sendStart = settings.clock().instant();
     T value;
     try {
       value = callSender(attempt);
     } catch (Throwable failure) {
-      onSendFailure(ownerToken, attempt, failure, System.nanoTime() - sendStart);
+      onSendFailure(ownerToken, attempt, failure, sendNanos(sendStart));
       throw failure;
     }
-    long sendNanos = System.nanoTime() - sendStart;
+    long sendNanos = sendNanos(sendStart);
     if (sendNanos > settings.lease().toNanos()) {
       log.warn(
           "The sender for key {} ran {} ms, longer than its lease of {} ms; another caller may"
@@ -343,6 +344,11 @@ final class GuardedCall<T> {
       int attempt, long waitedNanos, Throwable cause) {
     emit(Type.IN_PROGRESS_CONFLICT, attempt, waitedNanos, cause);
     return IdempotencyInProgressException.afterWaiting(keyId, Duration.ofNanos(waitedNanos), cause);
+  }
+
+  /** Send time on the guard's clock, the clock leases are measured with. */
+  private long sendNanos(Instant sendStart) {
+    return Duration.between(sendStart, settings.clock().instant()).toNanos();
   }
 
   private long elapsed() {
