@@ -17,7 +17,15 @@ import java.util.Objects;
 public record IdempotencyEvent(
     Type type, String keyDigest, int attempt, Duration duration, Throwable error) {
 
-  /** Checks the required components. */
+  /**
+   * Checks the required components.
+   *
+   * @param type see {@link #type()}
+   * @param keyDigest see {@link #keyDigest()}
+   * @param attempt see {@link #attempt()}
+   * @param duration see {@link #duration()}
+   * @param error see {@link #error()}
+   */
   public IdempotencyEvent {
     Objects.requireNonNull(type, "type");
     Objects.requireNonNull(keyDigest, "keyDigest");

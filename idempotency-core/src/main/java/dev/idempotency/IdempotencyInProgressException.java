@@ -9,8 +9,8 @@ import java.time.Duration;
  */
 public class IdempotencyInProgressException extends IdempotencyException {
 
-  private final String keyDigest;
-  private final Duration waited;
+  private final transient String keyDigest;
+  private final transient Duration waited;
 
   private IdempotencyInProgressException(
       String message, String keyDigest, Duration waited, Throwable cause) {

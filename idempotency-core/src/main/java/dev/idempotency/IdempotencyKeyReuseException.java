@@ -6,7 +6,7 @@ package dev.idempotency;
  */
 public class IdempotencyKeyReuseException extends IdempotencyException {
 
-  private final String keyDigest;
+  private final transient String keyDigest;
 
   IdempotencyKeyReuseException(String keyDigest) {
     super(

@@ -9,8 +9,8 @@ package dev.idempotency;
  */
 public class IdempotencyOutcomeUnknownException extends IdempotencyException {
 
-  private final String keyDigest;
-  private final int attempt;
+  private final transient String keyDigest;
+  private final transient int attempt;
 
   IdempotencyOutcomeUnknownException(String keyDigest, int attempt) {
     super(

@@ -16,7 +16,13 @@ import java.time.Duration;
  */
 public record IdempotencyRequest(String key, Duration ttl, String fingerprint) {
 
-  /** Validates the key and the ttl. */
+  /**
+   * Validates the key and the ttl.
+   *
+   * @param key see {@link #key()}
+   * @param ttl see {@link #ttl()}
+   * @param fingerprint see {@link #fingerprint()}
+   */
   public IdempotencyRequest {
     IdempotencyKey.requireValid(key);
     IdempotencyWindows.requireValidTtl(ttl);

@@ -7,7 +7,7 @@ package dev.idempotency;
  */
 public class IdempotencyResultUnavailableException extends IdempotencyException {
 
-  private final String keyDigest;
+  private final transient String keyDigest;
 
   IdempotencyResultUnavailableException(String keyDigest, String reason, Throwable cause) {
     super(

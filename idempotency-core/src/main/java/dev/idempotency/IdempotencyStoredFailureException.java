@@ -7,9 +7,9 @@ package dev.idempotency;
  */
 public class IdempotencyStoredFailureException extends IdempotencyException {
 
-  private final String keyDigest;
-  private final String failureType;
-  private final String failureMessage;
+  private final transient String keyDigest;
+  private final transient String failureType;
+  private final transient String failureMessage;
 
   IdempotencyStoredFailureException(String keyDigest, String failureType, String failureMessage) {
     super(

@@ -25,7 +25,16 @@ public record RetrySchedule(
     double jitter,
     Duration attemptTimeout) {
 
-  /** Checks every component. */
+  /**
+   * Checks every component.
+   *
+   * @param maxAttempts see {@link #maxAttempts()}
+   * @param initialBackoff see {@link #initialBackoff()}
+   * @param multiplier see {@link #multiplier()}
+   * @param maxBackoff see {@link #maxBackoff()}
+   * @param jitter see {@link #jitter()}
+   * @param attemptTimeout see {@link #attemptTimeout()}
+   */
   public RetrySchedule {
     Objects.requireNonNull(initialBackoff, "initialBackoff");
     Objects.requireNonNull(maxBackoff, "maxBackoff");

@@ -16,7 +16,14 @@ import java.util.UUID;
  */
 public record SendContext(String key, String providerKey, UUID providerUuid, int attempt) {
 
-  /** Checks the components. */
+  /**
+   * Checks the components.
+   *
+   * @param key see {@link #key()}
+   * @param providerKey see {@link #providerKey()}
+   * @param providerUuid see {@link #providerUuid()}
+   * @param attempt see {@link #attempt()}
+   */
   public SendContext {
     Objects.requireNonNull(key, "key");
     Objects.requireNonNull(providerKey, "providerKey");

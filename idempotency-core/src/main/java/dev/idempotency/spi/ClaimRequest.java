@@ -38,7 +38,18 @@ public record ClaimRequest(
   /** The longest fingerprint a store must accept. */
   public static final int MAX_FINGERPRINT_LENGTH = 64;
 
-  /** Checks every component; a store may rely on these checks. */
+  /**
+   * Checks every component; a store may rely on these checks.
+   *
+   * @param keyId see {@link #keyId()}
+   * @param ownerToken see {@link #ownerToken()}
+   * @param fingerprint see {@link #fingerprint()}
+   * @param now see {@link #now()}
+   * @param lease see {@link #lease()}
+   * @param retention see {@link #retention()}
+   * @param takeOverExpiredLease see {@link #takeOverExpiredLease()}
+   * @param debugKey see {@link #debugKey()}
+   */
   public ClaimRequest {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
@@ -63,13 +74,23 @@ public record ClaimRequest(
     }
   }
 
-  /** The same request at another time; used by tests and by stores that re-stamp requests. */
+  /**
+   * The same request at another time; used by tests and by stores that re-stamp requests.
+   *
+   * @param newNow the time of the copy
+   * @return a copy at {@code newNow}
+   */
   public ClaimRequest withNow(Instant newNow) {
     return new ClaimRequest(
         keyId, ownerToken, fingerprint, newNow, lease, retention, takeOverExpiredLease, debugKey);
   }
 
-  /** The same request with another owner token, as a retry of a claim must use. */
+  /**
+   * The same request with another owner token, as a retry of a claim must use.
+   *
+   * @param newOwnerToken the token of the copy
+   * @return a copy with {@code newOwnerToken}
+   */
   public ClaimRequest withOwnerToken(String newOwnerToken) {
     return new ClaimRequest(
         keyId, newOwnerToken, fingerprint, now, lease, retention, takeOverExpiredLease, debugKey);

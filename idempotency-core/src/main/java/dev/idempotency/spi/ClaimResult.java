@@ -16,7 +16,12 @@ public sealed interface ClaimResult permits ClaimResult.Claimed, ClaimResult.Exi
    * @param takeover whether this claim took over an expired lease of another owner
    */
   record Claimed(int attempt, boolean takeover) implements ClaimResult {
-    /** Checks the attempt number. */
+    /**
+     * Checks the attempt number.
+     *
+     * @param attempt see {@link #attempt()}
+     * @param takeover see {@link #takeover()}
+     */
     public Claimed {
       if (attempt < 1) {
         throw new IllegalArgumentException("attempt must be at least 1, was " + attempt);
@@ -32,7 +37,12 @@ public sealed interface ClaimResult permits ClaimResult.Claimed, ClaimResult.Exi
    *     passed by the store's time (it was not taken over: strict mode, or a different fingerprint)
    */
   record Existing(StoredRecord record, boolean leaseExpired) implements ClaimResult {
-    /** Checks the record is present. */
+    /**
+     * Checks the record is present.
+     *
+     * @param record see {@link #record()}
+     * @param leaseExpired see {@link #leaseExpired()}
+     */
     public Existing {
       Objects.requireNonNull(record, "record");
     }

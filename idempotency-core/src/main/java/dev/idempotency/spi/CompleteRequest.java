@@ -16,7 +16,15 @@ import java.util.Objects;
 public record CompleteRequest(
     String keyId, String ownerToken, RecordState state, byte[] payload, Instant now) {
 
-  /** Checks every component. */
+  /**
+   * Checks every component.
+   *
+   * @param keyId see {@link #keyId()}
+   * @param ownerToken see {@link #ownerToken()}
+   * @param state see {@link #state()}
+   * @param payload see {@link #payload()}
+   * @param now see {@link #now()}
+   */
   public CompleteRequest {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");

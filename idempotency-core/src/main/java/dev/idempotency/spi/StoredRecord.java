@@ -32,7 +32,18 @@ public record StoredRecord(
     Instant leaseDeadline,
     Instant retentionDeadline) {
 
-  /** Checks the components a store must always provide. */
+  /**
+   * Checks the components a store must always provide.
+   *
+   * @param state see {@link #state()}
+   * @param attempt see {@link #attempt()}
+   * @param fingerprint see {@link #fingerprint()}
+   * @param payload see {@link #payload()}
+   * @param createdAt see {@link #createdAt()}
+   * @param completedAt see {@link #completedAt()}
+   * @param leaseDeadline see {@link #leaseDeadline()}
+   * @param retentionDeadline see {@link #retentionDeadline()}
+   */
   public StoredRecord {
     Objects.requireNonNull(state, "state");
     Objects.requireNonNull(fingerprint, "fingerprint");

@@ -1,0 +1,2 @@
+/** Runnable examples of the idempotency SDK. Not published. */
+package dev.idempotency.examples;
