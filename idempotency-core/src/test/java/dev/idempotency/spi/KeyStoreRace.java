@@ -16,51 +16,49 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
-/** Several threads claiming the same keys in different orders; used by both racing processes. */
+/**
+ * One process's side of the cross-process race: threads parked on a latch, then claiming every key.
+ * Half the threads go through the keys in the process's own direction (the parent backwards, the
+ * child forwards), so the two processes meet in the middle whatever their start-up offset; the
+ * other half go in a random order.
+ */
 final class KeyStoreRace {
 
   record Result(Set<String> won, int claims) {}
 
-  private KeyStoreRace() {}
+  private final KeyStore store;
+  private final CountDownLatch go = new CountDownLatch(1);
+  private final Set<String> won = ConcurrentHashMap.newKeySet();
+  private final AtomicInteger claims = new AtomicInteger();
+  private final ExecutorService pool;
+  private final List<Future<?>> futures = new ArrayList<>();
 
-  static Result run(KeyStore store, List<String> keyIds, int threads, CountDownLatch go)
-      throws Exception {
-    Set<String> won = ConcurrentHashMap.newKeySet();
-    AtomicInteger claims = new AtomicInteger();
-    ExecutorService pool = Executors.newFixedThreadPool(threads);
-    try {
-      List<Future<?>> futures = new ArrayList<>();
-      for (int t = 0; t < threads; t++) {
-        List<String> order = new ArrayList<>(keyIds);
-        if (t % 3 == 1) {
+  KeyStoreRace(KeyStore store, List<String> keyIds, int threads, boolean reverse) {
+    this.store = store;
+    this.pool = Executors.newFixedThreadPool(threads);
+    for (int t = 0; t < threads; t++) {
+      List<String> order = new ArrayList<>(keyIds);
+      if (t % 2 == 0) {
+        if (reverse) {
           Collections.reverse(order);
-        } else if (t % 3 == 2) {
-          Collections.shuffle(order, new Random(t));
         }
-        futures.add(
-            pool.submit(
-                () -> {
-                  go.await();
-                  for (String keyId : order) {
-                    ClaimResult result =
-                        store.claim(
-                            new ClaimRequest(
-                                keyId,
-                                UUID.randomUUID().toString(),
-                                "",
-                                Instant.now(),
-                                Duration.ofMinutes(10),
-                                Duration.ofHours(1),
-                                true,
-                                null));
-                    claims.incrementAndGet();
-                    if (result instanceof ClaimResult.Claimed && !won.add(keyId)) {
-                      throw new AssertionError("one process claimed a key twice");
-                    }
-                  }
-                  return null;
-                }));
+      } else {
+        Collections.shuffle(order, new Random(t * 31L + (reverse ? 1 : 0)));
       }
+      futures.add(pool.submit(() -> claimAll(order)));
+    }
+  }
+
+  /** Warms the store's code paths and connections up on throwaway keys. */
+  void warmUp() {
+    for (int i = 0; i < 50; i++) {
+      store.claim(request("warmup" + UUID.randomUUID().toString().replace("-", "")));
+    }
+  }
+
+  Result run() throws Exception {
+    go.countDown();
+    try {
       for (Future<?> future : futures) {
         future.get(5, TimeUnit.MINUTES);
       }
@@ -68,5 +66,29 @@ final class KeyStoreRace {
     } finally {
       pool.shutdownNow();
     }
+  }
+
+  private Void claimAll(List<String> order) throws InterruptedException {
+    go.await();
+    for (String keyId : order) {
+      ClaimResult result = store.claim(request(keyId));
+      claims.incrementAndGet();
+      if (result instanceof ClaimResult.Claimed && !won.add(keyId)) {
+        throw new AssertionError("one process claimed a key twice");
+      }
+    }
+    return null;
+  }
+
+  private static ClaimRequest request(String keyId) {
+    return new ClaimRequest(
+        keyId,
+        UUID.randomUUID().toString(),
+        "",
+        Instant.now(),
+        Duration.ofMinutes(10),
+        Duration.ofHours(1),
+        true,
+        null);
   }
 }

@@ -7,7 +7,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CountDownLatch;
 
 /**
  * The second JVM of {@link SharedKeyStoreContract}: opens the store with a {@link KeyStoreFactory},
@@ -32,6 +31,8 @@ public final class KeyStoreRaceMain {
     KeyStore store = factory.open(args[1]);
     List<String> keyIds = Files.readAllLines(Path.of(args[2]), StandardCharsets.UTF_8);
     int threads = Integer.parseInt(args[3]);
+    KeyStoreRace race = new KeyStoreRace(store, keyIds, threads, false);
+    race.warmUp();
     System.out.println("READY");
     System.out.flush();
     BufferedReader in =
@@ -39,9 +40,7 @@ public final class KeyStoreRaceMain {
     if (!"GO".equals(in.readLine())) {
       throw new IllegalStateException("expected GO");
     }
-    CountDownLatch go = new CountDownLatch(1);
-    go.countDown();
-    KeyStoreRace.Result result = KeyStoreRace.run(store, keyIds, threads, go);
+    KeyStoreRace.Result result = race.run();
     List<String> lines = new ArrayList<>();
     lines.add("CLAIMS " + result.claims());
     result.won().forEach(keyId -> lines.add("WON " + keyId));

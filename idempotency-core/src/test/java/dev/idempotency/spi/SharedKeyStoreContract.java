@@ -15,7 +15,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -78,20 +77,20 @@ public abstract class SharedKeyStoreContract extends KeyStoreContract {
           .as("child JVM start-up; stderr: %s", stderr(dir))
           .isEqualTo("READY");
 
-      CountDownLatch go = new CountDownLatch(1);
+      KeyStoreRace race = new KeyStoreRace(store(), keyIds, RACE_THREADS, true);
+      race.warmUp();
+      Writer childIn = new OutputStreamWriter(child.getOutputStream(), StandardCharsets.UTF_8);
+      childIn.write("GO\n");
+      childIn.flush();
       CompletableFuture<KeyStoreRace.Result> parent =
           CompletableFuture.supplyAsync(
               () -> {
                 try {
-                  return KeyStoreRace.run(store(), keyIds, RACE_THREADS, go);
+                  return race.run();
                 } catch (Exception e) {
                   throw new IllegalStateException(e);
                 }
               });
-      Writer childIn = new OutputStreamWriter(child.getOutputStream(), StandardCharsets.UTF_8);
-      childIn.write("GO\n");
-      childIn.flush();
-      go.countDown();
 
       KeyStoreRace.Result parentResult = parent.get(5, TimeUnit.MINUTES);
       assertThat(child.waitFor(5, TimeUnit.MINUTES)).as("child finished").isTrue();

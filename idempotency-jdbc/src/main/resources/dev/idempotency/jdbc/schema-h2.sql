@@ -1,0 +1,17 @@
+-- Idempotency records for dev.idempotency:idempotency-jdbc, H2 2.x.
+-- One row per key. Times are milliseconds since the Unix epoch (UTC).
+CREATE TABLE IF NOT EXISTS idempotency_records (
+    key_id       VARCHAR(128)  NOT NULL,
+    state        VARCHAR(16)   NOT NULL,
+    owner_token  VARCHAR(64)   NOT NULL,
+    attempt      INTEGER       NOT NULL,
+    fingerprint  VARCHAR(64)   NOT NULL,
+    payload      VARBINARY,
+    created_at   BIGINT        NOT NULL,
+    completed_at BIGINT,
+    lease_until  BIGINT        NOT NULL,
+    retain_until BIGINT        NOT NULL,
+    debug_key    VARCHAR(1024),
+    CONSTRAINT idempotency_records_pk PRIMARY KEY (key_id)
+);
+CREATE INDEX IF NOT EXISTS idempotency_records_retain_idx ON idempotency_records (retain_until);

@@ -1,0 +1,45 @@
+package dev.idempotency.jdbc;
+
+import javax.sql.DataSource;
+import org.h2.jdbcx.JdbcDataSource;
+import org.h2.tools.Server;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+
+/** The contract on H2 2.x, served over TCP so that a second JVM can race on the same database. */
+class H2JdbcKeyStoreTest extends JdbcKeyStoreContract {
+
+  private Server server;
+  private String url;
+  private JdbcDataSource dataSource;
+
+  @BeforeAll
+  void startH2() throws Exception {
+    server = Server.createTcpServer("-tcpPort", "0", "-ifNotExists").start();
+    url = "jdbc:h2:tcp://localhost:" + server.getPort() + "/mem:idem;DB_CLOSE_DELAY=-1";
+    dataSource = new JdbcDataSource();
+    dataSource.setURL(url);
+  }
+
+  @AfterAll
+  void stopH2() {
+    if (server != null) {
+      server.stop();
+    }
+  }
+
+  @Override
+  DataSource dataSource() {
+    return dataSource;
+  }
+
+  @Override
+  String jdbcUrl() {
+    return url;
+  }
+
+  @Override
+  JdbcDialect expectedDialect() {
+    return JdbcDialect.H2;
+  }
+}

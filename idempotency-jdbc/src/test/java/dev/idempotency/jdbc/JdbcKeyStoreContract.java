@@ -1,0 +1,447 @@
+package dev.idempotency.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyInProgressException;
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.MutableClock;
+import dev.idempotency.Outcome;
+import dev.idempotency.ResultCodec;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.KeyStoreFactory;
+import dev.idempotency.spi.SharedKeyStoreContract;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DatabaseMetaData;
+import java.sql.ResultSet;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.jdbi.v3.core.Jdbi;
+import org.jdbi.v3.core.statement.SqlLogger;
+import org.jdbi.v3.core.statement.StatementContext;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * The store contract plus what is particular to SQL: schema, database time, purge, connection use,
+ * statement counts and errors. One subclass per database starts the real server.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
+
+  static final String TABLE = "idem_contract";
+  static final Duration TTL = Duration.ofHours(24);
+
+  private JdbcKeyStore store;
+  private final AtomicInteger tableCounter = new AtomicInteger();
+
+  /** The database, started by the subclass. */
+  abstract DataSource dataSource();
+
+  /** A JDBC URL with credentials, for the second JVM. */
+  abstract String jdbcUrl();
+
+  /** The dialect the store must detect. */
+  abstract JdbcDialect expectedDialect();
+
+  @Override
+  protected synchronized KeyStore store() {
+    if (store == null) {
+      store =
+          JdbcKeyStore.builder(dataSource()).tableName(TABLE).createSchemaIfMissing(true).build();
+    }
+    return store;
+  }
+
+  @Override
+  protected Class<? extends KeyStoreFactory> factoryClass() {
+    return JdbcStoreFactory.class;
+  }
+
+  @Override
+  protected String factoryConfig() {
+    store();
+    return jdbcUrl() + "|" + TABLE;
+  }
+
+  String freshTable() {
+    return "idem_t" + tableCounter.incrementAndGet() + "_" + System.nanoTime() % 100_000;
+  }
+
+  JdbcKeyStore.Builder freshStore() {
+    return JdbcKeyStore.builder(dataSource()).tableName(freshTable()).createSchemaIfMissing(true);
+  }
+
+  @Test
+  void dialectIsDetectedFromTheConnection() {
+    assertThat(((JdbcKeyStore) store()).dialect()).isEqualTo(expectedDialect());
+  }
+
+  @Test
+  void shippedDdlRunByHandCreatesTheSameSchemaAsTheStore() throws Exception {
+    String script;
+    try (InputStream in =
+        getClass().getClassLoader().getResourceAsStream(expectedDialect().schemaResource())) {
+      script = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    }
+    Jdbi.create(dataSource()).useHandle(handle -> handle.createScript(script).execute());
+    String storeTable = freshTable();
+    JdbcKeyStore.builder(dataSource()).tableName(storeTable).createSchemaIfMissing(true).build();
+
+    List<String> byHand = columns(JdbcKeyStore.DEFAULT_TABLE_NAME);
+    List<String> byStore = columns(storeTable);
+
+    assertThat(byHand).hasSize(11).isEqualTo(byStore);
+    JdbcKeyStore onHandMadeTable = JdbcKeyStore.builder(dataSource()).build();
+    assertThat(onHandMadeTable.claim(claim(newKeyId(), newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+  }
+
+  @Test
+  void creatingTheSchemaTwiceIsHarmless() {
+    String table = freshTable();
+    JdbcKeyStore.builder(dataSource()).tableName(table).createSchemaIfMissing(true).build();
+    JdbcKeyStore again =
+        JdbcKeyStore.builder(dataSource()).tableName(table).createSchemaIfMissing(true).build();
+
+    assertThat(again.claim(claim(newKeyId(), newToken()))).isInstanceOf(ClaimResult.Claimed.class);
+  }
+
+  private List<String> columns(String table) throws Exception {
+    List<String> columns = new ArrayList<>();
+    try (Connection connection = dataSource().getConnection()) {
+      DatabaseMetaData meta = connection.getMetaData();
+      for (String name : List.of(table, table.toUpperCase(Locale.ROOT))) {
+        try (ResultSet rs = meta.getColumns(connection.getCatalog(), null, name, null)) {
+          while (rs.next()) {
+            columns.add(
+                rs.getString("COLUMN_NAME").toLowerCase(Locale.ROOT)
+                    + " "
+                    + rs.getString("TYPE_NAME").toLowerCase(Locale.ROOT)
+                    + " nullable="
+                    + rs.getString("IS_NULLABLE"));
+          }
+        }
+        if (!columns.isEmpty()) {
+          break;
+        }
+      }
+    }
+    return columns;
+  }
+
+  @Test
+  void tableNameThatIsNotAPlainIdentifierIsRefusedAtBuildTime() {
+    for (String bad :
+        List.of(
+            "records; DROP TABLE users",
+            "records--",
+            "a.b.c",
+            "1records",
+            "rec ords",
+            "\"records\"",
+            "",
+            "x".repeat(64))) {
+      assertThatThrownBy(() -> JdbcKeyStore.builder(dataSource()).tableName(bad))
+          .as(bad)
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("tableName must be a plain identifier");
+    }
+    assertThatThrownBy(() -> JdbcKeyStore.builder(dataSource()).tableName(null))
+        .isInstanceOf(NullPointerException.class);
+  }
+
+  @Test
+  void otpWalkthroughThroughTheGuardSendsOnce() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store()).build();
+    String key = IdempotencyKey.of("otp", "user_42", "challenge_" + newKeyId());
+    AtomicInteger sms = new AtomicInteger();
+
+    String first = guard.execute(key, TTL, ctx -> "n_" + (800 + sms.incrementAndGet()));
+    String retry = guard.execute(key, TTL, ctx -> "n_" + (800 + sms.incrementAndGet()));
+
+    assertThat(first).isEqualTo("n_801");
+    assertThat(retry).isEqualTo("n_801");
+    assertThat(sms).hasValue(1);
+  }
+
+  @Test
+  void firstSendCostsTwoStatementsAndAReplayTwo() {
+    AtomicInteger statements = new AtomicInteger();
+    Jdbi counted = Jdbi.create(dataSource());
+    counted.setSqlLogger(
+        new SqlLogger() {
+          @Override
+          public void logAfterExecution(StatementContext context) {
+            statements.incrementAndGet();
+          }
+        });
+    JdbcKeyStore countedStore = JdbcKeyStore.builder(counted).tableName(TABLE).build();
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(countedStore).build();
+    String key = "count:" + newKeyId();
+    statements.set(0);
+
+    guard.execute(key, TTL, ctx -> "n_1");
+    int firstSend = statements.getAndSet(0);
+    guard.execute(key, TTL, ctx -> "n_2");
+    int replay = statements.get();
+
+    System.out.printf(
+        "%s statements: first send %d, replay %d%n", expectedDialect(), firstSend, replay);
+    assertThat(firstSend).isEqualTo(2);
+    assertThat(replay).isEqualTo(2);
+  }
+
+  @Test
+  void noConnectionIsHeldWhileTheSenderRuns() {
+    OpenConnectionCounter counter = new OpenConnectionCounter(dataSource());
+    JdbcKeyStore counting = JdbcKeyStore.builder(counter).tableName(TABLE).build();
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(counting).build();
+    List<Integer> openDuringSend = new ArrayList<>();
+
+    guard.execute(
+        "held:" + newKeyId(),
+        TTL,
+        ctx -> {
+          openDuringSend.add(counter.open.get());
+          return "n_1";
+        });
+
+    assertThat(openDuringSend).containsExactly(0);
+    assertThat(counter.open).hasValue(0);
+  }
+
+  @Test
+  void sqlFailureBecomesKeyStoreExceptionWithTheSqlStateAndSendsNothing() {
+    JdbcKeyStore noTable =
+        JdbcKeyStore.builder(dataSource()).tableName("idem_missing_table").build();
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(noTable).build();
+    String key = "otp:+15550100042:missing";
+    AtomicInteger sends = new AtomicInteger();
+
+    assertThatThrownBy(() -> guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet()))
+        .isInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("SQLState")
+        .hasMessageNotContaining("+15550100042");
+    assertThat(sends).hasValue(0);
+  }
+
+  @Test
+  void purgeDeletesOnlyExpiredRowsInBatches() {
+    MutableClock clock = new MutableClock(T0);
+    JdbcKeyStore purging = freshStore().clock(clock).build();
+    for (int i = 0; i < 25; i++) {
+      purging.claim(claim(newKeyId(), newToken(), Duration.ofMinutes(1), Duration.ofHours(1)));
+    }
+    List<String> live = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      String keyId = newKeyId();
+      live.add(keyId);
+      purging.claim(claim(keyId, newToken(), Duration.ofMinutes(1), Duration.ofHours(3)));
+    }
+    clock.advance(Duration.ofHours(2));
+
+    assertThat(purging.purgeExpired(10)).isEqualTo(10);
+    assertThat(purging.purgeExpired(10)).isEqualTo(10);
+    assertThat(purging.purgeExpired(10)).isEqualTo(5);
+    assertThat(purging.purgeExpired(10)).isZero();
+    for (String keyId : live) {
+      ClaimRequest probe =
+          new ClaimRequest(
+              keyId,
+              newToken(),
+              "",
+              clock.instant(),
+              Duration.ofMinutes(1),
+              Duration.ofHours(3),
+              false,
+              null);
+      assertThat(purging.claim(probe))
+          .as("a live row survives")
+          .isInstanceOf(ClaimResult.Existing.class);
+    }
+  }
+
+  @Test
+  void twoPurgersAtOnceDeleteEverythingExpiredWithoutFailing() throws Exception {
+    MutableClock clock = new MutableClock(T0);
+    JdbcKeyStore purging = freshStore().clock(clock).build();
+    int rows = 1_000;
+    for (int i = 0; i < rows; i++) {
+      purging.claim(claim(newKeyId(), newToken(), Duration.ofMinutes(1), Duration.ofHours(1)));
+    }
+    clock.advance(Duration.ofHours(2));
+    CountDownLatch start = new CountDownLatch(1);
+
+    List<Long> deleted =
+        runAll(
+            List.of(
+                () -> {
+                  start.await();
+                  return purging.purgeAllExpired(50);
+                },
+                () -> {
+                  start.await();
+                  return purging.purgeAllExpired(50);
+                }),
+            start);
+
+    assertThat(deleted.get(0) + deleted.get(1)).isEqualTo(rows);
+    assertThat(purging.purgeExpired(10)).isZero();
+  }
+
+  @Test
+  void scheduledPurgeRunsAndCanBeCancelled() throws Exception {
+    MutableClock clock = new MutableClock(T0);
+    JdbcKeyStore purging = freshStore().clock(clock).build();
+    for (int i = 0; i < 20; i++) {
+      purging.claim(claim(newKeyId(), newToken(), Duration.ofMinutes(1), Duration.ofHours(1)));
+    }
+    clock.advance(Duration.ofHours(2));
+    var executor = java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
+    try {
+      var task = purging.schedulePurge(executor, Duration.ofMillis(20));
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (countRows(purging.tableName()) > 0 && System.nanoTime() < deadline) {
+        Thread.sleep(10);
+      }
+      task.cancel(false);
+      assertThat(countRows(purging.tableName())).isZero();
+    } finally {
+      executor.shutdownNow();
+    }
+  }
+
+  private long countRows(String table) {
+    return Jdbi.create(dataSource())
+        .withHandle(h -> h.createQuery("SELECT COUNT(*) FROM " + table).mapTo(Long.class).one());
+  }
+
+  @Test
+  void withDatabaseTimeASkewedApplicationClockBreaksNeitherLeasesNorWindows() throws Exception {
+    String table = freshTable();
+    JdbcKeyStore dbTime =
+        JdbcKeyStore.builder(dataSource())
+            .tableName(table)
+            .createSchemaIfMissing(true)
+            .databaseTime(true)
+            .build();
+    JdbcKeyStore appTime = JdbcKeyStore.builder(dataSource()).tableName(table).build();
+    Clock skewed = Clock.offset(Clock.systemUTC(), Duration.ofMinutes(10));
+    Duration ttl = Duration.ofMinutes(5);
+
+    // Leases: a host ten minutes ahead must not take over a claim that is thirty seconds old.
+    String key = "skew:" + newKeyId();
+    CountDownLatch release = new CountDownLatch(1);
+    CountDownLatch sending = new CountDownLatch(1);
+    IdempotencyGuard honest =
+        IdempotencyGuard.builder().store(dbTime).lease(Duration.ofSeconds(30)).build();
+    CompletableFuture<String> first =
+        CompletableFuture.supplyAsync(
+            () ->
+                honest.execute(
+                    key,
+                    ttl,
+                    ctx -> {
+                      sending.countDown();
+                      release.await();
+                      return "n_1";
+                    }));
+    assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+    IdempotencyGuard ahead =
+        IdempotencyGuard.builder().store(dbTime).clock(skewed).inFlightWait(Duration.ZERO).build();
+    assertThatThrownBy(() -> ahead.execute(key, ttl, ctx -> "duplicate"))
+        .isInstanceOf(IdempotencyInProgressException.class);
+    // Without database time the same skew takes a fresh claim over: the contrast this option fixes.
+    String other = "skew:" + newKeyId();
+    Duration hour = Duration.ofHours(1);
+    dbTime.claim(
+        new ClaimRequest(
+            IdempotencyKey.digest(other),
+            "live-owner",
+            "",
+            Instant.now(),
+            Duration.ofSeconds(30),
+            hour,
+            true,
+            null));
+    IdempotencyGuard aheadOnAppTime =
+        IdempotencyGuard.builder().store(appTime).clock(skewed).inFlightWait(Duration.ZERO).build();
+    Outcome<String> takeover =
+        aheadOnAppTime.executeForOutcome(
+            IdempotencyRequest.of(other, hour), ResultCodec.string(), ctx -> "duplicate");
+    assertThat(takeover.attempt()).as("app time: a live claim taken over").isEqualTo(2);
+    release.countDown();
+    assertThat(first.get(30, TimeUnit.SECONDS)).isEqualTo("n_1");
+
+    // Windows: the skewed host sees the five-minute window as still open and replays.
+    String replayed = ahead.execute(key, ttl, ctx -> "duplicate");
+    assertThat(replayed).isEqualTo("n_1");
+    IdempotencyGuard aheadApp = IdempotencyGuard.builder().store(appTime).clock(skewed).build();
+    String resent = aheadApp.execute(key, ttl, ctx -> "duplicate");
+    assertThat(resent)
+        .as("without database time the skewed host thinks the window is over")
+        .isEqualTo("duplicate");
+  }
+
+  @Test
+  void databaseTimeIgnoresTheRequestsTime() {
+    JdbcKeyStore dbTime = freshStore().databaseTime(true).build();
+    String keyId = newKeyId();
+    dbTime.claim(
+        new ClaimRequest(
+            keyId,
+            newToken(),
+            "",
+            Instant.EPOCH,
+            Duration.ofMinutes(1),
+            Duration.ofHours(1),
+            true,
+            null));
+
+    ClaimResult later =
+        dbTime.claim(
+            new ClaimRequest(
+                keyId,
+                newToken(),
+                "",
+                Instant.now().plus(Duration.ofDays(1)),
+                Duration.ofMinutes(1),
+                Duration.ofHours(1),
+                true,
+                null));
+
+    assertThat(dbTime.usesServerTime()).isTrue();
+    assertThat(later).isInstanceOf(ClaimResult.Existing.class);
+    assertThat(((ClaimResult.Existing) later).record().createdAt())
+        .isBetween(Instant.now().minusSeconds(60), Instant.now().plusSeconds(60));
+  }
+
+  @Test
+  void payloadAboveTheLimitIsRefused() {
+    JdbcKeyStore limited =
+        JdbcKeyStore.builder(dataSource()).tableName(TABLE).maxPayloadBytes(8).build();
+    String keyId = newKeyId();
+    String token = newToken();
+    limited.claim(claim(keyId, token));
+
+    assertThatThrownBy(() -> limited.complete(complete(keyId, token, new byte[9])))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+}

@@ -1,0 +1,51 @@
+package dev.idempotency.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.KeyStoreContract;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.time.Duration;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * The contract on real PostgreSQL with database time: every lease and window is computed from the
+ * database's clock, and the request's time is ignored.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
+
+  private EmbeddedPostgres postgres;
+  private JdbcKeyStore store;
+
+  @BeforeAll
+  void startPostgres() throws Exception {
+    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
+    store =
+        JdbcKeyStore.builder(postgres.getPostgresDatabase())
+            .tableName("idem_db_time")
+            .createSchemaIfMissing(true)
+            .databaseTime(true)
+            .build();
+  }
+
+  @AfterAll
+  void stopPostgres() throws Exception {
+    if (postgres != null) {
+      postgres.close();
+    }
+  }
+
+  @Override
+  protected KeyStore store() {
+    return store;
+  }
+
+  @Test
+  void storeReportsServerTime() {
+    assertThat(store.usesServerTime()).isTrue();
+  }
+}
