@@ -20,6 +20,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.jdbi.v3.core.Handle;
@@ -81,6 +82,7 @@ public final class JdbcKeyStore implements KeyStore {
 
   private static final Logger log = LoggerFactory.getLogger(JdbcKeyStore.class);
   private static final int MAX_CLAIM_ROUNDS = 16;
+  private static final int MAX_TRANSIENT_ATTEMPTS = 5;
 
   private final Jdbi jdbi;
   private final JdbcDialect dialect;
@@ -385,20 +387,51 @@ public final class JdbcKeyStore implements KeyStore {
     }
   }
 
+  /**
+   * Runs one operation on a borrowed connection. A deadlock or serialization failure rolled the
+   * statement back, and every operation here is safe to run again then, so those are retried a few
+   * times with a jittered pause (InnoDB reports concurrent purges that way).
+   */
   private <R> R call(String operation, org.jdbi.v3.core.HandleCallback<R, RuntimeException> work) {
-    try {
-      return jdbi.withHandle(
-          handle -> {
-            // The handle's config is its own copy: the user's Jdbi stays as configured.
-            handle.getConfig(SqlStatements.class).setUnusedBindingAllowed(true);
-            return work.withHandle(handle);
-          });
-    } catch (KeyStoreException e) {
-      throw e;
-    } catch (JdbiException e) {
-      throw new KeyStoreException(
-          "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return jdbi.withHandle(
+            handle -> {
+              // The handle's config is its own copy: the user's Jdbi stays as configured.
+              handle.getConfig(SqlStatements.class).setUnusedBindingAllowed(true);
+              return work.withHandle(handle);
+            });
+      } catch (KeyStoreException e) {
+        throw e;
+      } catch (JdbiException e) {
+        if (attempt < MAX_TRANSIENT_ATTEMPTS && isTransient(e) && pause(attempt)) {
+          log.debug("Retrying the {} after a transient failure{}", operation, describe(e));
+          continue;
+        }
+        throw new KeyStoreException(
+            "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
+      }
     }
+  }
+
+  private static boolean pause(int attempt) {
+    try {
+      Thread.sleep(ThreadLocalRandom.current().nextLong(5, 20L << attempt));
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  /** Deadlock victims and serialization failures: the statement was rolled back. */
+  private static boolean isTransient(JdbiException e) {
+    SQLException sqlException = findSqlException(e);
+    if (sqlException == null) {
+      return false;
+    }
+    String state = sqlException.getSQLState();
+    return "40001".equals(state) || "40P01".equals(state) || sqlException.getErrorCode() == 1213;
   }
 
   private static String describe(JdbiException e) {
