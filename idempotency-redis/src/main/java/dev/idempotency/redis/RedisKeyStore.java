@@ -1,0 +1,401 @@
+package dev.idempotency.redis;
+
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.RecordState;
+import dev.idempotency.spi.StoredRecord;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisException;
+import io.lettuce.core.RedisNoScriptException;
+import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.api.StatefulConnection;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.sync.BaseRedisCommands;
+import io.lettuce.core.api.sync.RedisScriptingCommands;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.codec.ByteArrayCodec;
+import io.lettuce.core.codec.RedisCodec;
+import io.lettuce.core.codec.StringCodec;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Objects;
+import java.util.regex.Pattern;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A {@link KeyStore} in Redis, through Lettuce: standalone, Sentinel or Cluster.
+ *
+ * <pre>{@code
+ * RedisKeyStore store = RedisKeyStore.builder(RedisClient.create("redis://localhost:6379"))
+ *     .keyPrefix("idem:")
+ *     .build();
+ * }</pre>
+ *
+ * <p><b>Layout.</b> One Redis hash per record at {@code prefix + keyDigest}, so every script
+ * touches a single key and the store works unchanged on Redis Cluster. The hash expires at the end
+ * of the record's window ({@code PEXPIREAT}), so Redis itself removes old records.
+ *
+ * <p><b>Round trips.</b> A claim is one {@code EVALSHA} that claims an absent key, takes over an
+ * expired lease, or returns the existing record: a replay costs one command. Completing and
+ * releasing are one {@code EVALSHA} each, fenced by the owner token: a first send costs two.
+ * Scripts are sent by SHA and re-sent in full on {@code NOSCRIPT}, after a restart or a failover.
+ *
+ * <p><b>Time.</b> Leases and windows always use the Redis server's clock ({@code TIME}), never the
+ * application's, so application hosts with skewed clocks agree.
+ *
+ * <p><b>Connections.</b> The store opens one connection from the client you give it and shares it
+ * between all threads, as Lettuce intends (it is thread-safe and pipelines). {@link #close()}
+ * closes that connection, not the client.
+ *
+ * <p><b>Errors.</b> Connection loss, timeouts and script errors become {@link KeyStoreException}.
+ * Set the client's command timeout to what a caller may wait (the Lettuce default is 60 seconds);
+ * with {@code ClientOptions.disconnectedBehavior(REJECT_COMMANDS)} a claim fails at once while
+ * Redis is down instead of waiting for that timeout. Lettuce reconnects by itself.
+ */
+public final class RedisKeyStore implements KeyStore, AutoCloseable {
+
+  /** The default key prefix. */
+  public static final String DEFAULT_KEY_PREFIX = "idem:";
+
+  private static final Logger log = LoggerFactory.getLogger(RedisKeyStore.class);
+  private static final Pattern PREFIX = Pattern.compile("[A-Za-z0-9_:.\\-]{0,64}");
+  private static final RedisCodec<String, byte[]> CODEC =
+      RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE);
+  private static final byte[] ONE = bytes("1");
+  private static final byte[] ZERO = bytes("0");
+  private static final byte[] EMPTY = new byte[0];
+
+  private final StatefulConnection<String, byte[]> connection;
+  private final RedisScriptingCommands<String, byte[]> scripting;
+  private final BaseRedisCommands<String, byte[]> base;
+  private final String keyPrefix;
+  private final int maxPayloadBytes;
+  private final int replicasToWaitFor;
+  private final Duration replicaTimeout;
+  private final Script claim;
+  private final Script complete;
+  private final Script release;
+
+  private RedisKeyStore(Builder builder) {
+    this.keyPrefix = builder.keyPrefix;
+    this.maxPayloadBytes = builder.maxPayloadBytes;
+    this.replicasToWaitFor = builder.replicasToWaitFor;
+    this.replicaTimeout = builder.replicaTimeout;
+    try {
+      if (builder.client != null) {
+        StatefulRedisConnection<String, byte[]> standalone = builder.client.connect(CODEC);
+        this.connection = standalone;
+        this.scripting = standalone.sync();
+        this.base = standalone.sync();
+      } else {
+        StatefulRedisClusterConnection<String, byte[]> cluster =
+            builder.clusterClient.connect(CODEC);
+        this.connection = cluster;
+        this.scripting = cluster.sync();
+        this.base = cluster.sync();
+      }
+    } catch (RedisException e) {
+      throw new KeyStoreException("Redis store could not connect: " + e.getMessage(), e);
+    }
+    this.claim = Script.load("claim.lua", scripting);
+    this.complete = Script.load("complete.lua", scripting);
+    this.release = Script.load("release.lua", scripting);
+  }
+
+  /**
+   * Starts a builder on a standalone or Sentinel-managed Redis.
+   *
+   * @param client the client; its URI decides standalone or Sentinel
+   * @return a new builder
+   */
+  public static Builder builder(RedisClient client) {
+    return new Builder(Objects.requireNonNull(client, "client must not be null"), null);
+  }
+
+  /**
+   * Starts a builder on a Redis Cluster.
+   *
+   * @param client the cluster client
+   * @return a new builder
+   */
+  public static Builder builder(RedisClusterClient client) {
+    return new Builder(null, Objects.requireNonNull(client, "client must not be null"));
+  }
+
+  @Override
+  public ClaimResult claim(ClaimRequest request) {
+    Objects.requireNonNull(request, "request");
+    List<Object> reply =
+        run(
+            claim,
+            "claim",
+            request.keyId(),
+            bytes(request.ownerToken()),
+            bytes(request.fingerprint()),
+            bytes(Long.toString(request.lease().toMillis())),
+            bytes(Long.toString(request.retention().toMillis())),
+            request.takeOverExpiredLease() ? ONE : ZERO,
+            request.debugKey() == null ? EMPTY : bytes(request.debugKey()));
+    if (number(reply.get(0)) == 1) {
+      int attempt = (int) number(reply.get(1));
+      waitForReplicas(request);
+      return new ClaimResult.Claimed(attempt, attempt > 1);
+    }
+    boolean leaseExpired = number(reply.get(1)) == 1;
+    StoredRecord record =
+        new StoredRecord(
+            state(text(reply.get(2))),
+            (int) number(reply.get(3)),
+            text(reply.get(4)),
+            (byte[]) reply.get(5),
+            instant(reply.get(6)),
+            reply.get(7) == null ? null : instant(reply.get(7)),
+            instant(reply.get(8)),
+            instant(reply.get(9)));
+    return new ClaimResult.Existing(record, leaseExpired);
+  }
+
+  private void waitForReplicas(ClaimRequest request) {
+    if (replicasToWaitFor == 0) {
+      return;
+    }
+    long acknowledged;
+    try {
+      acknowledged = base.waitForReplication(replicasToWaitFor, replicaTimeout.toMillis());
+    } catch (RedisException e) {
+      acknowledged = -1;
+    }
+    if (acknowledged < replicasToWaitFor) {
+      try {
+        release(request.keyId(), request.ownerToken());
+      } catch (KeyStoreException e) {
+        log.debug("Could not release a claim that replicas did not acknowledge", e);
+      }
+      throw new KeyStoreException(
+          "Redis store: the claim was acknowledged by "
+              + Math.max(acknowledged, 0)
+              + " of "
+              + replicasToWaitFor
+              + " replicas within "
+              + replicaTimeout.toMillis()
+              + " ms; released it, nothing was sent",
+          null);
+    }
+  }
+
+  @Override
+  public boolean complete(CompleteRequest request) {
+    Objects.requireNonNull(request, "request");
+    if (request.payload().length > maxPayloadBytes) {
+      throw new IllegalArgumentException(
+          "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
+    }
+    String state = request.state() == RecordState.COMPLETED ? "C" : "F";
+    List<Object> reply =
+        run(
+            complete,
+            "complete",
+            request.keyId(),
+            bytes(request.ownerToken()),
+            bytes(state),
+            request.payload());
+    return number(reply.get(0)) == 1;
+  }
+
+  @Override
+  public boolean release(String keyId, String ownerToken) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    return number(run(release, "release", keyId, bytes(ownerToken)).get(0)) == 1;
+  }
+
+  @Override
+  public int maxPayloadBytes() {
+    return maxPayloadBytes;
+  }
+
+  /** Always {@code true}: leases and windows use the Redis server's clock. */
+  @Override
+  public boolean usesServerTime() {
+    return true;
+  }
+
+  /**
+   * The Redis key under which a key id's record is stored.
+   *
+   * @param keyId a key id (the digest of a key)
+   * @return {@code prefix + keyId}
+   */
+  public String redisKey(String keyId) {
+    return keyPrefix + keyId;
+  }
+
+  /** Closes the connection this store opened; the client stays open. */
+  @Override
+  public void close() {
+    connection.close();
+  }
+
+  private List<Object> run(Script script, String operation, String keyId, byte[]... args) {
+    String[] keys = {redisKey(keyId)};
+    try {
+      try {
+        return scripting.evalsha(script.sha, ScriptOutputType.MULTI, keys, args);
+      } catch (RedisNoScriptException e) {
+        log.debug("Redis did not know the {} script (restart or failover); sending it", operation);
+        return scripting.eval(script.source, ScriptOutputType.MULTI, keys, args);
+      }
+    } catch (RedisException e) {
+      throw new KeyStoreException(
+          "Redis store failed to " + operation + ": " + e.getClass().getSimpleName(), e);
+    }
+  }
+
+  private static RecordState state(String code) {
+    switch (code) {
+      case "I":
+        return RecordState.IN_PROGRESS;
+      case "C":
+        return RecordState.COMPLETED;
+      case "F":
+        return RecordState.FAILED;
+      default:
+        throw new KeyStoreException(
+            "Redis store found an unknown record state '" + code + "'", null);
+    }
+  }
+
+  private static long number(Object value) {
+    if (value instanceof Long number) {
+      return number;
+    }
+    return Long.parseLong(text(value));
+  }
+
+  private static String text(Object value) {
+    return value == null ? "" : new String((byte[]) value, StandardCharsets.UTF_8);
+  }
+
+  private static Instant instant(Object value) {
+    return Instant.ofEpochMilli(number(value));
+  }
+
+  private static byte[] bytes(String text) {
+    return text.getBytes(StandardCharsets.UTF_8);
+  }
+
+  /** A Lua script with its SHA-1, read from the jar. */
+  private static final class Script {
+    final String source;
+    final String sha;
+
+    private Script(String source, String sha) {
+      this.source = source;
+      this.sha = sha;
+    }
+
+    static Script load(String name, RedisScriptingCommands<String, byte[]> commands) {
+      try (var in = RedisKeyStore.class.getResourceAsStream(name)) {
+        if (in == null) {
+          throw new IllegalStateException("missing script " + name);
+        }
+        String source = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        return new Script(source, commands.digest(source));
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    }
+  }
+
+  /** Builds a {@link RedisKeyStore}. Setters validate at once. Not thread-safe. */
+  public static final class Builder {
+    private final RedisClient client;
+    private final RedisClusterClient clusterClient;
+    private String keyPrefix = DEFAULT_KEY_PREFIX;
+    private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
+    private int replicasToWaitFor;
+    private Duration replicaTimeout = Duration.ZERO;
+
+    private Builder(RedisClient client, RedisClusterClient clusterClient) {
+      this.client = client;
+      this.clusterClient = clusterClient;
+    }
+
+    /**
+     * The prefix of every Redis key: up to 64 characters of {@code [A-Za-z0-9_:.-]}. Braces are
+     * refused, since a hash tag would put every record on one cluster slot. Default {@link
+     * #DEFAULT_KEY_PREFIX}.
+     *
+     * @param keyPrefix the prefix, may be empty
+     * @return this builder
+     * @throws IllegalArgumentException if it contains other characters
+     */
+    public Builder keyPrefix(String keyPrefix) {
+      Objects.requireNonNull(keyPrefix, "keyPrefix must not be null");
+      if (!PREFIX.matcher(keyPrefix).matches()) {
+        throw new IllegalArgumentException(
+            "keyPrefix must be at most 64 characters of [A-Za-z0-9_:.-], was '" + keyPrefix + "'");
+      }
+      this.keyPrefix = keyPrefix;
+      return this;
+    }
+
+    /**
+     * The largest stored result in bytes. Default {@link KeyStore#DEFAULT_MAX_PAYLOAD_BYTES}.
+     *
+     * @param maxPayloadBytes at least 1
+     * @return this builder
+     */
+    public Builder maxPayloadBytes(int maxPayloadBytes) {
+      if (maxPayloadBytes < 1) {
+        throw new IllegalArgumentException(
+            "maxPayloadBytes must be at least 1, was " + maxPayloadBytes);
+      }
+      this.maxPayloadBytes = maxPayloadBytes;
+      return this;
+    }
+
+    /**
+     * After each successful claim, wait ({@code WAIT}) until this many replicas have acknowledged
+     * it. If fewer do within the timeout, the claim is released and fails with {@link
+     * KeyStoreException}, so nothing is sent. This narrows, but does not close, the window in which
+     * a failover loses a claim: Redis replication stays asynchronous, and a replica that
+     * acknowledged can still lose the write if it is not the one promoted. Costs one more round
+     * trip per first send, and {@code WAIT} holds up the shared connection while it waits. Off by
+     * default.
+     *
+     * @param replicas how many replicas must acknowledge, at least 1
+     * @param timeout how long to wait for them, positive
+     * @return this builder
+     */
+    public Builder waitForReplicas(int replicas, Duration timeout) {
+      Objects.requireNonNull(timeout, "timeout must not be null");
+      if (replicas < 1) {
+        throw new IllegalArgumentException("replicas must be at least 1, was " + replicas);
+      }
+      if (timeout.isNegative() || timeout.isZero()) {
+        throw new IllegalArgumentException("timeout must be positive, was " + timeout);
+      }
+      this.replicasToWaitFor = replicas;
+      this.replicaTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Connects and builds the store.
+     *
+     * @return the store
+     * @throws KeyStoreException if Redis cannot be reached
+     */
+    public RedisKeyStore build() {
+      return new RedisKeyStore(this);
+    }
+  }
+}

@@ -1,0 +1,301 @@
+package dev.idempotency.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.KeyStoreFactory;
+import dev.idempotency.spi.SharedKeyStoreContract;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.sync.RedisCommands;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import redis.embedded.RedisServer;
+
+/** The contract and the Redis particulars on a real standalone redis-server 7.0. */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class RedisKeyStoreTest extends SharedKeyStoreContract {
+
+  static final Duration TTL = Duration.ofHours(24);
+
+  private RedisServer server;
+  private int port;
+  private RedisClient client;
+  private RedisKeyStore store;
+  private StatefulRedisConnection<String, String> admin;
+
+  @BeforeAll
+  void startRedis() throws Exception {
+    port = FreePorts.next();
+    server =
+        RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
+    server.start();
+    client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
+    store = RedisKeyStore.builder(client).build();
+    admin = client.connect();
+  }
+
+  @AfterAll
+  void stopRedis() throws Exception {
+    if (store != null) {
+      store.close();
+      admin.close();
+      client.shutdown();
+    }
+    if (server != null) {
+      server.stop();
+    }
+  }
+
+  @Override
+  protected KeyStore store() {
+    return store;
+  }
+
+  @Override
+  protected Class<? extends KeyStoreFactory> factoryClass() {
+    return RedisStoreFactory.class;
+  }
+
+  @Override
+  protected String factoryConfig() {
+    return "redis://127.0.0.1:" + port;
+  }
+
+  RedisCommands<String, String> redis() {
+    return admin.sync();
+  }
+
+  static void await(BooleanSupplier condition, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting for " + what);
+      }
+      Thread.sleep(20);
+    }
+  }
+
+  @Test
+  void firstSendCostsTwoCommandsAndAReplayOne() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    guard.execute("warm-up:" + newKeyId(), TTL, ctx -> "scripts loaded");
+    String key = "count:" + newKeyId();
+
+    Map<String, Long> before = CommandStats.snapshot(redis());
+    guard.execute(key, TTL, ctx -> "n_1");
+    Map<String, Long> afterFirst = CommandStats.snapshot(redis());
+    guard.execute(key, TTL, ctx -> "n_2");
+    Map<String, Long> afterReplay = CommandStats.snapshot(redis());
+    long firstSend = CommandStats.roundTrips(before, afterFirst);
+    long replay = CommandStats.roundTrips(afterFirst, afterReplay);
+
+    System.out.printf("redis commands: first send %d, replay %d%n", firstSend, replay);
+    assertThat(afterFirst.get("evalsha") - before.get("evalsha")).isEqualTo(2);
+    assertThat(firstSend).isEqualTo(2);
+    assertThat(replay).isEqualTo(1);
+  }
+
+  @Test
+  void recordIsOneHashUnderThePrefixedDigestWithTheWindowAsItsExpiry() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    String key = "otp:+15550100042:" + newKeyId();
+
+    guard.execute(key, TTL, ctx -> "n_801");
+
+    String redisKey = "idem:" + IdempotencyKey.digest(key);
+    assertThat(redis().type(redisKey)).isEqualTo("hash");
+    Map<String, String> fields = redis().hgetall(redisKey);
+    assertThat(fields)
+        .containsKeys("s", "o", "a", "f", "p", "c", "d", "l", "r")
+        .doesNotContainKey("k");
+    assertThat(fields.get("s")).isEqualTo("C");
+    assertThat(String.join(" ", fields.values())).doesNotContain("+15550100042");
+    assertThat(redis().pttl(redisKey)).isBetween(TTL.minusMinutes(1).toMillis(), TTL.toMillis());
+  }
+
+  @Test
+  void rawKeyIsKeptOnlyWhenAskedFor() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).storeRawKeys(true).build();
+    String key = "debug:" + newKeyId();
+
+    guard.execute(key, TTL, ctx -> "n_1");
+
+    assertThat(redis().hget("idem:" + IdempotencyKey.digest(key), "k")).isEqualTo(key);
+  }
+
+  @Test
+  void keyPrefixIsValidatedAndUsed() {
+    for (String bad : List.of("idem {x}:", "a b", "x*", "pre\nfix", "p".repeat(65), "{tag}")) {
+      assertThatThrownBy(() -> RedisKeyStore.builder(client).keyPrefix(bad))
+          .as(bad)
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("keyPrefix");
+    }
+    try (RedisKeyStore prefixed =
+        RedisKeyStore.builder(client).keyPrefix("app-1:notify:").build()) {
+      String keyId = newKeyId();
+      prefixed.claim(claim(keyId, newToken()));
+      assertThat(redis().exists("app-1:notify:" + keyId)).isEqualTo(1);
+    }
+  }
+
+  @Test
+  void otpWalkthroughThroughTheGuardSendsOnce() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    String key = IdempotencyKey.of("otp", "user_42", "challenge_" + newKeyId());
+    AtomicInteger sms = new AtomicInteger();
+
+    String first = guard.execute(key, TTL, ctx -> "n_" + (800 + sms.incrementAndGet()));
+    String retry = guard.execute(key, TTL, ctx -> "n_" + (800 + sms.incrementAndGet()));
+
+    assertThat(first).isEqualTo("n_801");
+    assertThat(retry).isEqualTo("n_801");
+    assertThat(sms).hasValue(1);
+  }
+
+  @Test
+  void redisStoppedMidRunFailsClosedAndTheSameStoreRecoversWithScriptsReloaded() throws Exception {
+    int ownPort = FreePorts.next();
+    RedisServer own =
+        RedisServer.builder().port(ownPort).setting("bind 127.0.0.1").setting("save \"\"").build();
+    own.start();
+    RedisClient ownClient =
+        RedisClient.create(
+            RedisURI.builder()
+                .withHost("127.0.0.1")
+                .withPort(ownPort)
+                .withTimeout(Duration.ofSeconds(2))
+                .build());
+    ownClient.setOptions(
+        ClientOptions.builder()
+            .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+            .build());
+    try (RedisKeyStore ownStore = RedisKeyStore.builder(ownClient).build()) {
+      IdempotencyGuard guard = IdempotencyGuard.builder().store(ownStore).build();
+      AtomicInteger sends = new AtomicInteger();
+      String before =
+          guard.execute("before:" + newKeyId(), TTL, ctx -> "n_" + sends.incrementAndGet());
+      assertThat(before).isEqualTo("n_1");
+
+      own.stop();
+      for (int i = 0; i < 5; i++) {
+        assertThatThrownBy(
+                () ->
+                    guard.execute(
+                        "during:" + newKeyId(), TTL, ctx -> "n_" + sends.incrementAndGet()))
+            .isInstanceOf(KeyStoreException.class);
+      }
+      assertThat(sends).as("no send while Redis is down").hasValue(1);
+
+      own =
+          RedisServer.builder()
+              .port(ownPort)
+              .setting("bind 127.0.0.1")
+              .setting("save \"\"")
+              .build();
+      own.start();
+      String after = "after:" + newKeyId();
+      await(
+          () -> {
+            try {
+              guard.execute(after, TTL, ctx -> "n_" + sends.incrementAndGet());
+              return true;
+            } catch (KeyStoreException e) {
+              return false;
+            }
+          },
+          "the store to work again after the restart");
+      String replay = guard.execute(after, TTL, ctx -> "n_" + sends.incrementAndGet());
+
+      assertThat(replay).isEqualTo("n_2");
+      assertThat(sends).hasValue(2);
+      try (StatefulRedisConnection<String, String> check = ownClient.connect()) {
+        assertThat(CommandStats.calls(check.sync(), "eval"))
+            .as("scripts were sent again after NOSCRIPT")
+            .isPositive();
+      }
+    } finally {
+      ownClient.shutdown();
+      own.stop();
+    }
+  }
+
+  @Test
+  void waitForReplicasAcceptsAnAcknowledgedClaimAndReleasesAnUnacknowledgedOne() throws Exception {
+    int replicaPort = FreePorts.next();
+    RedisServer replica =
+        RedisServer.builder()
+            .port(replicaPort)
+            .setting("bind 127.0.0.1")
+            .setting("save \"\"")
+            .slaveOf("127.0.0.1", port)
+            .build();
+    replica.start();
+    RedisClient replicaClient =
+        RedisClient.create(RedisURI.create("redis://127.0.0.1:" + replicaPort));
+    try (StatefulRedisConnection<String, String> replicaConnection = replicaClient.connect()) {
+      await(
+          () -> replicaConnection.sync().info("replication").contains("master_link_status:up"),
+          "the replica to sync");
+      try (RedisKeyStore waiting =
+              RedisKeyStore.builder(client).waitForReplicas(1, Duration.ofSeconds(10)).build();
+          RedisKeyStore tooDemanding =
+              RedisKeyStore.builder(client).waitForReplicas(2, Duration.ofMillis(200)).build()) {
+        String keyId = newKeyId();
+        assertThat(waiting.claim(claim(keyId, newToken())))
+            .isEqualTo(new ClaimResult.Claimed(1, false));
+        assertThat(replicaConnection.sync().exists("idem:" + keyId)).isEqualTo(1);
+
+        String unacknowledged = newKeyId();
+        assertThatThrownBy(() -> tooDemanding.claim(claim(unacknowledged, newToken())))
+            .isInstanceOf(KeyStoreException.class)
+            .hasMessageContaining("acknowledged by 1 of 2 replicas");
+        assertThat(store.claim(claim(unacknowledged, newToken())))
+            .as("the unacknowledged claim was released")
+            .isEqualTo(new ClaimResult.Claimed(1, false));
+      }
+    } finally {
+      replicaClient.shutdown();
+      replica.stop();
+    }
+  }
+
+  @Test
+  void builderRefusesBadSettings() {
+    assertThatThrownBy(() -> RedisKeyStore.builder((RedisClient) null))
+        .isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(
+            () -> RedisKeyStore.builder(client).waitForReplicas(0, Duration.ofSeconds(1)))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> RedisKeyStore.builder(client).maxPayloadBytes(0))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void unreachableRedisAtBuildTimeIsAKeyStoreException() {
+    RedisClient nowhere =
+        RedisClient.create(RedisURI.create("redis://127.0.0.1:" + FreePorts.next()));
+    try {
+      assertThatThrownBy(() -> RedisKeyStore.builder(nowhere).build())
+          .isInstanceOf(KeyStoreException.class);
+    } finally {
+      nowhere.shutdown();
+    }
+  }
+}

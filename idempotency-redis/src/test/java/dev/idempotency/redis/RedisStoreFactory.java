@@ -1,0 +1,26 @@
+package dev.idempotency.redis;
+
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.KeyStoreFactory;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.cluster.RedisClusterClient;
+import java.util.Arrays;
+
+/**
+ * Opens the Redis store in the second JVM of the cross-process race. Config: a Redis URI, or {@code
+ * cluster:} followed by comma-separated node URIs.
+ */
+public final class RedisStoreFactory implements KeyStoreFactory {
+
+  @Override
+  public KeyStore open(String config) {
+    if (config.startsWith("cluster:")) {
+      RedisClusterClient client =
+          RedisClusterClient.create(
+              Arrays.stream(config.substring(8).split(",")).map(RedisURI::create).toList());
+      return RedisKeyStore.builder(client).build();
+    }
+    return RedisKeyStore.builder(RedisClient.create(config)).build();
+  }
+}
