@@ -6,6 +6,7 @@ import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.IdempotencyWindows;
 import dev.idempotency.Outcome;
 import dev.idempotency.ResultCodec;
+import dev.idempotency.examples.providers.FakeSmsProvider;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import java.io.PrintStream;
 import java.util.UUID;
