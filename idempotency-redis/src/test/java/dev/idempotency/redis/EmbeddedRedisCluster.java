@@ -25,15 +25,15 @@ import redis.embedded.RedisServer;
  * of the slots, joined with {@code CLUSTER MEET} (with the bus port), and ready once every node
  * reports {@code cluster_state:ok}.
  */
-final class EmbeddedRedisCluster implements AutoCloseable {
+public final class EmbeddedRedisCluster implements AutoCloseable {
 
-  static final int NODES = 3;
+  public static final int NODES = 3;
 
-  final List<Integer> ports = new ArrayList<>();
+  public final List<Integer> ports = new ArrayList<>();
   private final List<RedisServer> servers = new ArrayList<>();
   private final Path dir;
 
-  EmbeddedRedisCluster() throws Exception {
+  public EmbeddedRedisCluster() throws Exception {
     dir = Files.createTempDirectory("idem-redis-cluster");
     List<Integer> busPorts = new ArrayList<>();
     for (int i = 0; i < NODES; i++) {
@@ -99,7 +99,7 @@ final class EmbeddedRedisCluster implements AutoCloseable {
   }
 
   /** Runs commands on one node over a connection of its own. */
-  static <R> R onNode(int port, Function<RedisCommands<String, String>, R> work) {
+  public static <R> R onNode(int port, Function<RedisCommands<String, String>, R> work) {
     RedisClient client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
     try (StatefulRedisConnection<String, String> connection = client.connect()) {
       return work.apply(connection.sync());
@@ -108,7 +108,7 @@ final class EmbeddedRedisCluster implements AutoCloseable {
     }
   }
 
-  List<RedisURI> uris() {
+  public List<RedisURI> uris() {
     return ports.stream().map(port -> RedisURI.create("redis://127.0.0.1:" + port)).toList();
   }
 

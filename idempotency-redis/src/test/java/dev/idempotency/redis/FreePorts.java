@@ -5,10 +5,10 @@ import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 
 /** Free local ports for servers the tests start. */
-final class FreePorts {
+public final class FreePorts {
   private FreePorts() {}
 
-  static int next() {
+  public static int next() {
     try (ServerSocket socket = new ServerSocket(0)) {
       socket.setReuseAddress(true);
       return socket.getLocalPort();

@@ -1,0 +1,110 @@
+package dev.idempotency.reliability;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+
+/**
+ * A TCP proxy on loopback between a client and a store, with plain sockets, that can pass traffic,
+ * delay every chunk, or drop everything (a black hole: connections stay open, nothing arrives).
+ */
+final class DelayProxy implements AutoCloseable {
+
+  enum Mode {
+    PASS,
+    DELAY,
+    DROP
+  }
+
+  private final ServerSocket listener;
+  private final int targetPort;
+  private final ExecutorService threads = Executors.newCachedThreadPool();
+  private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+  private volatile Mode mode = Mode.PASS;
+  private volatile long delayMillis;
+
+  DelayProxy(int targetPort) throws IOException {
+    this.targetPort = targetPort;
+    this.listener = new ServerSocket();
+    listener.bind(new InetSocketAddress("127.0.0.1", 0));
+    threads.submit(this::accept);
+  }
+
+  int port() {
+    return listener.getLocalPort();
+  }
+
+  void pass() {
+    mode = Mode.PASS;
+  }
+
+  void delay(long millis) {
+    delayMillis = millis;
+    mode = Mode.DELAY;
+  }
+
+  void drop() {
+    mode = Mode.DROP;
+  }
+
+  private void accept() {
+    while (!listener.isClosed()) {
+      try {
+        Socket client = listener.accept();
+        Socket server = new Socket("127.0.0.1", targetPort);
+        sockets.add(client);
+        sockets.add(server);
+        threads.submit(() -> pump(client, server));
+        threads.submit(() -> pump(server, client));
+      } catch (IOException e) {
+        return;
+      }
+    }
+  }
+
+  private void pump(Socket from, Socket to) {
+    byte[] buffer = new byte[16 * 1024];
+    try (InputStream in = from.getInputStream();
+        OutputStream out = to.getOutputStream()) {
+      int read;
+      while ((read = in.read(buffer)) >= 0) {
+        Mode now = mode;
+        if (now == Mode.DROP) {
+          continue;
+        }
+        if (now == Mode.DELAY) {
+          Thread.sleep(delayMillis);
+        }
+        out.write(buffer, 0, read);
+        out.flush();
+      }
+    } catch (IOException | InterruptedException e) {
+      // the connection ended
+    } finally {
+      closeQuietly(from);
+      closeQuietly(to);
+    }
+  }
+
+  private static void closeQuietly(Socket socket) {
+    try {
+      socket.close();
+    } catch (IOException ignored) {
+      // closing
+    }
+  }
+
+  @Override
+  public void close() throws IOException {
+    listener.close();
+    sockets.forEach(DelayProxy::closeQuietly);
+    threads.shutdownNow();
+  }
+}

@@ -1,0 +1,54 @@
+package dev.idempotency.reliability;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idempotency.jdbc.JdbcKeyStore;
+import dev.idempotency.redis.RedisKeyStore;
+import dev.idempotency.spi.KeyStore;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.cluster.RedisClusterClient;
+import java.time.Duration;
+import java.util.Arrays;
+
+/**
+ * Opens a store from a text spec, the same way in the test JVM and in child JVMs: a JDBC URL (a
+ * pooled data source, database time), {@code redis://host:port}, or {@code cluster:uri,uri,...}.
+ */
+final class Stores {
+  private Stores() {}
+
+  static KeyStore open(String spec, int poolSize) {
+    if (spec.startsWith("jdbc:")) {
+      HikariConfig config = new HikariConfig();
+      config.setJdbcUrl(spec);
+      config.setMaximumPoolSize(poolSize);
+      config.setConnectionTimeout(10_000);
+      return JdbcKeyStore.builder(new HikariDataSource(config))
+          .tableName("idem_reliability")
+          .createSchemaIfMissing(true)
+          .databaseTime(true)
+          .build();
+    }
+    if (spec.startsWith("cluster:")) {
+      RedisClusterClient client =
+          RedisClusterClient.create(
+              Arrays.stream(spec.substring(8).split(",")).map(RedisURI::create).toList());
+      return RedisKeyStore.builder(client).build();
+    }
+    return RedisKeyStore.builder(redisClient(spec, Duration.ofSeconds(10))).build();
+  }
+
+  /** A Redis client that fails fast while disconnected and times commands out. */
+  static RedisClient redisClient(String uri, Duration timeout) {
+    RedisURI redisUri = RedisURI.create(uri);
+    redisUri.setTimeout(timeout);
+    RedisClient client = RedisClient.create(redisUri);
+    client.setOptions(
+        ClientOptions.builder()
+            .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+            .build());
+    return client;
+  }
+}
