@@ -16,6 +16,21 @@ final class Digests {
 
   private static final Base64.Encoder BASE64URL = Base64.getUrlEncoder().withoutPadding();
 
+  /** Digest instances are not thread-safe and costly to look up: one of each per thread. */
+  private static final ThreadLocal<MessageDigest> SHA_256 =
+      ThreadLocal.withInitial(() -> digest("SHA-256"));
+
+  private static final ThreadLocal<MessageDigest> SHA_1 =
+      ThreadLocal.withInitial(() -> digest("SHA-1"));
+
+  private static MessageDigest digest(String algorithm) {
+    try {
+      return MessageDigest.getInstance(algorithm);
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(algorithm + " is required of every Java platform", e);
+    }
+  }
+
   private Digests() {}
 
   /**
@@ -38,28 +53,23 @@ final class Digests {
 
   /** A name-based UUID (RFC 9562 version 5, SHA-1) of the key in the SDK's namespace. */
   static UUID providerUuid(String key) {
-    try {
-      MessageDigest sha1 = MessageDigest.getInstance("SHA-1");
-      ByteBuffer namespace = ByteBuffer.allocate(16);
-      namespace.putLong(PROVIDER_UUID_NAMESPACE.getMostSignificantBits());
-      namespace.putLong(PROVIDER_UUID_NAMESPACE.getLeastSignificantBits());
-      sha1.update(namespace.array());
-      byte[] hash = sha1.digest(key.getBytes(StandardCharsets.UTF_8));
-      hash[6] = (byte) ((hash[6] & 0x0f) | 0x50); // version 5
-      hash[8] = (byte) ((hash[8] & 0x3f) | 0x80); // IETF variant
-      ByteBuffer bits = ByteBuffer.wrap(hash, 0, 16);
-      return new UUID(bits.getLong(), bits.getLong());
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("SHA-1 is required of every Java platform", e);
-    }
+    MessageDigest sha1 = SHA_1.get();
+    sha1.reset();
+    ByteBuffer namespace = ByteBuffer.allocate(16);
+    namespace.putLong(PROVIDER_UUID_NAMESPACE.getMostSignificantBits());
+    namespace.putLong(PROVIDER_UUID_NAMESPACE.getLeastSignificantBits());
+    sha1.update(namespace.array());
+    byte[] hash = sha1.digest(key.getBytes(StandardCharsets.UTF_8));
+    hash[6] = (byte) ((hash[6] & 0x0f) | 0x50); // version 5
+    hash[8] = (byte) ((hash[8] & 0x3f) | 0x80); // IETF variant
+    ByteBuffer bits = ByteBuffer.wrap(hash, 0, 16);
+    return new UUID(bits.getLong(), bits.getLong());
   }
 
   static byte[] sha256(String text) {
-    try {
-      return MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8));
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("SHA-256 is required of every Java platform", e);
-    }
+    MessageDigest sha256 = SHA_256.get();
+    sha256.reset();
+    return sha256.digest(text.getBytes(StandardCharsets.UTF_8));
   }
 
   static String base64url(byte[] bytes) {

@@ -6,6 +6,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import java.util.concurrent.Executors;
 
 /**
  * Wraps a provider call so that it runs at most once per key within a window.
@@ -40,11 +43,11 @@ public final class IdempotencyGuard {
   /** The default number of attempts to record an outcome after a successful send. */
   public static final int DEFAULT_COMPLETION_ATTEMPTS = 3;
 
-  private final GuardedCall.Settings settings;
+  private final CallSupport.Settings settings;
 
   private IdempotencyGuard(Builder builder) {
     this.settings =
-        new GuardedCall.Settings(
+        new CallSupport.Settings(
             builder.store,
             builder.lease,
             builder.inFlightWait,
@@ -54,7 +57,10 @@ public final class IdempotencyGuard {
             builder.failOpen,
             builder.completionAttempts,
             builder.storeRawKeys,
-            new Listeners(builder.listeners));
+            new Listeners(builder.listeners),
+            builder.blockingStoreExecutor != null
+                ? builder.blockingStoreExecutor
+                : DefaultStoreExecutor.INSTANCE);
   }
 
   /**
@@ -127,15 +133,82 @@ public final class IdempotencyGuard {
     Objects.requireNonNull(request, "request must not be null");
     Objects.requireNonNull(codec, "codec must not be null");
     Objects.requireNonNull(sender, "sender must not be null");
-    if (settings.lease().compareTo(request.ttl()) >= 0) {
+    requireLeaseShorterThan(request.ttl());
+    return new GuardedCall<>(settings, request, codec, sender).run();
+  }
+
+  /**
+   * Like {@link #execute(String, Duration, Sender)}, without blocking: the returned stage completes
+   * with the sender's result, or the stored one on a repeat, with the same semantics (replay,
+   * waiting for an in-flight call without parking a thread, takeover, fenced completion, failure
+   * classification). Exceptions arrive as the stage's failure, exactly as {@code execute} would
+   * throw them.
+   *
+   * <p>On a store with an async API (Redis, in memory) no thread is held per call. A blocking store
+   * (JDBC) is called on {@link Builder#blockingStoreExecutor(Executor)}.
+   *
+   * @param key the idempotency key
+   * @param ttl the window
+   * @param sender the non-blocking provider call
+   * @param <T> the result type; {@code String} to have it stored and replayed
+   * @return the result
+   */
+  public <T> CompletionStage<T> executeAsync(String key, Duration ttl, AsyncSender<T> sender) {
+    @SuppressWarnings("unchecked")
+    ResultCodec<T> codec = (ResultCodec<T>) StringOnlyCodec.INSTANCE;
+    return executeForOutcomeAsync(IdempotencyRequest.of(key, ttl), codec, sender)
+        .thenApply(Outcome::value);
+  }
+
+  /**
+   * Like {@link #executeForOutcome}, without blocking; see {@link #executeAsync}.
+   *
+   * @param request the key, window and fingerprint
+   * @param codec encodes and decodes the result
+   * @param sender the non-blocking provider call
+   * @param <T> the result type
+   * @return the outcome
+   */
+  public <T> CompletionStage<Outcome<T>> executeForOutcomeAsync(
+      IdempotencyRequest request, ResultCodec<T> codec, AsyncSender<T> sender) {
+    Objects.requireNonNull(request, "request must not be null");
+    Objects.requireNonNull(codec, "codec must not be null");
+    Objects.requireNonNull(sender, "sender must not be null");
+    requireLeaseShorterThan(request.ttl());
+    return new AsyncGuardedCall<>(settings, request, codec, sender).run();
+  }
+
+  /**
+   * Claims many keys at once, for a campaign's recipients, in as few round trips as the store
+   * allows (one script call or pipeline per chunk on Redis, one multi-row statement on SQL), and
+   * sorts them into keys to send, replays, keys in flight and refused keys. Chunks are at most
+   * {@link KeyStore#maxBatchSize()} keys. See {@link Batch} for the rest of the protocol.
+   *
+   * @param requests the keys, windows and fingerprints; keys must be distinct
+   * @param codec encodes and decodes results
+   * @param <T> the result type
+   * @return the claimed batch
+   * @throws IllegalArgumentException on a duplicate key or a ttl not longer than the lease
+   */
+  public <T> Batch<T> claimBatch(List<IdempotencyRequest> requests, ResultCodec<T> codec) {
+    Objects.requireNonNull(requests, "requests must not be null");
+    Objects.requireNonNull(codec, "codec must not be null");
+    for (IdempotencyRequest request : requests) {
+      requireLeaseShorterThan(
+          Objects.requireNonNull(request, "requests must not contain null").ttl());
+    }
+    return new Batch<>(settings, requests, codec);
+  }
+
+  private void requireLeaseShorterThan(Duration ttl) {
+    if (settings.lease().compareTo(ttl) >= 0) {
       throw new IllegalArgumentException(
           "lease ("
               + settings.lease()
               + ") must be shorter than ttl ("
-              + request.ttl()
+              + ttl
               + "); configure a shorter lease or a longer ttl");
     }
-    return new GuardedCall<>(settings, request, codec, sender).run();
   }
 
   /**
@@ -161,6 +234,7 @@ public final class IdempotencyGuard {
     private boolean failOpen;
     private int completionAttempts = DEFAULT_COMPLETION_ATTEMPTS;
     private boolean storeRawKeys;
+    private Executor blockingStoreExecutor;
     private final List<IdempotencyListener> listeners = new ArrayList<>();
 
     private Builder() {}
@@ -292,6 +366,21 @@ public final class IdempotencyGuard {
     }
 
     /**
+     * Where {@link #executeAsync} runs the calls of a blocking store (the JDBC store) so that the
+     * caller's thread never blocks. Size it like the store's connection pool. Stores with an async
+     * API (Redis, in memory) never use it. Default: a shared cached pool of daemon threads named
+     * {@code idempotency-store-io}.
+     *
+     * @param executor the executor
+     * @return this builder
+     */
+    public Builder blockingStoreExecutor(Executor executor) {
+      this.blockingStoreExecutor =
+          Objects.requireNonNull(executor, "blockingStoreExecutor must not be null");
+      return this;
+    }
+
+    /**
      * Adds a listener for {@link IdempotencyEvent}s. May be called more than once.
      *
      * @param listener the listener
@@ -314,6 +403,17 @@ public final class IdempotencyGuard {
       }
       return new IdempotencyGuard(this);
     }
+  }
+
+  /** The default executor for blocking stores called from {@code executeAsync}. */
+  private static final class DefaultStoreExecutor {
+    static final Executor INSTANCE =
+        Executors.newCachedThreadPool(
+            runnable -> {
+              Thread thread = new Thread(runnable, "idempotency-store-io");
+              thread.setDaemon(true);
+              return thread;
+            });
   }
 
   /** The codec of the plain {@code execute}: strings, and a clear refusal for anything else. */

@@ -4,33 +4,90 @@ import java.util.Objects;
 import java.util.UUID;
 
 /**
- * What a {@link Sender} knows about the send it performs.
- *
- * @param key the caller's idempotency key
- * @param providerKey a stable key for the provider's idempotency header or field, derived from the
- *     key: 43 characters of {@code [A-Za-z0-9_-]}, the same in every process and on every attempt
- * @param providerUuid a name-based (version 5) UUID of the key, for providers that require a UUID
- *     (OneSignal {@code idempotency_key}, APNs {@code apns-id})
- * @param attempt 1 on the first claim, incremented by each lease takeover; above 1 means a previous
- *     attempt may already have reached the provider
+ * What a {@link Sender} knows about the send it performs. The provider key and UUID are derived
+ * from the key when first asked for. Immutable and thread-safe.
  */
-public record SendContext(String key, String providerKey, UUID providerUuid, int attempt) {
+public final class SendContext {
+
+  private final String key;
+  private final int attempt;
+  private volatile String providerKey;
+  private volatile UUID providerUuid;
 
   /**
-   * Checks the components.
+   * Creates a context with given provider keys (for tests and adapters).
    *
-   * @param key see {@link #key()}
-   * @param providerKey see {@link #providerKey()}
-   * @param providerUuid see {@link #providerUuid()}
-   * @param attempt see {@link #attempt()}
+   * @param key the caller's idempotency key
+   * @param providerKey the provider idempotency key
+   * @param providerUuid the provider UUID
+   * @param attempt the attempt, at least 1
    */
-  public SendContext {
-    Objects.requireNonNull(key, "key");
-    Objects.requireNonNull(providerKey, "providerKey");
-    Objects.requireNonNull(providerUuid, "providerUuid");
+  public SendContext(String key, String providerKey, UUID providerUuid, int attempt) {
+    this(key, attempt);
+    this.providerKey = Objects.requireNonNull(providerKey, "providerKey");
+    this.providerUuid = Objects.requireNonNull(providerUuid, "providerUuid");
+  }
+
+  private SendContext(String key, int attempt) {
+    this.key = Objects.requireNonNull(key, "key");
     if (attempt < 1) {
       throw new IllegalArgumentException("attempt must be at least 1, was " + attempt);
     }
+    this.attempt = attempt;
+  }
+
+  /** The guard's context: provider keys derived from the key on first use. */
+  static SendContext lazy(String key, int attempt) {
+    return new SendContext(key, attempt);
+  }
+
+  /**
+   * The caller's idempotency key.
+   *
+   * @return the key
+   */
+  public String key() {
+    return key;
+  }
+
+  /**
+   * A stable key for the provider's idempotency header or field, derived from the key: 43
+   * characters of {@code [A-Za-z0-9_-]}, the same in every process and on every attempt.
+   *
+   * @return the provider key
+   */
+  public String providerKey() {
+    String value = providerKey;
+    if (value == null) {
+      value = Digests.providerKey(key);
+      providerKey = value;
+    }
+    return value;
+  }
+
+  /**
+   * A name-based (version 5) UUID of the key, for providers that require a UUID (OneSignal {@code
+   * idempotency_key}, APNs {@code apns-id}).
+   *
+   * @return the provider UUID
+   */
+  public UUID providerUuid() {
+    UUID value = providerUuid;
+    if (value == null) {
+      value = Digests.providerUuid(key);
+      providerUuid = value;
+    }
+    return value;
+  }
+
+  /**
+   * 1 on the first claim, incremented by each lease takeover; above 1 means a previous attempt may
+   * already have reached the provider.
+   *
+   * @return the attempt
+   */
+  public int attempt() {
+    return attempt;
   }
 
   /**
@@ -44,7 +101,17 @@ public record SendContext(String key, String providerKey, UUID providerUuid, int
   }
 
   @Override
+  public boolean equals(Object other) {
+    return other instanceof SendContext that && key.equals(that.key) && attempt == that.attempt;
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(key, attempt);
+  }
+
+  @Override
   public String toString() {
-    return "SendContext[providerKey=" + providerKey + ", attempt=" + attempt + "]";
+    return "SendContext[providerKey=" + providerKey() + ", attempt=" + attempt + "]";
   }
 }

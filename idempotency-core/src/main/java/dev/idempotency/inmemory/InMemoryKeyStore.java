@@ -7,6 +7,7 @@ import com.github.benmanes.caffeine.cache.RemovalCause;
 import com.github.benmanes.caffeine.cache.Ticker;
 import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.IdempotencyListener;
+import dev.idempotency.spi.AsyncKeyStore;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
@@ -16,7 +17,10 @@ import dev.idempotency.spi.StoredRecord;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -37,10 +41,11 @@ import org.slf4j.LoggerFactory;
  * so a test moves them with {@code IdempotencyGuard.builder().clock(..)}. Records are removed by
  * Caffeine once their window has passed in real time.
  *
- * <p>Thread-safe: each operation is one atomic {@code compute} on the key's entry. Only one JVM
- * sees the records; use the JDBC or Redis store for several instances.
+ * <p>Thread-safe: each operation is one atomic {@code compute} on the key's entry. Operations never
+ * block on I/O, so the async methods complete on the calling thread. Only one JVM sees the records;
+ * use the JDBC or Redis store for several instances.
  */
-public final class InMemoryKeyStore implements KeyStore {
+public final class InMemoryKeyStore implements AsyncKeyStore {
 
   /** The default maximum number of records. */
   public static final long DEFAULT_MAXIMUM_SIZE = 100_000;
@@ -145,6 +150,29 @@ public final class InMemoryKeyStore implements KeyStore {
               return null;
             });
     return released[0];
+  }
+
+  @Override
+  public CompletionStage<ClaimResult> claimAsync(ClaimRequest request) {
+    return now(() -> claim(request));
+  }
+
+  @Override
+  public CompletionStage<Boolean> completeAsync(CompleteRequest request) {
+    return now(() -> complete(request));
+  }
+
+  @Override
+  public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
+    return now(() -> release(keyId, ownerToken));
+  }
+
+  private static <R> CompletionStage<R> now(Supplier<R> operation) {
+    try {
+      return CompletableFuture.completedFuture(operation.get());
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(e);
+    }
   }
 
   @Override
@@ -277,7 +305,7 @@ public final class InMemoryKeyStore implements KeyStore {
   /** Builds an {@link InMemoryKeyStore}. Setters validate at once. Not thread-safe. */
   public static final class Builder {
     private long maximumSize = DEFAULT_MAXIMUM_SIZE;
-    private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
+    private int maxPayloadBytes = KeyStore.DEFAULT_MAX_PAYLOAD_BYTES;
     private IdempotencyListener listener;
     private Ticker ticker = Ticker.systemTicker();
 
@@ -299,7 +327,8 @@ public final class InMemoryKeyStore implements KeyStore {
     }
 
     /**
-     * The largest stored result, in bytes. Default {@link KeyStore#DEFAULT_MAX_PAYLOAD_BYTES}.
+     * The largest stored result, in bytes. Default {@link
+     * dev.idempotency.spi.KeyStore#DEFAULT_MAX_PAYLOAD_BYTES}.
      *
      * @param maxPayloadBytes at least 1
      * @return this builder

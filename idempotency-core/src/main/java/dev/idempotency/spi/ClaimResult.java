@@ -4,9 +4,12 @@ import java.util.Objects;
 
 /**
  * What an atomic {@link KeyStore#claim claim} found: either the caller now owns the key, or the
- * record that stopped it. Contention is a value, not an exception.
+ * record that stopped it. Contention is a value, not an exception. In a batch ({@link
+ * KeyStore#claimAll}) a key whose claim failed is reported as {@link Failed}, so that one failure
+ * never hides the others; a single {@link KeyStore#claim} throws instead.
  */
-public sealed interface ClaimResult permits ClaimResult.Claimed, ClaimResult.Existing {
+public sealed interface ClaimResult
+    permits ClaimResult.Claimed, ClaimResult.Existing, ClaimResult.Failed {
 
   /**
    * The caller owns the key: the store wrote an {@link RecordState#IN_PROGRESS} record holding the
@@ -45,6 +48,22 @@ public sealed interface ClaimResult permits ClaimResult.Claimed, ClaimResult.Exi
      */
     public Existing {
       Objects.requireNonNull(record, "record");
+    }
+  }
+
+  /**
+   * In a batch only: the store failed to claim this key. Nothing is owned; nothing may be sent.
+   *
+   * @param error what failed
+   */
+  record Failed(dev.idempotency.KeyStoreException error) implements ClaimResult {
+    /**
+     * Checks the error is present.
+     *
+     * @param error see {@link #error()}
+     */
+    public Failed {
+      Objects.requireNonNull(error, "error");
     }
   }
 }

@@ -1,5 +1,8 @@
 package dev.idempotency.spi;
 
+import java.util.ArrayList;
+import java.util.List;
+
 /**
  * Stores one idempotency record per key id and changes it atomically.
  *
@@ -46,6 +49,9 @@ public interface KeyStore {
   /** The default largest payload a store accepts: 4 MiB. */
   int DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024;
 
+  /** The default largest batch: 1,000 keys. */
+  int DEFAULT_MAX_BATCH_SIZE = 1_000;
+
   /**
    * Claims the key id, or returns the record that prevents it, in one atomic step.
    *
@@ -76,6 +82,54 @@ public interface KeyStore {
    * @throws dev.idempotency.KeyStoreException if the store failed
    */
   boolean release(String keyId, String ownerToken);
+
+  /**
+   * Claims many keys, each exactly as {@link #claim} would, in as few round trips as the store
+   * allows. The default claims one key at a time. A store that overrides it keeps every per-key
+   * guarantee of {@link #claim}; a key whose claim failed is reported as {@link ClaimResult.Failed}
+   * in its slot rather than failing the others.
+   *
+   * @param requests at most {@link #maxBatchSize()} requests with distinct key ids
+   * @return one result per request, in request order
+   * @throws dev.idempotency.KeyStoreException if the whole batch failed (nothing was claimed)
+   */
+  default List<ClaimResult> claimAll(List<ClaimRequest> requests) {
+    List<ClaimResult> results = new ArrayList<>(requests.size());
+    for (ClaimRequest request : requests) {
+      try {
+        results.add(claim(request));
+      } catch (dev.idempotency.KeyStoreException e) {
+        results.add(new ClaimResult.Failed(e));
+      }
+    }
+    return results;
+  }
+
+  /**
+   * Writes many outcomes, each exactly as {@link #complete} would (fenced by its owner token), in
+   * as few round trips as the store allows. The default writes one at a time.
+   *
+   * @param requests at most {@link #maxBatchSize()} outcomes with distinct key ids
+   * @return one result per request, in request order: whether it was written
+   * @throws dev.idempotency.KeyStoreException if the batch failed; none may be assumed written
+   */
+  default List<Boolean> completeAll(List<CompleteRequest> requests) {
+    List<Boolean> results = new ArrayList<>(requests.size());
+    for (CompleteRequest request : requests) {
+      results.add(complete(request));
+    }
+    return results;
+  }
+
+  /**
+   * The most requests one {@link #claimAll} or {@link #completeAll} call takes; the guard splits
+   * larger batches. Default {@value #DEFAULT_MAX_BATCH_SIZE}.
+   *
+   * @return a positive number
+   */
+  default int maxBatchSize() {
+    return DEFAULT_MAX_BATCH_SIZE;
+  }
 
   /**
    * The largest payload this store accepts. The guard stores a larger result as "sent, result not

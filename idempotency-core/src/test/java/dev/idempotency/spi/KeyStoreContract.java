@@ -482,4 +482,126 @@ public abstract class KeyStoreContract {
   protected static byte[] bytes(String text) {
     return text.getBytes(java.nio.charset.StandardCharsets.UTF_8);
   }
+
+  // ---- batch and async: the same per-key semantics through claimAll, completeAll and the guard.
+
+  @Test
+  void claimAllSortsFreshInFlightAndCompletedKeysPerKey() {
+    String inFlight = newKeyId();
+    String completed = newKeyId();
+    String completedToken = newToken();
+    store().claim(claim(inFlight, newToken()));
+    store().claim(claim(completed, completedToken));
+    store().complete(complete(completed, completedToken, bytes("n_1")));
+    List<ClaimRequest> batch = new ArrayList<>();
+    List<String> fresh = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      String keyId = newKeyId();
+      fresh.add(keyId);
+      batch.add(claim(keyId, newToken()));
+    }
+    batch.add(claim(inFlight, newToken()));
+    batch.add(claim(completed, newToken()));
+
+    List<ClaimResult> results = store().claimAll(batch);
+
+    assertThat(results).hasSize(22);
+    assertThat(results.subList(0, 20)).containsOnly(new ClaimResult.Claimed(1, false));
+    assertThat(existing(results.get(20)).state()).isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(existing(results.get(21)).payload()).isEqualTo(bytes("n_1"));
+    for (int i = 0; i < 20; i++) {
+      assertThat(
+              store().complete(complete(fresh.get(i), batch.get(i).ownerToken(), bytes("b" + i))))
+          .as("each key of the batch is owned by its own token")
+          .isTrue();
+    }
+  }
+
+  @Test
+  void completeAllIsFencedPerKey() {
+    List<CompleteRequest> completes = new ArrayList<>();
+    List<String> keyIds = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      String keyId = newKeyId();
+      String token = newToken();
+      keyIds.add(keyId);
+      store().claim(claim(keyId, token));
+      completes.add(complete(keyId, i % 2 == 0 ? token : newToken(), bytes("r" + i)));
+    }
+
+    List<Boolean> written = store().completeAll(completes);
+
+    for (int i = 0; i < 10; i++) {
+      assertThat(written.get(i)).as("key %d", i).isEqualTo(i % 2 == 0);
+      StoredRecord record = existing(store().claim(claim(keyIds.get(i), newToken())));
+      assertThat(record.state())
+          .isEqualTo(i % 2 == 0 ? RecordState.COMPLETED : RecordState.IN_PROGRESS);
+    }
+  }
+
+  @Test
+  void largeBatchThroughTheGuardClaimsOnlyUnsentKeysAndRepeatsSendNothing() {
+    dev.idempotency.IdempotencyGuard guard =
+        dev.idempotency.IdempotencyGuard.builder().store(store()).build();
+    String run = newKeyId();
+    List<dev.idempotency.IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 2_500; i++) {
+      requests.add(dev.idempotency.IdempotencyRequest.of("batch:" + run + ":" + i, LONG_RETENTION));
+    }
+    for (int i = 0; i < requests.size(); i += 10) {
+      guard.execute(requests.get(i).key(), LONG_RETENTION, ctx -> "early");
+    }
+
+    dev.idempotency.Batch<String> batch =
+        guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
+    for (dev.idempotency.Batch.Item item : batch.toSend()) {
+      batch.succeeded(item, "n:" + item.key());
+    }
+    dev.idempotency.Batch.Recorded recorded = batch.record();
+    dev.idempotency.Batch<String> again =
+        guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
+
+    assertThat(batch.toSend()).hasSize(2_250);
+    assertThat(batch.replayed())
+        .hasSize(250)
+        .allSatisfy((key, outcome) -> assertThat(outcome.value()).isEqualTo("early"));
+    assertThat(recorded.completed()).isEqualTo(2_250);
+    assertThat(recorded.notRecorded()).isEmpty();
+    assertThat(again.toSend()).as("a repeated batch sends nothing").isEmpty();
+    assertThat(again.replayed()).hasSize(2_500);
+    assertThat(again.replayed().get(requests.get(1).key()).value())
+        .isEqualTo("n:" + requests.get(1).key());
+  }
+
+  @Test
+  void asyncExecuteReplaysAndSendsOncePerKey() throws Exception {
+    dev.idempotency.IdempotencyGuard guard =
+        dev.idempotency.IdempotencyGuard.builder()
+            .store(store())
+            .inFlightWait(Duration.ofSeconds(60))
+            .build();
+    String key = "async:" + newKeyId();
+    java.util.concurrent.atomic.AtomicInteger sends =
+        new java.util.concurrent.atomic.AtomicInteger();
+    List<java.util.concurrent.CompletableFuture<String>> calls = new ArrayList<>();
+    for (int i = 0; i < 16; i++) {
+      calls.add(
+          guard
+              .executeAsync(
+                  key,
+                  LONG_RETENTION,
+                  ctx ->
+                      java.util.concurrent.CompletableFuture.supplyAsync(
+                          () -> "n_" + sends.incrementAndGet()))
+              .toCompletableFuture());
+    }
+
+    List<String> results = new ArrayList<>();
+    for (java.util.concurrent.CompletableFuture<String> call : calls) {
+      results.add(call.get(60, TimeUnit.SECONDS));
+    }
+
+    assertThat(sends).hasValue(1);
+    assertThat(results).containsOnly("n_1");
+  }
 }

@@ -16,6 +16,10 @@ import java.sql.SQLException;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.ScheduledExecutorService;
@@ -26,6 +30,7 @@ import javax.sql.DataSource;
 import org.jdbi.v3.core.Handle;
 import org.jdbi.v3.core.Jdbi;
 import org.jdbi.v3.core.JdbiException;
+import org.jdbi.v3.core.statement.PreparedBatch;
 import org.jdbi.v3.core.statement.Query;
 import org.jdbi.v3.core.statement.SqlStatements;
 import org.jdbi.v3.core.statement.Update;
@@ -150,30 +155,30 @@ public final class JdbcKeyStore implements KeyStore {
   @Override
   public ClaimResult claim(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
-    return call(
-        "claim",
-        handle -> {
-          for (int round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-            if (insertIfAbsent(handle, request)) {
-              return new ClaimResult.Claimed(1, false);
-            }
-            Optional<Row> row = select(handle, request);
-            if (row.isEmpty()) {
-              continue; // released or purged since the insert: try again
-            }
-            ClaimResult result = decide(handle, request, row.get());
-            if (result != null) {
-              return result;
-            }
-          }
-          throw new KeyStoreException(
-              "JDBC store: the claim of key "
-                  + request.keyId()
-                  + " lost "
-                  + MAX_CLAIM_ROUNDS
-                  + " races in a row",
-              null);
-        });
+    return call("claim", handle -> claimOne(handle, request));
+  }
+
+  private ClaimResult claimOne(Handle handle, ClaimRequest request) {
+    for (int round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+      if (insertIfAbsent(handle, request)) {
+        return new ClaimResult.Claimed(1, false);
+      }
+      Optional<Row> row = select(handle, request);
+      if (row.isEmpty()) {
+        continue; // released or purged since the insert: try again
+      }
+      ClaimResult result = decide(handle, request, row.get());
+      if (result != null) {
+        return result;
+      }
+    }
+    throw new KeyStoreException(
+        "JDBC store: the claim of key "
+            + request.keyId()
+            + " lost "
+            + MAX_CLAIM_ROUNDS
+            + " races in a row",
+        null);
   }
 
   /** Returns the outcome for a row that exists, or null if it changed under us (retry). */
@@ -229,6 +234,139 @@ public final class JdbcKeyStore implements KeyStore {
       query.bind("now", request.now().toEpochMilli());
     }
     return query.map((rs, ctx) -> Row.read(rs)).findOne();
+  }
+
+  /**
+   * Claims a batch in two statements per chunk: one multi-row insert-if-absent, then one select of
+   * every row of the chunk; a row holding this batch's owner token was inserted by it. Rows past
+   * their window or with an expired lease are taken with the single-key compare-and-set. On H2,
+   * which runs in-process, keys are claimed one by one.
+   */
+  @Override
+  public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
+    if (requests.isEmpty()) {
+      return List.of();
+    }
+    if (!sql.supportsMultiRowInsert() || !sameTiming(requests)) {
+      return KeyStore.super.claimAll(requests);
+    }
+    return call(
+        "claim a batch",
+        handle -> {
+          ClaimRequest first = requests.get(0);
+          Update insert = handle.createUpdate(sql.insertAllIfAbsent(requests.size()));
+          bindNow(insert, first.now());
+          insert
+              .bind("leaseMillis", first.lease().toMillis())
+              .bind("retentionMillis", first.retention().toMillis());
+          Query select = handle.createQuery(sql.selectAll(requests.size()));
+          if (!databaseTime) {
+            select.bind("now", first.now().toEpochMilli());
+          }
+          for (int i = 0; i < requests.size(); i++) {
+            ClaimRequest request = requests.get(i);
+            insert
+                .bind("keyId_" + i, request.keyId())
+                .bind("ownerToken_" + i, request.ownerToken())
+                .bind("fingerprint_" + i, request.fingerprint())
+                .bind("debugKey_" + i, request.debugKey());
+            select.bind("keyId_" + i, request.keyId());
+          }
+          insert.execute();
+          Map<String, Row> rows = new HashMap<>();
+          select
+              .map((rs, ctx) -> Map.entry(rs.getString("key_id"), Row.read(rs)))
+              .forEach(e -> rows.put(e.getKey(), e.getValue()));
+          List<ClaimResult> results = new ArrayList<>(requests.size());
+          for (ClaimRequest request : requests) {
+            Row row = rows.get(request.keyId());
+            ClaimResult result = null;
+            if (row != null && row.ownerToken.equals(request.ownerToken())) {
+              result = new ClaimResult.Claimed(row.record.attempt(), row.record.attempt() > 1);
+            } else if (row != null) {
+              result = decide(handle, request, row);
+            }
+            results.add(result != null ? result : claimOne(handle, request));
+          }
+          return results;
+        });
+  }
+
+  /** Whether a batch shares one time, lease and window, so one statement can bind them once. */
+  private static boolean sameTiming(List<ClaimRequest> requests) {
+    ClaimRequest first = requests.get(0);
+    for (ClaimRequest request : requests) {
+      if (!request.now().equals(first.now())
+          || !request.lease().equals(first.lease())
+          || !request.retention().equals(first.retention())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Writes a batch of outcomes as one JDBC batch of the fenced update (one round trip with the
+   * PostgreSQL and MariaDB drivers).
+   */
+  @Override
+  public List<Boolean> completeAll(List<CompleteRequest> requests) {
+    if (requests.isEmpty()) {
+      return List.of();
+    }
+    for (CompleteRequest request : requests) {
+      if (request.payload().length > maxPayloadBytes) {
+        throw new IllegalArgumentException(
+            "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
+      }
+    }
+    return call(
+        "complete a batch",
+        handle -> {
+          PreparedBatch batch = handle.prepareBatch(sql.complete);
+          for (CompleteRequest request : requests) {
+            batch
+                .bind("keyId", request.keyId())
+                .bind("ownerToken", request.ownerToken())
+                .bind("state", request.state().name())
+                .bind("payload", request.payload());
+            if (!databaseTime) {
+              batch.bind("now", request.now().toEpochMilli());
+            }
+            batch.add();
+          }
+          int[] counts = batch.execute();
+          List<Boolean> results = new ArrayList<>(counts.length);
+          for (int i = 0; i < counts.length; i++) {
+            results.add(
+                counts[i] == java.sql.Statement.SUCCESS_NO_INFO
+                    ? written(handle, requests.get(i))
+                    : counts[i] == 1);
+          }
+          return results;
+        });
+  }
+
+  /** For drivers that report a batched update as "done, count unknown": reads the row back. */
+  private boolean written(Handle handle, CompleteRequest request) {
+    Query query = handle.createQuery(sql.select).bind("keyId", request.keyId());
+    if (!databaseTime) {
+      query.bind("now", request.now().toEpochMilli());
+    }
+    return query
+        .map((rs, ctx) -> Row.read(rs))
+        .findOne()
+        .map(
+            row ->
+                row.ownerToken.equals(request.ownerToken())
+                    && row.record.state() == request.state())
+        .orElse(false);
+  }
+
+  /** The largest batch: 500 keys, which keeps a multi-row statement under every driver's limits. */
+  @Override
+  public int maxBatchSize() {
+    return 500;
   }
 
   @Override

@@ -22,11 +22,17 @@ final class Statements {
   final String release;
   final String purgeBatch;
   final String now;
+  private final JdbcDialect dialect;
+  private final String table;
+  private final String lease;
+  private final String retention;
 
   Statements(JdbcDialect dialect, String table, boolean databaseTime) {
+    this.dialect = dialect;
+    this.table = table;
     now = databaseTime ? dialect.databaseNow : String.format(dialect.bigintParameter, "now");
-    String lease = String.format(dialect.bigintParameter, "leaseMillis");
-    String retention = String.format(dialect.bigintParameter, "retentionMillis");
+    lease = String.format(dialect.bigintParameter, "leaseMillis");
+    retention = String.format(dialect.bigintParameter, "retentionMillis");
     String values =
         ":keyId, 'IN_PROGRESS', :ownerToken, 1, :fingerprint, NULL, "
             + now
@@ -89,6 +95,63 @@ final class Statements {
             + table
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
     purgeBatch = String.format(dialect.purgeBatch, table, now);
+  }
+
+  /**
+   * Whether {@link #insertAllIfAbsent} exists for this dialect (not for H2, which is in-process).
+   */
+  boolean supportsMultiRowInsert() {
+    return dialect != JdbcDialect.H2;
+  }
+
+  /**
+   * One insert-if-absent for {@code rows} rows; row {@code i} binds {@code keyId_i}, {@code
+   * ownerToken_i}, {@code fingerprint_i} and {@code debugKey_i}, and all rows share the lease and
+   * retention of the batch.
+   */
+  String insertAllIfAbsent(int rows) {
+    StringBuilder values = new StringBuilder();
+    for (int i = 0; i < rows; i++) {
+      if (i > 0) {
+        values.append(", ");
+      }
+      values
+          .append("(:keyId_")
+          .append(i)
+          .append(", 'IN_PROGRESS', :ownerToken_")
+          .append(i)
+          .append(", 1, :fingerprint_")
+          .append(i)
+          .append(", NULL, ")
+          .append(now)
+          .append(", NULL, ")
+          .append(now)
+          .append(" + ")
+          .append(lease)
+          .append(", ")
+          .append(now)
+          .append(" + ")
+          .append(retention)
+          .append(", :debugKey_")
+          .append(i)
+          .append(')');
+    }
+    String insert =
+        dialect == JdbcDialect.MYSQL
+            ? "INSERT IGNORE INTO %s (%s) VALUES %s"
+            : "INSERT INTO %s (%s) VALUES %s ON CONFLICT DO NOTHING";
+    return String.format(insert, table, COLUMNS, values);
+  }
+
+  /** Reads {@code rows} rows by {@code keyId_i}, with the key id and the database's time. */
+  String selectAll(int rows) {
+    StringBuilder in = new StringBuilder();
+    for (int i = 0; i < rows; i++) {
+      in.append(i > 0 ? ", " : "").append(":keyId_").append(i);
+    }
+    return select
+        .replace(" AS db_now FROM", " AS db_now, key_id FROM")
+        .replace("WHERE key_id = :keyId", "WHERE key_id IN (" + in + ")");
   }
 
   /**

@@ -1,6 +1,7 @@
 package dev.idempotency.redis;
 
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.AsyncKeyStore;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
@@ -13,6 +14,7 @@ import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.async.RedisScriptingAsyncCommands;
 import io.lettuce.core.api.sync.BaseRedisCommands;
 import io.lettuce.core.api.sync.RedisScriptingCommands;
 import io.lettuce.core.cluster.RedisClusterClient;
@@ -23,8 +25,13 @@ import io.lettuce.core.codec.StringCodec;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
 import java.util.regex.Pattern;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -59,7 +66,7 @@ import org.slf4j.LoggerFactory;
  * with {@code ClientOptions.disconnectedBehavior(REJECT_COMMANDS)} a claim fails at once while
  * Redis is down instead of waiting for that timeout. Lettuce reconnects by itself.
  */
-public final class RedisKeyStore implements KeyStore, AutoCloseable {
+public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
 
   /** The default key prefix. */
   public static final String DEFAULT_KEY_PREFIX = "idem:";
@@ -74,13 +81,17 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
 
   private final StatefulConnection<String, byte[]> connection;
   private final RedisScriptingCommands<String, byte[]> scripting;
+  private final RedisScriptingAsyncCommands<String, byte[]> scriptingAsync;
   private final BaseRedisCommands<String, byte[]> base;
+  private final boolean cluster;
   private final String keyPrefix;
   private final int maxPayloadBytes;
   private final int replicasToWaitFor;
   private final Duration replicaTimeout;
   private final Script claim;
+  private final Script claimBatch;
   private final Script complete;
+  private final Script completeBatch;
   private final Script release;
 
   private RedisKeyStore(Builder builder) {
@@ -93,20 +104,26 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
         StatefulRedisConnection<String, byte[]> standalone = builder.client.connect(CODEC);
         this.connection = standalone;
         this.scripting = standalone.sync();
+        this.scriptingAsync = standalone.async();
         this.base = standalone.sync();
+        this.cluster = false;
       } else {
-        StatefulRedisClusterConnection<String, byte[]> cluster =
+        StatefulRedisClusterConnection<String, byte[]> clustered =
             builder.clusterClient.connect(CODEC);
-        this.connection = cluster;
-        this.scripting = cluster.sync();
-        this.base = cluster.sync();
+        this.connection = clustered;
+        this.scripting = clustered.sync();
+        this.scriptingAsync = clustered.async();
+        this.base = clustered.sync();
+        this.cluster = true;
       }
     } catch (RedisException e) {
       throw new KeyStoreException("Redis store could not connect: " + e.getMessage(), e);
     }
-    this.claim = Script.load("claim.lua", scripting);
-    this.complete = Script.load("complete.lua", scripting);
-    this.release = Script.load("release.lua", scripting);
+    this.claim = Script.load(scripting, "claim-function.lua", "claim.lua");
+    this.claimBatch = Script.load(scripting, "claim-function.lua", "claim-batch.lua");
+    this.complete = Script.load(scripting, "complete-function.lua", "complete.lua");
+    this.completeBatch = Script.load(scripting, "complete-function.lua", "complete-batch.lua");
+    this.release = Script.load(scripting, "release.lua");
   }
 
   /**
@@ -132,20 +149,77 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   @Override
   public ClaimResult claim(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
-    List<Object> reply =
-        run(
-            claim,
-            "claim",
-            request.keyId(),
-            bytes(request.ownerToken()),
-            bytes(request.fingerprint()),
-            bytes(Long.toString(request.lease().toMillis())),
-            bytes(Long.toString(request.retention().toMillis())),
-            request.takeOverExpiredLease() ? ONE : ZERO,
-            request.debugKey() == null ? EMPTY : bytes(request.debugKey()));
+    ClaimResult result = claimResult(run(claim, "claim", request.keyId(), claimArgs(request)));
+    if (result instanceof ClaimResult.Claimed) {
+      waitForReplicas(request);
+    }
+    return result;
+  }
+
+  @Override
+  public CompletionStage<ClaimResult> claimAsync(ClaimRequest request) {
+    Objects.requireNonNull(request, "request");
+    if (replicasToWaitFor > 0) {
+      return CompletableFuture.supplyAsync(() -> claim(request), Runnable::run);
+    }
+    return runAsync(claim, "claim", request.keyId(), claimArgs(request))
+        .thenApply(RedisKeyStore::claimResult);
+  }
+
+  /**
+   * Claims a batch: on standalone Redis in one script call for the whole batch; on a cluster, where
+   * keys live in different slots, as one pipeline of single-key scripts.
+   */
+  @Override
+  public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
+    if (requests.isEmpty()) {
+      return List.of();
+    }
+    if (cluster || replicasToWaitFor > 0) {
+      List<CompletableFuture<ClaimResult>> pending = new ArrayList<>(requests.size());
+      for (ClaimRequest request : requests) {
+        pending.add(claimAsync(request).toCompletableFuture());
+      }
+      List<ClaimResult> results = new ArrayList<>(requests.size());
+      for (CompletableFuture<ClaimResult> future : pending) {
+        try {
+          results.add(future.join());
+        } catch (RuntimeException e) {
+          results.add(new ClaimResult.Failed(asKeyStoreException(e, "claim")));
+        }
+      }
+      return results;
+    }
+    String[] keys = new String[requests.size()];
+    byte[][] args = new byte[requests.size() * 6][];
+    for (int i = 0; i < requests.size(); i++) {
+      keys[i] = redisKey(requests.get(i).keyId());
+      System.arraycopy(claimArgs(requests.get(i)), 0, args, i * 6, 6);
+    }
+    List<Object> replies = runKeys(claimBatch, "claim a batch", keys, args);
+    List<ClaimResult> results = new ArrayList<>(replies.size());
+    for (Object reply : replies) {
+      @SuppressWarnings("unchecked")
+      List<Object> one = (List<Object>) reply;
+      results.add(claimResult(one));
+    }
+    return results;
+  }
+
+  private static byte[][] claimArgs(ClaimRequest request) {
+    return new byte[][] {
+      bytes(request.ownerToken()),
+      bytes(request.fingerprint()),
+      bytes(Long.toString(request.lease().toMillis())),
+      bytes(Long.toString(request.retention().toMillis())),
+      request.takeOverExpiredLease() ? ONE : ZERO,
+      request.debugKey() == null ? EMPTY : bytes(request.debugKey())
+    };
+  }
+
+  private static ClaimResult claimResult(List<Object> reply) {
     if (number(reply.get(0)) == 1) {
       int attempt = (int) number(reply.get(1));
-      waitForReplicas(request);
       return new ClaimResult.Claimed(attempt, attempt > 1);
     }
     boolean leaseExpired = number(reply.get(1)) == 1;
@@ -192,21 +266,62 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
 
   @Override
   public boolean complete(CompleteRequest request) {
+    return number(run(complete, "complete", checked(request).keyId(), completeArgs(request)).get(0))
+        == 1;
+  }
+
+  @Override
+  public CompletionStage<Boolean> completeAsync(CompleteRequest request) {
+    return runAsync(complete, "complete", checked(request).keyId(), completeArgs(request))
+        .thenApply(reply -> number(reply.get(0)) == 1);
+  }
+
+  /** Completes a batch: one script call on standalone Redis, one pipeline on a cluster. */
+  @Override
+  public List<Boolean> completeAll(List<CompleteRequest> requests) {
+    if (requests.isEmpty()) {
+      return List.of();
+    }
+    if (cluster) {
+      List<CompletableFuture<Boolean>> pending = new ArrayList<>(requests.size());
+      for (CompleteRequest request : requests) {
+        pending.add(completeAsync(request).toCompletableFuture());
+      }
+      List<Boolean> results = new ArrayList<>(requests.size());
+      for (CompletableFuture<Boolean> future : pending) {
+        try {
+          results.add(future.join());
+        } catch (RuntimeException e) {
+          throw asKeyStoreException(e, "complete a batch");
+        }
+      }
+      return results;
+    }
+    String[] keys = new String[requests.size()];
+    byte[][] args = new byte[requests.size() * 3][];
+    for (int i = 0; i < requests.size(); i++) {
+      keys[i] = redisKey(checked(requests.get(i)).keyId());
+      System.arraycopy(completeArgs(requests.get(i)), 0, args, i * 3, 3);
+    }
+    List<Boolean> results = new ArrayList<>(requests.size());
+    for (Object reply : runKeys(completeBatch, "complete a batch", keys, args)) {
+      results.add(number(reply) == 1);
+    }
+    return results;
+  }
+
+  private CompleteRequest checked(CompleteRequest request) {
     Objects.requireNonNull(request, "request");
     if (request.payload().length > maxPayloadBytes) {
       throw new IllegalArgumentException(
           "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
     }
+    return request;
+  }
+
+  private static byte[][] completeArgs(CompleteRequest request) {
     String state = request.state() == RecordState.COMPLETED ? "C" : "F";
-    List<Object> reply =
-        run(
-            complete,
-            "complete",
-            request.keyId(),
-            bytes(request.ownerToken()),
-            bytes(state),
-            request.payload());
-    return number(reply.get(0)) == 1;
+    return new byte[][] {bytes(request.ownerToken()), bytes(state), request.payload()};
   }
 
   @Override
@@ -214,6 +329,14 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
     return number(run(release, "release", keyId, bytes(ownerToken)).get(0)) == 1;
+  }
+
+  @Override
+  public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    return runAsync(release, "release", keyId, bytes(ownerToken))
+        .thenApply(reply -> number(reply.get(0)) == 1);
   }
 
   @Override
@@ -244,7 +367,10 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   }
 
   private List<Object> run(Script script, String operation, String keyId, byte[]... args) {
-    String[] keys = {redisKey(keyId)};
+    return runKeys(script, operation, new String[] {redisKey(keyId)}, args);
+  }
+
+  private List<Object> runKeys(Script script, String operation, String[] keys, byte[]... args) {
     try {
       try {
         return scripting.evalsha(script.sha, ScriptOutputType.MULTI, keys, args);
@@ -253,9 +379,55 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
         return scripting.eval(script.source, ScriptOutputType.MULTI, keys, args);
       }
     } catch (RedisException e) {
-      throw new KeyStoreException(
-          "Redis store failed to " + operation + ": " + e.getClass().getSimpleName(), e);
+      throw asKeyStoreException(e, operation);
     }
+  }
+
+  /**
+   * The async twin of {@link #run}: EVALSHA, then EVAL on NOSCRIPT, failures as KeyStoreException.
+   */
+  private CompletableFuture<List<Object>> runAsync(
+      Script script, String operation, String keyId, byte[]... args) {
+    String[] keys = {redisKey(keyId)};
+    CompletableFuture<List<Object>> first;
+    try {
+      first =
+          scriptingAsync
+              .<List<Object>>evalsha(script.sha, ScriptOutputType.MULTI, keys, args)
+              .toCompletableFuture();
+    } catch (RedisException e) {
+      return CompletableFuture.failedFuture(asKeyStoreException(e, operation));
+    }
+    return first
+        .exceptionallyCompose(
+            error -> {
+              if (unwrap(error) instanceof RedisNoScriptException) {
+                return scriptingAsync
+                    .<List<Object>>eval(script.source, ScriptOutputType.MULTI, keys, args)
+                    .toCompletableFuture();
+              }
+              return CompletableFuture.failedFuture(unwrap(error));
+            })
+        .exceptionallyCompose(
+            error -> CompletableFuture.failedFuture(asKeyStoreException(error, operation)));
+  }
+
+  private static Throwable unwrap(Throwable error) {
+    Throwable t = error;
+    while ((t instanceof CompletionException || t instanceof ExecutionException)
+        && t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t;
+  }
+
+  private static KeyStoreException asKeyStoreException(Throwable error, String operation) {
+    Throwable cause = unwrap(error);
+    if (cause instanceof KeyStoreException e) {
+      return e;
+    }
+    return new KeyStoreException(
+        "Redis store failed to " + operation + ": " + cause.getClass().getSimpleName(), cause);
   }
 
   private static RecordState state(String code) {
@@ -301,16 +473,20 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
       this.sha = sha;
     }
 
-    static Script load(String name, RedisScriptingCommands<String, byte[]> commands) {
-      try (var in = RedisKeyStore.class.getResourceAsStream(name)) {
-        if (in == null) {
-          throw new IllegalStateException("missing script " + name);
+    /** Concatenates resources (shared functions first) into one script. */
+    static Script load(RedisScriptingCommands<String, byte[]> commands, String... names) {
+      StringBuilder source = new StringBuilder();
+      for (String name : names) {
+        try (var in = RedisKeyStore.class.getResourceAsStream(name)) {
+          if (in == null) {
+            throw new IllegalStateException("missing script " + name);
+          }
+          source.append(new String(in.readAllBytes(), StandardCharsets.UTF_8)).append('\n');
+        } catch (java.io.IOException e) {
+          throw new java.io.UncheckedIOException(e);
         }
-        String source = new String(in.readAllBytes(), StandardCharsets.UTF_8);
-        return new Script(source, commands.digest(source));
-      } catch (java.io.IOException e) {
-        throw new java.io.UncheckedIOException(e);
       }
+      return new Script(source.toString(), commands.digest(source.toString()));
     }
   }
 

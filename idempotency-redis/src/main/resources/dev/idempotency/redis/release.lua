@@ -3,7 +3,7 @@
 -- Returns 1 when deleted, 0 when the record is not ours any more.
 local r = redis.call('HMGET', KEYS[1], 's', 'o')
 if r[1] ~= 'I' or r[2] ~= ARGV[1] then
-  return 0
+  return {0}
 end
 redis.call('DEL', KEYS[1])
-return 1
+return {1}

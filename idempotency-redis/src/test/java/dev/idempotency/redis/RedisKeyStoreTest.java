@@ -112,6 +112,39 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
   }
 
   @Test
+  void batchOfAThousandKeysCostsTwoCommandsOnStandalone() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    guard
+        .claimBatch(
+            List.of(dev.idempotency.IdempotencyRequest.of("warm:" + newKeyId(), TTL)),
+            dev.idempotency.ResultCodec.string())
+        .record();
+    List<dev.idempotency.IdempotencyRequest> requests = new java.util.ArrayList<>();
+    for (int i = 0; i < 1_000; i++) {
+      requests.add(dev.idempotency.IdempotencyRequest.of("batch:" + newKeyId(), TTL));
+    }
+
+    Map<String, Long> before = CommandStats.snapshot(redis());
+    dev.idempotency.Batch<String> batch =
+        guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
+    batch.toSend().forEach(item -> batch.succeeded(item, "n"));
+    batch.record();
+    Map<String, Long> afterFirst = CommandStats.snapshot(redis());
+    dev.idempotency.Batch<String> replay =
+        guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
+    Map<String, Long> afterReplay = CommandStats.snapshot(redis());
+
+    System.out.printf(
+        "redis batch of 1,000: first send %d commands, replay %d%n",
+        CommandStats.roundTrips(before, afterFirst),
+        CommandStats.roundTrips(afterFirst, afterReplay));
+    assertThat(batch.toSend()).hasSize(1_000);
+    assertThat(replay.replayed()).hasSize(1_000);
+    assertThat(CommandStats.roundTrips(before, afterFirst)).isEqualTo(2);
+    assertThat(CommandStats.roundTrips(afterFirst, afterReplay)).isEqualTo(1);
+  }
+
+  @Test
   void recordIsOneHashUnderThePrefixedDigestWithTheWindowAsItsExpiry() {
     IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
     String key = "otp:+15550100042:" + newKeyId();

@@ -34,7 +34,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       RECORDED} and hangs until killed;
  *   <li>{@code load SPEC KEYS_FILE THREADS OUT_FILE SEED}: prints {@code READY}, waits for {@code
  *       GO}, then calls the guard for every key of a shuffled work list and writes what it sent and
- *       what every call returned.
+ *       what every call returned;
+ *   <li>{@code batch SPEC KEYS_FILE OUT_FILE}: prints {@code READY}, waits for {@code GO}, claims
+ *       the keys as batches (retrying keys in flight until they are replayed) and writes the keys
+ *       it sent.
  * </ul>
  */
 public final class ReliabilityChild {
@@ -54,6 +57,7 @@ public final class ReliabilityChild {
       case "crash-before-record" -> crashBeforeRecord(args);
       case "crash-after-record" -> crashAfterRecord(args);
       case "load" -> load(args);
+      case "batch" -> batch(args);
       default -> throw new IllegalArgumentException(args[0]);
     }
   }
@@ -161,6 +165,22 @@ public final class ReliabilityChild {
     }
     pool.shutdown();
     Files.write(Path.of(args[4]), lines, StandardCharsets.UTF_8);
+    System.out.println("DONE");
+    System.out.flush();
+    System.exit(0);
+  }
+
+  private static void batch(String[] args) throws Exception {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(Stores.open(args[1], 4)).build();
+    List<String> keys = Files.readAllLines(Path.of(args[2]), StandardCharsets.UTF_8);
+    System.out.println("READY");
+    System.out.flush();
+    BufferedReader in =
+        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    if (!"GO".equals(in.readLine())) {
+      throw new IllegalStateException("expected GO");
+    }
+    Files.write(Path.of(args[3]), BatchRun.sendAll(guard, keys), StandardCharsets.UTF_8);
     System.out.println("DONE");
     System.out.flush();
     System.exit(0);

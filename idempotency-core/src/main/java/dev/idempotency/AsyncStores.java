@@ -1,0 +1,63 @@
+package dev.idempotency;
+
+import dev.idempotency.spi.AsyncKeyStore;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.KeyStore;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import java.util.function.Supplier;
+
+/**
+ * Gives every store an async face: its own if it has one, else its blocking calls on an executor.
+ */
+final class AsyncStores {
+  private AsyncStores() {}
+
+  static AsyncKeyStore of(KeyStore store, Executor blockingStoreExecutor) {
+    if (store instanceof AsyncKeyStore async) {
+      return async;
+    }
+    return new OnExecutor(store, blockingStoreExecutor);
+  }
+
+  /** A blocking store whose calls run on an executor, so the caller's thread never blocks. */
+  private record OnExecutor(KeyStore store, Executor executor) implements AsyncKeyStore {
+
+    private <R> CompletionStage<R> run(Supplier<R> call) {
+      return CompletableFuture.supplyAsync(call, executor);
+    }
+
+    @Override
+    public CompletionStage<ClaimResult> claimAsync(ClaimRequest request) {
+      return run(() -> store.claim(request));
+    }
+
+    @Override
+    public CompletionStage<Boolean> completeAsync(CompleteRequest request) {
+      return run(() -> store.complete(request));
+    }
+
+    @Override
+    public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
+      return run(() -> store.release(keyId, ownerToken));
+    }
+
+    @Override
+    public ClaimResult claim(ClaimRequest request) {
+      return store.claim(request);
+    }
+
+    @Override
+    public boolean complete(CompleteRequest request) {
+      return store.complete(request);
+    }
+
+    @Override
+    public boolean release(String keyId, String ownerToken) {
+      return store.release(keyId, ownerToken);
+    }
+  }
+}
