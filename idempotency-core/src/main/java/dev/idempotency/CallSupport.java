@@ -9,6 +9,7 @@ import dev.idempotency.spi.StoredRecord;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.Base64;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -286,6 +287,10 @@ final class CallSupport<T> {
    */
   static String newOwnerToken() {
     ThreadLocalRandom random = ThreadLocalRandom.current();
-    return Long.toHexString(random.nextLong()) + '.' + Long.toHexString(random.nextLong());
+    byte[] bytes = new byte[16];
+    random.nextBytes(bytes);
+    return TOKEN_ENCODER.encodeToString(bytes); // 22 characters, as compact as a record allows
   }
+
+  private static final Base64.Encoder TOKEN_ENCODER = Base64.getUrlEncoder().withoutPadding();
 }

@@ -21,7 +21,7 @@ import redis.embedded.RedisServer;
  * row in PostgreSQL. Every record stores the 16-byte result plus the guard's one-byte tag.
  *
  * <pre>
- * java -cp benchmarks/target/benchmarks.jar dev.idempotency.benchmarks.MemoryFootprint
+ * java -cp benchmarks/target/benchmarks.jar dev.idempotency.benchmarks.MemoryFootprint [memory|redis|postgresql]
  * </pre>
  */
 public final class MemoryFootprint {
@@ -37,9 +37,16 @@ public final class MemoryFootprint {
    * @throws Exception on failure
    */
   public static void main(String[] args) throws Exception {
-    inMemory(1_000_000);
-    redis(100_000);
-    postgres(100_000);
+    String only = args.length > 0 ? args[0] : "all";
+    if (only.equals("all") || only.equals("memory")) {
+      inMemory(1_000_000);
+    }
+    if (only.equals("all") || only.equals("redis")) {
+      redis(100_000);
+    }
+    if (only.equals("all") || only.equals("postgresql")) {
+      postgres(20_000);
+    }
   }
 
   static long usedHeap() throws InterruptedException {
