@@ -114,10 +114,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
   @Override
   public boolean complete(CompleteRequest request) {
     Objects.requireNonNull(request, "request");
-    if (request.payload().length > maxPayloadBytes) {
-      throw new IllegalArgumentException(
-          "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
-    }
+    request.requirePayloadAtMost(maxPayloadBytes);
     boolean[] written = new boolean[1];
     cache
         .asMap()

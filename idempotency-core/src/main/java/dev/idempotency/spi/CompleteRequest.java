@@ -35,4 +35,19 @@ public record CompleteRequest(
       throw new IllegalArgumentException("an outcome must be COMPLETED or FAILED");
     }
   }
+
+  /**
+   * Checks the payload against a store's limit; stores call it before writing.
+   *
+   * @param maxPayloadBytes the store's {@link KeyStore#maxPayloadBytes()}
+   * @return this request
+   * @throws IllegalArgumentException if the payload is larger
+   */
+  public CompleteRequest requirePayloadAtMost(int maxPayloadBytes) {
+    if (payload.length > maxPayloadBytes) {
+      throw new IllegalArgumentException(
+          "payload of " + payload.length + " bytes exceeds " + maxPayloadBytes);
+    }
+    return this;
+  }
 }

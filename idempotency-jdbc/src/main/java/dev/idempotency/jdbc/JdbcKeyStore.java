@@ -315,10 +315,7 @@ public final class JdbcKeyStore implements KeyStore {
       return List.of();
     }
     for (CompleteRequest request : requests) {
-      if (request.payload().length > maxPayloadBytes) {
-        throw new IllegalArgumentException(
-            "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
-      }
+      request.requirePayloadAtMost(maxPayloadBytes);
     }
     return call(
         "complete a batch",
@@ -372,10 +369,7 @@ public final class JdbcKeyStore implements KeyStore {
   @Override
   public boolean complete(CompleteRequest request) {
     Objects.requireNonNull(request, "request");
-    if (request.payload().length > maxPayloadBytes) {
-      throw new IllegalArgumentException(
-          "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
-    }
+    request.requirePayloadAtMost(maxPayloadBytes);
     return call(
         "complete",
         handle -> {

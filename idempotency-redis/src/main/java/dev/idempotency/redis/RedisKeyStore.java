@@ -312,10 +312,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
 
   private CompleteRequest checked(CompleteRequest request) {
     Objects.requireNonNull(request, "request");
-    if (request.payload().length > maxPayloadBytes) {
-      throw new IllegalArgumentException(
-          "payload of " + request.payload().length + " bytes exceeds " + maxPayloadBytes);
-    }
+    request.requirePayloadAtMost(maxPayloadBytes);
     return request;
   }
 
