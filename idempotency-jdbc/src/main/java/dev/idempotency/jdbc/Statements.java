@@ -1,5 +1,7 @@
 package dev.idempotency.jdbc;
 
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
 /**
@@ -26,6 +28,8 @@ final class Statements {
   private final String table;
   private final String lease;
   private final String retention;
+  private final Map<Integer, String> insertAllBySize = new ConcurrentHashMap<>();
+  private final Map<Integer, String> selectAllBySize = new ConcurrentHashMap<>();
 
   Statements(JdbcDialect dialect, String table, boolean databaseTime) {
     this.dialect = dialect;
@@ -110,6 +114,10 @@ final class Statements {
    * retention of the batch.
    */
   String insertAllIfAbsent(int rows) {
+    return insertAllBySize.computeIfAbsent(rows, this::buildInsertAll);
+  }
+
+  private String buildInsertAll(int rows) {
     StringBuilder values = new StringBuilder();
     for (int i = 0; i < rows; i++) {
       if (i > 0) {
@@ -145,6 +153,10 @@ final class Statements {
 
   /** Reads {@code rows} rows by {@code keyId_i}, with the key id and the database's time. */
   String selectAll(int rows) {
+    return selectAllBySize.computeIfAbsent(rows, this::buildSelectAll);
+  }
+
+  private String buildSelectAll(int rows) {
     StringBuilder in = new StringBuilder();
     for (int i = 0; i < rows; i++) {
       in.append(i > 0 ? ", " : "").append(":keyId_").append(i);
