@@ -56,16 +56,19 @@ import org.slf4j.LoggerFactory;
  *       or H2's {@code MERGE ... WHEN NOT MATCHED}). One inserted row means the key is ours: a
  *       first send costs this one statement.
  *   <li>Otherwise one {@code SELECT} reads the row and the database's time: a replay costs two
- *       statements in all.
+ *       statements in all. On PostgreSQL both are one statement ({@code WITH ins AS (INSERT ... ON
+ *       CONFLICT DO NOTHING RETURNING 1) SELECT ...}), so a replay costs one; in the rare case
+ *       where the conflicting row was committed after that statement's snapshot began, it is run
+ *       again.
  *   <li>If that row is past its window, or in progress with an expired lease (takeover), one
  *       conditional {@code UPDATE} takes it, compare-and-set on the owner token it saw: three
  *       statements, only in those rare cases.
  *   <li><b>Complete</b> and <b>release</b> are one statement each, conditional on the owner token.
  * </ol>
  *
- * <p>So a first send costs two statements (insert, complete) and a replay two (insert, select).
- * Every statement runs in auto-commit on a connection borrowed for that operation only: no
- * connection, transaction or row lock is held while the sender runs.
+ * <p>So a first send costs two statements (insert, complete) and a replay two (insert, select), one
+ * on PostgreSQL. Every statement runs in auto-commit on a connection borrowed for that operation
+ * only: no connection, transaction or row lock is held while the sender runs.
  *
  * <p><b>Time.</b> By default leases and windows use each request's time, that is the guard's clock.
  * With {@link Builder#databaseTime(boolean) databaseTime(true)} every deadline is computed in SQL
@@ -160,12 +163,25 @@ public final class JdbcKeyStore implements KeyStore {
 
   private ClaimResult claimOne(Handle handle, ClaimRequest request) {
     for (int round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      if (insertIfAbsent(handle, request)) {
+      Optional<Row> row;
+      if (sql.insertOrSelect != null) {
+        InsertOrSelect seen =
+            bindClaim(handle.createQuery(sql.insertOrSelect), request)
+                .map((rs, ctx) -> InsertOrSelect.read(rs))
+                .one();
+        if (seen.inserted()) {
+          return new ClaimResult.Claimed(1, false);
+        }
+        row = seen.row();
+      } else if (insertIfAbsent(handle, request)) {
         return new ClaimResult.Claimed(1, false);
+      } else {
+        row = select(handle, request);
       }
-      Optional<Row> row = select(handle, request);
       if (row.isEmpty()) {
-        continue; // released or purged since the insert: try again
+        // released or purged since the insert, or (PostgreSQL) inserted by a transaction that
+        // committed after this statement's snapshot: try again
+        continue;
       }
       ClaimResult result = decide(handle, request, row.get());
       if (result != null) {
@@ -217,9 +233,10 @@ public final class JdbcKeyStore implements KeyStore {
     }
   }
 
-  private Update bindClaim(Update update, ClaimRequest request) {
-    bindNow(update, request.now());
-    return update
+  private <S extends org.jdbi.v3.core.statement.SqlStatement<S>> S bindClaim(
+      S statement, ClaimRequest request) {
+    bindNow(statement, request.now());
+    return statement
         .bind("keyId", request.keyId())
         .bind("ownerToken", request.ownerToken())
         .bind("fingerprint", request.fingerprint())
@@ -606,6 +623,20 @@ public final class JdbcKeyStore implements KeyStore {
     } catch (SQLException e) {
       throw new KeyStoreException(
           "JDBC store could not detect the dialect (SQLState " + e.getSQLState() + ")", e);
+    }
+  }
+
+  /**
+   * What the one-statement claim saw: inserted, or else the row as its snapshot shows it (empty if
+   * the conflicting row is not visible there).
+   */
+  private record InsertOrSelect(boolean inserted, Optional<Row> row) {
+    static InsertOrSelect read(ResultSet rs) throws SQLException {
+      if (rs.getInt("inserted") == 1) {
+        return new InsertOrSelect(true, Optional.empty());
+      }
+      return new InsertOrSelect(
+          false, rs.getString("state") == null ? Optional.empty() : Optional.of(Row.read(rs)));
     }
   }
 

@@ -18,6 +18,14 @@ final class Statements {
 
   final String insertIfAbsent;
   final String select;
+
+  /**
+   * PostgreSQL only, else null: the insert-if-absent and the select in one statement, so that a
+   * replay costs one statement. It always returns one row: {@code inserted} is 1 when the row was
+   * inserted; otherwise the row as the statement's snapshot sees it, all nulls if not visible.
+   */
+  final String insertOrSelect;
+
   final String reclaimExpired;
   final String takeOver;
   final String complete;
@@ -50,13 +58,22 @@ final class Statements {
             + retention
             + ", :debugKey";
     insertIfAbsent = String.format(dialect.insertIfAbsent, table, COLUMNS, values);
-    select =
-        "SELECT state, owner_token, attempt, fingerprint, payload, created_at, completed_at,"
+    String selected =
+        "state, owner_token, attempt, fingerprint, payload, created_at, completed_at,"
             + " lease_until, retain_until, "
             + now
-            + " AS db_now FROM "
-            + table
-            + " WHERE key_id = :keyId";
+            + " AS db_now";
+    select = "SELECT " + selected + " FROM " + table + " WHERE key_id = :keyId";
+    insertOrSelect =
+        dialect != JdbcDialect.POSTGRESQL
+            ? null
+            : "WITH ins AS ("
+                + insertIfAbsent
+                + " RETURNING 1) SELECT (SELECT count(*) FROM ins) AS inserted, "
+                + selected
+                + " FROM (SELECT 1) AS one LEFT JOIN "
+                + table
+                + " ON key_id = :keyId";
     reclaimExpired =
         "UPDATE "
             + table

@@ -182,7 +182,7 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   }
 
   @Test
-  void firstSendCostsTwoStatementsAndAReplayTwo() {
+  void firstSendCostsTwoStatementsAndAReplayAtMostTwo() {
     AtomicInteger statements = new AtomicInteger();
     Jdbi counted = Jdbi.create(dataSource());
     counted.setSqlLogger(
@@ -205,7 +205,8 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     System.out.printf(
         "%s statements: first send %d, replay %d%n", expectedDialect(), firstSend, replay);
     assertThat(firstSend).isEqualTo(2);
-    assertThat(replay).isEqualTo(2);
+    // PostgreSQL inserts-or-selects in one statement; the others need the select after it
+    assertThat(replay).isEqualTo(expectedDialect() == JdbcDialect.POSTGRESQL ? 1 : 2);
   }
 
   @Test
