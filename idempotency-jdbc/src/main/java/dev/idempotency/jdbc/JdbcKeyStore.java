@@ -254,15 +254,20 @@ public final class JdbcKeyStore implements KeyStore {
   }
 
   /**
-   * Claims a batch in two statements per chunk: one multi-row insert-if-absent, then one select of
-   * every row of the chunk; a row holding this batch's owner token was inserted by it. Rows past
-   * their window or with an expired lease are taken with the single-key compare-and-set. On H2,
-   * which runs in-process, keys are claimed one by one.
+   * Claims a batch reading first: one select of every key of the chunk; if some are absent, one
+   * multi-row insert-if-absent of those and one select of them again (a row holding this batch's
+   * owner token was inserted by it). A replayed chunk so costs one statement, a new one three. Rows
+   * past their window or with an expired lease are taken with the single-key compare-and-set. On
+   * H2, which runs in-process, keys are claimed one by one.
    */
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
     if (requests.isEmpty()) {
       return List.of();
+    }
+    if (requests.size() > maxBatchSize()) {
+      throw new IllegalArgumentException(
+          "claimAll takes at most " + maxBatchSize() + " requests, was " + requests.size());
     }
     if (!sql.supportsMultiRowInsert() || !sameTiming(requests)) {
       return KeyStore.super.claimAll(requests);
@@ -270,30 +275,17 @@ public final class JdbcKeyStore implements KeyStore {
     return call(
         "claim a batch",
         handle -> {
-          ClaimRequest first = requests.get(0);
-          Update insert = handle.createUpdate(sql.insertAllIfAbsent(requests.size()));
-          bindNow(insert, first.now());
-          insert
-              .bind("leaseMillis", first.lease().toMillis())
-              .bind("retentionMillis", first.retention().toMillis());
-          Query select = handle.createQuery(sql.selectAll(requests.size()));
-          if (!databaseTime) {
-            select.bind("now", first.now().toEpochMilli());
+          Map<String, Row> rows = selectAll(handle, requests);
+          List<ClaimRequest> absent = new ArrayList<>();
+          for (ClaimRequest request : requests) {
+            if (!rows.containsKey(request.keyId())) {
+              absent.add(request);
+            }
           }
-          for (int i = 0; i < requests.size(); i++) {
-            ClaimRequest request = requests.get(i);
-            insert
-                .bind("keyId_" + i, request.keyId())
-                .bind("ownerToken_" + i, request.ownerToken())
-                .bind("fingerprint_" + i, request.fingerprint())
-                .bind("debugKey_" + i, request.debugKey());
-            select.bind("keyId_" + i, request.keyId());
+          if (!absent.isEmpty()) {
+            insertAll(handle, absent);
+            rows.putAll(selectAll(handle, absent));
           }
-          insert.execute();
-          Map<String, Row> rows = new HashMap<>();
-          select
-              .map((rs, ctx) -> Map.entry(rs.getString("key_id"), Row.read(rs)))
-              .forEach(e -> rows.put(e.getKey(), e.getValue()));
           List<ClaimResult> results = new ArrayList<>(requests.size());
           for (ClaimRequest request : requests) {
             Row row = rows.get(request.keyId());
@@ -307,6 +299,47 @@ public final class JdbcKeyStore implements KeyStore {
           }
           return results;
         });
+  }
+
+  /**
+   * Inserts-if-absent a batch in one statement. Statements come in power-of-two sizes, so that a
+   * store prepares at most ten of them; the last request fills the rows past the batch (inserting
+   * the same key twice in one statement is a no-op).
+   */
+  private void insertAll(Handle handle, List<ClaimRequest> requests) {
+    int size = Statements.paddedSize(requests.size(), maxBatchSize());
+    ClaimRequest first = requests.get(0);
+    Update insert = handle.createUpdate(sql.insertAllIfAbsent(size));
+    bindNow(insert, first.now());
+    insert
+        .bind("leaseMillis", first.lease().toMillis())
+        .bind("retentionMillis", first.retention().toMillis());
+    for (int i = 0; i < size; i++) {
+      ClaimRequest request = requests.get(Math.min(i, requests.size() - 1));
+      insert
+          .bind("keyId_" + i, request.keyId())
+          .bind("ownerToken_" + i, request.ownerToken())
+          .bind("fingerprint_" + i, request.fingerprint())
+          .bind("debugKey_" + i, request.debugKey());
+    }
+    insert.execute();
+  }
+
+  /** Reads the rows of a batch in one statement, padded like {@link #insertAll}. */
+  private Map<String, Row> selectAll(Handle handle, List<ClaimRequest> requests) {
+    int size = Statements.paddedSize(requests.size(), maxBatchSize());
+    Query select = handle.createQuery(sql.selectAll(size));
+    if (!databaseTime) {
+      select.bind("now", requests.get(0).now().toEpochMilli());
+    }
+    for (int i = 0; i < size; i++) {
+      select.bind("keyId_" + i, requests.get(Math.min(i, requests.size() - 1)).keyId());
+    }
+    Map<String, Row> rows = new HashMap<>();
+    select
+        .map((rs, ctx) -> Map.entry(rs.getString("key_id"), Row.read(rs)))
+        .forEach(e -> rows.put(e.getKey(), e.getValue()));
+    return rows;
   }
 
   /** Whether a batch shares one time, lease and window, so one statement can bind them once. */

@@ -168,6 +168,16 @@ final class Statements {
     return String.format(insert, table, COLUMNS, values);
   }
 
+  /**
+   * The statement size for a batch of {@code count}: the next power of two, at most {@code max}.
+   *
+   * @param count the batch's size, from 1 to {@code max}
+   * @param max the largest batch
+   */
+  static int paddedSize(int count, int max) {
+    return count <= 1 ? 1 : Math.min(max, Integer.highestOneBit(count - 1) << 1);
+  }
+
   /** Reads {@code rows} rows by {@code keyId_i}, with the key id and the database's time. */
   String selectAll(int rows) {
     return selectAllBySize.computeIfAbsent(rows, this::buildSelectAll);

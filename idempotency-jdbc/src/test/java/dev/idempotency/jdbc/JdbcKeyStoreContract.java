@@ -181,9 +181,8 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     assertThat(sms).hasValue(1);
   }
 
-  @Test
-  void firstSendCostsTwoStatementsAndAReplayAtMostTwo() {
-    AtomicInteger statements = new AtomicInteger();
+  /** A Jdbi on the test database that counts every statement it executes. */
+  Jdbi countingJdbi(AtomicInteger statements) {
     Jdbi counted = Jdbi.create(dataSource());
     counted.setSqlLogger(
         new SqlLogger() {
@@ -192,7 +191,14 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
             statements.incrementAndGet();
           }
         });
-    JdbcKeyStore countedStore = JdbcKeyStore.builder(counted).tableName(TABLE).build();
+    return counted;
+  }
+
+  @Test
+  void firstSendCostsTwoStatementsAndAReplayAtMostTwo() {
+    AtomicInteger statements = new AtomicInteger();
+    JdbcKeyStore countedStore =
+        JdbcKeyStore.builder(countingJdbi(statements)).tableName(TABLE).build();
     IdempotencyGuard guard = IdempotencyGuard.builder().store(countedStore).build();
     String key = "count:" + newKeyId();
     statements.set(0);
@@ -206,7 +212,78 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
         "%s statements: first send %d, replay %d%n", expectedDialect(), firstSend, replay);
     assertThat(firstSend).isEqualTo(2);
     // PostgreSQL inserts-or-selects in one statement; the others need the select after it
-    assertThat(replay).isEqualTo(expectedDialect() == JdbcDialect.POSTGRESQL ? 1 : 2);
+    assertThat(replay).isEqualTo(expectedReplayStatements());
+  }
+
+  @Test
+  void aReplayedBatchCostsOneStatementAndANewBatchThree() {
+    AtomicInteger statements = new AtomicInteger();
+    JdbcKeyStore countedStore =
+        JdbcKeyStore.builder(countingJdbi(statements)).tableName(TABLE).build();
+    List<ClaimRequest> batch = new ArrayList<>();
+    for (int i = 0; i < 300; i++) {
+      batch.add(claim("batch-count:" + newKeyId(), newToken()));
+    }
+    List<ClaimRequest> replay = new ArrayList<>();
+    for (ClaimRequest request : batch) {
+      replay.add(claim(request.keyId(), newToken()));
+    }
+    statements.set(0);
+
+    List<ClaimResult> first = countedStore.claimAll(batch);
+    int firstStatements = statements.getAndSet(0);
+    List<ClaimResult> again = countedStore.claimAll(replay);
+    int replayStatements = statements.get();
+
+    System.out.printf(
+        "%s batch of 300: %d statements new, %d replayed%n",
+        expectedDialect(), firstStatements, replayStatements);
+    assertThat(first).hasSize(300).allMatch(r -> r instanceof ClaimResult.Claimed);
+    assertThat(again).hasSize(300).allMatch(r -> r instanceof ClaimResult.Existing);
+    if (expectedDialect() == JdbcDialect.H2) {
+      // in-process: key by key, the single-key statements
+      assertThat(replayStatements).isEqualTo(expectedReplayStatements() * 300);
+    } else {
+      assertThat(firstStatements).as("select, insert the absent, select them").isEqualTo(3);
+      assertThat(replayStatements).as("one select").isEqualTo(1);
+    }
+  }
+
+  @Test
+  void aBatchLargerThanTheMaximumIsRefusedBeforeAnyClaim() {
+    JdbcKeyStore jdbcStore = (JdbcKeyStore) store();
+    List<ClaimRequest> batch = new ArrayList<>();
+    for (int i = 0; i <= jdbcStore.maxBatchSize(); i++) {
+      batch.add(claim("too-many:" + newKeyId(), newToken()));
+    }
+
+    assertThatThrownBy(() -> jdbcStore.claimAll(batch))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("claimAll takes at most 500 requests, was 501");
+    assertThat(jdbcStore.claim(batch.get(0))).isInstanceOf(ClaimResult.Claimed.class);
+  }
+
+  @Test
+  void aBatchOfOddSizeClaimsExactlyItsKeys() {
+    List<ClaimRequest> batch = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      batch.add(claim("odd:" + newKeyId(), newToken()));
+    }
+    ClaimRequest outsider = claim("odd:" + newKeyId(), newToken());
+
+    List<ClaimResult> results = store().claimAll(batch);
+
+    assertThat(results).hasSize(3).allMatch(r -> r instanceof ClaimResult.Claimed);
+    assertThat(store().claim(outsider)).isInstanceOf(ClaimResult.Claimed.class);
+    for (ClaimRequest request : batch) {
+      assertThat(store().claim(claim(request.keyId(), newToken())))
+          .isInstanceOf(ClaimResult.Existing.class);
+    }
+  }
+
+  /** Statements of a single-key replay: one on PostgreSQL, two elsewhere. */
+  int expectedReplayStatements() {
+    return expectedDialect() == JdbcDialect.POSTGRESQL ? 1 : 2;
   }
 
   @Test

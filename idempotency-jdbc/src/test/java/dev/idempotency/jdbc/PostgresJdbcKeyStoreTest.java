@@ -13,9 +13,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
-import org.jdbi.v3.core.Jdbi;
-import org.jdbi.v3.core.statement.SqlLogger;
-import org.jdbi.v3.core.statement.StatementContext;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -60,16 +57,11 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
   @Test
   void aClaimThatWaitedForAnUncommittedInsertRunsAgainAndSeesTheRow() throws Exception {
     AtomicInteger statements = new AtomicInteger();
-    Jdbi counted = Jdbi.create(dataSource());
-    counted.setSqlLogger(
-        new SqlLogger() {
-          @Override
-          public void logAfterExecution(StatementContext context) {
-            statements.incrementAndGet();
-          }
-        });
     JdbcKeyStore countedStore =
-        JdbcKeyStore.builder(counted).tableName(TABLE).createSchemaIfMissing(true).build();
+        JdbcKeyStore.builder(countingJdbi(statements))
+            .tableName(TABLE)
+            .createSchemaIfMissing(true)
+            .build();
     String keyId = newKeyId();
     try (Connection competitor = dataSource().getConnection()) {
       competitor.setAutoCommit(false);
