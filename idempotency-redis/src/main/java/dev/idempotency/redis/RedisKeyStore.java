@@ -12,11 +12,15 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.SetArgs;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.async.RedisScriptingAsyncCommands;
+import io.lettuce.core.api.async.RedisStringAsyncCommands;
 import io.lettuce.core.api.sync.BaseRedisCommands;
 import io.lettuce.core.api.sync.RedisScriptingCommands;
+import io.lettuce.core.api.sync.RedisServerCommands;
+import io.lettuce.core.api.sync.RedisStringCommands;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.codec.ByteArrayCodec;
@@ -24,7 +28,6 @@ import io.lettuce.core.codec.RedisCodec;
 import io.lettuce.core.codec.StringCodec;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -32,6 +35,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -45,17 +49,25 @@ import org.slf4j.LoggerFactory;
  *     .build();
  * }</pre>
  *
- * <p><b>Layout.</b> One Redis hash per record at {@code prefix + keyDigest}, so every script
- * touches a single key and the store works unchanged on Redis Cluster. The hash expires at the end
- * of the record's window ({@code PEXPIREAT}), so Redis itself removes old records.
+ * <p><b>Layout.</b> One Redis string per record at {@code prefix + keyDigest}, so every command
+ * touches a single key and the store works unchanged on Redis Cluster. The string expires at the
+ * end of the record's window, so Redis itself removes old records. It holds the state, attempt,
+ * fingerprint, times and result as length-prefixed fields (about 150 bytes per key in all for a
+ * 16-byte result, measured with {@code MEMORY USAGE}).
  *
- * <p><b>Round trips.</b> A claim is one {@code EVALSHA} that claims an absent key, takes over an
- * expired lease, or returns the existing record: a replay costs one command. Completing and
- * releasing are one {@code EVALSHA} each, fenced by the owner token: a first send costs two.
- * Scripts are sent by SHA and re-sent in full on {@code NOSCRIPT}, after a restart or a failover.
+ * <p><b>Round trips.</b> A claim is one plain {@code SET key record NX GET PX window}: it writes
+ * the in-progress record if the key is absent, and otherwise returns the record there, so a replay
+ * costs one command and no script. Only when that record is itself in progress does a second
+ * command, the claim script, decide on the server's clock whether its lease has expired (and take
+ * it over). Completing and releasing are one {@code EVALSHA} each, fenced by the owner token: a
+ * first send costs two commands. Scripts are sent by SHA and re-sent in full on {@code NOSCRIPT},
+ * after a restart or a failover. {@code SET} with both {@code NX} and {@code GET} needs Redis 7.0
+ * (or Valkey); on older servers, detected when the store is built, every claim is the claim script,
+ * still one command.
  *
- * <p><b>Time.</b> Leases and windows always use the Redis server's clock ({@code TIME}), never the
- * application's, so application hosts with skewed clocks agree.
+ * <p><b>Time.</b> Leases and windows always use the Redis server's clock, never the application's,
+ * so application hosts with skewed clocks agree: the window is the key's expiry ({@code PX}), and
+ * an in-progress record's age is read from its remaining TTL.
  *
  * <p><b>Connections.</b> The store opens one connection from the client you give it and shares it
  * between all threads, as Lettuce intends (it is thread-safe and pipelines). {@link #close()}
@@ -77,12 +89,15 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
       RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE);
   private static final byte[] ONE = bytes("1");
   private static final byte[] ZERO = bytes("0");
-  private static final byte[] EMPTY = new byte[0];
+  private static final Pattern VERSION = Pattern.compile("(?m)^redis_version:(\\d+)\\.");
 
   private final StatefulConnection<String, byte[]> connection;
   private final RedisScriptingCommands<String, byte[]> scripting;
   private final RedisScriptingAsyncCommands<String, byte[]> scriptingAsync;
   private final BaseRedisCommands<String, byte[]> base;
+  private final RedisStringCommands<String, byte[]> strings;
+  private final RedisStringAsyncCommands<String, byte[]> stringsAsync;
+  private final boolean setGetClaims;
   private final boolean cluster;
   private final String keyPrefix;
   private final int maxPayloadBytes;
@@ -99,6 +114,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     this.maxPayloadBytes = builder.maxPayloadBytes;
     this.replicasToWaitFor = builder.replicasToWaitFor;
     this.replicaTimeout = builder.replicaTimeout;
+    RedisServerCommands<String, byte[]> server;
     try {
       if (builder.client != null) {
         StatefulRedisConnection<String, byte[]> standalone = builder.client.connect(CODEC);
@@ -106,6 +122,9 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
         this.scripting = standalone.sync();
         this.scriptingAsync = standalone.async();
         this.base = standalone.sync();
+        this.strings = standalone.sync();
+        this.stringsAsync = standalone.async();
+        server = standalone.sync();
         this.cluster = false;
       } else {
         StatefulRedisClusterConnection<String, byte[]> clustered =
@@ -114,16 +133,32 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
         this.scripting = clustered.sync();
         this.scriptingAsync = clustered.async();
         this.base = clustered.sync();
+        this.strings = clustered.sync();
+        this.stringsAsync = clustered.async();
+        server = clustered.sync();
         this.cluster = true;
       }
     } catch (RedisException e) {
       throw new KeyStoreException("Redis store could not connect: " + e.getMessage(), e);
     }
-    this.claim = Script.load(scripting, "claim-function.lua", "claim.lua");
-    this.claimBatch = Script.load(scripting, "claim-function.lua", "claim-batch.lua");
-    this.complete = Script.load(scripting, "complete-function.lua", "complete.lua");
-    this.completeBatch = Script.load(scripting, "complete-function.lua", "complete-batch.lua");
-    this.release = Script.load(scripting, "release.lua");
+    this.setGetClaims = builder.setGetClaims && supportsSetNxGet(server);
+    this.claim = Script.load(scripting, "record-functions.lua", "claim.lua");
+    this.claimBatch = Script.load(scripting, "record-functions.lua", "claim-batch.lua");
+    this.complete = Script.load(scripting, "record-functions.lua", "complete.lua");
+    this.completeBatch = Script.load(scripting, "record-functions.lua", "complete-batch.lua");
+    this.release = Script.load(scripting, "record-functions.lua", "release.lua");
+  }
+
+  /** {@code SET} with both {@code NX} and {@code GET}: Redis 7.0 and newer (and Valkey). */
+  private static boolean supportsSetNxGet(RedisServerCommands<String, byte[]> server) {
+    String info;
+    try {
+      info = server.info("server");
+    } catch (RedisException e) {
+      throw new KeyStoreException("Redis store could not connect: " + e.getMessage(), e);
+    }
+    Matcher version = VERSION.matcher(info);
+    return version.find() && Integer.parseInt(version.group(1)) >= 7;
   }
 
   /**
@@ -149,7 +184,19 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public ClaimResult claim(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
-    ClaimResult result = claimResult(run(claim, "claim", request.keyId(), claimArgs(request)));
+    byte[] record = newRecord(request);
+    ClaimResult result = null;
+    if (setGetClaims) {
+      try {
+        result =
+            settledOrClaimed(strings.setGet(redisKey(request.keyId()), record, setArgs(request)));
+      } catch (RedisException e) {
+        throw asKeyStoreException(e, "claim");
+      }
+    }
+    if (result == null) {
+      result = claimResult(run(claim, "claim", request.keyId(), claimArgs(request, record)));
+    }
     if (result instanceof ClaimResult.Claimed) {
       waitForReplicas(request);
     }
@@ -162,8 +209,61 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     if (replicasToWaitFor > 0) {
       return CompletableFuture.supplyAsync(() -> claim(request), Runnable::run);
     }
-    return runAsync(claim, "claim", request.keyId(), claimArgs(request))
-        .thenApply(RedisKeyStore::claimResult);
+    byte[] record = newRecord(request);
+    CompletableFuture<ClaimResult> fast;
+    if (setGetClaims) {
+      try {
+        fast =
+            stringsAsync
+                .setGet(redisKey(request.keyId()), record, setArgs(request))
+                .toCompletableFuture()
+                .thenApply(RedisKeyStore::settledOrClaimed);
+      } catch (RedisException e) {
+        return CompletableFuture.failedFuture(asKeyStoreException(e, "claim"));
+      }
+    } else {
+      fast = CompletableFuture.completedFuture(null);
+    }
+    return fast.thenCompose(
+            result ->
+                result != null
+                    ? CompletableFuture.completedFuture(result)
+                    : runAsync(claim, "claim", request.keyId(), claimArgs(request, record))
+                        .thenApply(RedisKeyStore::claimResult))
+        .exceptionallyCompose(
+            error -> CompletableFuture.failedFuture(asKeyStoreException(error, "claim")));
+  }
+
+  /**
+   * The fast claim, one plain command: {@code SET key record NX GET PX window} writes the record if
+   * the key is absent and returns what was there otherwise.
+   */
+  private static SetArgs setArgs(ClaimRequest request) {
+    return SetArgs.Builder.nx().px(request.retention().toMillis());
+  }
+
+  private static byte[] newRecord(ClaimRequest request) {
+    return RecordValue.inProgress(
+        request.ownerToken(),
+        request.fingerprint(),
+        request.lease().toMillis(),
+        request.retention().toMillis(),
+        request.debugKey());
+  }
+
+  /**
+   * What {@code SET NX GET} returned: nothing, so the key is claimed; a completed or failed record,
+   * so it exists; or a record in progress, for which this returns {@code null}: whether its lease
+   * has expired is for the claim script to decide on the server's clock.
+   */
+  private static ClaimResult settledOrClaimed(byte[] previous) {
+    if (previous == null) {
+      return new ClaimResult.Claimed(1, false);
+    }
+    RecordValue record = RecordValue.parse(previous);
+    return record.state() == RecordState.IN_PROGRESS
+        ? null
+        : new ClaimResult.Existing(record.settled(), false);
   }
 
   /**
@@ -193,8 +293,9 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     String[] keys = new String[requests.size()];
     byte[][] args = new byte[requests.size() * 6][];
     for (int i = 0; i < requests.size(); i++) {
-      keys[i] = redisKey(requests.get(i).keyId());
-      System.arraycopy(claimArgs(requests.get(i)), 0, args, i * 6, 6);
+      ClaimRequest request = requests.get(i);
+      keys[i] = redisKey(request.keyId());
+      System.arraycopy(claimArgs(request, newRecord(request)), 0, args, i * 6, 6);
     }
     List<Object> replies = runKeys(claimBatch, "claim a batch", keys, args);
     List<ClaimResult> results = new ArrayList<>(replies.size());
@@ -206,34 +307,30 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     return results;
   }
 
-  private static byte[][] claimArgs(ClaimRequest request) {
+  private static byte[][] claimArgs(ClaimRequest request, byte[] record) {
     return new byte[][] {
-      bytes(request.ownerToken()),
-      bytes(request.fingerprint()),
-      bytes(Long.toString(request.lease().toMillis())),
+      record,
       bytes(Long.toString(request.retention().toMillis())),
+      bytes(Long.toString(request.lease().toMillis())),
       request.takeOverExpiredLease() ? ONE : ZERO,
-      request.debugKey() == null ? EMPTY : bytes(request.debugKey())
+      bytes(request.ownerToken()),
+      bytes(request.fingerprint())
     };
   }
 
+  /** The claim script's reply: see {@code claim} in {@code record-functions.lua}. */
   private static ClaimResult claimResult(List<Object> reply) {
     if (number(reply.get(0)) == 1) {
       int attempt = (int) number(reply.get(1));
       return new ClaimResult.Claimed(attempt, attempt > 1);
     }
     boolean leaseExpired = number(reply.get(1)) == 1;
-    StoredRecord record =
-        new StoredRecord(
-            state(text(reply.get(2))),
-            (int) number(reply.get(3)),
-            text(reply.get(4)),
-            (byte[]) reply.get(5),
-            instant(reply.get(6)),
-            reply.get(7) == null ? null : instant(reply.get(7)),
-            instant(reply.get(8)),
-            instant(reply.get(9)));
-    return new ClaimResult.Existing(record, leaseExpired);
+    RecordValue record = RecordValue.parse((byte[]) reply.get(2));
+    StoredRecord stored =
+        reply.size() > 3
+            ? record.inProgress(number(reply.get(3)), number(reply.get(4)))
+            : record.settled();
+    return new ClaimResult.Existing(stored, leaseExpired);
   }
 
   private void waitForReplicas(ClaimRequest request) {
@@ -427,20 +524,6 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
         "Redis store failed to " + operation + ": " + cause.getClass().getSimpleName(), cause);
   }
 
-  private static RecordState state(String code) {
-    switch (code) {
-      case "I":
-        return RecordState.IN_PROGRESS;
-      case "C":
-        return RecordState.COMPLETED;
-      case "F":
-        return RecordState.FAILED;
-      default:
-        throw new KeyStoreException(
-            "Redis store found an unknown record state '" + code + "'", null);
-    }
-  }
-
   private static long number(Object value) {
     if (value instanceof Long number) {
       return number;
@@ -450,10 +533,6 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
 
   private static String text(Object value) {
     return value == null ? "" : new String((byte[]) value, StandardCharsets.UTF_8);
-  }
-
-  private static Instant instant(Object value) {
-    return Instant.ofEpochMilli(number(value));
   }
 
   private static byte[] bytes(String text) {
@@ -495,6 +574,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
     private int replicasToWaitFor;
     private Duration replicaTimeout = Duration.ZERO;
+    private boolean setGetClaims = true;
 
     private Builder(RedisClient client, RedisClusterClient clusterClient) {
       this.client = client;
@@ -558,6 +638,15 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
       }
       this.replicasToWaitFor = replicas;
       this.replicaTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Claims with the claim script only, as on Redis before 7.0, even where {@code SET NX GET}
+     * works: for the tests of that path.
+     */
+    Builder scriptClaimsOnly() {
+      this.setGetClaims = false;
       return this;
     }
 

@@ -3,7 +3,7 @@
 local replies = {}
 for i = 1, #KEYS do
   local a = (i - 1) * 6
-  replies[i] = claim(KEYS[i], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]),
-    ARGV[a + 5], ARGV[a + 6], now)
+  replies[i] = claim(KEYS[i], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+    ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
 end
 return replies

@@ -1,3 +1,3 @@
--- KEYS[1] the record's key; ARGV: owner token, fingerprint ('' for none), lease ms, retention ms,
--- '1' to take over an expired lease ('0' in strict mode), raw key for debugging ('' when not kept)
-return claim(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6], now)
+-- KEYS[1] the record's key; ARGV: the new in-progress record, window ms, lease ms, '1' to take
+-- over an expired lease ('0' in strict mode), owner token, fingerprint ('' for none)
+return claim(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6])

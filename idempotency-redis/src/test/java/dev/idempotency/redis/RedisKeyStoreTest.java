@@ -97,18 +97,40 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
     guard.execute("warm-up:" + newKeyId(), TTL, ctx -> "scripts loaded");
     String key = "count:" + newKeyId();
 
-    Map<String, Long> before = CommandStats.snapshot(redis());
-    guard.execute(key, TTL, ctx -> "n_1");
-    Map<String, Long> afterFirst = CommandStats.snapshot(redis());
-    guard.execute(key, TTL, ctx -> "n_2");
-    Map<String, Long> afterReplay = CommandStats.snapshot(redis());
-    long firstSend = CommandStats.roundTrips(before, afterFirst);
-    long replay = CommandStats.roundTrips(afterFirst, afterReplay);
+    Map<String, Long> firstSend;
+    Map<String, Long> replay;
+    try (ClientCommands commands = ClientCommands.watch(List.of(port))) {
+      firstSend = commands.during(() -> guard.execute(key, TTL, ctx -> "n_1"));
+      replay = commands.during(() -> guard.execute(key, TTL, ctx -> "n_2"));
+    }
 
-    System.out.printf("redis commands: first send %d, replay %d%n", firstSend, replay);
-    assertThat(afterFirst.get("evalsha") - before.get("evalsha")).isEqualTo(2);
-    assertThat(firstSend).isEqualTo(2);
-    assertThat(replay).isEqualTo(1);
+    System.out.printf("redis commands: first send %s, replay %s%n", firstSend, replay);
+    assertThat(firstSend)
+        .as("SET NX GET, then the complete script")
+        .containsOnly(Map.entry("set", 1L), Map.entry("evalsha", 1L));
+    assertThat(replay).as("SET NX GET only, no script").containsOnly(Map.entry("set", 1L));
+  }
+
+  @Test
+  void aRepeatWhileInProgressAsksTheClaimScriptForTheServersClock() {
+    String keyId = newKeyId();
+    store.claim(claim(keyId, newToken()));
+
+    Map<String, Long> repeat;
+    ClaimResult result;
+    try (ClientCommands commands = ClientCommands.watch(List.of(port))) {
+      ClaimResult[] seen = new ClaimResult[1];
+      repeat = commands.during(() -> seen[0] = store.claim(claim(keyId, newToken())));
+      result = seen[0];
+    }
+
+    assertThat(repeat).containsOnly(Map.entry("set", 1L), Map.entry("evalsha", 1L));
+    assertThat(result).isInstanceOf(ClaimResult.Existing.class);
+    ClaimResult.Existing existing = (ClaimResult.Existing) result;
+    assertThat(existing.leaseExpired()).isFalse();
+    assertThat(existing.record().leaseDeadline())
+        .isAfter(existing.record().createdAt())
+        .isBefore(existing.record().retentionDeadline());
   }
 
   @Test
@@ -124,41 +146,52 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
       requests.add(dev.idempotency.IdempotencyRequest.of("batch:" + newKeyId(), TTL));
     }
 
-    Map<String, Long> before = CommandStats.snapshot(redis());
-    dev.idempotency.Batch<String> batch =
-        guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
-    batch.toSend().forEach(item -> batch.succeeded(item, "n"));
-    batch.record();
-    Map<String, Long> afterFirst = CommandStats.snapshot(redis());
-    dev.idempotency.Batch<String> replay =
-        guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
-    Map<String, Long> afterReplay = CommandStats.snapshot(redis());
+    List<dev.idempotency.Batch<String>> batches = new java.util.ArrayList<>();
+    long firstSend;
+    long replay;
+    try (ClientCommands commands = ClientCommands.watch(List.of(port))) {
+      firstSend =
+          ClientCommands.total(
+              commands.during(
+                  () -> {
+                    dev.idempotency.Batch<String> batch =
+                        guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
+                    batch.toSend().forEach(item -> batch.succeeded(item, "n"));
+                    batch.record();
+                    batches.add(batch);
+                  }));
+      replay =
+          ClientCommands.total(
+              commands.during(
+                  () ->
+                      batches.add(
+                          guard.claimBatch(requests, dev.idempotency.ResultCodec.string()))));
+    }
 
     System.out.printf(
-        "redis batch of 1,000: first send %d commands, replay %d%n",
-        CommandStats.roundTrips(before, afterFirst),
-        CommandStats.roundTrips(afterFirst, afterReplay));
-    assertThat(batch.toSend()).hasSize(1_000);
-    assertThat(replay.replayed()).hasSize(1_000);
-    assertThat(CommandStats.roundTrips(before, afterFirst)).isEqualTo(2);
-    assertThat(CommandStats.roundTrips(afterFirst, afterReplay)).isEqualTo(1);
+        "redis batch of 1,000: first send %d commands, replay %d%n", firstSend, replay);
+    assertThat(batches.get(0).toSend()).hasSize(1_000);
+    assertThat(batches.get(1).replayed()).hasSize(1_000);
+    assertThat(firstSend).isEqualTo(2);
+    assertThat(replay).isEqualTo(1);
   }
 
   @Test
-  void recordIsOneHashUnderThePrefixedDigestWithTheWindowAsItsExpiry() {
+  void recordIsOneStringUnderThePrefixedDigestWithTheWindowAsItsExpiry() {
     IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
     String key = "otp:+15550100042:" + newKeyId();
 
     guard.execute(key, TTL, ctx -> "n_801");
 
     String redisKey = "idem:" + IdempotencyKey.digest(key);
-    assertThat(redis().type(redisKey)).isEqualTo("hash");
-    Map<String, String> fields = redis().hgetall(redisKey);
-    assertThat(fields)
-        .containsKeys("s", "o", "a", "f", "p", "c", "d", "l", "r")
-        .doesNotContainKey("k");
-    assertThat(fields.get("s")).isEqualTo("C");
-    assertThat(String.join(" ", fields.values())).doesNotContain("+15550100042");
+    assertThat(redis().type(redisKey)).isEqualTo("string");
+    String value = redis().get(redisKey);
+    RecordValue record = RecordValue.parse(value.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    assertThat(record.state()).isEqualTo(dev.idempotency.spi.RecordState.COMPLETED);
+    assertThat(record.ownerToken()).as("dropped once completed").isEmpty();
+    assertThat(record.rawKey()).isEmpty();
+    assertThat(record.settled().completedAt()).isAfterOrEqualTo(record.settled().createdAt());
+    assertThat(value).doesNotContain("+15550100042");
     assertThat(redis().pttl(redisKey)).isBetween(TTL.minusMinutes(1).toMillis(), TTL.toMillis());
   }
 
@@ -169,7 +202,11 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
 
     guard.execute(key, TTL, ctx -> "n_1");
 
-    assertThat(redis().hget("idem:" + IdempotencyKey.digest(key), "k")).isEqualTo(key);
+    byte[] value =
+        redis()
+            .get("idem:" + IdempotencyKey.digest(key))
+            .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    assertThat(RecordValue.parse(value).rawKey()).isEqualTo(key);
   }
 
   @Test

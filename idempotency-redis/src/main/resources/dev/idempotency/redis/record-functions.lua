@@ -1,0 +1,78 @@
+-- A record is one Redis string, expiring at the end of its window:
+--   state ('I', 'C' or 'F'), then nine fields, each written as <byte length>:<bytes>:
+--   1 owner token ('' once completed)   2 attempt             3 fingerprint
+--   4 raw key for debugging ('' if not kept)                   5 created, server ms ('' while 'I')
+--   6 completed, ms after created ('' while 'I')               7 lease end, ms after created
+--   8 window, ms after created          9 payload ('' while 'I')
+-- An in-progress record holds no absolute time (it is written by a plain SET NX GET PX from the
+-- client), so times are derived from the key's remaining TTL: elapsed = window - PTTL.
+local function fields(value)
+  local f, i = {}, 2
+  while i <= #value do
+    local colon = string.find(value, ':', i, true)
+    local n = tonumber(string.sub(value, i, colon - 1))
+    f[#f + 1] = string.sub(value, colon + 1, colon + n)
+    i = colon + n + 1
+  end
+  return f
+end
+
+local function field(s)
+  return #s .. ':' .. s
+end
+
+local function num(n)
+  return field(string.format('%d', n))
+end
+
+local function serverNow()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Rewrites a record keeping its expiry (the window).
+local function rewrite(key, value)
+  redis.call('SET', key, value, 'KEEPTTL')
+end
+
+-- Claims a key, or returns the record that prevents it. value is the new in-progress record as
+-- the client encoded it. Returns {1, attempt} when claimed, {0, 0, record} for a settled record,
+-- or {0, leaseExpired, record, now, pttl} for one in progress.
+local function claim(key, value, window, lease, takeover, owner, fingerprint)
+  local old = redis.call('GET', key)
+  if not old then
+    redis.call('SET', key, value, 'PX', window)
+    return {1, 1}
+  end
+  if string.sub(old, 1, 1) ~= 'I' then
+    return {0, 0, old}
+  end
+  local f = fields(old)
+  local pttl = redis.call('PTTL', key)
+  local elapsed = tonumber(f[8]) - pttl
+  local leaseExpired = elapsed >= tonumber(f[7])
+  if leaseExpired and takeover == '1' and f[3] == fingerprint then
+    local attempt = tonumber(f[2]) + 1
+    rewrite(key, 'I' .. field(owner) .. num(attempt) .. field(f[3]) .. field(f[4]) .. field('')
+      .. field('') .. num(elapsed + lease) .. field(f[8]) .. field(''))
+    return {1, attempt}
+  end
+  return {0, leaseExpired and 1 or 0, old, serverNow(), pttl}
+end
+
+-- Writes the outcome of a claim, fenced by its owner token; the expiry (the window) is kept.
+-- Returns 1 when written, 0 when the record is not ours (taken over, expired, released) any more.
+local function complete(key, owner, state, payload)
+  local old = redis.call('GET', key)
+  if not old or string.sub(old, 1, 1) ~= 'I' then
+    return 0
+  end
+  local f = fields(old)
+  if f[1] ~= owner then
+    return 0
+  end
+  local elapsed = tonumber(f[8]) - redis.call('PTTL', key)
+  rewrite(key, state .. field('') .. field(f[2]) .. field(f[3]) .. field(f[4])
+    .. num(serverNow() - elapsed) .. num(elapsed) .. field(f[7]) .. field(f[8]) .. field(payload))
+  return 1
+end

@@ -1,0 +1,79 @@
+package dev.idempotency.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.RecordState;
+import dev.idempotency.spi.StoredRecord;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+class RecordValueTest {
+
+  @Test
+  void anInProgressRecordKeepsItsFieldsAndPlacesItsTimesWithTheServersClock() {
+    byte[] value = RecordValue.inProgress("owner:1", "fp|with:colons", 30_000, 3_600_000, "ключ:1");
+
+    RecordValue record = RecordValue.parse(value);
+    // read 10 s after the claim: 3,590,000 ms of the window remain
+    StoredRecord stored = record.inProgress(1_000_000_010_000L, 3_590_000);
+
+    assertThat(record.state()).isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(record.ownerToken()).isEqualTo("owner:1");
+    assertThat(record.rawKey()).isEqualTo("ключ:1");
+    assertThat(stored.attempt()).isEqualTo(1);
+    assertThat(stored.fingerprint()).isEqualTo("fp|with:colons");
+    assertThat(stored.payload()).isNull();
+    assertThat(stored.createdAt()).isEqualTo(Instant.ofEpochMilli(1_000_000_000_000L));
+    assertThat(stored.leaseDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_000_030_000L));
+    assertThat(stored.retentionDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_003_600_000L));
+  }
+
+  @Test
+  void aCompletedRecordCarriesAbsoluteTimesAndABinaryPayload() {
+    byte[] payload = {0, ':', '\r', '\n', (byte) 0xff};
+    byte[] head =
+        "C0:1:32:fp0:13:10000000000003:2505:300007:3600000".getBytes(StandardCharsets.UTF_8);
+    byte[] value = new byte[head.length + 2 + payload.length];
+    System.arraycopy(head, 0, value, 0, head.length);
+    value[head.length] = '5';
+    value[head.length + 1] = ':';
+    System.arraycopy(payload, 0, value, head.length + 2, payload.length);
+
+    StoredRecord stored = RecordValue.parse(value).settled();
+
+    assertThat(stored.state()).isEqualTo(RecordState.COMPLETED);
+    assertThat(stored.attempt()).isEqualTo(3);
+    assertThat(stored.fingerprint()).isEqualTo("fp");
+    assertThat(stored.payload()).isEqualTo(payload);
+    assertThat(stored.createdAt()).isEqualTo(Instant.ofEpochMilli(1_000_000_000_000L));
+    assertThat(stored.completedAt()).isEqualTo(Instant.ofEpochMilli(1_000_000_000_250L));
+    assertThat(stored.leaseDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_000_030_000L));
+    assertThat(stored.retentionDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_003_600_000L));
+  }
+
+  @ParameterizedTest
+  @ValueSource(
+      strings = {
+        "",
+        "X0:",
+        "I",
+        "I1:a",
+        "I5:a",
+        "Ix:",
+        "I0:1:10:0:0:0:0:0:0:",
+        "I0:1:10:0:0:0:0:0:0:0:extra",
+        "C0:1:10:0:0:1:x0:0:0:0:"
+      })
+  void aValueThatIsNotARecordIsAKeyStoreExceptionNotAWrongAnswer(String text) {
+    byte[] value = text.getBytes(StandardCharsets.UTF_8);
+
+    assertThatThrownBy(() -> RecordValue.parse(value).settled())
+        .isInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("not one of its records");
+  }
+}
