@@ -47,8 +47,24 @@ final class Backend implements AutoCloseable {
     Object replay(String key);
   }
 
+  /**
+   * SQL only: the raw statements in the shapes the guard is bound to, to tell what the shape costs
+   * from what the guard adds.
+   */
+  interface SqlShapes {
+    /**
+     * The floor's two first-send statements, each on its own borrowed connection, as the guard must
+     * (it holds none while the sender runs).
+     */
+    void firstSendTwoBorrows(String key);
+
+    /** The insert-if-absent that finds the row, then the select: a replay without RETURNING. */
+    Object replayInsertThenSelect(String key);
+  }
+
   final KeyStore store;
   final Floor floor;
+  SqlShapes sqlShapes;
   private final List<AutoCloseable> resources = new ArrayList<>();
 
   private Backend(KeyStore store, Floor floor, List<AutoCloseable> resources) {
@@ -178,10 +194,51 @@ final class Backend implements AutoCloseable {
                         .orElse(null));
           }
         };
+    SqlShapes shapes =
+        new SqlShapes() {
+          @Override
+          public void firstSendTwoBorrows(String key) {
+            int inserted =
+                jdbi.withHandle(
+                    h ->
+                        h.createUpdate(insert)
+                            .bind("k", key)
+                            .bind("r", System.currentTimeMillis() + TTL.toMillis())
+                            .execute());
+            if (inserted == 1) {
+              jdbi.useHandle(
+                  h ->
+                      h.createUpdate(
+                              "UPDATE bench_floor SET state = 'C', payload = :p WHERE key_id = :k")
+                          .bind("k", key)
+                          .bind("p", RESULT)
+                          .execute());
+            }
+          }
+
+          @Override
+          public Object replayInsertThenSelect(String key) {
+            return jdbi.withHandle(
+                h -> {
+                  h.createUpdate(insert)
+                      .bind("k", key)
+                      .bind("r", System.currentTimeMillis() + TTL.toMillis())
+                      .execute();
+                  return h.createQuery(
+                          "SELECT state, payload, retain_until FROM bench_floor WHERE key_id = :k")
+                      .bind("k", key)
+                      .mapToMap()
+                      .findOne()
+                      .orElse(null);
+                });
+          }
+        };
     List<AutoCloseable> resources = new ArrayList<>();
     resources.add(pool);
     resources.addAll(server);
-    return new Backend(store, floor, resources);
+    Backend backend = new Backend(store, floor, resources);
+    backend.sqlShapes = shapes;
+    return backend;
   }
 
   private static Backend redis() {
