@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 out=${1:-benchmarks/results}
 mkdir -p "$out"
 jar=benchmarks/target/benchmarks.jar
-common=(-f 1 -wi 1 -w 2s -i 2 -r 2s)
+common=(-f 1 -wi 2 -w 2s -i 3 -r 2s)
 java -jar "$jar" GuardBenchmark "${common[@]}" -t 1 -bm sample -tu us -rf json -rff "$out/latency-t1.json" | tee "$out/latency-t1.txt"
 java -jar "$jar" GuardBenchmark "${common[@]}" -t 8 -bm thrpt -tu s -rf json -rff "$out/throughput-t8.json" | tee "$out/throughput-t8.txt"
 java -jar "$jar" GuardBenchmark "${common[@]}" -t 32 -bm thrpt -tu s -rf json -rff "$out/throughput-t32.json" | tee "$out/throughput-t32.txt"

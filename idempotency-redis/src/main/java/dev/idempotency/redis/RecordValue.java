@@ -11,8 +11,9 @@ import java.util.Arrays;
 /**
  * A record as one Redis string, the layout the scripts in {@code record-functions.lua} read and
  * write: a state byte ({@code I}, {@code C} or {@code F}), then nine length-prefixed fields ({@code
- * <byte length>:<bytes>}): owner token, attempt, fingerprint, raw key, created (server ms),
- * completed (ms after created), lease end (ms after created), window (ms after created), payload.
+ * <byte length>:<bytes>}): owner token, attempt, fingerprint, raw key, lease end (ms after
+ * created), window (ms after created), created (server ms), completed (ms after created), payload.
+ * An in-progress record's last three fields are empty.
  *
  * <p>An in-progress record is written by the client with a plain {@code SET NX GET PX}, so it holds
  * no absolute time: its times are derived from the key's remaining TTL by whoever reads it with the
@@ -26,10 +27,10 @@ final class RecordValue {
   private static final int ATTEMPT = 1;
   private static final int FINGERPRINT = 2;
   private static final int RAW_KEY = 3;
-  private static final int CREATED = 4;
-  private static final int COMPLETED = 5;
-  private static final int LEASE_END = 6;
-  private static final int WINDOW = 7;
+  private static final int LEASE_END = 4;
+  private static final int WINDOW = 5;
+  private static final int CREATED = 6;
+  private static final int COMPLETED = 7;
   private static final int PAYLOAD = 8;
 
   private final RecordState state;
@@ -52,10 +53,10 @@ final class RecordValue {
     field(out, "1");
     field(out, fingerprint);
     field(out, rawKey == null ? "" : rawKey);
-    field(out, "");
-    field(out, "");
     field(out, Long.toString(leaseMillis));
     field(out, Long.toString(windowMillis));
+    field(out, "");
+    field(out, "");
     field(out, "");
     return out.toByteArray();
   }

@@ -144,8 +144,8 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     this.setGetClaims = builder.setGetClaims && supportsSetNxGet(server);
     this.claim = Script.load(scripting, "record-functions.lua", "claim.lua");
     this.claimBatch = Script.load(scripting, "record-functions.lua", "claim-batch.lua");
-    this.complete = Script.load(scripting, "record-functions.lua", "complete.lua");
-    this.completeBatch = Script.load(scripting, "record-functions.lua", "complete-batch.lua");
+    this.complete = Script.load(scripting, "complete-function.lua", "complete.lua");
+    this.completeBatch = Script.load(scripting, "complete-function.lua", "complete-batch.lua");
     this.release = Script.load(scripting, "record-functions.lua", "release.lua");
   }
 

@@ -1,11 +1,12 @@
 -- A record is one Redis string, expiring at the end of its window:
 --   state ('I', 'C' or 'F'), then nine fields, each written as <byte length>:<bytes>:
 --   1 owner token ('' once completed)   2 attempt             3 fingerprint
---   4 raw key for debugging ('' if not kept)                   5 created, server ms ('' while 'I')
---   6 completed, ms after created ('' while 'I')               7 lease end, ms after created
---   8 window, ms after created          9 payload ('' while 'I')
+--   4 raw key for debugging ('' if not kept)                   5 lease end, ms after created
+--   6 window, ms after created          7 created, server ms ('' while 'I')
+--   8 completed, ms after created ('' while 'I')               9 payload ('' while 'I')
 -- An in-progress record holds no absolute time (it is written by a plain SET NX GET PX from the
--- client), so times are derived from the key's remaining TTL: elapsed = window - PTTL.
+-- client), so times are derived from the key's remaining TTL: elapsed = window - PTTL. Its last
+-- three fields are empty, so it ends in '0:0:0:'.
 local function fields(value)
   local f, i = {}, 2
   while i <= #value do
@@ -49,30 +50,19 @@ local function claim(key, value, window, lease, takeover, owner, fingerprint)
   end
   local f = fields(old)
   local pttl = redis.call('PTTL', key)
-  local elapsed = tonumber(f[8]) - pttl
-  local leaseExpired = elapsed >= tonumber(f[7])
+  local elapsed = tonumber(f[6]) - pttl
+  local leaseExpired = elapsed >= tonumber(f[5])
   if leaseExpired and takeover == '1' and f[3] == fingerprint then
     local attempt = tonumber(f[2]) + 1
-    rewrite(key, 'I' .. field(owner) .. num(attempt) .. field(f[3]) .. field(f[4]) .. field('')
-      .. field('') .. num(elapsed + lease) .. field(f[8]) .. field(''))
+    rewrite(key, 'I' .. field(owner) .. num(attempt) .. field(f[3]) .. field(f[4])
+      .. num(elapsed + lease) .. field(f[6]) .. '0:0:0:')
     return {1, attempt}
   end
   return {0, leaseExpired and 1 or 0, old, serverNow(), pttl}
 end
 
--- Writes the outcome of a claim, fenced by its owner token; the expiry (the window) is kept.
--- Returns 1 when written, 0 when the record is not ours (taken over, expired, released) any more.
-local function complete(key, owner, state, payload)
-  local old = redis.call('GET', key)
-  if not old or string.sub(old, 1, 1) ~= 'I' then
-    return 0
-  end
-  local f = fields(old)
-  if f[1] ~= owner then
-    return 0
-  end
-  local elapsed = tonumber(f[8]) - redis.call('PTTL', key)
-  rewrite(key, state .. field('') .. field(f[2]) .. field(f[3]) .. field(f[4])
-    .. num(serverNow() - elapsed) .. num(elapsed) .. field(f[7]) .. field(f[8]) .. field(payload))
-  return 1
+-- Whether a value is in progress under this owner token: its head is 'I' and the owner field.
+local function ownedInProgress(value, owner)
+  local head = 'I' .. field(owner)
+  return value ~= false and string.sub(value, 1, #head) == head
 end

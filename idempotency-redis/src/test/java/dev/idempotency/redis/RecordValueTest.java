@@ -37,7 +37,7 @@ class RecordValueTest {
   void aCompletedRecordCarriesAbsoluteTimesAndABinaryPayload() {
     byte[] payload = {0, ':', '\r', '\n', (byte) 0xff};
     byte[] head =
-        "C0:1:32:fp0:13:10000000000003:2505:300007:3600000".getBytes(StandardCharsets.UTF_8);
+        "C0:1:32:fp0:5:300007:360000013:10000000000003:250".getBytes(StandardCharsets.UTF_8);
     byte[] value = new byte[head.length + 2 + payload.length];
     System.arraycopy(head, 0, value, 0, head.length);
     value[head.length] = '5';
