@@ -109,16 +109,31 @@ public final class IdempotencyKey {
                 + " at index "
                 + i);
       }
-      if (Character.isHighSurrogate(ch)
-          && (i + 1 >= key.length() || !Character.isLowSurrogate(key.charAt(i + 1)))) {
-        throw new IllegalArgumentException("key has an unpaired surrogate at index " + i);
-      }
-      if (Character.isLowSurrogate(ch)
-          && (i == 0 || !Character.isHighSurrogate(key.charAt(i - 1)))) {
-        throw new IllegalArgumentException("key has an unpaired surrogate at index " + i);
-      }
+    }
+    int unpaired = unpairedSurrogate(key);
+    if (unpaired >= 0) {
+      throw new IllegalArgumentException("key has an unpaired surrogate at index " + unpaired);
     }
     return key;
+  }
+
+  /**
+   * The index of the first unpaired surrogate, or -1. UTF-8 cannot encode one: it would be hashed
+   * as a replacement character, so two different strings could hash the same.
+   */
+  private static int unpairedSurrogate(String text) {
+    for (int i = 0; i < text.length(); i++) {
+      char ch = text.charAt(i);
+      if (Character.isHighSurrogate(ch)
+          && (i + 1 >= text.length() || !Character.isLowSurrogate(text.charAt(i + 1)))) {
+        return i;
+      }
+      if (Character.isLowSurrogate(ch)
+          && (i == 0 || !Character.isHighSurrogate(text.charAt(i - 1)))) {
+        return i;
+      }
+    }
+    return -1;
   }
 
   /**
@@ -168,7 +183,9 @@ public final class IdempotencyKey {
      * @param name the fact's name, not blank
      * @param value its value, rendered with {@link String#valueOf(Object)}; not null
      * @return this builder
-     * @throws IllegalArgumentException if the name is blank or was added before
+     * @throws IllegalArgumentException if the name is blank or was added before, or if the name or
+     *     the rendered value has an unpaired surrogate (which UTF-8 cannot encode, so two different
+     *     facts could hash the same)
      */
     public Derived fact(String name, Object value) {
       Objects.requireNonNull(name, "name");
@@ -176,7 +193,19 @@ public final class IdempotencyKey {
       if (name.isBlank()) {
         throw new IllegalArgumentException("fact name must not be blank");
       }
-      if (facts.putIfAbsent(name, String.valueOf(value)) != null) {
+      String text = String.valueOf(value);
+      if (unpairedSurrogate(name) >= 0) {
+        throw new IllegalArgumentException(
+            "fact name has an unpaired surrogate at index " + unpairedSurrogate(name));
+      }
+      if (unpairedSurrogate(text) >= 0) {
+        throw new IllegalArgumentException(
+            "value of fact '"
+                + name
+                + "' has an unpaired surrogate at index "
+                + unpairedSurrogate(text));
+      }
+      if (facts.putIfAbsent(name, text) != null) {
         throw new IllegalArgumentException("fact '" + name + "' was already added");
       }
       return this;

@@ -201,4 +201,21 @@ class IdempotencyKeyTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("window size must be positive");
   }
+
+  @Test
+  void derivedKeyRefusesFactsThatUtf8CannotEncode() {
+    // both would hash as "a?" after UTF-8 replacement, so they must not be accepted at all
+    String loneHigh = "a\uD800";
+    String loneLow = "a\uDC00";
+
+    assertThatThrownBy(() -> IdempotencyKey.derive("n").fact("user", loneHigh))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("value of fact 'user' has an unpaired surrogate at index 1");
+    assertThatThrownBy(() -> IdempotencyKey.derive("n").fact(loneLow, "x"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("fact name has an unpaired surrogate at index 1");
+    assertThat(IdempotencyKey.derive("n").fact("user", "a\uD83D\uDE00").build())
+        .as("a paired surrogate (an emoji) is fine")
+        .startsWith("n:");
+  }
 }
