@@ -141,7 +141,12 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     } catch (RedisException e) {
       throw new KeyStoreException("Redis store could not connect: " + e.getMessage(), e);
     }
-    this.setGetClaims = builder.setGetClaims && supportsSetNxGet(server);
+    try {
+      this.setGetClaims = builder.setGetClaims && supportsSetNxGet(server);
+    } catch (KeyStoreException e) {
+      connection.close();
+      throw e;
+    }
     this.claim = Script.load(scripting, "record-functions.lua", "claim.lua");
     this.claimBatch = Script.load(scripting, "record-functions.lua", "claim-batch.lua");
     this.complete = Script.load(scripting, "complete-function.lua", "complete.lua");
