@@ -6,6 +6,7 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashSet;
@@ -123,10 +124,12 @@ public final class Batch<T> {
   private void claim(List<CallSupport<T>> chunk) {
     List<String> tokens = new ArrayList<>(chunk.size());
     List<ClaimRequest> claims = new ArrayList<>(chunk.size());
+    // one instant for the chunk, so that a store can claim it in one statement
+    Instant now = chunk.get(0).settings.clock().instant();
     for (CallSupport<T> call : chunk) {
       String token = CallSupport.newOwnerToken();
       tokens.add(token);
-      claims.add(call.claimRequest(token));
+      claims.add(call.claimRequest(token, now));
     }
     List<ClaimResult> results;
     try {

@@ -57,11 +57,16 @@ final class CallSupport<T> {
   }
 
   ClaimRequest claimRequest(String ownerToken) {
+    return claimRequest(ownerToken, settings.clock().instant());
+  }
+
+  /** A claim at a given time: a batch claims all its keys at one instant. */
+  ClaimRequest claimRequest(String ownerToken, Instant now) {
     return new ClaimRequest(
         keyId,
         ownerToken,
         fingerprint,
-        settings.clock().instant(),
+        now,
         settings.lease(),
         request.ttl(),
         settings.takeoverPolicy() == TakeoverPolicy.TAKE_OVER,

@@ -198,7 +198,10 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   void firstSendCostsTwoStatementsAndAReplayAtMostTwo() {
     AtomicInteger statements = new AtomicInteger();
     JdbcKeyStore countedStore =
-        JdbcKeyStore.builder(countingJdbi(statements)).tableName(TABLE).build();
+        JdbcKeyStore.builder(countingJdbi(statements))
+            .tableName(TABLE)
+            .createSchemaIfMissing(true)
+            .build();
     IdempotencyGuard guard = IdempotencyGuard.builder().store(countedStore).build();
     String key = "count:" + newKeyId();
     statements.set(0);
@@ -219,7 +222,10 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   void aReplayedBatchCostsOneStatementAndANewBatchThree() {
     AtomicInteger statements = new AtomicInteger();
     JdbcKeyStore countedStore =
-        JdbcKeyStore.builder(countingJdbi(statements)).tableName(TABLE).build();
+        JdbcKeyStore.builder(countingJdbi(statements))
+            .tableName(TABLE)
+            .createSchemaIfMissing(true)
+            .build();
     List<ClaimRequest> batch = new ArrayList<>();
     for (int i = 0; i < 300; i++) {
       batch.add(claim("batch-count:" + newKeyId(), newToken()));
@@ -246,6 +252,33 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     } else {
       assertThat(firstStatements).as("select, insert the absent, select them").isEqualTo(3);
       assertThat(replayStatements).as("one select").isEqualTo(1);
+    }
+  }
+
+  @Test
+  void aBatchThroughTheGuardOnTheSystemClockIsClaimedInWholeStatements() {
+    AtomicInteger statements = new AtomicInteger();
+    JdbcKeyStore countedStore =
+        JdbcKeyStore.builder(countingJdbi(statements))
+            .tableName(TABLE)
+            .createSchemaIfMissing(true)
+            .build();
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(countedStore).build();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 300; i++) {
+      requests.add(IdempotencyRequest.of("guard-batch:" + newKeyId(), TTL));
+    }
+    dev.idempotency.Batch<String> first = guard.claimBatch(requests, ResultCodec.string());
+    first.toSend().forEach(item -> first.succeeded(item, "n_1"));
+    first.record();
+    statements.set(0);
+
+    dev.idempotency.Batch<String> replay = guard.claimBatch(requests, ResultCodec.string());
+
+    assertThat(replay.replayed()).hasSize(300);
+    if (expectedDialect() != JdbcDialect.H2) {
+      // every key of a chunk is claimed at one instant, else the store must go key by key
+      assertThat(statements).hasValue(1);
     }
   }
 
