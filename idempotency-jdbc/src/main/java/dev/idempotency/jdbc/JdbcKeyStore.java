@@ -325,15 +325,27 @@ public final class JdbcKeyStore implements KeyStore {
     insert.execute();
   }
 
-  /** Reads the rows of a batch in one statement, padded like {@link #insertAll}. */
+  /**
+   * Reads the rows of a batch in one statement: by an array on PostgreSQL, elsewhere by an {@code
+   * IN} list padded like {@link #insertAll}.
+   */
   private Map<String, Row> selectAll(Handle handle, List<ClaimRequest> requests) {
-    int size = Statements.paddedSize(requests.size(), maxBatchSize());
-    Query select = handle.createQuery(sql.selectAll(size));
+    Query select;
+    if (sql.selectAny != null) {
+      List<String> keyIds = new ArrayList<>(requests.size());
+      for (ClaimRequest request : requests) {
+        keyIds.add(request.keyId());
+      }
+      select = handle.createQuery(sql.selectAny).bindArray("keyIds", String.class, keyIds);
+    } else {
+      int size = Statements.paddedSize(requests.size(), maxBatchSize());
+      select = handle.createQuery(sql.selectAll(size));
+      for (int i = 0; i < size; i++) {
+        select.bind("keyId_" + i, requests.get(Math.min(i, requests.size() - 1)).keyId());
+      }
+    }
     if (!databaseTime) {
       select.bind("now", requests.get(0).now().toEpochMilli());
-    }
-    for (int i = 0; i < size; i++) {
-      select.bind("keyId_" + i, requests.get(Math.min(i, requests.size() - 1)).keyId());
     }
     Map<String, Row> rows = new HashMap<>();
     select
