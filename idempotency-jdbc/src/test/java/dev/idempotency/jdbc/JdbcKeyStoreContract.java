@@ -181,8 +181,8 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     assertThat(sms).hasValue(1);
   }
 
-  /** A Jdbi on the test database that counts every statement it executes. */
-  Jdbi countingJdbi(AtomicInteger statements) {
+  /** A store on the test table whose every statement is counted. */
+  JdbcKeyStore countingStore(AtomicInteger statements) {
     Jdbi counted = Jdbi.create(dataSource());
     counted.setSqlLogger(
         new SqlLogger() {
@@ -191,17 +191,13 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
             statements.incrementAndGet();
           }
         });
-    return counted;
+    return JdbcKeyStore.builder(counted).tableName(TABLE).createSchemaIfMissing(true).build();
   }
 
   @Test
   void firstSendCostsTwoStatementsAndAReplayAtMostTwo() {
     AtomicInteger statements = new AtomicInteger();
-    JdbcKeyStore countedStore =
-        JdbcKeyStore.builder(countingJdbi(statements))
-            .tableName(TABLE)
-            .createSchemaIfMissing(true)
-            .build();
+    JdbcKeyStore countedStore = countingStore(statements);
     IdempotencyGuard guard = IdempotencyGuard.builder().store(countedStore).build();
     String key = "count:" + newKeyId();
     statements.set(0);
@@ -221,11 +217,7 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   @Test
   void aReplayedBatchCostsOneStatementAndANewBatchThree() {
     AtomicInteger statements = new AtomicInteger();
-    JdbcKeyStore countedStore =
-        JdbcKeyStore.builder(countingJdbi(statements))
-            .tableName(TABLE)
-            .createSchemaIfMissing(true)
-            .build();
+    JdbcKeyStore countedStore = countingStore(statements);
     List<ClaimRequest> batch = new ArrayList<>();
     for (int i = 0; i < 300; i++) {
       batch.add(claim("batch-count:" + newKeyId(), newToken()));
@@ -258,11 +250,7 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   @Test
   void aBatchThroughTheGuardOnTheSystemClockIsClaimedInWholeStatements() {
     AtomicInteger statements = new AtomicInteger();
-    JdbcKeyStore countedStore =
-        JdbcKeyStore.builder(countingJdbi(statements))
-            .tableName(TABLE)
-            .createSchemaIfMissing(true)
-            .build();
+    JdbcKeyStore countedStore = countingStore(statements);
     IdempotencyGuard guard = IdempotencyGuard.builder().store(countedStore).build();
     List<IdempotencyRequest> requests = new ArrayList<>();
     for (int i = 0; i < 300; i++) {

@@ -57,11 +57,7 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
   @Test
   void aClaimThatWaitedForAnUncommittedInsertRunsAgainAndSeesTheRow() throws Exception {
     AtomicInteger statements = new AtomicInteger();
-    JdbcKeyStore countedStore =
-        JdbcKeyStore.builder(countingJdbi(statements))
-            .tableName(TABLE)
-            .createSchemaIfMissing(true)
-            .build();
+    JdbcKeyStore countedStore = countingStore(statements);
     String keyId = newKeyId();
     try (Connection competitor = dataSource().getConnection()) {
       competitor.setAutoCommit(false);
