@@ -52,7 +52,7 @@ import org.slf4j.LoggerFactory;
  * <p><b>Layout.</b> One Redis string per record at {@code prefix + keyDigest}, so every command
  * touches a single key and the store works unchanged on Redis Cluster. The string expires at the
  * end of the record's window, so Redis itself removes old records. It holds the state, attempt,
- * fingerprint, times and result as length-prefixed fields (about 150 bytes per key in all for a
+ * fingerprint, times and result as length-prefixed fields (about 180 bytes per key in all for a
  * 16-byte result, measured with {@code MEMORY USAGE}).
  *
  * <p><b>Round trips.</b> A claim is one plain {@code SET key record NX GET PX window}: it writes

@@ -1,6 +1,6 @@
 /**
- * The Redis key store, through Lettuce: one hash per record, Lua scripts for atomic fenced writes,
- * standalone, Sentinel and Cluster. Start with {@link
+ * The Redis key store, through Lettuce: one string per record, claimed with {@code SET NX GET}, Lua
+ * scripts for fenced writes; standalone, Sentinel and Cluster. Start with {@link
  * dev.idempotency.redis.RedisKeyStore#builder(io.lettuce.core.RedisClient)}.
  */
 package dev.idempotency.redis;
