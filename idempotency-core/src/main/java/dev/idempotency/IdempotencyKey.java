@@ -109,10 +109,9 @@ public final class IdempotencyKey {
                 + " at index "
                 + i);
       }
-    }
-    int unpaired = unpairedSurrogate(key);
-    if (unpaired >= 0) {
-      throw new IllegalArgumentException("key has an unpaired surrogate at index " + unpaired);
+      if (isUnpairedSurrogateAt(key, i)) {
+        throw new IllegalArgumentException("key has an unpaired surrogate at index " + i);
+      }
     }
     return key;
   }
@@ -123,17 +122,20 @@ public final class IdempotencyKey {
    */
   private static int unpairedSurrogate(String text) {
     for (int i = 0; i < text.length(); i++) {
-      char ch = text.charAt(i);
-      if (Character.isHighSurrogate(ch)
-          && (i + 1 >= text.length() || !Character.isLowSurrogate(text.charAt(i + 1)))) {
-        return i;
-      }
-      if (Character.isLowSurrogate(ch)
-          && (i == 0 || !Character.isHighSurrogate(text.charAt(i - 1)))) {
+      if (isUnpairedSurrogateAt(text, i)) {
         return i;
       }
     }
     return -1;
+  }
+
+  private static boolean isUnpairedSurrogateAt(String text, int i) {
+    char ch = text.charAt(i);
+    if (Character.isHighSurrogate(ch)) {
+      return i + 1 >= text.length() || !Character.isLowSurrogate(text.charAt(i + 1));
+    }
+    return Character.isLowSurrogate(ch)
+        && (i == 0 || !Character.isHighSurrogate(text.charAt(i - 1)));
   }
 
   /**
