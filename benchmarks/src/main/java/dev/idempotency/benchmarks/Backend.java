@@ -38,6 +38,12 @@ import redis.embedded.RedisServer;
 final class Backend implements AutoCloseable {
 
   static final Duration TTL = Duration.ofHours(1);
+
+  /** String keys, byte values: what the store's own connection uses. */
+  static final io.lettuce.core.codec.RedisCodec<String, byte[]> BYTES =
+      io.lettuce.core.codec.RedisCodec.of(
+          io.lettuce.core.codec.StringCodec.UTF8, io.lettuce.core.codec.ByteArrayCodec.INSTANCE);
+
   static final byte[] RESULT = "n_0123456789abcd".getBytes(java.nio.charset.StandardCharsets.UTF_8);
 
   /** The raw operations a first send and a replay need. */
@@ -241,17 +247,19 @@ final class Backend implements AutoCloseable {
     return backend;
   }
 
-  private static Backend redis() {
-    int port = FreePorts.next();
+  /** Starts a standalone redis-server on loopback, without persistence, on a free port. */
+  static RedisServer startRedis(int port) {
     RedisServer server =
         RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
     server.start();
+    return server;
+  }
+
+  private static Backend redis() {
+    int port = FreePorts.next();
+    RedisServer server = startRedis(port);
     RedisClient client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
-    StatefulRedisConnection<String, byte[]> connection =
-        client.connect(
-            io.lettuce.core.codec.RedisCodec.of(
-                io.lettuce.core.codec.StringCodec.UTF8,
-                io.lettuce.core.codec.ByteArrayCodec.INSTANCE));
+    StatefulRedisConnection<String, byte[]> connection = client.connect(BYTES);
     RedisKeyStore store = RedisKeyStore.builder(client).build();
     return new Backend(
         store,
@@ -262,11 +270,7 @@ final class Backend implements AutoCloseable {
   private static Backend redisCluster() throws Exception {
     EmbeddedRedisCluster cluster = new EmbeddedRedisCluster();
     RedisClusterClient client = RedisClusterClient.create(cluster.uris());
-    StatefulRedisClusterConnection<String, byte[]> connection =
-        client.connect(
-            io.lettuce.core.codec.RedisCodec.of(
-                io.lettuce.core.codec.StringCodec.UTF8,
-                io.lettuce.core.codec.ByteArrayCodec.INSTANCE));
+    StatefulRedisClusterConnection<String, byte[]> connection = client.connect(BYTES);
     RedisKeyStore store = RedisKeyStore.builder(client).build();
     return new Backend(
         store,

@@ -77,9 +77,7 @@ public final class MemoryFootprint {
 
   static void redis(int keys) {
     int port = FreePorts.next();
-    RedisServer server =
-        RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
-    server.start();
+    RedisServer server = Backend.startRedis(port);
     RedisClient client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
     try (RedisKeyStore store = RedisKeyStore.builder(client).build();
         StatefulRedisConnection<String, String> admin = client.connect()) {
