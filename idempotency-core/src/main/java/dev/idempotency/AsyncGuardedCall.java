@@ -1,102 +1,65 @@
 package dev.idempotency;
 
 import dev.idempotency.IdempotencyEvent.Type;
-import dev.idempotency.spi.AsyncKeyStore;
+import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
-import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.RecordState;
 import java.time.Instant;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
+import java.util.concurrent.Executor;
 
 /**
- * One non-blocking run of {@link IdempotencyGuard#executeForOutcomeAsync}: the same steps as the
- * blocking call, chained as stages. Waiting for an in-flight first call schedules the next poll on
- * a delayed executor instead of parking a thread.
+ * One non-blocking run of {@link IdempotencyGuard#executeForOutcomeAsync}: the steps of {@link
+ * GuardedCall}, driven by the same {@link CallSupport} decisions, chained as stages. Every step
+ * after a store or a sender answered runs on the guard's async executor (see {@link Stages}), never
+ * on a store's I/O thread; waiting for an in-flight call schedules the next poll instead of parking
+ * a thread.
  */
 final class AsyncGuardedCall<T> {
 
   private final CallSupport<T> call;
-  private final AsyncKeyStore store;
   private final AsyncSender<T> sender;
+  private final Executor executor;
 
   AsyncGuardedCall(
-      CallSupport.Settings settings,
+      GuardSettings settings,
       IdempotencyRequest request,
       ResultCodec<T> codec,
       AsyncSender<T> sender) {
     this.call = new CallSupport<>(settings, request, codec);
-    this.store = AsyncStores.of(settings.store(), settings.blockingStoreExecutor());
     this.sender = sender;
+    this.executor = settings.asyncExecutor;
   }
 
   CompletableFuture<Outcome<T>> run() {
-    return attempt(0, CallSupport.FIRST_POLL_NANOS);
-  }
-
-  private CompletableFuture<Outcome<T>> attempt(long waitStartNanos, long pollNanos) {
-    String ownerToken = CallSupport.newOwnerToken();
-    CompletionStage<ClaimResult> claim;
+    Instant now = call.settings.clock.instant();
+    ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
+    long askedAt = call.settings.leaseNow(now);
+    CompletionStage<ClaimResult> answer;
     try {
-      claim = store.claimAsync(call.claimRequest(ownerToken));
+      answer = call.settings.asyncStore.claimAsync(claim);
     } catch (RuntimeException e) {
-      claim = CompletableFuture.failedFuture(e);
+      answer = CompletableFuture.failedFuture(e);
     }
-    return claim
-        .toCompletableFuture()
-        .handle(
-            (result, error) -> {
-              if (error == null && result instanceof ClaimResult.Failed failed) {
-                error = failed.error();
-              }
-              if (error != null) {
-                return onClaimFailure(unwrap(error));
-              }
-              if (result instanceof ClaimResult.Claimed claimed) {
-                if (waitStartNanos != 0) {
-                  call.emit(
-                      Type.WAITED, claimed.attempt(), System.nanoTime() - waitStartNanos, null);
-                }
-                return sendAsOwner(ownerToken, claimed);
-              }
-              return onExisting((ClaimResult.Existing) result, waitStartNanos, pollNanos);
-            })
-        .thenCompose(stage -> stage);
+    return Stages.continueOn(
+        answer,
+        (result, error) -> next(call.decide(claim, askedAt, result, error, true)),
+        executor);
   }
 
-  private CompletableFuture<Outcome<T>> onClaimFailure(Throwable error) {
-    KeyStoreException storeFailure = call.claimFailed(error);
-    if (!call.settings.failOpen()) {
-      return CompletableFuture.failedFuture(storeFailure);
+  private CompletableFuture<Outcome<T>> next(CallSupport.Next<T> next) {
+    if (next instanceof CallSupport.Send<T> send) {
+      return sendAsOwner(send.claim());
+    } else if (next instanceof CallSupport.SendUnclaimed<T>) {
+      return startSend(1).thenApply(value -> new Outcome<>(value, false, 1, false));
+    } else if (next instanceof CallSupport.Replay<T> replay) {
+      return CompletableFuture.completedFuture(replay.outcome());
+    } else if (next instanceof CallSupport.Refuse<T> refuse) {
+      return CompletableFuture.failedFuture(refuse.error());
     }
-    call.reportFailOpen(storeFailure);
-    return startSend(1).thenApply(value -> new Outcome<>(value, false, 1, false));
-  }
-
-  private CompletableFuture<Outcome<T>> onExisting(
-      ClaimResult.Existing existing, long waitStartNanos, long pollNanos) {
-    try {
-      Outcome<T> replayed = call.resolveExisting(existing, waitStartNanos);
-      if (replayed != null) {
-        return CompletableFuture.completedFuture(replayed);
-      }
-    } catch (RuntimeException e) {
-      return CompletableFuture.failedFuture(e);
-    }
-    long waitStart = waitStartNanos == 0 ? System.nanoTime() : waitStartNanos;
-    long remaining = call.remainingWaitNanos(waitStart);
-    if (remaining <= 0) {
-      return CompletableFuture.failedFuture(
-          call.inProgress(existing.record().attempt(), System.nanoTime() - waitStart, null));
-    }
-    long delay = Math.min(pollNanos, remaining);
-    return CompletableFuture.runAsync(
-            () -> {}, CompletableFuture.delayedExecutor(delay, TimeUnit.NANOSECONDS))
-        .thenCompose(
-            ignored -> attempt(waitStart, Math.min(pollNanos * 2, CallSupport.MAX_POLL_NANOS)));
+    return Stages.delay(((CallSupport.Wait<T>) next).nanos(), executor)
+        .thenCompose(ignored -> run());
   }
 
   private CompletableFuture<T> startSend(int attempt) {
@@ -112,25 +75,18 @@ final class AsyncGuardedCall<T> {
     }
   }
 
-  private CompletableFuture<Outcome<T>> sendAsOwner(
-      String ownerToken, ClaimResult.Claimed claimed) {
-    int attempt = claimed.attempt();
-    call.reportClaimed(claimed);
-    Instant sendStart = call.settings.clock().instant();
-    return startSend(attempt)
-        .handle(
+  private CompletableFuture<Outcome<T>> sendAsOwner(Claim claim) {
+    int attempt = claim.attempt;
+    call.startSend(claim);
+    Instant sendStart = call.settings.clock.instant();
+    return Stages.<T, Outcome<T>>continueOn(
+            startSend(attempt),
             (value, error) -> {
-              long sendNanos = call.sendFinished(sendStart, attempt);
+              long sendNanos = call.sendFinished(claim, sendStart);
               if (error != null) {
-                return onSendFailure(ownerToken, attempt, unwrap(error), sendNanos);
+                return onSendFailure(claim, error, sendNanos);
               }
-              return recordOutcome(
-                      ownerToken,
-                      attempt,
-                      RecordState.COMPLETED,
-                      call.encode(value, attempt),
-                      1,
-                      null)
+              return write(claim, RecordState.COMPLETED, call.encode(value, attempt), 1)
                   .thenApply(
                       recorded -> {
                         if (recorded) {
@@ -138,12 +94,13 @@ final class AsyncGuardedCall<T> {
                         }
                         return new Outcome<>(value, false, attempt, recorded);
                       });
-            })
-        .thenCompose(stage -> stage);
+            },
+            executor)
+        .whenComplete((outcome, error) -> call.finish(claim));
   }
 
   private CompletableFuture<Outcome<T>> onSendFailure(
-      String ownerToken, int attempt, Throwable thrown, long sendNanos) {
+      Claim claim, Throwable thrown, long sendNanos) {
     Throwable failure = CallSupport.senderFailure(thrown);
     RuntimeException toCaller;
     try {
@@ -151,88 +108,68 @@ final class AsyncGuardedCall<T> {
     } catch (Error error) {
       toCaller = null;
     }
+    Throwable result = toCaller != null ? toCaller : failure;
     CompletableFuture<Boolean> stored =
         call.isPermanent(failure)
-            ? recordOutcome(
-                ownerToken, attempt, RecordState.FAILED, Payloads.failure(failure), 1, null)
+            ? write(claim, RecordState.FAILED, call.failurePayload(failure), 1)
             : CompletableFuture.completedFuture(false);
-    Throwable result = toCaller != null ? toCaller : failure;
     return stored
         .thenCompose(
             wasStored -> {
               if (wasStored) {
-                call.emit(Type.FAILURE_STORED, attempt, sendNanos, failure);
+                call.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
                 return CompletableFuture.completedFuture(null);
               }
-              return store
-                  .releaseAsync(call.keyId, ownerToken)
-                  .toCompletableFuture()
-                  .handle(
-                      (released, error) -> {
-                        if (error != null) {
-                          CallSupport.log.warn(
-                              "Could not release key {} after a failed send; it frees itself when"
-                                  + " the lease ends",
-                              call.keyId,
-                              unwrap(error));
-                          result.addSuppressed(unwrap(error));
-                        } else if (released) {
-                          call.emit(Type.RELEASED, attempt, sendNanos, failure);
-                        }
-                        return null;
-                      });
+              return Stages.continueOn(
+                  release(claim),
+                  (released, error) -> {
+                    if (error != null) {
+                      call.reportReleaseFailed(error);
+                      result.addSuppressed(error);
+                    } else if (released) {
+                      call.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
+                    }
+                    return CompletableFuture.completedFuture(null);
+                  },
+                  executor);
             })
         .thenCompose(ignored -> CompletableFuture.failedFuture(result));
   }
 
-  /** Writes an outcome, fenced, retrying a store failure; completes with whether it was written. */
-  private CompletableFuture<Boolean> recordOutcome(
-      String ownerToken,
-      int attempt,
-      RecordState state,
-      byte[] payload,
-      int round,
-      Throwable last) {
-    if (round > call.settings.completionAttempts()) {
-      call.reportNotRecorded(attempt, last);
-      return CompletableFuture.completedFuture(false);
-    }
-    CompletionStage<Boolean> write;
+  private CompletionStage<Boolean> release(Claim claim) {
     try {
-      write =
-          store.completeAsync(
-              new CompleteRequest(
-                  call.keyId, ownerToken, state, payload, call.settings.clock().instant()));
+      return call.settings.asyncStore.releaseAsync(call.keyId, claim.ownerToken);
     } catch (RuntimeException e) {
-      write = CompletableFuture.failedFuture(e);
+      return CompletableFuture.failedFuture(e);
     }
-    return write
-        .toCompletableFuture()
-        .handle(
-            (written, error) -> {
-              if (error == null) {
-                if (!written) {
-                  call.reportNotRecorded(attempt, null);
-                }
-                return CompletableFuture.completedFuture(written);
-              }
-              long backoff = CallSupport.COMPLETION_BACKOFF_MILLIS << (round - 1);
-              return CompletableFuture.runAsync(
-                      () -> {}, CompletableFuture.delayedExecutor(backoff, TimeUnit.MILLISECONDS))
-                  .thenCompose(
-                      ignored ->
-                          recordOutcome(
-                              ownerToken, attempt, state, payload, round + 1, unwrap(error)));
-            })
-        .thenCompose(stage -> stage);
   }
 
-  private static Throwable unwrap(Throwable error) {
-    Throwable t = error;
-    while ((t instanceof CompletionException || t instanceof ExecutionException)
-        && t.getCause() != null) {
-      t = t.getCause();
+  /** Writes an outcome, fenced, retrying a store failure; completes with whether it was written. */
+  private CompletableFuture<Boolean> write(
+      Claim claim, RecordState state, byte[] payload, int round) {
+    CompletionStage<Boolean> answer;
+    try {
+      answer = call.settings.asyncStore.completeAsync(call.complete(claim, state, payload));
+    } catch (RuntimeException e) {
+      answer = CompletableFuture.failedFuture(e);
     }
-    return t;
+    return Stages.continueOn(
+        answer,
+        (written, error) -> {
+          if (error == null) {
+            if (!written) {
+              call.reportNotRecorded(claim.attempt, null);
+            }
+            return CompletableFuture.completedFuture(written);
+          }
+          if (round >= call.settings.completionAttempts) {
+            call.reportNotRecorded(claim.attempt, error);
+            return CompletableFuture.completedFuture(false);
+          }
+          long backoffNanos = CallSupport.completionBackoffMillis(round) * 1_000_000L;
+          return Stages.delay(backoffNanos, executor)
+              .thenCompose(ignored -> write(claim, state, payload, round + 1));
+        },
+        executor);
   }
 }

@@ -4,6 +4,7 @@ import dev.idempotency.spi.AsyncKeyStore;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -58,6 +59,21 @@ final class AsyncStores {
     @Override
     public boolean release(String keyId, String ownerToken) {
       return store.release(keyId, ownerToken);
+    }
+
+    @Override
+    public boolean extend(ExtendRequest request) {
+      return store.extend(request);
+    }
+
+    @Override
+    public int maxPayloadBytes() {
+      return store.maxPayloadBytes();
+    }
+
+    @Override
+    public boolean usesServerTime() {
+      return store.usesServerTime();
     }
   }
 }

@@ -9,13 +9,20 @@ import dev.idempotency.spi.RecordState;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A batch of keys claimed together by {@link IdempotencyGuard#claimBatch}, for a campaign's
@@ -30,7 +37,7 @@ import java.util.concurrent.ConcurrentHashMap;
  *     batch.failed(item, e);
  *   }
  * }
- * Batch.Recorded recorded = batch.record();   // one round trip per chunk of outcomes
+ * Batch.Recorded recorded = batch.record();
  * }</pre>
  *
  * <p>Per key, everything {@link IdempotencyGuard#execute} guarantees holds: a claimed key is fenced
@@ -39,8 +46,28 @@ import java.util.concurrent.ConcurrentHashMap;
  * hands them back in {@link #inFlight()} for the caller to retry later. A store failure is reported
  * per key in {@link #refused()}, never skipped silently.
  *
- * <p>{@link #succeeded} and {@link #failed} may be called from several threads; {@link #record()}
- * once, after every item has an outcome (items left without one are released).
+ * <p><b>However long the batch runs.</b> A campaign of 10,000 recipients outlives any sensible
+ * lease, so the batch keeps its keys itself, in the background, on the guard's lease keeper:
+ *
+ * <ul>
+ *   <li>outcomes are written as they are reported, one round trip per {@link
+ *       KeyStore#maxBatchSize() chunk} as soon as a chunk is full, and otherwise after at most the
+ *       keeper's period (a quarter of the lease, at most a second), so a sent key never waits for
+ *       {@link #record()} to be recorded;
+ *   <li>the leases of the keys not yet recorded are renewed, fenced by their owner tokens, one
+ *       round trip per chunk; keys not yet handed out stop being renewed once the batch has been
+ *       idle (nothing handed out or reported) for the guard's renewal limit;
+ *   <li>{@link #toSend()} hands a key out only while its lease has more than a quarter of its
+ *       length left: a key whose lease lapsed (the store was unreachable, the process paused) is
+ *       never handed out; it goes to {@link #lapsed()} and is released, for a later retry.
+ * </ul>
+ *
+ * So a batch whose single sends each finish within the lease never sends a key twice, however long
+ * the whole batch runs and whoever claims the same keys meanwhile.
+ *
+ * <p>{@link #toSend()} may be iterated again (it skips reported keys), {@link #succeeded} and
+ * {@link #failed} may be called from several threads, each once per item; {@link #record()} once,
+ * at the end: it writes what is left and releases the keys without an outcome.
  *
  * @param <T> the result type
  */
@@ -48,16 +75,27 @@ public final class Batch<T> {
 
   /** A claimed key the caller may send for. */
   public static final class Item {
-    private final String key;
-    private final SendContext context;
-    private final String ownerToken;
-    private final boolean recordable;
+    private static final int NEW = 0;
+    private static final int REPORTED = 1;
+    private static final int DONE = 2;
+    private static final int LAPSED = 3;
 
-    Item(String key, SendContext context, String ownerToken, boolean recordable) {
-      this.key = key;
+    private final Batch<?> batch;
+    private final CallSupport<?> call;
+    private final SendContext context;
+    private final Claim claim;
+    private final AtomicInteger state = new AtomicInteger(NEW);
+    private volatile long handedOutAt;
+    private byte[] payload;
+    private RecordState outcome;
+    private Throwable failure;
+    private long reportedAt;
+
+    Item(Batch<?> batch, CallSupport<?> call, SendContext context, Claim claim) {
+      this.batch = batch;
+      this.call = call;
       this.context = context;
-      this.ownerToken = ownerToken;
-      this.recordable = recordable;
+      this.claim = claim;
     }
 
     /**
@@ -66,7 +104,7 @@ public final class Batch<T> {
      * @return the key
      */
     public String key() {
-      return key;
+      return call.request.key();
     }
 
     /**
@@ -77,36 +115,50 @@ public final class Batch<T> {
     public SendContext context() {
       return context;
     }
+
+    private boolean recordable() {
+      return claim != null;
+    }
   }
 
   /**
-   * What {@link #record()} wrote.
+   * What the batch wrote, from its first outcome to {@link #record()}.
    *
    * @param completed outcomes recorded as sent
    * @param failuresStored permanent failures stored for the window
-   * @param released keys released for a retry (failed transiently, or given no outcome)
+   * @param released keys released for a retry (failed transiently, given no outcome, or lapsed)
    * @param notRecorded keys sent whose outcome could not be recorded (a repeat may send again)
    */
   public record Recorded(
       int completed, int failuresStored, int released, Set<String> notRecorded) {}
 
-  private final Map<String, CallSupport<T>> calls;
+  private final GuardSettings settings;
   private final KeyStore store;
-  private final int completionAttempts;
-  private final List<Item> toSend = new ArrayList<>();
+  private final int chunkSize;
+  private final long handOutMarginNanos;
+  private volatile List<Item> claimed = List.of();
   private final Map<String, Outcome<T>> replayed = new LinkedHashMap<>();
   private final List<String> inFlight = new ArrayList<>();
   private final Map<String, IdempotencyException> refused = new LinkedHashMap<>();
-  private final Map<Item, Object> results = new ConcurrentHashMap<>();
-  private final Map<Item, Throwable> failures = new ConcurrentHashMap<>();
-  private static final Object NULL = new Object();
-  private boolean recorded;
-  private RuntimeException lastFailure;
+  private final List<String> lapsed = new CopyOnWriteArrayList<>();
+  private final ConcurrentLinkedQueue<Item> pending = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger pendingCount = new AtomicInteger();
+  private final ReentrantLock writeLock = new ReentrantLock();
+  private final AtomicInteger completed = new AtomicInteger();
+  private final AtomicInteger stored = new AtomicInteger();
+  private final AtomicInteger released = new AtomicInteger();
+  private final Set<String> notRecorded = ConcurrentHashMap.newKeySet();
+  private final AtomicBoolean recordCalled = new AtomicBoolean();
+  private final AtomicReference<Recorded> result = new AtomicReference<>();
+  private final LeaseKeeper.Watched watcher = this::collectDue;
+  private volatile long lastActivity;
 
-  Batch(CallSupport.Settings settings, List<IdempotencyRequest> requests, ResultCodec<T> codec) {
-    this.store = settings.store();
-    this.completionAttempts = settings.completionAttempts();
-    this.calls = new LinkedHashMap<>();
+  Batch(GuardSettings settings, List<IdempotencyRequest> requests, ResultCodec<T> codec) {
+    this.settings = settings;
+    this.store = settings.store;
+    this.chunkSize = Math.max(1, store.maxBatchSize());
+    this.handOutMarginNanos = settings.leaseNanos / 4;
+    Map<String, CallSupport<T>> calls = new LinkedHashMap<>();
     for (IdempotencyRequest request : requests) {
       Objects.requireNonNull(request, "requests must not contain null");
       if (calls.put(request.key(), new CallSupport<>(settings, request, codec)) != null) {
@@ -114,74 +166,133 @@ public final class Batch<T> {
             "the batch has a duplicate key (digest " + Digests.keyId(request.key()) + ")");
       }
     }
+    this.lastActivity = settings.leaseNow();
     List<CallSupport<T>> all = new ArrayList<>(calls.values());
-    int chunk = Math.max(1, store.maxBatchSize());
-    for (int from = 0; from < all.size(); from += chunk) {
-      claim(all.subList(from, Math.min(all.size(), from + chunk)));
+    for (int from = 0; from < all.size(); from += chunkSize) {
+      claim(all.subList(from, Math.min(all.size(), from + chunkSize)));
     }
   }
 
   private void claim(List<CallSupport<T>> chunk) {
-    List<String> tokens = new ArrayList<>(chunk.size());
     List<ClaimRequest> claims = new ArrayList<>(chunk.size());
     // one instant for the chunk, so that a store can claim it in one statement
-    Instant now = chunk.get(0).settings.clock().instant();
+    Instant now = settings.clock.instant();
     for (CallSupport<T> call : chunk) {
-      String token = CallSupport.newOwnerToken();
-      tokens.add(token);
-      claims.add(call.claimRequest(token, now));
+      claims.add(call.claimRequest(CallSupport.newOwnerToken(), now));
     }
-    List<ClaimResult> results;
+    long askedAt = settings.leaseNow(now);
+    List<ClaimResult> results = null;
+    RuntimeException failure = null;
     try {
       results = store.claimAll(claims);
     } catch (RuntimeException e) {
-      for (int i = 0; i < chunk.size(); i++) {
-        storeFailed(chunk.get(i), e);
-      }
-      return;
+      failure = e;
     }
+    List<Item> items = new ArrayList<>(claimed);
     for (int i = 0; i < chunk.size(); i++) {
       CallSupport<T> call = chunk.get(i);
-      ClaimResult result = results.get(i);
-      if (result instanceof ClaimResult.Claimed claimed) {
-        call.reportClaimed(claimed);
-        toSend.add(
-            new Item(call.request.key(), call.context(claimed.attempt()), tokens.get(i), true));
-      } else if (result instanceof ClaimResult.Failed failed) {
-        storeFailed(call, failed.error());
+      CallSupport.Next<T> next =
+          call.decide(
+              claims.get(i), askedAt, results == null ? null : results.get(i), failure, false);
+      String key = call.request.key();
+      if (next instanceof CallSupport.Send<T> send) {
+        items.add(new Item(this, call, call.context(send.claim().attempt), send.claim()));
+      } else if (next instanceof CallSupport.SendUnclaimed<T>) {
+        items.add(new Item(this, call, call.context(1), null));
+      } else if (next instanceof CallSupport.Replay<T> replay) {
+        replayed.put(key, replay.outcome());
+      } else if (next instanceof CallSupport.Refuse<T> refuse) {
+        refused.put(key, (IdempotencyException) refuse.error());
       } else {
-        try {
-          Outcome<T> outcome = call.resolveExisting((ClaimResult.Existing) result, 0);
-          if (outcome != null) {
-            replayed.put(call.request.key(), outcome);
-          } else {
-            inFlight.add(call.request.key());
-          }
-        } catch (IdempotencyException e) {
-          refused.put(call.request.key(), e);
-        }
+        inFlight.add(key);
       }
     }
-  }
-
-  private void storeFailed(CallSupport<T> call, Throwable error) {
-    KeyStoreException storeFailure = call.claimFailed(error);
-    if (call.settings.failOpen()) {
-      call.reportFailOpen(storeFailure);
-      toSend.add(new Item(call.request.key(), call.context(1), "", false));
-    } else {
-      refused.put(call.request.key(), storeFailure);
+    boolean first = claimed.isEmpty();
+    claimed = Collections.unmodifiableList(items);
+    if (first && !items.isEmpty()) {
+      settings.keeper.watch(watcher);
     }
   }
 
   /**
-   * The keys claimed for this batch: send each, then report it with {@link #succeeded} or {@link
-   * #failed}.
+   * The keys claimed for this batch, to send now: each is handed out only while its lease has more
+   * than a quarter of its length left, so send them in order as you iterate. Report each with
+   * {@link #succeeded} or {@link #failed}. Keys already reported, and keys whose lease lapsed (see
+   * {@link #lapsed()}), are skipped; iterating again hands out what is still to send.
    *
-   * @return the items, in request order
+   * @return the keys to send, in request order; not thread-safe to iterate from several threads
    */
-  public List<Item> toSend() {
-    return Collections.unmodifiableList(toSend);
+  public Iterable<Item> toSend() {
+    return () -> new ToSend(claimed.iterator());
+  }
+
+  private final class ToSend implements Iterator<Item> {
+    private final Iterator<Item> items;
+    private Item next;
+
+    ToSend(Iterator<Item> items) {
+      this.items = items;
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (next == null && items.hasNext()) {
+        Item item = items.next();
+        if (handOut(item)) {
+          next = item;
+        }
+      }
+      return next != null;
+    }
+
+    @Override
+    public Item next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      Item item = next;
+      next = null;
+      return item;
+    }
+  }
+
+  /** Whether to hand {@code item} out now; a key whose lease lapsed never is again. */
+  private boolean handOut(Item item) {
+    if (item.state.get() != Item.NEW) {
+      return false;
+    }
+    long now = settings.leaseNow();
+    if (item.claim != null && !item.claim.isLive(now, handOutMarginNanos)) {
+      lapse(item);
+      return false;
+    }
+    if (item.handedOutAt == 0) {
+      item.handedOutAt = now == 0 ? 1 : now;
+    }
+    lastActivity = now;
+    return true;
+  }
+
+  private void lapse(Item item) {
+    if (item.state.compareAndSet(Item.NEW, Item.LAPSED)) {
+      lapsed.add(item.key());
+      CallSupport.log.debug(
+          "Key {} of a batch was not handed out: its lease lapsed", item.call.keyId);
+    }
+  }
+
+  /**
+   * Every key this batch claimed to send, in request order, whether sent yet or not: for counts and
+   * logs. Send through {@link #toSend()}, which checks each key's lease as it hands it out.
+   *
+   * @return the keys
+   */
+  public List<String> claimedKeys() {
+    List<String> keys = new ArrayList<>(claimed.size());
+    for (Item item : claimed) {
+      keys.add(item.key());
+    }
+    return Collections.unmodifiableList(keys);
   }
 
   /**
@@ -203,6 +314,17 @@ public final class Batch<T> {
   }
 
   /**
+   * Keys this batch claimed but did not hand out, because their lease lapsed before their turn (the
+   * store could not be reached to renew it for about a lease, or the process was paused). They were
+   * not sent; they are released at {@link #record()}: retry them later.
+   *
+   * @return the keys, growing while the batch runs
+   */
+  public List<String> lapsed() {
+    return Collections.unmodifiableList(lapsed);
+  }
+
+  /**
    * Keys that must not be sent, with the exception {@code execute} would have thrown: key reuse, a
    * stored permanent failure, an unknown outcome (strict mode), an unavailable result, or a store
    * failure.
@@ -214,14 +336,21 @@ public final class Batch<T> {
   }
 
   /**
-   * Reports a successful send.
+   * Reports a successful send. The outcome is written with others of the batch: at once when a
+   * chunk is full (on this thread), else within the keeper's period.
    *
    * @param item an item of {@link #toSend()}
    * @param result the provider's result; may be {@code null}
+   * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
    */
+  @SuppressWarnings("unchecked")
   public void succeeded(Item item, T result) {
-    requireOpen(item);
-    results.put(item, result == null ? NULL : result);
+    requireReportable(item);
+    report(
+        item,
+        RecordState.COMPLETED,
+        ((CallSupport<T>) item.call).encode(result, attempt(item)),
+        null);
   }
 
   /**
@@ -230,126 +359,185 @@ public final class Batch<T> {
    *
    * @param item an item of {@link #toSend()}
    * @param failure what the send threw
+   * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
    */
   public void failed(Item item, Throwable failure) {
-    requireOpen(item);
-    failures.put(item, Objects.requireNonNull(failure, "failure must not be null"));
+    Objects.requireNonNull(failure, "failure must not be null");
+    requireReportable(item);
+    Throwable cause = CallSupport.senderFailure(failure);
+    if (item.call.isPermanent(cause)) {
+      report(item, RecordState.FAILED, item.call.failurePayload(cause), failure);
+    } else {
+      report(item, null, null, failure);
+    }
   }
 
-  private void requireOpen(Item item) {
+  private static int attempt(Item item) {
+    return item.context.attempt();
+  }
+
+  private void requireReportable(Item item) {
     Objects.requireNonNull(item, "item must not be null");
-    if (!toSend.contains(item)) {
+    if (item.batch != this) {
       throw new IllegalArgumentException("the item does not belong to this batch");
     }
-    if (recorded) {
+    if (recordCalled.get()) {
       throw new IllegalStateException("record() was already called");
     }
   }
 
   /**
-   * Records every reported outcome: completions and stored failures in one round trip per chunk
-   * (retried a few times on store failure), releases one key at a time. Items without an outcome
-   * are released. Never throws for a store failure after the sends: such keys are listed in {@link
-   * Recorded#notRecorded()} and reported as {@link IdempotencyEvent.Type#OUTCOME_NOT_RECORDED}.
-   *
-   * @return what was written
+   * Queues an outcome ({@code state} null: release) and writes a full chunk at once. The item's
+   * fields are published to the writer by the queue.
    */
-  @SuppressWarnings("unchecked")
-  public Recorded record() {
-    if (recorded) {
-      throw new IllegalStateException("record() was already called");
+  private void report(Item item, RecordState state, byte[] payload, Throwable failure) {
+    int before = item.state.get();
+    if ((before != Item.NEW && before != Item.LAPSED)
+        || !item.state.compareAndSet(before, Item.REPORTED)) {
+      throw new IllegalStateException("the item was already reported");
     }
-    recorded = true;
-    List<Item> writes = new ArrayList<>();
-    List<CompleteRequest> completes = new ArrayList<>();
-    List<Item> releases = new ArrayList<>();
-    for (Item item : toSend) {
-      if (!item.recordable) {
+    item.outcome = state;
+    item.payload = payload;
+    item.failure = failure;
+    item.reportedAt = settings.leaseNow();
+    lastActivity = item.reportedAt;
+    if (!item.recordable()) {
+      item.state.set(Item.DONE); // a fail-open send: there is no claim to write to
+      return;
+    }
+    pending.add(item);
+    if (pendingCount.incrementAndGet() >= chunkSize) {
+      writePending();
+    }
+  }
+
+  /** The keeper's round: write outcomes that waited a period, and renew what is not written. */
+  private boolean collectDue(long now, long renewAfterNanos, List<Claim> due) {
+    Item oldest = pending.peek();
+    if (oldest != null && now - oldest.reportedAt >= settings.keeper.periodNanos) {
+      writePending();
+    }
+    boolean active = now - lastActivity < settings.leaseRenewalLimitNanos;
+    for (Item item : claimed) {
+      if (item.claim == null) {
         continue;
       }
-      CallSupport<T> call = calls.get(item.key);
-      int attempt = item.context.attempt();
-      Object result = results.get(item);
-      Throwable failure = failures.get(item);
-      if (result != null) {
-        byte[] payload = call.encode(result == NULL ? null : (T) result, attempt);
-        completes.add(complete(call, item, RecordState.COMPLETED, payload));
-        writes.add(item);
-      } else if (failure != null && call.isPermanent(CallSupport.senderFailure(failure))) {
-        completes.add(
-            complete(
-                call,
-                item,
-                RecordState.FAILED,
-                Payloads.failure(CallSupport.senderFailure(failure))));
-        writes.add(item);
-      } else {
-        releases.add(item);
+      int state = item.state.get();
+      boolean renew =
+          state == Item.REPORTED
+              || (state == Item.NEW
+                  && (item.handedOutAt != 0
+                      ? now - item.handedOutAt < settings.leaseRenewalLimitNanos
+                      : active));
+      if (renew && item.claim.dueForRenewal(now, renewAfterNanos)) {
+        due.add(item.claim);
       }
     }
-    int completed = 0;
-    int stored = 0;
-    Set<String> notRecorded = new HashSet<>();
-    int chunk = Math.max(1, store.maxBatchSize());
-    for (int from = 0; from < completes.size(); from += chunk) {
-      int to = Math.min(completes.size(), from + chunk);
-      List<Boolean> written = completeWithRetries(completes.subList(from, to));
-      for (int i = from; i < to; i++) {
-        Item item = writes.get(i);
-        CallSupport<T> call = calls.get(item.key);
-        boolean ok = written != null && written.get(i - from);
-        if (!ok) {
-          notRecorded.add(item.key);
-          call.reportNotRecorded(item.context.attempt(), written == null ? lastFailure : null);
-        } else if (completes.get(i).state() == RecordState.COMPLETED) {
-          completed++;
-          call.emit(Type.COMPLETED, item.context.attempt(), call.elapsed(), null);
-        } else {
-          stored++;
-          call.emit(
-              Type.FAILURE_STORED, item.context.attempt(), call.elapsed(), failures.get(item));
-        }
-      }
-    }
-    int released = 0;
-    for (Item item : releases) {
-      CallSupport<T> call = calls.get(item.key);
-      try {
-        if (store.release(call.keyId, item.ownerToken)) {
-          released++;
-          call.emit(Type.RELEASED, item.context.attempt(), call.elapsed(), failures.get(item));
-        }
-      } catch (RuntimeException e) {
-        CallSupport.log.warn(
-            "Could not release key {} after a failed send; it frees itself when the lease ends",
-            call.keyId,
-            e);
-      }
-    }
-    return new Recorded(completed, stored, released, Collections.unmodifiableSet(notRecorded));
+    return result.get() == null;
   }
 
-  private List<Boolean> completeWithRetries(List<CompleteRequest> chunk) {
-    int attempts = completionAttempts;
-    for (int i = 1; i <= attempts; i++) {
+  /**
+   * Records every outcome still waiting, and releases the keys that got none (never reported,
+   * lapsed): completions in one round trip per chunk (retried a few times on store failure),
+   * releases one key at a time. Never throws for a store failure after the sends: such keys are
+   * listed in {@link Recorded#notRecorded()} and reported as {@link
+   * IdempotencyEvent.Type#OUTCOME_NOT_RECORDED}.
+   *
+   * @return what the batch wrote in all
+   * @throws IllegalStateException if called twice
+   */
+  public Recorded record() {
+    if (!recordCalled.compareAndSet(false, true)) {
+      throw new IllegalStateException("record() was already called");
+    }
+    settings.keeper.unwatch(watcher);
+    writeLock.lock();
+    try {
+      writePending();
+      for (Item item : claimed) {
+        int state = item.state.get();
+        if (item.recordable()
+            && (state == Item.NEW || state == Item.LAPSED)
+            && item.state.compareAndSet(state, Item.DONE)) {
+          release(item);
+        }
+      }
+      Recorded recorded =
+          new Recorded(completed.get(), stored.get(), released.get(), Set.copyOf(notRecorded));
+      result.set(recorded);
+      return recorded;
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
+  /** Writes the queued outcomes: completions per chunk, then releases. One writer at a time. */
+  private void writePending() {
+    writeLock.lock();
+    try {
+      List<Item> writes = new ArrayList<>();
+      List<Item> releases = new ArrayList<>();
+      Item item;
+      while ((item = pending.poll()) != null) {
+        pendingCount.decrementAndGet();
+        (item.outcome != null ? writes : releases).add(item);
+      }
+      for (int from = 0; from < writes.size(); from += chunkSize) {
+        writeChunk(writes.subList(from, Math.min(writes.size(), from + chunkSize)));
+      }
+      for (Item toRelease : releases) {
+        release(toRelease);
+      }
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
+  private void writeChunk(List<Item> chunk) {
+    List<CompleteRequest> requests = new ArrayList<>(chunk.size());
+    for (Item item : chunk) {
+      requests.add(item.call.complete(item.claim, item.outcome, item.payload));
+    }
+    RuntimeException lastFailure = null;
+    List<Boolean> written = null;
+    for (int round = 1; round <= settings.completionAttempts && written == null; round++) {
       try {
-        return store.completeAll(chunk);
+        written = store.completeAll(requests);
       } catch (RuntimeException e) {
         lastFailure = e;
-        try {
-          Thread.sleep(CallSupport.COMPLETION_BACKOFF_MILLIS << (i - 1));
-        } catch (InterruptedException interrupted) {
-          Thread.currentThread().interrupt();
-          return null;
+        if (round < settings.completionAttempts
+            && !CallSupport.pause(CallSupport.completionBackoffMillis(round))) {
+          break;
         }
       }
     }
-    return null;
+    for (int i = 0; i < chunk.size(); i++) {
+      Item item = chunk.get(i);
+      item.state.set(Item.DONE);
+      item.call.finish(item.claim);
+      if (written == null || !written.get(i)) {
+        notRecorded.add(item.key());
+        item.call.reportNotRecorded(attempt(item), written == null ? lastFailure : null);
+      } else if (item.outcome == RecordState.COMPLETED) {
+        completed.incrementAndGet();
+        item.call.emit(Type.COMPLETED, attempt(item), item.call.elapsed(), null);
+      } else {
+        stored.incrementAndGet();
+        item.call.emit(Type.FAILURE_STORED, attempt(item), item.call.elapsed(), item.failure);
+      }
+    }
   }
 
-  private static <T> CompleteRequest complete(
-      CallSupport<T> call, Item item, RecordState state, byte[] payload) {
-    return new CompleteRequest(
-        call.keyId, item.ownerToken, state, payload, call.settings.clock().instant());
+  private void release(Item item) {
+    item.state.set(Item.DONE);
+    item.call.finish(item.claim);
+    try {
+      if (store.release(item.call.keyId, item.claim.ownerToken)) {
+        released.incrementAndGet();
+        item.call.emit(Type.RELEASED, attempt(item), item.call.elapsed(), item.failure);
+      }
+    } catch (RuntimeException e) {
+      item.call.reportReleaseFailed(e);
+    }
   }
 }

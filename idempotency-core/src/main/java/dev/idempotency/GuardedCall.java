@@ -1,19 +1,20 @@
 package dev.idempotency;
 
 import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
-import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.RecordState;
 import java.time.Instant;
 import java.util.concurrent.TimeUnit;
 
 /**
- * One blocking run of {@link IdempotencyGuard#executeForOutcome}:
+ * One blocking run of {@link IdempotencyGuard#executeForOutcome}, driving {@link CallSupport}'s
+ * decisions on the caller's thread:
  *
  * <ol>
  *   <li>claim the key atomically;
  *   <li>if another call holds it, replay its result, wait for it with backoff, or give up;
- *   <li>if claimed, run the sender with no store resource held;
+ *   <li>if claimed, run the sender with no store resource held, the lease renewed meanwhile;
  *   <li>record the outcome fenced by the owner token (retrying a few times), or release the claim
  *       if the sender failed.
  * </ol>
@@ -24,80 +25,62 @@ final class GuardedCall<T> {
   private final Sender<T> sender;
 
   GuardedCall(
-      CallSupport.Settings settings,
-      IdempotencyRequest request,
-      ResultCodec<T> codec,
-      Sender<T> sender) {
+      GuardSettings settings, IdempotencyRequest request, ResultCodec<T> codec, Sender<T> sender) {
     this.call = new CallSupport<>(settings, request, codec);
     this.sender = sender;
   }
 
   Outcome<T> run() {
-    long waitStartNanos = 0;
-    long pollNanos = CallSupport.FIRST_POLL_NANOS;
     while (true) {
-      String ownerToken = CallSupport.newOwnerToken();
-      ClaimResult result;
+      Instant now = call.settings.clock.instant();
+      ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
+      long askedAt = call.settings.leaseNow(now);
+      ClaimResult result = null;
+      RuntimeException error = null;
       try {
-        result = call.settings.store().claim(call.claimRequest(ownerToken));
-        if (result instanceof ClaimResult.Failed failed) {
-          throw failed.error();
-        }
+        result = call.settings.store.claim(claim);
       } catch (RuntimeException e) {
-        KeyStoreException storeFailure = call.claimFailed(e);
-        if (!call.settings.failOpen()) {
-          throw storeFailure;
-        }
-        call.reportFailOpen(storeFailure);
+        error = e;
+      }
+      CallSupport.Next<T> next = call.decide(claim, askedAt, result, error, true);
+      if (next instanceof CallSupport.Send<T> send) {
+        return sendAsOwner(send.claim());
+      } else if (next instanceof CallSupport.SendUnclaimed<T>) {
         return new Outcome<>(callSender(1), false, 1, false);
-      }
-      if (result instanceof ClaimResult.Claimed claimed) {
-        if (waitStartNanos != 0) {
-          call.emit(Type.WAITED, claimed.attempt(), System.nanoTime() - waitStartNanos, null);
-        }
-        return sendAsOwner(ownerToken, claimed);
-      }
-      ClaimResult.Existing existing = (ClaimResult.Existing) result;
-      Outcome<T> replayed = call.resolveExisting(existing, waitStartNanos);
-      if (replayed != null) {
-        return replayed;
-      }
-      if (waitStartNanos == 0) {
-        waitStartNanos = System.nanoTime();
-      }
-      long remaining = call.remainingWaitNanos(waitStartNanos);
-      int attempt = existing.record().attempt();
-      if (remaining <= 0) {
-        throw call.inProgress(attempt, System.nanoTime() - waitStartNanos, null);
+      } else if (next instanceof CallSupport.Replay<T> replay) {
+        return replay.outcome();
+      } else if (next instanceof CallSupport.Refuse<T> refuse) {
+        throw refuse.error();
       }
       try {
-        TimeUnit.NANOSECONDS.sleep(Math.min(pollNanos, remaining));
+        TimeUnit.NANOSECONDS.sleep(((CallSupport.Wait<T>) next).nanos());
       } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw call.inProgress(attempt, System.nanoTime() - waitStartNanos, e);
+        throw call.interruptedWhileWaiting(e);
       }
-      pollNanos = Math.min(pollNanos * 2, CallSupport.MAX_POLL_NANOS);
     }
   }
 
-  private Outcome<T> sendAsOwner(String ownerToken, ClaimResult.Claimed claimed) {
-    int attempt = claimed.attempt();
-    call.reportClaimed(claimed);
-    Instant sendStart = call.settings.clock().instant();
-    T value;
+  private Outcome<T> sendAsOwner(Claim claim) {
+    int attempt = claim.attempt;
+    call.startSend(claim);
     try {
-      value = callSender(attempt);
-    } catch (Throwable failure) {
-      onSendFailure(ownerToken, attempt, failure, call.sendFinished(sendStart, attempt));
-      throw failure;
+      Instant sendStart = call.settings.clock.instant();
+      T value;
+      try {
+        value = callSender(attempt);
+      } catch (Throwable failure) {
+        onSendFailure(claim, failure, call.sendFinished(claim, sendStart));
+        throw failure;
+      }
+      long sendNanos = call.sendFinished(claim, sendStart);
+      boolean recorded = write(claim, RecordState.COMPLETED, call.encode(value, attempt));
+      if (recorded) {
+        call.emit(Type.COMPLETED, attempt, sendNanos, null);
+      }
+      return new Outcome<>(value, false, attempt, recorded);
+    } finally {
+      call.finish(claim);
     }
-    long sendNanos = call.sendFinished(sendStart, attempt);
-    boolean recorded =
-        recordOutcome(ownerToken, attempt, RecordState.COMPLETED, call.encode(value, attempt));
-    if (recorded) {
-      call.emit(Type.COMPLETED, attempt, sendNanos, null);
-    }
-    return new Outcome<>(value, false, attempt, recorded);
   }
 
   /** Runs the sender; only unchecked throwables escape, so callers can rethrow them as they are. */
@@ -111,25 +94,22 @@ final class GuardedCall<T> {
     }
   }
 
-  private void onSendFailure(String ownerToken, int attempt, Throwable thrown, long sendNanos) {
+  private void onSendFailure(Claim claim, Throwable thrown, long sendNanos) {
     Throwable failure = CallSupport.senderFailure(thrown);
     try {
       if (call.isPermanent(failure)
-          && recordOutcome(ownerToken, attempt, RecordState.FAILED, Payloads.failure(failure))) {
-        call.emit(Type.FAILURE_STORED, attempt, sendNanos, failure);
+          && write(claim, RecordState.FAILED, call.failurePayload(failure))) {
+        call.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
         return;
       }
-      if (call.settings.store().release(call.keyId, ownerToken)) {
-        call.emit(Type.RELEASED, attempt, sendNanos, failure);
+      if (call.settings.store.release(call.keyId, claim.ownerToken)) {
+        call.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
       } else {
         CallSupport.log.debug(
             "Key {} was no longer ours to release after a failed send", call.keyId);
       }
     } catch (RuntimeException storeFailure) {
-      CallSupport.log.warn(
-          "Could not release key {} after a failed send; it frees itself when the lease ends",
-          call.keyId,
-          storeFailure);
+      call.reportReleaseFailed(storeFailure);
       thrown.addSuppressed(storeFailure);
     }
   }
@@ -138,37 +118,24 @@ final class GuardedCall<T> {
    * Writes an outcome, fenced, retrying a store failure a few times. Never throws: after a send, an
    * exception would invite a retry, which is a duplicate.
    */
-  private boolean recordOutcome(String ownerToken, int attempt, RecordState state, byte[] payload) {
+  private boolean write(Claim claim, RecordState state, byte[] payload) {
     RuntimeException lastFailure = null;
-    int attempts = call.settings.completionAttempts();
-    for (int i = 1; i <= attempts; i++) {
+    int attempts = call.settings.completionAttempts;
+    for (int round = 1; round <= attempts; round++) {
       try {
-        CompleteRequest complete =
-            new CompleteRequest(
-                call.keyId, ownerToken, state, payload, call.settings.clock().instant());
-        if (call.settings.store().complete(complete)) {
+        if (call.settings.store.complete(call.complete(claim, state, payload))) {
           return true;
         }
-        call.reportNotRecorded(attempt, null);
+        call.reportNotRecorded(claim.attempt, null);
         return false;
       } catch (RuntimeException e) {
         lastFailure = e;
-        if (i < attempts && !pause(CallSupport.COMPLETION_BACKOFF_MILLIS << (i - 1))) {
+        if (round < attempts && !CallSupport.pause(CallSupport.completionBackoffMillis(round))) {
           break;
         }
       }
     }
-    call.reportNotRecorded(attempt, lastFailure);
+    call.reportNotRecorded(claim.attempt, lastFailure);
     return false;
-  }
-
-  private static boolean pause(long millis) {
-    try {
-      Thread.sleep(millis);
-      return true;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return false;
-    }
   }
 }

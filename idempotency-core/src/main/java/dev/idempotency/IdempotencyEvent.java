@@ -8,6 +8,8 @@ import java.util.Objects;
  * digest, never in clear, and never carry results.
  *
  * @param type what happened
+ * @param operation the kind of send, low-cardinality ({@link IdempotencyRequest#operation()}); for
+ *     events of a store that knows no request, {@value IdempotencyKey#DEFAULT_OPERATION}
  * @param keyDigest the digest of the key as stored (the store's key id)
  * @param attempt the attempt concerned, 0 when none applies
  * @param duration how long it took: the send for {@link Type#COMPLETED}, the wait for {@link
@@ -15,12 +17,18 @@ import java.util.Objects;
  * @param error the failure involved, or {@code null}
  */
 public record IdempotencyEvent(
-    Type type, String keyDigest, int attempt, Duration duration, Throwable error) {
+    Type type,
+    String operation,
+    String keyDigest,
+    int attempt,
+    Duration duration,
+    Throwable error) {
 
   /**
    * Checks the required components.
    *
    * @param type see {@link #type()}
+   * @param operation see {@link #operation()}
    * @param keyDigest see {@link #keyDigest()}
    * @param attempt see {@link #attempt()}
    * @param duration see {@link #duration()}
@@ -28,6 +36,7 @@ public record IdempotencyEvent(
    */
   public IdempotencyEvent {
     Objects.requireNonNull(type, "type");
+    Objects.requireNonNull(operation, "operation");
     Objects.requireNonNull(keyDigest, "keyDigest");
     Objects.requireNonNull(duration, "duration");
   }

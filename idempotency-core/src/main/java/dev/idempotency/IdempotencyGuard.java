@@ -8,7 +8,6 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
-import java.util.concurrent.Executors;
 
 /**
  * Wraps a provider call so that it runs at most once per key within a window.
@@ -27,40 +26,33 @@ import java.util.concurrent.Executors;
  * the first call is still sending waits up to {@link Builder#inFlightWait(Duration)} for it. If a
  * process dies after the provider accepted a message and before the result was recorded, the key is
  * taken over once its lease expires and sent again: the rare duplicate, which the stable {@link
- * SendContext#providerKey()} lets a deduplicating provider absorb. This is at most one send per key
- * within the window, not exactly-once delivery.
+ * SendContext#providerKey()} lets a deduplicating provider absorb. While a sender runs, its lease
+ * is renewed in the background, so a slow provider call is never taken over while its process
+ * lives. This is at most one send per key within the window, not exactly-once delivery.
  *
  * <p>Instances are immutable and thread-safe; share one per store.
  */
 public final class IdempotencyGuard {
 
-  /** The default lease: how long a claim stays {@code IN_PROGRESS} before a takeover. */
+  /**
+   * The default lease: how long a claim stays {@code IN_PROGRESS} without renewal before a
+   * takeover, so how long a crashed process blocks its keys.
+   */
   public static final Duration DEFAULT_LEASE = Duration.ofSeconds(30);
 
   /** The default time a repeat waits for an in-flight first call. */
   public static final Duration DEFAULT_IN_FLIGHT_WAIT = Duration.ofSeconds(2);
 
+  /** The default limit of lease renewal for one send: 10 minutes. */
+  public static final Duration DEFAULT_LEASE_RENEWAL_LIMIT = Duration.ofMinutes(10);
+
   /** The default number of attempts to record an outcome after a successful send. */
   public static final int DEFAULT_COMPLETION_ATTEMPTS = 3;
 
-  private final CallSupport.Settings settings;
+  private final GuardSettings settings;
 
   private IdempotencyGuard(Builder builder) {
-    this.settings =
-        new CallSupport.Settings(
-            builder.store,
-            builder.lease,
-            builder.inFlightWait,
-            builder.clock,
-            builder.takeoverPolicy,
-            builder.failureClassifier,
-            builder.failOpen,
-            builder.completionAttempts,
-            builder.storeRawKeys,
-            new Listeners(builder.listeners),
-            builder.blockingStoreExecutor != null
-                ? builder.blockingStoreExecutor
-                : DefaultStoreExecutor.INSTANCE);
+    this.settings = new GuardSettings(builder);
   }
 
   /**
@@ -73,15 +65,14 @@ public final class IdempotencyGuard {
   }
 
   /**
-   * Runs the sender at most once for this key within {@code ttl}, storing a {@code String} (or
-   * {@code null}) result; repeats get the stored result. A non-string result is still sent once,
-   * but cannot be stored: repeats then get {@link IdempotencyResultUnavailableException}. Use
-   * {@link #execute(String, Duration, ResultCodec, Sender)} for other result types.
+   * Runs the sender at most once for this key within {@code ttl}, storing its {@code String} (or
+   * {@code null}) result; repeats get the stored result. Other result types name their codec:
+   * {@link #execute(String, Duration, ResultCodec, Sender)}; a sender of another type does not
+   * compile here, so no result can be lost on a replay.
    *
    * @param key the idempotency key, stable across retries (see {@link IdempotencyKey})
    * @param ttl the window, from the first claim; positive, at most 365 days, longer than the lease
    * @param sender the provider call
-   * @param <T> the result type; {@code String} to have it stored and replayed
    * @return the sender's result, or the stored one on a repeat
    * @throws IllegalArgumentException if the key or ttl is invalid (nothing is touched or sent)
    * @throws NullPointerException if an argument is null
@@ -92,10 +83,8 @@ public final class IdempotencyGuard {
    * @throws KeyStoreException if the store failed before the claim (nothing was sent)
    * @throws SendFailedException if the sender threw a checked exception
    */
-  public <T> T execute(String key, Duration ttl, Sender<T> sender) {
-    @SuppressWarnings("unchecked")
-    ResultCodec<T> codec = (ResultCodec<T>) StringOnlyCodec.INSTANCE;
-    return executeForOutcome(IdempotencyRequest.of(key, ttl), codec, sender).value();
+  public String execute(String key, Duration ttl, Sender<String> sender) {
+    return executeForOutcome(IdempotencyRequest.of(key, ttl), ResultCodec.string(), sender).value();
   }
 
   /**
@@ -145,17 +134,35 @@ public final class IdempotencyGuard {
    * throw them.
    *
    * <p>On a store with an async API (Redis, in memory) no thread is held per call. A blocking store
-   * (JDBC) is called on {@link Builder#blockingStoreExecutor(Executor)}.
+   * (JDBC) is called on {@link Builder#blockingStoreExecutor(Executor)}. Once a store or the sender
+   * answered, the call goes on (sender, codec, listeners, the outcome's write) on {@link
+   * Builder#asyncExecutor(Executor)}, never on the store's I/O thread. A blocking sender adapted
+   * with {@link AsyncSender#of(Sender)} occupies one of that executor's threads while it runs.
    *
    * @param key the idempotency key
    * @param ttl the window
    * @param sender the non-blocking provider call
-   * @param <T> the result type; {@code String} to have it stored and replayed
    * @return the result
    */
-  public <T> CompletionStage<T> executeAsync(String key, Duration ttl, AsyncSender<T> sender) {
-    @SuppressWarnings("unchecked")
-    ResultCodec<T> codec = (ResultCodec<T>) StringOnlyCodec.INSTANCE;
+  public CompletionStage<String> executeAsync(
+      String key, Duration ttl, AsyncSender<String> sender) {
+    return executeForOutcomeAsync(IdempotencyRequest.of(key, ttl), ResultCodec.string(), sender)
+        .thenApply(Outcome::value);
+  }
+
+  /**
+   * Like {@link #executeAsync(String, Duration, AsyncSender)}, storing the result with an explicit
+   * codec.
+   *
+   * @param key the idempotency key
+   * @param ttl the window
+   * @param codec encodes and decodes the result
+   * @param sender the non-blocking provider call
+   * @param <T> the result type
+   * @return the result
+   */
+  public <T> CompletionStage<T> executeAsync(
+      String key, Duration ttl, ResultCodec<T> codec, AsyncSender<T> sender) {
     return executeForOutcomeAsync(IdempotencyRequest.of(key, ttl), codec, sender)
         .thenApply(Outcome::value);
   }
@@ -201,10 +208,10 @@ public final class IdempotencyGuard {
   }
 
   private void requireLeaseShorterThan(Duration ttl) {
-    if (settings.lease().compareTo(ttl) >= 0) {
+    if (settings.lease.compareTo(ttl) >= 0) {
       throw new IllegalArgumentException(
           "lease ("
-              + settings.lease()
+              + settings.lease
               + ") must be shorter than ttl ("
               + ttl
               + "); configure a shorter lease or a longer ttl");
@@ -217,7 +224,7 @@ public final class IdempotencyGuard {
    * @return the store
    */
   public KeyStore store() {
-    return settings.store();
+    return settings.store;
   }
 
   /**
@@ -225,17 +232,20 @@ public final class IdempotencyGuard {
    * thread-safe.
    */
   public static final class Builder {
-    private KeyStore store;
-    private Duration lease = DEFAULT_LEASE;
-    private Duration inFlightWait = DEFAULT_IN_FLIGHT_WAIT;
-    private Clock clock = Clock.systemUTC();
-    private TakeoverPolicy takeoverPolicy = TakeoverPolicy.TAKE_OVER;
-    private FailureClassifier failureClassifier = FailureClassifier.neverPermanent();
-    private boolean failOpen;
-    private int completionAttempts = DEFAULT_COMPLETION_ATTEMPTS;
-    private boolean storeRawKeys;
-    private Executor blockingStoreExecutor;
-    private final List<IdempotencyListener> listeners = new ArrayList<>();
+    KeyStore store;
+    Duration lease = DEFAULT_LEASE;
+    Duration inFlightWait = DEFAULT_IN_FLIGHT_WAIT;
+    Clock clock = Clock.systemUTC();
+    TakeoverPolicy takeoverPolicy = TakeoverPolicy.TAKE_OVER;
+    FailureClassifier failureClassifier = FailureClassifier.neverPermanent();
+    boolean failOpen;
+    int completionAttempts = DEFAULT_COMPLETION_ATTEMPTS;
+    boolean storeRawKeys;
+    boolean leaseRenewal = true;
+    Duration leaseRenewalLimit = DEFAULT_LEASE_RENEWAL_LIMIT;
+    Executor blockingStoreExecutor;
+    Executor asyncExecutor;
+    final List<IdempotencyListener> listeners = new ArrayList<>();
 
     private Builder() {}
 
@@ -251,20 +261,56 @@ public final class IdempotencyGuard {
     }
 
     /**
-     * How long a claim stays {@code IN_PROGRESS} before another caller may take it over. Set it
-     * above the slowest provider call you expect (with its timeouts); a sender that outlives it is
-     * reported as {@link IdempotencyEvent.Type#LEASE_OVERRUN}. Must be shorter than every ttl.
-     * Default {@link #DEFAULT_LEASE}.
+     * How long a claim stays {@code IN_PROGRESS} without renewal before another caller may take it
+     * over: the time a crashed process blocks its keys. While a sender runs, the guard renews the
+     * lease in the background (see {@link #leaseRenewal(boolean)}), so it need not cover the
+     * slowest send; without renewal, set it above the slowest provider call you expect (with its
+     * timeouts). A sender that outlives it anyway is reported as {@link
+     * IdempotencyEvent.Type#LEASE_OVERRUN}. Must be shorter than every ttl. Default {@link
+     * #DEFAULT_LEASE}.
      *
-     * @param lease a positive duration
+     * @param lease at least 1 ms (stores keep whole milliseconds)
      * @return this builder
      */
     public Builder lease(Duration lease) {
       Objects.requireNonNull(lease, "lease must not be null");
-      if (lease.isNegative() || lease.isZero()) {
-        throw new IllegalArgumentException("lease must be positive, was " + lease);
+      if (lease.toMillis() < 1) {
+        throw new IllegalArgumentException("lease must be at least 1 ms, was " + lease);
       }
       this.lease = lease;
+      return this;
+    }
+
+    /**
+     * Whether the guard renews a claim's lease while its sender runs, fenced by the owner token, so
+     * that a live sender is never taken over however slow the provider is, while a crashed process
+     * still frees its keys one lease after its last renewal. Renewal runs in the background, a
+     * quarter of a lease after the last one, for at most {@link #leaseRenewalLimit(Duration)}; a
+     * send that ends sooner than a quarter of the lease costs no store call for it. Batches renew
+     * the keys they have not recorded yet whatever this says. Default {@code true}.
+     *
+     * @param renew {@code false} to let every claim run out after one lease
+     * @return this builder
+     */
+    public Builder leaseRenewal(boolean renew) {
+      this.leaseRenewal = renew;
+      return this;
+    }
+
+    /**
+     * For how long, at most, a claim is renewed while its sender runs (and a batch's keys while the
+     * batch is idle). A sender still running after that is treated as hung: its lease runs out and
+     * a repeat may take the key over. Default {@link #DEFAULT_LEASE_RENEWAL_LIMIT}.
+     *
+     * @param limit a positive duration
+     * @return this builder
+     */
+    public Builder leaseRenewalLimit(Duration limit) {
+      Objects.requireNonNull(limit, "leaseRenewalLimit must not be null");
+      if (limit.isNegative() || limit.isZero()) {
+        throw new IllegalArgumentException("leaseRenewalLimit must be positive, was " + limit);
+      }
+      this.leaseRenewalLimit = limit;
       return this;
     }
 
@@ -339,7 +385,8 @@ public final class IdempotencyGuard {
 
     /**
      * How many times to try recording an outcome after a successful send before giving up (and
-     * returning the result anyway). Default {@link #DEFAULT_COMPLETION_ATTEMPTS}.
+     * returning the result anyway). The pauses between tries double from 50 ms, at most a second.
+     * Default {@link #DEFAULT_COMPLETION_ATTEMPTS}.
      *
      * @param attempts at least 1
      * @return this builder
@@ -366,10 +413,10 @@ public final class IdempotencyGuard {
     }
 
     /**
-     * Where {@link #executeAsync} runs the calls of a blocking store (the JDBC store) so that the
-     * caller's thread never blocks. Size it like the store's connection pool. Stores with an async
-     * API (Redis, in memory) never use it. Default: a shared cached pool of daemon threads named
-     * {@code idempotency-store-io}.
+     * Where the calls of a blocking store (the JDBC store) run for {@link #executeAsync}, so that
+     * the caller's thread never blocks, and where lease renewal and batch writes run in the
+     * background. Size it like the store's connection pool. Default: a pool of 16 daemon threads
+     * named {@code idempotency-store-io-N}, shared by every guard.
      *
      * @param executor the executor
      * @return this builder
@@ -377,6 +424,22 @@ public final class IdempotencyGuard {
     public Builder blockingStoreExecutor(Executor executor) {
       this.blockingStoreExecutor =
           Objects.requireNonNull(executor, "blockingStoreExecutor must not be null");
+      return this;
+    }
+
+    /**
+     * Where {@link #executeAsync} goes on once a store or a sender answered: the sender itself, the
+     * codec, listeners and the write of the outcome run here, never on a store's I/O thread (such
+     * as Lettuce's event loop, which a blocking sender would stall for every other Redis call).
+     * Default: a pool of daemon threads named {@code idempotency-async-N}, twice the processors and
+     * at least four, shared by every guard. A stage that is already complete when the guard looks
+     * at it goes on on the thread that looked (the caller's, or one of this executor's).
+     *
+     * @param executor the executor
+     * @return this builder
+     */
+    public Builder asyncExecutor(Executor executor) {
+      this.asyncExecutor = Objects.requireNonNull(executor, "asyncExecutor must not be null");
       return this;
     }
 
@@ -392,7 +455,8 @@ public final class IdempotencyGuard {
     }
 
     /**
-     * Builds the guard.
+     * Builds the guard. Nothing is connected or started here; the lease keeper starts on the first
+     * send and stops when nothing is left to renew.
      *
      * @return the guard
      * @throws IllegalStateException if no store was set
@@ -402,38 +466,6 @@ public final class IdempotencyGuard {
         throw new IllegalStateException("store is required: call store(KeyStore) before build()");
       }
       return new IdempotencyGuard(this);
-    }
-  }
-
-  /** The default executor for blocking stores called from {@code executeAsync}. */
-  private static final class DefaultStoreExecutor {
-    static final Executor INSTANCE =
-        Executors.newCachedThreadPool(
-            runnable -> {
-              Thread thread = new Thread(runnable, "idempotency-store-io");
-              thread.setDaemon(true);
-              return thread;
-            });
-  }
-
-  /** The codec of the plain {@code execute}: strings, and a clear refusal for anything else. */
-  private enum StringOnlyCodec implements ResultCodec<Object> {
-    INSTANCE;
-
-    @Override
-    public byte[] encode(Object value) {
-      if (value instanceof String text) {
-        return StringCodec.INSTANCE.encode(text);
-      }
-      throw new IllegalArgumentException(
-          "no codec for result type "
-              + value.getClass().getName()
-              + "; pass a ResultCodec to execute(key, ttl, codec, sender)");
-    }
-
-    @Override
-    public Object decode(byte[] bytes) {
-      return StringCodec.INSTANCE.decode(bytes);
     }
   }
 }

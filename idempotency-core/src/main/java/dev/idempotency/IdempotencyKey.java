@@ -83,6 +83,41 @@ public final class IdempotencyKey {
     return new Derived(namespace);
   }
 
+  /** What an operation name may hold: a low-cardinality word fit for a metrics tag. */
+  private static final java.util.regex.Pattern OPERATION =
+      java.util.regex.Pattern.compile("[A-Za-z0-9_.\\-]{1,64}");
+
+  /**
+   * The operation a key belongs to, for events and metrics: its namespace, the first part given to
+   * {@link #of} or the name of {@link #derive}, when that is a short word ({@code otp}, {@code
+   * order-shipped}: up to 64 characters of {@code [A-Za-z0-9_.-]}); otherwise {@value
+   * #DEFAULT_OPERATION}. Never the key itself: a key without a namespace is not a name.
+   *
+   * @param key a valid key
+   * @return the operation name
+   */
+  public static String operationOf(String key) {
+    int separator = key.indexOf(SEPARATOR);
+    if (separator <= 0) {
+      return DEFAULT_OPERATION;
+    }
+    String namespace = key.substring(0, separator);
+    return isOperationName(namespace) ? namespace : DEFAULT_OPERATION;
+  }
+
+  /**
+   * Whether a name may serve as an operation name: 1 to 64 characters of {@code [A-Za-z0-9_.-]}.
+   *
+   * @param name the candidate
+   * @return whether it qualifies
+   */
+  public static boolean isOperationName(String name) {
+    return name != null && OPERATION.matcher(name).matches();
+  }
+
+  /** The operation of a key with no usable namespace. */
+  public static final String DEFAULT_OPERATION = "default";
+
   /**
    * Checks a key and returns it.
    *

@@ -62,12 +62,16 @@ public final class IdempotencyWindows {
    * @param ttl the window
    * @return the same ttl
    * @throws NullPointerException if null
-   * @throws IllegalArgumentException if not positive or longer than {@link #MAX_TTL}
+   * @throws IllegalArgumentException if not positive, under 1 ms, or longer than {@link #MAX_TTL}
    */
   public static Duration requireValidTtl(Duration ttl) {
     Objects.requireNonNull(ttl, "ttl must not be null");
     if (ttl.isNegative() || ttl.isZero()) {
       throw new IllegalArgumentException("ttl must be positive, was " + ttl);
+    }
+    if (ttl.toMillis() < 1) {
+      throw new IllegalArgumentException(
+          "ttl must be at least 1 ms (stores keep whole milliseconds), was " + ttl);
     }
     if (ttl.compareTo(MAX_TTL) > 0) {
       throw new IllegalArgumentException("ttl must be at most 365 days, was " + ttl);

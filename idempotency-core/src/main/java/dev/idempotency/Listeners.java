@@ -17,12 +17,17 @@ final class Listeners {
   }
 
   void emit(
-      IdempotencyEvent.Type type, String keyDigest, int attempt, long nanos, Throwable error) {
+      IdempotencyEvent.Type type,
+      String operation,
+      String keyDigest,
+      int attempt,
+      long nanos,
+      Throwable error) {
     if (listeners.isEmpty()) {
       return;
     }
     IdempotencyEvent event =
-        new IdempotencyEvent(type, keyDigest, attempt, Duration.ofNanos(nanos), error);
+        new IdempotencyEvent(type, operation, keyDigest, attempt, Duration.ofNanos(nanos), error);
     for (IdempotencyListener listener : listeners) {
       try {
         listener.onEvent(event);

@@ -28,14 +28,25 @@ final class Payloads {
     return payload;
   }
 
-  static byte[] notStored(String reason) {
-    return tagged(NOT_STORED, reason);
+  /** Why a sent result is not stored, cut to fit {@code maxBytes} in all. */
+  static byte[] notStored(String reason, int maxBytes) {
+    return tagged(NOT_STORED, reason, maxBytes);
   }
 
-  static byte[] failure(Throwable failure) {
+  /**
+   * A permanent failure: its class name and message, cut to fit {@code maxBytes} in all (at most
+   * {@link #MAX_FAILURE_BYTES}), so that a long message never keeps a failure from being stored.
+   */
+  static byte[] failure(Throwable failure, int maxBytes) {
     String message = failure.getMessage() == null ? "" : failure.getMessage();
-    return tagged(FAILURE, failure.getClass().getName() + '\n' + message);
+    return tagged(
+        FAILURE,
+        failure.getClass().getName() + '\n' + message,
+        Math.min(maxBytes, MAX_FAILURE_BYTES));
   }
+
+  /** The most bytes a stored failure takes, whatever the store accepts: 4 KiB. */
+  static final int MAX_FAILURE_BYTES = 4096;
 
   static byte tag(byte[] payload) {
     return payload == null || payload.length == 0 ? -1 : payload[0];
@@ -49,9 +60,22 @@ final class Payloads {
     return new String(payload, 1, payload.length - 1, StandardCharsets.UTF_8);
   }
 
-  private static byte[] tagged(byte tag, String text) {
-    byte[] payload = value(text.getBytes(StandardCharsets.UTF_8));
+  private static byte[] tagged(byte tag, String text, int maxBytes) {
+    byte[] payload = value(utf8Prefix(text, Math.max(0, maxBytes - 1)));
     payload[0] = tag;
     return payload;
+  }
+
+  /** The UTF-8 bytes of the longest prefix of {@code text} that fits, never half a character. */
+  static byte[] utf8Prefix(String text, int maxBytes) {
+    byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
+    if (bytes.length <= maxBytes) {
+      return bytes;
+    }
+    int end = maxBytes;
+    while (end > 0 && (bytes[end] & 0xC0) == 0x80) {
+      end--; // bytes[end] continues a character that starts before it: cut before that character
+    }
+    return Arrays.copyOf(bytes, end);
   }
 }

@@ -261,7 +261,8 @@ class AsyncAndBatchTest {
     requests.add(IdempotencyRequest.of(inFlight, TTL));
 
     Batch<String> batch = classifying.claimBatch(requests, ResultCodec.string());
-    List<Batch.Item> items = batch.toSend();
+    List<Batch.Item> items = new ArrayList<>();
+    batch.toSend().forEach(items::add);
     batch.succeeded(items.get(0), "n_0");
     batch.failed(items.get(1), new IllegalStateException("transient"));
     batch.failed(items.get(2), new IllegalArgumentException("bad number"));
@@ -315,7 +316,7 @@ class AsyncAndBatchTest {
         guard.claimBatch(List.of(IdempotencyRequest.of(newKey(), TTL)), ResultCodec.string());
     Batch<String> other =
         guard.claimBatch(List.of(IdempotencyRequest.of(newKey(), TTL)), ResultCodec.string());
-    assertThatThrownBy(() -> batch.succeeded(other.toSend().get(0), "x"))
+    assertThatThrownBy(() -> batch.succeeded(other.toSend().iterator().next(), "x"))
         .isInstanceOf(IllegalArgumentException.class);
     batch.record();
     assertThatThrownBy(batch::record).isInstanceOf(IllegalStateException.class);

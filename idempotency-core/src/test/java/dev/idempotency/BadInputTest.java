@@ -66,6 +66,7 @@ class BadInputTest {
     return Stream.of(
         Arguments.of(Duration.ZERO, "ttl must be positive"),
         Arguments.of(Duration.ofSeconds(-1), "ttl must be positive"),
+        Arguments.of(Duration.ofNanos(500_000), "ttl must be at least 1 ms"),
         Arguments.of(Duration.ofDays(365).plusMillis(1), "ttl must be at most 365 days"),
         Arguments.of(Duration.ofSeconds(30), "lease (PT30S) must be shorter than ttl (PT30S)"),
         Arguments.of(Duration.ofSeconds(10), "must be shorter than ttl"));
@@ -115,7 +116,17 @@ class BadInputTest {
         .hasMessageContaining("store is required");
     assertThatThrownBy(() -> IdempotencyGuard.builder().lease(Duration.ZERO))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("lease must be positive");
+        .hasMessageContaining("lease must be at least 1 ms");
+    assertThatThrownBy(() -> IdempotencyGuard.builder().lease(Duration.ofNanos(999_999)))
+        .as("a lease under 1 ms would become 0 ms in the stores: every repeat would take over")
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("lease must be at least 1 ms");
+    assertThatThrownBy(() -> IdempotencyGuard.builder().leaseRenewalLimit(Duration.ZERO))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("leaseRenewalLimit");
+    assertThatThrownBy(() -> IdempotencyGuard.builder().asyncExecutor(null))
+        .isInstanceOf(NullPointerException.class)
+        .hasMessageContaining("asyncExecutor");
     assertThatThrownBy(() -> IdempotencyGuard.builder().inFlightWait(Duration.ofMillis(-1)))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("inFlightWait");

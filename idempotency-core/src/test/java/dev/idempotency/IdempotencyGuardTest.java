@@ -535,6 +535,7 @@ class IdempotencyGuardTest {
 
     @Test
     void senderThatOutlivesItsLeaseIsTakenOverAndCannotOverwriteTheWinner() throws Exception {
+      IdempotencyGuard guard = guardBuilder().leaseRenewal(false).build();
       String key = newKey();
       CountDownLatch takenOver = new CountDownLatch(1);
       Future<Outcome<String>> slow =
@@ -781,21 +782,23 @@ class IdempotencyGuardTest {
     }
 
     @Test
-    void nonStringResultWithoutACodecIsSentOnceAndReportedOnRepeat() {
+    void otherResultTypesNameTheirCodecAndReplayTyped() {
       String key = newKey();
+      ResultCodec<Integer> ints = ResultCodec.ofText(String::valueOf, Integer::valueOf);
 
       Integer first =
           guard.execute(
               key,
               TTL,
+              ints,
               ctx -> {
                 sends.incrementAndGet();
                 return 42;
               });
-      Throwable repeat = catchThrowable(() -> guard.execute(key, TTL, ctx -> 43));
+      Integer repeat = guard.execute(key, TTL, ints, ctx -> 43);
 
       assertThat(first).isEqualTo(42);
-      assertThat(repeat).isInstanceOf(IdempotencyResultUnavailableException.class);
+      assertThat(repeat).isEqualTo(42);
       assertThat(sends).hasValue(1);
     }
 
@@ -859,6 +862,11 @@ class IdempotencyGuardTest {
 
                     @Override
                     public boolean release(String keyId, String ownerToken) {
+                      throw new AssertionError("never reached");
+                    }
+
+                    @Override
+                    public boolean extend(dev.idempotency.spi.ExtendRequest request) {
                       throw new AssertionError("never reached");
                     }
                   })

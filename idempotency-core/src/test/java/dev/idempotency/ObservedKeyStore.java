@@ -3,6 +3,7 @@ package dev.idempotency;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import java.util.List;
@@ -13,20 +14,21 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Wraps a real store to count its calls, remember claim requests, and inject store failures on
  * demand. Not a mock: every call that is not failed reaches the real store.
  */
-public final class ObservedKeyStore implements KeyStore {
+public final class ObservedKeyStore extends ForwardingKeyStore {
 
-  private final KeyStore delegate;
   public final AtomicInteger claims = new AtomicInteger();
   public final AtomicInteger completes = new AtomicInteger();
   public final AtomicInteger releases = new AtomicInteger();
+  public final AtomicInteger extensions = new AtomicInteger();
   public final AtomicInteger inFlightSeen = new AtomicInteger();
   public final AtomicInteger failClaims = new AtomicInteger();
   public final AtomicInteger failCompletes = new AtomicInteger();
   public final AtomicInteger failReleases = new AtomicInteger();
+  public final AtomicInteger failExtensions = new AtomicInteger();
   public final List<ClaimRequest> claimRequests = new CopyOnWriteArrayList<>();
 
   public ObservedKeyStore(KeyStore delegate) {
-    this.delegate = delegate;
+    super(delegate);
   }
 
   public int calls() {
@@ -60,13 +62,10 @@ public final class ObservedKeyStore implements KeyStore {
   }
 
   @Override
-  public int maxPayloadBytes() {
-    return delegate.maxPayloadBytes();
-  }
-
-  @Override
-  public boolean usesServerTime() {
-    return delegate.usesServerTime();
+  public boolean extend(ExtendRequest request) {
+    extensions.incrementAndGet();
+    failIfAsked(failExtensions, "extend");
+    return delegate.extend(request);
   }
 
   private static void failIfAsked(AtomicInteger remaining, String operation) {

@@ -11,6 +11,7 @@ import dev.idempotency.spi.AsyncKeyStore;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
@@ -131,6 +132,26 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
   }
 
   @Override
+  public boolean extend(ExtendRequest request) {
+    Objects.requireNonNull(request, "request");
+    boolean[] extended = new boolean[1];
+    Instant now = request.now();
+    cache
+        .asMap()
+        .computeIfPresent(
+            request.keyId(),
+            (keyId, current) -> {
+              if (!current.isOwnedBy(request.ownerToken())
+                  || !now.isBefore(current.record.retentionDeadline())) {
+                return current;
+              }
+              extended[0] = true;
+              return current.withLease(now.plus(request.lease()));
+            });
+    return extended[0];
+  }
+
+  @Override
   public boolean release(String keyId, String ownerToken) {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
@@ -211,6 +232,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
         listener.onEvent(
             new IdempotencyEvent(
                 IdempotencyEvent.Type.EVICTED_BEFORE_EXPIRY,
+                dev.idempotency.IdempotencyKey.DEFAULT_OPERATION,
                 keyId,
                 entry.record.attempt(),
                 Duration.ZERO,
@@ -261,9 +283,30 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
               null,
               record.createdAt(),
               null,
-              request.now().plus(request.lease()),
+              cappedAtWindow(request.now().plus(request.lease())),
               record.retentionDeadline());
       return new Entry(next, request.ownerToken(), expiresAtTick);
+    }
+
+    /** The same claim with a new lease deadline, never past the window. */
+    Entry withLease(Instant leaseDeadline) {
+      StoredRecord next =
+          new StoredRecord(
+              record.state(),
+              record.attempt(),
+              record.fingerprint(),
+              null,
+              record.createdAt(),
+              null,
+              cappedAtWindow(leaseDeadline),
+              record.retentionDeadline());
+      return new Entry(next, ownerToken, expiresAtTick);
+    }
+
+    private Instant cappedAtWindow(Instant leaseDeadline) {
+      return leaseDeadline.isAfter(record.retentionDeadline())
+          ? record.retentionDeadline()
+          : leaseDeadline;
     }
 
     Entry completed(CompleteRequest request) {

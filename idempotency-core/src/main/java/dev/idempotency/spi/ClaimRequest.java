@@ -15,7 +15,8 @@ import java.util.Objects;
  *     store returns it with the record and takes over an expired lease only when it matches
  * @param now the guard's time for this operation; a store that keeps time on its server (see {@link
  *     KeyStore#usesServerTime()}) ignores it
- * @param lease how long the claim stays {@code IN_PROGRESS} before another caller may take it over
+ * @param lease how long the claim stays {@code IN_PROGRESS} before another caller may take it over;
+ *     at least 1 ms (stores keep whole milliseconds)
  * @param retention the window: how long the record is kept, counted from the first claim
  * @param takeOverExpiredLease whether an {@code IN_PROGRESS} record whose lease has passed may be
  *     taken over; {@code false} in the guard's strict mode
@@ -65,8 +66,8 @@ public record ClaimRequest(
       throw new IllegalArgumentException(
           "fingerprint must be at most " + MAX_FINGERPRINT_LENGTH + " characters");
     }
-    if (lease.isNegative() || lease.isZero()) {
-      throw new IllegalArgumentException("lease must be positive, was " + lease);
+    if (lease.toMillis() < 1) {
+      throw new IllegalArgumentException("lease must be at least 1 ms, was " + lease);
     }
     if (retention.compareTo(lease) <= 0) {
       throw new IllegalArgumentException(

@@ -19,22 +19,28 @@ import java.util.List;
  *             retentionDeadline = now + retention}; return {@code Claimed(1, false)};
  *         <li>an {@code IN_PROGRESS} record whose lease deadline is at or before now, when {@link
  *             ClaimRequest#takeOverExpiredLease()} is set and the fingerprints are equal: replace
- *             the owner token, increment the attempt, set {@code leaseDeadline = now + lease}, keep
- *             the retention deadline and {@code createdAt}; return {@code Claimed(attempt, true)};
+ *             the owner token, increment the attempt, set {@code leaseDeadline = min(now + lease,
+ *             retentionDeadline)} (a lease never outlives the window), keep the retention deadline
+ *             and {@code createdAt}; return {@code Claimed(attempt, true)};
  *         <li>otherwise change nothing and return {@link ClaimResult.Existing} with the record and
  *             whether its lease has expired.
  *       </ul>
- *   <li><b>Fenced writes.</b> {@link #complete} and {@link #release} change the record only if it
- *       still holds the given owner token and is {@code IN_PROGRESS}. A caller that lost its claim
- *       to a takeover can neither overwrite nor delete the new owner's record; it gets {@code
- *       false}.
+ *   <li><b>Fenced writes.</b> {@link #complete}, {@link #release} and {@link #extend} change the
+ *       record only if it still holds the given owner token and is {@code IN_PROGRESS}. A caller
+ *       that lost its claim to a takeover can neither overwrite, delete nor keep alive the new
+ *       owner's record; it gets {@code false}.
+ *   <li><b>Lease renewal.</b> {@link #extend} of a record that is {@code IN_PROGRESS}, holds the
+ *       owner token and is inside its window sets {@code leaseDeadline = min(now + lease,
+ *       retentionDeadline)} and changes nothing else. It works on a lease that has passed but was
+ *       not taken over (the token still fences it); it never brings back a record past its window,
+ *       released or completed.
  *   <li><b>Byte-exact payloads.</b> Payloads up to {@link #maxPayloadBytes()} are returned exactly
  *       as written, including empty and binary ones.
  *   <li><b>Bounded growth.</b> Records past their retention deadline count as absent and are
  *       removed on purpose (expiry, a purge), so the store never grows without bound.
  *   <li><b>Time.</b> Deadlines are computed from {@link ClaimRequest#now()} unless {@link
  *       #usesServerTime()} says the store takes time from its own server, which protects leases
- *       against clock skew between application hosts.
+ *       against clock skew between application hosts. Stores keep whole milliseconds.
  *   <li><b>Errors.</b> A failure of the backing store is thrown as {@link
  *       dev.idempotency.KeyStoreException}; after a failed {@code claim} the caller assumes it owns
  *       nothing and sends nothing.
@@ -84,6 +90,34 @@ public interface KeyStore {
   boolean release(String keyId, String ownerToken);
 
   /**
+   * Renews a claim's lease, fenced by its owner token: the guard calls it while a sender runs, so
+   * that a short lease bounds how long a crashed process blocks its keys while a live sender is
+   * never taken over. See obligation 3 in the class documentation.
+   *
+   * @param request the renewal; never null
+   * @return {@code true} if the lease was moved; {@code false} if the record no longer holds the
+   *     owner token, is no longer {@code IN_PROGRESS}, or is past its window
+   * @throws dev.idempotency.KeyStoreException if the store failed
+   */
+  boolean extend(ExtendRequest request);
+
+  /**
+   * Renews many leases, each exactly as {@link #extend} would, in as few round trips as the store
+   * allows. The default renews one at a time.
+   *
+   * @param requests at most {@link #maxBatchSize()} renewals with distinct key ids
+   * @return one result per request, in request order: whether the lease was moved
+   * @throws dev.idempotency.KeyStoreException if the batch failed; none may be assumed moved
+   */
+  default List<Boolean> extendAll(List<ExtendRequest> requests) {
+    List<Boolean> results = new ArrayList<>(requests.size());
+    for (ExtendRequest request : requests) {
+      results.add(extend(request));
+    }
+    return results;
+  }
+
+  /**
    * Claims many keys, each exactly as {@link #claim} would, in as few round trips as the store
    * allows. The default claims one key at a time. A store that overrides it keeps every per-key
    * guarantee of {@link #claim}; a key whose claim failed is reported as {@link ClaimResult.Failed}
@@ -122,8 +156,8 @@ public interface KeyStore {
   }
 
   /**
-   * The most requests one {@link #claimAll} or {@link #completeAll} call takes; the guard splits
-   * larger batches. Default {@value #DEFAULT_MAX_BATCH_SIZE}.
+   * The most requests one {@link #claimAll}, {@link #completeAll} or {@link #extendAll} call takes;
+   * the guard splits larger batches. Default {@value #DEFAULT_MAX_BATCH_SIZE}.
    *
    * @return a positive number
    */

@@ -1,5 +1,6 @@
 package dev.idempotency.spi;
 
+import static java.time.Duration.ZERO;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
@@ -64,6 +65,10 @@ public abstract class KeyStoreContract {
 
   protected ClaimRequest claim(String keyId, String token) {
     return claim(keyId, token, LONG_LEASE, LONG_RETENTION);
+  }
+
+  protected ExtendRequest extend(String keyId, String token, Duration lease, Instant now) {
+    return new ExtendRequest(keyId, token, lease, now);
   }
 
   protected CompleteRequest complete(String keyId, String token, byte[] payload) {
@@ -483,6 +488,296 @@ public abstract class KeyStoreContract {
     return text.getBytes(java.nio.charset.StandardCharsets.UTF_8);
   }
 
+  // ---- extend: the fenced lease renewal the guard's keeper sends while a sender runs.
+
+  /** Now, for a request to a store: request time moves by hand, server time is the clock's. */
+  private Instant requestNow(Duration sinceT0) {
+    return serverTime() ? Instant.now() : T0.plus(sinceT0);
+  }
+
+  /** Waits, bounded, until {@code duration} of real time has passed since {@code startNanos}. */
+  private static void awaitElapsed(long startNanos, Duration duration) {
+    long until = startNanos + duration.toNanos();
+    long now;
+    while ((now = System.nanoTime()) - until < 0) {
+      pause(Math.max(1, TimeUnit.NANOSECONDS.toMillis(until - now)));
+    }
+  }
+
+  @Test
+  void extendWithTheOwnerTokenKeepsTheClaimPastItsFirstLease() {
+    String keyId = newKeyId();
+    String token = newToken();
+    Duration lease = expiringLease();
+    long start = System.nanoTime();
+    store().claim(claim(keyId, token, lease, LONG_RETENTION));
+
+    boolean extended =
+        store()
+            .extend(extend(keyId, token, lease.multipliedBy(10), requestNow(lease.dividedBy(2))));
+    if (serverTime()) {
+      awaitElapsed(start, lease.multipliedBy(2));
+    }
+    ClaimResult later =
+        store().claim(claim(keyId, newToken()).withNow(requestNow(lease.multipliedBy(2))));
+
+    assertThat(extended).isTrue();
+    assertThat(later).isInstanceOf(ClaimResult.Existing.class);
+    assertThat(((ClaimResult.Existing) later).leaseExpired())
+        .as("the renewed lease has not passed")
+        .isFalse();
+    assertThat(existing(later).attempt()).isEqualTo(1);
+    assertThat(store().complete(complete(keyId, token, bytes("renewed")))).isTrue();
+  }
+
+  @Test
+  void extendWithAStaleTokenIsRefusedAndTheLeaseStillRunsOut() {
+    String keyId = newKeyId();
+    Duration lease = expiringLease();
+    store().claim(claim(keyId, newToken(), lease, LONG_RETENTION));
+
+    boolean extended = store().extend(extend(keyId, newToken(), LONG_LEASE, requestNow(ZERO)));
+    ClaimResult takeover =
+        claimAfter(
+            claim(keyId, newToken(), lease, LONG_RETENTION),
+            lease.plusMillis(1),
+            KeyStoreContract::isClaimed);
+
+    assertThat(extended).isFalse();
+    assertThat(takeover).isEqualTo(new ClaimResult.Claimed(2, true));
+  }
+
+  @Test
+  void extendAfterATakeoverIsRefusedForTheOldOwner() {
+    String keyId = newKeyId();
+    String oldToken = newToken();
+    Duration lease = expiringLease();
+    store().claim(claim(keyId, oldToken, lease, LONG_RETENTION));
+    String newOwner = newToken();
+    claimAfter(
+        claim(keyId, newOwner, lease, LONG_RETENTION),
+        lease.plusMillis(1),
+        KeyStoreContract::isClaimed);
+
+    assertThat(
+            store().extend(extend(keyId, oldToken, LONG_LEASE, requestNow(lease.multipliedBy(2)))))
+        .isFalse();
+    assertThat(
+            store().extend(extend(keyId, newOwner, LONG_LEASE, requestNow(lease.multipliedBy(2)))))
+        .isTrue();
+  }
+
+  @Test
+  void extendOfACompletedReleasedOrAbsentRecordIsRefusedAndBringsNothingBack() {
+    String completed = newKeyId();
+    String completedToken = newToken();
+    store().claim(claim(completed, completedToken));
+    store().complete(complete(completed, completedToken, bytes("done")));
+    String released = newKeyId();
+    String releasedToken = newToken();
+    store().claim(claim(released, releasedToken));
+    store().release(released, releasedToken);
+    String absent = newKeyId();
+
+    assertThat(store().extend(extend(completed, completedToken, LONG_LEASE, requestNow(ZERO))))
+        .isFalse();
+    assertThat(store().extend(extend(released, releasedToken, LONG_LEASE, requestNow(ZERO))))
+        .isFalse();
+    assertThat(store().extend(extend(absent, newToken(), LONG_LEASE, requestNow(ZERO)))).isFalse();
+    assertThat(existing(store().claim(claim(completed, newToken()))).state())
+        .isEqualTo(RecordState.COMPLETED);
+    assertThat(store().claim(claim(released, newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(store().claim(claim(absent, newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+  }
+
+  @Test
+  void extendNeverMovesTheLeasePastTheWindow() {
+    String keyId = newKeyId();
+    String token = newToken();
+    Duration retention = Duration.ofHours(1);
+    store().claim(claim(keyId, token, LONG_LEASE, retention));
+
+    assertThat(store().extend(extend(keyId, token, Duration.ofDays(2), requestNow(ZERO)))).isTrue();
+    StoredRecord record = existing(store().claim(claim(keyId, newToken(), LONG_LEASE, retention)));
+
+    assertThat(record.leaseDeadline()).isBeforeOrEqualTo(record.retentionDeadline());
+    assertThat(record.retentionDeadline())
+        .as("the window is not moved")
+        .isEqualTo(record.createdAt().plus(retention));
+  }
+
+  @Test
+  void takeoverLeaseNeverOutlivesTheWindow() {
+    String keyId = newKeyId();
+    Duration lease = expiringLease();
+    Duration retention = expiringRetention().plus(lease);
+    store().claim(claim(keyId, newToken(), lease, retention));
+
+    Duration longTakeoverLease = retention.multipliedBy(10);
+    claimAfter(
+        new ClaimRequest(
+            keyId, newToken(), "", T0, longTakeoverLease, retention.multipliedBy(20), true, null),
+        lease.plusMillis(1),
+        KeyStoreContract::isClaimed);
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+
+    assertThat(record.attempt()).isEqualTo(2);
+    assertThat(record.leaseDeadline())
+        .as("a takeover's lease is capped at the record's window")
+        .isBeforeOrEqualTo(record.retentionDeadline());
+  }
+
+  @Test
+  void extendAllIsFencedPerKey() {
+    List<ExtendRequest> renewals = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      String keyId = newKeyId();
+      String token = newToken();
+      store().claim(claim(keyId, token));
+      renewals.add(extend(keyId, i % 2 == 0 ? token : newToken(), LONG_LEASE, requestNow(ZERO)));
+    }
+
+    List<Boolean> extended = store().extendAll(renewals);
+
+    for (int i = 0; i < 10; i++) {
+      assertThat(extended.get(i)).as("key %d", i).isEqualTo(i % 2 == 0);
+    }
+  }
+
+  // ---- the guard on this store, where time passes for real: lease renewal and long batches.
+
+  /** The lease of the real-time guard tests: short, so that the tests outlive it several times. */
+  protected static final Duration RENEWED_LEASE = Duration.ofSeconds(1);
+
+  /**
+   * A sender that runs three leases is renewed in the background and never taken over: a second
+   * caller polling all along only ever sees it in progress, then gets its result.
+   */
+  @Test
+  void senderThatOutlivesItsLeaseIsRenewedAndNeverTakenOver() throws Exception {
+    dev.idempotency.IdempotencyGuard guard =
+        dev.idempotency.IdempotencyGuard.builder()
+            .store(store())
+            .lease(RENEWED_LEASE)
+            .inFlightWait(ZERO)
+            .build();
+    String key = "renewal:" + newKeyId();
+    java.util.concurrent.atomic.AtomicInteger sends =
+        new java.util.concurrent.atomic.AtomicInteger();
+    CountDownLatch sending = new CountDownLatch(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<String> slow =
+          pool.submit(
+              () ->
+                  guard.execute(
+                      key,
+                      LONG_RETENTION,
+                      ctx -> {
+                        sends.incrementAndGet();
+                        sending.countDown();
+                        awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(3));
+                        return "slow";
+                      }));
+      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+      int polls = 0;
+      while (!slow.isDone()) {
+        try {
+          guard.execute(key, LONG_RETENTION, ctx -> "second-" + sends.incrementAndGet());
+        } catch (dev.idempotency.IdempotencyInProgressException expected) {
+          polls++;
+        }
+        pause(50);
+      }
+
+      assertThat(slow.get(30, TimeUnit.SECONDS)).isEqualTo("slow");
+      assertThat(sends).as("the slow send was never taken over").hasValue(1);
+      assertThat(polls).as("the second caller polled while it ran").isGreaterThan(10);
+      String replay = guard.execute(key, LONG_RETENTION, ctx -> "again");
+      assertThat(replay).isEqualTo("slow");
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /**
+   * A batch that runs four times its lease, each send well within the lease, with a second worker
+   * claiming the same keys all along: every key is sent exactly once, and every outcome recorded.
+   */
+  @Test
+  void batchThatOutlivesItsLeaseWithASecondWorkerSendsEachKeyOnce() throws Exception {
+    dev.idempotency.IdempotencyGuard first =
+        dev.idempotency.IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).build();
+    dev.idempotency.IdempotencyGuard second =
+        dev.idempotency.IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).build();
+    String run = newKeyId();
+    List<dev.idempotency.IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      requests.add(
+          dev.idempotency.IdempotencyRequest.of("long-batch:" + run + ":" + i, LONG_RETENTION));
+    }
+    java.util.Map<String, List<String>> sends = new java.util.concurrent.ConcurrentHashMap<>();
+    java.util.concurrent.atomic.AtomicBoolean firstDone =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    CountDownLatch firstClaimed = new CountDownLatch(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<dev.idempotency.Batch.Recorded> firstRun =
+          pool.submit(
+              () -> {
+                try {
+                  dev.idempotency.Batch<String> batch =
+                      first.claimBatch(requests, dev.idempotency.ResultCodec.string());
+                  firstClaimed.countDown();
+                  for (dev.idempotency.Batch.Item item : batch.toSend()) {
+                    sends
+                        .computeIfAbsent(
+                            item.key(), k -> new java.util.concurrent.CopyOnWriteArrayList<>())
+                        .add("first");
+                    awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(2).dividedBy(5));
+                    batch.succeeded(item, "first:" + item.key());
+                  }
+                  return batch.record();
+                } finally {
+                  firstDone.set(true);
+                }
+              });
+      assertThat(firstClaimed.await(60, TimeUnit.SECONDS)).isTrue();
+      int secondSent = 0;
+      while (!firstDone.get()) {
+        dev.idempotency.Batch<String> batch =
+            second.claimBatch(requests, dev.idempotency.ResultCodec.string());
+        for (dev.idempotency.Batch.Item item : batch.toSend()) {
+          sends
+              .computeIfAbsent(item.key(), k -> new java.util.concurrent.CopyOnWriteArrayList<>())
+              .add("second");
+          batch.succeeded(item, "second:" + item.key());
+          secondSent++;
+        }
+        batch.record();
+        pause(100);
+      }
+      dev.idempotency.Batch.Recorded recorded = firstRun.get(60, TimeUnit.SECONDS);
+
+      assertThat(sends).hasSize(10);
+      assertThat(sends.values())
+          .as("sends per key, first worker and second worker together")
+          .allSatisfy(senders -> assertThat(senders).hasSize(1));
+      assertThat(secondSent).as("the second worker sent nothing: every key was held").isZero();
+      assertThat(recorded.completed()).isEqualTo(10);
+      assertThat(recorded.notRecorded()).isEmpty();
+      dev.idempotency.Batch<String> repeat =
+          second.claimBatch(requests, dev.idempotency.ResultCodec.string());
+      assertThat(repeat.replayed()).hasSize(10);
+      assertThat(repeat.replayed().values())
+          .allSatisfy(outcome -> assertThat(outcome.value()).startsWith("first:"));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
   // ---- batch and async: the same per-key semantics through claimAll, completeAll and the guard.
 
   @Test
@@ -561,7 +856,7 @@ public abstract class KeyStoreContract {
     dev.idempotency.Batch<String> again =
         guard.claimBatch(requests, dev.idempotency.ResultCodec.string());
 
-    assertThat(batch.toSend()).hasSize(2_250);
+    assertThat(batch.claimedKeys()).hasSize(2_250);
     assertThat(batch.replayed())
         .hasSize(250)
         .allSatisfy((key, outcome) -> assertThat(outcome.value()).isEqualTo("early"));

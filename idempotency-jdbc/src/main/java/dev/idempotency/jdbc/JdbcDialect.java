@@ -19,7 +19,10 @@ public enum JdbcDialect {
   MYSQL(
       "schema-mysql.sql",
       "INSERT IGNORE INTO %s (%s) VALUES (%s)",
-      "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+      // UTC_TIMESTAMP and TIMESTAMPDIFF take no time zone into account; UNIX_TIMESTAMP(NOW(3))
+      // converted through the session's, an hour off around a daylight-saving change
+      "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000"
+          + " AS SIGNED)",
       ":%s",
       "DELETE FROM %1$s WHERE retain_until <= %2$s ORDER BY retain_until LIMIT :limit"),
   /** H2 2.x, in any compatibility mode. */

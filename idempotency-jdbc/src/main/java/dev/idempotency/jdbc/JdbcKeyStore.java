@@ -4,6 +4,7 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
@@ -11,6 +12,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Clock;
@@ -33,6 +35,7 @@ import org.jdbi.v3.core.JdbiException;
 import org.jdbi.v3.core.statement.PreparedBatch;
 import org.jdbi.v3.core.statement.Query;
 import org.jdbi.v3.core.statement.SqlStatements;
+import org.jdbi.v3.core.statement.StatementExceptions;
 import org.jdbi.v3.core.statement.Update;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -88,6 +91,9 @@ public final class JdbcKeyStore implements KeyStore {
   /** The default number of rows one purge statement deletes. */
   public static final int DEFAULT_PURGE_BATCH_SIZE = 1_000;
 
+  /** The default bound on one store operation's statements: 5 seconds. */
+  public static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(5);
+
   private static final Logger log = LoggerFactory.getLogger(JdbcKeyStore.class);
   private static final int MAX_CLAIM_ROUNDS = 16;
   private static final int MAX_TRANSIENT_ATTEMPTS = 5;
@@ -98,10 +104,17 @@ public final class JdbcKeyStore implements KeyStore {
   private final boolean databaseTime;
   private final Clock clock;
   private final int maxPayloadBytes;
+  private final int operationTimeoutMillis;
+  private final int queryTimeoutSeconds;
+  private volatile boolean networkTimeoutSupported = true;
   private final Statements sql;
 
   private JdbcKeyStore(Builder builder) {
     this.jdbi = builder.jdbi;
+    this.operationTimeoutMillis =
+        (int) Math.min(Integer.MAX_VALUE, builder.operationTimeout.toMillis());
+    this.queryTimeoutSeconds =
+        (int) Math.max(1, Math.min(Integer.MAX_VALUE, builder.operationTimeout.toSeconds()));
     this.tableName = builder.tableName;
     this.databaseTime = builder.databaseTime;
     this.clock = builder.clock;
@@ -463,6 +476,72 @@ public final class JdbcKeyStore implements KeyStore {
   }
 
   @Override
+  public boolean extend(ExtendRequest request) {
+    Objects.requireNonNull(request, "request");
+    return call(
+        "extend",
+        handle -> {
+          Update update = bindExtend(handle.createUpdate(sql.extend), request);
+          bindNow(update, request.now());
+          return update.execute() == 1;
+        });
+  }
+
+  /** Renews a batch of leases as one JDBC batch of the fenced update: one round trip. */
+  @Override
+  public List<Boolean> extendAll(List<ExtendRequest> requests) {
+    if (requests.isEmpty()) {
+      return List.of();
+    }
+    return call(
+        "extend a batch",
+        handle -> {
+          PreparedBatch batch = handle.prepareBatch(sql.extend);
+          for (ExtendRequest request : requests) {
+            bindExtend(batch, request);
+            if (!databaseTime) {
+              batch.bind("now", request.now().toEpochMilli());
+            }
+            batch.add();
+          }
+          int[] counts = batch.execute();
+          List<Boolean> results = new ArrayList<>(counts.length);
+          for (int i = 0; i < counts.length; i++) {
+            results.add(
+                counts[i] == java.sql.Statement.SUCCESS_NO_INFO
+                    ? extended(handle, requests.get(i))
+                    : counts[i] == 1);
+          }
+          return results;
+        });
+  }
+
+  private static <S extends org.jdbi.v3.core.statement.SqlStatement<S>> S bindExtend(
+      S statement, ExtendRequest request) {
+    return statement
+        .bind("keyId", request.keyId())
+        .bind("ownerToken", request.ownerToken())
+        .bind("leaseMillis", request.lease().toMillis());
+  }
+
+  /** For drivers that report a batched update as "done, count unknown": reads the row back. */
+  private boolean extended(Handle handle, ExtendRequest request) {
+    Query query = handle.createQuery(sql.select).bind("keyId", request.keyId());
+    if (!databaseTime) {
+      query.bind("now", request.now().toEpochMilli());
+    }
+    return query
+        .map((rs, ctx) -> Row.read(rs))
+        .findOne()
+        .map(
+            row ->
+                row.ownerToken.equals(request.ownerToken())
+                    && row.record.state() == RecordState.IN_PROGRESS
+                    && row.retainUntil > row.databaseNow)
+        .orElse(false);
+  }
+
+  @Override
   public int maxPayloadBytes() {
     return maxPayloadBytes;
   }
@@ -592,8 +671,20 @@ public final class JdbcKeyStore implements KeyStore {
         return jdbi.withHandle(
             handle -> {
               // The handle's config is its own copy: the user's Jdbi stays as configured.
-              handle.getConfig(SqlStatements.class).setUnusedBindingAllowed(true);
-              return work.withHandle(handle);
+              handle
+                  .getConfig(SqlStatements.class)
+                  .setUnusedBindingAllowed(true)
+                  .setQueryTimeout(queryTimeoutSeconds);
+              // Never render bound values (raw debug keys, owner tokens) into exception messages.
+              handle
+                  .getConfig(StatementExceptions.class)
+                  .setMessageRendering(StatementExceptions.MessageRendering.NONE);
+              int previousTimeout = boundNetworkTime(handle.getConnection());
+              try {
+                return work.withHandle(handle);
+              } finally {
+                restoreNetworkTime(handle.getConnection(), previousTimeout);
+              }
             });
       } catch (KeyStoreException e) {
         throw e;
@@ -605,6 +696,37 @@ public final class JdbcKeyStore implements KeyStore {
         throw new KeyStoreException(
             "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
       }
+    }
+  }
+
+  /**
+   * Bounds every read of this operation on the socket ({@link Connection#setNetworkTimeout}), so a
+   * database that stopped answering fails the operation in bounded time instead of hanging; returns
+   * the connection's previous timeout, or -1 where the driver has none (H2 in memory).
+   */
+  private int boundNetworkTime(Connection connection) {
+    if (!networkTimeoutSupported) {
+      return -1;
+    }
+    try {
+      int previous = connection.getNetworkTimeout();
+      connection.setNetworkTimeout(Runnable::run, operationTimeoutMillis);
+      return previous;
+    } catch (SQLException | UnsupportedOperationException | AbstractMethodError e) {
+      networkTimeoutSupported = false;
+      log.debug("The JDBC driver has no network timeout; relying on the query timeout", e);
+      return -1;
+    }
+  }
+
+  private static void restoreNetworkTime(Connection connection, int previous) {
+    if (previous < 0) {
+      return;
+    }
+    try {
+      connection.setNetworkTimeout(Runnable::run, previous);
+    } catch (SQLException e) {
+      log.debug("Could not restore a connection's network timeout (it failed meanwhile)", e);
     }
   }
 
@@ -731,6 +853,7 @@ public final class JdbcKeyStore implements KeyStore {
     private boolean databaseTime;
     private Clock clock = Clock.systemUTC();
     private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
+    private Duration operationTimeout = DEFAULT_OPERATION_TIMEOUT;
 
     private Builder(Jdbi jdbi) {
       this.jdbi = jdbi;
@@ -810,6 +933,29 @@ public final class JdbcKeyStore implements KeyStore {
             "maxPayloadBytes must be at least 1, was " + maxPayloadBytes);
       }
       this.maxPayloadBytes = maxPayloadBytes;
+      return this;
+    }
+
+    /**
+     * The most one store operation may take on the database once it has a connection: every
+     * statement gets this query timeout (rounded down to whole seconds, at least one), and the
+     * connection's socket this network timeout while the operation runs (restored afterwards). A
+     * database that stops answering then fails the claim with {@link KeyStoreException}, and
+     * nothing is sent, instead of hanging the caller. Getting the connection is bounded by your
+     * pool, not by this: set its timeout too (HikariCP {@code connectionTimeout}, for example 2
+     * seconds), and the driver's connect timeout (PostgreSQL {@code connectTimeout}). Default
+     * {@link #DEFAULT_OPERATION_TIMEOUT}.
+     *
+     * @param timeout at least 1 ms
+     * @return this builder
+     */
+    public Builder operationTimeout(Duration timeout) {
+      Objects.requireNonNull(timeout, "operationTimeout must not be null");
+      if (timeout.toMillis() < 1) {
+        throw new IllegalArgumentException(
+            "operationTimeout must be at least 1 ms, was " + timeout);
+      }
+      this.operationTimeout = timeout;
       return this;
     }
 

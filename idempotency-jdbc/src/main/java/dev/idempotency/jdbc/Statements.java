@@ -38,6 +38,7 @@ final class Statements {
 
   final String reclaimExpired;
   final String takeOver;
+  final String extend;
   final String complete;
   final String release;
   final String purgeBatch;
@@ -115,16 +116,28 @@ final class Statements {
     takeOver =
         "UPDATE "
             + table
-            + " SET owner_token = :ownerToken, attempt = attempt + 1, lease_until = "
+            + " SET owner_token = :ownerToken, attempt = attempt + 1, lease_until = LEAST("
             + now
             + " + "
             + lease
+            + ", retain_until)"
             + " WHERE key_id = :keyId AND owner_token = :seenToken AND state = 'IN_PROGRESS'"
             + " AND lease_until <= "
             + now
             + " AND retain_until > "
             + now
             + " AND fingerprint = :fingerprint";
+    extend =
+        "UPDATE "
+            + table
+            + " SET lease_until = LEAST("
+            + now
+            + " + "
+            + lease
+            + ", retain_until)"
+            + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'"
+            + " AND retain_until > "
+            + now;
     complete =
         "UPDATE "
             + table

@@ -2,6 +2,7 @@ package dev.idempotency.jdbc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
@@ -339,6 +340,93 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
         .hasMessageContaining("SQLState")
         .hasMessageNotContaining("+15550100042");
     assertThat(sends).hasValue(0);
+  }
+
+  /**
+   * With raw keys at rest (a debugging option), a failing statement must not carry the raw key or
+   * an owner token in any message of its exception chain: Jdbi renders bound parameters into its
+   * messages by default, and those reach logs and events.
+   */
+  @Test
+  void failuresCarryNeitherRawKeysNorOwnerTokensInAnyMessage() {
+    JdbcKeyStore noTable = JdbcKeyStore.builder(dataSource()).tableName(freshTable()).build();
+    String rawKey = "otp:+15550100042:" + newKeyId();
+    String token = newToken();
+    List<Throwable> failures = new ArrayList<>();
+    ClaimRequest claim =
+        new ClaimRequest(newKeyId(), token, "", T0, LONG_LEASE, LONG_RETENTION, true, rawKey);
+    failures.add(catchThrowable(() -> noTable.claim(claim)));
+    failures.add(
+        catchThrowable(() -> noTable.complete(complete(claim.keyId(), token, bytes("r")))));
+    failures.add(catchThrowable(() -> noTable.release(claim.keyId(), token)));
+    failures.add(
+        catchThrowable(
+            () ->
+                noTable.extend(
+                    new dev.idempotency.spi.ExtendRequest(claim.keyId(), token, LONG_LEASE, T0))));
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(noTable).storeRawKeys(true).build();
+    failures.add(catchThrowable(() -> guard.execute(rawKey, TTL, ctx -> "n_1")));
+
+    for (Throwable failure : failures) {
+      assertThat(failure).isInstanceOf(KeyStoreException.class);
+      String chain = messagesOf(failure);
+      assertThat(chain).contains("SQLState").doesNotContain(rawKey).doesNotContain(token);
+    }
+  }
+
+  private static String messagesOf(Throwable failure) {
+    StringBuilder text = new StringBuilder();
+    for (Throwable t = failure; t != null; t = t.getCause()) {
+      text.append(t).append('\n');
+      for (Throwable suppressed : t.getSuppressed()) {
+        text.append(suppressed).append('\n');
+      }
+    }
+    return text.toString();
+  }
+
+  /**
+   * A statement the database cannot answer (here, blocked on a row lock another transaction holds)
+   * fails the operation in bounded time with {@link KeyStoreException}, instead of hanging the
+   * caller for as long as the lock is held.
+   */
+  @Test
+  void anOperationTheDatabaseCannotAnswerFailsInBoundedTime() throws Exception {
+    String table = freshTable();
+    JdbcKeyStore store =
+        JdbcKeyStore.builder(dataSource())
+            .tableName(table)
+            .createSchemaIfMissing(true)
+            .operationTimeout(Duration.ofSeconds(1))
+            .build();
+    String keyId = newKeyId();
+    String token = newToken();
+    store.claim(claim(keyId, token));
+    try (Connection holder = dataSource().getConnection()) {
+      holder.setAutoCommit(false);
+      try (java.sql.PreparedStatement lock =
+          holder.prepareStatement("UPDATE " + table + " SET attempt = attempt WHERE key_id = ?")) {
+        lock.setString(1, keyId);
+        lock.executeUpdate();
+      }
+      long start = System.nanoTime();
+      CompletableFuture<Boolean> blocked =
+          CompletableFuture.supplyAsync(() -> store.complete(complete(keyId, token, bytes("x"))));
+
+      Throwable failure = catchThrowable(() -> blocked.get(15, TimeUnit.SECONDS));
+      long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      holder.rollback();
+
+      assertThat(failure)
+          .isInstanceOf(java.util.concurrent.ExecutionException.class)
+          .hasCauseInstanceOf(KeyStoreException.class);
+      assertThat(millis)
+          .as("failed within the operation timeout, not the lock's")
+          .isLessThan(8_000);
+    }
+    assertThat(store.complete(complete(keyId, token, bytes("x"))))
+        .as("the store works again once the database answers")
+        .isTrue();
   }
 
   @Test

@@ -55,7 +55,7 @@ local function claim(key, value, window, lease, takeover, owner, fingerprint)
   if leaseExpired and takeover == '1' and f[3] == fingerprint then
     local attempt = tonumber(f[2]) + 1
     rewrite(key, 'I' .. field(owner) .. num(attempt) .. field(f[3]) .. field(f[4])
-      .. num(elapsed + lease) .. field(f[6]) .. '0:0:0:')
+      .. num(math.min(elapsed + lease, tonumber(f[6]))) .. field(f[6]) .. '0:0:0:')
     return {1, attempt}
   end
   return {0, leaseExpired and 1 or 0, old, serverNow(), pttl}
@@ -65,4 +65,23 @@ end
 local function ownedInProgress(value, owner)
   local head = 'I' .. field(owner)
   return value ~= false and string.sub(value, 1, #head) == head
+end
+
+-- Renews the lease of an in-progress record, fenced by its owner token: the lease now ends lease
+-- ms from the server's now, never after the window (the key's expiry, which is kept). Returns 1
+-- when renewed, 0 when the record is not ours any more (taken over, completed, released, expired).
+local function extend(key, owner, lease)
+  local old = redis.call('GET', key)
+  if not ownedInProgress(old, owner) then
+    return 0
+  end
+  local f = fields(old)
+  local pttl = redis.call('PTTL', key)
+  if pttl <= 0 then
+    return 0
+  end
+  local elapsed = tonumber(f[6]) - pttl
+  rewrite(key, 'I' .. field(f[1]) .. field(f[2]) .. field(f[3]) .. field(f[4])
+    .. num(math.min(elapsed + lease, tonumber(f[6]))) .. field(f[6]) .. '0:0:0:')
+  return 1
 end

@@ -170,7 +170,7 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
 
     System.out.printf(
         "redis batch of 1,000: first send %d commands, replay %d%n", firstSend, replay);
-    assertThat(batches.get(0).toSend()).hasSize(1_000);
+    assertThat(batches.get(0).claimedKeys()).hasSize(1_000);
     assertThat(batches.get(1).replayed()).hasSize(1_000);
     assertThat(firstSend).isEqualTo(2);
     assertThat(replay).isEqualTo(1);
@@ -346,6 +346,128 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
     }
   }
 
+  /**
+   * An async sender adapted from a blocking one must not run on Lettuce's event loop: there it
+   * would stall every other Redis call of the process until it returned.
+   */
+  @Test
+  void asyncSendersRunOffTheEventLoopAndABlockingOneDelaysNoOtherCall() throws Exception {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    guard.execute("warm-up:" + newKeyId(), TTL, ctx -> "connection and scripts ready");
+    for (int i = 0; i < 3; i++) { // a service's earlier async calls: the path is warm
+      guard
+          .executeAsync(
+              "warm-up:" + newKeyId(),
+              TTL,
+              dev.idempotency.AsyncSender.of(ctx -> "async path ready"))
+          .toCompletableFuture()
+          .get(30, TimeUnit.SECONDS);
+    }
+    List<String> senderThreads = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.concurrent.CountDownLatch providerStuck = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.ExecutorService caller =
+        java.util.concurrent.Executors.newSingleThreadExecutor();
+    try {
+      java.util.concurrent.Future<java.util.concurrent.CompletableFuture<String>> blocking =
+          caller.submit(
+              () ->
+                  guard
+                      .executeAsync(
+                          "blocking:" + newKeyId(),
+                          TTL,
+                          dev.idempotency.AsyncSender.of(
+                              ctx -> {
+                                senderThreads.add(Thread.currentThread().getName());
+                                providerStuck.countDown();
+                                release.await(60, TimeUnit.SECONDS); // a provider call that hangs
+                                return "slow";
+                              }))
+                      .toCompletableFuture());
+      assertThat(providerStuck.await(30, TimeUnit.SECONDS)).isTrue();
+
+      long start = System.nanoTime();
+      java.util.concurrent.CompletableFuture<List<String>> others =
+          java.util.concurrent.CompletableFuture.supplyAsync(
+              () -> {
+                List<String> results = new java.util.ArrayList<>();
+                for (int i = 0; i < 5; i++) {
+                  results.add(guard.execute("other:" + newKeyId(), TTL, ctx -> "fast"));
+                }
+                return results;
+              });
+      List<String> results = others.get(10, TimeUnit.SECONDS);
+      long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      release.countDown();
+
+      assertThat(results).containsOnly("fast");
+      assertThat(millis).as("other calls while the provider hangs").isLessThan(5_000);
+      assertThat(blocking.get(30, TimeUnit.SECONDS).get(30, TimeUnit.SECONDS)).isEqualTo("slow");
+      assertThat(senderThreads)
+          .hasSize(1)
+          .noneMatch(name -> name.toLowerCase(java.util.Locale.ROOT).contains("lettuce"));
+    } finally {
+      release.countDown();
+      caller.shutdownNow();
+    }
+  }
+
+  /**
+   * Redis stopped under a store built on a client with Lettuce's defaults (60 s command timeout,
+   * commands queued while disconnected): every call fails closed within the store's operation
+   * timeout, nothing is sent, and once Redis is back the same store works, without a restart, and
+   * the claims given up on were never written.
+   */
+  @Test
+  void whileRedisIsDownCallsFailClosedInBoundedTimeAndRecoverAfterwards() throws Exception {
+    int ownPort = FreePorts.next();
+    RedisServer own =
+        RedisServer.builder().port(ownPort).setting("bind 127.0.0.1").setting("save \"\"").build();
+    own.start();
+    RedisClient ownClient = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + ownPort));
+    try (RedisKeyStore ownStore =
+        RedisKeyStore.builder(ownClient).operationTimeout(Duration.ofSeconds(1)).build()) {
+      IdempotencyGuard guard = IdempotencyGuard.builder().store(ownStore).build();
+      AtomicInteger sends = new AtomicInteger();
+      guard.execute("before:" + newKeyId(), TTL, ctx -> "n_" + sends.incrementAndGet());
+      own.stop();
+
+      String downKey = "down:" + newKeyId();
+      long start = System.nanoTime();
+      java.util.concurrent.CompletableFuture<Throwable> call =
+          java.util.concurrent.CompletableFuture.supplyAsync(
+              () ->
+                  org.assertj.core.api.Assertions.catchThrowable(
+                      () -> guard.execute(downKey, TTL, ctx -> "n_" + sends.incrementAndGet())));
+      Throwable failure = call.get(20, TimeUnit.SECONDS);
+      long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+
+      assertThat(failure).isInstanceOf(KeyStoreException.class);
+      assertThat(millis).as("failed within the operation timeout").isLessThan(5_000);
+      assertThat(sends).as("nothing sent while Redis was down").hasValue(1);
+
+      own.start();
+      String back = "back:" + newKeyId();
+      await(
+          () -> {
+            try {
+              guard.execute(back, TTL, ctx -> "n_back");
+              return true;
+            } catch (KeyStoreException stillDown) {
+              return false;
+            }
+          },
+          "the same store to work again");
+      String resent = guard.execute(downKey, TTL, ctx -> "n_" + sends.incrementAndGet());
+      assertThat(resent)
+          .as("the claim given up on while Redis was down was never written")
+          .isEqualTo("n_2");
+    } finally {
+      ownClient.shutdown();
+      own.stop();
+    }
+  }
+
   @Test
   void builderRefusesBadSettings() {
     assertThatThrownBy(() -> RedisKeyStore.builder((RedisClient) null))
@@ -355,6 +477,9 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> RedisKeyStore.builder(client).maxPayloadBytes(0))
         .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> RedisKeyStore.builder(client).operationTimeout(Duration.ZERO))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("operationTimeout");
   }
 
   @Test

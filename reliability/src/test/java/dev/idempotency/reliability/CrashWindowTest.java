@@ -2,12 +2,11 @@ package dev.idempotency.reliability;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.ForwardingKeyStore;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.Outcome;
 import dev.idempotency.ResultCodec;
-import dev.idempotency.spi.ClaimRequest;
-import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.KeyStore;
 import java.time.Duration;
@@ -28,17 +27,11 @@ class CrashWindowTest {
   static final int SENDS = 2_000;
 
   /** Times each complete call of a real store. */
-  static final class TimedStore implements KeyStore {
-    final KeyStore delegate;
+  static final class TimedStore extends ForwardingKeyStore {
     final List<Long> completeNanos = Collections.synchronizedList(new ArrayList<>());
 
     TimedStore(KeyStore delegate) {
-      this.delegate = delegate;
-    }
-
-    @Override
-    public ClaimResult claim(ClaimRequest request) {
-      return delegate.claim(request);
+      super(delegate);
     }
 
     @Override
@@ -49,16 +42,6 @@ class CrashWindowTest {
       } finally {
         completeNanos.add(System.nanoTime() - start);
       }
-    }
-
-    @Override
-    public boolean release(String keyId, String ownerToken) {
-      return delegate.release(keyId, ownerToken);
-    }
-
-    @Override
-    public boolean usesServerTime() {
-      return delegate.usesServerTime();
     }
   }
 

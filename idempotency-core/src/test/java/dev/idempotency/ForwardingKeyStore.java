@@ -1,0 +1,56 @@
+package dev.idempotency;
+
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
+import dev.idempotency.spi.KeyStore;
+
+/**
+ * A {@link KeyStore} that forwards every call to a real one, for tests that watch or slow down a
+ * few of them: override those. Batch calls go through the single-key ones (the SPI's defaults).
+ */
+public abstract class ForwardingKeyStore implements KeyStore {
+
+  /** The real store. */
+  protected final KeyStore delegate;
+
+  protected ForwardingKeyStore(KeyStore delegate) {
+    this.delegate = delegate;
+  }
+
+  @Override
+  public ClaimResult claim(ClaimRequest request) {
+    return delegate.claim(request);
+  }
+
+  @Override
+  public boolean complete(CompleteRequest request) {
+    return delegate.complete(request);
+  }
+
+  @Override
+  public boolean release(String keyId, String ownerToken) {
+    return delegate.release(keyId, ownerToken);
+  }
+
+  @Override
+  public boolean extend(ExtendRequest request) {
+    return delegate.extend(request);
+  }
+
+  @Override
+  public int maxBatchSize() {
+    return delegate.maxBatchSize();
+  }
+
+  @Override
+  public int maxPayloadBytes() {
+    return delegate.maxPayloadBytes();
+  }
+
+  @Override
+  public boolean usesServerTime() {
+    return delegate.usesServerTime();
+  }
+}

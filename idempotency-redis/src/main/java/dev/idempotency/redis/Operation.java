@@ -1,0 +1,108 @@
+package dev.idempotency.redis;
+
+import dev.idempotency.KeyStoreException;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Supplier;
+
+/**
+ * One store operation (a claim, a completion, ...): the Redis commands it sends, bounded in time as
+ * a whole by the store's operation timeout, whatever the client's own command timeout. When the
+ * time is up the operation fails with {@link KeyStoreException} and every command it sent that has
+ * not been answered is cancelled: a command Lettuce holds back while disconnected is then never
+ * written, so a claim the caller gave up on cannot take effect after Redis returns.
+ */
+final class Operation {
+
+  private final String name;
+  private final long timeoutMillis;
+  private final List<CompletableFuture<?>> commands = new CopyOnWriteArrayList<>();
+  private volatile boolean abandoned;
+
+  Operation(String name, Duration timeout) {
+    this.name = name;
+    this.timeoutMillis = timeout.toMillis();
+  }
+
+  /** Sends a command of this operation, unless it was abandoned (timed out) meanwhile. */
+  <T> CompletableFuture<T> send(Supplier<CompletableFuture<T>> command) {
+    if (abandoned) {
+      return CompletableFuture.failedFuture(timedOut());
+    }
+    try {
+      CompletableFuture<T> sent = command.get();
+      commands.add(sent);
+      return sent;
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(e);
+    }
+  }
+
+  /**
+   * The operation's result, failing with {@link KeyStoreException} on any error, or once the
+   * timeout has passed (then cancelling what is still pending).
+   */
+  <T> CompletableFuture<T> bounded(CompletableFuture<T> result) {
+    return result
+        .orTimeout(timeoutMillis, TimeUnit.MILLISECONDS)
+        .exceptionallyCompose(
+            error -> {
+              Throwable cause = unwrap(error);
+              if (cause instanceof TimeoutException) {
+                abandon();
+                return CompletableFuture.failedFuture(timedOut());
+              }
+              return CompletableFuture.failedFuture(failed(cause));
+            });
+  }
+
+  /** Waits for a {@linkplain #bounded bounded} result; the caller's blocking form of it. */
+  <T> T await(CompletableFuture<T> bounded) {
+    try {
+      return bounded.get();
+    } catch (ExecutionException e) {
+      throw failed(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      abandon();
+      throw new KeyStoreException("Redis store: interrupted while waiting to " + name, e);
+    }
+  }
+
+  private void abandon() {
+    abandoned = true;
+    for (CompletableFuture<?> command : commands) {
+      command.cancel(false);
+    }
+  }
+
+  private KeyStoreException timedOut() {
+    return new KeyStoreException(
+        "Redis store did not " + name + " within " + timeoutMillis + " ms (operation timeout)",
+        null);
+  }
+
+  KeyStoreException failed(Throwable error) {
+    Throwable cause = unwrap(error);
+    if (cause instanceof KeyStoreException e) {
+      return e;
+    }
+    return new KeyStoreException(
+        "Redis store failed to " + name + ": " + cause.getClass().getSimpleName(), cause);
+  }
+
+  static Throwable unwrap(Throwable error) {
+    Throwable t = error;
+    while ((t instanceof CompletionException || t instanceof ExecutionException)
+        && t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t;
+  }
+}

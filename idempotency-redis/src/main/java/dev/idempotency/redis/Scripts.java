@@ -1,0 +1,75 @@
+package dev.idempotency.redis;
+
+import io.lettuce.core.RedisNoScriptException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The store's Lua scripts, read from the jar (shared functions first), and how they are run: by
+ * SHA, and in full when the server answers {@code NOSCRIPT}, as a restarted or failed-over one
+ * does.
+ */
+final class Scripts {
+
+  private static final Logger log = LoggerFactory.getLogger(RedisKeyStore.class);
+
+  /** A script with its SHA-1. */
+  record Script(String name, String source, String sha) {}
+
+  final Script claim;
+  final Script claimBatch;
+  final Script complete;
+  final Script completeBatch;
+  final Script release;
+  final Script extend;
+  final Script extendBatch;
+  private final StoreCommands commands;
+
+  Scripts(StoreCommands commands) {
+    this.commands = commands;
+    this.claim = load("claim", "record-functions.lua", "claim.lua");
+    this.claimBatch = load("claim a batch", "record-functions.lua", "claim-batch.lua");
+    this.complete = load("complete", "complete-function.lua", "complete.lua");
+    this.completeBatch = load("complete a batch", "complete-function.lua", "complete-batch.lua");
+    this.release = load("release", "record-functions.lua", "release.lua");
+    this.extend = load("extend", "record-functions.lua", "extend.lua");
+    this.extendBatch = load("extend a batch", "record-functions.lua", "extend-batch.lua");
+  }
+
+  /** Runs a script within an operation: {@code EVALSHA}, then {@code EVAL} on {@code NOSCRIPT}. */
+  CompletableFuture<List<Object>> run(
+      Operation operation, Script script, String[] keys, byte[]... args) {
+    return operation
+        .send(() -> commands.evalsha(script.sha(), keys, args))
+        .exceptionallyCompose(
+            error -> {
+              if (Operation.unwrap(error) instanceof RedisNoScriptException) {
+                log.debug("Redis did not know the {} script (restart or failover)", script.name());
+                return operation.send(() -> commands.eval(script.source(), keys, args));
+              }
+              return CompletableFuture.failedFuture(Operation.unwrap(error));
+            });
+  }
+
+  private Script load(String name, String... resources) {
+    StringBuilder source = new StringBuilder();
+    for (String resource : resources) {
+      try (InputStream in = Scripts.class.getResourceAsStream(resource)) {
+        if (in == null) {
+          throw new IllegalStateException("missing script " + resource);
+        }
+        source.append(new String(in.readAllBytes(), StandardCharsets.UTF_8)).append('\n');
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    }
+    String text = source.toString();
+    return new Script(name, text, commands.digest(text));
+  }
+}
