@@ -1,0 +1,35 @@
+package dev.idempotency.spring;
+
+import dev.idempotency.ResultCodec;
+import java.io.IOException;
+import java.lang.reflect.Type;
+
+/**
+ * The application's JSON mapper, as the starter uses it: to store the results of {@link Idempotent}
+ * methods with their declared generic types, and to read request bodies for fingerprints. The
+ * auto-configuration provides one on Jackson 3 (Spring Boot 4) or Jackson 2 (Spring Boot 3.5) from
+ * the application's own mapper; define a bean of this type to use another.
+ */
+public interface JsonCodecs {
+
+  /**
+   * A codec for values of a type, generics included ({@code List<Receipt>}, {@code
+   * Optional<Receipt>}).
+   *
+   * @param type the declared type
+   * @param <T> the type
+   * @return a codec that writes and reads JSON
+   */
+  <T> ResultCodec<T> codecFor(Type type);
+
+  /**
+   * Reads a JSON document into plain Java values ({@code Map}, {@code List}, {@code String}, {@code
+   * Boolean}, {@code null}, and numbers as {@code BigDecimal} or {@code BigInteger}, never
+   * rounded), for {@link dev.idempotency.RequestFingerprints#ofJson(Object)}.
+   *
+   * @param json the document
+   * @return the value
+   * @throws IOException if it is not JSON
+   */
+  Object readTree(byte[] json) throws IOException;
+}

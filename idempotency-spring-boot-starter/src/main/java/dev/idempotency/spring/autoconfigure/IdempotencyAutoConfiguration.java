@@ -1,0 +1,336 @@
+package dev.idempotency.spring.autoconfigure;
+
+import dev.idempotency.FailureClassifier;
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyListener;
+import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.jdbc.JdbcKeyStore;
+import dev.idempotency.redis.RedisKeyStore;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spring.IdempotentMethodAdvisor;
+import dev.idempotency.spring.Jackson2JsonCodecs;
+import dev.idempotency.spring.Jackson3JsonCodecs;
+import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.autoconfigure.IdempotencyProperties.SchemaInitialization;
+import dev.idempotency.spring.autoconfigure.IdempotencyProperties.StoreType;
+import io.lettuce.core.AbstractRedisClient;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.cluster.RedisClusterClient;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.aop.config.AopConfigUtils;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.beans.factory.support.BeanDefinitionRegistry;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.context.annotation.ImportBeanDefinitionRegistrar;
+import org.springframework.context.annotation.Role;
+import org.springframework.core.type.AnnotationMetadata;
+import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
+
+/**
+ * Auto-configuration of the idempotency guard for Spring Boot 3.5 and 4.0: an {@link
+ * IdempotencyGuard} on the application's own store, {@link dev.idempotency.spring.Idempotent}
+ * methods, and JSON codecs from the application's mapper. Every bean backs off when the application
+ * defines its own.
+ *
+ * <p>The store is a {@link KeyStore} bean if there is one; else what {@code idempotency.store}
+ * names; else ({@code auto}) JDBC on the application's {@link DataSource} (durable, preferred),
+ * else Redis on its Lettuce connection (Spring Data Redis) or {@link RedisClient} bean, else in
+ * memory, with a warning that records then live in one JVM. The choice is logged at INFO.
+ */
+@AutoConfiguration(
+    afterName = {
+      "org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration",
+      "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
+      "org.springframework.boot.autoconfigure.data.redis.RedisAutoConfiguration",
+      "org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration",
+      "org.springframework.boot.autoconfigure.jackson.JacksonAutoConfiguration",
+      "org.springframework.boot.jackson.autoconfigure.JacksonAutoConfiguration"
+    })
+@ConditionalOnClass(IdempotencyGuard.class)
+@EnableConfigurationProperties(IdempotencyProperties.class)
+public final class IdempotencyAutoConfiguration {
+
+  private static final Logger log = LoggerFactory.getLogger(IdempotencyAutoConfiguration.class);
+
+  /** Created by Spring Boot. */
+  public IdempotencyAutoConfiguration() {}
+
+  /**
+   * The guard, on the chosen store, with the properties, the application's {@link
+   * IdempotencyListener} and {@link FailureClassifier} beans, and its {@link
+   * IdempotencyGuardCustomizer}s.
+   *
+   * @param store the store
+   * @param properties the properties
+   * @param listeners listener beans
+   * @param classifier a failure classifier bean, if any
+   * @param customizers customizer beans
+   * @return the guard
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  public IdempotencyGuard idempotencyGuard(
+      KeyStore store,
+      IdempotencyProperties properties,
+      ObjectProvider<IdempotencyListener> listeners,
+      ObjectProvider<FailureClassifier> classifier,
+      ObjectProvider<IdempotencyGuardCustomizer> customizers) {
+    IdempotencyGuard.Builder builder =
+        IdempotencyGuard.builder()
+            .store(store)
+            .lease(properties.getLease())
+            .inFlightWait(properties.getInFlightWait())
+            .failOpen(properties.isFailOpen())
+            .takeoverPolicy(properties.getTakeoverPolicy())
+            .leaseRenewal(properties.isLeaseRenewal());
+    listeners.orderedStream().forEach(builder::listener);
+    classifier.ifUnique(builder::failureClassifier);
+    customizers.orderedStream().forEach(customizer -> customizer.customize(builder));
+    return builder.build();
+  }
+
+  /**
+   * The store: the one {@code idempotency.store} names, or in {@code auto} the first there is of
+   * JDBC, Redis and memory.
+   *
+   * @param properties the properties
+   * @param candidates the stores the application could use
+   * @return the store
+   * @throws IllegalStateException if the store named is not available
+   */
+  @Bean
+  @ConditionalOnMissingBean(KeyStore.class)
+  public KeyStore idempotencyKeyStore(
+      IdempotencyProperties properties, ObjectProvider<StoreCandidate> candidates) {
+    List<StoreCandidate> available = candidates.orderedStream().toList();
+    StoreType wanted = properties.getStore();
+    StoreCandidate chosen;
+    if (wanted == StoreType.AUTO) {
+      chosen =
+          find(available, StoreType.JDBC)
+              .or(() -> find(available, StoreType.REDIS))
+              .orElseGet(() -> memory(properties, true));
+    } else if (wanted == StoreType.MEMORY) {
+      chosen = memory(properties, false);
+    } else {
+      chosen =
+          find(available, wanted)
+              .orElseThrow(
+                  () ->
+                      new IllegalStateException(
+                          "idempotency.store="
+                              + wanted.name().toLowerCase(Locale.ROOT)
+                              + " but the application has no "
+                              + (wanted == StoreType.JDBC
+                                  ? "single DataSource bean"
+                                  : "Lettuce connection factory or RedisClient bean")
+                              + " (or the "
+                              + (wanted == StoreType.JDBC ? "idempotency-jdbc" : "lettuce-core")
+                              + " classes)"));
+    }
+    log.info(
+        "Idempotency store: {} ({}){}",
+        chosen.type().name().toLowerCase(Locale.ROOT),
+        chosen.description(),
+        wanted == StoreType.AUTO ? ", chosen by idempotency.store=auto" : "");
+    return chosen.store().get();
+  }
+
+  private static Optional<StoreCandidate> find(List<StoreCandidate> candidates, StoreType type) {
+    return candidates.stream().filter(candidate -> candidate.type() == type).findFirst();
+  }
+
+  private static StoreCandidate memory(IdempotencyProperties properties, boolean warn) {
+    if (warn) {
+      log.warn(
+          "Idempotency records are kept in this JVM's memory: they are lost on restart and not"
+              + " shared with other instances. Give the application a DataSource or Redis, or set"
+              + " idempotency.store=memory to choose this on purpose");
+    }
+    return new StoreCandidate(
+        StoreType.MEMORY,
+        "in this JVM, at most " + properties.getMemory().getMaximumSize() + " records",
+        () ->
+            InMemoryKeyStore.builder()
+                .maximumSize(properties.getMemory().getMaximumSize())
+                .build());
+  }
+
+  /** The JDBC store on the application's DataSource. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(JdbcKeyStore.class)
+  @ConditionalOnSingleCandidate(DataSource.class)
+  static class JdbcStoreConfiguration {
+
+    @Bean
+    StoreCandidate idempotencyJdbcStoreCandidate(
+        DataSource dataSource, IdempotencyProperties properties) {
+      IdempotencyProperties.Jdbc jdbc = properties.getJdbc();
+      return new StoreCandidate(
+          StoreType.JDBC,
+          "the application's DataSource, table " + jdbc.getTableName(),
+          () ->
+              JdbcKeyStore.builder(dataSource)
+                  .tableName(jdbc.getTableName())
+                  .createSchemaIfMissing(createSchema(jdbc.getInitializeSchema(), dataSource))
+                  .databaseTime(jdbc.isDatabaseTime())
+                  .operationTimeout(jdbc.getOperationTimeout())
+                  .build());
+    }
+
+    private static boolean createSchema(SchemaInitialization mode, DataSource dataSource) {
+      return switch (mode) {
+        case ALWAYS -> true;
+        case NEVER -> false;
+        case EMBEDDED -> isEmbedded(dataSource);
+      };
+    }
+
+    /** An in-memory database, which starts empty every time: H2, HSQLDB or Derby in memory. */
+    static boolean isEmbedded(DataSource dataSource) {
+      try (Connection connection = dataSource.getConnection()) {
+        String url = connection.getMetaData().getURL();
+        return url != null
+            && (url.startsWith("jdbc:h2:mem:")
+                || url.startsWith("jdbc:hsqldb:mem:")
+                || url.startsWith("jdbc:derby:memory:"));
+      } catch (SQLException e) {
+        throw new IllegalStateException("could not read the DataSource's URL", e);
+      }
+    }
+  }
+
+  /** The Redis store on a Lettuce client the application already has. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass({RedisKeyStore.class, RedisClient.class})
+  static class RedisStoreConfiguration {
+
+    private static StoreCandidate candidate(
+        AbstractRedisClient client, String description, IdempotencyProperties properties) {
+      return new StoreCandidate(
+          StoreType.REDIS,
+          description,
+          () -> {
+            RedisKeyStore.Builder builder =
+                client instanceof RedisClusterClient cluster
+                    ? RedisKeyStore.builder(cluster)
+                    : RedisKeyStore.builder((RedisClient) client);
+            return builder
+                .keyPrefix(properties.getRedis().getKeyPrefix())
+                .operationTimeout(properties.getRedis().getOperationTimeout())
+                .build();
+          });
+    }
+
+    /** A {@link RedisClient} or {@link RedisClusterClient} bean of the application's. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnSingleCandidate(AbstractRedisClient.class)
+    static class FromClientBean {
+      @Bean
+      StoreCandidate idempotencyRedisClientStoreCandidate(
+          AbstractRedisClient client, IdempotencyProperties properties) {
+        return candidate(client, "the application's Lettuce client", properties);
+      }
+    }
+
+    /** The Lettuce client behind Spring Data Redis's connection factory. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(LettuceConnectionFactory.class)
+    @ConditionalOnSingleCandidate(LettuceConnectionFactory.class)
+    @ConditionalOnMissingBean(AbstractRedisClient.class)
+    static class FromSpringDataRedis {
+      @Bean
+      StoreCandidate idempotencyDataRedisStoreCandidate(
+          LettuceConnectionFactory factory, IdempotencyProperties properties) {
+        return new StoreCandidate(
+            StoreType.REDIS,
+            "Spring Data Redis's Lettuce connection",
+            () -> {
+              AbstractRedisClient client = factory.getNativeClient();
+              if (client == null) {
+                factory.start();
+                client = factory.getNativeClient();
+              }
+              return candidate(client, "", properties).store().get();
+            });
+      }
+    }
+  }
+
+  /** JSON codecs on Jackson 3, the mapper Spring Boot 4 configures. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = "tools.jackson.databind.json.JsonMapper")
+  static class Jackson3Configuration {
+    @Bean
+    @ConditionalOnMissingBean(JsonCodecs.class)
+    @ConditionalOnSingleCandidate(tools.jackson.databind.ObjectMapper.class)
+    JsonCodecs idempotencyJsonCodecs(tools.jackson.databind.ObjectMapper mapper) {
+      return new Jackson3JsonCodecs(mapper);
+    }
+  }
+
+  /** JSON codecs on Jackson 2, the mapper Spring Boot 3.5 configures. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = "com.fasterxml.jackson.databind.ObjectMapper")
+  static class Jackson2Configuration {
+    @Bean
+    @ConditionalOnMissingBean(JsonCodecs.class)
+    @ConditionalOnSingleCandidate(com.fasterxml.jackson.databind.ObjectMapper.class)
+    JsonCodecs idempotencyJackson2JsonCodecs(com.fasterxml.jackson.databind.ObjectMapper mapper) {
+      return new Jackson2JsonCodecs(mapper);
+    }
+  }
+
+  /**
+   * {@code @Idempotent} methods: the advisor, and an auto-proxy creator if the application has none
+   * (Spring Boot's AOP auto-configuration, when on, registers one already).
+   */
+  @Configuration(proxyBeanMethods = false)
+  @Import(IdempotentMethodsConfiguration.AutoProxy.class)
+  static class IdempotentMethodsConfiguration {
+
+    @Bean
+    @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+    @ConditionalOnMissingBean
+    static IdempotentMethodAdvisor idempotentMethodAdvisor(
+        ObjectProvider<IdempotencyGuard> guard,
+        ObjectProvider<JsonCodecs> json,
+        ObjectProvider<IdempotencyProperties> properties) {
+      return new IdempotentMethodAdvisor(
+          guard::getObject,
+          () ->
+              json.getIfAvailable(
+                  () -> {
+                    throw new IllegalStateException(
+                        "an @Idempotent method returns a value, but the application has no JSON"
+                            + " mapper (Jackson) to store it with; add one or define a JsonCodecs"
+                            + " bean");
+                  }),
+          () -> properties.getObject().getDefaultTtl());
+    }
+
+    /** Registers Spring's infrastructure auto-proxy creator, unless one is registered already. */
+    static class AutoProxy implements ImportBeanDefinitionRegistrar {
+      @Override
+      public void registerBeanDefinitions(
+          AnnotationMetadata metadata, BeanDefinitionRegistry registry) {
+        AopConfigUtils.registerAutoProxyCreatorIfNecessary(registry);
+      }
+    }
+  }
+}

@@ -1,0 +1,440 @@
+package dev.idempotency.spring.autoconfigure;
+
+import dev.idempotency.TakeoverPolicy;
+import java.time.Duration;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.util.unit.DataSize;
+
+/**
+ * The {@code idempotency.*} settings of the Spring Boot starter. Durations take Boot's formats
+ * ({@code PT24H}, {@code 24h}).
+ */
+@ConfigurationProperties("idempotency")
+public class IdempotencyProperties {
+
+  /**
+   * The store of records: auto (JDBC on the application's DataSource if it has one, else Redis on
+   * its Lettuce connection, else in memory), memory, jdbc or redis. A KeyStore bean wins over all.
+   */
+  private StoreType store = StoreType.AUTO;
+
+  /**
+   * How long a claim holds without renewal, so how long a crashed process blocks its keys; the
+   * lease of a running send is renewed in the background.
+   */
+  private Duration lease = Duration.ofSeconds(30);
+
+  /** How long a repeat waits for an in-flight first call before it is refused (409). */
+  private Duration inFlightWait = Duration.ofSeconds(2);
+
+  /** The window of @Idempotent methods and endpoints that name none. */
+  private Duration defaultTtl = Duration.ofHours(24);
+
+  /**
+   * Whether to send anyway when the store fails before the claim (a duplicate becomes possible).
+   */
+  private boolean failOpen;
+
+  /** What to do with a claim that outlived its lease: take-over (send again) or refuse (strict). */
+  private TakeoverPolicy takeoverPolicy = TakeoverPolicy.TAKE_OVER;
+
+  /** Whether leases are renewed while senders run. */
+  private boolean leaseRenewal = true;
+
+  private final Memory memory = new Memory();
+  private final Jdbc jdbc = new Jdbc();
+  private final Redis redis = new Redis();
+  private final Http http = new Http();
+
+  /**
+   * The store.
+   *
+   * @return the store type
+   */
+  public StoreType getStore() {
+    return store;
+  }
+
+  /**
+   * Sets the store.
+   *
+   * @param store the store type
+   */
+  public void setStore(StoreType store) {
+    this.store = store;
+  }
+
+  /**
+   * The lease.
+   *
+   * @return the lease
+   */
+  public Duration getLease() {
+    return lease;
+  }
+
+  /**
+   * Sets the lease.
+   *
+   * @param lease the lease
+   */
+  public void setLease(Duration lease) {
+    this.lease = lease;
+  }
+
+  /**
+   * The in-flight wait.
+   *
+   * @return the wait
+   */
+  public Duration getInFlightWait() {
+    return inFlightWait;
+  }
+
+  /**
+   * Sets the in-flight wait.
+   *
+   * @param inFlightWait the wait
+   */
+  public void setInFlightWait(Duration inFlightWait) {
+    this.inFlightWait = inFlightWait;
+  }
+
+  /**
+   * The default window.
+   *
+   * @return the ttl
+   */
+  public Duration getDefaultTtl() {
+    return defaultTtl;
+  }
+
+  /**
+   * Sets the default window.
+   *
+   * @param defaultTtl the ttl
+   */
+  public void setDefaultTtl(Duration defaultTtl) {
+    this.defaultTtl = defaultTtl;
+  }
+
+  /**
+   * Whether to fail open.
+   *
+   * @return {@code true} to send when the store fails
+   */
+  public boolean isFailOpen() {
+    return failOpen;
+  }
+
+  /**
+   * Sets fail-open.
+   *
+   * @param failOpen {@code true} to send when the store fails
+   */
+  public void setFailOpen(boolean failOpen) {
+    this.failOpen = failOpen;
+  }
+
+  /**
+   * The takeover policy.
+   *
+   * @return the policy
+   */
+  public TakeoverPolicy getTakeoverPolicy() {
+    return takeoverPolicy;
+  }
+
+  /**
+   * Sets the takeover policy.
+   *
+   * @param takeoverPolicy the policy
+   */
+  public void setTakeoverPolicy(TakeoverPolicy takeoverPolicy) {
+    this.takeoverPolicy = takeoverPolicy;
+  }
+
+  /**
+   * Whether leases are renewed.
+   *
+   * @return {@code true} to renew
+   */
+  public boolean isLeaseRenewal() {
+    return leaseRenewal;
+  }
+
+  /**
+   * Sets lease renewal.
+   *
+   * @param leaseRenewal {@code true} to renew
+   */
+  public void setLeaseRenewal(boolean leaseRenewal) {
+    this.leaseRenewal = leaseRenewal;
+  }
+
+  /**
+   * The in-memory store's settings.
+   *
+   * @return the settings
+   */
+  public Memory getMemory() {
+    return memory;
+  }
+
+  /**
+   * The JDBC store's settings.
+   *
+   * @return the settings
+   */
+  public Jdbc getJdbc() {
+    return jdbc;
+  }
+
+  /**
+   * The Redis store's settings.
+   *
+   * @return the settings
+   */
+  public Redis getRedis() {
+    return redis;
+  }
+
+  /**
+   * The HTTP settings of {@code @IdempotentEndpoint}.
+   *
+   * @return the settings
+   */
+  public Http getHttp() {
+    return http;
+  }
+
+  /** Which store to use. */
+  public enum StoreType {
+    /** JDBC if there is a DataSource, else Redis if there is Lettuce, else in memory. */
+    AUTO,
+    /** In this JVM's memory: one instance only. */
+    MEMORY,
+    /** The application's DataSource. */
+    JDBC,
+    /** The application's Redis, through Lettuce. */
+    REDIS
+  }
+
+  /** When to create the JDBC store's table. */
+  public enum SchemaInitialization {
+    /** Only on an embedded, in-memory database (H2, HSQLDB, Derby). */
+    EMBEDDED,
+    /** Always, if it does not exist. */
+    ALWAYS,
+    /** Never: apply the shipped DDL with your migrations. */
+    NEVER
+  }
+
+  /** The in-memory store's settings. */
+  public static class Memory {
+
+    /** The most records kept: at least the keys one window holds. */
+    private long maximumSize = 100_000;
+
+    /**
+     * The most records.
+     *
+     * @return the size
+     */
+    public long getMaximumSize() {
+      return maximumSize;
+    }
+
+    /**
+     * Sets the most records.
+     *
+     * @param maximumSize the size
+     */
+    public void setMaximumSize(long maximumSize) {
+      this.maximumSize = maximumSize;
+    }
+  }
+
+  /** The JDBC store's settings. */
+  public static class Jdbc {
+
+    /** The table, a plain identifier, optionally schema-qualified. */
+    private String tableName = "idempotency_records";
+
+    /** When to create the table: embedded (only on an in-memory database), always or never. */
+    private SchemaInitialization initializeSchema = SchemaInitialization.EMBEDDED;
+
+    /**
+     * Whether leases and windows use the database's clock, so that instances with skewed clocks
+     * agree.
+     */
+    private boolean databaseTime = true;
+
+    /** The most one store operation may take once it has a connection. */
+    private Duration operationTimeout = Duration.ofSeconds(5);
+
+    /**
+     * The table name.
+     *
+     * @return the name
+     */
+    public String getTableName() {
+      return tableName;
+    }
+
+    /**
+     * Sets the table name.
+     *
+     * @param tableName the name
+     */
+    public void setTableName(String tableName) {
+      this.tableName = tableName;
+    }
+
+    /**
+     * When to create the table.
+     *
+     * @return the setting
+     */
+    public SchemaInitialization getInitializeSchema() {
+      return initializeSchema;
+    }
+
+    /**
+     * Sets when to create the table.
+     *
+     * @param initializeSchema the setting
+     */
+    public void setInitializeSchema(SchemaInitialization initializeSchema) {
+      this.initializeSchema = initializeSchema;
+    }
+
+    /**
+     * Whether to use database time.
+     *
+     * @return {@code true} for database time
+     */
+    public boolean isDatabaseTime() {
+      return databaseTime;
+    }
+
+    /**
+     * Sets database time.
+     *
+     * @param databaseTime {@code true} for database time
+     */
+    public void setDatabaseTime(boolean databaseTime) {
+      this.databaseTime = databaseTime;
+    }
+
+    /**
+     * The operation timeout.
+     *
+     * @return the timeout
+     */
+    public Duration getOperationTimeout() {
+      return operationTimeout;
+    }
+
+    /**
+     * Sets the operation timeout.
+     *
+     * @param operationTimeout the timeout
+     */
+    public void setOperationTimeout(Duration operationTimeout) {
+      this.operationTimeout = operationTimeout;
+    }
+  }
+
+  /** The Redis store's settings. */
+  public static class Redis {
+
+    /** The prefix of every Redis key: up to 64 characters of [A-Za-z0-9_:.-]. */
+    private String keyPrefix = "idem:";
+
+    /** The most one store operation may take, whatever the client's command timeout. */
+    private Duration operationTimeout = Duration.ofSeconds(2);
+
+    /**
+     * The key prefix.
+     *
+     * @return the prefix
+     */
+    public String getKeyPrefix() {
+      return keyPrefix;
+    }
+
+    /**
+     * Sets the key prefix.
+     *
+     * @param keyPrefix the prefix
+     */
+    public void setKeyPrefix(String keyPrefix) {
+      this.keyPrefix = keyPrefix;
+    }
+
+    /**
+     * The operation timeout.
+     *
+     * @return the timeout
+     */
+    public Duration getOperationTimeout() {
+      return operationTimeout;
+    }
+
+    /**
+     * Sets the operation timeout.
+     *
+     * @param operationTimeout the timeout
+     */
+    public void setOperationTimeout(Duration operationTimeout) {
+      this.operationTimeout = operationTimeout;
+    }
+  }
+
+  /** The settings of {@code @IdempotentEndpoint}. */
+  public static class Http {
+
+    /** The request header that carries the key. */
+    private String header = "Idempotency-Key";
+
+    /** The largest request body read for the fingerprint; a larger one is refused with 413. */
+    private DataSize maxBodySize = DataSize.ofMegabytes(1);
+
+    /**
+     * The header name.
+     *
+     * @return the name
+     */
+    public String getHeader() {
+      return header;
+    }
+
+    /**
+     * Sets the header name.
+     *
+     * @param header the name
+     */
+    public void setHeader(String header) {
+      this.header = header;
+    }
+
+    /**
+     * The largest body.
+     *
+     * @return the size
+     */
+    public DataSize getMaxBodySize() {
+      return maxBodySize;
+    }
+
+    /**
+     * Sets the largest body.
+     *
+     * @param maxBodySize the size
+     */
+    public void setMaxBodySize(DataSize maxBodySize) {
+      this.maxBodySize = maxBodySize;
+    }
+  }
+}

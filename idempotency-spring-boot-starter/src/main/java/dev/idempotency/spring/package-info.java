@@ -1,0 +1,6 @@
+/**
+ * Spring integration of the idempotency guard: {@link dev.idempotency.spring.Idempotent} on bean
+ * methods, through a Spring AOP advisor ({@link dev.idempotency.spring.IdempotentMethodAdvisor}),
+ * and {@link dev.idempotency.spring.JsonCodecs} on the application's Jackson 2 or 3 mapper.
+ */
+package dev.idempotency.spring;

@@ -1,0 +1,191 @@
+package dev.idempotency.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.IdempotencyEvent;
+import dev.idempotency.spring.app.Mailer;
+import dev.idempotency.spring.app.NotifyTestApplication;
+import dev.idempotency.spring.app.Receipt;
+import java.io.IOException;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+
+/**
+ * {@link Idempotent} on a real Spring Boot application, on the JDBC store (H2): every return shape,
+ * exceptions, names, and self-invocation.
+ */
+@SpringBootTest(
+    classes = NotifyTestApplication.class,
+    webEnvironment = SpringBootTest.WebEnvironment.NONE,
+    properties = "spring.datasource.url=jdbc:h2:mem:methods;DB_CLOSE_DELAY=-1")
+class IdempotentMethodTest {
+
+  @Autowired Mailer mailer;
+  @Autowired NotifyTestApplication.RecordedEvents recorded;
+
+  int runsBefore;
+
+  @BeforeEach
+  void rememberRuns() {
+    runsBefore = mailer.runs();
+  }
+
+  int runs() {
+    return mailer.runs() - runsBefore;
+  }
+
+  static String id() {
+    return UUID.randomUUID().toString();
+  }
+
+  @Test
+  void aRepeatReturnsTheStoredResultWithoutRunningTheMethod() {
+    String order = id();
+
+    Receipt first = mailer.send(order);
+    Receipt repeat = mailer.send(order);
+
+    assertThat(repeat).isEqualTo(first);
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  void twoMethodsWithTheSameArgumentNeverShareARecord() {
+    String order = id();
+
+    Receipt one = mailer.send(order);
+    Receipt other = mailer.sendAgainUnderAnotherName(order);
+
+    assertThat(other).isNotEqualTo(one);
+    assertThat(other.id()).startsWith("other-");
+    assertThat(runs()).isEqualTo(2);
+  }
+
+  @Test
+  void genericResultsComeBackAsTheirDeclaredType() {
+    Mailer.OrderShipped event = new Mailer.OrderShipped(id(), "user_42");
+
+    List<Receipt> first = mailer.shipped(event);
+    List<Receipt> repeat = mailer.shipped(new Mailer.OrderShipped(event.orderId(), "other"));
+
+    assertThat(repeat).isEqualTo(first).hasSize(2);
+    assertThat(repeat.get(0)).isInstanceOf(Receipt.class);
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  void optionalsPresentAndEmptyReplayAsTheyWere() {
+    String present = id();
+    String empty = id();
+
+    Optional<Receipt> first = mailer.maybe(present, true);
+    Optional<Receipt> replayed = mailer.maybe(present, false);
+    Optional<Receipt> none = mailer.maybe(empty, false);
+    Optional<Receipt> noneReplayed = mailer.maybe(empty, true);
+
+    assertThat(replayed).isEqualTo(first).isPresent();
+    assertThat(noneReplayed).isEmpty();
+    assertThat(none).isEmpty();
+    assertThat(runs()).isEqualTo(2);
+  }
+
+  @Test
+  void nullVoidAndPrimitiveResults() {
+    String id = id();
+
+    assertThat(mailer.nothing(id)).isNull();
+    assertThat(mailer.nothing(id)).isNull();
+    mailer.fireAndForget(id);
+    mailer.fireAndForget(id);
+    int first = mailer.count(id);
+    int again = mailer.count(id);
+
+    assertThat(again).isEqualTo(first);
+    assertThat(runs()).isEqualTo(3);
+  }
+
+  @Test
+  void stagesRunThroughTheAsyncPathAndReplayTheirValue() throws Exception {
+    String id = id();
+
+    Receipt first = mailer.sendLater(id).get(30, TimeUnit.SECONDS);
+    Receipt repeat = mailer.sendLater(id).get(30, TimeUnit.SECONDS);
+    List<Receipt> staged = mailer.stage(id).toCompletableFuture().get(30, TimeUnit.SECONDS);
+    List<Receipt> stagedAgain = mailer.stage(id).toCompletableFuture().get(30, TimeUnit.SECONDS);
+
+    assertThat(repeat).isEqualTo(first);
+    assertThat(stagedAgain).isEqualTo(staged);
+    assertThat(runs()).isEqualTo(2);
+  }
+
+  @Test
+  void aCheckedExceptionReachesTheCallerUnchangedAndTheKeyIsReleased() {
+    String id = id();
+
+    assertThatThrownBy(() -> mailer.failChecked(id))
+        .isExactlyInstanceOf(IOException.class)
+        .hasMessage("provider down for " + id);
+    assertThatThrownBy(() -> mailer.failChecked(id)).isExactlyInstanceOf(IOException.class);
+    assertThat(runs()).as("released: the retry ran the method again").isEqualTo(2);
+  }
+
+  @Test
+  void anUncheckedExceptionReachesTheCallerUnchanged() {
+    String id = id();
+
+    assertThatThrownBy(() -> mailer.failUnchecked(id))
+        .isExactlyInstanceOf(IllegalStateException.class)
+        .hasMessage("bug for " + id);
+    assertThatThrownBy(() -> mailer.failUnchecked(id))
+        .isExactlyInstanceOf(IllegalStateException.class);
+    assertThat(runs()).isEqualTo(2);
+  }
+
+  @Test
+  void aFailedStageFailsWithTheMethodsOwnExceptionAndIsReleased() {
+    String id = id();
+    CompletableFuture<Receipt> failed = mailer.failLater(id);
+
+    assertThatThrownBy(() -> failed.get(30, TimeUnit.SECONDS))
+        .isInstanceOf(ExecutionException.class)
+        .cause()
+        .isExactlyInstanceOf(IOException.class);
+    assertThatThrownBy(() -> mailer.failLater(id).get(30, TimeUnit.SECONDS))
+        .hasCauseExactlyInstanceOf(IOException.class);
+    assertThat(runs()).isEqualTo(2);
+  }
+
+  @Test
+  void eventsCarryTheNameAsTheOperationNeverTheKey() {
+    String order = id();
+    recorded.events.clear();
+
+    mailer.send(order);
+    mailer.shipped(new Mailer.OrderShipped(order, "u"));
+
+    assertThat(recorded.events)
+        .extracting(IdempotencyEvent::operation)
+        .contains("Mailer.send", "order-shipped-email")
+        .noneMatch(operation -> operation.contains(order));
+  }
+
+  @Test
+  void aCallFromInsideTheBeanIsNotGuardedAsWithTransactional() {
+    String order = id();
+
+    Receipt first = mailer.sendFromInside(order);
+    Receipt second = mailer.sendFromInside(order);
+
+    assertThat(second).isNotEqualTo(first);
+    assertThat(runs()).isEqualTo(2);
+  }
+}

@@ -1,0 +1,98 @@
+package dev.idempotency.spring.app;
+
+import dev.idempotency.spring.Idempotent;
+import java.io.IOException;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.springframework.stereotype.Service;
+
+/** Bean methods with @Idempotent, counting how often each really ran. */
+@Service
+public class Mailer {
+
+  private final AtomicInteger runs = new AtomicInteger();
+
+  /** How often the methods really ran (a method, since the bean is a proxy). */
+  public int runs() {
+    return runs.get();
+  }
+
+  @Idempotent(key = "#orderId")
+  public Receipt send(String orderId) {
+    return new Receipt("r-" + orderId + "-" + runs.incrementAndGet(), "email", 1);
+  }
+
+  @Idempotent(key = "#orderId")
+  public Receipt sendAgainUnderAnotherName(String orderId) {
+    return new Receipt("other-" + orderId + "-" + runs.incrementAndGet(), "email", 2);
+  }
+
+  @Idempotent(name = "order-shipped-email", key = "#event.orderId()", ttl = "PT72H")
+  public List<Receipt> shipped(OrderShipped event) {
+    runs.incrementAndGet();
+    return List.of(new Receipt("a-" + event.orderId(), "email", 1), new Receipt("b", "sms", 2));
+  }
+
+  @Idempotent(key = "#p0")
+  public Optional<Receipt> maybe(String id, boolean present) {
+    runs.incrementAndGet();
+    return present ? Optional.of(new Receipt(id, "push", 1)) : Optional.empty();
+  }
+
+  @Idempotent(key = "#id")
+  public Receipt nothing(String id) {
+    runs.incrementAndGet();
+    return null;
+  }
+
+  @Idempotent(key = "#id")
+  public void fireAndForget(String id) {
+    runs.incrementAndGet();
+  }
+
+  @Idempotent(key = "#id")
+  public int count(String id) {
+    return runs.incrementAndGet();
+  }
+
+  @Idempotent(key = "#id")
+  public CompletableFuture<Receipt> sendLater(String id) {
+    int run = runs.incrementAndGet();
+    return CompletableFuture.supplyAsync(() -> new Receipt("later-" + id + "-" + run, "sms", 1));
+  }
+
+  @Idempotent(key = "#id")
+  public CompletionStage<List<Receipt>> stage(String id) {
+    int run = runs.incrementAndGet();
+    return CompletableFuture.completedFuture(List.of(new Receipt("stage-" + run, "sms", 1)));
+  }
+
+  @Idempotent(key = "#id")
+  public CompletableFuture<Receipt> failLater(String id) {
+    runs.incrementAndGet();
+    return CompletableFuture.failedFuture(new IOException("provider down for " + id));
+  }
+
+  @Idempotent(key = "#id")
+  public Receipt failChecked(String id) throws IOException {
+    runs.incrementAndGet();
+    throw new IOException("provider down for " + id);
+  }
+
+  @Idempotent(key = "#id")
+  public Receipt failUnchecked(String id) {
+    runs.incrementAndGet();
+    throw new IllegalStateException("bug for " + id);
+  }
+
+  /** Calls {@link #send} on itself: not through the proxy, so not guarded. */
+  public Receipt sendFromInside(String orderId) {
+    return send(orderId);
+  }
+
+  /** An event with an order id. */
+  public record OrderShipped(String orderId, String userId) {}
+}

@@ -1,0 +1,56 @@
+package dev.idempotency.spring.app;
+
+import dev.idempotency.IdempotencyEvent;
+import dev.idempotency.IdempotencyListener;
+import jakarta.servlet.Filter;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletRequestWrapper;
+import java.security.Principal;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.core.Ordered;
+
+/** A small notify service for the starter's tests: an endpoint, a mailer, a listener. */
+@SpringBootApplication
+public class NotifyTestApplication {
+
+  /** Every event of the guard, in order. */
+  public static final class RecordedEvents implements IdempotencyListener {
+    public final List<IdempotencyEvent> events = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void onEvent(IdempotencyEvent event) {
+      events.add(event);
+    }
+  }
+
+  @Bean
+  RecordedEvents recordedEvents() {
+    return new RecordedEvents();
+  }
+
+  /** Stands in for authentication: the X-User header becomes the request's principal. */
+  @Bean
+  FilterRegistrationBean<Filter> fakeAuthentication() {
+    FilterRegistrationBean<Filter> registration =
+        new FilterRegistrationBean<>(
+            (request, response, chain) -> {
+              String user = ((HttpServletRequest) request).getHeader("X-User");
+              chain.doFilter(
+                  user == null
+                      ? request
+                      : new HttpServletRequestWrapper((HttpServletRequest) request) {
+                        @Override
+                        public Principal getUserPrincipal() {
+                          return () -> user;
+                        }
+                      },
+                  response);
+            });
+    registration.setOrder(Ordered.HIGHEST_PRECEDENCE);
+    return registration;
+  }
+}
