@@ -33,6 +33,19 @@ final class AsyncGuardedCall<T> {
   }
 
   CompletableFuture<Outcome<T>> run() {
+    IdempotencyObserver.CallObservation observation = call.startObservation();
+    CompletableFuture<Outcome<T>> result;
+    try {
+      result = attempt();
+    } catch (RuntimeException | Error e) {
+      observation.onEnd(e);
+      throw e;
+    }
+    return result.whenComplete(
+        (outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));
+  }
+
+  private CompletableFuture<Outcome<T>> attempt() {
     Instant now = call.settings.clock.instant();
     ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
     long askedAt = call.settings.leaseNow(now);
@@ -59,11 +72,11 @@ final class AsyncGuardedCall<T> {
       return CompletableFuture.failedFuture(refuse.error());
     }
     return Stages.delay(((CallSupport.Wait<T>) next).nanos(), executor)
-        .thenCompose(ignored -> run());
+        .thenCompose(ignored -> attempt());
   }
 
   private CompletableFuture<T> startSend(int attempt) {
-    try {
+    try (CallSupport.MdcScope mdc = call.mdc(attempt)) {
       CompletionStage<T> stage = sender.send(call.context(attempt));
       if (stage == null) {
         return CompletableFuture.failedFuture(

@@ -18,7 +18,8 @@ final class AsyncStores {
   private AsyncStores() {}
 
   static AsyncKeyStore of(KeyStore store, Executor blockingStoreExecutor) {
-    if (store instanceof AsyncKeyStore async) {
+    boolean blockingUnderneath = store instanceof TimedStore timed && !timed.hasAsyncFace();
+    if (store instanceof AsyncKeyStore async && !blockingUnderneath) {
       return async;
     }
     return new OnExecutor(store, blockingStoreExecutor);
@@ -74,6 +75,16 @@ final class AsyncStores {
     @Override
     public boolean usesServerTime() {
       return store.usesServerTime();
+    }
+
+    @Override
+    public int maxBatchSize() {
+      return store.maxBatchSize();
+    }
+
+    @Override
+    public String kind() {
+      return store.kind();
     }
   }
 }

@@ -66,6 +66,8 @@ final class CallSupport<T> {
   final long startNanos = System.nanoTime();
   private long waitStartNanos;
   private long pollNanos = FIRST_POLL_NANOS;
+  private IdempotencyObserver.CallObservation observation =
+      IdempotencyObserver.CallObservation.NONE;
 
   CallSupport(GuardSettings settings, IdempotencyRequest request, ResultCodec<T> codec) {
     this.settings = settings;
@@ -73,6 +75,70 @@ final class CallSupport<T> {
     this.codec = codec;
     this.keyId = Digests.keyId(request.key());
     this.fingerprint = Digests.fingerprint(request.fingerprint());
+  }
+
+  /** The call starts: the observers follow it from here (for execute and executeAsync). */
+  IdempotencyObserver.CallObservation startObservation() {
+    observation = settings.observers.onCallStart(request.operation(), settings.store.kind());
+    return observation;
+  }
+
+  /**
+   * Puts the call into SLF4J's MDC on this thread while the sender runs ({@link
+   * IdempotencyGuard#MDC_KEY}, {@link IdempotencyGuard#MDC_OPERATION}, {@link
+   * IdempotencyGuard#MDC_ATTEMPT}), so that the provider client's own log lines can be tied to the
+   * call; closing restores what was there.
+   */
+  MdcScope mdc(int attempt) {
+    if (!settings.mdc) {
+      return MdcScope.NONE;
+    }
+    return MdcScope.put(keyId, request.operation(), attempt);
+  }
+
+  /** The MDC entries of a running sender, and what they replaced. */
+  static final class MdcScope implements AutoCloseable {
+    static final MdcScope NONE = new MdcScope(null, null, null);
+
+    private final String previousKey;
+    private final String previousOperation;
+    private final String previousAttempt;
+
+    private MdcScope(String previousKey, String previousOperation, String previousAttempt) {
+      this.previousKey = previousKey;
+      this.previousOperation = previousOperation;
+      this.previousAttempt = previousAttempt;
+    }
+
+    static MdcScope put(String keyId, String operation, int attempt) {
+      MdcScope scope =
+          new MdcScope(
+              org.slf4j.MDC.get(IdempotencyGuard.MDC_KEY),
+              org.slf4j.MDC.get(IdempotencyGuard.MDC_OPERATION),
+              org.slf4j.MDC.get(IdempotencyGuard.MDC_ATTEMPT));
+      org.slf4j.MDC.put(IdempotencyGuard.MDC_KEY, keyId);
+      org.slf4j.MDC.put(IdempotencyGuard.MDC_OPERATION, operation);
+      org.slf4j.MDC.put(IdempotencyGuard.MDC_ATTEMPT, Integer.toString(attempt));
+      return scope;
+    }
+
+    @Override
+    public void close() {
+      if (this == NONE) {
+        return;
+      }
+      restore(IdempotencyGuard.MDC_KEY, previousKey);
+      restore(IdempotencyGuard.MDC_OPERATION, previousOperation);
+      restore(IdempotencyGuard.MDC_ATTEMPT, previousAttempt);
+    }
+
+    private static void restore(String key, String previous) {
+      if (previous == null) {
+        org.slf4j.MDC.remove(key);
+      } else {
+        org.slf4j.MDC.put(key, previous);
+      }
+    }
   }
 
   /** A claim at a given time: a batch claims all its keys at one instant. */
@@ -416,7 +482,12 @@ final class CallSupport<T> {
     if (log.isDebugEnabled()) {
       log.debug("{} operation={} key={} attempt={}", type, request.operation(), keyId, attempt);
     }
-    settings.listeners.emit(type, request.operation(), keyId, attempt, nanos, error);
+    if (settings.listeners.wanted() || observation != IdempotencyObserver.CallObservation.NONE) {
+      IdempotencyEvent event =
+          Listeners.event(type, request.operation(), keyId, attempt, nanos, error);
+      settings.listeners.deliver(event);
+      observation.onEvent(event);
+    }
   }
 
   /**

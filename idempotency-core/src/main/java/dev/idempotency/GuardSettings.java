@@ -13,8 +13,15 @@ import java.util.concurrent.Executor;
  */
 final class GuardSettings {
 
+  /** The store as the guard calls it: the user's, timed when observers are registered. */
   final KeyStore store;
+
+  /** The user's store, as given. */
+  final KeyStore userStore;
+
   final AsyncKeyStore asyncStore;
+  final Observers observers;
+  final boolean mdc;
   final Duration lease;
   final long leaseNanos;
   final Duration inFlightWait;
@@ -32,7 +39,10 @@ final class GuardSettings {
   final LeaseKeeper keeper;
 
   GuardSettings(IdempotencyGuard.Builder builder) {
-    this.store = builder.store;
+    this.userStore = builder.store;
+    this.observers = new Observers(builder.observers);
+    this.store = TimedStore.of(builder.store, observers);
+    this.mdc = builder.mdc;
     this.lease = builder.lease;
     this.leaseNanos = builder.lease.toNanos();
     this.inFlightWait = builder.inFlightWait;
@@ -42,7 +52,7 @@ final class GuardSettings {
     this.failOpen = builder.failOpen;
     this.completionAttempts = builder.completionAttempts;
     this.storeRawKeys = builder.storeRawKeys;
-    this.listeners = new Listeners(builder.listeners);
+    this.listeners = new Listeners(builder.listeners, observers);
     this.blockingStoreExecutor =
         builder.blockingStoreExecutor != null
             ? builder.blockingStoreExecutor

@@ -31,6 +31,19 @@ final class GuardedCall<T> {
   }
 
   Outcome<T> run() {
+    IdempotencyObserver.CallObservation observation = call.startObservation();
+    Throwable failure = null;
+    try (IdempotencyObserver.Scope scope = observation.openScope()) {
+      return claimAndSend();
+    } catch (RuntimeException | Error e) {
+      failure = e;
+      throw e;
+    } finally {
+      observation.onEnd(failure);
+    }
+  }
+
+  private Outcome<T> claimAndSend() {
     while (true) {
       Instant now = call.settings.clock.instant();
       ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
@@ -85,7 +98,7 @@ final class GuardedCall<T> {
 
   /** Runs the sender; only unchecked throwables escape, so callers can rethrow them as they are. */
   private T callSender(int attempt) {
-    try {
+    try (CallSupport.MdcScope mdc = call.mdc(attempt)) {
       return sender.send(call.context(attempt));
     } catch (RuntimeException | Error e) {
       throw e;

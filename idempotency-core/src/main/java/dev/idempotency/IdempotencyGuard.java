@@ -43,6 +43,15 @@ public final class IdempotencyGuard {
   /** The default time a repeat waits for an in-flight first call. */
   public static final Duration DEFAULT_IN_FLIGHT_WAIT = Duration.ofSeconds(2);
 
+  /** The MDC entry that holds the key's digest while a sender runs. */
+  public static final String MDC_KEY = "idempotency.key";
+
+  /** The MDC entry that holds the call's operation name while a sender runs. */
+  public static final String MDC_OPERATION = "idempotency.operation";
+
+  /** The MDC entry that holds the attempt while a sender runs. */
+  public static final String MDC_ATTEMPT = "idempotency.attempt";
+
   /** The default limit of lease renewal for one send: 10 minutes. */
   public static final Duration DEFAULT_LEASE_RENEWAL_LIMIT = Duration.ofMinutes(10);
 
@@ -224,7 +233,7 @@ public final class IdempotencyGuard {
    * @return the store
    */
   public KeyStore store() {
-    return settings.store;
+    return settings.userStore;
   }
 
   /**
@@ -245,7 +254,9 @@ public final class IdempotencyGuard {
     Duration leaseRenewalLimit = DEFAULT_LEASE_RENEWAL_LIMIT;
     Executor blockingStoreExecutor;
     Executor asyncExecutor;
+    boolean mdc = true;
     final List<IdempotencyListener> listeners = new ArrayList<>();
+    final List<IdempotencyObserver> observers = new ArrayList<>();
 
     private Builder() {}
 
@@ -451,6 +462,34 @@ public final class IdempotencyGuard {
      */
     public Builder listener(IdempotencyListener listener) {
       listeners.add(Objects.requireNonNull(listener, "listener must not be null"));
+      return this;
+    }
+
+    /**
+     * Adds an observer: it sees every event, every {@code execute} call from its start to its end,
+     * and the time of every store operation, for metrics and traces (module {@code
+     * idempotency-micrometer}). May be called more than once.
+     *
+     * @param observer the observer
+     * @return this builder
+     */
+    public Builder observer(IdempotencyObserver observer) {
+      observers.add(Objects.requireNonNull(observer, "observer must not be null"));
+      return this;
+    }
+
+    /**
+     * Whether the key's digest, the operation and the attempt are put into SLF4J's MDC while a
+     * sender runs ({@link #MDC_KEY}, {@link #MDC_OPERATION}, {@link #MDC_ATTEMPT}), so that the
+     * provider client's own log lines can be tied to the call. They are removed afterwards, also on
+     * the async path (where they hold while the sender's stage is being started). Default {@code
+     * true}.
+     *
+     * @param mdc {@code false} to leave the MDC alone
+     * @return this builder
+     */
+    public Builder mdc(boolean mdc) {
+      this.mdc = mdc;
       return this;
     }
 

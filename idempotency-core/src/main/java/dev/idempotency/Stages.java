@@ -46,6 +46,11 @@ final class Stages {
         () -> {}, CompletableFuture.delayedExecutor(nanos, TimeUnit.NANOSECONDS, executor));
   }
 
+  /** {@link #unwrap}, or {@code null} for no failure. */
+  static Throwable unwrapOrNull(Throwable error) {
+    return error == null ? null : unwrap(error);
+  }
+
   /** A stage's failure without the {@code CompletionException} wrappers around it. */
   static Throwable unwrap(Throwable error) {
     Throwable t = error;

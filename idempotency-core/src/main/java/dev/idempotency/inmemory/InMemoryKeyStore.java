@@ -198,6 +198,12 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
     return maxPayloadBytes;
   }
 
+  /** {@code memory}. */
+  @Override
+  public String kind() {
+    return "memory";
+  }
+
   /**
    * How many records were evicted for size before their window ended. Each one is a key that could
    * be sent again; above zero, raise {@link Builder#maximumSize(long)}.

@@ -176,6 +176,16 @@ public interface KeyStore {
   }
 
   /**
+   * A short, low-cardinality name of this kind of store, for metrics tags and logs: {@code memory},
+   * {@code jdbc}, {@code redis}. Default: the class's simple name in lower case.
+   *
+   * @return the kind
+   */
+  default String kind() {
+    return getClass().getSimpleName().toLowerCase(java.util.Locale.ROOT);
+  }
+
+  /**
    * Whether this store takes lease and retention time from its own server and ignores {@link
    * ClaimRequest#now()} and {@link CompleteRequest#now()}.
    *

@@ -546,6 +546,12 @@ public final class JdbcKeyStore implements KeyStore {
     return maxPayloadBytes;
   }
 
+  /** {@code jdbc}. */
+  @Override
+  public String kind() {
+    return "jdbc";
+  }
+
   @Override
   public boolean usesServerTime() {
     return databaseTime;

@@ -475,6 +475,12 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     return maxPayloadBytes;
   }
 
+  /** {@code redis}. */
+  @Override
+  public String kind() {
+    return "redis";
+  }
+
   /** Always {@code true}: leases and windows use the Redis server's clock. */
   @Override
   public boolean usesServerTime() {

@@ -7,6 +7,7 @@ import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.spring.app.Mailer;
 import dev.idempotency.spring.app.NotifyTestApplication;
 import dev.idempotency.spring.app.Receipt;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.io.IOException;
 import java.util.List;
 import java.util.Optional;
@@ -31,6 +32,8 @@ class IdempotentMethodTest {
 
   @Autowired Mailer mailer;
   @Autowired NotifyTestApplication.RecordedEvents recorded;
+  @Autowired MeterRegistry meters;
+  @Autowired NotifyTestApplication.RecordedObservations observations;
 
   int runsBefore;
 
@@ -176,6 +179,55 @@ class IdempotentMethodTest {
         .extracting(IdempotencyEvent::operation)
         .contains("Mailer.send", "order-shipped-email")
         .noneMatch(operation -> operation.contains(order));
+  }
+
+  @Test
+  void theSenderRunsWithTheCallInTheMdcAndItIsClearedAfterwards() {
+    String id = id();
+
+    String seen = mailer.mdc(id);
+
+    String digest =
+        dev.idempotency.IdempotencyKey.digest(dev.idempotency.IdempotencyKey.of("otp-sms", id));
+    assertThat(seen).isEqualTo("otp-sms 1 " + digest);
+    assertThat(org.slf4j.MDC.get("idempotency.key")).isNull();
+    assertThat(seen).doesNotContain(id);
+  }
+
+  @Test
+  void withActuatorEveryCallIsMeteredAndObservedWithoutItsKey() {
+    String order = id();
+
+    mailer.send(order);
+    mailer.send(order);
+
+    assertThat(
+            meters
+                .get("idempotency.calls")
+                .tags("operation", "Mailer.send", "outcome", "sent")
+                .counter()
+                .count())
+        .isPositive();
+    assertThat(
+            meters
+                .get("idempotency.calls")
+                .tags("operation", "Mailer.send", "outcome", "replayed")
+                .counter()
+                .count())
+        .isPositive();
+    assertThat(
+            meters
+                .get("idempotency.store")
+                .tags("store", "jdbc", "operation", "claim")
+                .timer()
+                .count())
+        .isPositive();
+    assertThat(observations.names).contains("idempotency.execute");
+    assertThat(meters.getMeters())
+        .allSatisfy(
+            meter ->
+                assertThat(meter.getId().getTags())
+                    .noneMatch(tag -> tag.getValue().contains(order)));
   }
 
   @Test

@@ -3,8 +3,10 @@ package dev.idempotency.spring.autoconfigure;
 import dev.idempotency.FailureClassifier;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyListener;
+import dev.idempotency.IdempotencyObserver;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.jdbc.JdbcKeyStore;
+import dev.idempotency.micrometer.MicrometerIdempotencyObserver;
 import dev.idempotency.redis.RedisKeyStore;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spring.IdempotentMethodAdvisor;
@@ -16,6 +18,8 @@ import dev.idempotency.spring.autoconfigure.IdempotencyProperties.StoreType;
 import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.cluster.RedisClusterClient;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.observation.ObservationRegistry;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.List;
@@ -29,6 +33,7 @@ import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
@@ -59,7 +64,12 @@ import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactor
       "org.springframework.boot.autoconfigure.data.redis.RedisAutoConfiguration",
       "org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration",
       "org.springframework.boot.autoconfigure.jackson.JacksonAutoConfiguration",
-      "org.springframework.boot.jackson.autoconfigure.JacksonAutoConfiguration"
+      "org.springframework.boot.jackson.autoconfigure.JacksonAutoConfiguration",
+      "org.springframework.boot.actuate.autoconfigure.metrics.CompositeMeterRegistryAutoConfiguration",
+      "org.springframework.boot.micrometer.metrics.autoconfigure"
+          + ".CompositeMeterRegistryAutoConfiguration",
+      "org.springframework.boot.actuate.autoconfigure.observation.ObservationAutoConfiguration",
+      "org.springframework.boot.micrometer.observation.autoconfigure.ObservationAutoConfiguration"
     })
 @ConditionalOnClass(IdempotencyGuard.class)
 @EnableConfigurationProperties(IdempotencyProperties.class)
@@ -72,12 +82,13 @@ public final class IdempotencyAutoConfiguration {
 
   /**
    * The guard, on the chosen store, with the properties, the application's {@link
-   * IdempotencyListener} and {@link FailureClassifier} beans, and its {@link
-   * IdempotencyGuardCustomizer}s.
+   * IdempotencyListener}, {@link IdempotencyObserver} and {@link FailureClassifier} beans, and its
+   * {@link IdempotencyGuardCustomizer}s.
    *
    * @param store the store
    * @param properties the properties
    * @param listeners listener beans
+   * @param observers observer beans (the Micrometer one, with Actuator)
    * @param classifier a failure classifier bean, if any
    * @param customizers customizer beans
    * @return the guard
@@ -88,6 +99,7 @@ public final class IdempotencyAutoConfiguration {
       KeyStore store,
       IdempotencyProperties properties,
       ObjectProvider<IdempotencyListener> listeners,
+      ObjectProvider<IdempotencyObserver> observers,
       ObjectProvider<FailureClassifier> classifier,
       ObjectProvider<IdempotencyGuardCustomizer> customizers) {
     IdempotencyGuard.Builder builder =
@@ -99,6 +111,7 @@ public final class IdempotencyAutoConfiguration {
             .takeoverPolicy(properties.getTakeoverPolicy())
             .leaseRenewal(properties.isLeaseRenewal());
     listeners.orderedStream().forEach(builder::listener);
+    observers.orderedStream().forEach(builder::observer);
     classifier.ifUnique(builder::failureClassifier);
     customizers.orderedStream().forEach(customizer -> customizer.customize(builder));
     return builder.build();
@@ -110,13 +123,16 @@ public final class IdempotencyAutoConfiguration {
    *
    * @param properties the properties
    * @param candidates the stores the application could use
+   * @param observers observer beans, told of the in-memory store's early evictions
    * @return the store
    * @throws IllegalStateException if the store named is not available
    */
   @Bean
   @ConditionalOnMissingBean(KeyStore.class)
   public KeyStore idempotencyKeyStore(
-      IdempotencyProperties properties, ObjectProvider<StoreCandidate> candidates) {
+      IdempotencyProperties properties,
+      ObjectProvider<StoreCandidate> candidates,
+      ObjectProvider<IdempotencyObserver> observers) {
     List<StoreCandidate> available = candidates.orderedStream().toList();
     StoreType wanted = properties.getStore();
     StoreCandidate chosen;
@@ -124,9 +140,9 @@ public final class IdempotencyAutoConfiguration {
       chosen =
           find(available, StoreType.JDBC)
               .or(() -> find(available, StoreType.REDIS))
-              .orElseGet(() -> memory(properties, true));
+              .orElseGet(() -> memory(properties, observers, true));
     } else if (wanted == StoreType.MEMORY) {
-      chosen = memory(properties, false);
+      chosen = memory(properties, observers, false);
     } else {
       chosen =
           find(available, wanted)
@@ -155,7 +171,10 @@ public final class IdempotencyAutoConfiguration {
     return candidates.stream().filter(candidate -> candidate.type() == type).findFirst();
   }
 
-  private static StoreCandidate memory(IdempotencyProperties properties, boolean warn) {
+  private static StoreCandidate memory(
+      IdempotencyProperties properties,
+      ObjectProvider<IdempotencyObserver> observers,
+      boolean warn) {
     if (warn) {
       log.warn(
           "Idempotency records are kept in this JVM's memory: they are lost on restart and not"
@@ -168,6 +187,8 @@ public final class IdempotencyAutoConfiguration {
         () ->
             InMemoryKeyStore.builder()
                 .maximumSize(properties.getMemory().getMaximumSize())
+                // early evictions reach the observers (metrics) like the guard's own events
+                .listener(event -> observers.orderedStream().forEach(o -> o.onEvent(event)))
                 .build());
   }
 
@@ -269,6 +290,24 @@ public final class IdempotencyAutoConfiguration {
               return candidate(client, "", properties).store().get();
             });
       }
+    }
+  }
+
+  /**
+   * Micrometer meters and an observation per call, when the application has a {@code MeterRegistry}
+   * (Spring Boot Actuator), with its {@code ObservationRegistry} if it has one.
+   */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass({MeterRegistry.class, MicrometerIdempotencyObserver.class})
+  @ConditionalOnBean(MeterRegistry.class)
+  static class MicrometerConfiguration {
+    @Bean
+    @ConditionalOnMissingBean
+    MicrometerIdempotencyObserver micrometerIdempotencyObserver(
+        MeterRegistry meters, ObjectProvider<ObservationRegistry> observations) {
+      return MicrometerIdempotencyObserver.builder(meters)
+          .observationRegistry(observations.getIfUnique(() -> ObservationRegistry.NOOP))
+          .build();
     }
   }
 

@@ -88,6 +88,17 @@ public class Mailer {
     throw new IllegalStateException("bug for " + id);
   }
 
+  /** What a provider client's log lines would carry in the MDC while this sends. */
+  @Idempotent(name = "otp-sms", key = "#id")
+  public String mdc(String id) {
+    runs.incrementAndGet();
+    return org.slf4j.MDC.get("idempotency.operation")
+        + " "
+        + org.slf4j.MDC.get("idempotency.attempt")
+        + " "
+        + org.slf4j.MDC.get("idempotency.key");
+  }
+
   /** Calls {@link #send} on itself: not through the proxy, so not guarded. */
   public Receipt sendFromInside(String orderId) {
     return send(orderId);

@@ -32,6 +32,28 @@ public class NotifyTestApplication {
     return new RecordedEvents();
   }
 
+  /** The names of the observations that stopped: Boot wires observation handler beans. */
+  public static final class RecordedObservations
+      implements io.micrometer.observation.ObservationHandler<
+          io.micrometer.observation.Observation.Context> {
+    public final List<String> names = new CopyOnWriteArrayList<>();
+
+    @Override
+    public boolean supportsContext(io.micrometer.observation.Observation.Context context) {
+      return true;
+    }
+
+    @Override
+    public void onStop(io.micrometer.observation.Observation.Context context) {
+      names.add(context.getName());
+    }
+  }
+
+  @Bean
+  RecordedObservations recordedObservations() {
+    return new RecordedObservations();
+  }
+
   /** Stands in for authentication: the X-User header becomes the request's principal. */
   @Bean
   FilterRegistrationBean<Filter> fakeAuthentication() {
