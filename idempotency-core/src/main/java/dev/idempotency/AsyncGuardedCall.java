@@ -76,7 +76,7 @@ final class AsyncGuardedCall<T> {
   }
 
   private CompletableFuture<T> startSend(int attempt) {
-    try (CallSupport.MdcScope mdc = call.mdc(attempt)) {
+    try (MdcScope mdc = call.mdc(attempt)) {
       CompletionStage<T> stage = sender.send(call.context(attempt));
       if (stage == null) {
         return CompletableFuture.failedFuture(

@@ -1,9 +1,7 @@
 package dev.idempotency;
 
-import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
-import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import java.time.Instant;
@@ -16,13 +14,10 @@ import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Objects;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A batch of keys claimed together by {@link IdempotencyGuard#claimBatch}, for a campaign's
@@ -75,21 +70,22 @@ public final class Batch<T> {
 
   /** A claimed key the caller may send for. */
   public static final class Item {
-    private static final int NEW = 0;
-    private static final int REPORTED = 1;
-    private static final int DONE = 2;
-    private static final int LAPSED = 3;
+    static final int NEW = 0;
+    static final int REPORTED = 1;
+    static final int DONE = 2;
+    static final int LAPSED = 3;
 
     private final Batch<?> batch;
-    private final CallSupport<?> call;
+    final CallSupport<?> call;
     private final SendContext context;
-    private final Claim claim;
-    private final AtomicInteger state = new AtomicInteger(NEW);
+    final Claim claim;
+    final AtomicInteger state = new AtomicInteger(NEW);
     private volatile long handedOutAt;
-    private byte[] payload;
-    private RecordState outcome;
-    private Throwable failure;
-    private long reportedAt;
+    // written by the reporting thread before the item is queued, read by the writer after
+    byte[] payload;
+    RecordState outcome;
+    Throwable failure;
+    long reportedAt;
 
     Item(Batch<?> batch, CallSupport<?> call, SendContext context, Claim claim) {
       this.batch = batch;
@@ -116,8 +112,12 @@ public final class Batch<T> {
       return context;
     }
 
-    private boolean recordable() {
+    boolean recordable() {
       return claim != null;
+    }
+
+    int attempt() {
+      return context.attempt();
     }
   }
 
@@ -133,21 +133,13 @@ public final class Batch<T> {
       int completed, int failuresStored, int released, Set<String> notRecorded) {}
 
   private final GuardSettings settings;
-  private final KeyStore store;
-  private final int chunkSize;
+  private final BatchWriter writer;
   private final long handOutMarginNanos;
   private volatile List<Item> claimed = List.of();
   private final Map<String, Outcome<T>> replayed = new LinkedHashMap<>();
   private final List<String> inFlight = new ArrayList<>();
   private final Map<String, IdempotencyException> refused = new LinkedHashMap<>();
   private final List<String> lapsed = new CopyOnWriteArrayList<>();
-  private final ConcurrentLinkedQueue<Item> pending = new ConcurrentLinkedQueue<>();
-  private final AtomicInteger pendingCount = new AtomicInteger();
-  private final ReentrantLock writeLock = new ReentrantLock();
-  private final AtomicInteger completed = new AtomicInteger();
-  private final AtomicInteger stored = new AtomicInteger();
-  private final AtomicInteger released = new AtomicInteger();
-  private final Set<String> notRecorded = ConcurrentHashMap.newKeySet();
   private final AtomicBoolean recordCalled = new AtomicBoolean();
   private final AtomicReference<Recorded> result = new AtomicReference<>();
   private final LeaseKeeper.Watched watcher = this::collectDue;
@@ -155,8 +147,7 @@ public final class Batch<T> {
 
   Batch(GuardSettings settings, List<IdempotencyRequest> requests, ResultCodec<T> codec) {
     this.settings = settings;
-    this.store = settings.store;
-    this.chunkSize = Math.max(1, store.maxBatchSize());
+    this.writer = new BatchWriter(settings);
     this.handOutMarginNanos = settings.leaseNanos / 4;
     Map<String, CallSupport<T>> calls = new LinkedHashMap<>();
     for (IdempotencyRequest request : requests) {
@@ -168,6 +159,7 @@ public final class Batch<T> {
     }
     this.lastActivity = settings.leaseNow();
     List<CallSupport<T>> all = new ArrayList<>(calls.values());
+    int chunkSize = writer.chunkSize;
     for (int from = 0; from < all.size(); from += chunkSize) {
       claim(all.subList(from, Math.min(all.size(), from + chunkSize)));
     }
@@ -184,7 +176,7 @@ public final class Batch<T> {
     List<ClaimResult> results = null;
     RuntimeException failure = null;
     try {
-      results = store.claimAll(claims);
+      results = settings.store.claimAll(claims);
     } catch (RuntimeException e) {
       failure = e;
     }
@@ -349,7 +341,7 @@ public final class Batch<T> {
     report(
         item,
         RecordState.COMPLETED,
-        ((CallSupport<T>) item.call).encode(result, attempt(item)),
+        ((CallSupport<T>) item.call).encode(result, item.attempt()),
         null);
   }
 
@@ -370,10 +362,6 @@ public final class Batch<T> {
     } else {
       report(item, null, null, failure);
     }
-  }
-
-  private static int attempt(Item item) {
-    return item.context.attempt();
   }
 
   private void requireReportable(Item item) {
@@ -405,18 +393,12 @@ public final class Batch<T> {
       item.state.set(Item.DONE); // a fail-open send: there is no claim to write to
       return;
     }
-    pending.add(item);
-    if (pendingCount.incrementAndGet() >= chunkSize) {
-      writePending();
-    }
+    writer.enqueue(item);
   }
 
   /** The keeper's round: write outcomes that waited a period, and renew what is not written. */
   private boolean collectDue(long now, long renewAfterNanos, List<Claim> due) {
-    Item oldest = pending.peek();
-    if (oldest != null && now - oldest.reportedAt >= settings.keeper.periodNanos) {
-      writePending();
-    }
+    writer.writeIfWaited(now, settings.keeper.periodNanos);
     boolean active = now - lastActivity < settings.leaseRenewalLimitNanos;
     for (Item item : claimed) {
       if (item.claim == null) {
@@ -451,93 +433,8 @@ public final class Batch<T> {
       throw new IllegalStateException("record() was already called");
     }
     settings.keeper.unwatch(watcher);
-    writeLock.lock();
-    try {
-      writePending();
-      for (Item item : claimed) {
-        int state = item.state.get();
-        if (item.recordable()
-            && (state == Item.NEW || state == Item.LAPSED)
-            && item.state.compareAndSet(state, Item.DONE)) {
-          release(item);
-        }
-      }
-      Recorded recorded =
-          new Recorded(completed.get(), stored.get(), released.get(), Set.copyOf(notRecorded));
-      result.set(recorded);
-      return recorded;
-    } finally {
-      writeLock.unlock();
-    }
-  }
-
-  /** Writes the queued outcomes: completions per chunk, then releases. One writer at a time. */
-  private void writePending() {
-    writeLock.lock();
-    try {
-      List<Item> writes = new ArrayList<>();
-      List<Item> releases = new ArrayList<>();
-      Item item;
-      while ((item = pending.poll()) != null) {
-        pendingCount.decrementAndGet();
-        (item.outcome != null ? writes : releases).add(item);
-      }
-      for (int from = 0; from < writes.size(); from += chunkSize) {
-        writeChunk(writes.subList(from, Math.min(writes.size(), from + chunkSize)));
-      }
-      for (Item toRelease : releases) {
-        release(toRelease);
-      }
-    } finally {
-      writeLock.unlock();
-    }
-  }
-
-  private void writeChunk(List<Item> chunk) {
-    List<CompleteRequest> requests = new ArrayList<>(chunk.size());
-    for (Item item : chunk) {
-      requests.add(item.call.complete(item.claim, item.outcome, item.payload));
-    }
-    RuntimeException lastFailure = null;
-    List<Boolean> written = null;
-    for (int round = 1; round <= settings.completionAttempts && written == null; round++) {
-      try {
-        written = store.completeAll(requests);
-      } catch (RuntimeException e) {
-        lastFailure = e;
-        if (round < settings.completionAttempts
-            && !CallSupport.pause(CallSupport.completionBackoffMillis(round))) {
-          break;
-        }
-      }
-    }
-    for (int i = 0; i < chunk.size(); i++) {
-      Item item = chunk.get(i);
-      item.state.set(Item.DONE);
-      item.call.finish(item.claim);
-      if (written == null || !written.get(i)) {
-        notRecorded.add(item.key());
-        item.call.reportNotRecorded(attempt(item), written == null ? lastFailure : null);
-      } else if (item.outcome == RecordState.COMPLETED) {
-        completed.incrementAndGet();
-        item.call.emit(Type.COMPLETED, attempt(item), item.call.elapsed(), null);
-      } else {
-        stored.incrementAndGet();
-        item.call.emit(Type.FAILURE_STORED, attempt(item), item.call.elapsed(), item.failure);
-      }
-    }
-  }
-
-  private void release(Item item) {
-    item.state.set(Item.DONE);
-    item.call.finish(item.claim);
-    try {
-      if (store.release(item.call.keyId, item.claim.ownerToken)) {
-        released.incrementAndGet();
-        item.call.emit(Type.RELEASED, attempt(item), item.call.elapsed(), item.failure);
-      }
-    } catch (RuntimeException e) {
-      item.call.reportReleaseFailed(e);
-    }
+    Recorded recorded = writer.finish(claimed);
+    result.set(recorded);
+    return recorded;
   }
 }

@@ -96,51 +96,6 @@ final class CallSupport<T> {
     return MdcScope.put(keyId, request.operation(), attempt);
   }
 
-  /** The MDC entries of a running sender, and what they replaced. */
-  static final class MdcScope implements AutoCloseable {
-    static final MdcScope NONE = new MdcScope(null, null, null);
-
-    private final String previousKey;
-    private final String previousOperation;
-    private final String previousAttempt;
-
-    private MdcScope(String previousKey, String previousOperation, String previousAttempt) {
-      this.previousKey = previousKey;
-      this.previousOperation = previousOperation;
-      this.previousAttempt = previousAttempt;
-    }
-
-    static MdcScope put(String keyId, String operation, int attempt) {
-      MdcScope scope =
-          new MdcScope(
-              org.slf4j.MDC.get(IdempotencyGuard.MDC_KEY),
-              org.slf4j.MDC.get(IdempotencyGuard.MDC_OPERATION),
-              org.slf4j.MDC.get(IdempotencyGuard.MDC_ATTEMPT));
-      org.slf4j.MDC.put(IdempotencyGuard.MDC_KEY, keyId);
-      org.slf4j.MDC.put(IdempotencyGuard.MDC_OPERATION, operation);
-      org.slf4j.MDC.put(IdempotencyGuard.MDC_ATTEMPT, Integer.toString(attempt));
-      return scope;
-    }
-
-    @Override
-    public void close() {
-      if (this == NONE) {
-        return;
-      }
-      restore(IdempotencyGuard.MDC_KEY, previousKey);
-      restore(IdempotencyGuard.MDC_OPERATION, previousOperation);
-      restore(IdempotencyGuard.MDC_ATTEMPT, previousAttempt);
-    }
-
-    private static void restore(String key, String previous) {
-      if (previous == null) {
-        org.slf4j.MDC.remove(key);
-      } else {
-        org.slf4j.MDC.put(key, previous);
-      }
-    }
-  }
-
   /** A claim at a given time: a batch claims all its keys at one instant. */
   ClaimRequest claimRequest(String ownerToken, Instant now) {
     return new ClaimRequest(
@@ -272,36 +227,13 @@ final class CallSupport<T> {
   }
 
   private Outcome<T> replay(StoredRecord record) {
-    byte[] payload = record.payload();
     if (record.state() == RecordState.FAILED) {
       emit(Type.FAILURE_REPLAYED, record.attempt(), elapsed(), null);
-      String text = Payloads.tag(payload) == Payloads.FAILURE ? Payloads.text(payload) : "\n";
-      int newline = text.indexOf('\n');
-      String type = newline < 0 ? text : text.substring(0, newline);
-      String message = newline < 0 ? "" : text.substring(newline + 1);
-      throw new IdempotencyStoredFailureException(keyId, type, message);
+      throw Payloads.storedFailure(keyId, record.payload());
     }
     emit(Type.REPLAYED, record.attempt(), elapsed(), null);
-    switch (Payloads.tag(payload)) {
-      case Payloads.NULL_RESULT:
-        return new Outcome<>(null, true, record.attempt(), true);
-      case Payloads.VALUE:
-        try {
-          return new Outcome<>(codec.decode(Payloads.body(payload)), true, record.attempt(), true);
-        } catch (Exception e) {
-          throw new IdempotencyResultUnavailableException(
-              keyId,
-              "the stored result could not be decoded by "
-                  + codec.getClass().getName()
-                  + "; did the result type change?",
-              e);
-        }
-      case Payloads.NOT_STORED:
-        throw new IdempotencyResultUnavailableException(keyId, Payloads.text(payload), null);
-      default:
-        throw new IdempotencyResultUnavailableException(
-            keyId, "the stored payload has an unknown format", null);
-    }
+    return new Outcome<>(
+        Payloads.decode(keyId, record.payload(), codec), true, record.attempt(), true);
   }
 
   private IdempotencyInProgressException inProgress(int attempt, Throwable cause) {

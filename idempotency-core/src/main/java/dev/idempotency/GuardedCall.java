@@ -98,7 +98,7 @@ final class GuardedCall<T> {
 
   /** Runs the sender; only unchecked throwables escape, so callers can rethrow them as they are. */
   private T callSender(int attempt) {
-    try (CallSupport.MdcScope mdc = call.mdc(attempt)) {
+    try (MdcScope mdc = call.mdc(attempt)) {
       return sender.send(call.context(attempt));
     } catch (RuntimeException | Error e) {
       throw e;

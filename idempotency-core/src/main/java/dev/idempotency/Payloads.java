@@ -78,4 +78,41 @@ final class Payloads {
     }
     return Arrays.copyOf(bytes, end);
   }
+
+  /** The exception a replayed permanent failure throws: its stored type and message. */
+  static IdempotencyStoredFailureException storedFailure(String keyId, byte[] payload) {
+    String text = tag(payload) == FAILURE ? text(payload) : "\n";
+    int newline = text.indexOf('\n');
+    String type = newline < 0 ? text : text.substring(0, newline);
+    String message = newline < 0 ? "" : text.substring(newline + 1);
+    return new IdempotencyStoredFailureException(keyId, type, message);
+  }
+
+  /**
+   * The result a completed payload holds: {@code null}, or the value decoded by {@code codec}.
+   *
+   * @throws IdempotencyResultUnavailableException if the result was not stored, or does not decode
+   */
+  static <T> T decode(String keyId, byte[] payload, ResultCodec<T> codec) {
+    switch (tag(payload)) {
+      case NULL_RESULT:
+        return null;
+      case VALUE:
+        try {
+          return codec.decode(body(payload));
+        } catch (Exception e) {
+          throw new IdempotencyResultUnavailableException(
+              keyId,
+              "the stored result could not be decoded by "
+                  + codec.getClass().getName()
+                  + "; did the result type change?",
+              e);
+        }
+      case NOT_STORED:
+        throw new IdempotencyResultUnavailableException(keyId, text(payload), null);
+      default:
+        throw new IdempotencyResultUnavailableException(
+            keyId, "the stored payload has an unknown format", null);
+    }
+  }
 }

@@ -8,54 +8,33 @@ import java.util.Locale;
  */
 public enum JdbcDialect {
   /** PostgreSQL 12 or newer. */
-  POSTGRESQL(
-      "schema-postgresql.sql",
-      "INSERT INTO %s (%s) VALUES (%s) ON CONFLICT DO NOTHING",
-      "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000 AS BIGINT)",
-      "CAST(:%s AS BIGINT)",
-      "DELETE FROM %1$s WHERE key_id IN (SELECT key_id FROM %1$s WHERE retain_until <= %2$s"
-          + " LIMIT :limit FOR UPDATE SKIP LOCKED)"),
+  POSTGRESQL("schema-postgresql.sql"),
   /** MySQL 8 and MariaDB 10.5 or newer. */
-  MYSQL(
-      "schema-mysql.sql",
-      "INSERT IGNORE INTO %s (%s) VALUES (%s)",
-      // UTC_TIMESTAMP and TIMESTAMPDIFF take no time zone into account; UNIX_TIMESTAMP(NOW(3))
-      // converted through the session's, an hour off around a daylight-saving change
-      "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000"
-          + " AS SIGNED)",
-      ":%s",
-      "DELETE FROM %1$s WHERE retain_until <= %2$s ORDER BY retain_until LIMIT :limit"),
+  MYSQL("schema-mysql.sql"),
   /** H2 2.x, in any compatibility mode. */
-  H2(
-      "schema-h2.sql",
-      "MERGE INTO %1$s t USING (SELECT 1 AS one) s ON t.key_id = :keyId"
-          + " WHEN NOT MATCHED THEN INSERT (%2$s) VALUES (%3$s)",
-      "CAST(EXTRACT(EPOCH FROM CURRENT_TIMESTAMP) * 1000 AS BIGINT)",
-      "CAST(:%s AS BIGINT)",
-      "DELETE FROM %1$s WHERE retain_until <= %2$s FETCH FIRST :limit ROWS ONLY");
+  H2("schema-h2.sql");
 
-  final String schemaResource;
-  final String insertIfAbsent;
-  final String databaseNow;
-  final String bigintParameter;
-  final String purgeBatch;
+  private final String schemaResource;
 
-  JdbcDialect(
-      String schemaResource,
-      String insertIfAbsent,
-      String databaseNow,
-      String bigintParameter,
-      String purgeBatch) {
+  JdbcDialect(String schemaResource) {
     this.schemaResource = schemaResource;
-    this.insertIfAbsent = insertIfAbsent;
-    this.databaseNow = databaseNow;
-    this.bigintParameter = bigintParameter;
-    this.purgeBatch = purgeBatch;
+  }
+
+  /** This dialect's statements for a checked table name. */
+  Statements statements(String table, boolean databaseTime) {
+    return switch (this) {
+      case POSTGRESQL -> new PostgresStatements(table, databaseTime);
+      case MYSQL -> new MySqlStatements(table, databaseTime);
+      case H2 -> new H2Statements(table, databaseTime);
+    };
   }
 
   /**
-   * The classpath resource holding this dialect's DDL for the default table name, for Flyway or
-   * Liquibase, or to run by hand.
+   * The classpath resource holding this dialect's DDL as a template: {@code ${table}} stands for
+   * the table name (optionally schema-qualified) and {@code ${name}} for its unqualified name,
+   * which prefixes the index and constraint names. Flyway and Liquibase fill such placeholders from
+   * their configuration; {@link JdbcKeyStore#schemaSql(JdbcDialect, String)} gives the filled
+   * script, to run by hand or paste into a migration.
    *
    * @return a path such as {@code dev/idempotency/jdbc/schema-postgresql.sql}
    */

@@ -6,39 +6,16 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.RecordState;
-import dev.idempotency.spi.StoredRecord;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.sql.Connection;
-import java.sql.ResultSet;
-import java.sql.SQLException;
 import java.time.Clock;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
-import java.util.Optional;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
-import org.jdbi.v3.core.Handle;
 import org.jdbi.v3.core.Jdbi;
-import org.jdbi.v3.core.JdbiException;
-import org.jdbi.v3.core.statement.PreparedBatch;
-import org.jdbi.v3.core.statement.Query;
-import org.jdbi.v3.core.statement.SqlStatements;
-import org.jdbi.v3.core.statement.StatementExceptions;
-import org.jdbi.v3.core.statement.Update;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * A {@link KeyStore} in a relational database: one row per key id under a primary key, on
@@ -77,52 +54,58 @@ import org.slf4j.LoggerFactory;
  * With {@link Builder#databaseTime(boolean) databaseTime(true)} every deadline is computed in SQL
  * from the database's clock, so application hosts with skewed clocks still agree.
  *
- * <p><b>Purge.</b> Rows past their window count as absent at once; {@link #purgeExpired(int)}
- * deletes them in bounded batches, and {@link #schedulePurge} runs that periodically.
+ * <p><b>Purge.</b> Rows past their window count as absent at once; {@link #purger()} deletes them
+ * in bounded batches, once or on a schedule.
  *
  * <p>Thread-safe. Failures of the database become {@link KeyStoreException} with the SQLState,
  * never with a key in clear.
+ *
+ * <p><b>Where things live.</b> This class is the facade and its builder. The SQL is in {@code
+ * Statements}, one subclass per database ({@code PostgresStatements}, {@code MySqlStatements},
+ * {@code H2Statements}); the single-key claim in {@code JdbcClaims}, the batch claim in {@code
+ * JdbcBatchClaims}, complete/release/extend in {@code JdbcWrites}, the purge in {@link JdbcPurger};
+ * timeouts, retries and SQLState mapping in {@code SqlExecutor}, row mapping in {@code Rows}.
  */
 public final class JdbcKeyStore implements KeyStore {
 
   /** The default table name. */
   public static final String DEFAULT_TABLE_NAME = "idempotency_records";
 
-  /** The default number of rows one purge statement deletes. */
-  public static final int DEFAULT_PURGE_BATCH_SIZE = 1_000;
-
   /** The default bound on one store operation's statements: 5 seconds. */
   public static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(5);
 
-  private static final Logger log = LoggerFactory.getLogger(JdbcKeyStore.class);
-  private static final int MAX_CLAIM_ROUNDS = 16;
-  private static final int MAX_TRANSIENT_ATTEMPTS = 5;
+  /** The largest batch: 500 keys, which keeps a multi-row statement under every driver's limits. */
+  private static final int MAX_BATCH = 500;
 
-  private final Jdbi jdbi;
   private final JdbcDialect dialect;
   private final String tableName;
   private final boolean databaseTime;
-  private final Clock clock;
   private final int maxPayloadBytes;
-  private final int operationTimeoutMillis;
-  private final int queryTimeoutSeconds;
-  private volatile boolean networkTimeoutSupported = true;
   private final Statements sql;
+  private final SqlExecutor executor;
+  private final JdbcClaims claims;
+  private final JdbcBatchClaims batchClaims;
+  private final JdbcWrites writes;
 
   private JdbcKeyStore(Builder builder) {
-    this.jdbi = builder.jdbi;
-    this.operationTimeoutMillis =
-        (int) Math.min(Integer.MAX_VALUE, builder.operationTimeout.toMillis());
-    this.queryTimeoutSeconds =
-        (int) Math.max(1, Math.min(Integer.MAX_VALUE, builder.operationTimeout.toSeconds()));
     this.tableName = builder.tableName;
     this.databaseTime = builder.databaseTime;
-    this.clock = builder.clock;
     this.maxPayloadBytes = builder.maxPayloadBytes;
-    this.dialect = builder.dialect != null ? builder.dialect : detectDialect(jdbi);
-    this.sql = new Statements(dialect, tableName, databaseTime);
+    this.dialect =
+        builder.dialect != null ? builder.dialect : SqlExecutor.detectDialect(builder.jdbi);
+    this.sql = dialect.statements(tableName, databaseTime);
+    this.executor = new SqlExecutor(builder.jdbi, tableName, builder.operationTimeout);
+    this.claims = new JdbcClaims(sql);
+    this.batchClaims = new JdbcBatchClaims(sql, claims, MAX_BATCH);
+    this.writes = new JdbcWrites(sql);
     if (builder.createSchemaIfMissing) {
-      createSchema();
+      String script = schemaSql(dialect, tableName);
+      executor.call(
+          "create schema",
+          handle -> {
+            handle.createScript(script).execute();
+            return null;
+          });
     }
   }
 
@@ -148,7 +131,8 @@ public final class JdbcKeyStore implements KeyStore {
   }
 
   /**
-   * The DDL this store runs for {@code createSchemaIfMissing}, for a dialect and a table name.
+   * The DDL this store runs for {@code createSchemaIfMissing}, for a dialect and a table name: the
+   * dialect's {@linkplain JdbcDialect#schemaResource() template} with its placeholders filled.
    *
    * @param dialect the dialect
    * @param tableName a plain identifier, optionally schema-qualified
@@ -171,219 +155,37 @@ public final class JdbcKeyStore implements KeyStore {
   @Override
   public ClaimResult claim(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
-    return call("claim", handle -> claimOne(handle, request));
-  }
-
-  private ClaimResult claimOne(Handle handle, ClaimRequest request) {
-    for (int round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      Optional<Row> row;
-      if (sql.insertOrSelect != null) {
-        InsertOrSelect seen =
-            bindClaim(handle.createQuery(sql.insertOrSelect), request)
-                .map((rs, ctx) -> InsertOrSelect.read(rs))
-                .one();
-        if (seen.inserted()) {
-          return new ClaimResult.Claimed(1, false);
-        }
-        row = seen.row();
-      } else if (insertIfAbsent(handle, request)) {
-        return new ClaimResult.Claimed(1, false);
-      } else {
-        row = select(handle, request);
-      }
-      if (row.isEmpty()) {
-        // released or purged since the insert, or (PostgreSQL) inserted by a transaction that
-        // committed after this statement's snapshot: try again
-        continue;
-      }
-      ClaimResult result = decide(handle, request, row.get());
-      if (result != null) {
-        return result;
-      }
-    }
-    throw new KeyStoreException(
-        "JDBC store: the claim of key "
-            + request.keyId()
-            + " lost "
-            + MAX_CLAIM_ROUNDS
-            + " races in a row",
-        null);
-  }
-
-  /** Returns the outcome for a row that exists, or null if it changed under us (retry). */
-  private ClaimResult decide(Handle handle, ClaimRequest request, Row row) {
-    StoredRecord record = row.record;
-    if (row.retainUntil <= row.databaseNow) {
-      int taken =
-          bindClaim(handle.createUpdate(sql.reclaimExpired), request)
-              .bind("seenToken", row.ownerToken)
-              .bind("seenState", record.state().name())
-              .execute();
-      return taken == 1 ? new ClaimResult.Claimed(1, false) : null;
-    }
-    boolean leaseExpired =
-        record.state() == RecordState.IN_PROGRESS && row.leaseUntil <= row.databaseNow;
-    if (leaseExpired
-        && request.takeOverExpiredLease()
-        && record.fingerprint().equals(request.fingerprint())) {
-      int taken =
-          bindClaim(handle.createUpdate(sql.takeOver), request)
-              .bind("seenToken", row.ownerToken)
-              .execute();
-      return taken == 1 ? new ClaimResult.Claimed(record.attempt() + 1, true) : null;
-    }
-    return new ClaimResult.Existing(record, leaseExpired);
-  }
-
-  private boolean insertIfAbsent(Handle handle, ClaimRequest request) {
-    try {
-      return bindClaim(handle.createUpdate(sql.insertIfAbsent), request).execute() == 1;
-    } catch (JdbiException e) {
-      if (isUniqueViolation(e)) {
-        return false; // a concurrent insert won between the check and the insert
-      }
-      throw e;
-    }
-  }
-
-  private <S extends org.jdbi.v3.core.statement.SqlStatement<S>> S bindClaim(
-      S statement, ClaimRequest request) {
-    bindNow(statement, request.now());
-    return statement
-        .bind("keyId", request.keyId())
-        .bind("ownerToken", request.ownerToken())
-        .bind("fingerprint", request.fingerprint())
-        .bind("leaseMillis", request.lease().toMillis())
-        .bind("retentionMillis", request.retention().toMillis())
-        .bind("debugKey", request.debugKey());
-  }
-
-  private Optional<Row> select(Handle handle, ClaimRequest request) {
-    Query query = handle.createQuery(sql.select).bind("keyId", request.keyId());
-    if (!databaseTime) {
-      query.bind("now", request.now().toEpochMilli());
-    }
-    return query.map((rs, ctx) -> Row.read(rs)).findOne();
+    return executor.call("claim", handle -> claims.claim(handle, request));
   }
 
   /**
-   * Claims a batch reading first: one select of every key of the chunk; if some are absent, one
-   * multi-row insert-if-absent of those and one select of them again (a row holding this batch's
-   * owner token was inserted by it). A replayed chunk so costs one statement, a new one three. Rows
-   * past their window or with an expired lease are taken with the single-key compare-and-set. On
-   * H2, which runs in-process, keys are claimed one by one.
+   * Claims a batch in few statements: one select of the chunk's keys, and for the absent ones one
+   * multi-row insert and one select again. On H2, which runs in-process, and for requests that do
+   * not share one time, lease and window, key by key.
    */
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
     if (requests.isEmpty()) {
       return List.of();
     }
-    if (requests.size() > maxBatchSize()) {
+    if (requests.size() > MAX_BATCH) {
       throw new IllegalArgumentException(
-          "claimAll takes at most " + maxBatchSize() + " requests, was " + requests.size());
+          "claimAll takes at most " + MAX_BATCH + " requests, was " + requests.size());
     }
-    if (!sql.supportsMultiRowInsert() || !sameTiming(requests)) {
+    if (!batchClaims.applies(requests)) {
       return KeyStore.super.claimAll(requests);
     }
-    return call(
-        "claim a batch",
-        handle -> {
-          Map<String, Row> rows = selectAll(handle, requests);
-          List<ClaimRequest> absent = new ArrayList<>();
-          for (ClaimRequest request : requests) {
-            if (!rows.containsKey(request.keyId())) {
-              absent.add(request);
-            }
-          }
-          if (!absent.isEmpty()) {
-            insertAll(handle, absent);
-            rows.putAll(selectAll(handle, absent));
-          }
-          List<ClaimResult> results = new ArrayList<>(requests.size());
-          for (ClaimRequest request : requests) {
-            Row row = rows.get(request.keyId());
-            ClaimResult result = null;
-            if (row != null && row.ownerToken.equals(request.ownerToken())) {
-              result = new ClaimResult.Claimed(row.record.attempt(), row.record.attempt() > 1);
-            } else if (row != null) {
-              result = decide(handle, request, row);
-            }
-            results.add(result != null ? result : claimOne(handle, request));
-          }
-          return results;
-        });
+    return executor.call("claim a batch", handle -> batchClaims.claimAll(handle, requests));
   }
 
-  /**
-   * Inserts-if-absent a batch in one statement. Statements come in power-of-two sizes, so that a
-   * store prepares at most ten of them; the last request fills the rows past the batch (inserting
-   * the same key twice in one statement is a no-op).
-   */
-  private void insertAll(Handle handle, List<ClaimRequest> requests) {
-    int size = Statements.paddedSize(requests.size(), maxBatchSize());
-    ClaimRequest first = requests.get(0);
-    Update insert = handle.createUpdate(sql.insertAllIfAbsent(size));
-    bindNow(insert, first.now());
-    insert
-        .bind("leaseMillis", first.lease().toMillis())
-        .bind("retentionMillis", first.retention().toMillis());
-    for (int i = 0; i < size; i++) {
-      ClaimRequest request = requests.get(Math.min(i, requests.size() - 1));
-      insert
-          .bind("keyId_" + i, request.keyId())
-          .bind("ownerToken_" + i, request.ownerToken())
-          .bind("fingerprint_" + i, request.fingerprint())
-          .bind("debugKey_" + i, request.debugKey());
-    }
-    insert.execute();
+  @Override
+  public boolean complete(CompleteRequest request) {
+    Objects.requireNonNull(request, "request");
+    request.requirePayloadAtMost(maxPayloadBytes);
+    return executor.call("complete", handle -> writes.complete(handle, request));
   }
 
-  /**
-   * Reads the rows of a batch in one statement: by an array on PostgreSQL, elsewhere by an {@code
-   * IN} list padded like {@link #insertAll}.
-   */
-  private Map<String, Row> selectAll(Handle handle, List<ClaimRequest> requests) {
-    Query select;
-    if (sql.selectAny != null) {
-      List<String> keyIds = new ArrayList<>(requests.size());
-      for (ClaimRequest request : requests) {
-        keyIds.add(request.keyId());
-      }
-      select = handle.createQuery(sql.selectAny).bindArray("keyIds", String.class, keyIds);
-    } else {
-      int size = Statements.paddedSize(requests.size(), maxBatchSize());
-      select = handle.createQuery(sql.selectAll(size));
-      for (int i = 0; i < size; i++) {
-        select.bind("keyId_" + i, requests.get(Math.min(i, requests.size() - 1)).keyId());
-      }
-    }
-    if (!databaseTime) {
-      select.bind("now", requests.get(0).now().toEpochMilli());
-    }
-    Map<String, Row> rows = new HashMap<>();
-    select
-        .map((rs, ctx) -> Map.entry(rs.getString("key_id"), Row.read(rs)))
-        .forEach(e -> rows.put(e.getKey(), e.getValue()));
-    return rows;
-  }
-
-  /** Whether a batch shares one time, lease and window, so one statement can bind them once. */
-  private static boolean sameTiming(List<ClaimRequest> requests) {
-    ClaimRequest first = requests.get(0);
-    for (ClaimRequest request : requests) {
-      if (!request.now().equals(first.now())
-          || !request.lease().equals(first.lease())
-          || !request.retention().equals(first.retention())) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  /**
-   * Writes a batch of outcomes as one JDBC batch of the fenced update (one round trip with the
-   * PostgreSQL and MariaDB drivers).
-   */
+  /** Writes a batch of outcomes as one JDBC batch of the fenced update: one round trip. */
   @Override
   public List<Boolean> completeAll(List<CompleteRequest> requests) {
     if (requests.isEmpty()) {
@@ -392,99 +194,20 @@ public final class JdbcKeyStore implements KeyStore {
     for (CompleteRequest request : requests) {
       request.requirePayloadAtMost(maxPayloadBytes);
     }
-    return call(
-        "complete a batch",
-        handle -> {
-          PreparedBatch batch = handle.prepareBatch(sql.complete);
-          for (CompleteRequest request : requests) {
-            batch
-                .bind("keyId", request.keyId())
-                .bind("ownerToken", request.ownerToken())
-                .bind("state", request.state().name())
-                .bind("payload", request.payload());
-            if (!databaseTime) {
-              batch.bind("now", request.now().toEpochMilli());
-            }
-            batch.add();
-          }
-          int[] counts = batch.execute();
-          List<Boolean> results = new ArrayList<>(counts.length);
-          for (int i = 0; i < counts.length; i++) {
-            results.add(
-                counts[i] == java.sql.Statement.SUCCESS_NO_INFO
-                    ? written(handle, requests.get(i))
-                    : counts[i] == 1);
-          }
-          return results;
-        });
-  }
-
-  /** For drivers that report a batched update as "done, count unknown": reads the row back. */
-  private boolean written(Handle handle, CompleteRequest request) {
-    Query query = handle.createQuery(sql.select).bind("keyId", request.keyId());
-    if (!databaseTime) {
-      query.bind("now", request.now().toEpochMilli());
-    }
-    return query
-        .map((rs, ctx) -> Row.read(rs))
-        .findOne()
-        .map(
-            row ->
-                row.ownerToken.equals(request.ownerToken())
-                    && row.record.state() == request.state())
-        .orElse(false);
-  }
-
-  /** The largest batch: 500 keys, which keeps a multi-row statement under every driver's limits. */
-  @Override
-  public int maxBatchSize() {
-    return 500;
-  }
-
-  @Override
-  public boolean complete(CompleteRequest request) {
-    Objects.requireNonNull(request, "request");
-    request.requirePayloadAtMost(maxPayloadBytes);
-    return call(
-        "complete",
-        handle -> {
-          Update update =
-              handle
-                  .createUpdate(sql.complete)
-                  .bind("keyId", request.keyId())
-                  .bind("ownerToken", request.ownerToken())
-                  .bind("state", request.state().name())
-                  .bind("payload", request.payload());
-          bindNow(update, request.now());
-          return update.execute() == 1;
-        });
+    return executor.call("complete a batch", handle -> writes.completeAll(handle, requests));
   }
 
   @Override
   public boolean release(String keyId, String ownerToken) {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
-    return call(
-        "release",
-        handle ->
-            handle
-                    .createUpdate(sql.release)
-                    .bind("keyId", keyId)
-                    .bind("ownerToken", ownerToken)
-                    .execute()
-                == 1);
+    return executor.call("release", handle -> writes.release(handle, keyId, ownerToken));
   }
 
   @Override
   public boolean extend(ExtendRequest request) {
     Objects.requireNonNull(request, "request");
-    return call(
-        "extend",
-        handle -> {
-          Update update = bindExtend(handle.createUpdate(sql.extend), request);
-          bindNow(update, request.now());
-          return update.execute() == 1;
-        });
+    return executor.call("extend", handle -> writes.extend(handle, request));
   }
 
   /** Renews a batch of leases as one JDBC batch of the fenced update: one round trip. */
@@ -493,52 +216,13 @@ public final class JdbcKeyStore implements KeyStore {
     if (requests.isEmpty()) {
       return List.of();
     }
-    return call(
-        "extend a batch",
-        handle -> {
-          PreparedBatch batch = handle.prepareBatch(sql.extend);
-          for (ExtendRequest request : requests) {
-            bindExtend(batch, request);
-            if (!databaseTime) {
-              batch.bind("now", request.now().toEpochMilli());
-            }
-            batch.add();
-          }
-          int[] counts = batch.execute();
-          List<Boolean> results = new ArrayList<>(counts.length);
-          for (int i = 0; i < counts.length; i++) {
-            results.add(
-                counts[i] == java.sql.Statement.SUCCESS_NO_INFO
-                    ? extended(handle, requests.get(i))
-                    : counts[i] == 1);
-          }
-          return results;
-        });
+    return executor.call("extend a batch", handle -> writes.extendAll(handle, requests));
   }
 
-  private static <S extends org.jdbi.v3.core.statement.SqlStatement<S>> S bindExtend(
-      S statement, ExtendRequest request) {
-    return statement
-        .bind("keyId", request.keyId())
-        .bind("ownerToken", request.ownerToken())
-        .bind("leaseMillis", request.lease().toMillis());
-  }
-
-  /** For drivers that report a batched update as "done, count unknown": reads the row back. */
-  private boolean extended(Handle handle, ExtendRequest request) {
-    Query query = handle.createQuery(sql.select).bind("keyId", request.keyId());
-    if (!databaseTime) {
-      query.bind("now", request.now().toEpochMilli());
-    }
-    return query
-        .map((rs, ctx) -> Row.read(rs))
-        .findOne()
-        .map(
-            row ->
-                row.ownerToken.equals(request.ownerToken())
-                    && row.record.state() == RecordState.IN_PROGRESS
-                    && row.retainUntil > row.databaseNow)
-        .orElse(false);
+  /** 500 keys, which keeps a multi-row statement under every driver's limits. */
+  @Override
+  public int maxBatchSize() {
+    return MAX_BATCH;
   }
 
   @Override
@@ -558,78 +242,24 @@ public final class JdbcKeyStore implements KeyStore {
   }
 
   /**
-   * Deletes at most {@code limit} rows whose window has passed, in one statement. Safe to run from
-   * several instances at once (on PostgreSQL concurrent purgers skip each other's rows).
+   * A purger of this store's rows past their window, deciding which on the system clock unless the
+   * store uses the database's.
    *
-   * @param limit the most rows to delete, at least 1
-   * @return how many rows were deleted
-   * @throws KeyStoreException if the database failed
+   * @return a purger
    */
-  public int purgeExpired(int limit) {
-    if (limit < 1) {
-      throw new IllegalArgumentException("limit must be at least 1, was " + limit);
-    }
-    return call(
-        "purge",
-        handle -> {
-          Update update = handle.createUpdate(sql.purgeBatch).bind("limit", limit);
-          if (!databaseTime) {
-            update.bind("now", clock.millis());
-          }
-          return update.execute();
-        });
+  public JdbcPurger purger() {
+    return purger(Clock.systemUTC());
   }
 
   /**
-   * Deletes every row whose window has passed, in batches of {@code batchSize}, until a batch
-   * deletes fewer.
+   * A purger of this store's rows past their window, deciding which on {@code clock} unless the
+   * store uses the database's (tests pass the guard's clock).
    *
-   * @param batchSize rows per statement, at least 1
-   * @return how many rows were deleted in all
-   * @throws KeyStoreException if the database failed
+   * @param clock the clock
+   * @return a purger
    */
-  public long purgeAllExpired(int batchSize) {
-    long total = 0;
-    int deleted;
-    do {
-      deleted = purgeExpired(batchSize);
-      total += deleted;
-    } while (deleted == batchSize);
-    return total;
-  }
-
-  /**
-   * Runs {@link #purgeAllExpired(int)} every {@code interval} on the given executor, with {@link
-   * #DEFAULT_PURGE_BATCH_SIZE}-row batches. A failed run is logged and the schedule goes on. Every
-   * instance of a service may schedule it. Cancel the returned future to stop.
-   *
-   * <p>A good interval is a fraction of the shortest window in use: every 5 to 15 minutes for
-   * windows of hours. Rows past their window already count as absent, so the interval bounds only
-   * the table's size, never correctness.
-   *
-   * @param executor the executor that runs the purge
-   * @param interval the time between runs, positive
-   * @return the scheduled task
-   */
-  public ScheduledFuture<?> schedulePurge(ScheduledExecutorService executor, Duration interval) {
-    Objects.requireNonNull(executor, "executor must not be null");
-    Objects.requireNonNull(interval, "interval must not be null");
-    if (interval.isNegative() || interval.isZero()) {
-      throw new IllegalArgumentException("interval must be positive, was " + interval);
-    }
-    return executor.scheduleWithFixedDelay(
-        () -> {
-          try {
-            long deleted = purgeAllExpired(DEFAULT_PURGE_BATCH_SIZE);
-            log.debug("Purged {} expired idempotency records from {}", deleted, tableName);
-          } catch (RuntimeException e) {
-            log.warn(
-                "Purging expired idempotency records from {} failed; will retry", tableName, e);
-          }
-        },
-        interval.toMillis(),
-        interval.toMillis(),
-        TimeUnit.MILLISECONDS);
+  public JdbcPurger purger(Clock clock) {
+    return new JdbcPurger(executor, sql, databaseTime, tableName, clock);
   }
 
   /**
@@ -650,206 +280,6 @@ public final class JdbcKeyStore implements KeyStore {
     return tableName;
   }
 
-  private void createSchema() {
-    String script = schemaSql(dialect, tableName);
-    call(
-        "create schema",
-        handle -> {
-          handle.createScript(script).execute();
-          return null;
-        });
-  }
-
-  private void bindNow(org.jdbi.v3.core.statement.SqlStatement<?> statement, Instant now) {
-    if (!databaseTime) {
-      statement.bind("now", now.toEpochMilli());
-    }
-  }
-
-  /**
-   * Runs one operation on a borrowed connection. A deadlock or serialization failure rolled the
-   * statement back, and every operation here is safe to run again then, so those are retried a few
-   * times with a jittered pause (InnoDB reports concurrent purges that way).
-   */
-  private <R> R call(String operation, org.jdbi.v3.core.HandleCallback<R, RuntimeException> work) {
-    for (int attempt = 1; ; attempt++) {
-      try {
-        return jdbi.withHandle(
-            handle -> {
-              // The handle's config is its own copy: the user's Jdbi stays as configured.
-              handle
-                  .getConfig(SqlStatements.class)
-                  .setUnusedBindingAllowed(true)
-                  .setQueryTimeout(queryTimeoutSeconds);
-              // Never render bound values (raw debug keys, owner tokens) into exception messages.
-              handle
-                  .getConfig(StatementExceptions.class)
-                  .setMessageRendering(StatementExceptions.MessageRendering.NONE);
-              int previousTimeout = boundNetworkTime(handle.getConnection());
-              try {
-                return work.withHandle(handle);
-              } finally {
-                restoreNetworkTime(handle.getConnection(), previousTimeout);
-              }
-            });
-      } catch (KeyStoreException e) {
-        throw e;
-      } catch (JdbiException e) {
-        if (attempt < MAX_TRANSIENT_ATTEMPTS && isTransient(e) && pause(attempt)) {
-          log.debug("Retrying the {} after a transient failure{}", operation, describe(e));
-          continue;
-        }
-        throw new KeyStoreException(
-            "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
-      }
-    }
-  }
-
-  /**
-   * Bounds every read of this operation on the socket ({@link Connection#setNetworkTimeout}), so a
-   * database that stopped answering fails the operation in bounded time instead of hanging; returns
-   * the connection's previous timeout, or -1 where the driver has none (H2 in memory).
-   */
-  private int boundNetworkTime(Connection connection) {
-    if (!networkTimeoutSupported) {
-      return -1;
-    }
-    try {
-      int previous = connection.getNetworkTimeout();
-      connection.setNetworkTimeout(Runnable::run, operationTimeoutMillis);
-      return previous;
-    } catch (SQLException | UnsupportedOperationException | AbstractMethodError e) {
-      networkTimeoutSupported = false;
-      log.debug("The JDBC driver has no network timeout; relying on the query timeout", e);
-      return -1;
-    }
-  }
-
-  private static void restoreNetworkTime(Connection connection, int previous) {
-    if (previous < 0) {
-      return;
-    }
-    try {
-      connection.setNetworkTimeout(Runnable::run, previous);
-    } catch (SQLException e) {
-      log.debug("Could not restore a connection's network timeout (it failed meanwhile)", e);
-    }
-  }
-
-  private static boolean pause(int attempt) {
-    try {
-      Thread.sleep(ThreadLocalRandom.current().nextLong(5, 20L << attempt));
-      return true;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return false;
-    }
-  }
-
-  /** Deadlock victims and serialization failures: the statement was rolled back. */
-  private static boolean isTransient(JdbiException e) {
-    SQLException sqlException = findSqlException(e);
-    if (sqlException == null) {
-      return false;
-    }
-    String state = sqlException.getSQLState();
-    return "40001".equals(state) || "40P01".equals(state) || sqlException.getErrorCode() == 1213;
-  }
-
-  private static String describe(JdbiException e) {
-    SQLException sqlException = findSqlException(e);
-    return sqlException == null
-        ? ""
-        : " (SQLState "
-            + sqlException.getSQLState()
-            + ", error "
-            + sqlException.getErrorCode()
-            + ")";
-  }
-
-  private static boolean isUniqueViolation(JdbiException e) {
-    SQLException sqlException = findSqlException(e);
-    if (sqlException == null) {
-      return false;
-    }
-    String state = sqlException.getSQLState();
-    return "23505".equals(state) || sqlException.getErrorCode() == 1062;
-  }
-
-  private static SQLException findSqlException(Throwable e) {
-    for (Throwable t = e; t != null; t = t.getCause()) {
-      if (t instanceof SQLException sqlException) {
-        return sqlException;
-      }
-    }
-    return null;
-  }
-
-  private static JdbcDialect detectDialect(Jdbi jdbi) {
-    try {
-      return jdbi.withHandle(
-          handle ->
-              JdbcDialect.fromProductName(
-                  handle.getConnection().getMetaData().getDatabaseProductName()));
-    } catch (JdbiException e) {
-      throw new KeyStoreException("JDBC store could not detect the dialect" + describe(e), e);
-    } catch (SQLException e) {
-      throw new KeyStoreException(
-          "JDBC store could not detect the dialect (SQLState " + e.getSQLState() + ")", e);
-    }
-  }
-
-  /**
-   * What the one-statement claim saw: inserted, or else the row as its snapshot shows it (empty if
-   * the conflicting row is not visible there).
-   */
-  private record InsertOrSelect(boolean inserted, Optional<Row> row) {
-    static InsertOrSelect read(ResultSet rs) throws SQLException {
-      if (rs.getInt("inserted") == 1) {
-        return new InsertOrSelect(true, Optional.empty());
-      }
-      return new InsertOrSelect(
-          false, rs.getString("state") == null ? Optional.empty() : Optional.of(Row.read(rs)));
-    }
-  }
-
-  /** One row as read, with the owner token (never leaves the store) and the database's time. */
-  private static final class Row {
-    final StoredRecord record;
-    final String ownerToken;
-    final long leaseUntil;
-    final long retainUntil;
-    final long databaseNow;
-
-    private Row(
-        StoredRecord record, String ownerToken, long leaseUntil, long retainUntil, long now) {
-      this.record = record;
-      this.ownerToken = ownerToken;
-      this.leaseUntil = leaseUntil;
-      this.retainUntil = retainUntil;
-      this.databaseNow = now;
-    }
-
-    static Row read(ResultSet rs) throws SQLException {
-      long completedAt = rs.getLong("completed_at");
-      Instant completed = rs.wasNull() ? null : Instant.ofEpochMilli(completedAt);
-      long leaseUntil = rs.getLong("lease_until");
-      long retainUntil = rs.getLong("retain_until");
-      StoredRecord record =
-          new StoredRecord(
-              RecordState.valueOf(rs.getString("state")),
-              rs.getInt("attempt"),
-              rs.getString("fingerprint"),
-              rs.getBytes("payload"),
-              Instant.ofEpochMilli(rs.getLong("created_at")),
-              completed,
-              Instant.ofEpochMilli(leaseUntil),
-              Instant.ofEpochMilli(retainUntil));
-      return new Row(
-          record, rs.getString("owner_token"), leaseUntil, retainUntil, rs.getLong("db_now"));
-    }
-  }
-
   /** Builds a {@link JdbcKeyStore}. Setters validate at once. Not thread-safe. */
   public static final class Builder {
     private final Jdbi jdbi;
@@ -857,7 +287,6 @@ public final class JdbcKeyStore implements KeyStore {
     private JdbcDialect dialect;
     private boolean createSchemaIfMissing;
     private boolean databaseTime;
-    private Clock clock = Clock.systemUTC();
     private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
     private Duration operationTimeout = DEFAULT_OPERATION_TIMEOUT;
 
@@ -911,18 +340,6 @@ public final class JdbcKeyStore implements KeyStore {
      */
     public Builder databaseTime(boolean databaseTime) {
       this.databaseTime = databaseTime;
-      return this;
-    }
-
-    /**
-     * The clock {@link #purgeExpired(int)} uses without database time. Default {@link
-     * Clock#systemUTC()}.
-     *
-     * @param clock the clock
-     * @return this builder
-     */
-    public Builder clock(Clock clock) {
-      this.clock = Objects.requireNonNull(clock, "clock must not be null");
       return this;
     }
 

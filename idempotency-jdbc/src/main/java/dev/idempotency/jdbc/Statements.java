@@ -1,100 +1,51 @@
 package dev.idempotency.jdbc;
 
+import dev.idempotency.spi.ClaimRequest;
+import java.time.Instant;
+import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
+import org.jdbi.v3.core.Handle;
+import org.jdbi.v3.core.statement.SqlStatement;
 
 /**
- * The SQL of one store, built once from checked parts: a validated table name, the dialect's fixed
- * fragments, and the time source. Values are always bound as parameters.
+ * The SQL of one store, for one dialect: a subclass per database says how that database reads its
+ * clock, inserts if absent, claims, reads a batch and purges; everything it shares (the fenced
+ * updates, the single-row select) is built here once. Statements are built from checked parts only:
+ * a validated table name, fixed fragments and named parameters; values are always bound.
  */
-final class Statements {
+abstract class Statements {
 
   private static final Pattern IDENTIFIER = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
 
-  private static final String COLUMNS =
+  /** Every column, in the order of inserts. */
+  static final String COLUMNS =
       "key_id, state, owner_token, attempt, fingerprint, payload, created_at, completed_at,"
           + " lease_until, retain_until, debug_key";
 
-  final String insertIfAbsent;
+  /** The columns a claim reads back. */
+  static final String READ =
+      "state, owner_token, attempt, fingerprint, payload, created_at, completed_at, lease_until,"
+          + " retain_until";
+
+  final String table;
+  final boolean databaseTime;
   final String select;
-
-  /**
-   * PostgreSQL only, else null: the insert-if-absent and the select in one statement, so that a
-   * replay costs one statement. It always returns one row: {@code inserted} is 1 when the row was
-   * inserted; otherwise the row as the statement's snapshot sees it, all nulls if not visible.
-   */
-  final String insertOrSelect;
-
-  /**
-   * PostgreSQL only, else null: the rows of a batch by one array parameter, {@code keyIds}, each
-   * looked up on its own by the primary key ({@code LATERAL ... OFFSET 0} keeps the planner from
-   * turning it into a join). One statement for every batch size, with one plan whatever the sizes
-   * of the batch and the table: with an {@code IN} list or {@code = ANY}, a plan cached while the
-   * table was small (a sequential scan) stays in use as it grows, and every batch then reads the
-   * whole table (measured: 500 ms per batch of 500 at 20,000 rows).
-   */
-  final String selectAny;
-
   final String reclaimExpired;
   final String takeOver;
   final String extend;
   final String complete;
   final String release;
-  final String purgeBatch;
-  final String now;
-  private final JdbcDialect dialect;
-  private final String table;
-  private final String lease;
-  private final String retention;
   private final Map<Integer, String> insertAllBySize = new ConcurrentHashMap<>();
-  private final Map<Integer, String> selectAllBySize = new ConcurrentHashMap<>();
 
-  Statements(JdbcDialect dialect, String table, boolean databaseTime) {
-    this.dialect = dialect;
+  Statements(String table, boolean databaseTime) {
     this.table = table;
-    now = databaseTime ? dialect.databaseNow : String.format(dialect.bigintParameter, "now");
-    lease = String.format(dialect.bigintParameter, "leaseMillis");
-    retention = String.format(dialect.bigintParameter, "retentionMillis");
-    String values =
-        ":keyId, 'IN_PROGRESS', :ownerToken, 1, :fingerprint, NULL, "
-            + now
-            + ", NULL, "
-            + now
-            + " + "
-            + lease
-            + ", "
-            + now
-            + " + "
-            + retention
-            + ", :debugKey";
-    insertIfAbsent = String.format(dialect.insertIfAbsent, table, COLUMNS, values);
-    String read =
-        "state, owner_token, attempt, fingerprint, payload, created_at, completed_at,"
-            + " lease_until, retain_until";
-    String selected = read + ", " + now + " AS db_now";
-    select = "SELECT " + selected + " FROM " + table + " WHERE key_id = :keyId";
-    insertOrSelect =
-        dialect != JdbcDialect.POSTGRESQL
-            ? null
-            : "WITH ins AS ("
-                + insertIfAbsent
-                + " RETURNING 1) SELECT (SELECT count(*) FROM ins) AS inserted, "
-                + selected
-                + " FROM (SELECT 1) AS one LEFT JOIN "
-                + table
-                + " ON key_id = :keyId";
-    selectAny =
-        dialect != JdbcDialect.POSTGRESQL
-            ? null
-            : "SELECT r.*, "
-                + now
-                + " AS db_now FROM unnest(CAST(:keyIds AS VARCHAR[])) AS k(id) CROSS JOIN LATERAL"
-                + " (SELECT "
-                + read
-                + ", key_id FROM "
-                + table
-                + " WHERE key_id = k.id OFFSET 0) AS r";
+    this.databaseTime = databaseTime;
+    String now = now();
+    String lease = bigint("leaseMillis");
+    select = "SELECT " + READ + ", " + now + " AS db_now FROM " + table + " WHERE key_id = :keyId";
     reclaimExpired =
         "UPDATE "
             + table
@@ -108,7 +59,7 @@ final class Statements {
             + ", retain_until = "
             + now
             + " + "
-            + retention
+            + bigint("retentionMillis")
             + ", debug_key = :debugKey"
             + " WHERE key_id = :keyId AND owner_token = :seenToken AND state = :seenState"
             + " AND retain_until <= "
@@ -148,82 +99,169 @@ final class Statements {
         "DELETE FROM "
             + table
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
-    purgeBatch = String.format(dialect.purgeBatch, table, now);
+  }
+
+  // ---- what each dialect says
+
+  /** The database's clock in milliseconds since the epoch, UTC, as an SQL expression. */
+  abstract String databaseNow();
+
+  /** A named parameter used as a 64-bit integer. */
+  String bigint(String parameter) {
+    return "CAST(:" + parameter + " AS BIGINT)";
+  }
+
+  /** Inserts one row unless its key exists; one inserted row means the claim is ours. */
+  abstract String insertIfAbsent(String values);
+
+  /** Inserts many rows in one statement, skipping keys that exist. */
+  abstract String insertAllIfAbsent(String rows);
+
+  /** Deletes at most {@code :limit} rows past their window. */
+  abstract String purge();
+
+  /** Deletes every row past its window: what a dialect bounds by {@code :limit}. */
+  final String deleteExpired() {
+    return "DELETE FROM " + table + " WHERE retain_until <= " + now();
   }
 
   /**
-   * Whether {@link #insertAllIfAbsent} exists for this dialect (not for H2, which is in-process).
+   * The first step of a claim: inserts the row if the key is absent and reports it, else reads the
+   * row. The default takes two statements, an insert and a select.
+   *
+   * @return inserted, or the row (empty if it vanished meanwhile)
    */
-  boolean supportsMultiRowInsert() {
-    return dialect != JdbcDialect.H2;
-  }
-
-  /**
-   * One insert-if-absent for {@code rows} rows; row {@code i} binds {@code keyId_i}, {@code
-   * ownerToken_i}, {@code fingerprint_i} and {@code debugKey_i}, and all rows share the lease and
-   * retention of the batch.
-   */
-  String insertAllIfAbsent(int rows) {
-    return insertAllBySize.computeIfAbsent(rows, this::buildInsertAll);
-  }
-
-  private String buildInsertAll(int rows) {
-    StringBuilder values = new StringBuilder();
-    for (int i = 0; i < rows; i++) {
-      if (i > 0) {
-        values.append(", ");
-      }
-      values
-          .append("(:keyId_")
-          .append(i)
-          .append(", 'IN_PROGRESS', :ownerToken_")
-          .append(i)
-          .append(", 1, :fingerprint_")
-          .append(i)
-          .append(", NULL, ")
-          .append(now)
-          .append(", NULL, ")
-          .append(now)
-          .append(" + ")
-          .append(lease)
-          .append(", ")
-          .append(now)
-          .append(" + ")
-          .append(retention)
-          .append(", :debugKey_")
-          .append(i)
-          .append(')');
+  Rows.InsertOrRow insertOrRead(Handle handle, ClaimRequest request) {
+    if (SqlExecutor.insertedUnlessConflict(
+        () -> bindClaim(handle.createUpdate(insertIfAbsent(claimValues())), request).execute())) {
+      return Rows.InsertOrRow.INSERTED;
     }
-    String insert =
-        dialect == JdbcDialect.MYSQL
-            ? "INSERT IGNORE INTO %s (%s) VALUES %s"
-            : "INSERT INTO %s (%s) VALUES %s ON CONFLICT DO NOTHING";
-    return String.format(insert, table, COLUMNS, values);
+    return new Rows.InsertOrRow(false, selectRow(handle, request.keyId(), request.now()));
+  }
+
+  /** Whether a batch's rows are inserted in one statement; otherwise key by key. */
+  boolean insertsBatches() {
+    return true;
+  }
+
+  /**
+   * Reads the rows of a batch's keys in one statement. The default reads an {@code IN} list padded
+   * to a power-of-two size, so that a store prepares few statement shapes.
+   */
+  Map<String, Rows.Row> selectAll(Handle handle, List<String> keyIds, Instant now, int maxBatch) {
+    int size = paddedSize(keyIds.size(), maxBatch);
+    StringBuilder in = new StringBuilder();
+    for (int i = 0; i < size; i++) {
+      in.append(i > 0 ? ", " : "").append(":keyId_").append(i);
+    }
+    var query =
+        handle.createQuery(
+            "SELECT "
+                + READ
+                + ", "
+                + now()
+                + " AS db_now, key_id FROM "
+                + table
+                + " WHERE key_id IN ("
+                + in
+                + ")");
+    for (int i = 0; i < size; i++) {
+      query.bind("keyId_" + i, keyIds.get(Math.min(i, keyIds.size() - 1)));
+    }
+    bindNow(query, now);
+    return Rows.byKeyId(query);
+  }
+
+  // ---- shared building blocks
+
+  /** Now, in SQL: the database's clock, or the request's time bound as {@code :now}. */
+  final String now() {
+    return databaseTime ? databaseNow() : bigint("now");
+  }
+
+  /** The values of one new in-progress row, with the claim's named parameters. */
+  final String claimValues() {
+    return rowValues("keyId", "ownerToken", "fingerprint", "debugKey");
+  }
+
+  /** The values of a new in-progress row, with parameters of the given names. */
+  final String rowValues(String keyId, String ownerToken, String fingerprint, String debugKey) {
+    String now = now();
+    return ":"
+        + keyId
+        + ", 'IN_PROGRESS', :"
+        + ownerToken
+        + ", 1, :"
+        + fingerprint
+        + ", NULL, "
+        + now
+        + ", NULL, "
+        + now
+        + " + "
+        + bigint("leaseMillis")
+        + ", "
+        + now
+        + " + "
+        + bigint("retentionMillis")
+        + ", :"
+        + debugKey;
+  }
+
+  /** One insert-if-absent of {@code rows} rows; row {@code i} binds {@code keyId_i} and so on. */
+  final String insertAll(int rows) {
+    return insertAllBySize.computeIfAbsent(
+        rows,
+        size -> {
+          StringBuilder values = new StringBuilder();
+          for (int i = 0; i < size; i++) {
+            values
+                .append(i > 0 ? ", (" : "(")
+                .append(
+                    rowValues("keyId_" + i, "ownerToken_" + i, "fingerprint_" + i, "debugKey_" + i))
+                .append(')');
+          }
+          return insertAllIfAbsent(values.toString());
+        });
+  }
+
+  /** The row of a key, as the database's snapshot shows it, or empty. */
+  final Optional<Rows.Row> selectRow(Handle handle, String keyId, Instant now) {
+    var query = handle.createQuery(select).bind("keyId", keyId);
+    bindNow(query, now);
+    return query.map((rs, ctx) -> Rows.Row.read(rs)).findOne();
+  }
+
+  /** Binds a claim's parameters: key, token, fingerprint, lease, window, raw key, time. */
+  final <S extends SqlStatement<S>> S bindClaim(S statement, ClaimRequest request) {
+    bindNow(statement, request.now());
+    return statement
+        .bind("keyId", request.keyId())
+        .bind("ownerToken", request.ownerToken())
+        .bind("fingerprint", request.fingerprint())
+        .bind("leaseMillis", request.lease().toMillis())
+        .bind("retentionMillis", request.retention().toMillis())
+        .bind("debugKey", request.debugKey());
+  }
+
+  /** Binds {@code :now} unless the database's clock is used. */
+  final void bindNow(SqlStatement<?> statement, Instant now) {
+    if (!databaseTime) {
+      statement.bind("now", now.toEpochMilli());
+    }
+  }
+
+  /** The DDL for this store's table: the dialect's resource with its placeholders filled. */
+  static String schema(String script, String tableName) {
+    return script
+        .replace("${table}", tableName)
+        .replace("${name}", tableName.substring(tableName.lastIndexOf('.') + 1));
   }
 
   /**
    * The statement size for a batch of {@code count}: the next power of two, at most {@code max}.
-   *
-   * @param count the batch's size, from 1 to {@code max}
-   * @param max the largest batch
    */
   static int paddedSize(int count, int max) {
     return count <= 1 ? 1 : Math.min(max, Integer.highestOneBit(count - 1) << 1);
-  }
-
-  /** Reads {@code rows} rows by {@code keyId_i}, with the key id and the database's time. */
-  String selectAll(int rows) {
-    return selectAllBySize.computeIfAbsent(rows, this::buildSelectAll);
-  }
-
-  private String buildSelectAll(int rows) {
-    StringBuilder in = new StringBuilder();
-    for (int i = 0; i < rows; i++) {
-      in.append(i > 0 ? ", " : "").append(":keyId_").append(i);
-    }
-    return select
-        .replace(" AS db_now FROM", " AS db_now, key_id FROM")
-        .replace("WHERE key_id = :keyId", "WHERE key_id IN (" + in + ")");
   }
 
   /**
@@ -247,15 +285,5 @@ final class Statements {
               + "'");
     }
     return tableName;
-  }
-
-  /** The DDL of a dialect for a table name: the shipped script with its identifiers renamed. */
-  static String schema(String script, String tableName) {
-    String unqualified = tableName.substring(tableName.lastIndexOf('.') + 1);
-    return script
-        .replace("idempotency_records_pk", "\u0000pk")
-        .replace("idempotency_records_retain_idx", "\u0000retain_idx")
-        .replace("idempotency_records", tableName)
-        .replace("\u0000", unqualified + "_");
   }
 }

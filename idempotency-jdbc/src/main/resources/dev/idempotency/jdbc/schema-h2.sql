@@ -1,6 +1,9 @@
 -- Idempotency records for dev.idempotency:idempotency-jdbc, H2 2.x.
 -- One row per key. Times are milliseconds since the Unix epoch (UTC).
-CREATE TABLE IF NOT EXISTS idempotency_records (
+-- A template with two placeholders, in Flyway and Liquibase syntax: "table" is the table name
+-- (optionally schema-qualified), "name" the unqualified name that prefixes index names.
+-- JdbcKeyStore.schemaSql(dialect, tableName) gives the filled script.
+CREATE TABLE IF NOT EXISTS ${table} (
     key_id       VARCHAR(128)  NOT NULL,
     state        VARCHAR(16)   NOT NULL,
     owner_token  VARCHAR(64)   NOT NULL,
@@ -12,6 +15,6 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     lease_until  BIGINT        NOT NULL,
     retain_until BIGINT        NOT NULL,
     debug_key    VARCHAR(1024),
-    CONSTRAINT idempotency_records_pk PRIMARY KEY (key_id)
+    CONSTRAINT ${name}_pk PRIMARY KEY (key_id)
 );
-CREATE INDEX IF NOT EXISTS idempotency_records_retain_idx ON idempotency_records (retain_until);
+CREATE INDEX IF NOT EXISTS ${name}_retain_idx ON ${table} (retain_until);

@@ -1,6 +1,9 @@
 -- Idempotency records for dev.idempotency:idempotency-jdbc, MySQL 8 and MariaDB 10.5 or newer.
 -- One row per key. Times are milliseconds since the Unix epoch (UTC).
-CREATE TABLE IF NOT EXISTS idempotency_records (
+-- A template with two placeholders, in Flyway and Liquibase syntax: "table" is the table name
+-- (optionally schema-qualified), "name" the unqualified name that prefixes index names.
+-- JdbcKeyStore.schemaSql(dialect, tableName) gives the filled script.
+CREATE TABLE IF NOT EXISTS ${table} (
     key_id       VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
     state        VARCHAR(16)   CHARACTER SET ascii NOT NULL,
     owner_token  VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
@@ -13,5 +16,5 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     retain_until BIGINT        NOT NULL,
     debug_key    VARCHAR(1024) CHARACTER SET utf8mb4,
     PRIMARY KEY (key_id),
-    INDEX idempotency_records_retain_idx (retain_until)
+    INDEX ${name}_retain_idx (retain_until)
 ) ENGINE=InnoDB;

@@ -90,17 +90,47 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   }
 
   @Test
+  void aSchemaQualifiedTableIsCreatedAndUsedWithItsIndexInThatSchema() {
+    String name = freshTable();
+    Jdbi.create(dataSource())
+        .useHandle(handle -> handle.execute("CREATE SCHEMA IF NOT EXISTS idem_qualified"));
+    JdbcKeyStore qualified =
+        JdbcKeyStore.builder(dataSource())
+            .tableName("idem_qualified." + name)
+            .createSchemaIfMissing(true)
+            .build();
+
+    String keyId = newKeyId();
+    assertThat(qualified.claim(claim(keyId, newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(countRows("idem_qualified." + name)).isEqualTo(1);
+    assertThat(JdbcKeyStore.schemaSql(expectedDialect(), "idem_qualified." + name))
+        .contains("idem_qualified." + name + " (")
+        .contains(name + "_retain_idx")
+        .doesNotContain("idem_qualified." + name + "_retain_idx")
+        .doesNotContain("${");
+  }
+
+  @Test
   void dialectIsDetectedFromTheConnection() {
     assertThat(((JdbcKeyStore) store()).dialect()).isEqualTo(expectedDialect());
   }
 
   @Test
   void shippedDdlRunByHandCreatesTheSameSchemaAsTheStore() throws Exception {
-    String script;
+    String template;
     try (InputStream in =
         getClass().getClassLoader().getResourceAsStream(expectedDialect().schemaResource())) {
-      script = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+      template = new String(in.readAllBytes(), StandardCharsets.UTF_8);
     }
+    // what Flyway or Liquibase does with the shipped template and two placeholder values
+    String script =
+        template
+            .replace("${table}", JdbcKeyStore.DEFAULT_TABLE_NAME)
+            .replace("${name}", JdbcKeyStore.DEFAULT_TABLE_NAME);
+    assertThat(script).doesNotContain("${");
+    assertThat(JdbcKeyStore.schemaSql(expectedDialect(), JdbcKeyStore.DEFAULT_TABLE_NAME))
+        .isEqualTo(script);
     Jdbi.create(dataSource()).useHandle(handle -> handle.createScript(script).execute());
     String storeTable = freshTable();
     JdbcKeyStore.builder(dataSource()).tableName(storeTable).createSchemaIfMissing(true).build();
@@ -432,7 +462,8 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   @Test
   void purgeDeletesOnlyExpiredRowsInBatches() {
     MutableClock clock = new MutableClock(T0);
-    JdbcKeyStore purging = freshStore().clock(clock).build();
+    JdbcKeyStore purging = freshStore().build();
+    JdbcPurger purger = purging.purger(clock);
     for (int i = 0; i < 25; i++) {
       purging.claim(claim(newKeyId(), newToken(), Duration.ofMinutes(1), Duration.ofHours(1)));
     }
@@ -444,10 +475,10 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     }
     clock.advance(Duration.ofHours(2));
 
-    assertThat(purging.purgeExpired(10)).isEqualTo(10);
-    assertThat(purging.purgeExpired(10)).isEqualTo(10);
-    assertThat(purging.purgeExpired(10)).isEqualTo(5);
-    assertThat(purging.purgeExpired(10)).isZero();
+    assertThat(purger.purgeExpired(10)).isEqualTo(10);
+    assertThat(purger.purgeExpired(10)).isEqualTo(10);
+    assertThat(purger.purgeExpired(10)).isEqualTo(5);
+    assertThat(purger.purgeExpired(10)).isZero();
     for (String keyId : live) {
       ClaimRequest probe =
           new ClaimRequest(
@@ -468,7 +499,8 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   @Test
   void threePurgersAtOnceDeleteEverythingExpiredWithoutFailing() throws Exception {
     MutableClock clock = new MutableClock(T0);
-    JdbcKeyStore purging = freshStore().clock(clock).build();
+    JdbcKeyStore purging = freshStore().build();
+    JdbcPurger purger = purging.purger(clock);
     int rows = 1_500;
     for (int i = 0; i < rows; i++) {
       purging.claim(claim(newKeyId(), newToken(), Duration.ofMinutes(1), Duration.ofHours(1)));
@@ -480,27 +512,28 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
       purgers.add(
           () -> {
             start.await();
-            return purging.purgeAllExpired(20);
+            return purger.purgeAllExpired(20);
           });
     }
 
     List<Long> deleted = runAll(purgers, start);
 
     assertThat(deleted.stream().mapToLong(Long::longValue).sum()).isEqualTo(rows);
-    assertThat(purging.purgeExpired(10)).isZero();
+    assertThat(purger.purgeExpired(10)).isZero();
   }
 
   @Test
   void scheduledPurgeRunsAndCanBeCancelled() throws Exception {
     MutableClock clock = new MutableClock(T0);
-    JdbcKeyStore purging = freshStore().clock(clock).build();
+    JdbcKeyStore purging = freshStore().build();
+    JdbcPurger purger = purging.purger(clock);
     for (int i = 0; i < 20; i++) {
       purging.claim(claim(newKeyId(), newToken(), Duration.ofMinutes(1), Duration.ofHours(1)));
     }
     clock.advance(Duration.ofHours(2));
     var executor = java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
     try {
-      var task = purging.schedulePurge(executor, Duration.ofMillis(20));
+      var task = purger.schedulePurge(executor, Duration.ofMillis(20));
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
       while (countRows(purging.tableName()) > 0 && System.nanoTime() < deadline) {
         Thread.sleep(10);

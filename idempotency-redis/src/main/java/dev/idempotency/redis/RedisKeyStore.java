@@ -1,7 +1,5 @@
 package dev.idempotency.redis;
 
-import static dev.idempotency.redis.Replies.bytes;
-
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.AsyncKeyStore;
 import dev.idempotency.spi.ClaimRequest;
@@ -9,25 +7,19 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.RecordState;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
-import io.lettuce.core.SetArgs;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.codec.ByteArrayCodec;
 import io.lettuce.core.codec.RedisCodec;
 import io.lettuce.core.codec.StringCodec;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
-import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * A {@link KeyStore} in Redis, through Lettuce: standalone, Sentinel or Cluster.
@@ -71,6 +63,13 @@ import org.slf4j.LoggerFactory;
  * or Sentinel connection and one for a cluster). Its async methods complete on Lettuce's event
  * loop; the guard moves off it before running anything of yours. {@link #close()} closes that
  * connection, not the client.
+ *
+ * <p><b>Where things live.</b> This class is the facade and its builder. The claim (and the replica
+ * wait) is in {@code RedisClaims}; complete, release and extend in {@code RedisWrites}; the Lua
+ * scripts and how they are sent in {@code Scripts}; reply parsing in {@code Replies}; the record
+ * layout in {@code RecordValue}; the commands in {@code StoreCommands}, with {@code
+ * StandaloneCommands} and {@code ClusterCommands}; the time bound of one operation in {@code
+ * Operation}.
  */
 public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
 
@@ -80,29 +79,23 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   /** The default bound on one store operation: 2 seconds. */
   public static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(2);
 
-  private static final Logger log = LoggerFactory.getLogger(RedisKeyStore.class);
   private static final Pattern PREFIX = Pattern.compile("[A-Za-z0-9_:.\\-]{0,64}");
   private static final RedisCodec<String, byte[]> CODEC =
       RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE);
-  private static final byte[] ONE = bytes("1");
-  private static final byte[] ZERO = bytes("0");
   private static final Pattern VERSION = Pattern.compile("(?m)^redis_version:(\\d+)\\.");
 
   private final StoreCommands commands;
-  private final Scripts scripts;
-  private final boolean setGetClaims;
-  private final String keyPrefix;
+  private final RedisContext redis;
+  private final RedisClaims claims;
+  private final RedisWrites writes;
   private final int maxPayloadBytes;
-  private final int replicasToWaitFor;
-  private final Duration replicaTimeout;
-  private final Duration operationTimeout;
 
   private RedisKeyStore(Builder builder) {
-    this.keyPrefix = builder.keyPrefix;
     this.maxPayloadBytes = builder.maxPayloadBytes;
-    this.replicasToWaitFor = builder.replicasToWaitFor;
-    this.replicaTimeout = builder.replicaTimeout;
-    this.operationTimeout = builder.operationTimeout;
+    Duration operationBound =
+        builder.replicasToWaitFor > 0
+            ? builder.operationTimeout.plus(builder.replicaTimeout)
+            : builder.operationTimeout;
     try {
       this.commands =
           builder.client != null
@@ -112,8 +105,13 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
       throw new KeyStoreException("Redis store could not connect: " + e.getMessage(), e);
     }
     try {
-      this.setGetClaims = builder.setGetClaims && supportsSetNxGet();
-      this.scripts = new Scripts(commands);
+      boolean setGetClaims = builder.setGetClaims && supportsSetNxGet(operationBound);
+      this.redis =
+          new RedisContext(commands, new Scripts(commands), builder.keyPrefix, operationBound);
+      this.writes = new RedisWrites(redis);
+      this.claims =
+          new RedisClaims(
+              redis, writes, setGetClaims, builder.replicasToWaitFor, builder.replicaTimeout);
     } catch (RuntimeException e) {
       commands.close();
       throw e;
@@ -121,8 +119,8 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   }
 
   /** {@code SET} with both {@code NX} and {@code GET}: Redis 7.0 and newer (and Valkey). */
-  private boolean supportsSetNxGet() {
-    Operation operation = operation("read the server version");
+  private boolean supportsSetNxGet(Duration bound) {
+    Operation operation = new Operation("read the server version", bound);
     String info = operation.await(operation.bounded(operation.send(commands::serverInfo)));
     Matcher version = VERSION.matcher(info);
     return version.find() && Integer.parseInt(version.group(1)) >= 7;
@@ -148,119 +146,17 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     return new Builder(null, Objects.requireNonNull(client, "client must not be null"));
   }
 
-  private Operation operation(String name) {
-    return new Operation(
-        name, replicasToWaitFor > 0 ? operationTimeout.plus(replicaTimeout) : operationTimeout);
-  }
-
-  // ---- claim
-
   @Override
   public ClaimResult claim(ClaimRequest request) {
-    Operation operation = operation("claim");
-    return operation.await(claim(operation, request));
+    Objects.requireNonNull(request, "request");
+    Operation operation = redis.operation("claim");
+    return operation.await(claims.claim(operation, request));
   }
 
   @Override
   public CompletionStage<ClaimResult> claimAsync(ClaimRequest request) {
-    return claim(operation("claim"), request);
-  }
-
-  private CompletableFuture<ClaimResult> claim(Operation operation, ClaimRequest request) {
     Objects.requireNonNull(request, "request");
-    String key = redisKey(request.keyId());
-    byte[] record = newRecord(request);
-    CompletableFuture<ClaimResult> fast =
-        setGetClaims
-            ? operation
-                .send(() -> commands.setGet(key, record, setArgs(request)))
-                .thenApply(Replies::settledOrClaimed)
-            : CompletableFuture.completedFuture(null);
-    CompletableFuture<ClaimResult> result =
-        fast.thenCompose(
-            settled ->
-                settled != null
-                    ? CompletableFuture.completedFuture(settled)
-                    : scripts
-                        .run(
-                            operation,
-                            scripts.claim,
-                            new String[] {key},
-                            claimArgs(request, record))
-                        .thenApply(Replies::claimResult));
-    if (replicasToWaitFor > 0) {
-      result =
-          result.thenCompose(
-              claimed ->
-                  claimed instanceof ClaimResult.Claimed
-                      ? replicated(operation, key, List.of(request)).thenApply(ignored -> claimed)
-                      : CompletableFuture.completedFuture(claimed));
-    }
-    return operation.bounded(result);
-  }
-
-  /**
-   * The fast claim, one plain command: {@code SET key record NX GET PX window} writes the record if
-   * the key is absent and returns what was there otherwise.
-   */
-  private static SetArgs setArgs(ClaimRequest request) {
-    return SetArgs.Builder.nx().px(request.retention().toMillis());
-  }
-
-  private static byte[] newRecord(ClaimRequest request) {
-    return RecordValue.inProgress(
-        request.ownerToken(),
-        request.fingerprint(),
-        request.lease().toMillis(),
-        request.retention().toMillis(),
-        request.debugKey());
-  }
-
-  private static byte[][] claimArgs(ClaimRequest request, byte[] record) {
-    return new byte[][] {
-      record,
-      bytes(Long.toString(request.retention().toMillis())),
-      bytes(Long.toString(request.lease().toMillis())),
-      request.takeOverExpiredLease() ? ONE : ZERO,
-      bytes(request.ownerToken()),
-      bytes(request.fingerprint())
-    };
-  }
-
-  /**
-   * Waits ({@code WAIT}) until enough replicas acknowledged the claims, on the connection that
-   * wrote them; if too few did, releases them and fails, so that nothing is sent.
-   */
-  private CompletableFuture<Void> replicated(
-      Operation operation, String key, List<ClaimRequest> claimed) {
-    return operation
-        .send(() -> commands.waitForReplication(key, replicasToWaitFor, replicaTimeout.toMillis()))
-        .handle((acknowledged, error) -> error == null ? acknowledged : -1L)
-        .thenCompose(
-            acknowledged -> {
-              if (acknowledged >= replicasToWaitFor) {
-                return CompletableFuture.completedFuture(null);
-              }
-              for (ClaimRequest request : claimed) {
-                releaseAsync(request.keyId(), request.ownerToken())
-                    .exceptionally(
-                        error -> {
-                          log.debug(
-                              "Could not release a claim replicas did not acknowledge", error);
-                          return false;
-                        });
-              }
-              return CompletableFuture.failedFuture(
-                  new KeyStoreException(
-                      "Redis store: the claim was acknowledged by "
-                          + Math.max(acknowledged, 0)
-                          + " of "
-                          + replicasToWaitFor
-                          + " replicas within "
-                          + replicaTimeout.toMillis()
-                          + " ms; released it, nothing was sent",
-                      null));
-            });
+    return claims.claim(redis.operation("claim"), request);
   }
 
   /**
@@ -270,63 +166,18 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
    */
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
-    if (requests.isEmpty()) {
-      return List.of();
-    }
-    if (!commands.multiKeyScripts()) {
-      return perKey(requests, this::claimAsync, ClaimResult.Failed::new);
-    }
-    String[] keys = new String[requests.size()];
-    byte[][] args = new byte[requests.size() * 6][];
-    for (int i = 0; i < requests.size(); i++) {
-      ClaimRequest request = requests.get(i);
-      keys[i] = redisKey(request.keyId());
-      System.arraycopy(claimArgs(request, newRecord(request)), 0, args, i * 6, 6);
-    }
-    Operation operation = operation("claim a batch");
-    List<ClaimResult> results = new ArrayList<>(requests.size());
-    List<ClaimRequest> claimed = new ArrayList<>();
-    for (Object reply :
-        operation.await(
-            operation.bounded(scripts.run(operation, scripts.claimBatch, keys, args)))) {
-      @SuppressWarnings("unchecked")
-      ClaimResult result = Replies.claimResult((List<Object>) reply);
-      if (result instanceof ClaimResult.Claimed) {
-        claimed.add(requests.get(results.size()));
-      }
-      results.add(result);
-    }
-    if (replicasToWaitFor > 0 && !claimed.isEmpty()) {
-      Operation waiting = operation("wait for replicas");
-      try {
-        waiting.await(waiting.bounded(replicated(waiting, keys[0], claimed)));
-      } catch (KeyStoreException e) {
-        results.replaceAll(
-            result -> result instanceof ClaimResult.Claimed ? new ClaimResult.Failed(e) : result);
-      }
-    }
-    return results;
+    return requests.isEmpty() ? List.of() : claims.claimAll(requests);
   }
-
-  // ---- complete
 
   @Override
   public boolean complete(CompleteRequest request) {
-    Operation operation = operation("complete");
-    return operation.await(complete(operation, request));
+    Operation operation = redis.operation("complete");
+    return operation.await(writes.complete(operation, checked(request)));
   }
 
   @Override
   public CompletionStage<Boolean> completeAsync(CompleteRequest request) {
-    return complete(operation("complete"), request);
-  }
-
-  private CompletableFuture<Boolean> complete(Operation operation, CompleteRequest request) {
-    String key = redisKey(checked(request).keyId());
-    return operation.bounded(
-        scripts
-            .run(operation, scripts.complete, new String[] {key}, completeArgs(request))
-            .thenApply(Replies::flag));
+    return writes.complete(redis.operation("complete"), checked(request));
   }
 
   /** Completes a batch: one script call on standalone Redis, one pipeline on a cluster. */
@@ -335,16 +186,8 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     if (requests.isEmpty()) {
       return List.of();
     }
-    if (!commands.multiKeyScripts()) {
-      return perKey(requests, this::completeAsync, null);
-    }
-    String[] keys = new String[requests.size()];
-    byte[][] args = new byte[requests.size() * 3][];
-    for (int i = 0; i < requests.size(); i++) {
-      keys[i] = redisKey(checked(requests.get(i)).keyId());
-      System.arraycopy(completeArgs(requests.get(i)), 0, args, i * 3, 3);
-    }
-    return flags(operation("complete a batch"), scripts.completeBatch, keys, args);
+    requests.forEach(this::checked);
+    return writes.completeAll(requests);
   }
 
   private CompleteRequest checked(CompleteRequest request) {
@@ -353,121 +196,35 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     return request;
   }
 
-  private static byte[][] completeArgs(CompleteRequest request) {
-    String state = request.state() == RecordState.COMPLETED ? "C" : "F";
-    return new byte[][] {bytes(request.ownerToken()), bytes(state), request.payload()};
-  }
-
-  // ---- release
-
   @Override
   public boolean release(String keyId, String ownerToken) {
-    Operation operation = operation("release");
-    return operation.await(release(operation, keyId, ownerToken));
+    Operation operation = redis.operation("release");
+    return operation.await(releaseChecked(operation, keyId, ownerToken));
   }
 
   @Override
   public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
-    return release(operation("release"), keyId, ownerToken);
+    return releaseChecked(redis.operation("release"), keyId, ownerToken);
   }
 
-  private CompletableFuture<Boolean> release(Operation operation, String keyId, String ownerToken) {
+  private CompletableFuture<Boolean> releaseChecked(
+      Operation operation, String keyId, String ownerToken) {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
-    return operation.bounded(
-        scripts
-            .run(operation, scripts.release, new String[] {redisKey(keyId)}, bytes(ownerToken))
-            .thenApply(Replies::flag));
+    return writes.release(operation, keyId, ownerToken);
   }
-
-  // ---- extend
 
   @Override
   public boolean extend(ExtendRequest request) {
-    Operation operation = operation("extend");
-    return operation.await(extend(operation, request));
-  }
-
-  private CompletableFuture<Boolean> extend(Operation operation, ExtendRequest request) {
     Objects.requireNonNull(request, "request");
-    return operation.bounded(
-        scripts
-            .run(
-                operation,
-                scripts.extend,
-                new String[] {redisKey(request.keyId())},
-                extendArgs(request))
-            .thenApply(Replies::flag));
+    Operation operation = redis.operation("extend");
+    return operation.await(writes.extend(operation, request));
   }
 
   /** Renews a batch of leases: one script call on standalone Redis, one pipeline on a cluster. */
   @Override
   public List<Boolean> extendAll(List<ExtendRequest> requests) {
-    if (requests.isEmpty()) {
-      return List.of();
-    }
-    if (!commands.multiKeyScripts()) {
-      return perKey(requests, request -> extend(operation("extend"), request), null);
-    }
-    String[] keys = new String[requests.size()];
-    byte[][] args = new byte[requests.size() * 2][];
-    for (int i = 0; i < requests.size(); i++) {
-      keys[i] = redisKey(requests.get(i).keyId());
-      System.arraycopy(extendArgs(requests.get(i)), 0, args, i * 2, 2);
-    }
-    return flags(operation("extend a batch"), scripts.extendBatch, keys, args);
-  }
-
-  private static byte[][] extendArgs(ExtendRequest request) {
-    return new byte[][] {
-      bytes(request.ownerToken()), bytes(Long.toString(request.lease().toMillis()))
-    };
-  }
-
-  // ---- shared
-
-  /** A batch script whose reply holds one 1-or-0 per key. */
-  private List<Boolean> flags(
-      Operation operation, Scripts.Script script, String[] keys, byte[][] args) {
-    List<Object> replies =
-        operation.await(operation.bounded(scripts.run(operation, script, keys, args)));
-    List<Boolean> results = new ArrayList<>(replies.size());
-    for (Object reply : replies) {
-      results.add(Replies.flag(reply));
-    }
-    return results;
-  }
-
-  /**
-   * A batch on a cluster: the single-key operations pipelined on the shared connection, each
-   * bounded on its own. A key whose operation failed is reported by {@code onFailure} in its slot,
-   * or, when that is null, fails the batch.
-   */
-  private static <R, T> List<T> perKey(
-      List<R> requests,
-      Function<R, CompletionStage<T>> operation,
-      Function<KeyStoreException, T> onFailure) {
-    List<CompletableFuture<T>> pending = new ArrayList<>(requests.size());
-    for (R request : requests) {
-      pending.add(operation.apply(request).toCompletableFuture());
-    }
-    List<T> results = new ArrayList<>(requests.size());
-    for (CompletableFuture<T> future : pending) {
-      try {
-        results.add(future.join());
-      } catch (RuntimeException e) {
-        Throwable cause = Operation.unwrap(e);
-        KeyStoreException failure =
-            cause instanceof KeyStoreException k
-                ? k
-                : new KeyStoreException("Redis store failed a batch operation", cause);
-        if (onFailure == null) {
-          throw failure;
-        }
-        results.add(onFailure.apply(failure));
-      }
-    }
-    return results;
+    return requests.isEmpty() ? List.of() : writes.extendAll(requests);
   }
 
   @Override
@@ -494,7 +251,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
    * @return {@code prefix + keyId}
    */
   public String redisKey(String keyId) {
-    return keyPrefix + keyId;
+    return redis.redisKey(keyId);
   }
 
   /** Closes the connection this store opened; the client stays open. */

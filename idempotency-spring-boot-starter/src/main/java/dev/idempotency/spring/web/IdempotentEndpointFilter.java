@@ -9,23 +9,19 @@ import dev.idempotency.IdempotencyKeyReuseException;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.Outcome;
-import dev.idempotency.RequestFingerprints;
 import dev.idempotency.spring.JsonCodecs;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.security.Principal;
 import java.time.Duration;
 import java.time.format.DateTimeParseException;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
@@ -132,7 +128,7 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter {
       problem(response, HttpStatus.BAD_REQUEST, "malformed-key", e.getMessage());
       return;
     }
-    Body body = readBody(request);
+    RequestBody body = RequestBody.read(request, maxBodyBytes);
     if (body == null) {
       problem(
           response,
@@ -151,7 +147,7 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter {
                     user == null ? "" : user.getName(),
                     key),
                 endpoint.ttl() != null ? endpoint.ttl() : defaultTtl.get())
-            .withFingerprint(fingerprint(request, body))
+            .withFingerprint(body.fingerprint(request, json))
             .withOperation(operation(request.getMethod(), endpoint.pattern()));
     run(idempotency, endpoint, body.replayable(request), response, chain);
   }
@@ -337,84 +333,6 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter {
   static String operation(String method, String pattern) {
     String name = ("http." + method + pattern).replaceAll("[^A-Za-z0-9_.-]", "_");
     return name.length() <= 64 ? name : name.substring(0, 64);
-  }
-
-  // ---- the body and the fingerprint
-
-  /** The body as read: its bytes, or the form parameters the container parsed from it. */
-  private record Body(byte[] bytes, Map<String, String[]> form) {
-    HttpServletRequest replayable(HttpServletRequest request) {
-      return form != null ? request : new CachedBodyRequest(request, bytes);
-    }
-  }
-
-  /** Reads the body, or returns null if it is larger than the limit (it is then not read). */
-  private Body readBody(HttpServletRequest request) throws IOException {
-    long declared = request.getContentLengthLong();
-    if (declared > maxBodyBytes) {
-      return null;
-    }
-    if (isForm(request)) {
-      return new Body(new byte[0], request.getParameterMap());
-    }
-    try (InputStream in = request.getInputStream()) {
-      byte[] bytes = in.readNBytes((int) Math.min(Integer.MAX_VALUE - 8, maxBodyBytes + 1));
-      return bytes.length > maxBodyBytes ? null : new Body(bytes, null);
-    }
-  }
-
-  private static boolean isForm(HttpServletRequest request) {
-    String type = request.getContentType();
-    return type != null
-        && type.toLowerCase(java.util.Locale.ROOT).startsWith("application/x-www-form-urlencoded");
-  }
-
-  /**
-   * What makes two requests the same: the path and query, and the body (a JSON body by its
-   * canonical form, a form by its sorted parameters, anything else by its bytes).
-   */
-  private String fingerprint(HttpServletRequest request, Body body) {
-    StringBuilder what = new StringBuilder();
-    what.append(request.getRequestURI())
-        .append('?')
-        .append(Objects.toString(request.getQueryString(), ""));
-    what.append('\n');
-    if (body.form() != null) {
-      Map<String, Object> form = new TreeMap<>();
-      body.form().forEach((name, values) -> form.put(name, Arrays.asList(values)));
-      what.append("form:").append(RequestFingerprints.ofJson(form));
-    } else if (isJson(request) && body.bytes().length > 0) {
-      what.append("json:").append(jsonFingerprint(body.bytes()));
-    } else {
-      what.append("bytes:").append(RequestFingerprints.ofBytes(body.bytes()));
-    }
-    return RequestFingerprints.ofBytes(what.toString().getBytes(StandardCharsets.UTF_8));
-  }
-
-  private String jsonFingerprint(byte[] bytes) {
-    JsonCodecs codecs = json.get();
-    if (codecs != null) {
-      try {
-        return RequestFingerprints.ofJson(codecs.readTree(bytes));
-      } catch (IOException | IllegalArgumentException notJson) {
-        log.debug("A JSON body that does not parse is fingerprinted by its bytes", notJson);
-      }
-    }
-    return RequestFingerprints.ofBytes(bytes);
-  }
-
-  private static boolean isJson(HttpServletRequest request) {
-    String type = request.getContentType();
-    if (type == null) {
-      return false;
-    }
-    try {
-      MediaType media = MediaType.parseMediaType(type);
-      return media.isCompatibleWith(MediaType.APPLICATION_JSON)
-          || media.getSubtype().endsWith("+json");
-    } catch (IllegalArgumentException unparsable) {
-      return false;
-    }
   }
 
   // ---- problems

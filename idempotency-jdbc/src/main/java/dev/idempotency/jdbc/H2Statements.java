@@ -1,0 +1,45 @@
+package dev.idempotency.jdbc;
+
+/**
+ * H2 2.x, in any compatibility mode: {@code MERGE ... WHEN NOT MATCHED} inserts if absent (H2's own
+ * {@code MERGE ... KEY} would overwrite), and batches go key by key, since H2 runs in-process and a
+ * round trip costs nothing.
+ */
+final class H2Statements extends Statements {
+
+  H2Statements(String table, boolean databaseTime) {
+    super(table, databaseTime);
+  }
+
+  @Override
+  String databaseNow() {
+    return "CAST(EXTRACT(EPOCH FROM CURRENT_TIMESTAMP) * 1000 AS BIGINT)";
+  }
+
+  @Override
+  String insertIfAbsent(String values) {
+    return "MERGE INTO "
+        + table
+        + " t USING (SELECT 1 AS one) s ON t.key_id = :keyId WHEN NOT MATCHED THEN INSERT ("
+        + COLUMNS
+        + ") VALUES ("
+        + values
+        + ")";
+  }
+
+  /** Never used: {@link #insertsBatches()} is false. */
+  @Override
+  String insertAllIfAbsent(String rows) {
+    throw new UnsupportedOperationException("H2 claims batches key by key");
+  }
+
+  @Override
+  boolean insertsBatches() {
+    return false;
+  }
+
+  @Override
+  String purge() {
+    return deleteExpired() + " FETCH FIRST :limit ROWS ONLY";
+  }
+}

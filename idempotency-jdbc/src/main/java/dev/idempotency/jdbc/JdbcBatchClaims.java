@@ -1,0 +1,106 @@
+package dev.idempotency.jdbc;
+
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.jdbi.v3.core.Handle;
+import org.jdbi.v3.core.statement.Update;
+
+/**
+ * The batch claim, reading first: one select of every key of the chunk; if some are absent, one
+ * multi-row insert-if-absent of those and one select of them again (a row holding this batch's
+ * owner token was inserted by it). A replayed chunk so costs one statement, a new one three. Rows
+ * past their window or with an expired lease go through the single-key {@link JdbcClaims}.
+ */
+final class JdbcBatchClaims {
+
+  private final Statements sql;
+  private final JdbcClaims claims;
+  private final int maxBatch;
+
+  JdbcBatchClaims(Statements sql, JdbcClaims claims, int maxBatch) {
+    this.sql = sql;
+    this.claims = claims;
+    this.maxBatch = maxBatch;
+  }
+
+  /**
+   * Whether this dialect claims a batch in few statements, and the batch shares one time, lease and
+   * window so that one statement can bind them once; otherwise claim key by key.
+   */
+  boolean applies(List<ClaimRequest> requests) {
+    if (!sql.insertsBatches()) {
+      return false;
+    }
+    ClaimRequest first = requests.get(0);
+    for (ClaimRequest request : requests) {
+      if (!request.now().equals(first.now())
+          || !request.lease().equals(first.lease())
+          || !request.retention().equals(first.retention())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  List<ClaimResult> claimAll(Handle handle, List<ClaimRequest> requests) {
+    Map<String, Rows.Row> rows = select(handle, requests);
+    List<ClaimRequest> absent = new ArrayList<>();
+    for (ClaimRequest request : requests) {
+      if (!rows.containsKey(request.keyId())) {
+        absent.add(request);
+      }
+    }
+    if (!absent.isEmpty()) {
+      insertAll(handle, absent);
+      rows.putAll(select(handle, absent));
+    }
+    List<ClaimResult> results = new ArrayList<>(requests.size());
+    for (ClaimRequest request : requests) {
+      Rows.Row row = rows.get(request.keyId());
+      ClaimResult result = null;
+      if (row != null && row.ownedBy(request.ownerToken())) {
+        int attempt = row.record().attempt();
+        result = new ClaimResult.Claimed(attempt, attempt > 1);
+      } else if (row != null) {
+        result = claims.decide(handle, request, row);
+      }
+      results.add(result != null ? result : claims.claim(handle, request));
+    }
+    return results;
+  }
+
+  private Map<String, Rows.Row> select(Handle handle, List<ClaimRequest> requests) {
+    List<String> keyIds = new ArrayList<>(requests.size());
+    for (ClaimRequest request : requests) {
+      keyIds.add(request.keyId());
+    }
+    return sql.selectAll(handle, keyIds, requests.get(0).now(), maxBatch);
+  }
+
+  /**
+   * Inserts-if-absent a batch in one statement. Statements come in power-of-two sizes, so that a
+   * store prepares at most ten of them; the last request fills the rows past the batch (inserting
+   * the same key twice in one statement is a no-op).
+   */
+  private void insertAll(Handle handle, List<ClaimRequest> requests) {
+    int size = Statements.paddedSize(requests.size(), maxBatch);
+    ClaimRequest first = requests.get(0);
+    Update insert = handle.createUpdate(sql.insertAll(size));
+    sql.bindNow(insert, first.now());
+    insert
+        .bind("leaseMillis", first.lease().toMillis())
+        .bind("retentionMillis", first.retention().toMillis());
+    for (int i = 0; i < size; i++) {
+      ClaimRequest request = requests.get(Math.min(i, requests.size() - 1));
+      insert
+          .bind("keyId_" + i, request.keyId())
+          .bind("ownerToken_" + i, request.ownerToken())
+          .bind("fingerprint_" + i, request.fingerprint())
+          .bind("debugKey_" + i, request.debugKey());
+    }
+    insert.execute();
+  }
+}

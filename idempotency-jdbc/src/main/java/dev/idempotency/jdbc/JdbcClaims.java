@@ -1,0 +1,79 @@
+package dev.idempotency.jdbc;
+
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.StoredRecord;
+import java.util.Optional;
+import org.jdbi.v3.core.Handle;
+
+/**
+ * The single-key claim: insert the row if the key is absent, else read it; then reclaim a row past
+ * its window, or take over an expired lease, by a compare-and-set on the owner token it saw.
+ *
+ * <p>A first send costs one statement; a replay two (one on PostgreSQL); a reclaim or a takeover
+ * one more. A row that changes between the read and the compare-and-set lost a race, and the claim
+ * starts over, at most {@value #MAX_ROUNDS} times.
+ */
+final class JdbcClaims {
+
+  private static final int MAX_ROUNDS = 16;
+
+  private final Statements sql;
+
+  JdbcClaims(Statements sql) {
+    this.sql = sql;
+  }
+
+  ClaimResult claim(Handle handle, ClaimRequest request) {
+    for (int round = 0; round < MAX_ROUNDS; round++) {
+      Rows.InsertOrRow seen = sql.insertOrRead(handle, request);
+      if (seen.inserted()) {
+        return new ClaimResult.Claimed(1, false);
+      }
+      Optional<Rows.Row> row = seen.row();
+      if (row.isEmpty()) {
+        // released or purged since the insert, or (PostgreSQL) inserted by a transaction that
+        // committed after this statement's snapshot began: try again
+        continue;
+      }
+      ClaimResult result = decide(handle, request, row.get());
+      if (result != null) {
+        return result;
+      }
+    }
+    throw new KeyStoreException(
+        "JDBC store: the claim of key "
+            + request.keyId()
+            + " lost "
+            + MAX_ROUNDS
+            + " races in a row",
+        null);
+  }
+
+  /**
+   * The outcome for a row that exists: reclaimed if past its window, taken over if its lease
+   * expired and the request allows it, else the row as it is; null if the row changed under us.
+   */
+  ClaimResult decide(Handle handle, ClaimRequest request, Rows.Row row) {
+    StoredRecord record = row.record();
+    if (row.pastWindow()) {
+      int taken =
+          sql.bindClaim(handle.createUpdate(sql.reclaimExpired), request)
+              .bind("seenToken", row.ownerToken())
+              .bind("seenState", record.state().name())
+              .execute();
+      return taken == 1 ? new ClaimResult.Claimed(1, false) : null;
+    }
+    if (row.leaseExpired()
+        && request.takeOverExpiredLease()
+        && record.fingerprint().equals(request.fingerprint())) {
+      int taken =
+          sql.bindClaim(handle.createUpdate(sql.takeOver), request)
+              .bind("seenToken", row.ownerToken())
+              .execute();
+      return taken == 1 ? new ClaimResult.Claimed(record.attempt() + 1, true) : null;
+    }
+    return new ClaimResult.Existing(record, row.leaseExpired());
+  }
+}

@@ -1,0 +1,116 @@
+package dev.idempotency.jdbc;
+
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
+import dev.idempotency.spi.RecordState;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.BiConsumer;
+import java.util.function.BiPredicate;
+import org.jdbi.v3.core.Handle;
+import org.jdbi.v3.core.statement.PreparedBatch;
+import org.jdbi.v3.core.statement.SqlStatement;
+import org.jdbi.v3.core.statement.Update;
+
+/**
+ * The owner's fenced writes: complete, release and extend, each one conditional statement on the
+ * owner token, and the batches of complete and extend as one JDBC batch (one round trip with the
+ * PostgreSQL and MariaDB drivers).
+ */
+final class JdbcWrites {
+
+  private final Statements sql;
+
+  JdbcWrites(Statements sql) {
+    this.sql = sql;
+  }
+
+  boolean complete(Handle handle, CompleteRequest request) {
+    Update update = handle.createUpdate(sql.complete);
+    bindComplete(update, request);
+    return update.execute() == 1;
+  }
+
+  boolean release(Handle handle, String keyId, String ownerToken) {
+    return handle
+            .createUpdate(sql.release)
+            .bind("keyId", keyId)
+            .bind("ownerToken", ownerToken)
+            .execute()
+        == 1;
+  }
+
+  boolean extend(Handle handle, ExtendRequest request) {
+    Update update = handle.createUpdate(sql.extend);
+    bindExtend(update, request);
+    return update.execute() == 1;
+  }
+
+  List<Boolean> completeAll(Handle handle, List<CompleteRequest> requests) {
+    return batch(handle, sql.complete, requests, this::bindComplete, this::completed);
+  }
+
+  List<Boolean> extendAll(Handle handle, List<ExtendRequest> requests) {
+    return batch(handle, sql.extend, requests, this::bindExtend, this::extended);
+  }
+
+  /** Read back: whether the row holds the outcome this request wrote. */
+  private boolean completed(Handle handle, CompleteRequest request) {
+    return sql.selectRow(handle, request.keyId(), request.now())
+        .filter(row -> row.ownedBy(request.ownerToken()))
+        .filter(row -> row.record().state() == request.state())
+        .isPresent();
+  }
+
+  /** Read back: whether the row is still this owner's claim, in its window. */
+  private boolean extended(Handle handle, ExtendRequest request) {
+    return sql.selectRow(handle, request.keyId(), request.now())
+        .filter(row -> row.ownedBy(request.ownerToken()))
+        .filter(row -> row.record().state() == RecordState.IN_PROGRESS && !row.pastWindow())
+        .isPresent();
+  }
+
+  private void bindComplete(SqlStatement<?> statement, CompleteRequest request) {
+    statement
+        .bind("keyId", request.keyId())
+        .bind("ownerToken", request.ownerToken())
+        .bind("state", request.state().name())
+        .bind("payload", request.payload());
+    sql.bindNow(statement, request.now());
+  }
+
+  private void bindExtend(SqlStatement<?> statement, ExtendRequest request) {
+    statement
+        .bind("keyId", request.keyId())
+        .bind("ownerToken", request.ownerToken())
+        .bind("leaseMillis", request.lease().toMillis());
+    sql.bindNow(statement, request.now());
+  }
+
+  /**
+   * Runs one fenced statement per request as a JDBC batch. Drivers that report a batched update as
+   * "done, count unknown" get each such row read back and checked with {@code written}.
+   */
+  private static <R> List<Boolean> batch(
+      Handle handle,
+      String statement,
+      List<R> requests,
+      BiConsumer<SqlStatement<?>, R> bind,
+      BiPredicate<Handle, R> written) {
+    PreparedBatch batch = handle.prepareBatch(statement);
+    for (R request : requests) {
+      bind.accept(batch, request);
+      batch.add();
+    }
+    int[] counts = batch.execute();
+    List<Boolean> results = new ArrayList<>(counts.length);
+    for (int i = 0; i < counts.length; i++) {
+      results.add(
+          counts[i] == Statement.SUCCESS_NO_INFO
+              ? written.test(handle, requests.get(i))
+              : counts[i] == 1);
+    }
+    return results;
+  }
+}

@@ -1,0 +1,193 @@
+package dev.idempotency.jdbc;
+
+import dev.idempotency.KeyStoreException;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.IntSupplier;
+import org.jdbi.v3.core.HandleCallback;
+import org.jdbi.v3.core.Jdbi;
+import org.jdbi.v3.core.JdbiException;
+import org.jdbi.v3.core.statement.SqlStatements;
+import org.jdbi.v3.core.statement.StatementExceptions;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs a store's operations on borrowed connections: each with a query and a network timeout, none
+ * rendering bound values into messages, rolled-back statements retried, and every other failure
+ * mapped by its SQLState to a {@link KeyStoreException}.
+ */
+final class SqlExecutor {
+
+  private static final Logger log = LoggerFactory.getLogger(JdbcKeyStore.class);
+  private static final int MAX_TRANSIENT_ATTEMPTS = 5;
+
+  private final Jdbi jdbi;
+  private final String tableName;
+  private final int operationTimeoutMillis;
+  private final int queryTimeoutSeconds;
+  private volatile boolean networkTimeoutSupported = true;
+
+  SqlExecutor(Jdbi jdbi, String tableName, Duration operationTimeout) {
+    this.jdbi = jdbi;
+    this.tableName = tableName;
+    this.operationTimeoutMillis = (int) Math.min(Integer.MAX_VALUE, operationTimeout.toMillis());
+    this.queryTimeoutSeconds =
+        (int) Math.max(1, Math.min(Integer.MAX_VALUE, operationTimeout.toSeconds()));
+  }
+
+  /**
+   * Runs one operation on a borrowed connection. A deadlock or serialization failure rolled the
+   * statement back, and every operation here is safe to run again then, so those are retried a few
+   * times with a jittered pause (InnoDB reports concurrent purges that way).
+   *
+   * @param operation what the operation does, for messages ("claim", "purge")
+   * @throws KeyStoreException if the database failed
+   */
+  <R> R call(String operation, HandleCallback<R, RuntimeException> work) {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return jdbi.withHandle(
+            handle -> {
+              // The handle's config is its own copy: the user's Jdbi stays as configured.
+              handle
+                  .getConfig(SqlStatements.class)
+                  .setUnusedBindingAllowed(true)
+                  .setQueryTimeout(queryTimeoutSeconds);
+              // Never render bound values (raw debug keys, owner tokens) into exception messages.
+              handle
+                  .getConfig(StatementExceptions.class)
+                  .setMessageRendering(StatementExceptions.MessageRendering.NONE);
+              int previousTimeout = boundNetworkTime(handle.getConnection());
+              try {
+                return work.withHandle(handle);
+              } finally {
+                restoreNetworkTime(handle.getConnection(), previousTimeout);
+              }
+            });
+      } catch (KeyStoreException e) {
+        throw e;
+      } catch (JdbiException e) {
+        if (attempt < MAX_TRANSIENT_ATTEMPTS && isTransient(e) && pause(attempt)) {
+          log.debug("Retrying the {} after a transient failure{}", operation, describe(e));
+          continue;
+        }
+        throw new KeyStoreException(
+            "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
+      }
+    }
+  }
+
+  /**
+   * Runs an insert-if-absent: whether it inserted the row. A unique violation means a concurrent
+   * insert won between the database's check and its insert, and counts as "not inserted".
+   */
+  static boolean insertedUnlessConflict(IntSupplier insert) {
+    try {
+      return insert.getAsInt() == 1;
+    } catch (JdbiException e) {
+      if (isUniqueViolation(e)) {
+        return false;
+      }
+      throw e;
+    }
+  }
+
+  /** Detects the dialect from the connection's metadata. */
+  static JdbcDialect detectDialect(Jdbi jdbi) {
+    try {
+      return jdbi.withHandle(
+          handle ->
+              JdbcDialect.fromProductName(
+                  handle.getConnection().getMetaData().getDatabaseProductName()));
+    } catch (JdbiException e) {
+      throw new KeyStoreException("JDBC store could not detect the dialect" + describe(e), e);
+    } catch (SQLException e) {
+      throw new KeyStoreException(
+          "JDBC store could not detect the dialect (SQLState " + e.getSQLState() + ")", e);
+    }
+  }
+
+  /**
+   * Bounds every read of this operation on the socket ({@link Connection#setNetworkTimeout}), so a
+   * database that stopped answering fails the operation in bounded time instead of hanging; returns
+   * the connection's previous timeout, or -1 where the driver has none (H2 in memory).
+   */
+  private int boundNetworkTime(Connection connection) {
+    if (!networkTimeoutSupported) {
+      return -1;
+    }
+    try {
+      int previous = connection.getNetworkTimeout();
+      connection.setNetworkTimeout(Runnable::run, operationTimeoutMillis);
+      return previous;
+    } catch (SQLException | UnsupportedOperationException | AbstractMethodError e) {
+      networkTimeoutSupported = false;
+      log.debug("The JDBC driver has no network timeout; relying on the query timeout", e);
+      return -1;
+    }
+  }
+
+  private static void restoreNetworkTime(Connection connection, int previous) {
+    if (previous < 0) {
+      return;
+    }
+    try {
+      connection.setNetworkTimeout(Runnable::run, previous);
+    } catch (SQLException e) {
+      log.debug("Could not restore a connection's network timeout (it failed meanwhile)", e);
+    }
+  }
+
+  private static boolean pause(int attempt) {
+    try {
+      Thread.sleep(ThreadLocalRandom.current().nextLong(5, 20L << attempt));
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  /** Deadlock victims and serialization failures: the statement was rolled back. */
+  private static boolean isTransient(JdbiException e) {
+    SQLException sqlException = findSqlException(e);
+    if (sqlException == null) {
+      return false;
+    }
+    String state = sqlException.getSQLState();
+    return "40001".equals(state) || "40P01".equals(state) || sqlException.getErrorCode() == 1213;
+  }
+
+  private static boolean isUniqueViolation(JdbiException e) {
+    SQLException sqlException = findSqlException(e);
+    if (sqlException == null) {
+      return false;
+    }
+    String state = sqlException.getSQLState();
+    return "23505".equals(state) || sqlException.getErrorCode() == 1062;
+  }
+
+  /** The SQLState and vendor code of a failure, for a message; never a bound value. */
+  private static String describe(JdbiException e) {
+    SQLException sqlException = findSqlException(e);
+    return sqlException == null
+        ? ""
+        : " (SQLState "
+            + sqlException.getSQLState()
+            + ", error "
+            + sqlException.getErrorCode()
+            + ")";
+  }
+
+  private static SQLException findSqlException(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof SQLException sqlException) {
+        return sqlException;
+      }
+    }
+    return null;
+  }
+}

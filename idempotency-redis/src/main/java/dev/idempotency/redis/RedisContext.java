@@ -1,0 +1,31 @@
+package dev.idempotency.redis;
+
+import java.time.Duration;
+
+/**
+ * What a store's operations share: the connection's commands, the loaded scripts, the key layout
+ * ({@code prefix + keyId}) and the time bound of one operation.
+ */
+final class RedisContext {
+
+  final StoreCommands commands;
+  final Scripts scripts;
+  private final String keyPrefix;
+  private final Duration operationBound;
+
+  RedisContext(StoreCommands commands, Scripts scripts, String keyPrefix, Duration operationBound) {
+    this.commands = commands;
+    this.scripts = scripts;
+    this.keyPrefix = keyPrefix;
+    this.operationBound = operationBound;
+  }
+
+  /** A new operation, bounded by the store's operation timeout (plus the replica wait, if any). */
+  Operation operation(String name) {
+    return new Operation(name, operationBound);
+  }
+
+  String redisKey(String keyId) {
+    return keyPrefix + keyId;
+  }
+}
