@@ -38,6 +38,7 @@ abstract class Statements {
   final String extend;
   final String complete;
   final String release;
+  private final String insertClaim;
   private final Map<Integer, String> insertAllBySize = new ConcurrentHashMap<>();
 
   Statements(String table, boolean databaseTime) {
@@ -99,6 +100,8 @@ abstract class Statements {
         "DELETE FROM "
             + table
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
+    // a dialect's insertIfAbsent reads only the table name, set above
+    insertClaim = insertIfAbsent(claimValues());
   }
 
   // ---- what each dialect says
@@ -133,7 +136,7 @@ abstract class Statements {
    */
   Rows.InsertOrRow insertOrRead(Handle handle, ClaimRequest request) {
     if (SqlExecutor.insertedUnlessConflict(
-        () -> bindClaim(handle.createUpdate(insertIfAbsent(claimValues())), request).execute())) {
+        () -> bindClaim(handle.createUpdate(insertClaim), request).execute())) {
       return Rows.InsertOrRow.INSERTED;
     }
     return new Rows.InsertOrRow(false, selectRow(handle, request.keyId(), request.now()));
