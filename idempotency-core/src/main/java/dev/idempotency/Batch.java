@@ -18,6 +18,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A batch of keys claimed together by {@link IdempotencyGuard#claimBatch}, for a campaign's
@@ -336,7 +337,7 @@ public final class Batch<T> {
    * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
    */
   @SuppressWarnings("unchecked")
-  public void succeeded(Item item, T result) {
+  public void succeeded(Item item, @Nullable T result) {
     requireReportable(item);
     report(
         item,

@@ -2,6 +2,7 @@ package dev.idempotency;
 
 import java.time.Duration;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One outcome of the guard (or of a store), for logs and metrics. Events name the key only by its
@@ -22,7 +23,7 @@ public record IdempotencyEvent(
     String keyDigest,
     int attempt,
     Duration duration,
-    Throwable error) {
+    @Nullable Throwable error) {
 
   /**
    * Checks the required components.

@@ -1,6 +1,7 @@
 package dev.idempotency;
 
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A repeat found the key's first call still in flight and gave up waiting for it. Nothing was sent
@@ -19,8 +20,16 @@ public class IdempotencyInProgressException extends IdempotencyException {
     this.waited = waited;
   }
 
-  static IdempotencyInProgressException afterWaiting(
-      String keyDigest, Duration waited, Throwable cause) {
+  /**
+   * Creates the exception a repeat gets after waiting for the key's first call.
+   *
+   * @param keyDigest the digest of the key, never the key in clear
+   * @param waited how long the repeat waited
+   * @param cause the store failure that ended the wait early, or {@code null}
+   * @return the exception
+   */
+  public static IdempotencyInProgressException afterWaiting(
+      String keyDigest, Duration waited, @Nullable Throwable cause) {
     return new IdempotencyInProgressException(
         String.format(
             "Key %s is still being sent by another call after waiting %d ms; nothing was sent,"

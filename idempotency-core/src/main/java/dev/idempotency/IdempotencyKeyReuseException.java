@@ -8,7 +8,12 @@ public class IdempotencyKeyReuseException extends IdempotencyException {
 
   private final transient String keyDigest;
 
-  IdempotencyKeyReuseException(String keyDigest) {
+  /**
+   * Creates the exception.
+   *
+   * @param keyDigest the digest of the key, never the key in clear
+   */
+  public IdempotencyKeyReuseException(String keyDigest) {
     super(
         "Key "
             + keyDigest

@@ -1,5 +1,7 @@
 package dev.idempotency;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * Sees what a guard does, for metrics and traces: every event, every guarded call from its start to
  * its end, and the time of every store operation. Module {@code idempotency-micrometer} implements
@@ -41,7 +43,8 @@ public interface IdempotencyObserver {
    * @param nanos how long it took
    * @param failure what it threw, or {@code null}
    */
-  default void onStoreOperation(String store, String operation, long nanos, Throwable failure) {}
+  default void onStoreOperation(
+      String store, String operation, long nanos, @Nullable Throwable failure) {}
 
   /** One guarded call, from its start to its end. */
   interface CallObservation {
@@ -71,7 +74,7 @@ public interface IdempotencyObserver {
      *
      * @param failure the exception the caller gets, or {@code null} for a result
      */
-    default void onEnd(Throwable failure) {}
+    default void onEnd(@Nullable Throwable failure) {}
   }
 
   /** A scope a call opened on a thread. */

@@ -12,7 +12,13 @@ public class IdempotencyOutcomeUnknownException extends IdempotencyException {
   private final transient String keyDigest;
   private final transient int attempt;
 
-  IdempotencyOutcomeUnknownException(String keyDigest, int attempt) {
+  /**
+   * Creates the exception.
+   *
+   * @param keyDigest the digest of the key, never the key in clear
+   * @param attempt the attempt whose outcome is unknown
+   */
+  public IdempotencyOutcomeUnknownException(String keyDigest, int attempt) {
     super(
         "Key "
             + keyDigest

@@ -1,6 +1,7 @@
 package dev.idempotency;
 
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A guarded call's key, window, optional request fingerprint and operation name, for {@link
@@ -19,7 +20,8 @@ import java.time.Duration;
  * @param fingerprint the request fingerprint, or {@code null} for none
  * @param operation the operation name: 1 to 64 characters of {@code [A-Za-z0-9_.-]}
  */
-public record IdempotencyRequest(String key, Duration ttl, String fingerprint, String operation) {
+public record IdempotencyRequest(
+    String key, Duration ttl, @Nullable String fingerprint, String operation) {
 
   /**
    * Validates the key, the ttl and the operation.

@@ -11,7 +11,15 @@ public class IdempotencyStoredFailureException extends IdempotencyException {
   private final transient String failureType;
   private final transient String failureMessage;
 
-  IdempotencyStoredFailureException(String keyDigest, String failureType, String failureMessage) {
+  /**
+   * Creates the exception.
+   *
+   * @param keyDigest the digest of the key, never the key in clear
+   * @param failureType the class name of the original failure
+   * @param failureMessage its message, or empty
+   */
+  public IdempotencyStoredFailureException(
+      String keyDigest, String failureType, String failureMessage) {
     super(
         "Key "
             + keyDigest

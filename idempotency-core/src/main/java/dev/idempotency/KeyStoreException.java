@@ -1,5 +1,7 @@
 package dev.idempotency;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The key store failed (unreachable, timed out, refused a statement). When thrown by {@link
  * IdempotencyGuard#execute}, nothing was sent because of it: the guard fails closed unless {@link
@@ -16,7 +18,7 @@ public class KeyStoreException extends IdempotencyException {
    * @param message what failed, without keys or results in clear
    * @param cause the backend's exception, or {@code null}
    */
-  public KeyStoreException(String message, Throwable cause) {
+  public KeyStoreException(String message, @Nullable Throwable cause) {
     super(message, cause);
   }
 }

@@ -1,5 +1,7 @@
 package dev.idempotency;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The result of a guarded call, with how it came about: a first send or a replay. Use {@link
  * #replayed()} for an {@code Idempotent-Replayed} response header or a metric.
@@ -11,4 +13,4 @@ package dev.idempotency;
  *     store failed after the send, the claim was lost, or fail-open sent without a claim)
  * @param <T> the result type
  */
-public record Outcome<T>(T value, boolean replayed, int attempt, boolean recorded) {}
+public record Outcome<T>(@Nullable T value, boolean replayed, int attempt, boolean recorded) {}

@@ -1,5 +1,7 @@
 package dev.idempotency;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The provider call the guard protects: sends one notification and returns what should be replayed
  * to repeats (a notification id, a provider message id).
@@ -19,5 +21,5 @@ public interface Sender<T> {
    * @throws Exception if the send failed; the claim is then released (or, for a permanent failure,
    *     the failure is stored)
    */
-  T send(SendContext context) throws Exception;
+  @Nullable T send(SendContext context) throws Exception;
 }

@@ -12,4 +12,7 @@
  * and before the outcome was recorded can cause one more send after its lease expires. {@link
  * dev.idempotency.SendContext#providerKey()} lets a deduplicating provider absorb that.
  */
+@NullMarked
 package dev.idempotency;
+
+import org.jspecify.annotations.NullMarked;

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.tck.MutableClock;
+import dev.idempotency.tck.ObservedKeyStore;
 import java.io.IOException;
 import java.time.Duration;
 import java.time.Instant;

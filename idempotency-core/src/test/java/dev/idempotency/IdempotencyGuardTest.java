@@ -8,6 +8,8 @@ import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.tck.MutableClock;
+import dev.idempotency.tck.ObservedKeyStore;
 import java.io.IOException;
 import java.time.Duration;
 import java.time.Instant;

@@ -8,6 +8,8 @@ import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.ForwardingKeyStore;
+import dev.idempotency.tck.ObservedKeyStore;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.tck.MutableClock;
+import dev.idempotency.tck.ObservedKeyStore;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.tck.ObservedKeyStore;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;

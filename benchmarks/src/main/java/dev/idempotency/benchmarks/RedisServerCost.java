@@ -1,8 +1,8 @@
 package dev.idempotency.benchmarks;
 
 import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.redis.FreePorts;
 import dev.idempotency.redis.RedisKeyStore;
+import dev.idempotency.testservers.FreePorts;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.ScriptOutputType;

@@ -413,7 +413,8 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
     }
 
     /**
-     * Builds the store.
+     * Builds the store: an empty Caffeine cache, nothing started (expiry runs as the cache is
+     * used).
      *
      * @return the store
      */

@@ -3,6 +3,7 @@ package dev.idempotency.spi;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One atomic claim attempt, as the guard asks a {@link KeyStore} for it.
@@ -31,7 +32,7 @@ public record ClaimRequest(
     Duration lease,
     Duration retention,
     boolean takeOverExpiredLease,
-    String debugKey) {
+    @Nullable String debugKey) {
 
   /** The longest key id a store must accept. */
   public static final int MAX_KEY_ID_LENGTH = 128;

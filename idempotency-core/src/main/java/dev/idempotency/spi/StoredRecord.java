@@ -3,6 +3,7 @@ package dev.idempotency.spi;
 import java.time.Instant;
 import java.util.Arrays;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A snapshot of the record a {@link KeyStore} holds for a key id, as returned by a claim that did
@@ -26,9 +27,9 @@ public record StoredRecord(
     RecordState state,
     int attempt,
     String fingerprint,
-    byte[] payload,
+    byte @Nullable [] payload,
     Instant createdAt,
-    Instant completedAt,
+    @Nullable Instant completedAt,
     Instant leaseDeadline,
     Instant retentionDeadline) {
 

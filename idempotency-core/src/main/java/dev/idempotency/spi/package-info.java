@@ -12,4 +12,7 @@
  * dev.idempotency.spi.KeyStore} and proves itself by extending the {@code KeyStoreContract} test
  * suite shipped in {@code idempotency-core}'s test-jar.
  */
+@NullMarked
 package dev.idempotency.spi;
+
+import org.jspecify.annotations.NullMarked;

@@ -8,11 +8,13 @@ import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreContract;
+import dev.idempotency.tck.GuardOnStoreContract;
+import dev.idempotency.tck.KeyStoreContract;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 
 class InMemoryKeyStoreTest extends KeyStoreContract {
@@ -22,6 +24,14 @@ class InMemoryKeyStoreTest extends KeyStoreContract {
   @Override
   protected KeyStore store() {
     return store;
+  }
+
+  @Nested
+  class OnTheGuard extends GuardOnStoreContract {
+    @Override
+    protected KeyStore store() {
+      return store;
+    }
   }
 
   @Test

@@ -383,7 +383,10 @@ public final class JdbcKeyStore implements KeyStore {
     }
 
     /**
-     * Builds the store, detecting the dialect and creating the schema if asked.
+     * Builds the store. This borrows a connection, once, to read the database's product name unless
+     * {@link #dialect(JdbcDialect)} was set, and runs the dialect's DDL ({@code CREATE TABLE IF NOT
+     * EXISTS}, {@code CREATE INDEX IF NOT EXISTS}) if {@link #createSchemaIfMissing(boolean)} asked
+     * for it; otherwise it touches no database. No connection is kept.
      *
      * @return the store
      * @throws KeyStoreException if the database cannot be reached for that

@@ -3,4 +3,7 @@
  * H2, through Jdbi. Start with {@link
  * dev.idempotency.jdbc.JdbcKeyStore#builder(javax.sql.DataSource)}.
  */
+@NullMarked
 package dev.idempotency.jdbc;
+
+import org.jspecify.annotations.NullMarked;

@@ -9,14 +9,15 @@ import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.KeyStoreException;
-import dev.idempotency.MutableClock;
 import dev.idempotency.Outcome;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreFactory;
-import dev.idempotency.spi.SharedKeyStoreContract;
+import dev.idempotency.tck.GuardOnStoreContract;
+import dev.idempotency.tck.KeyStoreFactory;
+import dev.idempotency.tck.MutableClock;
+import dev.idempotency.tck.SharedKeyStoreContract;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
@@ -36,6 +37,7 @@ import javax.sql.DataSource;
 import org.jdbi.v3.core.Jdbi;
 import org.jdbi.v3.core.statement.SqlLogger;
 import org.jdbi.v3.core.statement.StatementContext;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
@@ -68,6 +70,15 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
           JdbcKeyStore.builder(dataSource()).tableName(TABLE).createSchemaIfMissing(true).build();
     }
     return store;
+  }
+
+  /** The guard's promises on this store. */
+  @Nested
+  class OnTheGuard extends GuardOnStoreContract {
+    @Override
+    protected KeyStore store() {
+      return JdbcKeyStoreContract.this.store();
+    }
   }
 
   @Override

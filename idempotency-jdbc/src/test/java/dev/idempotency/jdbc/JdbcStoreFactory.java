@@ -1,7 +1,7 @@
 package dev.idempotency.jdbc;
 
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreFactory;
+import dev.idempotency.tck.KeyStoreFactory;
 import org.jdbi.v3.core.Jdbi;
 
 /** Opens the JDBC store in the second JVM of the cross-process race. Config: {@code url|table}. */

@@ -3,11 +3,13 @@ package dev.idempotency.jdbc;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreContract;
+import dev.idempotency.tck.GuardOnStoreContract;
+import dev.idempotency.tck.KeyStoreContract;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
@@ -42,6 +44,15 @@ class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
   @Override
   protected KeyStore store() {
     return store;
+  }
+
+  /** The guard's promises on this store. */
+  @Nested
+  class OnTheGuard extends GuardOnStoreContract {
+    @Override
+    protected KeyStore store() {
+      return PostgresDatabaseTimeKeyStoreTest.this.store();
+    }
   }
 
   @Test

@@ -366,8 +366,10 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     }
 
     /**
-     * Connects, reads the server's version and builds the store. The connection stays open until
-     * {@link RedisKeyStore#close()}.
+     * Builds the store. This opens one connection from the client (kept open, and shared by every
+     * operation, until {@link RedisKeyStore#close()}), reads the server's version with {@code INFO
+     * server} to choose the claim path, and loads the Lua scripts' sources from the jar; scripts
+     * reach the server on first use.
      *
      * @return the store
      * @throws KeyStoreException if Redis cannot be reached

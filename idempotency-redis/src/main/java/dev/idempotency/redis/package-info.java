@@ -3,4 +3,7 @@
  * scripts for fenced writes; standalone, Sentinel and Cluster. Start with {@link
  * dev.idempotency.redis.RedisKeyStore#builder(io.lettuce.core.RedisClient)}.
  */
+@NullMarked
 package dev.idempotency.redis;
+
+import org.jspecify.annotations.NullMarked;

@@ -7,9 +7,11 @@ import dev.idempotency.IdempotencyKey;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreFactory;
 import dev.idempotency.spi.RecordState;
-import dev.idempotency.spi.SharedKeyStoreContract;
+import dev.idempotency.tck.GuardOnStoreContract;
+import dev.idempotency.tck.KeyStoreFactory;
+import dev.idempotency.tck.SharedKeyStoreContract;
+import dev.idempotency.testservers.EmbeddedRedisCluster;
 import io.lettuce.core.api.sync.RedisCommands;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.SlotHash;
@@ -21,6 +23,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
@@ -53,6 +56,15 @@ class RedisClusterKeyStoreTest extends SharedKeyStoreContract {
   @Override
   protected KeyStore store() {
     return store;
+  }
+
+  /** The guard's promises on this store. */
+  @Nested
+  class OnTheGuard extends GuardOnStoreContract {
+    @Override
+    protected KeyStore store() {
+      return RedisClusterKeyStoreTest.this.store();
+    }
   }
 
   @Override

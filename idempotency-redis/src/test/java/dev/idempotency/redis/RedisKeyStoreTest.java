@@ -8,8 +8,10 @@ import dev.idempotency.IdempotencyKey;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreFactory;
-import dev.idempotency.spi.SharedKeyStoreContract;
+import dev.idempotency.tck.GuardOnStoreContract;
+import dev.idempotency.tck.KeyStoreFactory;
+import dev.idempotency.tck.SharedKeyStoreContract;
+import dev.idempotency.testservers.FreePorts;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
@@ -23,6 +25,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import redis.embedded.RedisServer;
@@ -65,6 +68,15 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
   @Override
   protected KeyStore store() {
     return store;
+  }
+
+  /** The guard's promises on this store. */
+  @Nested
+  class OnTheGuard extends GuardOnStoreContract {
+    @Override
+    protected KeyStore store() {
+      return RedisKeyStoreTest.this.store();
+    }
   }
 
   @Override

@@ -4,8 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreContract;
 import dev.idempotency.spi.RecordState;
+import dev.idempotency.tck.GuardOnStoreContract;
+import dev.idempotency.tck.KeyStoreContract;
+import dev.idempotency.testservers.FreePorts;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import java.nio.charset.StandardCharsets;
@@ -13,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import redis.embedded.RedisServer;
@@ -57,6 +60,15 @@ class RedisScriptClaimsKeyStoreTest extends KeyStoreContract {
   @Override
   protected KeyStore store() {
     return scriptsOnly;
+  }
+
+  /** The guard's promises on this store. */
+  @Nested
+  class OnTheGuard extends GuardOnStoreContract {
+    @Override
+    protected KeyStore store() {
+      return RedisScriptClaimsKeyStoreTest.this.store();
+    }
   }
 
   @Test

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
+import dev.idempotency.testservers.EmbeddedRedisCluster;
+import dev.idempotency.testservers.FreePorts;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import java.time.Duration;

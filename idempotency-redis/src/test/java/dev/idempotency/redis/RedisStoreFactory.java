@@ -1,7 +1,7 @@
 package dev.idempotency.redis;
 
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.KeyStoreFactory;
+import dev.idempotency.tck.KeyStoreFactory;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.cluster.RedisClusterClient;

@@ -2,13 +2,13 @@ package dev.idempotency.reliability;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.ForwardingKeyStore;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.Outcome;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.ForwardingKeyStore;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;

@@ -1,6 +1,6 @@
 package dev.idempotency.reliability;
 
-import dev.idempotency.redis.FreePorts;
+import dev.idempotency.testservers.FreePorts;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,6 +1,6 @@
 package dev.idempotency.reliability;
 
-import dev.idempotency.redis.EmbeddedRedisCluster;
+import dev.idempotency.testservers.EmbeddedRedisCluster;
 import java.util.stream.Collectors;
 
 /**

@@ -22,9 +22,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -84,17 +81,19 @@ public final class NotifyHandler implements HttpHandler {
       String key;
       NotificationRequest request;
       String body;
+      Object parsed;
       try {
         key =
             IdempotencyKeyHeader.parse(
                 exchange.getRequestHeaders().getFirst(IdempotencyKeyHeader.NAME));
         body = readBody(exchange.getRequestBody());
-        request = NotificationRequest.from(Json.parse(body));
+        parsed = Json.parse(body);
+        request = NotificationRequest.from(parsed);
       } catch (IllegalArgumentException e) {
         problem(exchange, new Problem(400, "/problems/bad-request", "Bad Request", e.getMessage()));
         return;
       }
-      respond(exchange, key, request, fingerprint(body));
+      respond(exchange, key, request, Json.fingerprint(parsed));
     }
   }
 
@@ -177,18 +176,6 @@ public final class NotifyHandler implements HttpHandler {
       throw new IllegalArgumentException("the body is larger than " + MAX_BODY_BYTES + " bytes");
     }
     return new String(bytes, StandardCharsets.UTF_8);
-  }
-
-  /** The request fingerprint: SHA-256 of the body's canonical JSON. */
-  private static String fingerprint(String body) {
-    try {
-      byte[] hash =
-          MessageDigest.getInstance("SHA-256")
-              .digest(Json.canonical(Json.parse(body)).getBytes(StandardCharsets.UTF_8));
-      return HexFormat.of().formatHex(hash);
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException(e);
-    }
   }
 
   private static void problem(HttpExchange exchange, Problem problem) throws IOException {

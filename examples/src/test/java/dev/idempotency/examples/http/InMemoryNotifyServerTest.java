@@ -2,9 +2,9 @@ package dev.idempotency.examples.http;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.ObservedKeyStore;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.ObservedKeyStore;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;

@@ -6,4 +6,7 @@
  * ({@code @IdempotentEndpoint}), with the {@code idempotency.*} properties of {@link
  * dev.idempotency.spring.autoconfigure.IdempotencyProperties}.
  */
+@NullMarked
 package dev.idempotency.spring.autoconfigure;
+
+import org.jspecify.annotations.NullMarked;

@@ -1,4 +1,4 @@
-package dev.idempotency;
+package dev.idempotency.tck;
 
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;

@@ -1,4 +1,6 @@
-package dev.idempotency.spi;
+package dev.idempotency.tck;
+
+import dev.idempotency.spi.KeyStore;
 
 /**
  * Opens a store from a configuration string in a second JVM, for {@link SharedKeyStoreContract}.

@@ -1,4 +1,4 @@
-package dev.idempotency.redis;
+package dev.idempotency.testservers;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;

@@ -1,4 +1,4 @@
-package dev.idempotency.redis;
+package dev.idempotency.testservers;
 
 import io.lettuce.core.Range;
 import io.lettuce.core.RedisClient;

@@ -1,5 +1,8 @@
-package dev.idempotency.spi;
+package dev.idempotency.tck;
 
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.KeyStore;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;

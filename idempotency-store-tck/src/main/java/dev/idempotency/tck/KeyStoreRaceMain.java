@@ -1,5 +1,6 @@
-package dev.idempotency.spi;
+package dev.idempotency.tck;
 
+import dev.idempotency.spi.KeyStore;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;

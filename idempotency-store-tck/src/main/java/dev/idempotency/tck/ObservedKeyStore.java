@@ -1,5 +1,6 @@
-package dev.idempotency;
+package dev.idempotency.tck;
 
+import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;

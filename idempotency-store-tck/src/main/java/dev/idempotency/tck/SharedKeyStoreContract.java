@@ -1,4 +1,4 @@
-package dev.idempotency.spi;
+package dev.idempotency.tck;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

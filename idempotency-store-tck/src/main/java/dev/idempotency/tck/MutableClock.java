@@ -1,4 +1,4 @@
-package dev.idempotency;
+package dev.idempotency.tck;
 
 import java.time.Clock;
 import java.time.Duration;
@@ -7,7 +7,7 @@ import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.util.concurrent.atomic.AtomicReference;
 
-/** A clock that tests move by hand; thread-safe. Shipped in the test-jar for store tests. */
+/** A clock that tests move by hand, for stores and guards on request time; thread-safe. */
 public final class MutableClock extends Clock {
 
   private final AtomicReference<Instant> now;

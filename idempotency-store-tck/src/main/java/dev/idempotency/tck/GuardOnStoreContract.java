@@ -1,0 +1,287 @@
+package dev.idempotency.tck;
+
+import static java.time.Duration.ZERO;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.Batch;
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyInProgressException;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.ResultCodec;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The guard's promises on a store, where time passes for real: a sender that outlives its lease is
+ * renewed and never taken over, a batch longer than its lease sends each key once while a second
+ * worker competes, large batches claim only unsent keys, async calls send once per key, and typed
+ * results replay typed. Extend it beside {@link KeyStoreContract}, for example as a JUnit
+ * {@code @Nested} class of the store's test:
+ *
+ * <pre>{@code
+ * class MyKeyStoreTest extends KeyStoreContract {
+ *   protected KeyStore store() { return STORE; }
+ *
+ *   @Nested
+ *   class OnTheGuard extends GuardOnStoreContract {
+ *     protected KeyStore store() { return STORE; }
+ *   }
+ * }
+ * }</pre>
+ */
+public abstract class GuardOnStoreContract extends StoreContractSupport {
+
+  // ---- lease renewal and long batches, where time passes for real
+
+  /** The lease of the real-time guard tests: short, so that the tests outlive it several times. */
+  protected static final Duration RENEWED_LEASE = Duration.ofSeconds(1);
+
+  /**
+   * A sender that runs three leases is renewed in the background and never taken over: a second
+   * caller polling all along only ever sees it in progress, then gets its result.
+   */
+  @Test
+  public void senderThatOutlivesItsLeaseIsRenewedAndNeverTakenOver() throws Exception {
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).inFlightWait(ZERO).build();
+    String key = "renewal:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+    CountDownLatch sending = new CountDownLatch(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<String> slow =
+          pool.submit(
+              () ->
+                  guard.execute(
+                      key,
+                      LONG_RETENTION,
+                      ctx -> {
+                        sends.incrementAndGet();
+                        sending.countDown();
+                        awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(3));
+                        return "slow";
+                      }));
+      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+      int polls = 0;
+      while (!slow.isDone()) {
+        try {
+          guard.execute(key, LONG_RETENTION, ctx -> "second-" + sends.incrementAndGet());
+        } catch (IdempotencyInProgressException expected) {
+          polls++;
+        }
+        pause(50);
+      }
+
+      assertThat(slow.get(30, TimeUnit.SECONDS)).isEqualTo("slow");
+      assertThat(sends).as("the slow send was never taken over").hasValue(1);
+      assertThat(polls).as("the second caller polled while it ran").isGreaterThan(10);
+      String replay = guard.execute(key, LONG_RETENTION, ctx -> "again");
+      assertThat(replay).isEqualTo("slow");
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /**
+   * A batch that runs four times its lease, each send well within the lease, with a second worker
+   * claiming the same keys all along: every key is sent exactly once, and every outcome recorded.
+   */
+  @Test
+  public void batchThatOutlivesItsLeaseWithASecondWorkerSendsEachKeyOnce() throws Exception {
+    IdempotencyGuard first = IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).build();
+    IdempotencyGuard second =
+        IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).build();
+    String run = newKeyId();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      requests.add(IdempotencyRequest.of("long-batch:" + run + ":" + i, LONG_RETENTION));
+    }
+    Map<String, List<String>> sends = new ConcurrentHashMap<>();
+    AtomicBoolean firstDone = new AtomicBoolean();
+    CountDownLatch firstClaimed = new CountDownLatch(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<Batch.Recorded> firstRun =
+          pool.submit(
+              () -> {
+                try {
+                  Batch<String> batch = first.claimBatch(requests, ResultCodec.string());
+                  firstClaimed.countDown();
+                  for (Batch.Item item : batch.toSend()) {
+                    sends
+                        .computeIfAbsent(item.key(), k -> new CopyOnWriteArrayList<>())
+                        .add("first");
+                    awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(2).dividedBy(5));
+                    batch.succeeded(item, "first:" + item.key());
+                  }
+                  return batch.record();
+                } finally {
+                  firstDone.set(true);
+                }
+              });
+      assertThat(firstClaimed.await(60, TimeUnit.SECONDS)).isTrue();
+      int secondSent = 0;
+      while (!firstDone.get()) {
+        Batch<String> batch = second.claimBatch(requests, ResultCodec.string());
+        for (Batch.Item item : batch.toSend()) {
+          sends.computeIfAbsent(item.key(), k -> new CopyOnWriteArrayList<>()).add("second");
+          batch.succeeded(item, "second:" + item.key());
+          secondSent++;
+        }
+        batch.record();
+        pause(100);
+      }
+      Batch.Recorded recorded = firstRun.get(60, TimeUnit.SECONDS);
+
+      assertThat(sends).hasSize(10);
+      assertThat(sends.values())
+          .as("sends per key, first worker and second worker together")
+          .allSatisfy(senders -> assertThat(senders).hasSize(1));
+      assertThat(secondSent).as("the second worker sent nothing: every key was held").isZero();
+      assertThat(recorded.completed()).isEqualTo(10);
+      assertThat(recorded.notRecorded()).isEmpty();
+      Batch<String> repeat = second.claimBatch(requests, ResultCodec.string());
+      assertThat(repeat.replayed()).hasSize(10);
+      assertThat(repeat.replayed().values())
+          .allSatisfy(outcome -> assertThat(outcome.value()).startsWith("first:"));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  public void largeBatchThroughTheGuardClaimsOnlyUnsentKeysAndRepeatsSendNothing() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store()).build();
+    String run = newKeyId();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 2_500; i++) {
+      requests.add(IdempotencyRequest.of("batch:" + run + ":" + i, LONG_RETENTION));
+    }
+    for (int i = 0; i < requests.size(); i += 10) {
+      guard.execute(requests.get(i).key(), LONG_RETENTION, ctx -> "early");
+    }
+
+    Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+    for (Batch.Item item : batch.toSend()) {
+      batch.succeeded(item, "n:" + item.key());
+    }
+    Batch.Recorded recorded = batch.record();
+    Batch<String> again = guard.claimBatch(requests, ResultCodec.string());
+
+    assertThat(batch.claimedKeys()).hasSize(2_250);
+    assertThat(batch.replayed())
+        .hasSize(250)
+        .allSatisfy((key, outcome) -> assertThat(outcome.value()).isEqualTo("early"));
+    assertThat(recorded.completed()).isEqualTo(2_250);
+    assertThat(recorded.notRecorded()).isEmpty();
+    assertThat(again.toSend()).as("a repeated batch sends nothing").isEmpty();
+    assertThat(again.replayed()).hasSize(2_500);
+    assertThat(again.replayed().get(requests.get(1).key()).value())
+        .isEqualTo("n:" + requests.get(1).key());
+  }
+
+  @Test
+  public void asyncExecuteReplaysAndSendsOncePerKey() throws Exception {
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(store()).inFlightWait(Duration.ofSeconds(60)).build();
+    String key = "async:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+    List<CompletableFuture<String>> calls = new ArrayList<>();
+    for (int i = 0; i < 16; i++) {
+      calls.add(
+          guard
+              .executeAsync(
+                  key,
+                  LONG_RETENTION,
+                  ctx -> CompletableFuture.supplyAsync(() -> "n_" + sends.incrementAndGet()))
+              .toCompletableFuture());
+    }
+
+    List<String> results = new ArrayList<>();
+    for (CompletableFuture<String> call : calls) {
+      results.add(call.get(60, TimeUnit.SECONDS));
+    }
+
+    assertThat(sends).hasValue(1);
+    assertThat(results).containsOnly("n_1");
+  }
+
+  // ---- typed results
+
+  /** A provider's receipt, the kind of typed result a sender returns. */
+  public record Receipt(String providerMessageId, int segments) {}
+
+  /** Stores a receipt as {@code id|segments}: any codec will do, the store sees bytes. */
+  protected static final ResultCodec<Receipt> RECEIPTS =
+      ResultCodec.ofText(
+          receipt -> receipt.providerMessageId() + "|" + receipt.segments(),
+          text ->
+              new Receipt(
+                  text.substring(0, text.lastIndexOf('|')),
+                  Integer.parseInt(text.substring(text.lastIndexOf('|') + 1))));
+
+  /**
+   * A typed result is stored through its codec and replayed as the same type by every form of the
+   * call: {@code execute}, {@code executeForOutcome} and their async twins.
+   */
+  @Test
+  public void typedResultsReplayTypedThroughEveryFormOfTheCall() throws Exception {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store()).build();
+    String key = "typed:" + newKeyId();
+    Receipt sent = new Receipt("msg|" + newToken(), 2);
+    AtomicInteger sends = new AtomicInteger();
+
+    Receipt first =
+        guard.execute(
+            key,
+            LONG_RETENTION,
+            RECEIPTS,
+            ctx -> {
+              sends.incrementAndGet();
+              return sent;
+            });
+    Receipt again = guard.execute(key, LONG_RETENTION, RECEIPTS, ctx -> new Receipt("other", 9));
+    dev.idempotency.Outcome<Receipt> outcome =
+        guard.executeForOutcome(
+            IdempotencyRequest.of(key, LONG_RETENTION), RECEIPTS, ctx -> new Receipt("other", 9));
+    Receipt async =
+        guard
+            .executeAsync(
+                key,
+                LONG_RETENTION,
+                RECEIPTS,
+                ctx -> CompletableFuture.completedFuture(new Receipt("other", 9)))
+            .toCompletableFuture()
+            .get(60, TimeUnit.SECONDS);
+    dev.idempotency.Outcome<Receipt> asyncOutcome =
+        guard
+            .executeForOutcomeAsync(
+                IdempotencyRequest.of(key, LONG_RETENTION),
+                RECEIPTS,
+                ctx -> CompletableFuture.completedFuture(new Receipt("other", 9)))
+            .toCompletableFuture()
+            .get(60, TimeUnit.SECONDS);
+
+    assertThat(sends).hasValue(1);
+    assertThat(first).isEqualTo(sent);
+    assertThat(again).isEqualTo(sent);
+    assertThat(async).isEqualTo(sent);
+    assertThat(outcome.value()).isEqualTo(sent);
+    assertThat(outcome.replayed()).isTrue();
+    assertThat(asyncOutcome.value()).isEqualTo(sent);
+    assertThat(asyncOutcome.replayed()).isTrue();
+  }
+}
