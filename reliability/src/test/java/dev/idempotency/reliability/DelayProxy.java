@@ -54,6 +54,13 @@ final class DelayProxy implements AutoCloseable {
     mode = Mode.DROP;
   }
 
+  /** Breaks every connection through the proxy, as a cut network eventually does; new ones work. */
+  void reset() {
+    List<Socket> open = List.copyOf(sockets);
+    sockets.removeAll(open);
+    open.forEach(DelayProxy::closeQuietly);
+  }
+
   private void accept() {
     while (!listener.isClosed()) {
       try {

@@ -28,6 +28,17 @@ final class EmbeddedMariaDb implements AutoCloseable {
     }
   }
 
+  /** The server's port. */
+  int port() {
+    return mariadb.getConfiguration().getPort();
+  }
+
+  /** Stops the server (a normal shutdown) and starts it again on the same port and data. */
+  void restart() throws Exception {
+    mariadb.stop();
+    mariadb.start();
+  }
+
   /** The JDBC URL of database {@code idem}, with credentials. */
   String url() {
     return server + "idem?user=root&password=";

@@ -1,0 +1,235 @@
+package dev.idempotency.reliability;
+
+import dev.idempotency.reliability.FaultHistory.Call;
+import dev.idempotency.reliability.FaultHistory.Fault;
+import dev.idempotency.reliability.FaultHistory.Send;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * Reads a fault run's whole history afterwards and checks the promise per key: at most one send,
+ * except duplicates that each have an allowed cause; every value a call returned was produced by a
+ * send of that key; nothing left in progress once the run settled.
+ *
+ * <p>The sends of a key are ordered by the time each sender started (the provider may log a slow
+ * first send after a quicker takeover). A send is an allowed duplicate only if an earlier send of
+ * the key, with the same provider key, was made by an owner that
+ *
+ * <ul>
+ *   <li>was killed ({@code SIGKILL}) after its send began and before the other send ended: "owner
+ *       killed";
+ *   <li>was paused ({@code SIGSTOP}) at some time in that span, so its lease ran out: "owner
+ *       paused"; or
+ *   <li>was cut off from the store (a partition, a store restart or a slow network overlapped the
+ *       span) and returned the send to its caller as not recorded: its lease ran out while it could
+ *       not renew it, and its outcome, fenced by the owner token, was refused: "owner cut off from
+ *       the store". An outcome not recorded without such a fault is no excuse: a live owner that
+ *       can reach the store keeps its lease.
+ * </ul>
+ *
+ * These are the cases the SPEC allows (a send whose outcome was never recorded, taken over once the
+ * lease expired), and the provider key is what lets the provider absorb them. Anything else, a
+ * second send while the first owner was alive and could reach the store, is a broken promise.
+ */
+final class DuplicateChecker {
+
+  /** What the checker found. */
+  static final class Report {
+    long calls;
+    long sends;
+    long replays;
+    long firstSends;
+    long keysSent;
+    final Map<String, Integer> faults = new TreeMap<>();
+    final Map<String, Integer> allowedDuplicates = new TreeMap<>();
+    final List<String> brokenDuplicates = new ArrayList<>();
+    final List<String> badResults = new ArrayList<>();
+    final List<String> stuck = new ArrayList<>();
+    int abandoned;
+
+    boolean ok() {
+      return brokenDuplicates.isEmpty() && badResults.isEmpty() && stuck.isEmpty();
+    }
+
+    int allowed() {
+      return allowedDuplicates.values().stream().mapToInt(Integer::intValue).sum();
+    }
+
+    /** One row of the table a run prints. */
+    String row(String store) {
+      return String.format(
+          "| %s | %,d | %,d | %,d | %,d | %s | %s | %d | %s |",
+          store,
+          calls,
+          sends,
+          replays,
+          faults.values().stream().mapToInt(Integer::intValue).sum(),
+          faults,
+          allowed() == 0 ? "0" : allowed() + " " + allowedDuplicates,
+          brokenDuplicates.size(),
+          ok() ? "pass" : "FAIL");
+    }
+
+    static String header() {
+      return "| store | calls | sends | replays | faults | by type | duplicates allowed (cause)"
+          + " | not allowed | checker |\n|---|---|---|---|---|---|---|---|---|";
+    }
+
+    @Override
+    public String toString() {
+      return "calls="
+          + calls
+          + " sends="
+          + sends
+          + " replays="
+          + replays
+          + " faults="
+          + faults
+          + " allowedDuplicates="
+          + allowedDuplicates
+          + " brokenDuplicates="
+          + brokenDuplicates
+          + " badResults="
+          + badResults
+          + " stuck="
+          + stuck
+          + " abandoned="
+          + abandoned;
+    }
+  }
+
+  private DuplicateChecker() {}
+
+  /**
+   * Checks a history.
+   *
+   * @param stuck keys still in progress with a live lease after the run settled
+   * @param abandoned keys left in progress by a dead owner, lease expired (taken over on next use)
+   */
+  static Report check(FaultHistory history, List<String> stuck, int abandoned) {
+    Report report = new Report();
+    report.calls = history.calls.size();
+    report.sends = history.sends.size();
+    report.stuck.addAll(stuck);
+    report.abandoned = abandoned;
+    for (Fault fault : history.faults) {
+      report.faults.merge(fault.type(), 1, Integer::sum);
+    }
+    Map<String, List<Send>> sendsByKey = new HashMap<>();
+    for (Send send : history.sends) {
+      sendsByKey.computeIfAbsent(send.key(), k -> new ArrayList<>()).add(send);
+    }
+    Set<String> notRecorded = new HashSet<>();
+    for (Call call : history.calls) {
+      if (call.outcome().equals("REPLAYED")) {
+        report.replays++;
+      } else if (call.outcome().equals("SENT")) {
+        report.firstSends++;
+        if (!call.recorded()) {
+          notRecorded.add(call.key() + "|" + call.process() + "|" + call.value());
+        }
+      }
+    }
+    report.keysSent = sendsByKey.size();
+    for (Map.Entry<String, List<Send>> entry : sendsByKey.entrySet()) {
+      List<Send> sends = entry.getValue();
+      // not by attempt: a takeover whose send fails releases the key, and the next claim is attempt
+      // 1
+      sends.sort(Comparator.comparingLong(Send::startMillis));
+      for (int i = 1; i < sends.size(); i++) {
+        Send later = sends.get(i);
+        String cause = null;
+        for (int j = 0; j < i && cause == null; j++) {
+          cause = cause(sends.get(j), later, history.faults, notRecorded);
+        }
+        if (cause != null) {
+          report.allowedDuplicates.merge(cause, 1, Integer::sum);
+        } else {
+          report.brokenDuplicates.add(
+              entry.getKey() + ": " + describe(sends.subList(0, i + 1)) + " (no allowed cause)");
+        }
+      }
+    }
+    for (Call call : history.calls) {
+      if (call.value() == null
+          || !(call.outcome().equals("SENT") || call.outcome().equals("REPLAYED"))) {
+        continue;
+      }
+      List<Send> sends = sendsByKey.getOrDefault(call.key(), List.of());
+      boolean produced = sends.stream().anyMatch(send -> send.result().equals(call.value()));
+      if (!produced) {
+        report.badResults.add(
+            call.key()
+                + ": "
+                + call.outcome()
+                + " "
+                + call.value()
+                + " by process "
+                + call.process()
+                + ", which no send of the key produced");
+      } else if (call.outcome().equals("REPLAYED")
+          && sends.size() == 1
+          && !sends.get(0).result().equals(call.value())) {
+        report.badResults.add(call.key() + ": replayed a result other than its one send's");
+      }
+    }
+    return report;
+  }
+
+  /** Why {@code later} may repeat {@code earlier}, or null if nothing allows it. */
+  private static String cause(
+      Send earlier, Send later, List<Fault> faults, Set<String> notRecorded) {
+    if (!earlier.providerKey().equals(later.providerKey())) {
+      return null;
+    }
+    for (Fault fault : faults) {
+      if (fault.process() != earlier.process()) {
+        continue;
+      }
+      if (fault.type().equals("KILL")
+          && fault.millis() >= earlier.startMillis()
+          && fault.millis() <= later.millis()) {
+        return "owner killed";
+      }
+      if (fault.type().equals("PAUSE")
+          && fault.millis() <= later.millis()
+          && fault.untilMillis() >= earlier.startMillis()) {
+        return "owner paused";
+      }
+    }
+    if (notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())) {
+      for (Fault fault : faults) {
+        boolean storeSide =
+            fault.type().equals("PARTITION")
+                || fault.type().equals("STORE_RESTART")
+                || fault.type().equals("DELAY");
+        if (storeSide
+            && fault.millis() <= later.millis()
+            && fault.untilMillis() >= earlier.startMillis()) {
+          return "owner cut off from the store";
+        }
+      }
+    }
+    return null;
+  }
+
+  private static String describe(List<Send> sends) {
+    StringBuilder out = new StringBuilder();
+    for (Send send : sends) {
+      out.append(out.length() == 0 ? "" : ", ")
+          .append("attempt ")
+          .append(send.attempt())
+          .append(" by process ")
+          .append(send.process())
+          .append(" at ")
+          .append(send.millis());
+    }
+    return out.toString();
+  }
+}

@@ -1,0 +1,169 @@
+package dev.idempotency.reliability;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.reliability.FaultHistory.Call;
+import dev.idempotency.reliability.FaultHistory.Fault;
+import dev.idempotency.reliability.FaultHistory.Send;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class DuplicateCheckerTest {
+
+  private static FaultHistory history(List<Send> sends, List<Call> calls, List<Fault> faults) {
+    FaultHistory history = new FaultHistory();
+    history.sends.addAll(sends);
+    history.calls.addAll(calls);
+    history.faults.addAll(faults);
+    return history;
+  }
+
+  @Test
+  void oneSendPerKeyWithItsReplaysPasses() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(new Send("k", "pk", 1, 0, 90, 100, "r-0-1")),
+                List.of(
+                    new Call("k", "execute", 0, "SENT", "r-0-1", true, 0),
+                    new Call("k", "batch", 1, "REPLAYED", "r-0-1", true, 0)),
+                List.of()),
+            List.of(),
+            0);
+
+    assertThat(report.ok()).isTrue();
+    assertThat(report.sends).isEqualTo(1);
+    assertThat(report.replays).isEqualTo(1);
+  }
+
+  @Test
+  void aSecondSendWhileTheOwnerLivedAndRecordedIsBroken() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 0, 90, 100, "r-0-1"),
+                    new Send("k", "pk", 2, 1, 890, 900, "r-1-1")),
+                List.of(new Call("k", "execute", 0, "SENT", "r-0-1", true, 0)),
+                List.of()),
+            List.of(),
+            0);
+
+    assertThat(report.ok()).isFalse();
+    assertThat(report.brokenDuplicates).singleElement().asString().startsWith("k: ");
+  }
+
+  @Test
+  void aTakeoverAfterTheOwnerWasKilledPausedOrCouldNotRecordIsAllowed() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("killed", "pk1", 1, 0, 90, 100, "a"),
+                    new Send("killed", "pk1", 2, 1, 1990, 2_000, "b"),
+                    new Send("paused", "pk2", 1, 2, 90, 100, "c"),
+                    new Send("paused", "pk2", 2, 1, 2990, 3_000, "d"),
+                    new Send("unrecorded", "pk3", 1, 3, 90, 100, "e"),
+                    new Send("unrecorded", "pk3", 2, 1, 2990, 3_000, "f")),
+                List.of(new Call("unrecorded", "async", 3, "SENT", "e", false, 0)),
+                List.of(
+                    new Fault("KILL", 0, 500, 500),
+                    new Fault("PAUSE", 2, 50, 2_500),
+                    new Fault("STORE_RESTART", -1, 95, 1_500))),
+            List.of(),
+            0);
+
+    assertThat(report.ok()).isTrue();
+    assertThat(report.allowedDuplicates)
+        .containsEntry("owner killed", 1)
+        .containsEntry("owner paused", 1)
+        .containsEntry("owner cut off from the store", 1);
+  }
+
+  /** The broken build's signature: a live, connected owner's slow send taken over. */
+  @Test
+  void anOutcomeNotRecordedWithoutAStoreFaultIsBroken() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 0, 100, 1_900, "slow"),
+                    new Send("k", "pk", 2, 1, 1_000, 1_050, "taken-over")),
+                List.of(new Call("k", "execute", 0, "SENT", "slow", false, 1_950)),
+                List.of(new Fault("PARTITION", -1, 5_000, 6_000))),
+            List.of(),
+            0);
+
+    assertThat(report.brokenDuplicates).hasSize(1);
+  }
+
+  @Test
+  void aSlowFirstSendLoggedAfterTheTakeoverIsOrderedByItsStart() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 2, 2, 1_500, 1_600, "taken-over"),
+                    new Send("k", "pk", 1, 3, 100, 1_700, "slow")),
+                List.of(new Call("k", "batch", 3, "SENT", "slow", false, 1_750)),
+                List.of(new Fault("PARTITION", -1, 200, 1_400))),
+            List.of(),
+            0);
+
+    assertThat(report.ok()).isTrue();
+    assertThat(report.allowedDuplicates).containsEntry("owner cut off from the store", 1);
+  }
+
+  @Test
+  void aRepeatWithAnotherProviderKeyIsNeverAllowed() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k1", "pk", 1, 0, 90, 100, "a"),
+                    new Send("k1", "other", 2, 1, 1990, 2_000, "b")),
+                List.of(),
+                List.of(new Fault("KILL", 0, 500, 500))),
+            List.of(),
+            0);
+
+    assertThat(report.brokenDuplicates).hasSize(1);
+  }
+
+  /**
+   * Seed 23 on the cluster: the owner was paused in its send, the takeover's send failed and
+   * released the key, and the next claim was attempt 1 again.
+   */
+  @Test
+  void aSecondFirstAttemptAfterAReleasedTakeoverIsAllowedWhenTheOwnerWasPaused() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 1, 80_085, 82_640, "paused-owner"),
+                    new Send("k", "pk", 1, 3, 80_934, 80_939, "after-release")),
+                List.of(new Call("k", "execute", 3, "SENT", "after-release", true, 80_941)),
+                List.of(new Fault("PAUSE", 1, 80_083, 82_644))),
+            List.of(),
+            0);
+
+    assertThat(report.ok()).isTrue();
+    assertThat(report.allowedDuplicates).containsEntry("owner paused", 1);
+  }
+
+  @Test
+  void aResultNoSendProducedAndAKeyStillHeldFail() {
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(
+                List.of(new Send("k", "pk", 1, 0, 90, 100, "a")),
+                List.of(new Call("k", "execute", 1, "REPLAYED", "forged", true, 0)),
+                List.of()),
+            List.of("held"),
+            0);
+
+    assertThat(report.badResults).hasSize(1);
+    assertThat(report.stuck).containsExactly("held");
+    assertThat(report.ok()).isFalse();
+  }
+}

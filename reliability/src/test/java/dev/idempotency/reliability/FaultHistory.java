@@ -1,0 +1,141 @@
+package dev.idempotency.reliability;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+
+/**
+ * The history of a fault run, as its processes wrote it: every send the fake provider accepted
+ * (synced to disk before the sender returned), every call's outcome as the caller saw it, and every
+ * fault injected. Lines are {@code |}-separated; keys, results and provider keys never contain one.
+ */
+final class FaultHistory {
+
+  /**
+   * A send the provider accepted: when the sender started ({@code startMillis}) and when the
+   * provider logged it ({@code millis}, at the sender's end).
+   */
+  record Send(
+      String key,
+      String providerKey,
+      int attempt,
+      int process,
+      long startMillis,
+      long millis,
+      String result) {
+    String line() {
+      return String.join(
+          "|",
+          key,
+          providerKey,
+          Integer.toString(attempt),
+          Integer.toString(process),
+          Long.toString(startMillis),
+          Long.toString(millis),
+          result);
+    }
+
+    static Send parse(String line) {
+      String[] f = line.split("\\|", -1);
+      return new Send(
+          f[0],
+          f[1],
+          Integer.parseInt(f[2]),
+          Integer.parseInt(f[3]),
+          Long.parseLong(f[4]),
+          Long.parseLong(f[5]),
+          f[6]);
+    }
+  }
+
+  /**
+   * What one call returned, and when: {@code SENT} or {@code REPLAYED} with a value, or the
+   * failure's name.
+   */
+  record Call(
+      String key,
+      String kind,
+      int process,
+      String outcome,
+      String value,
+      boolean recorded,
+      long millis) {
+    String line() {
+      return String.join(
+          "|",
+          key,
+          kind,
+          Integer.toString(process),
+          outcome,
+          value == null ? "" : value,
+          Boolean.toString(recorded),
+          Long.toString(millis));
+    }
+
+    static Call parse(String line) {
+      String[] f = line.split("\\|", -1);
+      return new Call(
+          f[0],
+          f[1],
+          Integer.parseInt(f[2]),
+          f[3],
+          f[4].isEmpty() ? null : f[4],
+          Boolean.parseBoolean(f[5]),
+          Long.parseLong(f[6]));
+    }
+  }
+
+  /**
+   * A fault: {@code KILL}, {@code PAUSE} (of {@code process}, from {@code millis} to {@code
+   * untilMillis}), {@code STORE_RESTART}, {@code DELAY}, {@code PARTITION} or {@code CLOCK_JUMP}.
+   */
+  record Fault(String type, int process, long millis, long untilMillis) {
+    String line() {
+      return String.join(
+          "|", type, Integer.toString(process), Long.toString(millis), Long.toString(untilMillis));
+    }
+
+    static Fault parse(String line) {
+      String[] f = line.split("\\|", -1);
+      return new Fault(f[0], Integer.parseInt(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]));
+    }
+  }
+
+  final List<Send> sends = new ArrayList<>();
+  final List<Call> calls = new ArrayList<>();
+  final List<Fault> faults = new ArrayList<>();
+
+  /** Reads {@code sends-*.log}, {@code calls-*.log} and {@code faults*.log} from a directory. */
+  static FaultHistory read(Path dir) throws IOException {
+    FaultHistory history = new FaultHistory();
+    try (Stream<Path> files = Files.list(dir)) {
+      for (Path file : files.sorted().toList()) {
+        String name = file.getFileName().toString();
+        for (String line : completeLines(file)) {
+          if (name.startsWith("sends-")) {
+            history.sends.add(Send.parse(line));
+          } else if (name.startsWith("calls-")) {
+            history.calls.add(Call.parse(line));
+          } else if (name.startsWith("faults")) {
+            history.faults.add(Fault.parse(line));
+          }
+        }
+      }
+    }
+    return history;
+  }
+
+  /**
+   * The lines of a file that end in a newline: a killed process may leave a last one unfinished.
+   */
+  private static List<String> completeLines(Path file) throws IOException {
+    String text = Files.readString(file);
+    List<String> lines = new ArrayList<>(List.of(text.split("\n", -1)));
+    lines.remove(lines.size() - 1); // after the last newline: empty, or unfinished
+    lines.removeIf(String::isBlank);
+    return lines;
+  }
+}

@@ -1,0 +1,477 @@
+package dev.idempotency.reliability;
+
+import dev.idempotency.AsyncSender;
+import dev.idempotency.Batch;
+import dev.idempotency.IdempotencyException;
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyInProgressException;
+import dev.idempotency.IdempotencyKeyReuseException;
+import dev.idempotency.IdempotencyOutcomeUnknownException;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.IdempotencyResultUnavailableException;
+import dev.idempotency.IdempotencyStoredFailureException;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.Outcome;
+import dev.idempotency.ResultCodec;
+import dev.idempotency.SendContext;
+import dev.idempotency.SendFailedException;
+import dev.idempotency.reliability.FaultHistory.Call;
+import dev.idempotency.reliability.FaultHistory.Fault;
+import dev.idempotency.reliability.FaultHistory.Send;
+import dev.idempotency.spi.ExtendRequest;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.ForwardingKeyStore;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * One client process of a fault run: many threads calling {@code execute}, {@code
+ * executeForOutcomeAsync} and batches over a shared key space with hot keys, through a fake
+ * provider that logs every send it accepts (synced) and sometimes takes longer than the lease or
+ * fails, transiently or for good. It jumps its guard's wall clock now and then, and writes every
+ * call's outcome. It runs until the file {@code stop} appears in its directory.
+ *
+ * <p>The key space slides: every 100 ms a new key enters it and the oldest leaves, so that keys are
+ * sent (and faults land on sends) all through the run, not only in its first seconds. Half of the
+ * calls go to the newest keys (hot), half to any key of the window.
+ *
+ * <p>Arguments: {@code SPEC DIR PROCESS SEED LEASE_MS KEYS HOT_KEYS THREADS BREAK START_MS}, where
+ * {@code KEYS} is the window's size, {@code START_MS} the run's start, and BREAK is {@code none} or
+ * {@code no-renewal} (a store whose lease renewals silently do nothing: the deliberately broken
+ * build the checker must catch).
+ */
+public final class FaultRunChild {
+
+  static final Duration TTL = Duration.ofHours(1);
+
+  /** A provider rejection that the guard's classifier calls permanent. */
+  static final class PermanentRejection extends Exception {
+    PermanentRejection(String message) {
+      super(message);
+    }
+  }
+
+  private final IdempotencyGuard guard;
+  private final int process;
+  private final long leaseMillis;
+  private final int keys;
+  private final int hotKeys;
+  private final Path dir;
+  private final long startMillis;
+  private final FileChannel sendLog;
+  private final FileChannel callLog;
+  private final FileChannel faultLog;
+  private final AtomicLong results = new AtomicLong();
+  private final AtomicLong clockOffset = new AtomicLong();
+
+  private FaultRunChild(String[] args) throws IOException {
+    String spec = args[0];
+    dir = Path.of(args[1]);
+    process = Integer.parseInt(args[2]);
+    leaseMillis = Long.parseLong(args[4]);
+    keys = Integer.parseInt(args[5]);
+    hotKeys = Integer.parseInt(args[6]);
+    startMillis = Long.parseLong(args[9]);
+    KeyStore store = openRetrying(spec);
+    if (args[8].equals("no-renewal")) {
+      store = new RenewalDroppingStore(store);
+    }
+    sendLog = open("sends-" + process + ".log");
+    callLog = open("calls-" + process + ".log");
+    faultLog = open("faults-" + process + ".log");
+    guard =
+        IdempotencyGuard.builder()
+            .store(store)
+            .lease(Duration.ofMillis(leaseMillis))
+            .inFlightWait(Duration.ofMillis(300))
+            .failureClassifier(failure -> failure instanceof PermanentRejection)
+            .clock(jumpingClock())
+            .build();
+  }
+
+  /**
+   * Opens the store, trying again for up to two minutes: a client started while the store restarts
+   * or the network is cut keeps trying, as a supervised service would.
+   */
+  private static KeyStore openRetrying(String spec) {
+    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(2);
+    while (true) {
+      try {
+        return Stores.open(spec, 8);
+      } catch (RuntimeException e) {
+        if (System.nanoTime() > deadline) {
+          throw e;
+        }
+        try {
+          Thread.sleep(500);
+        } catch (InterruptedException interrupted) {
+          Thread.currentThread().interrupt();
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * Runs the process.
+   *
+   * @param args see the class documentation
+   * @throws Exception if it cannot start
+   */
+  public static void main(String[] args) throws Exception {
+    FaultRunChild child = new FaultRunChild(args);
+    long seed = Long.parseLong(args[3]);
+    int threads = Integer.parseInt(args[7]);
+    System.out.println("READY");
+    System.out.flush();
+    Files.createFile(child.dir.resolve("ready-" + child.process));
+    ExecutorService pool = Executors.newFixedThreadPool(threads + 1);
+    for (int t = 0; t < threads; t++) {
+      Random random = new Random(seed * 1_000 + t);
+      pool.submit(() -> child.work(random));
+    }
+    pool.submit(() -> child.jumpClock(new Random(seed * 1_000 - 1)));
+    pool.shutdown();
+    if (!pool.awaitTermination(10, TimeUnit.MINUTES)) {
+      System.exit(3);
+    }
+    System.out.println("DONE");
+    System.out.flush();
+    System.exit(0);
+  }
+
+  private boolean stopping() {
+    return Files.exists(dir.resolve("stop"));
+  }
+
+  private Void work(Random random) {
+    while (!stopping()) {
+      int op = random.nextInt(100);
+      try {
+        if (op < 55) {
+          execute(random);
+        } else if (op < 80) {
+          executeAsync(random);
+        } else {
+          batch(random);
+        }
+      } catch (RuntimeException | IOException unexpected) {
+        unexpected.printStackTrace();
+      }
+    }
+    return null;
+  }
+
+  private String key(Random random) {
+    long base = (System.currentTimeMillis() - startMillis) / KEY_EVERY_MILLIS;
+    int offset = random.nextInt(2) == 0 ? keys - 1 - random.nextInt(hotKeys) : random.nextInt(keys);
+    return keyName(base + offset);
+  }
+
+  /** A new key enters the window this often. */
+  static final long KEY_EVERY_MILLIS = 100;
+
+  static String keyName(long index) {
+    return "fault-key-" + index;
+  }
+
+  private void execute(Random random) throws IOException {
+    String key = key(random);
+    try {
+      Outcome<String> outcome =
+          guard.executeForOutcome(
+              IdempotencyRequest.of(key, TTL), ResultCodec.string(), ctx -> send(ctx, random));
+      logCall(key, "execute", outcome);
+    } catch (RuntimeException e) {
+      logCall(new Call(key, "execute", process, name(e), null, false, System.currentTimeMillis()));
+      backOff(e);
+    }
+  }
+
+  private void executeAsync(Random random) throws IOException {
+    String key = key(random);
+    try {
+      Outcome<String> outcome =
+          guard
+              .executeForOutcomeAsync(
+                  IdempotencyRequest.of(key, TTL),
+                  ResultCodec.string(),
+                  AsyncSender.of(ctx -> send(ctx, random)))
+              .toCompletableFuture()
+              .get(2, TimeUnit.MINUTES);
+      logCall(key, "async", outcome);
+    } catch (java.util.concurrent.ExecutionException e) {
+      logCall(
+          new Call(
+              key, "async", process, name(e.getCause()), null, false, System.currentTimeMillis()));
+      backOff(e.getCause());
+    } catch (InterruptedException | java.util.concurrent.TimeoutException e) {
+      logCall(new Call(key, "async", process, "TIMEOUT", null, false, System.currentTimeMillis()));
+    }
+  }
+
+  private void batch(Random random) throws IOException {
+    Set<String> chosen = new LinkedHashSet<>();
+    int size = 3 + random.nextInt(8);
+    while (chosen.size() < size) {
+      chosen.add(key(random));
+    }
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (String key : chosen) {
+      requests.add(IdempotencyRequest.of(key, TTL));
+    }
+    Batch<String> batch;
+    try {
+      batch = guard.claimBatch(requests, ResultCodec.string());
+    } catch (RuntimeException e) {
+      for (String key : chosen) {
+        logCall(new Call(key, "batch", process, name(e), null, false, System.currentTimeMillis()));
+      }
+      backOff(e);
+      return;
+    }
+    List<String[]> sent = new ArrayList<>();
+    for (Batch.Item item : batch.toSend()) {
+      try {
+        String result = send(item.context(), random);
+        batch.succeeded(item, result);
+        sent.add(new String[] {item.key(), result});
+      } catch (Exception e) {
+        batch.failed(item, e);
+        logCall(
+            new Call(
+                item.key(),
+                "batch",
+                process,
+                "SEND_FAILED",
+                null,
+                false,
+                System.currentTimeMillis()));
+      }
+    }
+    Batch.Recorded recorded = batch.record();
+    for (String[] keyAndResult : sent) {
+      logCall(
+          new Call(
+              keyAndResult[0],
+              "batch",
+              process,
+              "SENT",
+              keyAndResult[1],
+              !recorded.notRecorded().contains(keyAndResult[0]),
+              System.currentTimeMillis()));
+    }
+    for (var replay : batch.replayed().entrySet()) {
+      logCall(
+          new Call(
+              replay.getKey(),
+              "batch",
+              process,
+              "REPLAYED",
+              replay.getValue().value(),
+              true,
+              System.currentTimeMillis()));
+    }
+    for (String key : batch.inFlight()) {
+      logCall(
+          new Call(key, "batch", process, "IN_PROGRESS", null, false, System.currentTimeMillis()));
+    }
+    for (var refused : batch.refused().entrySet()) {
+      logCall(
+          new Call(
+              refused.getKey(),
+              "batch",
+              process,
+              name(refused.getValue()),
+              null,
+              false,
+              System.currentTimeMillis()));
+    }
+  }
+
+  /**
+   * The fake provider: most sends are quick, one in ten takes 1.5 to 2.5 leases (the guard must
+   * renew it), a few fail before the provider accepts anything. An accepted send is logged and
+   * synced before the result is returned.
+   */
+  private String send(SendContext context, Random random) throws Exception {
+    int dice;
+    long millis;
+    synchronized (random) {
+      dice = random.nextInt(100);
+      millis =
+          dice < 10 ? leaseMillis * 3 / 2 + random.nextInt((int) leaseMillis) : random.nextInt(30);
+    }
+    long start = System.currentTimeMillis();
+    Thread.sleep(millis);
+    if (dice >= 94 && dice < 98) {
+      throw new IOException("provider timed out (transient)");
+    }
+    if (dice >= 98) {
+      throw new PermanentRejection("invalid recipient");
+    }
+    String result = "r-" + process + "-" + results.incrementAndGet();
+    Send send =
+        new Send(
+            context.key(),
+            context.providerKey(),
+            context.attempt(),
+            process,
+            start,
+            System.currentTimeMillis(),
+            result);
+    write(sendLog, send.line(), true);
+    return result;
+  }
+
+  /** While the store is down, a caller retries after a pause, as a queue consumer would. */
+  private static void backOff(Throwable failure) {
+    if (failure instanceof KeyStoreException) {
+      try {
+        Thread.sleep(50);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private void logCall(String key, String kind, Outcome<String> outcome) throws IOException {
+    logCall(
+        new Call(
+            key,
+            kind,
+            process,
+            outcome.replayed() ? "REPLAYED" : "SENT",
+            outcome.value(),
+            outcome.recorded(),
+            System.currentTimeMillis()));
+  }
+
+  private void logCall(Call call) throws IOException {
+    write(callLog, call.line(), false);
+  }
+
+  private static String name(Throwable e) {
+    if (e instanceof IdempotencyInProgressException) {
+      return "IN_PROGRESS";
+    }
+    if (e instanceof KeyStoreException) {
+      return "STORE_FAILED";
+    }
+    if (e instanceof IdempotencyStoredFailureException) {
+      return "STORED_FAILURE";
+    }
+    if (e instanceof IdempotencyOutcomeUnknownException) {
+      return "OUTCOME_UNKNOWN";
+    }
+    if (e instanceof IdempotencyResultUnavailableException) {
+      return "RESULT_UNAVAILABLE";
+    }
+    if (e instanceof IdempotencyKeyReuseException) {
+      return "KEY_REUSE";
+    }
+    if (e instanceof IdempotencyException) {
+      return "IDEMPOTENCY_" + e.getClass().getSimpleName();
+    }
+    if (e instanceof SendFailedException || e instanceof RuntimeException) {
+      return "SEND_FAILED";
+    }
+    return "OTHER_" + e.getClass().getSimpleName();
+  }
+
+  /** Every few seconds, moves the guard's wall clock by up to ten seconds either way. */
+  private Void jumpClock(Random random) {
+    try {
+      while (!stopping()) {
+        Thread.sleep(2_000 + random.nextInt(3_000));
+        long jump = (random.nextInt(20_001) - 10_000);
+        clockOffset.addAndGet(jump);
+        long now = System.currentTimeMillis();
+        write(faultLog, new Fault("CLOCK_JUMP", process, now, now).line(), false);
+      }
+    } catch (InterruptedException | IOException e) {
+      Thread.currentThread().interrupt();
+    }
+    return null;
+  }
+
+  private Clock jumpingClock() {
+    return new Clock() {
+      @Override
+      public ZoneId getZone() {
+        return ZoneOffset.UTC;
+      }
+
+      @Override
+      public Clock withZone(ZoneId zone) {
+        return this;
+      }
+
+      @Override
+      public Instant instant() {
+        return Instant.ofEpochMilli(System.currentTimeMillis() + clockOffset.get());
+      }
+    };
+  }
+
+  private FileChannel open(String name) throws IOException {
+    return FileChannel.open(
+        dir.resolve(name),
+        StandardOpenOption.CREATE,
+        StandardOpenOption.WRITE,
+        StandardOpenOption.APPEND);
+  }
+
+  /**
+   * Appends one line in one write; {@code sync} forces it to disk, as a provider's ledger would.
+   */
+  private static void write(FileChannel channel, String line, boolean sync) throws IOException {
+    ByteBuffer bytes = ByteBuffer.wrap((line + "\n").getBytes(StandardCharsets.UTF_8));
+    synchronized (channel) {
+      while (bytes.hasRemaining()) {
+        channel.write(bytes);
+      }
+      if (sync) {
+        channel.force(false);
+      }
+    }
+  }
+
+  /** The deliberately broken store: lease renewals report success and change nothing. */
+  static final class RenewalDroppingStore extends ForwardingKeyStore {
+    RenewalDroppingStore(KeyStore delegate) {
+      super(delegate);
+    }
+
+    @Override
+    public boolean extend(ExtendRequest request) {
+      return true;
+    }
+
+    @Override
+    public List<Boolean> extendAll(List<ExtendRequest> requests) {
+      List<Boolean> results = new ArrayList<>(requests.size());
+      requests.forEach(request -> results.add(true));
+      return results;
+    }
+  }
+}

@@ -1,0 +1,98 @@
+package dev.idempotency.reliability;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.reliability.FaultRun.Settings;
+import dev.idempotency.reliability.FaultRun.StoreKind;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * The randomized fault run, short and seeded, on every shared store; and the same run on a
+ * deliberately broken store, which the checker must fail. Each run appends its row to {@code
+ * target/fault-runs.md}. The long run is the same test with more time (README, "Guarantees").
+ */
+class FaultRunTest {
+
+  private static final long SEED = FaultRun.configuredSeed(17);
+  private static final Duration SHORT = FaultRun.configuredDuration(Duration.ofSeconds(20));
+
+  @ParameterizedTest
+  @EnumSource(StoreKind.class)
+  void everySendIsAccountedForAndEveryDuplicateHasAnAllowedCause(StoreKind store) throws Exception {
+    String only = System.getProperty("faultrun.stores");
+    org.junit.jupiter.api.Assumptions.assumeTrue(
+        only == null || only.contains(store.name().toLowerCase()), "faultrun.stores=" + only);
+    Path dir = runDirectory(store.name().toLowerCase());
+    DuplicateChecker.Report report =
+        new FaultRun(Settings.shortRun(store, SEED).lasting(SHORT), dir).run();
+    record(store.name().toLowerCase(), report);
+
+    assertThat(report.sends).as("the run sent").isGreaterThan(50);
+    assertThat(report.replays).as("the run replayed").isGreaterThan(50);
+    assertThat(report.faults).as("the nemesis struck").isNotEmpty();
+    assertThat(report.brokenDuplicates).as("duplicates without an allowed cause").isEmpty();
+    assertThat(report.badResults).as("results no send produced").isEmpty();
+    assertThat(report.stuck).as("keys still held after the run settled").isEmpty();
+  }
+
+  /**
+   * The same run on Redis, with a store whose lease renewals silently do nothing: sends longer than
+   * the lease are taken over while their owner is alive and well, and the checker must see those
+   * duplicates as unexplained.
+   */
+  @Test
+  void theCheckerFailsABuildWhoseLeaseRenewalIsBroken() throws Exception {
+    Path dir = runDirectory("redis-renewal-broken");
+    DuplicateChecker.Report report =
+        new FaultRun(
+                Settings.shortRun(StoreKind.REDIS, SEED)
+                    .lasting(Duration.ofSeconds(15))
+                    .broken("no-renewal"),
+                dir)
+            .run();
+    record("redis, renewal broken on purpose", report);
+
+    assertThat(report.ok()).isFalse();
+    assertThat(report.brokenDuplicates).isNotEmpty();
+  }
+
+  /** The run's history stays in target/fault-runs/NAME for reading after a failure. */
+  private static Path runDirectory(String name) throws IOException {
+    Path dir = Path.of("target", "fault-runs", name + "-" + SEED);
+    if (Files.exists(dir)) {
+      try (var files = Files.list(dir)) {
+        for (Path file : files.toList()) {
+          Files.delete(file);
+        }
+      }
+    }
+    return Files.createDirectories(dir);
+  }
+
+  private static void record(String store, DuplicateChecker.Report report) throws IOException {
+    System.out.println(DuplicateChecker.Report.header());
+    System.out.println(report.row(store));
+    System.out.println(report);
+    Path table = Path.of("target", "fault-runs.md");
+    Files.createDirectories(table.getParent());
+    if (!Files.exists(table)) {
+      Files.writeString(
+          table,
+          "seed "
+              + SEED
+              + ", "
+              + SHORT.toSeconds()
+              + " s per store\n\n"
+              + DuplicateChecker.Report.header()
+              + "\n");
+    }
+    Files.writeString(table, report.row(store) + "\n", StandardOpenOption.APPEND);
+  }
+}
