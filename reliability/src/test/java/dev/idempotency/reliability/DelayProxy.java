@@ -63,15 +63,21 @@ final class DelayProxy implements AutoCloseable {
 
   private void accept() {
     while (!listener.isClosed()) {
+      Socket client;
       try {
-        Socket client = listener.accept();
+        client = listener.accept();
+      } catch (IOException e) {
+        return; // the proxy was closed
+      }
+      try {
         Socket server = new Socket("127.0.0.1", targetPort);
         sockets.add(client);
         sockets.add(server);
         threads.submit(() -> pump(client, server));
         threads.submit(() -> pump(server, client));
       } catch (IOException e) {
-        return;
+        // the store is down (restarting): refuse this client as the store would, keep listening
+        closeQuietly(client);
       }
     }
   }

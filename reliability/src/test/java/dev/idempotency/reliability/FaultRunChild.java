@@ -121,6 +121,7 @@ public final class FaultRunChild {
         if (System.nanoTime() > deadline) {
           throw e;
         }
+        System.err.println("store not reachable yet, trying again: " + e);
         try {
           Thread.sleep(500);
         } catch (InterruptedException interrupted) {
