@@ -7,8 +7,8 @@ package dev.idempotency.jdbc;
  */
 final class H2Statements extends Statements {
 
-  H2Statements(String table, boolean databaseTime) {
-    super(table, databaseTime);
+  H2Statements(String table, boolean databaseTime, boolean synchronousOutcomes) {
+    super(table, databaseTime, synchronousOutcomes);
   }
 
   @Override

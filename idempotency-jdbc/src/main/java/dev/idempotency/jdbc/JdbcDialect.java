@@ -21,11 +21,11 @@ public enum JdbcDialect {
   }
 
   /** This dialect's statements for a checked table name. */
-  Statements statements(String table, boolean databaseTime) {
+  Statements statements(String table, boolean databaseTime, boolean synchronousOutcomes) {
     return switch (this) {
-      case POSTGRESQL -> new PostgresStatements(table, databaseTime);
-      case MYSQL -> new MySqlStatements(table, databaseTime);
-      case H2 -> new H2Statements(table, databaseTime);
+      case POSTGRESQL -> new PostgresStatements(table, databaseTime, synchronousOutcomes);
+      case MYSQL -> new MySqlStatements(table, databaseTime, synchronousOutcomes);
+      case H2 -> new H2Statements(table, databaseTime, synchronousOutcomes);
     };
   }
 

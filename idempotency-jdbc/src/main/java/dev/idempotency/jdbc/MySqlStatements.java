@@ -3,8 +3,8 @@ package dev.idempotency.jdbc;
 /** MySQL 8 and MariaDB 10.5 or newer: {@code INSERT IGNORE}, and a clock read in UTC. */
 final class MySqlStatements extends Statements {
 
-  MySqlStatements(String table, boolean databaseTime) {
-    super(table, databaseTime);
+  MySqlStatements(String table, boolean databaseTime, boolean synchronousOutcomes) {
+    super(table, databaseTime, synchronousOutcomes);
   }
 
   /**

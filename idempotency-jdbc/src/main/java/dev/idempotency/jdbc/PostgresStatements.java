@@ -28,8 +28,8 @@ final class PostgresStatements extends Statements {
    */
   private final String selectAny;
 
-  PostgresStatements(String table, boolean databaseTime) {
-    super(table, databaseTime);
+  PostgresStatements(String table, boolean databaseTime, boolean synchronousOutcomes) {
+    super(table, databaseTime, synchronousOutcomes);
     insertOrSelect =
         "WITH ins AS ("
             + insertIfAbsent(claimValues())
@@ -49,6 +49,16 @@ final class PostgresStatements extends Statements {
             + ", key_id FROM "
             + table
             + " WHERE key_id = k.id OFFSET 0) AS r";
+  }
+
+  /**
+   * {@code synchronous_commit} off for the completion's own transaction only ({@code set_config}
+   * with {@code is_local}), set as the matched row is read, so that the commit does not wait for
+   * the WAL flush. PostgreSQL decides at commit time; the setting ends with the transaction.
+   */
+  @Override
+  String deferredFlush() {
+    return " AND set_config('synchronous_commit', 'off', true) = 'off'";
   }
 
   @Override

@@ -41,7 +41,7 @@ abstract class Statements {
   private final String insertClaim;
   private final Map<Integer, String> insertAllBySize = new ConcurrentHashMap<>();
 
-  Statements(String table, boolean databaseTime) {
+  Statements(String table, boolean databaseTime, boolean synchronousOutcomes) {
     this.table = table;
     this.databaseTime = databaseTime;
     String now = now();
@@ -95,7 +95,8 @@ abstract class Statements {
             + table
             + " SET state = :state, payload = :payload, completed_at = "
             + now
-            + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
+            + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'"
+            + (synchronousOutcomes ? "" : deferredFlush());
     release =
         "DELETE FROM "
             + table
@@ -119,6 +120,15 @@ abstract class Statements {
 
   /** Inserts many rows in one statement, skipping keys that exist. */
   abstract String insertAllIfAbsent(String rows);
+
+  /**
+   * A condition that lets the outcome's commit return before the database flushes it, or empty
+   * where the dialect cannot (then every commit waits for its flush, as the claim always does). It
+   * must read no field of the subclass: the constructor calls it.
+   */
+  String deferredFlush() {
+    return "";
+  }
 
   /** Deletes at most {@code :limit} rows past their window. */
   abstract String purge();

@@ -5,10 +5,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.RecordState;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.Statement;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -107,5 +112,122 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
       }
     }
     throw new AssertionError("the claim never waited for the competitor's insert");
+  }
+
+  // ---- an outcome's commit does not wait for the WAL flush; a claim's does
+
+  /**
+   * A trigger records the {@code synchronous_commit} each write of the table ran under: the claim
+   * (an insert) runs with it on, so it is flushed before the sender runs; the completion, single or
+   * batched, with it off for its own transaction; and with {@code synchronousOutcomes(true)}, on.
+   * On one connection, the setting does not outlive the completion's transaction.
+   */
+  @Test
+  void anOutcomeCommitsWithoutWaitingForTheFlushWhileAClaimWaits() throws Exception {
+    try (Connection connection = dataSource().getConnection()) {
+      // the embedded server runs with it off; production servers run with their default, on
+      try (Statement statement = connection.createStatement()) {
+        statement.execute("SET synchronous_commit = on");
+      }
+      DataSource one = singleConnection(connection);
+      String deferredTable = freshTable();
+      String flushedTable = freshTable();
+      JdbcKeyStore deferred =
+          JdbcKeyStore.builder(one).tableName(deferredTable).createSchemaIfMissing(true).build();
+      JdbcKeyStore flushed =
+          JdbcKeyStore.builder(one)
+              .tableName(flushedTable)
+              .createSchemaIfMissing(true)
+              .synchronousOutcomes(true)
+              .build();
+      recordCommitSettings(connection, deferredTable);
+      recordCommitSettings(connection, flushedTable);
+
+      String single = newKeyId();
+      String singleToken = newToken();
+      deferred.claim(claim(single, singleToken));
+      assertThat(deferred.complete(complete(single, singleToken, bytes("r")))).isTrue();
+      String batched = newKeyId();
+      String batchedToken = newToken();
+      deferred.claim(claim(batched, batchedToken));
+      assertThat(deferred.completeAll(List.of(complete(batched, batchedToken, bytes("b")))))
+          .containsExactly(true);
+      String careful = newKeyId();
+      String carefulToken = newToken();
+      flushed.claim(claim(careful, carefulToken));
+      assertThat(flushed.complete(complete(careful, carefulToken, bytes("c")))).isTrue();
+
+      assertThat(commitSettings(connection, deferredTable))
+          .containsExactly("INSERT on", "UPDATE off", "INSERT on", "UPDATE off");
+      assertThat(commitSettings(connection, flushedTable))
+          .containsExactly("INSERT on", "UPDATE on");
+      try (Statement statement = connection.createStatement();
+          ResultSet setting = statement.executeQuery("SHOW synchronous_commit")) {
+        setting.next();
+        assertThat(setting.getString(1)).as("after the completion's transaction").isEqualTo("on");
+      }
+    }
+  }
+
+  private static void recordCommitSettings(Connection connection, String table) throws Exception {
+    try (Statement statement = connection.createStatement()) {
+      statement.execute(
+          "CREATE TABLE IF NOT EXISTS commit_settings (id BIGSERIAL PRIMARY KEY, tbl TEXT, op"
+              + " TEXT, setting TEXT)");
+      statement.execute(
+          "CREATE OR REPLACE FUNCTION record_commit_setting() RETURNS trigger LANGUAGE plpgsql AS"
+              + " $$ BEGIN INSERT INTO commit_settings (tbl, op, setting) VALUES (TG_TABLE_NAME,"
+              + " TG_OP, current_setting('synchronous_commit')); RETURN NEW; END $$");
+      statement.execute(
+          "CREATE TRIGGER "
+              + table
+              + "_commit_setting BEFORE INSERT OR UPDATE ON "
+              + table
+              + " FOR EACH ROW EXECUTE FUNCTION record_commit_setting()");
+    }
+  }
+
+  private static List<String> commitSettings(Connection connection, String table) throws Exception {
+    List<String> settings = new ArrayList<>();
+    try (PreparedStatement query =
+        connection.prepareStatement(
+            "SELECT op, setting FROM commit_settings WHERE tbl = ? ORDER BY id")) {
+      query.setString(1, table);
+      try (ResultSet rows = query.executeQuery()) {
+        while (rows.next()) {
+          settings.add(rows.getString(1) + " " + rows.getString(2));
+        }
+      }
+    }
+    return settings;
+  }
+
+  /** A data source that always hands out one connection, and never closes it. */
+  private static DataSource singleConnection(Connection connection) {
+    Connection unclosable =
+        (Connection)
+            Proxy.newProxyInstance(
+                Connection.class.getClassLoader(),
+                new Class<?>[] {Connection.class},
+                (proxy, method, args) -> {
+                  if (method.getName().equals("close")) {
+                    return null;
+                  }
+                  try {
+                    return method.invoke(connection, args);
+                  } catch (InvocationTargetException e) {
+                    throw e.getCause();
+                  }
+                });
+    return (DataSource)
+        Proxy.newProxyInstance(
+            DataSource.class.getClassLoader(),
+            new Class<?>[] {DataSource.class},
+            (proxy, method, args) -> {
+              if (method.getName().equals("getConnection")) {
+                return unclosable;
+              }
+              throw new UnsupportedOperationException(method.getName());
+            });
   }
 }

@@ -211,6 +211,7 @@ public final class IdempotencyAutoConfiguration {
                   .createSchemaIfMissing(createSchema(jdbc.getInitializeSchema(), dataSource))
                   .databaseTime(jdbc.isDatabaseTime())
                   .operationTimeout(jdbc.getOperationTimeout())
+                  .synchronousOutcomes(jdbc.isSynchronousOutcomes())
                   .build());
     }
 

@@ -274,6 +274,30 @@ public class IdempotencyProperties {
     private Duration operationTimeout = Duration.ofSeconds(5);
 
     /**
+     * Whether writing an outcome waits for the database to flush it to disk, as a claim always
+     * does. Off by default: on PostgreSQL the outcome commits without waiting for the WAL flush.
+     */
+    private boolean synchronousOutcomes = false;
+
+    /**
+     * Whether outcomes wait for the disk flush.
+     *
+     * @return {@code true} if every outcome is flushed before the call returns
+     */
+    public boolean isSynchronousOutcomes() {
+      return synchronousOutcomes;
+    }
+
+    /**
+     * Sets whether outcomes wait for the disk flush.
+     *
+     * @param synchronousOutcomes {@code true} to flush every outcome before returning
+     */
+    public void setSynchronousOutcomes(boolean synchronousOutcomes) {
+      this.synchronousOutcomes = synchronousOutcomes;
+    }
+
+    /**
      * The table name.
      *
      * @return the name

@@ -124,6 +124,33 @@ class IdempotencyAutoConfigurationTest {
   }
 
   @Test
+  void outcomesSkipTheDiskFlushUnlessTheApplicationAsksForIt() {
+    runner
+        .withBean(DataSource.class, IdempotencyAutoConfigurationTest::h2)
+        .run(
+            context ->
+                assertThat(
+                        context
+                            .getBean(IdempotencyProperties.class)
+                            .getJdbc()
+                            .isSynchronousOutcomes())
+                    .isFalse());
+    runner
+        .withBean(DataSource.class, IdempotencyAutoConfigurationTest::h2)
+        .withPropertyValues("idempotency.jdbc.synchronous-outcomes=true")
+        .run(
+            context -> {
+              assertThat(
+                      context
+                          .getBean(IdempotencyProperties.class)
+                          .getJdbc()
+                          .isSynchronousOutcomes())
+                  .isTrue();
+              assertThat(context.getBean(KeyStore.class)).isInstanceOf(JdbcKeyStore.class);
+            });
+  }
+
+  @Test
   void theStorePropertyPicksMemoryEvenWithADataSource() {
     runner
         .withBean(DataSource.class, IdempotencyAutoConfigurationTest::h2)
