@@ -25,7 +25,8 @@ import java.util.TreeMap;
  *   <li>was killed ({@code SIGKILL}) after its send began and before the other send ended: "owner
  *       killed";
  *   <li>was paused ({@code SIGSTOP}) at some time in that span, so its lease ran out: "owner
- *       paused"; or
+ *       paused" (the same when the paused owner is the one that sends later: paused between its
+ *       claim and its send while the other took the key over and sent, it sends when it wakes); or
  *   <li>was cut off from the store (a partition, a store restart or a slow network overlapped the
  *       span) and returned the send to its caller as not recorded: its lease ran out while it could
  *       not renew it, and its outcome, fenced by the owner token, was refused: "owner cut off from
@@ -199,6 +200,16 @@ final class DuplicateChecker {
       }
       if (fault.type().equals("PAUSE")
           && fault.millis() <= later.millis()
+          && fault.untilMillis() >= earlier.startMillis()) {
+        return "owner paused";
+      }
+    }
+    for (Fault fault : faults) {
+      // the other way round: the later send is the stale owner's, paused between its claim and its
+      // send while the other took the key over, and sending when it woke
+      if (fault.type().equals("PAUSE")
+          && fault.process() == later.process()
+          && fault.millis() <= later.startMillis()
           && fault.untilMillis() >= earlier.startMillis()) {
         return "owner paused";
       }

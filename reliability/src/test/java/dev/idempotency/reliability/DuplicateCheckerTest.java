@@ -80,6 +80,28 @@ class DuplicateCheckerTest {
         .containsEntry("owner cut off from the store", 1);
   }
 
+  /**
+   * Seen in a long run: an owner paused between its claim and its send; another process took the
+   * key over and sent; the owner woke and sent too, later, with the same provider key.
+   */
+  @Test
+  void anOwnerPausedBeforeItsSendThatSendsAfterTheTakeoverIsAllowed() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 2, 7, 2_689, 2_700, "takeover"),
+            new Send("k", "pk", 1, 5, 3_570, 3_580, "woke"));
+    DuplicateChecker.Report paused =
+        DuplicateChecker.check(
+            history(sends, List.of(), List.of(new Fault("PAUSE", 5, 1_855, 3_557))), List.of(), 0);
+    DuplicateChecker.Report notPaused =
+        DuplicateChecker.check(
+            history(sends, List.of(), List.of(new Fault("PAUSE", 6, 1_855, 3_557))), List.of(), 0);
+
+    assertThat(paused.ok()).isTrue();
+    assertThat(paused.allowedDuplicates).containsEntry("owner paused", 1);
+    assertThat(notPaused.brokenDuplicates).hasSize(1);
+  }
+
   /** The broken build's signature: a live, connected owner's slow send taken over. */
   @Test
   void anOutcomeNotRecordedWithoutAStoreFaultIsBroken() {
