@@ -381,14 +381,15 @@ public final class JdbcKeyStore implements KeyStore {
     }
 
     /**
-     * The most one store operation may take on the database once it has a connection: every
-     * statement gets this query timeout (rounded down to whole seconds, at least one), and the
-     * connection's socket this network timeout while the operation runs (restored afterwards). A
-     * database that stops answering then fails the claim with {@link KeyStoreException}, and
-     * nothing is sent, instead of hanging the caller. Getting the connection is bounded by your
-     * pool, not by this: set its timeout too (HikariCP {@code connectionTimeout}, for example 2
-     * seconds), and the driver's connect timeout (PostgreSQL {@code connectTimeout}). Default
-     * {@link #DEFAULT_OPERATION_TIMEOUT}.
+     * The most one store operation may take on the database once it has a connection: a statement
+     * still running this long after it started is cancelled (within a further 0.1 s; the connection
+     * stays usable), and the connection's socket gets a network timeout half a second longer while
+     * the operation runs (restored afterwards), for a database that no longer answers at all.
+     * Either way the operation fails with {@link KeyStoreException}, and a claim sends nothing,
+     * instead of hanging the caller. Getting the connection is bounded by your pool, not by this:
+     * set its timeout too (HikariCP {@code connectionTimeout}, for example 2 seconds), and the
+     * driver's connect timeout (PostgreSQL {@code connectTimeout}). Default {@link
+     * #DEFAULT_OPERATION_TIMEOUT}.
      *
      * @param timeout at least 1 ms
      * @return this builder

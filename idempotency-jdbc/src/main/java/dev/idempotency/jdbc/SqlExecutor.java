@@ -15,9 +15,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs a store's operations on borrowed connections: each with a query and a network timeout, none
- * rendering bound values into messages, rolled-back statements retried, and every other failure
- * mapped by its SQLState to a {@link KeyStoreException}.
+ * Runs a store's operations on borrowed connections: each statement cancelled past the operation
+ * timeout ({@link StatementWatchdog}) and every socket read bounded a little later, none rendering
+ * bound values into messages, rolled-back statements retried, and every other failure mapped by its
+ * SQLState to a {@link KeyStoreException}.
  */
 final class SqlExecutor {
 
@@ -26,16 +27,23 @@ final class SqlExecutor {
 
   private final Jdbi jdbi;
   private final String tableName;
-  private final int operationTimeoutMillis;
-  private final int queryTimeoutSeconds;
+
+  /**
+   * The socket read bound: past the statement's cancellation (the timeout, plus up to one sweep),
+   * so that a database that answers gets to cancel the statement cleanly, and a connection to one
+   * that does not is dropped soon after.
+   */
+  private final int networkTimeoutMillis;
+
+  private final StatementWatchdog watchdog;
   private volatile boolean networkTimeoutSupported = true;
 
   SqlExecutor(Jdbi jdbi, String tableName, Duration operationTimeout) {
     this.jdbi = jdbi;
     this.tableName = tableName;
-    this.operationTimeoutMillis = (int) Math.min(Integer.MAX_VALUE, operationTimeout.toMillis());
-    this.queryTimeoutSeconds =
-        (int) Math.max(1, Math.min(Integer.MAX_VALUE, operationTimeout.toSeconds()));
+    long timeoutMillis = Math.min(Integer.MAX_VALUE / 2, operationTimeout.toMillis());
+    this.watchdog = new StatementWatchdog(timeoutMillis);
+    this.networkTimeoutMillis = (int) (timeoutMillis + 5 * StatementWatchdog.SWEEP_MILLIS);
   }
 
   /**
@@ -55,7 +63,7 @@ final class SqlExecutor {
               handle
                   .getConfig(SqlStatements.class)
                   .setUnusedBindingAllowed(true)
-                  .setQueryTimeout(queryTimeoutSeconds);
+                  .addCustomizer(watchdog);
               // Never render bound values (raw debug keys, owner tokens) into exception messages.
               handle
                   .getConfig(StatementExceptions.class)
@@ -121,11 +129,11 @@ final class SqlExecutor {
     }
     try {
       int previous = connection.getNetworkTimeout();
-      connection.setNetworkTimeout(Runnable::run, operationTimeoutMillis);
+      connection.setNetworkTimeout(Runnable::run, networkTimeoutMillis);
       return previous;
     } catch (SQLException | UnsupportedOperationException | AbstractMethodError e) {
       networkTimeoutSupported = false;
-      log.debug("The JDBC driver has no network timeout; relying on the query timeout", e);
+      log.debug("The JDBC driver has no network timeout; relying on statement cancellation", e);
       return -1;
     }
   }
