@@ -7,7 +7,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Supplier;
 
@@ -49,8 +48,7 @@ final class Operation {
    * timeout has passed (then cancelling what is still pending).
    */
   <T> CompletableFuture<T> bounded(CompletableFuture<T> result) {
-    return result
-        .orTimeout(timeoutMillis, TimeUnit.MILLISECONDS)
+    return Deadlines.bound(result, timeoutMillis)
         .exceptionallyCompose(
             error -> {
               Throwable cause = unwrap(error);

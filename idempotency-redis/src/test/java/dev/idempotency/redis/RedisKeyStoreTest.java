@@ -474,6 +474,7 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
       assertThat(resent)
           .as("the claim given up on while Redis was down was never written")
           .isEqualTo("n_2");
+      await(() -> Deadlines.pending() == 0, "no operation left pending once all have ended");
     } finally {
       ownClient.shutdown();
       own.stop();
