@@ -35,6 +35,9 @@ final class SqlExecutor {
    */
   private final int networkTimeoutMillis;
 
+  /** Time enough for the watchdog's sweep and the database's cancel before the socket gives up. */
+  private static final long NETWORK_TIMEOUT_MARGIN_MILLIS = 500;
+
   private final StatementWatchdog watchdog;
   private volatile boolean networkTimeoutSupported = true;
 
@@ -42,8 +45,8 @@ final class SqlExecutor {
     this.jdbi = jdbi;
     this.tableName = tableName;
     long timeoutMillis = Math.min(Integer.MAX_VALUE / 2, operationTimeout.toMillis());
-    this.watchdog = new StatementWatchdog(timeoutMillis);
-    this.networkTimeoutMillis = (int) (timeoutMillis + 5 * StatementWatchdog.SWEEP_MILLIS);
+    this.watchdog = new StatementWatchdog(Duration.ofMillis(timeoutMillis));
+    this.networkTimeoutMillis = (int) (timeoutMillis + NETWORK_TIMEOUT_MARGIN_MILLIS);
   }
 
   /**

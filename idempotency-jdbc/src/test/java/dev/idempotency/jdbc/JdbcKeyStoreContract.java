@@ -14,6 +14,7 @@ import dev.idempotency.ResultCodec;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.OperationDeadlines;
 import dev.idempotency.tck.GuardOnStoreContract;
 import dev.idempotency.tck.KeyStoreFactory;
 import dev.idempotency.tck.MutableClock;
@@ -471,10 +472,10 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
           .containsAnyOf("SQLState 57014", "SQLState 70100", "SQLState HYT00");
     }
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (StatementWatchdog.watched() > 0 && System.nanoTime() < deadline) {
+    while (OperationDeadlines.watched() > 0 && System.nanoTime() < deadline) {
       Thread.sleep(10);
     }
-    assertThat(StatementWatchdog.watched())
+    assertThat(OperationDeadlines.watched())
         .as("statements still watched after they ended")
         .isZero();
     assertThat(store.complete(complete(keyId, token, bytes("x"))))

@@ -1,6 +1,7 @@
 package dev.idempotency.redis;
 
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.OperationDeadlines;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -20,12 +21,14 @@ import java.util.function.Supplier;
 final class Operation {
 
   private final String name;
+  private final Duration timeout;
   private final long timeoutMillis;
   private final List<CompletableFuture<?>> commands = new CopyOnWriteArrayList<>();
   private volatile boolean abandoned;
 
   Operation(String name, Duration timeout) {
     this.name = name;
+    this.timeout = timeout;
     this.timeoutMillis = timeout.toMillis();
   }
 
@@ -48,16 +51,28 @@ final class Operation {
    * timeout has passed (then cancelling what is still pending).
    */
   <T> CompletableFuture<T> bounded(CompletableFuture<T> result) {
-    return Deadlines.bound(result, timeoutMillis)
-        .exceptionallyCompose(
-            error -> {
-              Throwable cause = unwrap(error);
-              if (cause instanceof TimeoutException) {
-                abandon();
-                return CompletableFuture.failedFuture(timedOut());
-              }
-              return CompletableFuture.failedFuture(failed(cause));
-            });
+    CompletableFuture<T> bounded = new CompletableFuture<>();
+    OperationDeadlines.Watch watch =
+        OperationDeadlines.watch(
+            timeout, () -> bounded.completeExceptionally(new TimeoutException()));
+    result.whenComplete(
+        (value, error) -> {
+          watch.done();
+          if (error != null) {
+            bounded.completeExceptionally(error);
+          } else {
+            bounded.complete(value);
+          }
+        });
+    return bounded.exceptionallyCompose(
+        error -> {
+          Throwable cause = unwrap(error);
+          if (cause instanceof TimeoutException) {
+            abandon();
+            return CompletableFuture.failedFuture(timedOut());
+          }
+          return CompletableFuture.failedFuture(failed(cause));
+        });
   }
 
   /** Waits for a {@linkplain #bounded bounded} result; the caller's blocking form of it. */

@@ -8,6 +8,7 @@ import dev.idempotency.IdempotencyKey;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.OperationDeadlines;
 import dev.idempotency.tck.GuardOnStoreContract;
 import dev.idempotency.tck.KeyStoreFactory;
 import dev.idempotency.tck.SharedKeyStoreContract;
@@ -474,7 +475,8 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
       assertThat(resent)
           .as("the claim given up on while Redis was down was never written")
           .isEqualTo("n_2");
-      await(() -> Deadlines.pending() == 0, "no operation left pending once all have ended");
+      await(
+          () -> OperationDeadlines.watched() == 0, "no operation left pending once all have ended");
     } finally {
       ownClient.shutdown();
       own.stop();
