@@ -105,10 +105,6 @@ public abstract class SharedKeyStoreContract extends KeyStoreContract {
           childWon.add(line.substring(4));
         }
       }
-      System.out.printf(
-          "cross-process race: %d keys, parent won %d, child won %d%n",
-          RACE_KEYS, parentResult.won().size(), childWon.size());
-
       assertThat(childClaims).as("claims made by the child").isEqualTo(RACE_KEYS * RACE_THREADS);
       assertThat(parentResult.claims()).isEqualTo(RACE_KEYS * RACE_THREADS);
       Set<String> both = new HashSet<>(parentResult.won());
@@ -116,7 +112,11 @@ public abstract class SharedKeyStoreContract extends KeyStoreContract {
       assertThat(both).as("keys claimed by both processes").isEmpty();
       Set<String> all = new HashSet<>(parentResult.won());
       all.addAll(childWon);
-      assertThat(all).as("every key claimed once").containsExactlyInAnyOrderElementsOf(keyIds);
+      assertThat(all)
+          .as(
+              "every key claimed once (parent won %d, child won %d)",
+              parentResult.won().size(), childWon.size())
+          .containsExactlyInAnyOrderElementsOf(keyIds);
     } finally {
       child.destroyForcibly();
     }
