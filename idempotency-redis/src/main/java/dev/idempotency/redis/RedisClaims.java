@@ -149,7 +149,8 @@ final class RedisClaims {
 
   /**
    * Waits ({@code WAIT}) until enough replicas acknowledged the claims, on the connection that
-   * wrote them; if too few did, releases them and fails, so that nothing is sent.
+   * wrote them; if too few did, releases them and fails once the releases are done (so a caller who
+   * retries at once finds the keys free), and nothing is sent.
    */
   private CompletableFuture<Void> replicated(
       Operation operation, String key, List<ClaimRequest> claimed) {
@@ -164,17 +165,25 @@ final class RedisClaims {
               if (acknowledged >= replicasToWaitFor) {
                 return CompletableFuture.completedFuture(null);
               }
-              for (ClaimRequest request : claimed) {
-                writes
-                    .release(redis.operation("release"), request.keyId(), request.ownerToken())
-                    .exceptionally(
-                        error -> {
-                          log.debug(
-                              "Could not release a claim replicas did not acknowledge", error);
-                          return false;
-                        });
-              }
-              return CompletableFuture.failedFuture(
+              CompletableFuture<?>[] releases =
+                  claimed.stream()
+                      .map(
+                          request ->
+                              writes
+                                  .release(
+                                      redis.operation("release"),
+                                      request.keyId(),
+                                      request.ownerToken())
+                                  .exceptionally(
+                                      error -> {
+                                        log.debug(
+                                            "Could not release a claim replicas did not"
+                                                + " acknowledge",
+                                            error);
+                                        return false;
+                                      }))
+                      .toArray(CompletableFuture<?>[]::new);
+              KeyStoreException unacknowledged =
                   new KeyStoreException(
                       "Redis store: the claim was acknowledged by "
                           + Math.max(acknowledged, 0)
@@ -183,7 +192,9 @@ final class RedisClaims {
                           + " replicas within "
                           + replicaTimeout.toMillis()
                           + " ms; released it, nothing was sent",
-                      null));
+                      null);
+              return CompletableFuture.allOf(releases)
+                  .thenCompose(done -> CompletableFuture.<Void>failedFuture(unacknowledged));
             });
   }
 }

@@ -9,6 +9,7 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.testservers.EmbeddedRedisCluster;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.SlotHash;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
@@ -93,6 +94,29 @@ class RedisClusterReplicaTest {
         assertThat(plain.claim(claim(keyId)))
             .as("a claim no replica acknowledged was released")
             .isEqualTo(new ClaimResult.Claimed(1, false));
+      }
+    }
+  }
+
+  /**
+   * The release of a claim no replica acknowledged is done when the claim fails, not sent on its
+   * way: a caller who retries at once, from any connection, must find the key free.
+   */
+  @Test
+  void aClaimNoReplicaAcknowledgedIsAlreadyReleasedWhenTheClaimFails() {
+    try (RedisKeyStore store =
+            RedisKeyStore.builder(client).waitForReplicas(1, Duration.ofMillis(20)).build();
+        StatefulRedisClusterConnection<String, String> reader = client.connect()) {
+      for (int node = 1; node < EmbeddedRedisCluster.NODES; node++) {
+        reader.sync().exists(store.redisKey(keyIdOn(store, node)));
+      }
+      for (int i = 0; i < 40; i++) {
+        String keyId = keyIdOn(store, 1 + i % 2);
+        assertThatThrownBy(() -> store.claim(claim(keyId)))
+            .hasMessageContaining("acknowledged by 0 of 1 replicas");
+        assertThat(reader.sync().exists(store.redisKey(keyId)))
+            .as("the record of claim %d once its claim has failed", i)
+            .isZero();
       }
     }
   }
