@@ -71,6 +71,13 @@ final class Backend implements AutoCloseable {
   final KeyStore store;
   final Floor floor;
   SqlShapes sqlShapes;
+
+  /** The pool the store uses, for SQL stores; a peer's repository shares it. */
+  javax.sql.DataSource dataSource;
+
+  /** The standalone server's port, for Redis; a peer's client connects to it. */
+  int redisPort;
+
   private final List<AutoCloseable> resources = new ArrayList<>();
 
   private Backend(KeyStore store, Floor floor, List<AutoCloseable> resources) {
@@ -90,6 +97,8 @@ final class Backend implements AutoCloseable {
             EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
         return sql(
             JdbcDialect.POSTGRESQL, postgres.getJdbcUrl("postgres", "postgres"), List.of(postgres));
+      case "postgresql-durable":
+        return durablePostgres();
       case "mariadb":
         return mariadb();
       case "redis":
@@ -121,6 +130,34 @@ final class Backend implements AutoCloseable {
         };
     return new Backend(
         InMemoryKeyStore.builder().maximumSize(20_000_000).build(), floor, List.of());
+  }
+
+  /**
+   * PostgreSQL as production runs it: zonky starts the server with {@code -F} (no fsync) and {@code
+   * synchronous_commit=off}; here both are turned back on, and checked.
+   */
+  private static Backend durablePostgres() throws Exception {
+    EmbeddedPostgres postgres =
+        EmbeddedPostgres.builder()
+            .setPGStartupWait(Duration.ofSeconds(120))
+            .setServerConfig("fsync", "on")
+            .setServerConfig("synchronous_commit", "on")
+            .setServerConfig("full_page_writes", "on")
+            .start();
+    String url = postgres.getJdbcUrl("postgres", "postgres");
+    try (Connection connection = DriverManager.getConnection(url);
+        Statement statement = connection.createStatement()) {
+      for (String setting : List.of("fsync", "synchronous_commit", "full_page_writes")) {
+        try (var rows = statement.executeQuery("SHOW " + setting)) {
+          rows.next();
+          if (!"on".equals(rows.getString(1))) {
+            postgres.close();
+            throw new IllegalStateException(setting + " is " + rows.getString(1) + ", not on");
+          }
+        }
+      }
+    }
+    return sql(JdbcDialect.POSTGRESQL, url, List.of(postgres));
   }
 
   private static Backend mariadb() throws Exception {
@@ -244,6 +281,7 @@ final class Backend implements AutoCloseable {
     resources.addAll(server);
     Backend backend = new Backend(store, floor, resources);
     backend.sqlShapes = shapes;
+    backend.dataSource = pool;
     return backend;
   }
 
@@ -261,10 +299,13 @@ final class Backend implements AutoCloseable {
     RedisClient client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
     StatefulRedisConnection<String, byte[]> connection = client.connect(BYTES);
     RedisKeyStore store = RedisKeyStore.builder(client).build();
-    return new Backend(
-        store,
-        redisFloor(connection.sync()),
-        List.of(store, connection::close, client::shutdown, server::stop));
+    Backend backend =
+        new Backend(
+            store,
+            redisFloor(connection.sync()),
+            List.of(store, connection::close, client::shutdown, server::stop));
+    backend.redisPort = port;
+    return backend;
   }
 
   private static Backend redisCluster() throws Exception {
