@@ -20,14 +20,16 @@ final class JdbcClaims {
   private static final int MAX_ROUNDS = 16;
 
   private final Statements sql;
+  private final StatementWatchdog watchdog;
 
-  JdbcClaims(Statements sql) {
+  JdbcClaims(Statements sql, StatementWatchdog watchdog) {
     this.sql = sql;
+    this.watchdog = watchdog;
   }
 
   ClaimResult claim(Handle handle, ClaimRequest request) {
     for (int round = 0; round < MAX_ROUNDS; round++) {
-      Rows.InsertOrRow seen = sql.insertOrRead(handle, request);
+      Rows.InsertOrRow seen = sql.insertOrRead(handle, watchdog, request);
       if (seen.inserted()) {
         return new ClaimResult.Claimed(1, false);
       }

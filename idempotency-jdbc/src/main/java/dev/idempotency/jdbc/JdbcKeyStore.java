@@ -95,9 +95,9 @@ public final class JdbcKeyStore implements KeyStore {
         builder.dialect != null ? builder.dialect : SqlExecutor.detectDialect(builder.jdbi);
     this.sql = dialect.statements(tableName, databaseTime, builder.synchronousOutcomes);
     this.executor = new SqlExecutor(builder.jdbi, tableName, builder.operationTimeout);
-    this.claims = new JdbcClaims(sql);
+    this.claims = new JdbcClaims(sql, executor.watchdog());
     this.batchClaims = new JdbcBatchClaims(sql, claims, MAX_BATCH);
-    this.writes = new JdbcWrites(sql);
+    this.writes = new JdbcWrites(sql, executor.watchdog());
     if (builder.createSchemaIfMissing) {
       String script = schemaSql(dialect, tableName);
       executor.call(

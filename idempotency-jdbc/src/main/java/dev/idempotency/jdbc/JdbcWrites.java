@@ -11,40 +11,70 @@ import java.util.function.BiPredicate;
 import org.jdbi.v3.core.Handle;
 import org.jdbi.v3.core.statement.PreparedBatch;
 import org.jdbi.v3.core.statement.SqlStatement;
-import org.jdbi.v3.core.statement.Update;
 
 /**
  * The owner's fenced writes: complete, release and extend, each one conditional statement on the
- * owner token, and the batches of complete and extend as one JDBC batch (one round trip with the
- * PostgreSQL and MariaDB drivers).
+ * owner token (a {@link PlainStatement}: an outcome follows every first send), and the batches of
+ * complete and extend as one JDBC batch (one round trip with the PostgreSQL and MariaDB drivers).
  */
 final class JdbcWrites {
 
   private final Statements sql;
+  private final StatementWatchdog watchdog;
+  private final PlainStatement complete;
+  private final PlainStatement release;
+  private final PlainStatement extend;
 
-  JdbcWrites(Statements sql) {
+  JdbcWrites(Statements sql, StatementWatchdog watchdog) {
     this.sql = sql;
+    this.watchdog = watchdog;
+    this.complete = new PlainStatement(sql.complete);
+    this.release = new PlainStatement(sql.release);
+    this.extend = new PlainStatement(sql.extend);
   }
 
   boolean complete(Handle handle, CompleteRequest request) {
-    Update update = handle.createUpdate(sql.complete);
-    bindComplete(update, request);
-    return update.execute() == 1;
+    return complete.update(
+            handle.getConnection(),
+            watchdog,
+            name ->
+                switch (name) {
+                  case "keyId" -> request.keyId();
+                  case "ownerToken" -> request.ownerToken();
+                  case "state" -> request.state().name();
+                  case "payload" -> request.payload();
+                  case "now" -> request.now().toEpochMilli();
+                  default -> throw new IllegalArgumentException("no parameter " + name);
+                })
+        == 1;
   }
 
   boolean release(Handle handle, String keyId, String ownerToken) {
-    return handle
-            .createUpdate(sql.release)
-            .bind("keyId", keyId)
-            .bind("ownerToken", ownerToken)
-            .execute()
+    return release.update(
+            handle.getConnection(),
+            watchdog,
+            name ->
+                switch (name) {
+                  case "keyId" -> keyId;
+                  case "ownerToken" -> ownerToken;
+                  default -> throw new IllegalArgumentException("no parameter " + name);
+                })
         == 1;
   }
 
   boolean extend(Handle handle, ExtendRequest request) {
-    Update update = handle.createUpdate(sql.extend);
-    bindExtend(update, request);
-    return update.execute() == 1;
+    return extend.update(
+            handle.getConnection(),
+            watchdog,
+            name ->
+                switch (name) {
+                  case "keyId" -> request.keyId();
+                  case "ownerToken" -> request.ownerToken();
+                  case "leaseMillis" -> request.lease().toMillis();
+                  case "now" -> request.now().toEpochMilli();
+                  default -> throw new IllegalArgumentException("no parameter " + name);
+                })
+        == 1;
   }
 
   List<Boolean> completeAll(Handle handle, List<CompleteRequest> requests) {

@@ -16,7 +16,7 @@ final class PostgresStatements extends Statements {
    * always returns one row: {@code inserted} is 1 when the row was inserted; otherwise the row as
    * the statement's snapshot sees it, all nulls if not visible there.
    */
-  private final String insertOrSelect;
+  private final PlainStatement insertOrSelect;
 
   /**
    * The rows of a batch by one array parameter, {@code keyIds}, each looked up on its own by the
@@ -31,15 +31,16 @@ final class PostgresStatements extends Statements {
   PostgresStatements(String table, boolean databaseTime, boolean synchronousOutcomes) {
     super(table, databaseTime, synchronousOutcomes);
     insertOrSelect =
-        "WITH ins AS ("
-            + insertIfAbsent(claimValues())
-            + " RETURNING 1) SELECT (SELECT count(*) FROM ins) AS inserted, "
-            + READ
-            + ", "
-            + now()
-            + " AS db_now FROM (SELECT 1) AS one LEFT JOIN "
-            + table
-            + " ON key_id = :keyId";
+        new PlainStatement(
+            "WITH ins AS ("
+                + insertIfAbsent(claimValues())
+                + " RETURNING 1) SELECT (SELECT count(*) FROM ins) AS inserted, "
+                + READ
+                + ", "
+                + now()
+                + " AS db_now FROM (SELECT 1) AS one LEFT JOIN "
+                + table
+                + " ON key_id = :keyId");
     selectAny =
         "SELECT r.*, "
             + now()
@@ -93,12 +94,23 @@ final class PostgresStatements extends Statements {
         + " LIMIT :limit FOR UPDATE SKIP LOCKED)";
   }
 
-  /** One statement; if the conflicting row is not in its snapshot the row comes back empty. */
+  /**
+   * One statement, run as a {@link PlainStatement} (every first send and replay runs it); if the
+   * conflicting row is not in its snapshot the row comes back empty.
+   */
   @Override
-  Rows.InsertOrRow insertOrRead(org.jdbi.v3.core.Handle handle, ClaimRequest request) {
-    return bindClaim(handle.createQuery(insertOrSelect), request)
-        .map((rs, ctx) -> Rows.InsertOrRow.read(rs))
-        .one();
+  Rows.InsertOrRow insertOrRead(
+      org.jdbi.v3.core.Handle handle, StatementWatchdog watchdog, ClaimRequest request) {
+    return insertOrSelect.query(
+        handle.getConnection(),
+        watchdog,
+        claimParameters(request),
+        rows -> {
+          if (!rows.next()) {
+            throw new IllegalStateException("the claim statement returned no row");
+          }
+          return Rows.InsertOrRow.read(rows);
+        });
   }
 
   @Override

@@ -49,6 +49,11 @@ final class SqlExecutor {
     this.networkTimeoutMillis = (int) (timeoutMillis + NETWORK_TIMEOUT_MARGIN_MILLIS);
   }
 
+  /** The watchdog of this executor's statements, for those run as {@link PlainStatement}s. */
+  StatementWatchdog watchdog() {
+    return watchdog;
+  }
+
   /**
    * Runs one operation on a borrowed connection. A deadlock or serialization failure rolled the
    * statement back, and every operation here is safe to run again then, so those are retried a few

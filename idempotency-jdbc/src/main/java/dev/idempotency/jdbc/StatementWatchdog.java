@@ -45,10 +45,13 @@ final class StatementWatchdog implements StatementCustomizer {
 
   @Override
   public void beforeExecution(PreparedStatement statement, StatementContext context) {
-    OperationDeadlines.Watch watch =
-        OperationDeadlines.watch(timeout, () -> CANCELLERS.execute(() -> cancel(statement)));
     // the context closes whether the statement succeeded or failed
-    context.addCleanable(watch::done);
+    context.addCleanable(watch(statement)::done);
+  }
+
+  /** Watches a statement about to run; the caller ends the watch when the statement has ended. */
+  OperationDeadlines.Watch watch(Statement statement) {
+    return OperationDeadlines.watch(timeout, () -> CANCELLERS.execute(() -> cancel(statement)));
   }
 
   private static void cancel(Statement statement) {

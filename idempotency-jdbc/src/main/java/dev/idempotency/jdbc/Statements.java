@@ -144,7 +144,7 @@ abstract class Statements {
    *
    * @return inserted, or the row (empty if it vanished meanwhile)
    */
-  Rows.InsertOrRow insertOrRead(Handle handle, ClaimRequest request) {
+  Rows.InsertOrRow insertOrRead(Handle handle, StatementWatchdog watchdog, ClaimRequest request) {
     if (SqlExecutor.insertedUnlessConflict(
         () -> bindClaim(handle.createUpdate(insertClaim), request).execute())) {
       return Rows.InsertOrRow.INSERTED;
@@ -242,6 +242,21 @@ abstract class Statements {
     var query = handle.createQuery(select).bind("keyId", keyId);
     bindNow(query, now);
     return query.map((rs, ctx) -> Rows.Row.read(rs)).findOne();
+  }
+
+  /** A claim's parameters, as {@link #bindClaim} binds them, for a {@link PlainStatement}. */
+  static PlainStatement.Values claimParameters(ClaimRequest request) {
+    return name ->
+        switch (name) {
+          case "keyId" -> request.keyId();
+          case "ownerToken" -> request.ownerToken();
+          case "fingerprint" -> request.fingerprint();
+          case "leaseMillis" -> request.lease().toMillis();
+          case "retentionMillis" -> request.retention().toMillis();
+          case "debugKey" -> request.debugKey();
+          case "now" -> request.now().toEpochMilli();
+          default -> throw new IllegalArgumentException("a claim has no parameter " + name);
+        };
   }
 
   /** Binds a claim's parameters: key, token, fingerprint, lease, window, raw key, time. */

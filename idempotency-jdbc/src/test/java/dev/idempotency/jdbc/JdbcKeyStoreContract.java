@@ -36,8 +36,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.jdbi.v3.core.Jdbi;
-import org.jdbi.v3.core.statement.SqlLogger;
-import org.jdbi.v3.core.statement.StatementContext;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
@@ -224,17 +222,13 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     assertThat(sms).hasValue(1);
   }
 
-  /** A store on the test table whose every statement is counted. */
+  /** A store on the test table whose every statement is counted, at the JDBC level. */
   JdbcKeyStore countingStore(AtomicInteger statements) {
-    Jdbi counted = Jdbi.create(dataSource());
-    counted.setSqlLogger(
-        new SqlLogger() {
-          @Override
-          public void logAfterExecution(StatementContext context) {
-            statements.incrementAndGet();
-          }
-        });
-    return JdbcKeyStore.builder(counted).tableName(TABLE).createSchemaIfMissing(true).build();
+    return JdbcKeyStore.builder(new StatementCounter(dataSource(), statements))
+        .dialect(expectedDialect())
+        .tableName(TABLE)
+        .createSchemaIfMissing(true)
+        .build();
   }
 
   @Test
