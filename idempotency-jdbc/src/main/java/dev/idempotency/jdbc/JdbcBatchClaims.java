@@ -65,9 +65,9 @@ final class JdbcBatchClaims {
         int attempt = row.record().attempt();
         result = new ClaimResult.Claimed(attempt, attempt > 1);
       } else if (row != null) {
-        result = claims.decide(handle, request, row);
+        result = claims.decide(handle.getConnection(), request, row);
       }
-      results.add(result != null ? result : claims.claim(handle, request));
+      results.add(result != null ? result : claims.claim(handle.getConnection(), request));
     }
     return results;
   }

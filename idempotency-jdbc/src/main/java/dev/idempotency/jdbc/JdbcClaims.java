@@ -4,8 +4,8 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.StoredRecord;
+import java.sql.Connection;
 import java.util.Optional;
-import org.jdbi.v3.core.Handle;
 
 /**
  * The single-key claim: insert the row if the key is absent, else read it; then reclaim a row past
@@ -21,15 +21,19 @@ final class JdbcClaims {
 
   private final Statements sql;
   private final StatementWatchdog watchdog;
+  private final PlainStatement reclaimExpired;
+  private final PlainStatement takeOver;
 
   JdbcClaims(Statements sql, StatementWatchdog watchdog) {
     this.sql = sql;
     this.watchdog = watchdog;
+    this.reclaimExpired = new PlainStatement(sql.reclaimExpired);
+    this.takeOver = new PlainStatement(sql.takeOver);
   }
 
-  ClaimResult claim(Handle handle, ClaimRequest request) {
+  ClaimResult claim(Connection connection, ClaimRequest request) {
     for (int round = 0; round < MAX_ROUNDS; round++) {
-      Rows.InsertOrRow seen = sql.insertOrRead(handle, watchdog, request);
+      Rows.InsertOrRow seen = sql.insertOrRead(connection, watchdog, request);
       if (seen.inserted()) {
         return new ClaimResult.Claimed(1, false);
       }
@@ -39,7 +43,7 @@ final class JdbcClaims {
         // committed after this statement's snapshot began: try again
         continue;
       }
-      ClaimResult result = decide(handle, request, row.get());
+      ClaimResult result = decide(connection, request, row.get());
       if (result != null) {
         return result;
       }
@@ -57,23 +61,24 @@ final class JdbcClaims {
    * The outcome for a row that exists: reclaimed if past its window, taken over if its lease
    * expired and the request allows it, else the row as it is; null if the row changed under us.
    */
-  ClaimResult decide(Handle handle, ClaimRequest request, Rows.Row row) {
+  ClaimResult decide(Connection connection, ClaimRequest request, Rows.Row row) {
     StoredRecord record = row.record();
+    PlainStatement.Values claim = Statements.claimParameters(request);
+    PlainStatement.Values seen =
+        name ->
+            switch (name) {
+              case "seenToken" -> row.ownerToken();
+              case "seenState" -> record.state().name();
+              default -> claim.value(name);
+            };
     if (row.pastWindow()) {
-      int taken =
-          sql.bindClaim(handle.createUpdate(sql.reclaimExpired), request)
-              .bind("seenToken", row.ownerToken())
-              .bind("seenState", record.state().name())
-              .execute();
+      int taken = reclaimExpired.update(connection, watchdog, seen);
       return taken == 1 ? new ClaimResult.Claimed(1, false) : null;
     }
     if (row.leaseExpired()
         && request.takeOverExpiredLease()
         && record.fingerprint().equals(request.fingerprint())) {
-      int taken =
-          sql.bindClaim(handle.createUpdate(sql.takeOver), request)
-              .bind("seenToken", row.ownerToken())
-              .execute();
+      int taken = takeOver.update(connection, watchdog, seen);
       return taken == 1 ? new ClaimResult.Claimed(record.attempt() + 1, true) : null;
     }
     return new ClaimResult.Existing(record, row.leaseExpired());

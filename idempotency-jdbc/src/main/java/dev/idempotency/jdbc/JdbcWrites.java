@@ -3,6 +3,7 @@ package dev.idempotency.jdbc;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.RecordState;
+import java.sql.Connection;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
@@ -33,9 +34,9 @@ final class JdbcWrites {
     this.extend = new PlainStatement(sql.extend);
   }
 
-  boolean complete(Handle handle, CompleteRequest request) {
+  boolean complete(Connection connection, CompleteRequest request) {
     return complete.update(
-            handle.getConnection(),
+            connection,
             watchdog,
             name ->
                 switch (name) {
@@ -49,9 +50,9 @@ final class JdbcWrites {
         == 1;
   }
 
-  boolean release(Handle handle, String keyId, String ownerToken) {
+  boolean release(Connection connection, String keyId, String ownerToken) {
     return release.update(
-            handle.getConnection(),
+            connection,
             watchdog,
             name ->
                 switch (name) {
@@ -62,9 +63,9 @@ final class JdbcWrites {
         == 1;
   }
 
-  boolean extend(Handle handle, ExtendRequest request) {
+  boolean extend(Connection connection, ExtendRequest request) {
     return extend.update(
-            handle.getConnection(),
+            connection,
             watchdog,
             name ->
                 switch (name) {
@@ -87,7 +88,7 @@ final class JdbcWrites {
 
   /** Read back: whether the row holds the outcome this request wrote. */
   private boolean completed(Handle handle, CompleteRequest request) {
-    return sql.selectRow(handle, request.keyId(), request.now())
+    return sql.selectRow(handle.getConnection(), watchdog, request.keyId(), request.now())
         .filter(row -> row.ownedBy(request.ownerToken()))
         .filter(row -> row.record().state() == request.state())
         .isPresent();
@@ -95,7 +96,7 @@ final class JdbcWrites {
 
   /** Read back: whether the row is still this owner's claim, in its window. */
   private boolean extended(Handle handle, ExtendRequest request) {
-    return sql.selectRow(handle, request.keyId(), request.now())
+    return sql.selectRow(handle.getConnection(), watchdog, request.keyId(), request.now())
         .filter(row -> row.ownedBy(request.ownerToken()))
         .filter(row -> row.record().state() == RecordState.IN_PROGRESS && !row.pastWindow())
         .isPresent();

@@ -100,9 +100,9 @@ final class PostgresStatements extends Statements {
    */
   @Override
   Rows.InsertOrRow insertOrRead(
-      org.jdbi.v3.core.Handle handle, StatementWatchdog watchdog, ClaimRequest request) {
+      java.sql.Connection connection, StatementWatchdog watchdog, ClaimRequest request) {
     return insertOrSelect.query(
-        handle.getConnection(),
+        connection,
         watchdog,
         claimParameters(request),
         rows -> {

@@ -6,11 +6,13 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.IntSupplier;
+import javax.sql.DataSource;
 import org.jdbi.v3.core.HandleCallback;
 import org.jdbi.v3.core.Jdbi;
 import org.jdbi.v3.core.JdbiException;
 import org.jdbi.v3.core.statement.SqlStatements;
 import org.jdbi.v3.core.statement.StatementExceptions;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -26,6 +28,10 @@ final class SqlExecutor {
   private static final int MAX_TRANSIENT_ATTEMPTS = 5;
 
   private final Jdbi jdbi;
+
+  /** The pool the store was built on, or null if it was built on a {@link Jdbi}. */
+  private final @Nullable DataSource dataSource;
+
   private final String tableName;
 
   /**
@@ -41,8 +47,10 @@ final class SqlExecutor {
   private final StatementWatchdog watchdog;
   private volatile boolean networkTimeoutSupported = true;
 
-  SqlExecutor(Jdbi jdbi, String tableName, Duration operationTimeout) {
+  SqlExecutor(
+      Jdbi jdbi, @Nullable DataSource dataSource, String tableName, Duration operationTimeout) {
     this.jdbi = jdbi;
+    this.dataSource = dataSource;
     this.tableName = tableName;
     long timeoutMillis = Math.min(Integer.MAX_VALUE / 2, operationTimeout.toMillis());
     this.watchdog = new StatementWatchdog(Duration.ofMillis(timeoutMillis));
@@ -86,14 +94,56 @@ final class SqlExecutor {
       } catch (KeyStoreException e) {
         throw e;
       } catch (JdbiException e) {
-        if (attempt < MAX_TRANSIENT_ATTEMPTS && isTransient(e) && pause(attempt)) {
-          log.debug("Retrying the {} after a transient failure{}", operation, describe(e));
-          continue;
+        retryOrThrow(operation, attempt, e);
+      }
+    }
+  }
+
+  /** Work on a borrowed connection with {@link PlainStatement}s. */
+  @FunctionalInterface
+  interface ConnectionWork<R> {
+    R run(Connection connection);
+  }
+
+  /**
+   * Runs one operation made of {@link PlainStatement}s, as {@link #call} does (the same bounds,
+   * retries and failures), on a connection borrowed from the store's pool with no Jdbi handle
+   * around it: a handle costs about a quarter of a single-key operation's client CPU
+   * (BENCHMARKS.md, {@code JdbcClientCostBenchmark}). A store built on a {@link Jdbi} borrows
+   * through it, which has no other way to its connections.
+   */
+  <R> R callPlain(String operation, ConnectionWork<R> work) {
+    if (dataSource == null) {
+      return call(operation, handle -> work.run(handle.getConnection()));
+    }
+    for (int attempt = 1; ; attempt++) {
+      try (Connection connection = dataSource.getConnection()) {
+        int previousTimeout = boundNetworkTime(connection);
+        try {
+          return work.run(connection);
+        } finally {
+          restoreNetworkTime(connection, previousTimeout);
         }
+      } catch (KeyStoreException e) {
+        throw e;
+      } catch (JdbiException e) {
+        retryOrThrow(operation, attempt, e);
+      } catch (SQLException e) {
+        // borrowing or giving back the connection failed
         throw new KeyStoreException(
             "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
       }
     }
+  }
+
+  /** Returns to retry a transient failure after a pause; throws the mapped failure otherwise. */
+  private void retryOrThrow(String operation, int attempt, JdbiException e) {
+    if (attempt < MAX_TRANSIENT_ATTEMPTS && isTransient(e) && pause(attempt)) {
+      log.debug("Retrying the {} after a transient failure{}", operation, describe(e));
+      return;
+    }
+    throw new KeyStoreException(
+        "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
   }
 
   /**
@@ -187,7 +237,7 @@ final class SqlExecutor {
   }
 
   /** The SQLState and vendor code of a failure, for a message; never a bound value. */
-  private static String describe(JdbiException e) {
+  private static String describe(Exception e) {
     SQLException sqlException = findSqlException(e);
     return sqlException == null
         ? ""

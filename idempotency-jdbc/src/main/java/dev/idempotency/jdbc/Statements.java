@@ -1,6 +1,7 @@
 package dev.idempotency.jdbc;
 
 import dev.idempotency.spi.ClaimRequest;
+import java.sql.Connection;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
@@ -38,7 +39,8 @@ abstract class Statements {
   final String extend;
   final String complete;
   final String release;
-  private final String insertClaim;
+  private final PlainStatement insertClaim;
+  private final PlainStatement selectOne;
   private final Map<Integer, String> insertAllBySize = new ConcurrentHashMap<>();
 
   Statements(String table, boolean databaseTime, boolean synchronousOutcomes) {
@@ -102,7 +104,8 @@ abstract class Statements {
             + table
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
     // a dialect's insertIfAbsent reads only the table name, set above
-    insertClaim = insertIfAbsent(claimValues());
+    insertClaim = new PlainStatement(insertIfAbsent(claimValues()));
+    selectOne = new PlainStatement(select);
   }
 
   // ---- what each dialect says
@@ -144,12 +147,14 @@ abstract class Statements {
    *
    * @return inserted, or the row (empty if it vanished meanwhile)
    */
-  Rows.InsertOrRow insertOrRead(Handle handle, StatementWatchdog watchdog, ClaimRequest request) {
+  Rows.InsertOrRow insertOrRead(
+      Connection connection, StatementWatchdog watchdog, ClaimRequest request) {
     if (SqlExecutor.insertedUnlessConflict(
-        () -> bindClaim(handle.createUpdate(insertClaim), request).execute())) {
+        () -> insertClaim.update(connection, watchdog, claimParameters(request)))) {
       return Rows.InsertOrRow.INSERTED;
     }
-    return new Rows.InsertOrRow(false, selectRow(handle, request.keyId(), request.now()));
+    return new Rows.InsertOrRow(
+        false, selectRow(connection, watchdog, request.keyId(), request.now()));
   }
 
   /** Whether a batch's rows are inserted in one statement; otherwise key by key. */
@@ -238,10 +243,18 @@ abstract class Statements {
   }
 
   /** The row of a key, as the database's snapshot shows it, or empty. */
-  final Optional<Rows.Row> selectRow(Handle handle, String keyId, Instant now) {
-    var query = handle.createQuery(select).bind("keyId", keyId);
-    bindNow(query, now);
-    return query.map((rs, ctx) -> Rows.Row.read(rs)).findOne();
+  final Optional<Rows.Row> selectRow(
+      Connection connection, StatementWatchdog watchdog, String keyId, Instant now) {
+    return selectOne.query(
+        connection,
+        watchdog,
+        name ->
+            switch (name) {
+              case "keyId" -> keyId;
+              case "now" -> now.toEpochMilli();
+              default -> throw new IllegalArgumentException("no parameter " + name);
+            },
+        rows -> rows.next() ? Optional.of(Rows.Row.read(rows)) : Optional.<Rows.Row>empty());
   }
 
   /** A claim's parameters, as {@link #bindClaim} binds them, for a {@link PlainStatement}. */

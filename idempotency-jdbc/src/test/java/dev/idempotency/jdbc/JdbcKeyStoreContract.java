@@ -99,6 +99,38 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     return JdbcKeyStore.builder(dataSource()).tableName(freshTable()).createSchemaIfMissing(true);
   }
 
+  /**
+   * A store built on a Jdbi borrows its connections through a handle where one built on a
+   * DataSource borrows them from the pool; the single-key operations answer the same on both.
+   */
+  @Test
+  void aStoreBuiltOnAJdbiClaimsExtendsCompletesAndReleasesAsOneBuiltOnItsDataSource() {
+    JdbcKeyStore onJdbi =
+        JdbcKeyStore.builder(Jdbi.create(dataSource()))
+            .tableName(freshTable())
+            .createSchemaIfMissing(true)
+            .build();
+    String completed = newKeyId();
+    String released = newKeyId();
+    String token = newToken();
+    String otherToken = newToken();
+
+    assertThat(onJdbi.claim(claim(completed, token))).isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(
+            onJdbi.extend(new dev.idempotency.spi.ExtendRequest(completed, token, LONG_LEASE, T0)))
+        .isTrue();
+    assertThat(onJdbi.complete(complete(completed, otherToken, bytes("other")))).isFalse();
+    assertThat(onJdbi.complete(complete(completed, token, bytes("n_1")))).isTrue();
+    ClaimResult replay = onJdbi.claim(claim(completed, newToken()));
+    assertThat(onJdbi.claim(claim(released, token))).isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(onJdbi.release(released, token)).isTrue();
+
+    assertThat(replay).isInstanceOf(ClaimResult.Existing.class);
+    assertThat(((ClaimResult.Existing) replay).record().payload()).isEqualTo(bytes("n_1"));
+    assertThat(onJdbi.claim(claim(released, newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+  }
+
   @Test
   void aSchemaQualifiedTableIsCreatedAndUsedWithItsIndexInThatSchema() {
     String name = freshTable();

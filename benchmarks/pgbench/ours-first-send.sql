@@ -1,0 +1,6 @@
+-- The guard's first send on PostgreSQL: the one-statement claim (it inserts), then the fenced
+-- outcome with synchronous_commit off for its own transaction. The same text the store sends,
+-- with literals where the store binds values.
+\set n random(0, 2000000000)
+WITH ins AS (INSERT INTO pgbench_idempotency (key_id, state, owner_token, attempt, fingerprint, payload, created_at, completed_at, lease_until, retain_until, debug_key) VALUES ('f' || :client_id || '-' || :n, 'IN_PROGRESS', 'token', 1, '', NULL, CAST(1 AS BIGINT), NULL, CAST(1 AS BIGINT) + CAST(30000 AS BIGINT), CAST(1 AS BIGINT) + CAST(9999999999999 AS BIGINT), NULL) ON CONFLICT DO NOTHING RETURNING 1) SELECT (SELECT count(*) FROM ins) AS inserted, state, owner_token, attempt, fingerprint, payload, created_at, completed_at, lease_until, retain_until, CAST(2 AS BIGINT) AS db_now FROM (SELECT 1) AS one LEFT JOIN pgbench_idempotency ON key_id = 'f' || :client_id || '-' || :n;
+UPDATE pgbench_idempotency SET state = 'COMPLETED', payload = '\x6e5f30313233343536373839616263640a'::bytea, completed_at = CAST(3 AS BIGINT) WHERE key_id = 'f' || :client_id || '-' || :n AND owner_token = 'token' AND state = 'IN_PROGRESS' AND set_config('synchronous_commit', 'off', true) = 'off';

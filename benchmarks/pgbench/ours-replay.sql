@@ -1,0 +1,3 @@
+-- The guard's replay on PostgreSQL: the one-statement claim finding a stored record.
+\set n random(0, 9999)
+WITH ins AS (INSERT INTO pgbench_idempotency (key_id, state, owner_token, attempt, fingerprint, payload, created_at, completed_at, lease_until, retain_until, debug_key) VALUES ('k' || :n, 'IN_PROGRESS', 'token', 1, '', NULL, CAST(1 AS BIGINT), NULL, CAST(1 AS BIGINT) + CAST(30000 AS BIGINT), CAST(1 AS BIGINT) + CAST(9999999999999 AS BIGINT), NULL) ON CONFLICT DO NOTHING RETURNING 1) SELECT (SELECT count(*) FROM ins) AS inserted, state, owner_token, attempt, fingerprint, payload, created_at, completed_at, lease_until, retain_until, CAST(2 AS BIGINT) AS db_now FROM (SELECT 1) AS one LEFT JOIN pgbench_idempotency ON key_id = 'k' || :n;
