@@ -7,11 +7,10 @@ import java.sql.Connection;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.function.BiConsumer;
 import java.util.function.BiPredicate;
+import java.util.function.Function;
 import org.jdbi.v3.core.Handle;
 import org.jdbi.v3.core.statement.PreparedBatch;
-import org.jdbi.v3.core.statement.SqlStatement;
 
 /**
  * The owner's fenced writes: complete, release and extend, each one conditional statement on the
@@ -35,19 +34,7 @@ final class JdbcWrites {
   }
 
   boolean complete(Connection connection, CompleteRequest request) {
-    return complete.update(
-            connection,
-            watchdog,
-            name ->
-                switch (name) {
-                  case "keyId" -> request.keyId();
-                  case "ownerToken" -> request.ownerToken();
-                  case "state" -> request.state().name();
-                  case "payload" -> request.payload();
-                  case "now" -> request.now().toEpochMilli();
-                  default -> throw new IllegalArgumentException("no parameter " + name);
-                })
-        == 1;
+    return complete.update(connection, watchdog, values(request)) == 1;
   }
 
   boolean release(Connection connection, String keyId, String ownerToken) {
@@ -64,26 +51,38 @@ final class JdbcWrites {
   }
 
   boolean extend(Connection connection, ExtendRequest request) {
-    return extend.update(
-            connection,
-            watchdog,
-            name ->
-                switch (name) {
-                  case "keyId" -> request.keyId();
-                  case "ownerToken" -> request.ownerToken();
-                  case "leaseMillis" -> request.lease().toMillis();
-                  case "now" -> request.now().toEpochMilli();
-                  default -> throw new IllegalArgumentException("no parameter " + name);
-                })
-        == 1;
+    return extend.update(connection, watchdog, values(request)) == 1;
   }
 
   List<Boolean> completeAll(Handle handle, List<CompleteRequest> requests) {
-    return batch(handle, sql.complete, requests, this::bindComplete, this::completed);
+    return batch(handle, complete, requests, JdbcWrites::values, this::completed);
   }
 
   List<Boolean> extendAll(Handle handle, List<ExtendRequest> requests) {
-    return batch(handle, sql.extend, requests, this::bindExtend, this::extended);
+    return batch(handle, extend, requests, JdbcWrites::values, this::extended);
+  }
+
+  private static PlainStatement.Values values(CompleteRequest request) {
+    return name ->
+        switch (name) {
+          case "keyId" -> request.keyId();
+          case "ownerToken" -> request.ownerToken();
+          case "state" -> request.state().name();
+          case "payload" -> request.payload();
+          case "now" -> request.now().toEpochMilli();
+          default -> throw new IllegalArgumentException("an outcome has no parameter " + name);
+        };
+  }
+
+  private static PlainStatement.Values values(ExtendRequest request) {
+    return name ->
+        switch (name) {
+          case "keyId" -> request.keyId();
+          case "ownerToken" -> request.ownerToken();
+          case "leaseMillis" -> request.lease().toMillis();
+          case "now" -> request.now().toEpochMilli();
+          default -> throw new IllegalArgumentException("a renewal has no parameter " + name);
+        };
   }
 
   /** Read back: whether the row holds the outcome this request wrote. */
@@ -102,36 +101,22 @@ final class JdbcWrites {
         .isPresent();
   }
 
-  private void bindComplete(SqlStatement<?> statement, CompleteRequest request) {
-    statement
-        .bind("keyId", request.keyId())
-        .bind("ownerToken", request.ownerToken())
-        .bind("state", request.state().name())
-        .bind("payload", request.payload());
-    sql.bindNow(statement, request.now());
-  }
-
-  private void bindExtend(SqlStatement<?> statement, ExtendRequest request) {
-    statement
-        .bind("keyId", request.keyId())
-        .bind("ownerToken", request.ownerToken())
-        .bind("leaseMillis", request.lease().toMillis());
-    sql.bindNow(statement, request.now());
-  }
-
   /**
    * Runs one fenced statement per request as a JDBC batch. Drivers that report a batched update as
    * "done, count unknown" get each such row read back and checked with {@code written}.
    */
   private static <R> List<Boolean> batch(
       Handle handle,
-      String statement,
+      PlainStatement statement,
       List<R> requests,
-      BiConsumer<SqlStatement<?>, R> bind,
+      Function<R, PlainStatement.Values> values,
       BiPredicate<Handle, R> written) {
-    PreparedBatch batch = handle.prepareBatch(statement);
+    PreparedBatch batch = handle.prepareBatch(statement.namedSql());
     for (R request : requests) {
-      bind.accept(batch, request);
+      PlainStatement.Values row = values.apply(request);
+      for (String name : statement.parameterNames()) {
+        batch.bind(name, row.value(name));
+      }
       batch.add();
     }
     int[] counts = batch.execute();

@@ -12,10 +12,11 @@ import org.jdbi.v3.core.JdbiException;
 import org.jspecify.annotations.Nullable;
 
 /**
- * One of the store's hot statements (PostgreSQL's one-statement claim, and the owner's fenced
- * single-key writes) run on the handle's connection through plain JDBC instead of Jdbi's statement
- * API, which costs about twice the client CPU per statement (BENCHMARKS.md, {@code
- * JdbcClientCostBenchmark}): on a machine the database shares, that is throughput.
+ * One of the statements of the store's single-key operations (claim, complete, release, extend),
+ * run through plain JDBC instead of Jdbi's statement API, which costs about twice the client CPU
+ * per statement (BENCHMARKS.md, run 8, {@code JdbcClientCostBenchmark}): on a machine the database
+ * shares, that is throughput. Batches bind the same names through Jdbi ({@link #namedSql}, {@link
+ * #parameterNames}).
  *
  * <p>The statement keeps the store's named parameters ({@code :keyId}); they become positions once,
  * here. Values are bound by name, each name once per position; a value the statement does not use
@@ -44,23 +45,27 @@ final class PlainStatement {
   /** The parameters bound as binary when null; every other null is bound as a string. */
   private static final String BINARY_PARAMETER = "payload";
 
+  private final String namedSql;
   private final String sql;
   private final String[] names;
+  private final List<String> distinctNames;
 
   PlainStatement(String namedSql) {
     List<String> found = new ArrayList<>();
+    this.namedSql = namedSql;
     this.sql = positional(namedSql, found);
     this.names = found.toArray(String[]::new);
+    this.distinctNames = found.stream().distinct().toList();
   }
 
-  /** The statement with a {@code ?} for every parameter; for tests. */
-  String sql() {
-    return sql;
+  /** The statement with its named parameters, as Jdbi takes it. */
+  String namedSql() {
+    return namedSql;
   }
 
-  /** The parameter names, by position; for tests. */
+  /** The names of its parameters, each once. */
   List<String> parameterNames() {
-    return List.of(names);
+    return distinctNames;
   }
 
   /** Runs an update: the number of rows it changed. */

@@ -257,7 +257,7 @@ abstract class Statements {
         rows -> rows.next() ? Optional.of(Rows.Row.read(rows)) : Optional.<Rows.Row>empty());
   }
 
-  /** A claim's parameters, as {@link #bindClaim} binds them, for a {@link PlainStatement}. */
+  /** A claim's parameters: key, token, fingerprint, lease, window, raw key, time. */
   static PlainStatement.Values claimParameters(ClaimRequest request) {
     return name ->
         switch (name) {
@@ -270,18 +270,6 @@ abstract class Statements {
           case "now" -> request.now().toEpochMilli();
           default -> throw new IllegalArgumentException("a claim has no parameter " + name);
         };
-  }
-
-  /** Binds a claim's parameters: key, token, fingerprint, lease, window, raw key, time. */
-  final <S extends SqlStatement<S>> S bindClaim(S statement, ClaimRequest request) {
-    bindNow(statement, request.now());
-    return statement
-        .bind("keyId", request.keyId())
-        .bind("ownerToken", request.ownerToken())
-        .bind("fingerprint", request.fingerprint())
-        .bind("leaseMillis", request.lease().toMillis())
-        .bind("retentionMillis", request.retention().toMillis())
-        .bind("debugKey", request.debugKey());
   }
 
   /** Binds {@code :now} unless the database's clock is used. */
