@@ -63,7 +63,19 @@ final class AsyncGuardedCall<T> {
 
   private CompletableFuture<Outcome<T>> next(CallSupport.Next<T> next) {
     if (next instanceof CallSupport.Send<T> send) {
-      return sendAsOwner(send.claim());
+      Claim claim = send.claim();
+      if (!call.isLate(claim)) {
+        return sendAsOwner(claim);
+      }
+      // a late claim's renewal is blocking store work: never on this (possibly I/O) thread
+      return CompletableFuture.supplyAsync(
+              () -> call.renewLate(claim), call.settings.blockingStoreExecutor)
+          .thenComposeAsync(
+              ready ->
+                  ready
+                      ? sendAsOwner(claim)
+                      : CompletableFuture.<Outcome<T>>failedFuture(call.lateClaimRefused(claim)),
+              executor);
     } else if (next instanceof CallSupport.SendUnclaimed<T>) {
       return startSend(1).thenApply(value -> new Outcome<>(value, false, 1, false));
     } else if (next instanceof CallSupport.Replay<T> replay) {

@@ -200,10 +200,31 @@ public final class Batch<T> {
         inFlight.add(key);
       }
     }
+    renewIfLate(items.subList(claimed.size(), items.size()), askedAt);
     boolean first = claimed.isEmpty();
     claimed = Collections.unmodifiableList(items);
     if (first && !items.isEmpty()) {
       settings.keeper.watch(watcher);
+    }
+  }
+
+  /**
+   * Claims the store answered after more than half their lease are renewed at once, in one call, as
+   * a single call's are ({@code CallSupport#readyToSend}); those it refuses, or cannot renew, are
+   * lost and never handed out.
+   */
+  private void renewIfLate(List<Item> chunk, long askedAt) {
+    if (!settings.leaseRenewal || settings.leaseNow() - askedAt <= settings.leaseNanos / 2) {
+      return;
+    }
+    List<Claim> late = new ArrayList<>();
+    for (Item item : chunk) {
+      if (item.claim != null) {
+        late.add(item.claim);
+      }
+    }
+    if (!late.isEmpty()) {
+      settings.keeper.renewNow(late);
     }
   }
 

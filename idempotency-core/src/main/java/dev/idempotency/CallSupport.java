@@ -9,6 +9,7 @@ import dev.idempotency.spi.StoredRecord;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Base64;
+import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
@@ -244,6 +245,43 @@ final class CallSupport<T> {
 
   SendContext context(int attempt) {
     return SendContext.lazy(request.key(), attempt);
+  }
+
+  /**
+   * Whether the sender may run under this claim. A claim the store answered after more than half
+   * its lease (a slow or stalled store) is renewed first, fenced, on the calling thread: the keeper
+   * renews only every quarter lease, so a send started on the little that is left could outlive it
+   * before the first renewal and be taken over while it runs. False if the renewal failed or the
+   * key is no longer ours: then nothing may be sent (see {@link #lateClaimRefused}).
+   */
+  boolean readyToSend(Claim claim) {
+    return !isLate(claim) || renewLate(claim);
+  }
+
+  /** Whether the store answered this claim after more than half its lease (renewal on). */
+  boolean isLate(Claim claim) {
+    return settings.leaseRenewal
+        && claim.renewedLongerAgoThan(settings.leaseNow(), settings.leaseNanos / 2);
+  }
+
+  /** Renews a late claim now (blocking store work); whether it is still ours with a lease. */
+  boolean renewLate(Claim claim) {
+    settings.keeper.renewNow(List.of(claim));
+    return !claim.lapsedBy(settings.leaseNow());
+  }
+
+  /** The failure of a call whose late claim could not be renewed: nothing was sent. */
+  KeyStoreException lateClaimRefused(Claim claim) {
+    KeyStoreException refused =
+        new KeyStoreException(
+            "The key store answered the claim of key "
+                + keyId
+                + " after more than half its lease of "
+                + settings.lease.toMillis()
+                + " ms and the lease could not be renewed; nothing was sent",
+            null);
+    emit(Type.STORE_ERROR, claim.attempt, elapsed(), refused);
+    return refused;
   }
 
   /**

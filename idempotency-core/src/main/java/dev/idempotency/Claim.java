@@ -44,6 +44,11 @@ final class Claim implements LeaseKeeper.Watched {
     return !lost && leaseDeadline - now > marginNanos;
   }
 
+  /** Whether the lease was last asked for (claimed or renewed) more than {@code nanos} ago. */
+  boolean renewedLongerAgoThan(long now, long nanos) {
+    return now - renewedAt > nanos;
+  }
+
   /** Whether the lease ran out (by the guard's estimate) or was lost before {@code now}. */
   boolean lapsedBy(long now) {
     return lost || now - leaseDeadline >= 0;

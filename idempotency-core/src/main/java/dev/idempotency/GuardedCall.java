@@ -75,6 +75,9 @@ final class GuardedCall<T> {
 
   private Outcome<T> sendAsOwner(Claim claim) {
     int attempt = claim.attempt;
+    if (!call.readyToSend(claim)) {
+      throw call.lateClaimRefused(claim);
+    }
     call.startSend(claim);
     try {
       Instant sendStart = call.settings.clock.instant();

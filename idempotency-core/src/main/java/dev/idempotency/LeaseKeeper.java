@@ -123,13 +123,22 @@ final class LeaseKeeper {
           unwatch(owner);
         }
       }
-      renew(due);
+      renew(due, false);
     } finally {
       scheduleRound();
     }
   }
 
-  private void renew(List<Claim> due) {
+  /**
+   * Renews these claims now, on the calling thread, fenced: a claim the store refuses is lost, and
+   * if the store fails, every claim of the failed chunk is lost too, so that nothing is sent on a
+   * lease nobody could renew. For claims whose answer came late (CallSupport#readyToSend).
+   */
+  void renewNow(List<Claim> claims) {
+    renew(claims, true);
+  }
+
+  private void renew(List<Claim> due, boolean loseOnFailure) {
     int chunk = Math.max(1, settings.store.maxBatchSize());
     for (int from = 0; from < due.size(); from += chunk) {
       List<Claim> part = due.subList(from, Math.min(due.size(), from + chunk));
@@ -143,10 +152,16 @@ final class LeaseKeeper {
       try {
         extended = settings.store.extendAll(requests);
       } catch (RuntimeException e) {
-        log.warn(
-            "Could not renew the leases of {} keys; trying again in the next round",
-            part.size(),
-            e);
+        if (loseOnFailure) {
+          log.debug(
+              "Could not renew the leases of {} late claims; nothing is sent", part.size(), e);
+          part.forEach(Claim::lose);
+        } else {
+          log.warn(
+              "Could not renew the leases of {} keys; trying again in the next round",
+              part.size(),
+              e);
+        }
         continue;
       }
       for (int i = 0; i < part.size(); i++) {

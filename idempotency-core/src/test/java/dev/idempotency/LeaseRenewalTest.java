@@ -368,6 +368,130 @@ class LeaseRenewalTest {
   }
 
   /** A store that splits batches into chunks of a given size. */
+  // ---- a claim answered late is renewed before its sender runs
+
+  /** Three quarters of the lease: the keeper, every quarter lease, may come too late. */
+  static final Duration LATE = LEASE.multipliedBy(3).dividedBy(4);
+
+  @Test
+  void aClaimAnsweredAfterHalfItsLeaseIsRenewedBeforeTheSenderRuns() {
+    IdempotencyGuard guard = guard().store(new LateAnswers(store, LATE)).build();
+    AtomicInteger renewedBeforeSend = new AtomicInteger(-1);
+
+    String result =
+        guard.execute(
+            newKey(),
+            TTL,
+            ctx -> {
+              renewedBeforeSend.set(store.extensions.get());
+              return "sent";
+            });
+
+    assertThat(result).isEqualTo("sent");
+    assertThat(renewedBeforeSend).as("renewals when the sender started").hasValue(1);
+  }
+
+  @Test
+  void anAsyncClaimAnsweredAfterHalfItsLeaseIsRenewedBeforeTheSenderRuns() throws Exception {
+    IdempotencyGuard guard = guard().store(new LateAnswers(store, LATE)).build();
+    AtomicInteger renewedBeforeSend = new AtomicInteger(-1);
+
+    String result =
+        guard
+            .executeAsync(
+                newKey(),
+                TTL,
+                ctx -> {
+                  renewedBeforeSend.set(store.extensions.get());
+                  return CompletableFuture.completedFuture("sent");
+                })
+            .toCompletableFuture()
+            .get(30, TimeUnit.SECONDS);
+
+    assertThat(result).isEqualTo("sent");
+    assertThat(renewedBeforeSend).as("renewals when the sender started").hasValue(1);
+  }
+
+  @Test
+  void aLateClaimWhoseRenewalFailsSendsNothingAndSaysSo() {
+    IdempotencyGuard guard = guard().store(new LateAnswers(store, LATE)).build();
+    store.failExtensions.set(Integer.MAX_VALUE);
+    AtomicInteger sends = new AtomicInteger();
+
+    assertThatThrownBy(() -> guard.execute(newKey(), TTL, ctx -> "sent-" + sends.incrementAndGet()))
+        .isInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("after more than half its lease")
+        .hasMessageContaining("nothing was sent");
+    assertThat(sends).hasValue(0);
+    assertThat(events).extracting(IdempotencyEvent::type).contains(Type.STORE_ERROR);
+  }
+
+  @Test
+  void aBatchClaimedAfterHalfItsLeaseIsRenewedBeforeAnyKeyIsHandedOut() {
+    IdempotencyGuard guard = guard().store(new LateAnswers(store, LATE)).build();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      requests.add(IdempotencyRequest.of(newKey(), TTL));
+    }
+
+    Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+    int renewedBeforeHandOut = store.extensions.get();
+    List<Batch.Item> handedOut = new ArrayList<>();
+    batch.toSend().forEach(handedOut::add);
+    handedOut.forEach(item -> batch.succeeded(item, "sent"));
+    batch.record();
+
+    assertThat(renewedBeforeHandOut)
+        .as("each key of the late chunk renewed before any was handed out")
+        .isEqualTo(3);
+    assertThat(handedOut).hasSize(3);
+  }
+
+  @Test
+  void aClaimAnsweredInTimeCostsNoRenewalBeforeItsSend() {
+    IdempotencyGuard guard = guard().build();
+    AtomicInteger renewedBeforeSend = new AtomicInteger(-1);
+
+    guard.execute(
+        newKey(),
+        TTL,
+        ctx -> {
+          renewedBeforeSend.set(store.extensions.get());
+          return "sent";
+        });
+
+    assertThat(renewedBeforeSend).hasValue(0);
+  }
+
+  /** A store whose answers to claims arrive {@code delay} after the claim took effect. */
+  static final class LateAnswers extends ForwardingKeyStore {
+    private final Duration delay;
+
+    LateAnswers(KeyStore delegate, Duration delay) {
+      super(delegate);
+      this.delay = delay;
+    }
+
+    @Override
+    public ClaimResult claim(ClaimRequest request) {
+      return late(delegate.claim(request));
+    }
+
+    @Override
+    public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
+      return late(delegate.claimAll(requests));
+    }
+
+    private <R> R late(R answer) {
+      try {
+        Thread.sleep(delay.toMillis());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return answer;
+    }
+  }
+
   static final class SmallChunks extends ForwardingKeyStore {
     private final int chunk;
 

@@ -8,6 +8,10 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.ResultCodec;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.ExtendRequest;
+import dev.idempotency.spi.KeyStore;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -90,6 +94,78 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
       assertThat(polls).as("the second caller polled while it ran").isGreaterThan(10);
       String replay = guard.execute(key, LONG_RETENTION, ctx -> "again");
       assertThat(replay).isEqualTo("slow");
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /**
+   * A claim the store answers after more than half its lease (a slow store, a slow network) is
+   * renewed before its sender runs: the keeper renews every quarter lease, and a send started on
+   * what is left could be taken over before its first renewal. A second caller polls all along.
+   */
+  @Test
+  public void claimAnsweredAfterMostOfItsLeaseIsRenewedBeforeTheSendAndNeverTakenOver()
+      throws Exception {
+    AtomicInteger extensions = new AtomicInteger();
+    CountDownLatch claimed = new CountDownLatch(1);
+    Duration late = RENEWED_LEASE.multipliedBy(7).dividedBy(10);
+    KeyStore slow =
+        new ForwardingKeyStore(store()) {
+          @Override
+          public ClaimResult claim(ClaimRequest request) {
+            ClaimResult answer = delegate.claim(request);
+            claimed.countDown();
+            pause(late.toMillis());
+            return answer;
+          }
+
+          @Override
+          public boolean extend(ExtendRequest request) {
+            extensions.incrementAndGet();
+            return delegate.extend(request);
+          }
+
+          @Override
+          public List<Boolean> extendAll(List<ExtendRequest> requests) {
+            extensions.addAndGet(requests.size());
+            return delegate.extendAll(requests);
+          }
+        };
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(slow).lease(RENEWED_LEASE).inFlightWait(ZERO).build();
+    IdempotencyGuard second =
+        IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).inFlightWait(ZERO).build();
+    String key = "late-claim:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+    AtomicInteger renewedBeforeSend = new AtomicInteger(-1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<String> first =
+          pool.submit(
+              () ->
+                  guard.execute(
+                      key,
+                      LONG_RETENTION,
+                      ctx -> {
+                        renewedBeforeSend.set(extensions.get());
+                        sends.incrementAndGet();
+                        awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(2));
+                        return "first";
+                      }));
+      assertThat(claimed.await(30, TimeUnit.SECONDS)).isTrue();
+      while (!first.isDone()) {
+        try {
+          second.execute(key, LONG_RETENTION, ctx -> "second-" + sends.incrementAndGet());
+        } catch (IdempotencyInProgressException expected) {
+          // held by the first caller, as it should be
+        }
+        pause(20);
+      }
+
+      assertThat(first.get(30, TimeUnit.SECONDS)).isEqualTo("first");
+      assertThat(renewedBeforeSend).as("renewals before the sender started").hasValue(1);
+      assertThat(sends).as("the late claim's send was never taken over").hasValue(1);
     } finally {
       pool.shutdownNow();
     }
