@@ -54,6 +54,13 @@ final class DuplicateChecker {
     final List<String> stuck = new ArrayList<>();
     int abandoned;
 
+    /**
+     * The longest time while the nemesis ran in which no call succeeded (sent or replayed), in ms:
+     * a store restart or a cut shows here for its length; a harness that stalled shows as most of
+     * the run.
+     */
+    long longestQuietMillis;
+
     boolean ok() {
       return brokenDuplicates.isEmpty() && badResults.isEmpty() && stuck.isEmpty();
     }
@@ -65,11 +72,12 @@ final class DuplicateChecker {
     /** One row of the table a run prints. */
     String row(String store) {
       return String.format(
-          "| %s | %,d | %,d | %,d | %,d | %s | %s | %d | %s |",
+          "| %s | %,d | %,d | %,d | %.1f | %,d | %s | %s | %d | %s |",
           store,
           calls,
           sends,
           replays,
+          longestQuietMillis / 1000.0,
           faults.values().stream().mapToInt(Integer::intValue).sum(),
           faults,
           allowed() == 0 ? "0" : allowed() + " " + allowedDuplicates,
@@ -78,8 +86,9 @@ final class DuplicateChecker {
     }
 
     static String header() {
-      return "| store | calls | sends | replays | faults | by type | duplicates allowed (cause)"
-          + " | not allowed | checker |\n|---|---|---|---|---|---|---|---|---|";
+      return "| store | calls | sends | replays | longest quiet (s) | faults | by type"
+          + " | duplicates allowed (cause) | not allowed | checker |"
+          + "\n|---|---|---|---|---|---|---|---|---|---|";
     }
 
     @Override
@@ -90,6 +99,8 @@ final class DuplicateChecker {
           + sends
           + " replays="
           + replays
+          + " longestQuietMillis="
+          + longestQuietMillis
           + " faults="
           + faults
           + " allowedDuplicates="
@@ -108,6 +119,32 @@ final class DuplicateChecker {
   private DuplicateChecker() {}
 
   /**
+   * The longest gap between successful calls while the nemesis ran, counting its start and end as
+   * edges; without a window (an older run), between the first and last successful call.
+   */
+  static long longestQuiet(FaultHistory history) {
+    boolean windowed = history.activeUntilMillis > 0;
+    long[] times =
+        history.calls.stream()
+            .filter(c -> c.outcome().equals("SENT") || c.outcome().equals("REPLAYED"))
+            .mapToLong(Call::millis)
+            .filter(
+                t -> !windowed || (t >= history.activeFromMillis && t <= history.activeUntilMillis))
+            .sorted()
+            .toArray();
+    if (times.length == 0) {
+      return windowed ? history.activeUntilMillis - history.activeFromMillis : 0;
+    }
+    long longest = windowed ? times[0] - history.activeFromMillis : 0;
+    for (int i = 1; i < times.length; i++) {
+      longest = Math.max(longest, times[i] - times[i - 1]);
+    }
+    return windowed
+        ? Math.max(longest, history.activeUntilMillis - times[times.length - 1])
+        : longest;
+  }
+
+  /**
    * Checks a history.
    *
    * @param stuck keys still in progress with a live lease after the run settled
@@ -117,6 +154,7 @@ final class DuplicateChecker {
     Report report = new Report();
     report.calls = history.calls.size();
     report.sends = history.sends.size();
+    report.longestQuietMillis = longestQuiet(history);
     report.stuck.addAll(stuck);
     report.abandoned = abandoned;
     for (Fault fault : history.faults) {

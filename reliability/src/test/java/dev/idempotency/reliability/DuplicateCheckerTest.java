@@ -188,4 +188,41 @@ class DuplicateCheckerTest {
     assertThat(report.stuck).containsExactly("held");
     assertThat(report.ok()).isFalse();
   }
+
+  @Test
+  void theLongestQuietCountsFailedCallsAsQuietAndTheWindowsEdges() {
+    FaultHistory history =
+        history(
+            List.of(),
+            List.of(
+                new Call("a", "execute", 0, "SENT", "r", true, 1_500),
+                new Call("a", "execute", 1, "KeyStoreException", null, false, 3_000),
+                new Call("a", "async", 2, "REPLAYED", "r", true, 6_500),
+                new Call("a", "batch", 0, "REPLAYED", "r", true, 7_000),
+                new Call("a", "execute", 0, "REPLAYED", "r", true, 30_000)),
+            List.of());
+    history.activeFromMillis = 1_000;
+    history.activeUntilMillis = 9_000;
+
+    // 1,500 to 6,500: the failed call in between does not count; the call after the window neither
+    assertThat(DuplicateChecker.longestQuiet(history)).isEqualTo(5_000);
+
+    history.activeUntilMillis = 20_000;
+    assertThat(DuplicateChecker.check(history, List.of(), 0).longestQuietMillis)
+        .as("a run that stalled after 7 s of 19")
+        .isEqualTo(13_000);
+  }
+
+  @Test
+  void withoutAWindowTheLongestQuietIsBetweenSuccessfulCalls() {
+    FaultHistory history =
+        history(
+            List.of(),
+            List.of(
+                new Call("a", "execute", 0, "SENT", "r", true, 100),
+                new Call("a", "execute", 0, "REPLAYED", "r", true, 2_100)),
+            List.of());
+
+    assertThat(DuplicateChecker.longestQuiet(history)).isEqualTo(2_000);
+  }
 }

@@ -108,7 +108,21 @@ final class FaultHistory {
   final List<Call> calls = new ArrayList<>();
   final List<Fault> faults = new ArrayList<>();
 
-  /** Reads {@code sends-*.log}, {@code calls-*.log} and {@code faults*.log} from a directory. */
+  /**
+   * When the nemesis started and stopped (wall-clock ms, from {@code window.txt}); 0 and 0 for a
+   * run from before the window was written.
+   */
+  long activeFromMillis;
+
+  long activeUntilMillis;
+
+  /** The file that holds when the nemesis started and stopped: two lines of wall-clock ms. */
+  static final String WINDOW_FILE = "window.txt";
+
+  /**
+   * Reads {@code sends-*.log}, {@code calls-*.log}, {@code faults*.log} and {@code window.txt} from
+   * a directory.
+   */
   static FaultHistory read(Path dir) throws IOException {
     FaultHistory history = new FaultHistory();
     try (Stream<Path> files = Files.list(dir)) {
@@ -122,6 +136,11 @@ final class FaultHistory {
           } else if (name.startsWith("faults")) {
             history.faults.add(Fault.parse(line));
           }
+        }
+        if (name.equals(WINDOW_FILE)) {
+          List<String> window = Files.readAllLines(file);
+          history.activeFromMillis = Long.parseLong(window.get(0).trim());
+          history.activeUntilMillis = Long.parseLong(window.get(1).trim());
         }
       }
     }

@@ -175,6 +175,7 @@ final class FaultRun {
       startChild(clientSpec);
     }
     awaitReady();
+    long activeFrom = System.currentTimeMillis();
     long end = System.nanoTime() + settings.duration().toNanos();
     long lease = settings.lease().toMillis();
     while (System.nanoTime() < end) {
@@ -206,6 +207,9 @@ final class FaultRun {
         fault(new Fault("PARTITION", -1, at, System.currentTimeMillis()));
       }
     }
+    Files.writeString(
+        dir.resolve(FaultHistory.WINDOW_FILE),
+        activeFrom + "\n" + System.currentTimeMillis() + "\n");
     Files.createFile(dir.resolve("stop"));
     for (int i = 0; i < children.size(); i++) {
       Process child = children.get(i);

@@ -23,6 +23,12 @@ class FaultRunTest {
   private static final long SEED = FaultRun.configuredSeed(17);
   private static final Duration SHORT = FaultRun.configuredDuration(Duration.ofSeconds(20));
 
+  /**
+   * No fault stops every client for long: a store restart takes seconds, a cut at most 2 s, a pause
+   * one process. A run where no call succeeds for this long has stalled.
+   */
+  private static final long QUIET_LIMIT_MILLIS = 15_000;
+
   @ParameterizedTest
   @EnumSource(StoreKind.class)
   void everySendIsAccountedForAndEveryDuplicateHasAnAllowedCause(StoreKind store) throws Exception {
@@ -36,6 +42,9 @@ class FaultRunTest {
 
     assertThat(report.sends).as("the run sent").isGreaterThan(50);
     assertThat(report.replays).as("the run replayed").isGreaterThan(50);
+    assertThat(report.longestQuietMillis)
+        .as("the longest time in which no call succeeded (a stalled harness shows here)")
+        .isLessThan(QUIET_LIMIT_MILLIS);
     assertThat(report.faults).as("the nemesis struck").isNotEmpty();
     assertThat(report.brokenDuplicates).as("duplicates without an allowed cause").isEmpty();
     assertThat(report.badResults).as("results no send produced").isEmpty();
