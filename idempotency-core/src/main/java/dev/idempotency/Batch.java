@@ -200,7 +200,7 @@ public final class Batch<T> {
         inFlight.add(key);
       }
     }
-    renewIfLate(items.subList(claimed.size(), items.size()), askedAt);
+    renewIfLate(items.subList(claimed.size(), items.size()));
     boolean first = claimed.isEmpty();
     claimed = Collections.unmodifiableList(items);
     if (first && !items.isEmpty()) {
@@ -209,23 +209,18 @@ public final class Batch<T> {
   }
 
   /**
-   * Claims the store answered after more than half their lease are renewed at once, in one call, as
-   * a single call's are ({@code CallSupport#readyToSend}); those it refuses, or cannot renew, are
+   * A chunk the store answered after more than half its lease is renewed at once, in one call, as a
+   * single call's claim is ({@link LeaseKeeper#renewLate}); keys it refuses, or cannot renew, are
    * lost and never handed out.
    */
-  private void renewIfLate(List<Item> chunk, long askedAt) {
-    if (!settings.leaseRenewal || settings.leaseNow() - askedAt <= settings.leaseNanos / 2) {
-      return;
-    }
-    List<Claim> late = new ArrayList<>();
+  private void renewIfLate(List<Item> chunk) {
+    List<Claim> claims = new ArrayList<>();
     for (Item item : chunk) {
       if (item.claim != null) {
-        late.add(item.claim);
+        claims.add(item.claim);
       }
     }
-    if (!late.isEmpty()) {
-      settings.keeper.renewNow(late);
-    }
+    settings.keeper.renewLate(claims);
   }
 
   /**

@@ -260,13 +260,12 @@ final class CallSupport<T> {
 
   /** Whether the store answered this claim after more than half its lease (renewal on). */
   boolean isLate(Claim claim) {
-    return settings.leaseRenewal
-        && claim.renewedLongerAgoThan(settings.leaseNow(), settings.leaseNanos / 2);
+    return settings.keeper.isLate(claim, settings.leaseNow());
   }
 
   /** Renews a late claim now (blocking store work); whether it is still ours with a lease. */
   boolean renewLate(Claim claim) {
-    settings.keeper.renewNow(List.of(claim));
+    settings.keeper.renewLate(List.of(claim));
     return !claim.lapsedBy(settings.leaseNow());
   }
 

@@ -130,12 +130,30 @@ final class LeaseKeeper {
   }
 
   /**
-   * Renews these claims now, on the calling thread, fenced: a claim the store refuses is lost, and
-   * if the store fails, every claim of the failed chunk is lost too, so that nothing is sent on a
-   * lease nobody could renew. For claims whose answer came late (CallSupport#readyToSend).
+   * Whether the store answered this claim after more than half its lease (with renewal on): the
+   * keeper's rounds, every quarter lease, may then come too late for a send started on what is
+   * left, so the claim must be renewed before anything is sent ({@link #renewLate}).
    */
-  void renewNow(List<Claim> claims) {
-    renew(claims, true);
+  boolean isLate(Claim claim, long now) {
+    return settings.leaseRenewal && claim.renewedLongerAgoThan(now, settings.leaseNanos / 2);
+  }
+
+  /**
+   * Renews the late ones of these claims now, on the calling thread, fenced: a claim the store
+   * refuses is lost, and if the store fails, every claim of the failed chunk is lost too, so that
+   * nothing is sent on a lease nobody could renew. For a single call's claim and a batch's chunk.
+   */
+  void renewLate(List<Claim> claims) {
+    long now = settings.leaseNow();
+    List<Claim> late = new ArrayList<>();
+    for (Claim claim : claims) {
+      if (isLate(claim, now)) {
+        late.add(claim);
+      }
+    }
+    if (!late.isEmpty()) {
+      renew(late, true);
+    }
   }
 
   private void renew(List<Claim> due, boolean loseOnFailure) {
