@@ -24,7 +24,12 @@ import redis.embedded.RedisServer;
  *
  * <pre>
  * java -cp benchmarks/target/benchmarks.jar dev.idempotency.benchmarks.RedisServerCost
+ * java -cp benchmarks/target/benchmarks.jar dev.idempotency.benchmarks.RedisServerCost 127.0.0.1:26379
  * </pre>
+ *
+ * With no argument it starts the embedded Redis the tests use; with {@code host:port} it measures
+ * that server instead (the peers harness's Debian Redis, for instance), resetting its statistics
+ * and leaving its keys ({@code g:*}, {@code f:*}, the guard's prefix) behind.
  */
 public final class RedisServerCost {
 
@@ -36,15 +41,25 @@ public final class RedisServerCost {
   /**
    * Measures and prints.
    *
-   * @param args ignored
+   * @param args nothing, or the {@code host:port} of a running server to measure
    */
   public static void main(String[] args) {
-    int port = FreePorts.next();
-    RedisServer server = Backend.startRedis(port);
-    RedisClient client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
+    RedisServer server = null;
+    String address;
+    if (args.length == 0) {
+      int port = FreePorts.next();
+      server = Backend.startRedis(port);
+      address = "127.0.0.1:" + port;
+    } else {
+      address = args[0];
+    }
+    RedisClient client = RedisClient.create(RedisURI.create("redis://" + address));
     try (RedisKeyStore store = RedisKeyStore.builder(client).build();
         StatefulRedisConnection<String, String> raw = client.connect()) {
       RedisCommands<String, String> redis = raw.sync();
+      Matcher version = Pattern.compile("redis_version:(\\S+)").matcher(redis.info("server"));
+      System.out.println(
+          "Redis " + (version.find() ? version.group(1) : "(version unknown)") + " at " + address);
       IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
       Duration ttl = Duration.ofHours(1);
 
@@ -81,7 +96,9 @@ public final class RedisServerCost {
       report("smallest script (GET only)", redis.info("commandstats"), "evalsha");
     } finally {
       client.shutdown();
-      server.stop();
+      if (server != null) {
+        server.stop();
+      }
     }
   }
 
