@@ -84,7 +84,19 @@ public final class CpuPerOperation {
     String store = args[0];
     String address = args[1];
     String workload = args[2];
-    boolean replays = args[3].equals("replay");
+    String passName = args[3];
+    if (!(store.equals("redis") && (workload.equals("guard") || workload.equals("floor"))
+        || store.equals("postgresql") && (workload.equals("guard") || workload.equals("camel")))) {
+      throw new IllegalArgumentException(
+          "workload must be guard or floor on redis, guard or camel on postgresql; got "
+              + workload
+              + " on "
+              + store);
+    }
+    if (!passName.equals("first") && !passName.equals("replay")) {
+      throw new IllegalArgumentException("pass must be first or replay; got " + passName);
+    }
+    boolean replays = passName.equals("replay");
     int threads = Integer.parseInt(args[4]);
     int keys = Integer.parseInt(args[5]);
     int warmups = Integer.parseInt(args[6]);
@@ -123,7 +135,7 @@ public final class CpuPerOperation {
               "%s %s %s T=%d: %.0f ops/s; CPU us/op: client %.1f (workers %.1f",
               store,
               workload,
-              args[3],
+              passName,
               threads,
               keys / seconds,
               perOp(process, keys),
