@@ -79,15 +79,7 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
                         return "slow";
                       }));
       assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
-      int polls = 0;
-      while (!slow.isDone()) {
-        try {
-          guard.execute(key, LONG_RETENTION, ctx -> "second-" + sends.incrementAndGet());
-        } catch (IdempotencyInProgressException expected) {
-          polls++;
-        }
-        pause(50);
-      }
+      int polls = pollWhileRunning(guard, key, slow, sends, 50);
 
       assertThat(slow.get(30, TimeUnit.SECONDS)).isEqualTo("slow");
       assertThat(sends).as("the slow send was never taken over").hasValue(1);
@@ -154,14 +146,7 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
                         return "first";
                       }));
       assertThat(claimed.await(30, TimeUnit.SECONDS)).isTrue();
-      while (!first.isDone()) {
-        try {
-          second.execute(key, LONG_RETENTION, ctx -> "second-" + sends.incrementAndGet());
-        } catch (IdempotencyInProgressException expected) {
-          // held by the first caller, as it should be
-        }
-        pause(20);
-      }
+      pollWhileRunning(second, key, first, sends, 20);
 
       assertThat(first.get(30, TimeUnit.SECONDS)).isEqualTo("first");
       assertThat(renewedBeforeSend).as("renewals before the sender started").hasValue(1);
@@ -169,6 +154,29 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
     } finally {
       pool.shutdownNow();
     }
+  }
+
+  /**
+   * A second caller of {@code key} until {@code running} ends, every {@code pauseMillis}: each call
+   * that is let through counts as a send in {@code sends}; returns how many found the key in
+   * progress (held by the running caller, as it should be).
+   */
+  private static int pollWhileRunning(
+      IdempotencyGuard guard,
+      String key,
+      Future<?> running,
+      AtomicInteger sends,
+      long pauseMillis) {
+    int polls = 0;
+    while (!running.isDone()) {
+      try {
+        guard.execute(key, LONG_RETENTION, ctx -> "second-" + sends.incrementAndGet());
+      } catch (IdempotencyInProgressException expected) {
+        polls++;
+      }
+      pause(pauseMillis);
+    }
+    return polls;
   }
 
   /**
