@@ -1,5 +1,6 @@
 package dev.idempotency;
 
+import static dev.idempotency.IdempotencyGuardTest.await;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -22,7 +23,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -56,16 +56,6 @@ class LeaseRenewalTest {
 
   static String newKey() {
     return "renew:" + UUID.randomUUID();
-  }
-
-  static void await(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting for " + what);
-      }
-      Thread.sleep(10);
-    }
   }
 
   /** Claims the key with another guard until that succeeds; returns the nanoTime it did. */
