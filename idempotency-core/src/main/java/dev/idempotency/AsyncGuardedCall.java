@@ -33,7 +33,7 @@ final class AsyncGuardedCall<T> {
   }
 
   CompletableFuture<Outcome<T>> run() {
-    IdempotencyObserver.CallObservation observation = call.startObservation();
+    IdempotencyObserver.CallObservation observation = call.events.start();
     CompletableFuture<Outcome<T>> result;
     try {
       result = attempt();
@@ -115,7 +115,7 @@ final class AsyncGuardedCall<T> {
                   .thenApply(
                       recorded -> {
                         if (recorded) {
-                          call.emit(Type.COMPLETED, attempt, sendNanos, null);
+                          call.events.emit(Type.COMPLETED, attempt, sendNanos, null);
                         }
                         return new Outcome<>(value, false, attempt, recorded);
                       });
@@ -142,17 +142,17 @@ final class AsyncGuardedCall<T> {
         .thenCompose(
             wasStored -> {
               if (wasStored) {
-                call.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
+                call.events.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
                 return CompletableFuture.completedFuture(null);
               }
               return Stages.continueOn(
                   release(claim),
                   (released, error) -> {
                     if (error != null) {
-                      call.reportReleaseFailed(error);
+                      call.events.releaseFailed(error);
                       result.addSuppressed(error);
                     } else if (released) {
-                      call.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
+                      call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
                     }
                     return CompletableFuture.completedFuture(null);
                   },
@@ -183,12 +183,12 @@ final class AsyncGuardedCall<T> {
         (written, error) -> {
           if (error == null) {
             if (!written) {
-              call.reportNotRecorded(claim.attempt, null);
+              call.events.notRecorded(claim.attempt, null);
             }
             return CompletableFuture.completedFuture(written);
           }
           if (round >= call.settings.completionAttempts) {
-            call.reportNotRecorded(claim.attempt, error);
+            call.events.notRecorded(claim.attempt, error);
             return CompletableFuture.completedFuture(false);
           }
           long backoffNanos = CallSupport.completionBackoffMillis(round) * 1_000_000L;

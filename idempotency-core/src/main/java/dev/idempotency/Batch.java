@@ -285,7 +285,7 @@ public final class Batch<T> {
   private void lapse(Item item) {
     if (item.state.compareAndSet(Item.NEW, Item.LAPSED)) {
       lapsed.add(item.key());
-      CallSupport.log.debug(
+      CallEvents.log.debug(
           "Key {} of a batch was not handed out: its lease lapsed", item.call.keyId);
     }
   }

@@ -124,13 +124,14 @@ final class BatchWriter {
       item.call.finish(item.claim);
       if (written == null || !written.get(i)) {
         notRecorded.add(item.key());
-        item.call.reportNotRecorded(item.attempt(), written == null ? lastFailure : null);
+        item.call.events.notRecorded(item.attempt(), written == null ? lastFailure : null);
       } else if (item.outcome == RecordState.COMPLETED) {
         completed.incrementAndGet();
-        item.call.emit(Type.COMPLETED, item.attempt(), item.call.elapsed(), null);
+        item.call.events.emit(Type.COMPLETED, item.attempt(), item.call.events.elapsed(), null);
       } else {
         stored.incrementAndGet();
-        item.call.emit(Type.FAILURE_STORED, item.attempt(), item.call.elapsed(), item.failure);
+        item.call.events.emit(
+            Type.FAILURE_STORED, item.attempt(), item.call.events.elapsed(), item.failure);
       }
     }
   }
@@ -141,10 +142,11 @@ final class BatchWriter {
     try {
       if (store.release(item.call.keyId, item.claim.ownerToken)) {
         released.incrementAndGet();
-        item.call.emit(Type.RELEASED, item.attempt(), item.call.elapsed(), item.failure);
+        item.call.events.emit(
+            Type.RELEASED, item.attempt(), item.call.events.elapsed(), item.failure);
       }
     } catch (RuntimeException e) {
-      item.call.reportReleaseFailed(e);
+      item.call.events.releaseFailed(e);
     }
   }
 }

@@ -12,8 +12,6 @@ import java.util.Base64;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The decision core of one guarded key, shared by the blocking ({@link GuardedCall}), asynchronous
@@ -27,15 +25,16 @@ import org.slf4j.LoggerFactory;
  *       report of a sender that outlived its lease;
  *   <li>{@link #encode} and {@link #failurePayload} turn a result or a permanent failure into a
  *       payload the store accepts (never larger than its limit);
- *   <li>{@link #completionBackoffMillis} paces the retries of a fenced write;
- *   <li>events and logs, which name the key only by its digest.
+ *   <li>{@link #completionBackoffMillis} paces the retries of a fenced write.
  * </ol>
  *
- * One instance per key and call; not thread-safe except where noted.
+ * What the call reports (events and logs, which name the key only by its digest) goes through its
+ * {@link CallEvents}, {@link #events}.
+ *
+ * <p>One instance per key and call; not thread-safe except where noted.
  */
 final class CallSupport<T> {
 
-  static final Logger log = LoggerFactory.getLogger(IdempotencyGuard.class);
   static final long FIRST_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
   static final long MAX_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
   static final long COMPLETION_BACKOFF_MILLIS = 50;
@@ -64,24 +63,18 @@ final class CallSupport<T> {
   final ResultCodec<T> codec;
   final String keyId;
   final String fingerprint;
-  final long startNanos = System.nanoTime();
   private long waitStartNanos;
   private long pollNanos = FIRST_POLL_NANOS;
-  private IdempotencyObserver.CallObservation observation =
-      IdempotencyObserver.CallObservation.NONE;
+  final CallEvents events;
 
   CallSupport(GuardSettings settings, IdempotencyRequest request, ResultCodec<T> codec) {
+    long startNanos = System.nanoTime();
     this.settings = settings;
     this.request = request;
     this.codec = codec;
     this.keyId = Digests.keyId(request.key());
     this.fingerprint = Digests.fingerprint(request.fingerprint());
-  }
-
-  /** The call starts: the observers follow it from here (for execute and executeAsync). */
-  IdempotencyObserver.CallObservation startObservation() {
-    observation = settings.observers.onCallStart(request.operation(), settings.store.kind());
-    return observation;
+    this.events = new CallEvents(settings, request.operation(), keyId, startNanos);
   }
 
   /**
@@ -128,16 +121,16 @@ final class CallSupport<T> {
     if (error != null || result == null) {
       KeyStoreException storeFailure = claimFailed(error);
       if (settings.failOpen) {
-        reportFailOpen(storeFailure);
+        events.failOpen(storeFailure);
         return new SendUnclaimed<>();
       }
       return new Refuse<>(storeFailure);
     }
     if (result instanceof ClaimResult.Claimed granted) {
       if (waitStartNanos != 0) {
-        emit(Type.WAITED, granted.attempt(), System.nanoTime() - waitStartNanos, null);
+        events.emit(Type.WAITED, granted.attempt(), System.nanoTime() - waitStartNanos, null);
       }
-      reportClaimed(granted);
+      events.claimed(granted);
       return new Send<>(
           new Claim(keyId, claimed.ownerToken(), granted.attempt(), askedAt, settings.leaseNanos));
     }
@@ -176,31 +169,8 @@ final class CallSupport<T> {
         failure instanceof KeyStoreException e
             ? e
             : new KeyStoreException("The key store failed to claim key " + keyId, failure);
-    emit(Type.STORE_ERROR, 0, elapsed(), storeFailure);
+    events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
     return storeFailure;
-  }
-
-  private void reportFailOpen(KeyStoreException storeFailure) {
-    log.warn(
-        "Key store unavailable; fail-open mode sends key {} without a claim (a duplicate is"
-            + " possible)",
-        keyId,
-        storeFailure);
-    emit(Type.FAIL_OPEN_SEND, 1, elapsed(), storeFailure);
-  }
-
-  /** Reports a granted claim: a first claim, or a takeover of an expired lease. */
-  void reportClaimed(ClaimResult.Claimed claimed) {
-    if (claimed.takeover()) {
-      log.warn(
-          "Took over key {} at attempt {}: the previous attempt outlived its lease without an"
-              + " outcome and may have sent; the provider key lets the provider absorb a duplicate",
-          keyId,
-          claimed.attempt());
-      emit(Type.TAKEOVER, claimed.attempt(), elapsed(), null);
-    } else {
-      emit(Type.CLAIMED, claimed.attempt(), elapsed(), null);
-    }
   }
 
   /**
@@ -211,35 +181,35 @@ final class CallSupport<T> {
   private Outcome<T> resolveExisting(ClaimResult.Existing existing) {
     StoredRecord record = existing.record();
     if (!record.fingerprint().equals(fingerprint)) {
-      emit(Type.KEY_REUSE, record.attempt(), elapsed(), null);
+      events.emit(Type.KEY_REUSE, record.attempt(), events.elapsed(), null);
       throw new IdempotencyKeyReuseException(keyId);
     }
     if (record.state() == RecordState.IN_PROGRESS) {
       if (existing.leaseExpired()) {
-        emit(Type.OUTCOME_UNKNOWN, record.attempt(), elapsed(), null);
+        events.emit(Type.OUTCOME_UNKNOWN, record.attempt(), events.elapsed(), null);
         throw new IdempotencyOutcomeUnknownException(keyId, record.attempt());
       }
       return null;
     }
     if (waitStartNanos != 0) {
-      emit(Type.WAITED, record.attempt(), System.nanoTime() - waitStartNanos, null);
+      events.emit(Type.WAITED, record.attempt(), System.nanoTime() - waitStartNanos, null);
     }
     return replay(record);
   }
 
   private Outcome<T> replay(StoredRecord record) {
     if (record.state() == RecordState.FAILED) {
-      emit(Type.FAILURE_REPLAYED, record.attempt(), elapsed(), null);
+      events.emit(Type.FAILURE_REPLAYED, record.attempt(), events.elapsed(), null);
       throw Payloads.storedFailure(keyId, record.payload());
     }
-    emit(Type.REPLAYED, record.attempt(), elapsed(), null);
+    events.emit(Type.REPLAYED, record.attempt(), events.elapsed(), null);
     return new Outcome<>(
         Payloads.decode(keyId, record.payload(), codec), true, record.attempt(), true);
   }
 
   private IdempotencyInProgressException inProgress(int attempt, Throwable cause) {
     long waitedNanos = waitStartNanos == 0 ? 0 : System.nanoTime() - waitStartNanos;
-    emit(Type.IN_PROGRESS_CONFLICT, attempt, waitedNanos, cause);
+    events.emit(Type.IN_PROGRESS_CONFLICT, attempt, waitedNanos, cause);
     return IdempotencyInProgressException.afterWaiting(keyId, Duration.ofNanos(waitedNanos), cause);
   }
 
@@ -279,7 +249,7 @@ final class CallSupport<T> {
                 + settings.lease.toMillis()
                 + " ms and the lease could not be renewed; nothing was sent",
             null);
-    emit(Type.STORE_ERROR, claim.attempt, elapsed(), refused);
+    events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), refused);
     return refused;
   }
 
@@ -312,14 +282,7 @@ final class CallSupport<T> {
   long sendFinished(Claim claim, Instant sendStart) {
     long sendNanos = Duration.between(sendStart, settings.clock.instant()).toNanos();
     if (claim != null && claim.lapsedBy(settings.leaseNow())) {
-      log.warn(
-          "The sender for key {} ran {} ms and its lease of {} ms ran out{}; another caller may"
-              + " have taken the key over. Raise the lease, or the renewal limit",
-          keyId,
-          TimeUnit.NANOSECONDS.toMillis(sendNanos),
-          settings.lease.toMillis(),
-          settings.leaseRenewal ? " (renewal failed or reached its limit)" : "");
-      emit(Type.LEASE_OVERRUN, claim.attempt, sendNanos, null);
+      events.leaseOverrun(claim.attempt, sendNanos);
     }
     return sendNanos;
   }
@@ -337,22 +300,12 @@ final class CallSupport<T> {
         throw new IllegalStateException("the codec returned null");
       }
     } catch (Exception e) {
-      log.warn(
-          "The result for key {} could not be encoded; recording the send without a result",
-          keyId,
-          e);
-      emit(Type.RESULT_NOT_STORED, attempt, elapsed(), e);
+      events.resultNotEncoded(attempt, e);
       return Payloads.notStored(
           "the result could not be encoded (" + e.getClass().getName() + ")", limit);
     }
     if (encoded.length + 1 > limit) {
-      log.warn(
-          "The result for key {} is {} bytes, over the store's limit of {}; recording the send"
-              + " without a result",
-          keyId,
-          encoded.length,
-          limit);
-      emit(Type.RESULT_NOT_STORED, attempt, elapsed(), null);
+      events.resultTooLarge(attempt, encoded.length, limit);
       return Payloads.notStored(
           "the result of " + encoded.length + " bytes exceeds the store's limit of " + limit,
           limit);
@@ -414,48 +367,8 @@ final class CallSupport<T> {
     try {
       return settings.failureClassifier.isPermanent(failure);
     } catch (RuntimeException e) {
-      log.warn("The FailureClassifier threw; treating the failure as transient", e);
+      CallEvents.log.warn("The FailureClassifier threw; treating the failure as transient", e);
       return false;
-    }
-  }
-
-  void reportNotRecorded(int attempt, Throwable lastFailure) {
-    if (lastFailure == null) {
-      log.warn(
-          "Key {} was taken over while attempt {} was sending; its outcome is not recorded",
-          keyId,
-          attempt);
-    } else {
-      log.warn(
-          "Sent key {} but could not record the outcome after {} attempts; a repeat after the"
-              + " lease may send again",
-          keyId,
-          settings.completionAttempts,
-          lastFailure);
-    }
-    emit(Type.OUTCOME_NOT_RECORDED, attempt, elapsed(), lastFailure);
-  }
-
-  void reportReleaseFailed(Throwable storeFailure) {
-    log.warn(
-        "Could not release key {} after a failed send; it frees itself when the lease ends",
-        keyId,
-        storeFailure);
-  }
-
-  long elapsed() {
-    return System.nanoTime() - startNanos;
-  }
-
-  void emit(Type type, int attempt, long nanos, Throwable error) {
-    if (log.isDebugEnabled()) {
-      log.debug("{} operation={} key={} attempt={}", type, request.operation(), keyId, attempt);
-    }
-    if (settings.listeners.wanted() || observation != IdempotencyObserver.CallObservation.NONE) {
-      IdempotencyEvent event =
-          Listeners.event(type, request.operation(), keyId, attempt, nanos, error);
-      settings.listeners.deliver(event);
-      observation.onEvent(event);
     }
   }
 

@@ -31,7 +31,7 @@ final class GuardedCall<T> {
   }
 
   Outcome<T> run() {
-    IdempotencyObserver.CallObservation observation = call.startObservation();
+    IdempotencyObserver.CallObservation observation = call.events.start();
     Throwable failure = null;
     try (IdempotencyObserver.Scope scope = observation.openScope()) {
       return claimAndSend();
@@ -91,7 +91,7 @@ final class GuardedCall<T> {
       long sendNanos = call.sendFinished(claim, sendStart);
       boolean recorded = write(claim, RecordState.COMPLETED, call.encode(value, attempt));
       if (recorded) {
-        call.emit(Type.COMPLETED, attempt, sendNanos, null);
+        call.events.emit(Type.COMPLETED, attempt, sendNanos, null);
       }
       return new Outcome<>(value, false, attempt, recorded);
     } finally {
@@ -115,17 +115,17 @@ final class GuardedCall<T> {
     try {
       if (call.isPermanent(failure)
           && write(claim, RecordState.FAILED, call.failurePayload(failure))) {
-        call.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
+        call.events.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
         return;
       }
       if (call.settings.store.release(call.keyId, claim.ownerToken)) {
-        call.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
+        call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
       } else {
-        CallSupport.log.debug(
+        CallEvents.log.debug(
             "Key {} was no longer ours to release after a failed send", call.keyId);
       }
     } catch (RuntimeException storeFailure) {
-      call.reportReleaseFailed(storeFailure);
+      call.events.releaseFailed(storeFailure);
       thrown.addSuppressed(storeFailure);
     }
   }
@@ -142,7 +142,7 @@ final class GuardedCall<T> {
         if (call.settings.store.complete(call.complete(claim, state, payload))) {
           return true;
         }
-        call.reportNotRecorded(claim.attempt, null);
+        call.events.notRecorded(claim.attempt, null);
         return false;
       } catch (RuntimeException e) {
         lastFailure = e;
@@ -151,7 +151,7 @@ final class GuardedCall<T> {
         }
       }
     }
-    call.reportNotRecorded(claim.attempt, lastFailure);
+    call.events.notRecorded(claim.attempt, lastFailure);
     return false;
   }
 }
