@@ -9,8 +9,9 @@ import org.slf4j.LoggerFactory;
 /**
  * What one guarded call reports: its {@link IdempotencyEvent events}, to the guard's listeners and
  * to the call's observation, and its log lines. Both name the key only by its digest, never the key
- * or the result. One instance per {@link CallSupport}; not thread-safe except where noted (the
- * drivers report from one thread at a time).
+ * or the result. One instance per {@link CallSupport}, used by one thread at a time: the
+ * asynchronous driver hands its call from thread to thread through futures, which order the
+ * reports.
  */
 final class CallEvents {
 
