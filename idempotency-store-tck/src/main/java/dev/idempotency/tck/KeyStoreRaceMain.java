@@ -12,7 +12,8 @@ import java.util.List;
 /**
  * The second JVM of {@link SharedKeyStoreContract}: opens the store with a {@link KeyStoreFactory},
  * says {@code READY}, waits for {@code GO} on standard input, races for the keys and writes the
- * keys it won to a file.
+ * keys it won to a file. Its standard input and output are the handshake with the parent test, not
+ * a log: the one line it prints is {@code READY}.
  *
  * <p>Arguments: factory class, factory config, keys file, threads, result file.
  */
@@ -46,8 +47,6 @@ public final class KeyStoreRaceMain {
     lines.add("CLAIMS " + result.claims());
     result.won().forEach(keyId -> lines.add("WON " + keyId));
     Files.write(Path.of(args[4]), lines, StandardCharsets.UTF_8);
-    System.out.println("DONE");
-    System.out.flush();
     System.exit(0);
   }
 }
