@@ -104,7 +104,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
                   && request.takeOverExpiredLease()
                   && record.fingerprint().equals(request.fingerprint())) {
                 result[0] = new ClaimResult.Claimed(record.attempt() + 1, true);
-                return current.takenOver(request);
+                return current.takenOver(request, ticker.read());
               }
               result[0] = new ClaimResult.Existing(record, leaseExpired);
               return current;
@@ -122,11 +122,13 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
         .computeIfPresent(
             request.keyId(),
             (keyId, current) -> {
-              if (!current.isOwnedBy(request.ownerToken())) {
-                return current;
+              if (current.isOwnedBy(request.ownerToken())) {
+                written[0] = true;
+                return current.completed(request);
               }
-              written[0] = true;
-              return current.completed(request);
+              // the owner repeating an outcome it wrote (its reply was lost) succeeds
+              written[0] = current.holdsOutcomeOf(request);
+              return current;
             });
     return written[0];
   }
@@ -146,7 +148,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
                 return current;
               }
               extended[0] = true;
-              return current.withLease(now.plus(request.lease()));
+              return current.withLease(now.plus(request.lease()), ticker.read(), request.lease());
             });
     return extended[0];
   }
@@ -280,7 +282,16 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
       return record.state() == RecordState.IN_PROGRESS && ownerToken.equals(token);
     }
 
-    Entry takenOver(ClaimRequest request) {
+    /** Whether this record holds exactly the outcome {@code request} writes, by its owner. */
+    boolean holdsOutcomeOf(CompleteRequest request) {
+      return record.state() == request.state()
+          && ownerToken.equals(request.ownerToken())
+          && java.util.Arrays.equals(record.payload(), request.payload());
+    }
+
+    /** A takeover: a new owner and attempt, with a whole lease (the record lives as long). */
+    Entry takenOver(ClaimRequest request, long nowTick) {
+      Instant leaseDeadline = request.now().plus(request.lease());
       StoredRecord next =
           new StoredRecord(
               RecordState.IN_PROGRESS,
@@ -289,13 +300,17 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
               null,
               record.createdAt(),
               null,
-              cappedAtWindow(request.now().plus(request.lease())),
-              record.retentionDeadline());
-      return new Entry(next, request.ownerToken(), expiresAtTick);
+              leaseDeadline,
+              latest(record.retentionDeadline(), leaseDeadline));
+      return new Entry(
+          next, request.ownerToken(), lastingAtLeast(nowTick, request.lease().toNanos()));
     }
 
-    /** The same claim with a new lease deadline, never past the window. */
-    Entry withLease(Instant leaseDeadline) {
+    /**
+     * The same claim with a new lease deadline; the record lives at least as long as the lease,
+     * past the window if need be, so it never ends under a live owner.
+     */
+    Entry withLease(Instant leaseDeadline, long nowTick, Duration lease) {
       StoredRecord next =
           new StoredRecord(
               record.state(),
@@ -304,15 +319,17 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
               null,
               record.createdAt(),
               null,
-              cappedAtWindow(leaseDeadline),
-              record.retentionDeadline());
-      return new Entry(next, ownerToken, expiresAtTick);
+              leaseDeadline,
+              latest(record.retentionDeadline(), leaseDeadline));
+      return new Entry(next, ownerToken, lastingAtLeast(nowTick, lease.toNanos()));
     }
 
-    private Instant cappedAtWindow(Instant leaseDeadline) {
-      return leaseDeadline.isAfter(record.retentionDeadline())
-          ? record.retentionDeadline()
-          : leaseDeadline;
+    private long lastingAtLeast(long nowTick, long nanos) {
+      return Math.max(expiresAtTick, nowTick + nanos);
+    }
+
+    private static Instant latest(Instant a, Instant b) {
+      return a.isAfter(b) ? a : b;
     }
 
     Entry completed(CompleteRequest request) {

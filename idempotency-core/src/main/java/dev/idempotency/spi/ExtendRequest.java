@@ -11,8 +11,8 @@ import java.util.Objects;
  * @param keyId the record's key id
  * @param ownerToken the token of the claim being renewed; the lease moves only if the record still
  *     holds it
- * @param lease the new lease, counted from now; the store caps the deadline at the record's
- *     retention deadline
+ * @param lease the new lease, counted from now; the store keeps the record at least that long, past
+ *     its window if need be
  * @param now the guard's time for this operation; ignored by stores that use server time
  */
 public record ExtendRequest(String keyId, String ownerToken, Duration lease, Instant now) {

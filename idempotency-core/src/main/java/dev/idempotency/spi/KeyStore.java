@@ -19,21 +19,26 @@ import java.util.List;
  *             retentionDeadline = now + retention}; return {@code Claimed(1, false)};
  *         <li>an {@code IN_PROGRESS} record whose lease deadline is at or before now, when {@link
  *             ClaimRequest#takeOverExpiredLease()} is set and the fingerprints are equal: replace
- *             the owner token, increment the attempt, set {@code leaseDeadline = min(now + lease,
- *             retentionDeadline)} (a lease never outlives the window), keep the retention deadline
- *             and {@code createdAt}; return {@code Claimed(attempt, true)};
+ *             the owner token, increment the attempt, set {@code leaseDeadline = now + lease} and
+ *             {@code retentionDeadline = max(retentionDeadline, leaseDeadline)} (a lease never
+ *             outlives its record, even past the window), keep {@code createdAt}; return {@code
+ *             Claimed(attempt, true)};
  *         <li>otherwise change nothing and return {@link ClaimResult.Existing} with the record and
  *             whether its lease has expired.
  *       </ul>
  *   <li><b>Fenced writes.</b> {@link #complete}, {@link #release} and {@link #extend} change the
  *       record only if it still holds the given owner token and is {@code IN_PROGRESS}. A caller
  *       that lost its claim to a takeover can neither overwrite, delete nor keep alive the new
- *       owner's record; it gets {@code false}.
+ *       owner's record; it gets {@code false}. One exception keeps retries safe: a {@link
+ *       #complete} repeated by the owner that wrote the record's outcome, with the same state and
+ *       payload, returns {@code true} and changes nothing (its first reply was lost).
  *   <li><b>Lease renewal.</b> {@link #extend} of a record that is {@code IN_PROGRESS}, holds the
- *       owner token and is inside its window sets {@code leaseDeadline = min(now + lease,
- *       retentionDeadline)} and changes nothing else. It works on a lease that has passed but was
- *       not taken over (the token still fences it); it never brings back a record past its window,
- *       released or completed.
+ *       owner token and has not ended sets {@code leaseDeadline = now + lease} and {@code
+ *       retentionDeadline = max(retentionDeadline, leaseDeadline)}, and changes nothing else: a
+ *       renewing owner's record lives at least one lease beyond now, even past the window, so that
+ *       a send longer than its window is never claimed afresh under its live owner. It works on a
+ *       lease that has passed but was not taken over (the token still fences it); it never brings
+ *       back a record that has ended, was released or completed.
  *   <li><b>Byte-exact payloads.</b> Payloads up to {@link #maxPayloadBytes()} are returned exactly
  *       as written, including empty and binary ones.
  *   <li><b>Bounded growth.</b> Records past their retention deadline count as absent and are
@@ -73,8 +78,9 @@ public interface KeyStore {
    * changed.
    *
    * @param request the outcome; never null
-   * @return {@code true} if written; {@code false} if the record no longer holds the owner token
-   *     (taken over, expired or released) or is no longer {@code IN_PROGRESS}
+   * @return {@code true} if written, or if this owner already wrote this very outcome (same state
+   *     and payload); {@code false} if the record no longer holds the owner token (taken over,
+   *     expired or released) or holds another outcome
    * @throws dev.idempotency.KeyStoreException if the store failed
    */
   boolean complete(CompleteRequest request);

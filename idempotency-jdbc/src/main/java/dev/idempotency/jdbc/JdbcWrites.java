@@ -6,6 +6,7 @@ import dev.idempotency.spi.RecordState;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.function.BiPredicate;
 import java.util.function.Function;
@@ -33,8 +34,13 @@ final class JdbcWrites {
     this.extend = new PlainStatement(sql.extend);
   }
 
+  /**
+   * Writes the outcome, fenced; if no row changed, reads the row back: its owner repeating the
+   * outcome it already wrote (a retry after a lost reply) counts as written.
+   */
   boolean complete(Connection connection, CompleteRequest request) {
-    return complete.update(connection, watchdog, values(request)) == 1;
+    return complete.update(connection, watchdog, values(request)) == 1
+        || holdsOutcome(connection, request);
   }
 
   boolean release(Connection connection, String keyId, String ownerToken) {
@@ -55,7 +61,19 @@ final class JdbcWrites {
   }
 
   List<Boolean> completeAll(Handle handle, List<CompleteRequest> requests) {
-    return batch(handle, complete, requests, JdbcWrites::values, this::completed);
+    List<Boolean> written =
+        batch(
+            handle,
+            complete,
+            requests,
+            JdbcWrites::values,
+            (h, request) -> holdsOutcome(h.getConnection(), request));
+    for (int i = 0; i < written.size(); i++) {
+      if (!written.get(i)) {
+        written.set(i, holdsOutcome(handle.getConnection(), requests.get(i)));
+      }
+    }
+    return written;
   }
 
   List<Boolean> extendAll(Handle handle, List<ExtendRequest> requests) {
@@ -85,11 +103,12 @@ final class JdbcWrites {
         };
   }
 
-  /** Read back: whether the row holds the outcome this request wrote. */
-  private boolean completed(Handle handle, CompleteRequest request) {
-    return sql.selectRow(handle.getConnection(), watchdog, request.keyId(), request.now())
+  /** Read back: whether the row holds the outcome this request writes, by its owner. */
+  private boolean holdsOutcome(Connection connection, CompleteRequest request) {
+    return sql.selectRow(connection, watchdog, request.keyId(), request.now())
         .filter(row -> row.ownedBy(request.ownerToken()))
         .filter(row -> row.record().state() == request.state())
+        .filter(row -> Arrays.equals(row.record().payload(), request.payload()))
         .isPresent();
   }
 

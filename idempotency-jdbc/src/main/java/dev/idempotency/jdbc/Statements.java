@@ -70,11 +70,12 @@ abstract class Statements {
     takeOver =
         "UPDATE "
             + table
-            + " SET owner_token = :ownerToken, attempt = attempt + 1, lease_until = LEAST("
+            + " SET owner_token = :ownerToken, attempt = attempt + 1, lease_until = "
             + now
             + " + "
             + lease
-            + ", retain_until)"
+            + ", retain_until = "
+            + lastingAtLeast(now + " + " + lease)
             + " WHERE key_id = :keyId AND owner_token = :seenToken AND state = 'IN_PROGRESS'"
             + " AND lease_until <= "
             + now
@@ -84,11 +85,12 @@ abstract class Statements {
     extend =
         "UPDATE "
             + table
-            + " SET lease_until = LEAST("
+            + " SET lease_until = "
             + now
             + " + "
             + lease
-            + ", retain_until)"
+            + ", retain_until = "
+            + lastingAtLeast(now + " + " + lease)
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'"
             + " AND retain_until > "
             + now;
@@ -191,6 +193,15 @@ abstract class Statements {
   }
 
   // ---- shared building blocks
+
+  /**
+   * The row's end, moved to {@code leaseEnd} if that is later: a lease never outlives its row, so a
+   * live owner's row never ends under it, even past the window. Each assignment of an update reads
+   * only its own column, since MySQL evaluates assignments left to right.
+   */
+  static String lastingAtLeast(String leaseEnd) {
+    return "GREATEST(retain_until, " + leaseEnd + ")";
+  }
 
   /** Now, in SQL: the database's clock, or the request's time bound as {@code :now}. */
   final String now() {

@@ -17,8 +17,9 @@ import java.util.Arrays;
  *
  * <p>An in-progress record is written by the client with a plain {@code SET NX GET PX}, so it holds
  * no absolute time: its times are derived from the key's remaining TTL by whoever reads it with the
- * server's clock. Completing a record writes absolute server times, and drops the owner token,
- * which only fences writes while in progress.
+ * server's clock. Completing a record writes absolute server times and keeps the owner token, so
+ * that the owner repeating its completion (after a lost reply) is recognised. A renewal that would
+ * outlast the window moves the window field and the key's expiry to the lease's end.
  */
 final class RecordValue {
 
@@ -148,7 +149,7 @@ final class RecordValue {
         Instant.ofEpochMilli(serverNowMillis + remainingMillis));
   }
 
-  /** The owner token; empty once completed. */
+  /** The owner token of the last claim. */
   String ownerToken() {
     return text(OWNER);
   }

@@ -1,6 +1,6 @@
 -- A record is one Redis string, expiring at the end of its window:
 --   state ('I', 'C' or 'F'), then nine fields, each written as <byte length>:<bytes>:
---   1 owner token ('' once completed)   2 attempt             3 fingerprint
+--   1 owner token                        2 attempt             3 fingerprint
 --   4 raw key for debugging ('' if not kept)                   5 lease end, ms after created
 --   6 window, ms after created          7 created, server ms ('' while 'I')
 --   8 completed, ms after created ('' while 'I')               9 payload ('' while 'I')
@@ -36,6 +36,22 @@ local function rewrite(key, value)
   redis.call('SET', key, value, 'KEEPTTL')
 end
 
+-- Writes an in-progress record f (as parsed) under a new owner and attempt, its lease ending lease
+-- ms from now (elapsed ms after created). A lease never outlives its record: if the key would
+-- expire before the lease ends, the window field and the key's expiry move to the lease's end,
+-- so that a live owner's record never ends under it, even past the window.
+local function leased(key, f, owner, attempt, elapsed, lease)
+  local leaseEnd = elapsed + lease
+  local window = tonumber(f[6])
+  if leaseEnd > window then
+    redis.call('SET', key, 'I' .. field(owner) .. num(attempt) .. field(f[3]) .. field(f[4])
+      .. num(leaseEnd) .. num(leaseEnd) .. '0:0:0:', 'PX', lease)
+  else
+    rewrite(key, 'I' .. field(owner) .. num(attempt) .. field(f[3]) .. field(f[4])
+      .. num(leaseEnd) .. field(f[6]) .. '0:0:0:')
+  end
+end
+
 -- Claims a key, or returns the record that prevents it. value is the new in-progress record as
 -- the client encoded it. Returns {1, attempt} when claimed, {0, 0, record} for a settled record,
 -- or {0, leaseExpired, record, now, pttl} for one in progress.
@@ -54,8 +70,7 @@ local function claim(key, value, window, lease, takeover, owner, fingerprint)
   local leaseExpired = elapsed >= tonumber(f[5])
   if leaseExpired and takeover == '1' and f[3] == fingerprint then
     local attempt = tonumber(f[2]) + 1
-    rewrite(key, 'I' .. field(owner) .. num(attempt) .. field(f[3]) .. field(f[4])
-      .. num(math.min(elapsed + lease, tonumber(f[6]))) .. field(f[6]) .. '0:0:0:')
+    leased(key, f, owner, attempt, elapsed, lease)
     return {1, attempt}
   end
   return {0, leaseExpired and 1 or 0, old, serverNow(), pttl}
@@ -68,8 +83,8 @@ local function ownedInProgress(value, owner)
 end
 
 -- Renews the lease of an in-progress record, fenced by its owner token: the lease now ends lease
--- ms from the server's now, never after the window (the key's expiry, which is kept). Returns 1
--- when renewed, 0 when the record is not ours any more (taken over, completed, released, expired).
+-- ms from the server's now, and the record lives at least that long (see leased). Returns 1 when
+-- renewed, 0 when the record is not ours any more (taken over, completed, released, expired).
 local function extend(key, owner, lease)
   local old = redis.call('GET', key)
   if not ownedInProgress(old, owner) then
@@ -81,7 +96,6 @@ local function extend(key, owner, lease)
     return 0
   end
   local elapsed = tonumber(f[6]) - pttl
-  rewrite(key, 'I' .. field(f[1]) .. field(f[2]) .. field(f[3]) .. field(f[4])
-    .. num(math.min(elapsed + lease, tonumber(f[6]))) .. field(f[6]) .. '0:0:0:')
+  leased(key, f, f[1], tonumber(f[2]), elapsed, lease)
   return 1
 end

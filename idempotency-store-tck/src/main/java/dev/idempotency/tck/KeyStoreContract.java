@@ -120,6 +120,71 @@ public abstract class KeyStoreContract extends LeaseAndWindowContract {
         .isEqualTo(bytes("first"));
   }
 
+  /**
+   * A completion whose reply was lost after the store applied it is sent again by its owner: the
+   * same owner with the same outcome is a success, so the guard does not report a recorded send as
+   * unrecorded.
+   */
+  @Test
+  public void completionRepeatedByItsOwnerWithTheSameOutcomeSucceeds() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+    assertThat(store().complete(complete(keyId, token, bytes("n_801")))).isTrue();
+
+    assertThat(store().complete(complete(keyId, token, bytes("n_801"))))
+        .as("the same owner, the same outcome")
+        .isTrue();
+    assertThat(store().complete(complete(keyId, newToken(), bytes("n_801"))))
+        .as("another owner, the same outcome")
+        .isFalse();
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+    assertThat(record.state()).isEqualTo(RecordState.COMPLETED);
+    assertThat(record.payload()).isEqualTo(bytes("n_801"));
+  }
+
+  @Test
+  public void failureRepeatedByItsOwnerSucceedsAndAnotherOutcomeIsRefused() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+    CompleteRequest failure =
+        new CompleteRequest(keyId, token, RecordState.FAILED, bytes("invalid"), T0.plusSeconds(1));
+    assertThat(store().complete(failure)).isTrue();
+
+    assertThat(store().complete(failure)).as("the same failure again").isTrue();
+    assertThat(store().complete(complete(keyId, token, bytes("invalid"))))
+        .as("the same owner, another state")
+        .isFalse();
+    assertThat(existing(store().claim(claim(keyId, newToken()))).state())
+        .isEqualTo(RecordState.FAILED);
+  }
+
+  @Test
+  public void completeAllRepeatedByTheOwnersSucceedsPerKey() {
+    List<CompleteRequest> completes = new ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      String keyId = newKeyId();
+      String token = newToken();
+      store().claim(claim(keyId, token));
+      completes.add(complete(keyId, token, bytes("r" + i)));
+    }
+    assertThat(store().completeAll(completes)).containsOnly(true);
+    List<CompleteRequest> repeated = new ArrayList<>();
+    for (int i = 0; i < completes.size(); i++) {
+      CompleteRequest done = completes.get(i);
+      repeated.add(i % 2 == 0 ? done : complete(done.keyId(), done.ownerToken(), bytes("other")));
+    }
+
+    List<Boolean> written = store().completeAll(repeated);
+
+    for (int i = 0; i < repeated.size(); i++) {
+      assertThat(written.get(i)).as("key %d", i).isEqualTo(i % 2 == 0);
+      assertThat(existing(store().claim(claim(completes.get(i).keyId(), newToken()))).payload())
+          .isEqualTo(bytes("r" + i));
+    }
+  }
+
   @Test
   public void releaseWithAStaleTokenIsRefusedAndWithTheOwnerTokenFreesTheKey() {
     String keyId = newKeyId();

@@ -207,8 +207,12 @@ public abstract class LeaseAndWindowContract extends StoreContractSupport {
         .isEqualTo(new ClaimResult.Claimed(1, false));
   }
 
+  /**
+   * A renewal near the end of the window moves the record's end with the lease: a record never ends
+   * under a live owner's lease, whose sender may outlive the window itself.
+   */
   @Test
-  public void extendNeverMovesTheLeasePastTheWindow() {
+  public void extendPastTheWindowMovesTheRecordsEndWithTheLease() {
     String keyId = newKeyId();
     String token = newToken();
     Duration retention = Duration.ofHours(1);
@@ -217,14 +221,91 @@ public abstract class LeaseAndWindowContract extends StoreContractSupport {
     assertThat(store().extend(extend(keyId, token, Duration.ofDays(2), requestNow(ZERO)))).isTrue();
     StoredRecord record = existing(store().claim(claim(keyId, newToken(), LONG_LEASE, retention)));
 
-    assertThat(record.leaseDeadline()).isBeforeOrEqualTo(record.retentionDeadline());
+    assertThat(record.leaseDeadline())
+        .as("the lease is as long as asked")
+        .isAfter(record.createdAt().plus(Duration.ofDays(1)));
     assertThat(record.retentionDeadline())
-        .as("the window is not moved")
-        .isEqualTo(record.createdAt().plus(retention));
+        .as("the record lives at least as long as the lease")
+        .isAfterOrEqualTo(record.leaseDeadline());
+  }
+
+  /**
+   * An owner that keeps renewing keeps its record past the end of the window: a second claim then
+   * finds it in progress rather than claiming the key afresh, and the owner's outcome is written.
+   */
+  @Test
+  public void renewalKeepsTheRecordAlivePastTheWindow() {
+    String keyId = newKeyId();
+    String token = newToken();
+    Duration retention = serverTime() ? Duration.ofMillis(2000) : Duration.ofHours(1);
+    Duration lease = serverTime() ? Duration.ofMillis(1500) : Duration.ofMinutes(10);
+    long start = System.nanoTime();
+    store().claim(claim(keyId, token, lease, retention));
+
+    if (serverTime()) {
+      // renew as the guard's keeper would, until well past the window on the server's clock
+      Duration pastTheWindow = retention.plusMillis(500);
+      do {
+        assertThat(store().extend(extend(keyId, token, lease, Instant.now()))).isTrue();
+        pause(200);
+      } while (System.nanoTime() - start < pastTheWindow.toNanos());
+    } else {
+      assertThat(store().extend(extend(keyId, token, lease, requestNow(retention.minusMinutes(5)))))
+          .isTrue();
+    }
+    ClaimResult second =
+        store()
+            .claim(
+                claim(keyId, newToken(), lease, retention)
+                    .withNow(requestNow(retention.plusMinutes(1))));
+
+    assertThat(second)
+        .as("the window has passed, the owner's lease has not")
+        .isNotEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(((ClaimResult.Existing) second).leaseExpired()).isFalse();
+    assertThat(existing(second).state()).isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(store().complete(complete(keyId, token, bytes("late but ours")))).isTrue();
+    assertThat(
+            existing(
+                    store()
+                        .claim(
+                            claim(keyId, newToken(), lease, retention)
+                                .withNow(requestNow(retention.plusMinutes(2)))))
+                .payload())
+        .isEqualTo(bytes("late but ours"));
+  }
+
+  /** A takeover near the end of the window gets a whole lease, and the record lives as long. */
+  @Test
+  public void takeoverNearTheWindowsEndGetsAWholeLease() {
+    String keyId = newKeyId();
+    Duration lease = serverTime() ? Duration.ofMillis(300) : LONG_LEASE;
+    Duration retention = serverTime() ? Duration.ofMillis(3000) : Duration.ofHours(1);
+    Duration takeoverLease = serverTime() ? Duration.ofMillis(2000) : Duration.ofMinutes(20);
+    long start = System.nanoTime();
+    store().claim(claim(keyId, newToken(), lease, retention));
+
+    ClaimRequest takeover = claim(keyId, newToken(), takeoverLease, retention.multipliedBy(2));
+    ClaimResult taken;
+    if (serverTime()) {
+      awaitElapsed(start, retention.minusMillis(1000));
+      taken = claimAfter(takeover, ZERO, KeyStoreContract::isClaimed);
+    } else {
+      taken = store().claim(takeover.withNow(T0.plus(retention).minus(Duration.ofMinutes(5))));
+    }
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+
+    assertThat(taken).isEqualTo(new ClaimResult.Claimed(2, true));
+    assertThat(record.leaseDeadline())
+        .as("a whole lease, past the window's end")
+        .isAfter(record.createdAt().plus(retention));
+    assertThat(record.retentionDeadline())
+        .as("the record lives at least as long as the lease")
+        .isAfterOrEqualTo(record.leaseDeadline());
   }
 
   @Test
-  public void takeoverLeaseNeverOutlivesTheWindow() {
+  public void takeoverLeaseNeverOutlivesTheRecord() {
     String keyId = newKeyId();
     Duration lease = expiringLease();
     Duration retention = expiringRetention().plus(lease);
@@ -239,9 +320,9 @@ public abstract class LeaseAndWindowContract extends StoreContractSupport {
     StoredRecord record = existing(store().claim(claim(keyId, newToken())));
 
     assertThat(record.attempt()).isEqualTo(2);
-    assertThat(record.leaseDeadline())
-        .as("a takeover's lease is capped at the record's window")
-        .isBeforeOrEqualTo(record.retentionDeadline());
+    assertThat(record.retentionDeadline())
+        .as("the record lives at least as long as the takeover's lease")
+        .isAfterOrEqualTo(record.leaseDeadline());
   }
 
   @Test
