@@ -49,6 +49,7 @@ final class AsyncGuardedCall<T> {
     Instant now = call.settings.clock.instant();
     ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
     long askedAt = call.settings.leaseNow(now);
+    long askedAtMono = GuardSettings.monoNow();
     CompletionStage<ClaimResult> answer;
     try {
       answer = call.settings.asyncStore.claimAsync(claim);
@@ -57,19 +58,19 @@ final class AsyncGuardedCall<T> {
     }
     return Stages.continueOn(
         answer,
-        (result, error) -> next(call.decide(claim, askedAt, result, error, true)),
+        (result, error) -> next(call.decide(claim, askedAt, askedAtMono, result, error, true)),
         executor);
   }
 
   private CompletableFuture<Outcome<T>> next(CallSupport.Next<T> next) {
     if (next instanceof CallSupport.Send<T> send) {
       Claim claim = send.claim();
-      if (!call.isLate(claim)) {
+      if (!call.needsRenewalBeforeSend(claim)) {
         return sendAsOwner(claim);
       }
       // a late claim's renewal is blocking store work: never on this (possibly I/O) thread
       return CompletableFuture.supplyAsync(
-              () -> call.renewLate(claim), call.settings.blockingStoreExecutor)
+              () -> call.readyToSend(claim), call.settings.blockingStoreExecutor)
           .thenComposeAsync(
               ready ->
                   ready

@@ -37,14 +37,18 @@ final class AsyncStores {
       return run(() -> store.claim(request));
     }
 
+    /**
+     * Outcomes and releases follow a send that happened: on an application's executor whose threads
+     * were interrupted ({@code shutdownNow()}), they are written all the same.
+     */
     @Override
     public CompletionStage<Boolean> completeAsync(CompleteRequest request) {
-      return run(() -> store.complete(request));
+      return run(() -> Interrupts.deferredDuring(() -> store.complete(request)));
     }
 
     @Override
     public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
-      return run(() -> store.release(keyId, ownerToken));
+      return run(() -> Interrupts.deferredDuring(() -> store.release(keyId, ownerToken)));
     }
 
     @Override

@@ -63,11 +63,20 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>{@link #toSend()} may be iterated again (it skips reported keys), {@link #succeeded} and
  * {@link #failed} may be called from several threads, each once per item; {@link #record()} once,
- * at the end: it writes what is left and releases the keys without an outcome.
+ * at the end: it writes what is left and releases the keys without an outcome. A batch is {@link
+ * AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still has what it
+ * reported written and the rest released. A batch abandoned without either has its reported
+ * outcomes written in the background, its keys renewed for no longer than the guard's renewal
+ * limit, and is then let go (nothing keeps it reachable); its other keys run out one lease later.
+ *
+ * <p>Before it hands out a key, a batch writes the reported outcomes whose leases have less than a
+ * quarter left by the guard's clock, so a reported key never lapses unwritten when that clock runs
+ * ahead of real time. Outcomes and releases are written even on an interrupted thread (the
+ * interrupt is kept for the caller).
  *
  * @param <T> the result type
  */
-public final class Batch<T> {
+public final class Batch<T> implements AutoCloseable {
 
   /** A claimed key the caller may send for. */
   public static final class Item {
@@ -81,12 +90,15 @@ public final class Batch<T> {
     private final SendContext context;
     final Claim claim;
     final AtomicInteger state = new AtomicInteger(NEW);
-    private volatile long handedOutAt;
+
+    /** When first handed out, on the monotonic clock; 0 before. */
+    private volatile long handedOutAtMono;
+
     // written by the reporting thread before the item is queued, read by the writer after
     byte[] payload;
     RecordState outcome;
     Throwable failure;
-    long reportedAt;
+    long reportedAtMono;
 
     Item(Batch<?> batch, CallSupport<?> call, SendContext context, Claim claim) {
       this.batch = batch;
@@ -136,6 +148,8 @@ public final class Batch<T> {
   private final GuardSettings settings;
   private final BatchWriter writer;
   private final long handOutMarginNanos;
+  private final Object watchLock = new Object();
+  private boolean watchedByKeeper;
   private volatile List<Item> claimed = List.of();
   private final Map<String, Outcome<T>> replayed = new LinkedHashMap<>();
   private final List<String> inFlight = new ArrayList<>();
@@ -144,12 +158,14 @@ public final class Batch<T> {
   private final AtomicBoolean recordCalled = new AtomicBoolean();
   private final AtomicReference<Recorded> result = new AtomicReference<>();
   private final LeaseKeeper.Watched watcher = this::collectDue;
-  private volatile long lastActivity;
+
+  /** When a key was last handed out or reported, on the monotonic clock. */
+  private volatile long lastActivityMono;
 
   Batch(GuardSettings settings, List<IdempotencyRequest> requests, ResultCodec<T> codec) {
     this.settings = settings;
     this.writer = new BatchWriter(settings);
-    this.handOutMarginNanos = settings.leaseNanos / 4;
+    this.handOutMarginNanos = settings.keeper.marginNanos;
     Map<String, CallSupport<T>> calls = new LinkedHashMap<>();
     for (IdempotencyRequest request : requests) {
       Objects.requireNonNull(request, "requests must not contain null");
@@ -158,7 +174,7 @@ public final class Batch<T> {
             "the batch has a duplicate key (digest " + Digests.keyId(request.key()) + ")");
       }
     }
-    this.lastActivity = settings.leaseNow();
+    this.lastActivityMono = GuardSettings.monoNow();
     List<CallSupport<T>> all = new ArrayList<>(calls.values());
     int chunkSize = writer.chunkSize;
     for (int from = 0; from < all.size(); from += chunkSize) {
@@ -174,6 +190,7 @@ public final class Batch<T> {
       claims.add(call.claimRequest(CallSupport.newOwnerToken(), now));
     }
     long askedAt = settings.leaseNow(now);
+    long askedAtMono = GuardSettings.monoNow();
     List<ClaimResult> results = null;
     RuntimeException failure = null;
     try {
@@ -186,7 +203,12 @@ public final class Batch<T> {
       CallSupport<T> call = chunk.get(i);
       CallSupport.Next<T> next =
           call.decide(
-              claims.get(i), askedAt, results == null ? null : results.get(i), failure, false);
+              claims.get(i),
+              askedAt,
+              askedAtMono,
+              results == null ? null : results.get(i),
+              failure,
+              false);
       String key = call.request.key();
       if (next instanceof CallSupport.Send<T> send) {
         items.add(new Item(this, call, call.context(send.claim().attempt), send.claim()));
@@ -201,10 +223,19 @@ public final class Batch<T> {
       }
     }
     renewIfLate(items.subList(claimed.size(), items.size()));
-    boolean first = claimed.isEmpty();
     claimed = Collections.unmodifiableList(items);
-    if (first && !items.isEmpty()) {
-      settings.keeper.watch(watcher);
+    if (!items.isEmpty()) {
+      keepWatched();
+    }
+  }
+
+  /** Has the keeper watch this batch, again if it let it go while the batch was idle. */
+  private void keepWatched() {
+    synchronized (watchLock) {
+      if (!watchedByKeeper && result.get() == null) {
+        watchedByKeeper = true;
+        settings.keeper.watch(watcher);
+      }
     }
   }
 
@@ -265,20 +296,26 @@ public final class Batch<T> {
     }
   }
 
-  /** Whether to hand {@code item} out now; a key whose lease lapsed never is again. */
+  /**
+   * Whether to hand {@code item} out now; a key whose lease lapsed never is again. Outcomes already
+   * reported whose leases run short by the guard's clock are written first.
+   */
   private boolean handOut(Item item) {
     if (item.state.get() != Item.NEW) {
       return false;
     }
     long now = settings.leaseNow();
+    writer.writeIfLeaseShort(now, handOutMarginNanos);
     if (item.claim != null && !item.claim.isLive(now, handOutMarginNanos)) {
       lapse(item);
       return false;
     }
-    if (item.handedOutAt == 0) {
-      item.handedOutAt = now == 0 ? 1 : now;
+    long nowMono = GuardSettings.monoNow();
+    if (item.handedOutAtMono == 0) {
+      item.handedOutAtMono = nowMono == 0 ? 1 : nowMono;
     }
-    lastActivity = now;
+    lastActivityMono = nowMono;
+    keepWatched();
     return true;
   }
 
@@ -404,35 +441,60 @@ public final class Batch<T> {
     item.outcome = state;
     item.payload = payload;
     item.failure = failure;
-    item.reportedAt = settings.leaseNow();
-    lastActivity = item.reportedAt;
+    item.reportedAtMono = GuardSettings.monoNow();
+    lastActivityMono = item.reportedAtMono;
     if (!item.recordable()) {
       item.state.set(Item.DONE); // a fail-open send: there is no claim to write to
       return;
     }
     writer.enqueue(item);
+    keepWatched();
   }
 
-  /** The keeper's round: write outcomes that waited a period, and renew what is not written. */
-  private boolean collectDue(long now, long renewAfterNanos, List<Claim> due) {
-    writer.writeIfWaited(now, settings.keeper.periodNanos);
-    boolean active = now - lastActivity < settings.leaseRenewalLimitNanos;
+  /**
+   * The keeper's round (monotonic time): has outcomes that waited a period written (on the blocking
+   * store executor), and collects the leases to renew: reported keys until written, handed-out keys
+   * for the renewal limit from their hand-out, the others while the batch is active. A batch with
+   * nothing left to renew or write lets the keeper go of it, so that an abandoned batch (never
+   * recorded) is renewed no longer than the limit and is not kept reachable; it is watched again if
+   * it is used again.
+   */
+  private boolean collectDue(long nowMono, long renewAfterNanos, List<Claim> due) {
+    writer.writeSoonIfWaited(nowMono, settings.keeper.periodNanos);
+    long limit = settings.leaseRenewalLimitNanos;
+    boolean active = nowMono - lastActivityMono < limit;
+    boolean anyRenewable = false;
     for (Item item : claimed) {
       if (item.claim == null) {
         continue;
       }
       int state = item.state.get();
+      long handedOutAt = item.handedOutAtMono;
       boolean renew =
           state == Item.REPORTED
-              || (state == Item.NEW
-                  && (item.handedOutAt != 0
-                      ? now - item.handedOutAt < settings.leaseRenewalLimitNanos
-                      : active));
-      if (renew && item.claim.dueForRenewal(now, renewAfterNanos)) {
+              || (state == Item.NEW && (handedOutAt != 0 ? nowMono - handedOutAt < limit : active));
+      if (!renew || item.claim.isLost()) {
+        continue;
+      }
+      anyRenewable = true;
+      if (item.claim.dueForRenewal(nowMono, renewAfterNanos)) {
         due.add(item.claim);
       }
     }
-    return result.get() == null;
+    if (!anyRenewable && !writer.hasPending()) {
+      letGo(nowMono);
+    }
+    return true;
+  }
+
+  /** Stops the keeper's watch if nothing happened since {@code sinceMono}. */
+  private void letGo(long sinceMono) {
+    synchronized (watchLock) {
+      if (watchedByKeeper && lastActivityMono - sinceMono <= 0 && !writer.hasPending()) {
+        watchedByKeeper = false;
+        settings.keeper.unwatch(watcher);
+      }
+    }
   }
 
   /**
@@ -449,9 +511,38 @@ public final class Batch<T> {
     if (!recordCalled.compareAndSet(false, true)) {
       throw new IllegalStateException("record() was already called");
     }
-    settings.keeper.unwatch(watcher);
+    synchronized (watchLock) {
+      watchedByKeeper = false;
+      settings.keeper.unwatch(watcher);
+    }
     Recorded recorded = writer.finish(claimed);
     result.set(recorded);
     return recorded;
+  }
+
+  /**
+   * Records the batch unless {@link #record()} was called: writes every outcome reported so far and
+   * releases the keys that got none, so that a send loop that throws half-way leaves nothing
+   * claimed. For try-with-resources:
+   *
+   * <pre>{@code
+   * try (Batch<String> batch = guard.claimBatch(requests, ResultCodec.string())) {
+   *   for (Batch.Item item : batch.toSend()) {
+   *     batch.succeeded(item, provider.send(recipientOf(item.key()), item.context().providerKey()));
+   *   }
+   * }
+   * }</pre>
+   *
+   * Never throws for a store failure (see {@link #record()}); idempotent.
+   */
+  @Override
+  public void close() {
+    if (!recordCalled.get()) {
+      try {
+        record();
+      } catch (IllegalStateException alreadyRecorded) {
+        // record() was called concurrently: nothing left to do
+      }
+    }
   }
 }

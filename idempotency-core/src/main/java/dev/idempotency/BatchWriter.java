@@ -9,7 +9,10 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -29,6 +32,13 @@ final class BatchWriter {
   private final AtomicInteger stored = new AtomicInteger();
   private final AtomicInteger released = new AtomicInteger();
   private final Set<String> notRecorded = ConcurrentHashMap.newKeySet();
+  private final AtomicBoolean writeScheduled = new AtomicBoolean();
+
+  /**
+   * The earliest lease deadline (on the lease scale) of the outcomes queued since the last write,
+   * as it was when each was queued; renewals only move deadlines later, so this errs early.
+   */
+  private final AtomicLong earliestQueuedLease = new AtomicLong(Long.MAX_VALUE);
 
   BatchWriter(GuardSettings settings) {
     this.settings = settings;
@@ -41,18 +51,53 @@ final class BatchWriter {
    * reporting thread. The item's fields are published to the writer by the queue.
    */
   void enqueue(Batch.Item item) {
+    earliestQueuedLease.accumulateAndGet(item.claim.leaseDeadline(), Math::min);
     pending.add(item);
     if (pendingCount.incrementAndGet() >= chunkSize) {
       writePending();
     }
   }
 
-  /** Writes the queue if its oldest item has waited {@code periodNanos}: the keeper's round. */
-  void writeIfWaited(long now, long periodNanos) {
+  /**
+   * The keeper's round: if the oldest queued outcome has waited {@code periodNanos} (monotonic),
+   * has the queue written on the guard's blocking-store executor, never on the keeper's thread.
+   */
+  void writeSoonIfWaited(long nowMono, long periodNanos) {
     Batch.Item oldest = pending.peek();
-    if (oldest != null && now - oldest.reportedAt >= periodNanos) {
+    if (oldest == null
+        || nowMono - oldest.reportedAtMono < periodNanos
+        || !writeScheduled.compareAndSet(false, true)) {
+      return;
+    }
+    try {
+      settings.blockingStoreExecutor.execute(
+          () -> {
+            try {
+              writePending();
+            } finally {
+              writeScheduled.set(false);
+            }
+          });
+    } catch (RejectedExecutionException e) {
+      writeScheduled.set(false);
+    }
+  }
+
+  /**
+   * Writes the queue now, on this thread, if a queued outcome's lease has less than {@code
+   * marginNanos} left by the guard's clock ({@code now}, on the lease scale): before the batch
+   * hands out its next key, so that a reported key never lapses unwritten when the guard's clock
+   * runs ahead of the keeper's real-time schedule (a clock step, a test clock).
+   */
+  void writeIfLeaseShort(long now, long marginNanos) {
+    if (earliestQueuedLease.get() - now < marginNanos && !pending.isEmpty()) {
       writePending();
     }
+  }
+
+  /** Whether outcomes are queued and not yet written. */
+  boolean hasPending() {
+    return !pending.isEmpty();
   }
 
   /**
@@ -61,14 +106,14 @@ final class BatchWriter {
    */
   Batch.Recorded finish(List<Batch.Item> claimed) {
     writeLock.lock();
-    try {
-      writePending();
+    try (Interrupts deferred = Interrupts.deferred()) {
+      writePending(deferred);
       for (Batch.Item item : claimed) {
         int state = item.state.get();
         if (item.recordable()
             && (state == Batch.Item.NEW || state == Batch.Item.LAPSED)
             && item.state.compareAndSet(state, Batch.Item.DONE)) {
-          release(item);
+          release(item, deferred);
         }
       }
       return new Batch.Recorded(
@@ -80,8 +125,15 @@ final class BatchWriter {
 
   /** Writes the queued outcomes: completions per chunk, then releases. One writer at a time. */
   private void writePending() {
+    try (Interrupts deferred = Interrupts.deferred()) {
+      writePending(deferred);
+    }
+  }
+
+  private void writePending(Interrupts deferred) {
     writeLock.lock();
     try {
+      earliestQueuedLease.set(Long.MAX_VALUE);
       List<Batch.Item> writes = new ArrayList<>();
       List<Batch.Item> releases = new ArrayList<>();
       Batch.Item item;
@@ -90,17 +142,17 @@ final class BatchWriter {
         (item.outcome != null ? writes : releases).add(item);
       }
       for (int from = 0; from < writes.size(); from += chunkSize) {
-        writeChunk(writes.subList(from, Math.min(writes.size(), from + chunkSize)));
+        writeChunk(writes.subList(from, Math.min(writes.size(), from + chunkSize)), deferred);
       }
       for (Batch.Item toRelease : releases) {
-        release(toRelease);
+        release(toRelease, deferred);
       }
     } finally {
       writeLock.unlock();
     }
   }
 
-  private void writeChunk(List<Batch.Item> chunk) {
+  private void writeChunk(List<Batch.Item> chunk, Interrupts deferred) {
     List<CompleteRequest> requests = new ArrayList<>(chunk.size());
     for (Batch.Item item : chunk) {
       requests.add(item.call.complete(item.claim, item.outcome, item.payload));
@@ -108,13 +160,13 @@ final class BatchWriter {
     RuntimeException lastFailure = null;
     List<Boolean> written = null;
     for (int round = 1; round <= settings.completionAttempts && written == null; round++) {
+      deferred.clear();
       try {
         written = store.completeAll(requests);
       } catch (RuntimeException e) {
         lastFailure = e;
-        if (round < settings.completionAttempts
-            && !CallSupport.pause(CallSupport.completionBackoffMillis(round))) {
-          break;
+        if (round < settings.completionAttempts) {
+          deferred.sleep(CallSupport.completionBackoffMillis(round));
         }
       }
     }
@@ -136,9 +188,10 @@ final class BatchWriter {
     }
   }
 
-  private void release(Batch.Item item) {
+  private void release(Batch.Item item, Interrupts deferred) {
     item.state.set(Batch.Item.DONE);
     item.call.finish(item.claim);
+    deferred.clear();
     try {
       if (store.release(item.call.keyId, item.claim.ownerToken)) {
         released.incrementAndGet();

@@ -9,7 +9,6 @@ import dev.idempotency.spi.StoredRecord;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Base64;
-import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 
@@ -63,6 +62,10 @@ final class CallSupport<T> {
   final ResultCodec<T> codec;
   final String keyId;
   final String fingerprint;
+
+  /** The operation as reported: the request's, or {@code other} past the guard's cap. */
+  final String operation;
+
   private long waitStartNanos;
   private long pollNanos = FIRST_POLL_NANOS;
   final CallEvents events;
@@ -74,7 +77,8 @@ final class CallSupport<T> {
     this.codec = codec;
     this.keyId = Digests.keyId(request.key());
     this.fingerprint = Digests.fingerprint(request.fingerprint());
-    this.events = new CallEvents(settings, request.operation(), keyId, startNanos);
+    this.operation = settings.operations.admit(request.operation());
+    this.events = new CallEvents(settings, operation, keyId, startNanos);
   }
 
   /**
@@ -87,7 +91,7 @@ final class CallSupport<T> {
     if (!settings.mdc) {
       return MdcScope.NONE;
     }
-    return MdcScope.put(keyId, request.operation(), attempt);
+    return MdcScope.put(keyId, operation, attempt);
   }
 
   /** A claim at a given time: a batch claims all its keys at one instant. */
@@ -109,12 +113,18 @@ final class CallSupport<T> {
    * @param claimed the request that was sent
    * @param askedAt {@link GuardSettings#leaseNow()} just before it was sent: the lease runs from no
    *     earlier than that
+   * @param askedAtMono the same moment on the monotonic clock
    * @param result what the store answered, or {@code null} if it failed
    * @param error the store's failure, or {@code null}
    * @param mayWait whether a key in flight may be waited for (not in a batch)
    */
   Next<T> decide(
-      ClaimRequest claimed, long askedAt, ClaimResult result, Throwable error, boolean mayWait) {
+      ClaimRequest claimed,
+      long askedAt,
+      long askedAtMono,
+      ClaimResult result,
+      Throwable error,
+      boolean mayWait) {
     if (error == null && result instanceof ClaimResult.Failed failed) {
       error = failed.error();
     }
@@ -126,13 +136,20 @@ final class CallSupport<T> {
       }
       return new Refuse<>(storeFailure);
     }
+    settings.outages.storeAnswered();
     if (result instanceof ClaimResult.Claimed granted) {
       if (waitStartNanos != 0) {
         events.emit(Type.WAITED, granted.attempt(), System.nanoTime() - waitStartNanos, null);
       }
       events.claimed(granted);
       return new Send<>(
-          new Claim(keyId, claimed.ownerToken(), granted.attempt(), askedAt, settings.leaseNanos));
+          new Claim(
+              keyId,
+              claimed.ownerToken(),
+              granted.attempt(),
+              askedAt,
+              askedAtMono,
+              settings.leaseNanos));
     }
     ClaimResult.Existing existing = (ClaimResult.Existing) result;
     try {
@@ -169,6 +186,7 @@ final class CallSupport<T> {
         failure instanceof KeyStoreException e
             ? e
             : new KeyStoreException("The key store failed to claim key " + keyId, failure);
+    settings.outages.storeFailed("a claim failed", storeFailure);
     events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
     return storeFailure;
   }
@@ -218,36 +236,49 @@ final class CallSupport<T> {
   }
 
   /**
-   * Whether the sender may run under this claim. A claim the store answered after more than half
-   * its lease (a slow or stalled store) is renewed first, fenced, on the calling thread: the keeper
-   * renews only every quarter lease, so a send started on the little that is left could outlive it
-   * before the first renewal and be taken over while it runs. False if the renewal failed or the
-   * key is no longer ours: then nothing may be sent (see {@link #lateClaimRefused}).
+   * Whether the sender may run under this claim: never with less than the keeper's margin (a
+   * quarter lease) left. A claim the store answered after more than half its lease, or with less
+   * than the margin left, is renewed first, fenced, on the calling thread (see {@link
+   * LeaseKeeper#readyToSend}). False if it still has less: then nothing may be sent (see {@link
+   * #lateClaimRefused}).
    */
   boolean readyToSend(Claim claim) {
-    return !isLate(claim) || renewLate(claim);
+    return settings.keeper.readyToSend(claim);
   }
 
-  /** Whether the store answered this claim after more than half its lease (renewal on). */
-  boolean isLate(Claim claim) {
-    return settings.keeper.isLate(claim, settings.leaseNow());
+  /** Whether {@link #readyToSend} would do store work (a renewal) before answering. */
+  boolean needsRenewalBeforeSend(Claim claim) {
+    return settings.leaseRenewal
+        && (settings.keeper.isLate(claim)
+            || !claim.isLive(settings.leaseNow(), settings.keeper.marginNanos));
   }
 
-  /** Renews a late claim now (blocking store work); whether it is still ours with a lease. */
-  boolean renewLate(Claim claim) {
-    settings.keeper.renewLate(List.of(claim));
-    return !claim.lapsedBy(settings.leaseNow());
-  }
-
-  /** The failure of a call whose late claim could not be renewed: nothing was sent. */
+  /**
+   * The failure of a call whose claim had too little lease left to send on, even renewed: nothing
+   * was sent. The claim is released if it is still ours (fenced), so that a retry need not wait for
+   * it to run out, and be reported as a takeover, when nothing was sent.
+   */
   KeyStoreException lateClaimRefused(Claim claim) {
+    boolean lost = claim.isLost();
+    if (!lost) {
+      try {
+        Interrupts.deferredDuring(() -> settings.store.release(keyId, claim.ownerToken));
+      } catch (RuntimeException e) {
+        CallEvents.log.debug("Could not release key {} after refusing its late claim", keyId, e);
+      }
+    }
+    claim.finish();
     KeyStoreException refused =
         new KeyStoreException(
             "The key store answered the claim of key "
                 + keyId
-                + " after more than half its lease of "
-                + settings.lease.toMillis()
-                + " ms and the lease could not be renewed; nothing was sent",
+                + " late, and "
+                + (lost
+                    ? "its lease could not be renewed"
+                    : "even renewed, less than a quarter of its lease of "
+                        + settings.lease.toMillis()
+                        + " ms was left to send on")
+                + "; nothing was sent",
             null);
     events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), refused);
     return refused;
@@ -259,7 +290,7 @@ final class CallSupport<T> {
    */
   void startSend(Claim claim) {
     if (settings.leaseRenewal) {
-      claim.renewUntil(settings.leaseNow() + settings.leaseRenewalLimitNanos);
+      claim.renewUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
       settings.keeper.watch(claim);
     }
   }
@@ -326,17 +357,6 @@ final class CallSupport<T> {
   static long completionBackoffMillis(int round) {
     return Math.min(
         MAX_COMPLETION_BACKOFF_MILLIS, COMPLETION_BACKOFF_MILLIS << Math.min(round - 1, 20));
-  }
-
-  /** Sleeps between write attempts; {@code false} (interrupt flag kept) if interrupted. */
-  static boolean pause(long millis) {
-    try {
-      Thread.sleep(millis);
-      return true;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return false;
-    }
   }
 
   /** The sender's own failure: unwrapped from SendFailedException. */

@@ -1,9 +1,22 @@
 package dev.idempotency;
 
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+
 /**
- * A key this guard owns: its owner token and attempt, and the guard's estimate of when its lease
- * ends, kept up to date by the {@link LeaseKeeper}. Times are on {@link GuardSettings#leaseNow()}'s
- * scale. Thread-safe: the caller's thread and the keeper's read and write it.
+ * A key this guard owns: its owner token and attempt, and two clocks kept up to date by the {@link
+ * LeaseKeeper}:
+ *
+ * <ul>
+ *   <li>the guard's estimate of when its lease ends, on {@link GuardSettings#leaseNow()}'s scale
+ *       (the store's time: the guard's clock, or the monotonic clock for a server-time store), for
+ *       the checks before a send;
+ *   <li>when it was last claimed or renewed, and until when it may be renewed, on the monotonic
+ *       clock ({@link System#nanoTime()}), for the keeper's schedule: a step of the wall clock
+ *       never drops a claim from renewal.
+ * </ul>
+ *
+ * Thread-safe: the caller's thread and the keeper's read and write it.
  */
 final class Claim implements LeaseKeeper.Watched {
 
@@ -11,62 +24,96 @@ final class Claim implements LeaseKeeper.Watched {
   final String ownerToken;
   final int attempt;
   private final long leaseNanos;
-  private volatile long renewedAt;
+  private volatile long renewedAtMono;
   private volatile long leaseDeadline;
-  private volatile long renewUntil = Long.MAX_VALUE;
+  private volatile long renewUntilMono = Long.MAX_VALUE;
   private volatile boolean lost;
   private volatile boolean finished;
+  private final AtomicBoolean renewing = new AtomicBoolean();
 
   /**
    * A claim the store granted.
    *
-   * @param claimedAt when the claim was asked for (the lease runs from no earlier than that)
+   * @param claimedAt when the claim was asked for, on the lease scale (the lease runs from no
+   *     earlier than that)
+   * @param claimedAtMono the same moment on the monotonic clock
    */
-  Claim(String keyId, String ownerToken, int attempt, long claimedAt, long leaseNanos) {
+  Claim(
+      String keyId,
+      String ownerToken,
+      int attempt,
+      long claimedAt,
+      long claimedAtMono,
+      long leaseNanos) {
     this.keyId = keyId;
     this.ownerToken = ownerToken;
     this.attempt = attempt;
     this.leaseNanos = leaseNanos;
-    this.renewedAt = claimedAt;
+    this.renewedAtMono = claimedAtMono;
     this.leaseDeadline = claimedAt + leaseNanos;
   }
 
-  /** Renew this claim until {@code until} at the latest (the renewal limit of a send). */
-  void renewUntil(long until) {
-    this.renewUntil = until;
+  /** Renew this claim until {@code untilMono} at the latest (the renewal limit of a send). */
+  void renewUntil(long untilMono) {
+    this.renewUntilMono = untilMono;
   }
 
   /**
    * Whether the lease still has more than {@code marginNanos} to run and was never lost: the test
-   * before handing a batch's key out to send.
+   * before a send starts or a batch's key is handed out.
+   *
+   * @param now on the lease scale
    */
   boolean isLive(long now, long marginNanos) {
     return !lost && leaseDeadline - now > marginNanos;
   }
 
-  /** Whether the lease was last asked for (claimed or renewed) more than {@code nanos} ago. */
-  boolean renewedLongerAgoThan(long now, long nanos) {
-    return now - renewedAt > nanos;
+  /** The guard's estimate of when the lease ends, on the lease scale. */
+  long leaseDeadline() {
+    return leaseDeadline;
   }
 
-  /** Whether the lease ran out (by the guard's estimate) or was lost before {@code now}. */
+  /** Whether the lease was last asked for (claimed or renewed) more than {@code nanos} ago. */
+  boolean renewedLongerAgoThan(long nowMono, long nanos) {
+    return nowMono - renewedAtMono > nanos;
+  }
+
+  /** Whether the lease ran out (by the guard's estimate, on the lease scale) or was lost. */
   boolean lapsedBy(long now) {
     return lost || now - leaseDeadline >= 0;
   }
 
-  /** Whether the keeper should renew now: old enough, inside its limit, not lapsed or lost. */
-  boolean dueForRenewal(long now, long renewAfterNanos) {
+  /**
+   * Whether the keeper should renew now: a quarter lease old on the monotonic clock, inside its
+   * renewal limit, neither lost nor finished, and not being renewed already.
+   */
+  boolean dueForRenewal(long nowMono, long renewAfterNanos) {
     return !lost
         && !finished
-        && now - renewedAt >= renewAfterNanos
-        && now - leaseDeadline < 0
-        && now - renewUntil < 0;
+        && !renewing.get()
+        && nowMono - renewedAtMono >= renewAfterNanos
+        && nowMono - renewUntilMono < 0;
   }
 
-  /** The store moved the lease; {@code sentAt} is when the renewal was asked for. */
-  void renewed(long sentAt) {
-    if (sentAt - renewedAt > 0) {
-      renewedAt = sentAt;
+  /** Marks a renewal under way; {@code false} if one already is. */
+  boolean startRenewal() {
+    return renewing.compareAndSet(false, true);
+  }
+
+  /** The renewal under way ended, whatever its result. */
+  void endRenewal() {
+    renewing.set(false);
+  }
+
+  /**
+   * The store moved the lease.
+   *
+   * @param sentAt when the renewal was asked for, on the lease scale
+   * @param sentAtMono the same moment on the monotonic clock
+   */
+  void renewed(long sentAt, long sentAtMono) {
+    if (sentAtMono - renewedAtMono > 0) {
+      renewedAtMono = sentAtMono;
       leaseDeadline = sentAt + leaseNanos;
     }
   }
@@ -85,12 +132,17 @@ final class Claim implements LeaseKeeper.Watched {
     finished = true;
   }
 
+  /** Whether the keeper still has a reason to look at this claim. */
+  boolean watchable(long nowMono) {
+    return !finished && !lost && nowMono - renewUntilMono < 0;
+  }
+
   @Override
-  public boolean collectDue(long now, long renewAfterNanos, java.util.List<Claim> due) {
-    if (finished || lost || now - renewUntil >= 0 || now - leaseDeadline >= 0) {
+  public boolean collectDue(long nowMono, long renewAfterNanos, List<Claim> due) {
+    if (!watchable(nowMono)) {
       return false;
     }
-    if (dueForRenewal(now, renewAfterNanos)) {
+    if (dueForRenewal(nowMono, renewAfterNanos)) {
       due.add(this);
     }
     return true;

@@ -2,8 +2,6 @@ package dev.idempotency;
 
 import java.util.concurrent.Executor;
 import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
@@ -23,7 +21,7 @@ final class DefaultExecutors {
 
   private DefaultExecutors() {}
 
-  /** Runs the calls of blocking stores (JDBC) for {@code executeAsync} and the lease keeper. */
+  /** Runs the calls of blocking stores (JDBC) for {@code executeAsync}, and batch writes. */
   static Executor storeIo() {
     return StoreIo.POOL;
   }
@@ -33,21 +31,12 @@ final class DefaultExecutors {
     return Async.POOL;
   }
 
-  /** Wakes the lease keepers up; does no store work itself. */
-  static ScheduledExecutorService scheduler() {
-    return Scheduler.POOL;
-  }
-
   private static final class StoreIo {
     static final Executor POOL = boundedPool("idempotency-store-io", STORE_IO_THREADS);
   }
 
   private static final class Async {
     static final Executor POOL = boundedPool("idempotency-async", ASYNC_THREADS);
-  }
-
-  private static final class Scheduler {
-    static final ScheduledExecutorService POOL = scheduler("idempotency-lease-keeper");
   }
 
   private static ThreadPoolExecutor boundedPool(String name, int threads) {
@@ -63,13 +52,8 @@ final class DefaultExecutors {
     return pool;
   }
 
-  private static ScheduledExecutorService scheduler(String name) {
-    ScheduledThreadPoolExecutor pool = new ScheduledThreadPoolExecutor(1, daemonThreads(name));
-    pool.setRemoveOnCancelPolicy(true);
-    return pool;
-  }
-
-  private static ThreadFactory daemonThreads(String name) {
+  /** Daemon threads named {@code name-1}, {@code name-2}, ... */
+  static ThreadFactory daemonThreads(String name) {
     AtomicInteger count = new AtomicInteger();
     return runnable -> {
       Thread thread = new Thread(runnable, name + "-" + count.incrementAndGet());

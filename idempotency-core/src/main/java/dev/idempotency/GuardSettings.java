@@ -37,6 +37,8 @@ final class GuardSettings {
   final boolean leaseRenewal;
   final long leaseRenewalLimitNanos;
   final LeaseKeeper keeper;
+  final StoreOutages outages;
+  final OperationNames operations;
 
   GuardSettings(IdempotencyGuard.Builder builder) {
     this.userStore = builder.store;
@@ -62,6 +64,8 @@ final class GuardSettings {
     this.asyncStore = AsyncStores.of(store, blockingStoreExecutor);
     this.leaseRenewal = builder.leaseRenewal;
     this.leaseRenewalLimitNanos = builder.leaseRenewalLimit.toNanos();
+    this.outages = new StoreOutages(store.kind());
+    this.operations = new OperationNames(builder.maxOperationNames);
     this.keeper = new LeaseKeeper(this);
   }
 
@@ -80,6 +84,11 @@ final class GuardSettings {
   /** {@link #leaseNow()} for a request stamped {@code now}: the same instant on that scale. */
   long leaseNow(Instant now) {
     return store.usesServerTime() ? System.nanoTime() : epochNanos(now);
+  }
+
+  /** Now on the monotonic clock, for schedules: {@link System#nanoTime()}. */
+  static long monoNow() {
+    return System.nanoTime();
   }
 
   private static long epochNanos(Instant instant) {

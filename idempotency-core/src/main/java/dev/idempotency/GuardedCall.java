@@ -48,6 +48,7 @@ final class GuardedCall<T> {
       Instant now = call.settings.clock.instant();
       ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
       long askedAt = call.settings.leaseNow(now);
+      long askedAtMono = GuardSettings.monoNow();
       ClaimResult result = null;
       RuntimeException error = null;
       try {
@@ -55,7 +56,7 @@ final class GuardedCall<T> {
       } catch (RuntimeException e) {
         error = e;
       }
-      CallSupport.Next<T> next = call.decide(claim, askedAt, result, error, true);
+      CallSupport.Next<T> next = call.decide(claim, askedAt, askedAtMono, result, error, true);
       if (next instanceof CallSupport.Send<T> send) {
         return sendAsOwner(send.claim());
       } else if (next instanceof CallSupport.SendUnclaimed<T>) {
@@ -85,11 +86,16 @@ final class GuardedCall<T> {
       try {
         value = callSender(attempt);
       } catch (Throwable failure) {
-        onSendFailure(claim, failure, call.sendFinished(claim, sendStart));
+        try (Interrupts deferred = Interrupts.deferred()) {
+          onSendFailure(claim, failure, call.sendFinished(claim, sendStart), deferred);
+        }
         throw failure;
       }
       long sendNanos = call.sendFinished(claim, sendStart);
-      boolean recorded = write(claim, RecordState.COMPLETED, call.encode(value, attempt));
+      boolean recorded;
+      try (Interrupts deferred = Interrupts.deferred()) {
+        recorded = write(claim, RecordState.COMPLETED, call.encode(value, attempt), deferred);
+      }
       if (recorded) {
         call.events.emit(Type.COMPLETED, attempt, sendNanos, null);
       }
@@ -110,14 +116,16 @@ final class GuardedCall<T> {
     }
   }
 
-  private void onSendFailure(Claim claim, Throwable thrown, long sendNanos) {
+  /** Stores a permanent failure or releases the claim, the interrupt flag deferred. */
+  private void onSendFailure(Claim claim, Throwable thrown, long sendNanos, Interrupts deferred) {
     Throwable failure = CallSupport.senderFailure(thrown);
     try {
       if (call.isPermanent(failure)
-          && write(claim, RecordState.FAILED, call.failurePayload(failure))) {
+          && write(claim, RecordState.FAILED, call.failurePayload(failure), deferred)) {
         call.events.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
         return;
       }
+      deferred.clear();
       if (call.settings.store.release(call.keyId, claim.ownerToken)) {
         call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
       } else {
@@ -131,13 +139,15 @@ final class GuardedCall<T> {
   }
 
   /**
-   * Writes an outcome, fenced, retrying a store failure a few times. Never throws: after a send, an
-   * exception would invite a retry, which is a duplicate.
+   * Writes an outcome, fenced, retrying a store failure a few times, with the thread's interrupt
+   * flag deferred (see {@link Interrupts}). Never throws: after a send, an exception would invite a
+   * retry, which is a duplicate.
    */
-  private boolean write(Claim claim, RecordState state, byte[] payload) {
+  private boolean write(Claim claim, RecordState state, byte[] payload, Interrupts deferred) {
     RuntimeException lastFailure = null;
     int attempts = call.settings.completionAttempts;
     for (int round = 1; round <= attempts; round++) {
+      deferred.clear();
       try {
         if (call.settings.store.complete(call.complete(claim, state, payload))) {
           return true;
@@ -146,8 +156,8 @@ final class GuardedCall<T> {
         return false;
       } catch (RuntimeException e) {
         lastFailure = e;
-        if (round < attempts && !CallSupport.pause(CallSupport.completionBackoffMillis(round))) {
-          break;
+        if (round < attempts) {
+          deferred.sleep(CallSupport.completionBackoffMillis(round));
         }
       }
     }

@@ -58,6 +58,9 @@ public final class IdempotencyGuard {
   /** The default number of attempts to record an outcome after a successful send. */
   public static final int DEFAULT_COMPLETION_ATTEMPTS = 3;
 
+  /** The default cap on distinct operation names one guard reports: 100. */
+  public static final int DEFAULT_MAX_OPERATION_NAMES = 100;
+
   private final GuardSettings settings;
 
   private IdempotencyGuard(Builder builder) {
@@ -227,6 +230,11 @@ public final class IdempotencyGuard {
     }
   }
 
+  /** What this guard was built with; for tests in this package. */
+  GuardSettings settings() {
+    return settings;
+  }
+
   /**
    * The store this guard uses.
    *
@@ -255,6 +263,7 @@ public final class IdempotencyGuard {
     Executor blockingStoreExecutor;
     Executor asyncExecutor;
     boolean mdc = true;
+    int maxOperationNames = DEFAULT_MAX_OPERATION_NAMES;
     final List<IdempotencyListener> listeners = new ArrayList<>();
     final List<IdempotencyObserver> observers = new ArrayList<>();
 
@@ -295,10 +304,14 @@ public final class IdempotencyGuard {
     /**
      * Whether the guard renews a claim's lease while its sender runs, fenced by the owner token, so
      * that a live sender is never taken over however slow the provider is, while a crashed process
-     * still frees its keys one lease after its last renewal. Renewal runs in the background, a
-     * quarter of a lease after the last one, for at most {@link #leaseRenewalLimit(Duration)}; a
-     * send that ends sooner than a quarter of the lease costs no store call for it. Batches renew
-     * the keys they have not recorded yet whatever this says. Default {@code true}.
+     * still frees its keys one lease after its last renewal. Renewal runs in the background on the
+     * guard's own threads, a quarter of a lease after the last one (by the monotonic clock, so a
+     * step of the wall clock changes nothing), for at most {@link #leaseRenewalLimit(Duration)}; a
+     * send that ends sooner than a quarter of the lease costs no store call for it. A renewed
+     * record lives at least one lease beyond now, even past its window. A send never starts with
+     * less than a quarter of its lease left: a claim answered late is renewed first, and refused if
+     * even then too little is left. Batches renew the keys they have not recorded yet whatever this
+     * says. Default {@code true}.
      *
      * @param renew {@code false} to let every claim run out after one lease
      * @return this builder
@@ -425,9 +438,11 @@ public final class IdempotencyGuard {
 
     /**
      * Where the calls of a blocking store (the JDBC store) run for {@link #executeAsync}, so that
-     * the caller's thread never blocks, and where lease renewal and batch writes run in the
-     * background. Size it like the store's connection pool. Default: a pool of 16 daemon threads
-     * named {@code idempotency-store-io-N}, shared by every guard.
+     * the caller's thread never blocks, and where a batch's outcomes are written in the background.
+     * Lease renewal never runs here: each guard renews on two threads of its own, so that a busy
+     * executor never lets a live send be taken over. Size it like the store's connection pool.
+     * Default: a pool of 16 daemon threads named {@code idempotency-store-io-N}, shared by every
+     * guard.
      *
      * @param executor the executor
      * @return this builder
@@ -490,6 +505,23 @@ public final class IdempotencyGuard {
      */
     public Builder mdc(boolean mdc) {
       this.mdc = mdc;
+      return this;
+    }
+
+    /**
+     * How many distinct operation names this guard reports in events, logs, the MDC and metrics;
+     * later ones are reported as {@code other}, with one WARN. An operation names a kind of send
+     * ({@code otp-sms}); a key's namespace that is in fact an id ({@code user-42:welcome}) would
+     * otherwise flood a metrics backend. Default {@link #DEFAULT_MAX_OPERATION_NAMES}.
+     *
+     * @param max at least 1
+     * @return this builder
+     */
+    public Builder maxOperationNames(int max) {
+      if (max < 1) {
+        throw new IllegalArgumentException("maxOperationNames must be at least 1, was " + max);
+      }
+      this.maxOperationNames = max;
       return this;
     }
 

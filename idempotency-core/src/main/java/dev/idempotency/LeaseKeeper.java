@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -18,30 +19,44 @@ import org.slf4j.LoggerFactory;
  * idea of Redisson's lock watchdog and ShedLock's keep-alive): a short lease then bounds how long a
  * crashed process blocks its keys, while a live sender is never taken over.
  *
- * <p>While anything is watched, a round runs every {@link #periodNanos} (a quarter of the lease, at
- * most a second) on the guard's blocking-store executor: each watched object adds the claims whose
- * last renewal is a quarter of a lease old, and those are renewed together, one {@code extendAll}
- * per {@link dev.idempotency.spi.KeyStore#maxBatchSize() chunk}. So a renewed lease always has at
- * least about half its length left. A claim whose renewal the store refuses is marked lost; a
- * failed round is retried on the next one. When nothing is watched the keeper stops ticking, so an
- * idle guard costs nothing and can be collected.
+ * <ol>
+ *   <li>While anything is watched, a round starts every {@link #periodNanos} (a quarter of the
+ *       lease, at most a second) on the keeper's own two daemon threads, never on the guard's
+ *       blocking-store executor: renewal does not queue behind store traffic, batch writes or the
+ *       application's tasks. The next round is scheduled as a round starts, so a round held up by a
+ *       slow store does not hold up the next one, which runs on the other thread.
+ *   <li>A round asks each watched object for the claims whose last renewal is a quarter of a lease
+ *       old on the monotonic clock (a step of the wall clock never drops a claim), skipping those
+ *       whose renewal is still under way, and renews them together, one {@code extendAll} per
+ *       {@link dev.idempotency.spi.KeyStore#maxBatchSize() chunk}. A round stops starting chunks
+ *       after a quarter lease; the rest go to the next round.
+ *   <li>A claim whose renewal the store refuses is marked lost; a failed renewal is retried on the
+ *       next round. A renewed lease has at least about half its length left when the next renewal
+ *       is due.
+ * </ol>
+ *
+ * When nothing is watched the keeper stops ticking and its threads end after a while, so an idle
+ * guard costs nothing. {@link #close()} stops it for good.
  */
 final class LeaseKeeper {
 
   /** Something that owns claims: a single call's {@link Claim}, or a {@link Batch}. */
   interface Watched {
     /**
-     * Adds the claims due for renewal to {@code due}. Runs on a store thread and may do store work
-     * of its own first (a batch writes outcomes that waited long enough).
+     * Adds the claims due for renewal to {@code due}. Runs on a keeper thread and must not do store
+     * work itself (a batch hands its waiting outcomes to the blocking-store executor).
      *
+     * @param nowMono the monotonic time of the round
      * @return {@code false} once it needs no more watching
      */
-    boolean collectDue(long now, long renewAfterNanos, List<Claim> due);
+    boolean collectDue(long nowMono, long renewAfterNanos, List<Claim> due);
   }
 
   private static final Logger log = LoggerFactory.getLogger(LeaseKeeper.class);
   private static final long MAX_PERIOD_NANOS = TimeUnit.SECONDS.toNanos(1);
   private static final long MIN_PERIOD_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+  private static final int THREADS = 2;
+  private static final AtomicInteger KEEPERS = new AtomicInteger();
 
   /** Time between rounds: a quarter of the lease, between 1 ms and 1 s. */
   final long periodNanos;
@@ -49,20 +64,37 @@ final class LeaseKeeper {
   /** A claim is renewed once its last renewal is this old: a quarter of the lease. */
   final long renewAfterNanos;
 
+  /**
+   * The least a lease must have left for a send to start on it, or a batch's key to be handed out:
+   * a quarter of the lease, what the keeper needs to renew it in time.
+   */
+  final long marginNanos;
+
   private final GuardSettings settings;
   private final Set<Watched> watched = ConcurrentHashMap.newKeySet();
   private final AtomicInteger count = new AtomicInteger();
   private final AtomicBoolean ticking = new AtomicBoolean();
+  private final ScheduledThreadPoolExecutor threads;
+  private volatile boolean closed;
 
   LeaseKeeper(GuardSettings settings) {
     this.settings = settings;
     this.renewAfterNanos = settings.leaseNanos / 4;
+    this.marginNanos = settings.leaseNanos / 4;
     this.periodNanos = Math.max(MIN_PERIOD_NANOS, Math.min(renewAfterNanos, MAX_PERIOD_NANOS));
+    this.threads =
+        new ScheduledThreadPoolExecutor(
+            THREADS,
+            DefaultExecutors.daemonThreads(
+                "idempotency-lease-keeper-" + KEEPERS.incrementAndGet()));
+    threads.setKeepAliveTime(30, TimeUnit.SECONDS);
+    threads.allowCoreThreadTimeOut(true);
+    threads.setRemoveOnCancelPolicy(true);
   }
 
   /** Starts renewing what {@code owner} reports, until it says it is done or is unwatched. */
   void watch(Watched owner) {
-    if (watched.add(owner)) {
+    if (!closed && watched.add(owner)) {
       count.incrementAndGet();
       if (!ticking.get() && ticking.compareAndSet(false, true)) {
         scheduleRound();
@@ -81,27 +113,30 @@ final class LeaseKeeper {
     return count.get();
   }
 
+  /** Stops renewing: nothing is renewed after this returns; the keeper's threads end. */
+  void close() {
+    closed = true;
+    watched.clear();
+    count.set(0);
+    threads.shutdownNow();
+  }
+
   private void scheduleRound() {
     try {
-      DefaultExecutors.scheduler().schedule(this::dispatch, periodNanos, TimeUnit.NANOSECONDS);
+      threads.schedule(this::round, periodNanos, TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException e) {
       ticking.set(false);
-      log.warn("Could not schedule lease renewal; leases run out unrenewed", e);
+      if (!closed) {
+        log.warn("Could not schedule lease renewal; leases run out unrenewed", e);
+      }
     }
   }
 
-  /** On the scheduler's thread: hands the round to a store thread, never doing store work here. */
-  private void dispatch() {
-    try {
-      settings.blockingStoreExecutor.execute(this::round);
-    } catch (RejectedExecutionException e) {
-      log.warn("The blocking store executor refused a lease renewal round; trying again later", e);
-      scheduleRound();
-    }
-  }
-
-  /** One round: collect the due claims and renew them; stop ticking when nothing is watched. */
+  /** One round: schedule the next, collect the due claims and renew them. */
   void round() {
+    if (closed) {
+      return;
+    }
     if (count.get() == 0) {
       ticking.set(false);
       // A watch() that raced with the check above saw ticking still set: start again for it.
@@ -109,56 +144,94 @@ final class LeaseKeeper {
         return;
       }
     }
-    try {
-      long now = settings.leaseNow();
-      List<Claim> due = new ArrayList<>();
-      for (Watched owner : watched) {
-        boolean keep = true;
-        try {
-          keep = owner.collectDue(now, renewAfterNanos, due);
-        } catch (RuntimeException e) {
-          log.warn("A lease renewal owner failed; it stays watched", e);
-        }
-        if (!keep) {
-          unwatch(owner);
-        }
+    scheduleRound();
+    long startMono = System.nanoTime();
+    List<Claim> due = new ArrayList<>();
+    for (Watched owner : watched) {
+      boolean keep = true;
+      try {
+        keep = owner.collectDue(startMono, renewAfterNanos, due);
+      } catch (RuntimeException e) {
+        log.warn("A lease renewal owner failed; it stays watched", e);
       }
-      renew(due, false);
+      if (!keep) {
+        unwatch(owner);
+      }
+    }
+    List<Claim> mine = new ArrayList<>(due.size());
+    for (Claim claim : due) {
+      if (claim.startRenewal()) {
+        mine.add(claim);
+      }
+    }
+    try {
+      renew(mine, false, startMono + renewAfterNanos);
     } finally {
-      scheduleRound();
+      mine.forEach(Claim::endRenewal);
     }
   }
 
   /**
    * Whether the store answered this claim after more than half its lease (with renewal on): the
    * keeper's rounds, every quarter lease, may then come too late for a send started on what is
-   * left, so the claim must be renewed before anything is sent ({@link #renewLate}).
+   * left, so the claim must be renewed before anything is sent ({@link #renewNow}).
    */
-  boolean isLate(Claim claim, long now) {
-    return settings.leaseRenewal && claim.renewedLongerAgoThan(now, settings.leaseNanos / 2);
+  boolean isLate(Claim claim) {
+    return settings.leaseRenewal
+        && claim.renewedLongerAgoThan(System.nanoTime(), settings.leaseNanos / 2);
+  }
+
+  /**
+   * Whether a send may start on this claim now: with renewal on, a claim answered late, or with
+   * less than {@link #marginNanos} left, is renewed first on the calling thread, fenced; then it
+   * must have more than the margin left. Without renewal, only a claim that is already lost or
+   * lapsed is refused.
+   */
+  boolean readyToSend(Claim claim) {
+    if (!settings.leaseRenewal) {
+      return !claim.lapsedBy(settings.leaseNow());
+    }
+    if (isLate(claim) || !claim.isLive(settings.leaseNow(), marginNanos)) {
+      renewNow(List.of(claim));
+    }
+    return claim.isLive(settings.leaseNow(), marginNanos);
   }
 
   /**
    * Renews the late ones of these claims now, on the calling thread, fenced: a claim the store
    * refuses is lost, and if the store fails, every claim of the failed chunk is lost too, so that
-   * nothing is sent on a lease nobody could renew. For a single call's claim and a batch's chunk.
+   * nothing is sent on a lease nobody could renew. For a batch's chunk.
    */
   void renewLate(List<Claim> claims) {
-    long now = settings.leaseNow();
     List<Claim> late = new ArrayList<>();
     for (Claim claim : claims) {
-      if (isLate(claim, now)) {
+      if (isLate(claim)) {
         late.add(claim);
       }
     }
-    if (!late.isEmpty()) {
-      renew(late, true);
+    renewNow(late);
+  }
+
+  private void renewNow(List<Claim> claims) {
+    if (!claims.isEmpty()) {
+      renew(claims, true, Long.MAX_VALUE);
     }
   }
 
-  private void renew(List<Claim> due, boolean loseOnFailure) {
+  /**
+   * Renews the claims, a chunk per store call, starting no chunk once {@code stopStartingAtMono}
+   * has passed.
+   */
+  private void renew(List<Claim> due, boolean loseOnFailure, long stopStartingAtMono) {
     int chunk = Math.max(1, settings.store.maxBatchSize());
     for (int from = 0; from < due.size(); from += chunk) {
+      long sentAtMono = System.nanoTime();
+      if (sentAtMono - stopStartingAtMono > 0) {
+        log.debug(
+            "The renewal round ran out of time with {} leases to go; the next round takes them",
+            due.size() - from);
+        return;
+      }
       List<Claim> part = due.subList(from, Math.min(due.size(), from + chunk));
       Instant now = settings.clock.instant();
       long sentAt = settings.leaseNow(now);
@@ -168,24 +241,22 @@ final class LeaseKeeper {
       }
       List<Boolean> extended;
       try {
-        extended = settings.store.extendAll(requests);
+        extended = Interrupts.deferredDuring(() -> settings.store.extendAll(requests));
       } catch (RuntimeException e) {
         if (loseOnFailure) {
           log.debug(
               "Could not renew the leases of {} late claims; nothing is sent", part.size(), e);
           part.forEach(Claim::lose);
         } else {
-          log.warn(
-              "Could not renew the leases of {} keys; trying again in the next round",
-              part.size(),
-              e);
+          settings.outages.storeFailed(
+              "Could not renew the leases of " + part.size() + " keys; trying again", e);
         }
         continue;
       }
       for (int i = 0; i < part.size(); i++) {
         Claim claim = part.get(i);
         if (extended.get(i)) {
-          claim.renewed(sentAt);
+          claim.renewed(sentAt, sentAtMono);
         } else {
           claim.lose();
           log.debug("The lease of key {} could not be renewed: it is no longer ours", claim.keyId);

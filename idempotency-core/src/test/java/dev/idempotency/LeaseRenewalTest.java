@@ -410,7 +410,7 @@ class LeaseRenewalTest {
 
     assertThatThrownBy(() -> guard.execute(newKey(), TTL, ctx -> "sent-" + sends.incrementAndGet()))
         .isInstanceOf(KeyStoreException.class)
-        .hasMessageContaining("after more than half its lease")
+        .hasMessageContaining("its lease could not be renewed")
         .hasMessageContaining("nothing was sent");
     assertThat(sends).hasValue(0);
     assertThat(events).extracting(IdempotencyEvent::type).contains(Type.STORE_ERROR);

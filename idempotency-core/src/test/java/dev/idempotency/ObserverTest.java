@@ -68,6 +68,33 @@ class ObserverTest {
     return "otp:" + UUID.randomUUID();
   }
 
+  /**
+   * A raw key whose first part is an id ({@code user-42:welcome}) would give each user its own
+   * operation: past the guard's cap, operations are reported as {@code other}.
+   */
+  @Test
+  void operationNamesPastTheCapAreReportedAsOther() {
+    List<IdempotencyEvent> events = new CopyOnWriteArrayList<>();
+    IdempotencyGuard capped =
+        IdempotencyGuard.builder()
+            .store(InMemoryKeyStore.builder().build())
+            .maxOperationNames(100)
+            .listener(events::add)
+            .build();
+
+    for (int user = 0; user < 150; user++) {
+      capped.execute("user-" + user + ":welcome:" + UUID.randomUUID(), TTL, ctx -> "sent");
+    }
+    capped.execute("user-7:welcome:" + UUID.randomUUID(), TTL, ctx -> "sent");
+
+    List<String> operations = events.stream().map(IdempotencyEvent::operation).distinct().toList();
+    assertThat(operations).hasSize(101).contains("user-0", "user-99", "other");
+    assertThat(operations).doesNotContain("user-100", "user-149");
+    assertThat(events.get(events.size() - 1).operation())
+        .as("a name admitted before the cap keeps its name")
+        .isEqualTo("user-7");
+  }
+
   @Test
   void aFirstSendIsOneCallWithItsEventsAndTimedStoreOperations() {
     guard.execute(key(), TTL, ctx -> "n_1");

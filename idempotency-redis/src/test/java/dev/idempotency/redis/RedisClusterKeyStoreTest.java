@@ -65,6 +65,14 @@ class RedisClusterKeyStoreTest extends SharedKeyStoreContract {
     protected KeyStore store() {
       return RedisClusterKeyStoreTest.this.store();
     }
+
+    /** The completion then meets NOSCRIPT and loads its script again, as after a failover. */
+    @Override
+    protected void beforeAnInterruptedOutcomeIsWritten() {
+      try (var admin = client.connect()) {
+        admin.sync().upstream().commands().scriptFlush();
+      }
+    }
   }
 
   @Override

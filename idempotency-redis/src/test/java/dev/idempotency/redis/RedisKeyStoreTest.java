@@ -78,6 +78,12 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
     protected KeyStore store() {
       return RedisKeyStoreTest.this.store();
     }
+
+    /** The completion then meets NOSCRIPT and loads its script again, as after a failover. */
+    @Override
+    protected void beforeAnInterruptedOutcomeIsWritten() {
+      redis().scriptFlush();
+    }
   }
 
   @Override

@@ -2,14 +2,19 @@ package dev.idempotency.tck;
 
 import static java.time.Duration.ZERO;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.Batch;
+import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.Outcome;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import java.time.Duration;
@@ -154,6 +159,325 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
     } finally {
       pool.shutdownNow();
     }
+  }
+
+  /**
+   * A claim whose lease, even renewed at once, would leave less than the keeper's margin (a quarter
+   * lease) when the sender starts is not sent on: the store answered the claim late, and its
+   * renewal late too. Nothing is sent, the caller gets {@link KeyStoreException}, and the key is
+   * released.
+   */
+  @Test
+  public void claimWhoseRenewalLeavesLessThanTheMarginIsNotSentOn() {
+    Duration lease = Duration.ofMillis(1000);
+    KeyStore slow =
+        new ForwardingKeyStore(store()) {
+          @Override
+          public ClaimResult claim(ClaimRequest request) {
+            ClaimResult answer = delegate.claim(request);
+            pause(lease.toMillis() * 6 / 10);
+            return answer;
+          }
+
+          @Override
+          public boolean extend(ExtendRequest request) {
+            boolean extended = delegate.extend(request);
+            pause(lease.toMillis() * 85 / 100);
+            return extended;
+          }
+
+          @Override
+          public List<Boolean> extendAll(List<ExtendRequest> requests) {
+            List<Boolean> extended = delegate.extendAll(requests);
+            pause(lease.toMillis() * 85 / 100);
+            return extended;
+          }
+        };
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(slow).lease(lease).inFlightWait(ZERO).build();
+    String key = "margin:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+
+    assertThatThrownBy(
+            () -> guard.execute(key, LONG_RETENTION, ctx -> "sent-" + sends.incrementAndGet()))
+        .isInstanceOf(KeyStoreException.class);
+    String retried =
+        IdempotencyGuard.builder()
+            .store(store())
+            .lease(lease)
+            .build()
+            .execute(key, LONG_RETENTION, ctx -> "retried-" + sends.incrementAndGet());
+
+    assertThat(retried).as("the key was released, not left to run out").isEqualTo("retried-1");
+    assertThat(sends).hasValue(1);
+  }
+
+  /**
+   * A sender that returns normally on a thread whose interrupt flag is set (a {@code
+   * Future.cancel(true)}, a {@code shutdownNow()} or a time limiter, while the provider call was
+   * finishing) has its outcome recorded all the same, and the flag is still set afterwards.
+   */
+  @Test
+  public void senderThatReturnsOnAnInterruptedThreadHasItsOutcomeRecorded() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store()).build();
+    String key = "interrupted:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+
+    Outcome<String> first;
+    boolean interruptedAfterwards;
+    try {
+      first =
+          guard.executeForOutcome(
+              IdempotencyRequest.of(key, LONG_RETENTION),
+              ResultCodec.string(),
+              ctx -> {
+                sends.incrementAndGet();
+                beforeAnInterruptedOutcomeIsWritten();
+                Thread.currentThread().interrupt();
+                return "sent";
+              });
+    } finally {
+      interruptedAfterwards = Thread.interrupted();
+    }
+    String again = guard.execute(key, LONG_RETENTION, ctx -> "again-" + sends.incrementAndGet());
+
+    assertThat(interruptedAfterwards).as("the interrupt is kept for the caller").isTrue();
+    assertThat(first.recorded()).as("the outcome was written").isTrue();
+    assertThat(again).isEqualTo("sent");
+    assertThat(sends).hasValue(1);
+  }
+
+  /** A failed send on an interrupted thread is released all the same: a retry sends at once. */
+  @Test
+  public void failedSendOnAnInterruptedThreadIsReleased() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store()).build();
+    String key = "interrupted-failure:" + newKeyId();
+
+    boolean interruptedAfterwards;
+    try {
+      assertThatThrownBy(
+              () ->
+                  guard.execute(
+                      key,
+                      LONG_RETENTION,
+                      ctx -> {
+                        beforeAnInterruptedOutcomeIsWritten();
+                        Thread.currentThread().interrupt();
+                        throw new IllegalStateException("provider refused");
+                      }))
+          .hasMessage("provider refused");
+    } finally {
+      interruptedAfterwards = Thread.interrupted();
+    }
+    Outcome<String> retry =
+        IdempotencyGuard.builder()
+            .store(store())
+            .inFlightWait(ZERO)
+            .build()
+            .executeForOutcome(
+                IdempotencyRequest.of(key, LONG_RETENTION), ResultCodec.string(), ctx -> "retry");
+
+    assertThat(interruptedAfterwards).isTrue();
+    assertThat(retry.value()).isEqualTo("retry");
+    assertThat(retry.attempt()).as("released, not taken over").isEqualTo(1);
+  }
+
+  /** A batch recorded on an interrupted thread writes every outcome, and keeps the interrupt. */
+  @Test
+  public void batchRecordedOnAnInterruptedThreadWritesEveryOutcome() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store()).build();
+    String run = newKeyId();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      requests.add(IdempotencyRequest.of("interrupted-batch:" + run + ":" + i, LONG_RETENTION));
+    }
+    Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+    for (Batch.Item item : batch.toSend()) {
+      batch.succeeded(item, "n:" + item.key());
+    }
+
+    Batch.Recorded recorded;
+    boolean interruptedAfterwards;
+    try {
+      beforeAnInterruptedOutcomeIsWritten();
+      Thread.currentThread().interrupt();
+      recorded = batch.record();
+    } finally {
+      interruptedAfterwards = Thread.interrupted();
+    }
+
+    assertThat(interruptedAfterwards).isTrue();
+    assertThat(recorded.completed()).isEqualTo(5);
+    assertThat(recorded.notRecorded()).isEmpty();
+    assertThat(guard.claimBatch(requests, ResultCodec.string()).replayed()).hasSize(5);
+  }
+
+  /**
+   * Called by the interrupt tests inside the sender, just before it sets its thread's interrupt
+   * flag: a store's test makes the write that follows harder here (Redis: flush the scripts, so
+   * that the completion has to load its script again).
+   */
+  protected void beforeAnInterruptedOutcomeIsWritten() {}
+
+  /**
+   * A send that outlives its window (a window from a short retry schedule, a slow provider) keeps
+   * its record while its lease is renewed: a second caller polling all along finds it in progress
+   * and never claims the key afresh, and the outcome is written.
+   */
+  @Test
+  public void senderThatOutlivesItsWindowKeepsItsRecordAndItsOutcome() throws Exception {
+    Duration lease = Duration.ofMillis(600);
+    Duration window = Duration.ofMillis(1200);
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(store()).lease(lease).inFlightWait(ZERO).build();
+    IdempotencyGuard second =
+        IdempotencyGuard.builder().store(store()).lease(lease).inFlightWait(ZERO).build();
+    String key = "short-window:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+    CountDownLatch sending = new CountDownLatch(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<Outcome<String>> slow =
+          pool.submit(
+              () ->
+                  guard.executeForOutcome(
+                      IdempotencyRequest.of(key, window),
+                      ResultCodec.string(),
+                      ctx -> {
+                        sends.incrementAndGet();
+                        sending.countDown();
+                        awaitElapsed(System.nanoTime(), window.multipliedBy(2));
+                        return "slow";
+                      }));
+      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+      int polls = 0;
+      while (!slow.isDone()) {
+        try {
+          second.execute(key, window, ctx -> "second-" + sends.incrementAndGet());
+        } catch (IdempotencyInProgressException expected) {
+          polls++;
+        }
+        pause(20);
+      }
+
+      Outcome<String> outcome = slow.get(30, TimeUnit.SECONDS);
+      assertThat(sends).as("the key was never claimed afresh under its live owner").hasValue(1);
+      assertThat(polls).isGreaterThan(10);
+      assertThat(outcome.value()).isEqualTo("slow");
+      assertThat(outcome.recorded()).as("the record was still there to complete").isTrue();
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /**
+   * Lease renewal does not queue behind other work: with the guard's blocking-store executor kept
+   * busy for longer than several leases, a sender that runs three leases is still renewed and never
+   * taken over.
+   */
+  @Test
+  public void renewalDoesNotWaitForABusyStoreExecutor() throws Exception {
+    ExecutorService busy = Executors.newSingleThreadExecutor();
+    CountDownLatch release = new CountDownLatch(1);
+    busy.execute(
+        () -> {
+          try {
+            release.await(60, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        });
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder()
+            .store(store())
+            .lease(RENEWED_LEASE)
+            .inFlightWait(ZERO)
+            .blockingStoreExecutor(busy)
+            .build();
+    IdempotencyGuard second =
+        IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).inFlightWait(ZERO).build();
+    String key = "busy-executor:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+    CountDownLatch sending = new CountDownLatch(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<String> slow =
+          pool.submit(
+              () ->
+                  guard.execute(
+                      key,
+                      LONG_RETENTION,
+                      ctx -> {
+                        sends.incrementAndGet();
+                        sending.countDown();
+                        awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(3));
+                        return "slow";
+                      }));
+      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+      pollWhileRunning(second, key, slow, sends, 50);
+
+      assertThat(slow.get(30, TimeUnit.SECONDS)).isEqualTo("slow");
+      assertThat(sends).as("renewed although the store executor was busy").hasValue(1);
+    } finally {
+      release.countDown();
+      pool.shutdownNow();
+      busy.shutdownNow();
+    }
+  }
+
+  /**
+   * A completion the store applied but whose reply was lost (a timeout, a cut connection) is sent
+   * again by its owner, and that repeat counts as written: the call reports its outcome recorded,
+   * with no {@code OUTCOME_NOT_RECORDED} event and no warning that a repeat may send again.
+   */
+  @Test
+  public void completionAppliedBeforeItsReplyWasLostIsRecorded() {
+    AtomicInteger lostReplies = new AtomicInteger();
+    KeyStore lossy =
+        new ForwardingKeyStore(store()) {
+          @Override
+          public boolean complete(CompleteRequest request) {
+            boolean written = delegate.complete(request);
+            if (lostReplies.getAndIncrement() == 0) {
+              throw new KeyStoreException("the reply was lost", null);
+            }
+            return written;
+          }
+
+          @Override
+          public List<Boolean> completeAll(List<CompleteRequest> requests) {
+            List<Boolean> written = delegate.completeAll(requests);
+            if (lostReplies.getAndIncrement() == 0) {
+              throw new KeyStoreException("the reply was lost", null);
+            }
+            return written;
+          }
+        };
+    List<IdempotencyEvent.Type> events = new CopyOnWriteArrayList<>();
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(lossy).listener(event -> events.add(event.type())).build();
+
+    Outcome<String> single =
+        guard.executeForOutcome(
+            IdempotencyRequest.of("lost-reply:" + newKeyId(), LONG_RETENTION),
+            ResultCodec.string(),
+            ctx -> "sent");
+    lostReplies.set(0);
+    String run = newKeyId();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      requests.add(IdempotencyRequest.of("lost-reply-batch:" + run + ":" + i, LONG_RETENTION));
+    }
+    Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+    for (Batch.Item item : batch.toSend()) {
+      batch.succeeded(item, "n:" + item.key());
+    }
+    Batch.Recorded recorded = batch.record();
+
+    assertThat(single.recorded()).isTrue();
+    assertThat(recorded.completed()).isEqualTo(3);
+    assertThat(recorded.notRecorded()).isEmpty();
+    assertThat(events).doesNotContain(IdempotencyEvent.Type.OUTCOME_NOT_RECORDED);
   }
 
   /**

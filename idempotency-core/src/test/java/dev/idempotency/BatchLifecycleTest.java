@@ -1,0 +1,116 @@
+package dev.idempotency;
+
+import static dev.idempotency.IdempotencyGuardTest.await;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.spi.KeyStore;
+import java.lang.ref.WeakReference;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A batch's end: closed by try-with-resources when the send loop throws, or abandoned without
+ * {@link Batch#record()}, in which case the keeper lets it go after the renewal limit.
+ */
+class BatchLifecycleTest {
+
+  static final Duration TTL = Duration.ofHours(1);
+  final KeyStore store = InMemoryKeyStore.builder().build();
+
+  static List<IdempotencyRequest> requests(int count) {
+    String run = UUID.randomUUID().toString();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    for (int i = 0; i < count; i++) {
+      requests.add(IdempotencyRequest.of("lifecycle:" + run + ":" + i, TTL));
+    }
+    return requests;
+  }
+
+  @Test
+  void aBatchClosedAfterItsSendLoopThrewWritesWhatWasReportedAndReleasesTheRest() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    List<IdempotencyRequest> requests = requests(4);
+    List<String> sent = new ArrayList<>();
+
+    assertThatThrownBy(
+            () -> {
+              try (Batch<String> batch = guard.claimBatch(requests, ResultCodec.string())) {
+                for (Batch.Item item : batch.toSend()) {
+                  if (sent.size() == 2) {
+                    throw new IllegalStateException("the provider client broke");
+                  }
+                  sent.add(item.key());
+                  batch.succeeded(item, "n:" + item.key());
+                }
+              }
+            })
+        .hasMessage("the provider client broke");
+    Batch<String> again =
+        IdempotencyGuard.builder().store(store).build().claimBatch(requests, ResultCodec.string());
+
+    assertThat(again.replayed()).as("what was reported is recorded").hasSize(2);
+    assertThat(again.claimedKeys()).as("the rest was released, free at once").hasSize(2);
+    assertThat(again.inFlight()).isEmpty();
+    again.close();
+  }
+
+  @Test
+  void closeAfterRecordDoesNothing() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    Batch<String> batch = guard.claimBatch(requests(2), ResultCodec.string());
+    for (Batch.Item item : batch.toSend()) {
+      batch.succeeded(item, "sent");
+    }
+    Batch.Recorded recorded = batch.record();
+
+    batch.close();
+
+    assertThat(recorded.completed()).isEqualTo(2);
+  }
+
+  /**
+   * A batch dropped without {@code record()} (the loop threw, and nobody closed it) has its
+   * reported outcome written in the background, is renewed no longer than the renewal limit, and
+   * then nothing keeps it reachable.
+   */
+  @Test
+  void anAbandonedBatchIsLetGoAfterTheRenewalLimitAndCollected() throws Exception {
+    Duration lease = Duration.ofMillis(200);
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder()
+            .store(store)
+            .lease(lease)
+            .leaseRenewalLimit(Duration.ofMillis(600))
+            .inFlightWait(Duration.ZERO)
+            .build();
+    List<IdempotencyRequest> requests = requests(3);
+    WeakReference<Batch<String>> abandoned = abandon(guard, requests);
+
+    await(() -> guard.settings().keeper.watchedCount() == 0, "the keeper to let go");
+    await(
+        () -> {
+          System.gc();
+          return abandoned.get() == null;
+        },
+        "the abandoned batch to be collected");
+    Thread.sleep(lease.multipliedBy(2).toMillis()); // the unrenewed leases run out, in real time
+    Batch<String> again = guard.claimBatch(requests, ResultCodec.string());
+
+    assertThat(again.replayed()).as("the reported outcome was written").hasSize(1);
+    assertThat(again.claimedKeys()).as("the others' leases ran out").hasSize(2);
+    again.close();
+  }
+
+  private static WeakReference<Batch<String>> abandon(
+      IdempotencyGuard guard, List<IdempotencyRequest> requests) {
+    Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+    Batch.Item first = batch.toSend().iterator().next();
+    batch.succeeded(first, "sent");
+    return new WeakReference<>(batch);
+  }
+}
