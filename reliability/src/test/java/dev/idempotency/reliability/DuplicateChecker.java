@@ -34,11 +34,31 @@ import java.util.TreeMap;
  *       can reach the store keeps its lease.
  * </ul>
  *
+ * Two more causes are no duplicates at all, but sends the promise allows:
+ *
+ * <ul>
+ *   <li>"window ended": a key with a short window ({@link FaultRunChild#isShortWindow}) sent again
+ *       after every earlier send of it had returned. (When the window began is not in the logs: a
+ *       batch may claim a key seconds before it sends it.) A send that begins while an earlier one
+ *       is still running is never excused this way: a live owner's record outlives the window.
+ *   <li>"taker's clock ahead": on a client-time store, the send that took the key (the higher
+ *       attempt; of two first attempts, the later: it found the record past its window) came from a
+ *       process whose clock had been moved ahead of the true time (a {@code CLOCK_AHEAD} fault of
+ *       its process that began before that send, and ended at most {@link
+ *       #CLOCK_AHEAD_SLACK_MILLIS} before it, for a batch that claims long before it sends), so it
+ *       saw a live lease as expired: clock skew, which database or server time prevents. An owner
+ *       whose own clock ran ahead and was taken over is never excused: stepping its clock must not
+ *       stop it renewing.
+ * </ul>
+ *
  * These are the cases the SPEC allows (a send whose outcome was never recorded, taken over once the
  * lease expired), and the provider key is what lets the provider absorb them. Anything else, a
  * second send while the first owner was alive and could reach the store, is a broken promise.
  */
 final class DuplicateChecker {
+
+  /** How long after its clock came back a process's takeover may still be excused by it. */
+  static final long CLOCK_AHEAD_SLACK_MILLIS = 30_000;
 
   /** What the checker found. */
   static final class Report {
@@ -187,6 +207,9 @@ final class DuplicateChecker {
         for (int j = 0; j < i && cause == null; j++) {
           cause = cause(sends.get(j), later, history.faults, notRecorded);
         }
+        if (cause == null && windowEnded(sends.subList(0, i), later)) {
+          cause = "window ended";
+        }
         if (cause != null) {
           report.allowedDuplicates.merge(cause, 1, Integer::sum);
         } else {
@@ -227,6 +250,19 @@ final class DuplicateChecker {
     if (!earlier.providerKey().equals(later.providerKey())) {
       return null;
     }
+    // the send that took the key: the higher attempt, or of two fresh claims the later one
+    Send taker =
+        earlier.attempt() == later.attempt()
+            ? later
+            : earlier.attempt() > later.attempt() ? earlier : later;
+    for (Fault fault : faults) {
+      if (fault.type().equals("CLOCK_AHEAD")
+          && fault.process() == taker.process()
+          && taker.startMillis() >= fault.millis()
+          && taker.startMillis() <= fault.untilMillis() + CLOCK_AHEAD_SLACK_MILLIS) {
+        return "taker's clock ahead";
+      }
+    }
     for (Fault fault : faults) {
       if (fault.process() != earlier.process()) {
         continue;
@@ -266,6 +302,12 @@ final class DuplicateChecker {
       }
     }
     return null;
+  }
+
+  /** Whether {@code later} is a short-window key's send after every earlier one returned. */
+  private static boolean windowEnded(List<Send> earlier, Send later) {
+    return FaultRunChild.isShortWindow(later.key())
+        && earlier.stream().allMatch(send -> send.millis() < later.startMillis());
   }
 
   private static String describe(List<Send> sends) {

@@ -36,6 +36,60 @@ class DuplicateCheckerTest {
     assertThat(report.replays).isEqualTo(1);
   }
 
+  /**
+   * A short-window key sent again after its window is fine; sent again while an earlier send was
+   * still running (its record lost under a live owner) is not, whatever older sends there were.
+   */
+  @Test
+  void aShortWindowExcusesOnlyASendAfterEveryEarlierOneReturned() {
+    String shortKey = FaultRunChild.keyName(10);
+    FaultHistory history =
+        history(
+            List.of(
+                new Send(shortKey, "pk", 1, 0, 0, 100, "a"),
+                new Send(shortKey, "pk", 1, 1, 2_000, 4_000, "b"),
+                new Send(shortKey, "pk", 1, 2, 3_500, 3_600, "c")),
+            List.of(),
+            List.of());
+
+    DuplicateChecker.Report report = DuplicateChecker.check(history, List.of(), 0);
+
+    assertThat(FaultRunChild.isShortWindow(shortKey)).isTrue();
+    assertThat(report.allowedDuplicates).containsEntry("window ended", 1);
+    assertThat(report.brokenDuplicates)
+        .as("the third began while the second was still sending")
+        .singleElement()
+        .asString()
+        .contains("attempt 1 by process 2");
+  }
+
+  /**
+   * A process whose clock ran ahead may take a live owner's key over (clock skew on a client-time
+   * store), also when its send starts before the owner's, or claim it afresh, its clock past the
+   * record's window; but an owner whose clock ran ahead must never be taken over.
+   */
+  @Test
+  void aClockAheadExcusesTheTakeoverNeverTheOwnerTakenOver() {
+    FaultHistory history =
+        history(
+            List.of(
+                new Send("ahead-taker", "pk1", 1, 1, 100, 2_000, "a"),
+                new Send("ahead-taker", "pk1", 2, 2, 500, 600, "b"),
+                new Send("ahead-taker-first", "pk3", 2, 2, 90, 95, "e"),
+                new Send("ahead-taker-first", "pk3", 1, 1, 100, 200, "f"),
+                new Send("ahead-owner", "pk2", 1, 2, 100, 2_000, "c"),
+                new Send("ahead-owner", "pk2", 2, 1, 1_500, 1_600, "d"),
+                new Send("ahead-fresh", "pk4", 1, 1, 100, 2_000, "g"),
+                new Send("ahead-fresh", "pk4", 1, 2, 300, 400, "h")),
+            List.of(),
+            List.of(new Fault("CLOCK_AHEAD", 2, 50, 1_000)));
+
+    DuplicateChecker.Report report = DuplicateChecker.check(history, List.of(), 0);
+
+    assertThat(report.allowedDuplicates).containsEntry("taker's clock ahead", 3);
+    assertThat(report.brokenDuplicates).singleElement().asString().startsWith("ahead-owner");
+  }
+
   @Test
   void aSecondSendWhileTheOwnerLivedAndRecordedIsBroken() {
     DuplicateChecker.Report report =

@@ -116,7 +116,13 @@ final class FaultHistory {
 
   long activeUntilMillis;
 
-  /** The file that holds when the nemesis started and stopped: two lines of wall-clock ms. */
+  /** The clients' lease in ms, from the third line of {@code window.txt} (800 if absent). */
+  long leaseMillis = 800;
+
+  /**
+   * The file that holds when the nemesis started and stopped (two lines of wall-clock ms), then the
+   * clients' lease in ms.
+   */
   static final String WINDOW_FILE = "window.txt";
 
   /**
@@ -141,6 +147,9 @@ final class FaultHistory {
           List<String> window = Files.readAllLines(file);
           history.activeFromMillis = Long.parseLong(window.get(0).trim());
           history.activeUntilMillis = Long.parseLong(window.get(1).trim());
+          if (window.size() > 2 && !window.get(2).isBlank()) {
+            history.leaseMillis = Long.parseLong(window.get(2).trim());
+          }
         }
       }
     }

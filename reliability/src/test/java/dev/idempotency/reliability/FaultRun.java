@@ -38,6 +38,8 @@ final class FaultRun {
 
   enum StoreKind {
     POSTGRESQL,
+    /** PostgreSQL on the guard's clock, with clients' clocks running ahead (see FaultRunChild). */
+    POSTGRESQL_CLIENT_TIME,
     MARIADB,
     REDIS,
     REDIS_CLUSTER
@@ -94,7 +96,8 @@ final class FaultRun {
             StandardOpenOption.APPEND);
     try {
       return switch (settings.store()) {
-        case POSTGRESQL -> onPostgres();
+        case POSTGRESQL -> onPostgres("");
+        case POSTGRESQL_CLIENT_TIME -> onPostgres(FaultRunChild.CLIENT_TIME);
         case MARIADB -> onMariaDb();
         case REDIS -> onRedis();
         case REDIS_CLUSTER -> onCluster();
@@ -105,7 +108,7 @@ final class FaultRun {
     }
   }
 
-  private DuplicateChecker.Report onPostgres() throws Exception {
+  private DuplicateChecker.Report onPostgres(String timePrefix) throws Exception {
     try (RestartablePostgres postgres = new RestartablePostgres();
         DelayProxy proxy = new DelayProxy(postgres.port)) {
       // bounded connects and reads even inside the pool: a cut network never hangs a client
@@ -113,8 +116,8 @@ final class FaultRun {
           postgres.url().replace(":" + postgres.port + "/", ":" + proxy.port() + "/")
               + "&connectTimeout=5&loginTimeout=10&socketTimeout=60";
       return run(
-          viaProxy,
-          postgres.url(),
+          timePrefix + viaProxy,
+          timePrefix + postgres.url(),
           proxy,
           () -> {
             postgres.stop();
@@ -209,7 +212,7 @@ final class FaultRun {
     }
     Files.writeString(
         dir.resolve(FaultHistory.WINDOW_FILE),
-        activeFrom + "\n" + System.currentTimeMillis() + "\n");
+        activeFrom + "\n" + System.currentTimeMillis() + "\n" + settings.lease().toMillis() + "\n");
     Files.createFile(dir.resolve("stop"));
     for (int i = 0; i < children.size(); i++) {
       Process child = children.get(i);

@@ -47,8 +47,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * One client process of a fault run: many threads calling {@code execute}, {@code
  * executeForOutcomeAsync} and batches over a shared key space with hot keys, through a fake
  * provider that logs every send it accepts (synced) and sometimes takes longer than the lease or
- * fails, transiently or for good. It jumps its guard's wall clock now and then, and writes every
- * call's outcome. It runs until the file {@code stop} appears in its directory.
+ * fails, transiently or for good, or returns on an interrupted thread (as after a {@code
+ * Future.cancel(true)} that came as the provider call finished). Every fifth key has a window
+ * shorter than the slowest sends. It keeps its guard's blocking-store executor busy now and then,
+ * jumps its guard's wall clock (on a client-time store: forward only, and only in even-numbered
+ * processes, see {@link #CLIENT_TIME}), and writes every call's outcome. It runs until the file
+ * {@code stop} appears in its directory.
  *
  * <p>The key space slides: every 100 ms a new key enters it and the oldest leaves, so that keys are
  * sent (and faults land on sends) all through the run, not only in its first seconds. Half of the
@@ -62,6 +66,24 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class FaultRunChild {
 
   static final Duration TTL = Duration.ofHours(1);
+
+  /**
+   * A spec prefix for a JDBC store on the guard's clock instead of the database's: the processes
+   * with an even number move their clocks ahead of the true time (never behind it) and back, the
+   * others never move theirs. A clock behind the others' would shorten the leases it writes, which
+   * a store on client time cannot absorb (that is clock skew; use database time against it).
+   */
+  static final String CLIENT_TIME = "clienttime:";
+
+  /** Every fifth key's window, shorter than the slowest sends (1.5 to 2.5 leases). */
+  static Duration windowOf(String key, long leaseMillis) {
+    return isShortWindow(key) ? Duration.ofMillis(leaseMillis * 2) : TTL;
+  }
+
+  static boolean isShortWindow(String key) {
+    return key.matches("fault-key-\\d+")
+        && Long.parseLong(key.substring(key.lastIndexOf('-') + 1)) % 5 == 0;
+  }
 
   /** A provider rejection that the guard's classifier calls permanent. */
   static final class PermanentRejection extends Exception {
@@ -82,9 +104,12 @@ public final class FaultRunChild {
   private final FileChannel faultLog;
   private final AtomicLong results = new AtomicLong();
   private final AtomicLong clockOffset = new AtomicLong();
+  private final boolean clientTime;
+  private final ExecutorService storeExecutor = Executors.newFixedThreadPool(4);
 
   private FaultRunChild(String[] args) throws IOException {
     String spec = args[0];
+    clientTime = spec.startsWith(CLIENT_TIME);
     dir = Path.of(args[1]);
     process = Integer.parseInt(args[2]);
     leaseMillis = Long.parseLong(args[4]);
@@ -105,6 +130,7 @@ public final class FaultRunChild {
             .inFlightWait(Duration.ofMillis(300))
             .failureClassifier(failure -> failure instanceof PermanentRejection)
             .clock(jumpingClock())
+            .blockingStoreExecutor(storeExecutor)
             .build();
   }
 
@@ -145,12 +171,13 @@ public final class FaultRunChild {
     System.out.println("READY");
     System.out.flush();
     Files.createFile(child.dir.resolve("ready-" + child.process));
-    ExecutorService pool = Executors.newFixedThreadPool(threads + 1);
+    ExecutorService pool = Executors.newFixedThreadPool(threads + 2);
     for (int t = 0; t < threads; t++) {
       Random random = new Random(seed * 1_000 + t);
       pool.submit(() -> child.work(random));
     }
     pool.submit(() -> child.jumpClock(new Random(seed * 1_000 - 1)));
+    pool.submit(() -> child.hogStoreExecutor(new Random(seed * 1_000 - 2)));
     pool.shutdown();
     if (!pool.awaitTermination(10, TimeUnit.MINUTES)) {
       System.exit(3);
@@ -178,6 +205,7 @@ public final class FaultRunChild {
       } catch (RuntimeException | IOException unexpected) {
         unexpected.printStackTrace();
       }
+      Thread.interrupted(); // a sender may have returned on an interrupted thread: go on
     }
     return null;
   }
@@ -200,7 +228,9 @@ public final class FaultRunChild {
     try {
       Outcome<String> outcome =
           guard.executeForOutcome(
-              IdempotencyRequest.of(key, TTL), ResultCodec.string(), ctx -> send(ctx, random));
+              IdempotencyRequest.of(key, windowOf(key, leaseMillis)),
+              ResultCodec.string(),
+              ctx -> send(ctx, random));
       logCall(key, "execute", outcome);
     } catch (RuntimeException e) {
       logCall(new Call(key, "execute", process, name(e), null, false, System.currentTimeMillis()));
@@ -211,21 +241,29 @@ public final class FaultRunChild {
   private void executeAsync(Random random) throws IOException {
     String key = key(random);
     try {
-      Outcome<String> outcome =
+      var pending =
           guard
               .executeForOutcomeAsync(
-                  IdempotencyRequest.of(key, TTL),
+                  IdempotencyRequest.of(key, windowOf(key, leaseMillis)),
                   ResultCodec.string(),
                   AsyncSender.of(ctx -> send(ctx, random)))
-              .toCompletableFuture()
-              .get(2, TimeUnit.MINUTES);
+              .toCompletableFuture();
+      Outcome<String> outcome;
+      while (true) {
+        try {
+          outcome = pending.get(2, TimeUnit.MINUTES);
+          break;
+        } catch (InterruptedException senderInterruptedThisThread) {
+          // the sender ran on this thread and returned interrupted: wait on for the outcome
+        }
+      }
       logCall(key, "async", outcome);
     } catch (java.util.concurrent.ExecutionException e) {
       logCall(
           new Call(
               key, "async", process, name(e.getCause()), null, false, System.currentTimeMillis()));
       backOff(e.getCause());
-    } catch (InterruptedException | java.util.concurrent.TimeoutException e) {
+    } catch (java.util.concurrent.TimeoutException e) {
       logCall(new Call(key, "async", process, "TIMEOUT", null, false, System.currentTimeMillis()));
     }
   }
@@ -238,7 +276,7 @@ public final class FaultRunChild {
     }
     List<IdempotencyRequest> requests = new ArrayList<>();
     for (String key : chosen) {
-      requests.add(IdempotencyRequest.of(key, TTL));
+      requests.add(IdempotencyRequest.of(key, windowOf(key, leaseMillis)));
     }
     Batch<String> batch;
     try {
@@ -311,8 +349,8 @@ public final class FaultRunChild {
 
   /**
    * The fake provider: most sends are quick, one in ten takes 1.5 to 2.5 leases (the guard must
-   * renew it), a few fail before the provider accepts anything. An accepted send is logged and
-   * synced before the result is returned.
+   * renew it), a few fail before the provider accepts anything, and a few return on an interrupted
+   * thread. An accepted send is logged and synced before the result is returned.
    */
   private String send(SendContext context, Random random) throws Exception {
     int dice;
@@ -341,6 +379,10 @@ public final class FaultRunChild {
             System.currentTimeMillis(),
             result);
     write(sendLog, send.line(), true);
+    if (dice >= 90 && dice < 94) {
+      // a Future.cancel(true) or a time limiter that fired as the provider call finished
+      Thread.currentThread().interrupt();
+    }
     return result;
   }
 
@@ -399,15 +441,58 @@ public final class FaultRunChild {
     return "OTHER_" + e.getClass().getSimpleName();
   }
 
-  /** Every few seconds, moves the guard's wall clock by up to ten seconds either way. */
+  /**
+   * Every few seconds, moves the guard's wall clock: by up to ten seconds either way on a store
+   * with server or database time; on a client-time store, in even-numbered processes only, ahead of
+   * the true time by up to four leases for a second or three, then back to it (logged as {@code
+   * CLOCK_AHEAD} with the time it lasts, planned before it starts).
+   */
   private Void jumpClock(Random random) {
     try {
       while (!stopping()) {
         Thread.sleep(2_000 + random.nextInt(3_000));
-        long jump = (random.nextInt(20_001) - 10_000);
-        clockOffset.addAndGet(jump);
         long now = System.currentTimeMillis();
-        write(faultLog, new Fault("CLOCK_JUMP", process, now, now).line(), false);
+        if (!clientTime) {
+          clockOffset.addAndGet(random.nextInt(20_001) - 10_000);
+          write(faultLog, new Fault("CLOCK_JUMP", process, now, now).line(), false);
+        } else if (process % 2 == 0) {
+          long hold = 1_000 + random.nextInt(2_000);
+          write(faultLog, new Fault("CLOCK_AHEAD", process, now, now + hold).line(), false);
+          clockOffset.set(leaseMillis / 2 + random.nextInt((int) leaseMillis * 4));
+          Thread.sleep(hold);
+          clockOffset.set(0);
+        }
+      }
+    } catch (InterruptedException | IOException e) {
+      Thread.currentThread().interrupt();
+    }
+    return null;
+  }
+
+  /**
+   * Every few seconds, now and then, occupies every thread of the guard's blocking-store executor
+   * for two to three leases (logged as {@code EXECUTOR_BUSY}): lease renewal must not wait for it.
+   */
+  private Void hogStoreExecutor(Random random) {
+    try {
+      while (!stopping()) {
+        Thread.sleep(2_000 + random.nextInt(3_000));
+        if (random.nextBoolean()) {
+          continue;
+        }
+        long busy = leaseMillis * 2 + random.nextInt((int) leaseMillis);
+        long now = System.currentTimeMillis();
+        write(faultLog, new Fault("EXECUTOR_BUSY", process, now, now + busy).line(), false);
+        for (int i = 0; i < 4; i++) {
+          storeExecutor.execute(
+              () -> {
+                try {
+                  Thread.sleep(busy);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+              });
+        }
       }
     } catch (InterruptedException | IOException e) {
       Thread.currentThread().interrupt();
@@ -443,10 +528,24 @@ public final class FaultRunChild {
   }
 
   /**
-   * Appends one line in one write; {@code sync} forces it to disk, as a provider's ledger would.
+   * Appends one line in one write; {@code sync} forces it to disk, as a provider's ledger would. A
+   * file channel closes itself when written on an interrupted thread, so the interrupt a sender
+   * left on its thread is set aside for the write.
    */
   private static void write(FileChannel channel, String line, boolean sync) throws IOException {
     ByteBuffer bytes = ByteBuffer.wrap((line + "\n").getBytes(StandardCharsets.UTF_8));
+    boolean interrupted = Thread.interrupted();
+    try {
+      writeAll(channel, bytes, sync);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private static void writeAll(FileChannel channel, ByteBuffer bytes, boolean sync)
+      throws IOException {
     synchronized (channel) {
       while (bytes.hasRemaining()) {
         channel.write(bytes);

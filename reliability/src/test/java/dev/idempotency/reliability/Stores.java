@@ -14,12 +14,17 @@ import java.util.Arrays;
 
 /**
  * Opens a store from a text spec, the same way in the test JVM and in child JVMs: a JDBC URL (a
- * pooled data source, database time), {@code redis://host:port}, or {@code cluster:uri,uri,...}.
+ * pooled data source, database time; prefixed with {@code clienttime:}, the guard's clock), {@code
+ * redis://host:port}, or {@code cluster:uri,uri,...}.
  */
 final class Stores {
   private Stores() {}
 
   static KeyStore open(String spec, int poolSize) {
+    boolean clientTime = spec.startsWith(FaultRunChild.CLIENT_TIME);
+    if (clientTime) {
+      spec = spec.substring(FaultRunChild.CLIENT_TIME.length());
+    }
     if (spec.startsWith("jdbc:")) {
       HikariConfig config = new HikariConfig();
       config.setJdbcUrl(spec);
@@ -28,7 +33,7 @@ final class Stores {
       return JdbcKeyStore.builder(new HikariDataSource(config))
           .tableName("idem_reliability")
           .createSchemaIfMissing(true)
-          .databaseTime(true)
+          .databaseTime(!clientTime)
           .build();
     }
     if (spec.startsWith("cluster:")) {
