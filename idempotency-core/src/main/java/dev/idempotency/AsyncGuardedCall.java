@@ -51,10 +51,15 @@ final class AsyncGuardedCall<T> {
     long askedAt = call.settings.leaseNow(now);
     long askedAtMono = GuardSettings.monoNow();
     CompletionStage<ClaimResult> answer;
-    try {
-      answer = call.settings.asyncStore.claimAsync(claim);
-    } catch (RuntimeException e) {
-      answer = CompletableFuture.failedFuture(e);
+    KeyStoreException refusal = call.settings.outages.refusal();
+    if (refusal != null) {
+      answer = CompletableFuture.failedFuture(refusal);
+    } else {
+      try {
+        answer = call.settings.asyncStore.claimAsync(claim);
+      } catch (RuntimeException e) {
+        answer = CompletableFuture.failedFuture(e);
+      }
     }
     return Stages.continueOn(
         answer,

@@ -72,6 +72,17 @@ final class AsyncStores {
     }
 
     @Override
+    public java.util.Optional<dev.idempotency.spi.StoredRecord> find(
+        String keyId, java.time.Instant now) {
+      return store.find(keyId, now);
+    }
+
+    @Override
+    public boolean delete(String keyId, java.time.Instant now) {
+      return store.delete(keyId, now);
+    }
+
+    @Override
     public int maxPayloadBytes() {
       return store.maxPayloadBytes();
     }

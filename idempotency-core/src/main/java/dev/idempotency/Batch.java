@@ -157,7 +157,18 @@ public final class Batch<T> implements AutoCloseable {
   private final List<String> lapsed = new CopyOnWriteArrayList<>();
   private final AtomicBoolean recordCalled = new AtomicBoolean();
   private final AtomicReference<Recorded> result = new AtomicReference<>();
-  private final LeaseKeeper.Watched watcher = this::collectDue;
+  private final LeaseKeeper.Watched watcher =
+      new LeaseKeeper.Watched() {
+        @Override
+        public boolean collectDue(long nowMono, long renewAfterNanos, List<Claim> due) {
+          return Batch.this.collectDue(nowMono, renewAfterNanos, due);
+        }
+
+        @Override
+        public void closing() {
+          writer.writeNow();
+        }
+      };
 
   /** When a key was last handed out or reported, on the monotonic clock. */
   private volatile long lastActivityMono;
@@ -192,11 +203,13 @@ public final class Batch<T> implements AutoCloseable {
     long askedAt = settings.leaseNow(now);
     long askedAtMono = GuardSettings.monoNow();
     List<ClaimResult> results = null;
-    RuntimeException failure = null;
-    try {
-      results = settings.store.claimAll(claims);
-    } catch (RuntimeException e) {
-      failure = e;
+    RuntimeException failure = settings.outages.refusal();
+    if (failure == null) {
+      try {
+        results = settings.store.claimAll(claims);
+      } catch (RuntimeException e) {
+        failure = e;
+      }
     }
     List<Item> items = new ArrayList<>(claimed);
     for (int i = 0; i < chunk.size(); i++) {

@@ -123,6 +123,11 @@ final class BatchWriter {
     }
   }
 
+  /** Writes the queued outcomes now, on this thread: the guard is closing. */
+  void writeNow() {
+    writePending();
+  }
+
   /** Writes the queued outcomes: completions per chunk, then releases. One writer at a time. */
   private void writePending() {
     try (Interrupts deferred = Interrupts.deferred()) {

@@ -34,8 +34,14 @@ import java.util.concurrent.TimeUnit;
  */
 final class CallSupport<T> {
 
-  static final long FIRST_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
-  static final long MAX_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+  /**
+   * A repeat waiting for an in-flight call claims again after 10 ms, then twice as long each time,
+   * at most half a second, each pause drawn between half and all of that (jitter), so that many
+   * waiting repeats neither poll the store hot nor in step.
+   */
+  static final long FIRST_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+
+  static final long MAX_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
   static final long COMPLETION_BACKOFF_MILLIS = 50;
   static final long MAX_COMPLETION_BACKOFF_MILLIS = 1_000;
 
@@ -170,7 +176,8 @@ final class CallSupport<T> {
     if (remaining <= 0) {
       return new Refuse<>(inProgress(existing.record().attempt(), null));
     }
-    long delay = Math.min(pollNanos, remaining);
+    long jittered = pollNanos / 2 + ThreadLocalRandom.current().nextLong(pollNanos / 2 + 1);
+    long delay = Math.min(jittered, remaining);
     pollNanos = Math.min(pollNanos * 2, MAX_POLL_NANOS);
     return new Wait<>(delay);
   }

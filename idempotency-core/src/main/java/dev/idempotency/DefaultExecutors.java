@@ -1,6 +1,8 @@
 package dev.idempotency;
 
-import java.util.concurrent.Executor;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -8,8 +10,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * The threads a guard uses when the application gives it none: bounded pools of daemon threads,
- * created on first use and shared by every guard of the JVM. Idle threads end after a minute.
+ * The threads one guard uses when the application gives it none: bounded pools of daemon threads
+ * named after the guard ({@code idempotency-g<guard>-store-io-N}, {@code -async-N}, {@code
+ * -lease-keeper-N}), created as work arrives; idle threads end after a minute. They belong to the
+ * guard, which shuts them down at {@link IdempotencyGuard#close()}; executors the application gave
+ * it are never shut down by it.
  */
 final class DefaultExecutors {
 
@@ -19,24 +24,47 @@ final class DefaultExecutors {
   /** Threads of the default async pool: twice the processors, at least four. */
   static final int ASYNC_THREADS = Math.max(4, 2 * Runtime.getRuntime().availableProcessors());
 
-  private DefaultExecutors() {}
+  private static final AtomicInteger GUARDS = new AtomicInteger();
 
-  /** Runs the calls of blocking stores (JDBC) for {@code executeAsync}, and batch writes. */
-  static Executor storeIo() {
-    return StoreIo.POOL;
+  /** The prefix of this guard's thread names: {@code idempotency-g<number>-}. */
+  final String threadPrefix = "idempotency-g" + GUARDS.incrementAndGet() + "-";
+
+  private final List<ExecutorService> owned = new ArrayList<>();
+
+  /** A pool for the calls of blocking stores (JDBC) for {@code executeAsync}, and batch writes. */
+  ExecutorService storeIo() {
+    return own(boundedPool(threadPrefix + "store-io", STORE_IO_THREADS));
   }
 
-  /** Runs async senders, codecs and listeners after a store answered. */
-  static Executor async() {
-    return Async.POOL;
+  /** A pool for async senders, codecs and listeners after a store answered. */
+  ExecutorService async() {
+    return own(boundedPool(threadPrefix + "async", ASYNC_THREADS));
   }
 
-  private static final class StoreIo {
-    static final Executor POOL = boundedPool("idempotency-store-io", STORE_IO_THREADS);
+  /** Remembers an executor to shut down at {@link #shutdown}. */
+  synchronized <E extends ExecutorService> E own(E executor) {
+    owned.add(executor);
+    return executor;
   }
 
-  private static final class Async {
-    static final Executor POOL = boundedPool("idempotency-async", ASYNC_THREADS);
+  /**
+   * Shuts down every executor this guard created: queued work still runs, for at most {@code
+   * millis} in all; then what is left is interrupted.
+   */
+  synchronized void shutdown(long millis) {
+    owned.forEach(ExecutorService::shutdown);
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+    for (ExecutorService executor : owned) {
+      try {
+        long left = deadline - System.nanoTime();
+        if (left <= 0 || !executor.awaitTermination(left, TimeUnit.NANOSECONDS)) {
+          executor.shutdownNow();
+        }
+      } catch (InterruptedException e) {
+        executor.shutdownNow();
+        Thread.currentThread().interrupt();
+      }
+    }
   }
 
   private static ThreadPoolExecutor boundedPool(String name, int threads) {

@@ -37,6 +37,11 @@ final class GuardSettings {
   final boolean leaseRenewal;
   final long leaseRenewalLimitNanos;
   final LeaseKeeper keeper;
+
+  /** The executors this guard created itself, which {@link #close} shuts down. */
+  final DefaultExecutors executors;
+
+  private volatile boolean closed;
   final StoreOutages outages;
   final OperationNames operations;
 
@@ -55,12 +60,10 @@ final class GuardSettings {
     this.completionAttempts = builder.completionAttempts;
     this.storeRawKeys = builder.storeRawKeys;
     this.listeners = new Listeners(builder.listeners, observers);
+    this.executors = new DefaultExecutors();
     this.blockingStoreExecutor =
-        builder.blockingStoreExecutor != null
-            ? builder.blockingStoreExecutor
-            : DefaultExecutors.storeIo();
-    this.asyncExecutor =
-        builder.asyncExecutor != null ? builder.asyncExecutor : DefaultExecutors.async();
+        builder.blockingStoreExecutor != null ? builder.blockingStoreExecutor : executors.storeIo();
+    this.asyncExecutor = builder.asyncExecutor != null ? builder.asyncExecutor : executors.async();
     this.asyncStore = AsyncStores.of(store, blockingStoreExecutor);
     this.leaseRenewal = builder.leaseRenewal;
     this.leaseRenewalLimitNanos = builder.leaseRenewalLimit.toNanos();
@@ -84,6 +87,27 @@ final class GuardSettings {
   /** {@link #leaseNow()} for a request stamped {@code now}: the same instant on that scale. */
   long leaseNow(Instant now) {
     return store.usesServerTime() ? System.nanoTime() : epochNanos(now);
+  }
+
+  /** Whether {@link #close} was called. */
+  boolean closed() {
+    return closed;
+  }
+
+  /**
+   * Closes the guard's resources: marks it closed, writes what unrecorded batches reported, stops
+   * the lease keeper and shuts down the executors the guard created. Idempotent.
+   *
+   * @return {@code false} if it was closed already
+   */
+  synchronized boolean close(long millis) {
+    if (closed) {
+      return false;
+    }
+    closed = true;
+    keeper.close();
+    executors.shutdown(millis);
+    return true;
   }
 
   /** Now on the monotonic clock, for schedules: {@link System#nanoTime()}. */

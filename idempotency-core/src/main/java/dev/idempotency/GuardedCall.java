@@ -50,11 +50,13 @@ final class GuardedCall<T> {
       long askedAt = call.settings.leaseNow(now);
       long askedAtMono = GuardSettings.monoNow();
       ClaimResult result = null;
-      RuntimeException error = null;
-      try {
-        result = call.settings.store.claim(claim);
-      } catch (RuntimeException e) {
-        error = e;
+      RuntimeException error = call.settings.outages.refusal();
+      if (error == null) {
+        try {
+          result = call.settings.store.claim(claim);
+        } catch (RuntimeException e) {
+          error = e;
+        }
       }
       CallSupport.Next<T> next = call.decide(claim, askedAt, askedAtMono, result, error, true);
       if (next instanceof CallSupport.Send<T> send) {

@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 
@@ -30,9 +31,11 @@ import java.util.concurrent.Executor;
  * is renewed in the background, so a slow provider call is never taken over while its process
  * lives. This is at most one send per key within the window, not exactly-once delivery.
  *
- * <p>Instances are immutable and thread-safe; share one per store.
+ * <p>Instances are thread-safe; share one per store. A guard owns a few threads (its lease
+ * keeper's, and the default executors): {@link #close()} it when the application stops, or use it
+ * in try-with-resources in a command-line program.
  */
-public final class IdempotencyGuard {
+public final class IdempotencyGuard implements AutoCloseable {
 
   /**
    * The default lease: how long a claim stays {@code IN_PROGRESS} without renewal before a
@@ -57,6 +60,9 @@ public final class IdempotencyGuard {
 
   /** The default number of attempts to record an outcome after a successful send. */
   public static final int DEFAULT_COMPLETION_ATTEMPTS = 3;
+
+  /** How long {@link #close()} waits, at most, for work already queued on the guard's threads. */
+  public static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(10);
 
   /** The default cap on distinct operation names one guard reports: 100. */
   public static final int DEFAULT_MAX_OPERATION_NAMES = 100;
@@ -135,6 +141,7 @@ public final class IdempotencyGuard {
     Objects.requireNonNull(codec, "codec must not be null");
     Objects.requireNonNull(sender, "sender must not be null");
     requireLeaseShorterThan(request.ttl());
+    requireOpen();
     return new GuardedCall<>(settings, request, codec, sender).run();
   }
 
@@ -194,6 +201,7 @@ public final class IdempotencyGuard {
     Objects.requireNonNull(codec, "codec must not be null");
     Objects.requireNonNull(sender, "sender must not be null");
     requireLeaseShorterThan(request.ttl());
+    requireOpen();
     return new AsyncGuardedCall<>(settings, request, codec, sender).run();
   }
 
@@ -216,7 +224,83 @@ public final class IdempotencyGuard {
       requireLeaseShorterThan(
           Objects.requireNonNull(request, "requests must not contain null").ttl());
     }
+    requireOpen();
     return new Batch<>(settings, requests, codec);
+  }
+
+  /**
+   * Reports what the store holds for a key, without changing anything: for support ("was this sent,
+   * when, at which attempt?") and operators. The key is validated as {@code execute} does.
+   *
+   * @param key the idempotency key
+   * @return the record, or empty if the key was never claimed or its window has passed
+   * @throws IllegalArgumentException if the key is invalid
+   * @throws UnsupportedOperationException if the store cannot read single records
+   * @throws KeyStoreException if the store failed
+   * @throws IllegalStateException if the guard is closed
+   */
+  public Optional<IdempotencyRecord> find(String key) {
+    String keyId = Digests.keyId(IdempotencyKey.requireValid(key));
+    requireOpen();
+    try {
+      return settings.store.find(keyId, settings.clock.instant()).map(IdempotencyRecord::of);
+    } catch (KeyStoreException e) {
+      throw e;
+    } catch (UnsupportedOperationException e) {
+      throw e;
+    } catch (RuntimeException e) {
+      throw new KeyStoreException("The key store failed to read key " + keyId, e);
+    }
+  }
+
+  /**
+   * Forgets a key that was sent (or failed for good), so that the next call with it sends again: an
+   * operator's deliberate resend. A key in progress is refused, since its owner may be sending
+   * right now; a key the store does not hold is not there to forget.
+   *
+   * @param key the idempotency key
+   * @return {@code true} if a completed or failed record was deleted; {@code false} if the key is
+   *     in progress, absent, or past its window
+   * @throws IllegalArgumentException if the key is invalid
+   * @throws UnsupportedOperationException if the store cannot delete single records
+   * @throws KeyStoreException if the store failed
+   * @throws IllegalStateException if the guard is closed
+   */
+  public boolean forget(String key) {
+    String keyId = Digests.keyId(IdempotencyKey.requireValid(key));
+    requireOpen();
+    boolean deleted;
+    try {
+      deleted = settings.store.delete(keyId, settings.clock.instant());
+    } catch (KeyStoreException | UnsupportedOperationException e) {
+      throw e;
+    } catch (RuntimeException e) {
+      throw new KeyStoreException("The key store failed to forget key " + keyId, e);
+    }
+    if (deleted) {
+      CallEvents.log.info("Forgot key {}: its next call sends again", keyId);
+    }
+    return deleted;
+  }
+
+  /**
+   * Closes the guard: the outcomes that unrecorded batches reported are written, lease renewal
+   * stops, and the executors the guard created itself are shut down (work already queued on them
+   * runs, for at most {@link #CLOSE_TIMEOUT}); executors the application gave it are left alone,
+   * and so is the store. Calls made after this fail with {@link IllegalStateException}; calls
+   * already running finish, but their leases are no longer renewed. Idempotent.
+   */
+  @Override
+  public void close() {
+    if (settings.close(CLOSE_TIMEOUT.toMillis())) {
+      CallEvents.log.debug("Closed the idempotency guard");
+    }
+  }
+
+  private void requireOpen() {
+    if (settings.closed()) {
+      throw new IllegalStateException("the IdempotencyGuard is closed");
+    }
   }
 
   private void requireLeaseShorterThan(Duration ttl) {

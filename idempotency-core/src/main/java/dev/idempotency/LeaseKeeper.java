@@ -50,13 +50,15 @@ final class LeaseKeeper {
      * @return {@code false} once it needs no more watching
      */
     boolean collectDue(long nowMono, long renewAfterNanos, List<Claim> due);
+
+    /** The guard is closing: write what can be written now, on the calling thread. */
+    default void closing() {}
   }
 
   private static final Logger log = LoggerFactory.getLogger(LeaseKeeper.class);
   private static final long MAX_PERIOD_NANOS = TimeUnit.SECONDS.toNanos(1);
   private static final long MIN_PERIOD_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
   private static final int THREADS = 2;
-  private static final AtomicInteger KEEPERS = new AtomicInteger();
 
   /** Time between rounds: a quarter of the lease, between 1 ms and 1 s. */
   final long periodNanos;
@@ -85,8 +87,7 @@ final class LeaseKeeper {
     this.threads =
         new ScheduledThreadPoolExecutor(
             THREADS,
-            DefaultExecutors.daemonThreads(
-                "idempotency-lease-keeper-" + KEEPERS.incrementAndGet()));
+            DefaultExecutors.daemonThreads(settings.executors.threadPrefix + "lease-keeper"));
     threads.setKeepAliveTime(30, TimeUnit.SECONDS);
     threads.allowCoreThreadTimeOut(true);
     threads.setRemoveOnCancelPolicy(true);
@@ -113,8 +114,18 @@ final class LeaseKeeper {
     return count.get();
   }
 
-  /** Stops renewing: nothing is renewed after this returns; the keeper's threads end. */
+  /**
+   * Stops renewing: lets every watched owner write what it can ({@link Watched#closing()}), then
+   * nothing is renewed any more and the keeper's threads end.
+   */
   void close() {
+    for (Watched owner : watched) {
+      try {
+        owner.closing();
+      } catch (RuntimeException e) {
+        log.warn("A lease renewal owner failed to write what it had at close", e);
+      }
+    }
     closed = true;
     watched.clear();
     count.set(0);

@@ -6,7 +6,10 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.StoredRecord;
+import java.time.Instant;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Supplier;
@@ -88,6 +91,16 @@ final class TimedStore implements AsyncKeyStore {
   @Override
   public boolean extend(ExtendRequest request) {
     return timed("extend", () -> store.extend(request));
+  }
+
+  @Override
+  public Optional<StoredRecord> find(String keyId, Instant now) {
+    return timed("find", () -> store.find(keyId, now));
+  }
+
+  @Override
+  public boolean delete(String keyId, Instant now) {
+    return timed("delete", () -> store.delete(keyId, now));
   }
 
   @Override

@@ -18,6 +18,7 @@ import dev.idempotency.spi.StoredRecord;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicLong;
@@ -170,6 +171,37 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
               return null;
             });
     return released[0];
+  }
+
+  @Override
+  public Optional<StoredRecord> find(String keyId, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(now, "now");
+    Entry entry = cache.getIfPresent(keyId);
+    if (entry == null || !now.isBefore(entry.record.retentionDeadline())) {
+      return Optional.empty();
+    }
+    return Optional.of(entry.record);
+  }
+
+  @Override
+  public boolean delete(String keyId, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(now, "now");
+    boolean[] deleted = new boolean[1];
+    cache
+        .asMap()
+        .computeIfPresent(
+            keyId,
+            (id, current) -> {
+              if (current.record.state() == RecordState.IN_PROGRESS
+                  || !now.isBefore(current.record.retentionDeadline())) {
+                return current;
+              }
+              deleted[0] = true;
+              return null;
+            });
+    return deleted[0];
   }
 
   @Override

@@ -1,7 +1,9 @@
 package dev.idempotency.spi;
 
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * Stores one idempotency record per key id and changes it atomically.
@@ -106,6 +108,39 @@ public interface KeyStore {
    * @throws dev.idempotency.KeyStoreException if the store failed
    */
   boolean extend(ExtendRequest request);
+
+  /**
+   * Reads the record of a key id without changing it, for operators ("was this sent, when, at which
+   * attempt?"). A record past its window (by the store's time: {@code now} for a store on request
+   * time) counts as absent.
+   *
+   * @param keyId the record's key id
+   * @param now the guard's time; ignored by stores that use server time
+   * @return the record, or empty if there is none
+   * @throws UnsupportedOperationException if this store cannot read single records (the default)
+   * @throws dev.idempotency.KeyStoreException if the store failed
+   */
+  default Optional<StoredRecord> find(String keyId, Instant now) {
+    throw new UnsupportedOperationException(
+        getClass().getName() + " cannot read single records (KeyStore.find)");
+  }
+
+  /**
+   * Deletes a settled record ({@link RecordState#COMPLETED} or {@link RecordState#FAILED}) so that
+   * the next claim of its key starts afresh: an operator's deliberate resend. Atomically refuses a
+   * record in progress, whose owner may be sending right now.
+   *
+   * @param keyId the record's key id
+   * @param now the guard's time; ignored by stores that use server time
+   * @return {@code true} if a settled record was deleted; {@code false} if there was none (or only
+   *     one past its window) or it is in progress
+   * @throws UnsupportedOperationException if this store cannot delete single records (the default)
+   * @throws dev.idempotency.KeyStoreException if the store failed
+   */
+  default boolean delete(String keyId, Instant now) {
+    throw new UnsupportedOperationException(
+        getClass().getName() + " cannot delete single records (KeyStore.delete)");
+  }
 
   /**
    * Renews many leases, each exactly as {@link #extend} would, in as few round trips as the store

@@ -21,6 +21,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Thread-safe. An action runs at most once, on the sweeping thread, and only if its watch was
  * not {@linkplain Watch#done() done} first; it must be quick (hand blocking work to an executor).
+ * The sweeping thread (a daemon) ends once nothing has been watched for {@value #IDLE_MILLIS} ms,
+ * so that a program that is done exits promptly, and starts again with the next watch.
  */
 public final class OperationDeadlines {
 
@@ -33,6 +35,12 @@ public final class OperationDeadlines {
   private static final Map<Watch, Long> WATCHED = new ConcurrentHashMap<>();
 
   private static final AtomicBoolean SWEEPING = new AtomicBoolean();
+
+  /** How long the sweeper lives on with nothing to watch: 2 seconds. */
+  public static final long IDLE_MILLIS = 2_000;
+
+  /** The sweeps in a row that found nothing watched. */
+  private static int idleSweeps;
 
   private OperationDeadlines() {}
 
@@ -63,17 +71,51 @@ public final class OperationDeadlines {
     Watch watch = new Watch(Objects.requireNonNull(onOverdue, "onOverdue must not be null"));
     WATCHED.put(watch, System.nanoTime() + timeout.toNanos());
     if (!SWEEPING.get() && SWEEPING.compareAndSet(false, true)) {
-      ScheduledExecutorService sweeper =
-          Executors.newSingleThreadScheduledExecutor(
-              task -> {
-                Thread thread = new Thread(task, "idempotency-deadlines");
-                thread.setDaemon(true);
-                return thread;
-              });
-      sweeper.scheduleWithFixedDelay(
-          OperationDeadlines::sweep, SWEEP_MILLIS, SWEEP_MILLIS, TimeUnit.MILLISECONDS);
+      startSweeper();
     }
     return watch;
+  }
+
+  private static void startSweeper() {
+    ScheduledExecutorService sweeper =
+        Executors.newSingleThreadScheduledExecutor(
+            task -> {
+              Thread thread = new Thread(task, "idempotency-deadlines");
+              thread.setDaemon(true);
+              return thread;
+            });
+    idleSweeps = 0;
+    sweeper.scheduleWithFixedDelay(
+        () -> {
+          sweep();
+          if (idleLongEnough()) {
+            sweeper.shutdown();
+          }
+        },
+        SWEEP_MILLIS,
+        SWEEP_MILLIS,
+        TimeUnit.MILLISECONDS);
+  }
+
+  /**
+   * On the sweeping thread: whether it should end, nothing having been watched for {@link
+   * #IDLE_MILLIS}. A watch that arrives as it decides finds it still sweeping, so it stays.
+   */
+  private static boolean idleLongEnough() {
+    if (!WATCHED.isEmpty()) {
+      idleSweeps = 0;
+      return false;
+    }
+    if (++idleSweeps * SWEEP_MILLIS < IDLE_MILLIS) {
+      return false;
+    }
+    SWEEPING.set(false);
+    // a watch() that raced with the check above saw SWEEPING still set: keep sweeping for it
+    if (!WATCHED.isEmpty() && SWEEPING.compareAndSet(false, true)) {
+      idleSweeps = 0;
+      return false;
+    }
+    return true;
   }
 
   /**

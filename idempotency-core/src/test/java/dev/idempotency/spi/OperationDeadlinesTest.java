@@ -60,4 +60,25 @@ class OperationDeadlinesTest {
         .isInstanceOf(NullPointerException.class)
         .hasMessageContaining("onOverdue");
   }
+
+  /** A program that is done exits promptly: the sweeper ends when idle, and comes back. */
+  @Test
+  void theSweeperEndsWhenNothingIsWatchedAndStartsAgainWithTheNextWatch() throws Exception {
+    OperationDeadlines.watch(Duration.ofSeconds(60), () -> {}).done();
+
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (sweeperAlive()) {
+      assertThat(System.nanoTime()).as("the idle sweeper ended").isLessThan(deadline);
+      Thread.sleep(50);
+    }
+    CountDownLatch overdue = new CountDownLatch(1);
+    OperationDeadlines.watch(Duration.ofMillis(1), overdue::countDown);
+
+    assertThat(overdue.await(10, TimeUnit.SECONDS)).as("a new sweeper ran it").isTrue();
+  }
+
+  private static boolean sweeperAlive() {
+    return Thread.getAllStackTraces().keySet().stream()
+        .anyMatch(thread -> thread.isAlive() && thread.getName().equals("idempotency-deadlines"));
+  }
 }

@@ -40,6 +40,17 @@ public abstract class ForwardingKeyStore implements KeyStore {
   }
 
   @Override
+  public java.util.Optional<dev.idempotency.spi.StoredRecord> find(
+      String keyId, java.time.Instant now) {
+    return delegate.find(keyId, now);
+  }
+
+  @Override
+  public boolean delete(String keyId, java.time.Instant now) {
+    return delegate.delete(keyId, now);
+  }
+
+  @Override
   public int maxBatchSize() {
     return delegate.maxBatchSize();
   }

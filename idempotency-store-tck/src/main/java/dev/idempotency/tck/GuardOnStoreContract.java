@@ -481,6 +481,58 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
   }
 
   /**
+   * An operator looks a key up, and resends it on purpose: {@code find} reports the send without
+   * changing it, {@code forget} lets the next call send again, and a key in progress is never
+   * forgotten.
+   */
+  @Test
+  public void findAndForgetThroughTheGuard() throws Exception {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store()).inFlightWait(ZERO).build();
+    String key = "support:" + newKeyId();
+    AtomicInteger sends = new AtomicInteger();
+    guard.execute(key, LONG_RETENTION, ctx -> "n_" + sends.incrementAndGet());
+
+    dev.idempotency.IdempotencyRecord sent = guard.find(key).orElseThrow();
+    boolean forgotten = guard.forget(key);
+    String resent = guard.execute(key, LONG_RETENTION, ctx -> "n_" + sends.incrementAndGet());
+
+    assertThat(sent.state()).isEqualTo(dev.idempotency.spi.RecordState.COMPLETED);
+    assertThat(sent.attempt()).isEqualTo(1);
+    assertThat(sent.completedAt()).isNotNull();
+    assertThat(sent.expiresAt()).isAfter(sent.createdAt());
+    assertThat(forgotten).isTrue();
+    assertThat(resent).isEqualTo("n_2");
+    assertThat(guard.find("support:" + newKeyId())).isEmpty();
+
+    CountDownLatch sending = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    String busy = "support-busy:" + newKeyId();
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<String> running =
+          pool.submit(
+              () ->
+                  guard.execute(
+                      busy,
+                      LONG_RETENTION,
+                      ctx -> {
+                        sending.countDown();
+                        release.await(30, TimeUnit.SECONDS);
+                        return "busy";
+                      }));
+      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+      assertThat(guard.find(busy).orElseThrow().state())
+          .isEqualTo(dev.idempotency.spi.RecordState.IN_PROGRESS);
+      assertThat(guard.forget(busy)).as("a key in progress is never forgotten").isFalse();
+      release.countDown();
+      assertThat(running.get(30, TimeUnit.SECONDS)).isEqualTo("busy");
+    } finally {
+      release.countDown();
+      pool.shutdownNow();
+    }
+  }
+
+  /**
    * A second caller of {@code key} until {@code running} ends, every {@code pauseMillis}: each call
    * that is let through counts as a send in {@code sends}; returns how many found the key in
    * progress (held by the running caller, as it should be).
