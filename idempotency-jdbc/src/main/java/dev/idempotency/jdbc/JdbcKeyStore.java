@@ -6,14 +6,17 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.StoredRecord;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import javax.sql.DataSource;
 import org.jdbi.v3.core.Jdbi;
 import org.jspecify.annotations.Nullable;
@@ -75,40 +78,91 @@ public final class JdbcKeyStore implements KeyStore {
   /** The default bound on one store operation's statements: 5 seconds. */
   public static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(5);
 
+  /** The default bound on the wait for a pooled connection: 2 seconds. */
+  public static final Duration DEFAULT_CONNECTION_WAIT = Duration.ofSeconds(2);
+
   /** The largest batch: 500 keys, which keeps a multi-row statement under every driver's limits. */
   private static final int MAX_BATCH = 500;
 
-  private final JdbcDialect dialect;
   private final String tableName;
   private final boolean databaseTime;
+  private final boolean synchronousOutcomes;
+  private final boolean createSchemaIfMissing;
   private final int maxPayloadBytes;
-  private final Statements sql;
+  private final @Nullable JdbcDialect configuredDialect;
   private final SqlExecutor executor;
-  private final JdbcClaims claims;
-  private final JdbcBatchClaims batchClaims;
-  private final JdbcWrites writes;
+  private volatile @Nullable Prepared prepared;
+
+  /**
+   * What depends on the database's dialect, built once the database first answers: the store is
+   * built without touching the database, so that a service whose database is down at deploy time
+   * still starts.
+   */
+  private record Prepared(
+      JdbcDialect dialect,
+      Statements sql,
+      JdbcClaims claims,
+      JdbcBatchClaims batchClaims,
+      JdbcWrites writes) {}
 
   private JdbcKeyStore(Builder builder) {
     this.tableName = builder.tableName;
     this.databaseTime = builder.databaseTime;
+    this.synchronousOutcomes = builder.synchronousOutcomes;
+    this.createSchemaIfMissing = builder.createSchemaIfMissing;
     this.maxPayloadBytes = builder.maxPayloadBytes;
-    this.dialect =
-        builder.dialect != null ? builder.dialect : SqlExecutor.detectDialect(builder.jdbi);
-    this.sql = dialect.statements(tableName, databaseTime, builder.synchronousOutcomes);
-    this.executor =
-        new SqlExecutor(builder.jdbi, builder.dataSource, tableName, builder.operationTimeout);
-    this.claims = new JdbcClaims(sql, executor.watchdog());
-    this.batchClaims = new JdbcBatchClaims(sql, claims, MAX_BATCH);
-    this.writes = new JdbcWrites(sql, executor.watchdog());
-    if (builder.createSchemaIfMissing) {
-      String script = schemaSql(dialect, tableName);
-      executor.call(
-          "create schema",
-          handle -> {
-            handle.createScript(script).execute();
-            return null;
-          });
+    this.configuredDialect = builder.dialect;
+    this.executor = new SqlExecutor(builder.jdbi, builder.dataSource, tableName, builder);
+  }
+
+  /**
+   * The dialect's parts, prepared on first use: the dialect read from the connection's metadata
+   * (unless configured), and the schema created if asked. While the database cannot be reached this
+   * fails with {@link KeyStoreException}, and the next operation tries again.
+   */
+  private Prepared prepared() {
+    Prepared ready = prepared;
+    if (ready != null) {
+      return ready;
     }
+    synchronized (this) {
+      if (prepared == null) {
+        JdbcDialect dialect =
+            configuredDialect != null ? configuredDialect : executor.detectDialect();
+        Statements sql = dialect.statements(tableName, databaseTime, synchronousOutcomes);
+        if (createSchemaIfMissing) {
+          String script = schemaSql(dialect, tableName);
+          executor.call(
+              "create schema",
+              handle -> {
+                handle.createScript(script).execute();
+                return null;
+              });
+        }
+        JdbcClaims claims = new JdbcClaims(sql, executor.watchdog());
+        prepared =
+            new Prepared(
+                dialect,
+                sql,
+                claims,
+                new JdbcBatchClaims(sql, claims, MAX_BATCH),
+                new JdbcWrites(sql, executor.watchdog()));
+      }
+      return prepared;
+    }
+  }
+
+  /**
+   * Connects (if the store has not yet) and checks that the table can be read: for a start-up
+   * check. Creates it first if the store was built with {@code createSchemaIfMissing(true)}.
+   *
+   * @return {@code true} if the table exists and can be read; {@code false} if the database answers
+   *     that it does not (or cannot be read by this user)
+   * @throws KeyStoreException if the database cannot be reached
+   */
+  public boolean tableExists() {
+    Prepared ready = prepared();
+    return executor.tableReadable(ready.sql().probeTable);
   }
 
   /**
@@ -161,6 +215,7 @@ public final class JdbcKeyStore implements KeyStore {
   @Override
   public ClaimResult claim(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
+    JdbcClaims claims = prepared().claims();
     return executor.callPlain("claim", connection -> claims.claim(connection, request));
   }
 
@@ -178,6 +233,7 @@ public final class JdbcKeyStore implements KeyStore {
       throw new IllegalArgumentException(
           "claimAll takes at most " + MAX_BATCH + " requests, was " + requests.size());
     }
+    JdbcBatchClaims batchClaims = prepared().batchClaims();
     if (!batchClaims.applies(requests)) {
       return KeyStore.super.claimAll(requests);
     }
@@ -188,6 +244,7 @@ public final class JdbcKeyStore implements KeyStore {
   public boolean complete(CompleteRequest request) {
     Objects.requireNonNull(request, "request");
     request.requirePayloadAtMost(maxPayloadBytes);
+    JdbcWrites writes = prepared().writes();
     return executor.callPlain("complete", connection -> writes.complete(connection, request));
   }
 
@@ -200,6 +257,7 @@ public final class JdbcKeyStore implements KeyStore {
     for (CompleteRequest request : requests) {
       request.requirePayloadAtMost(maxPayloadBytes);
     }
+    JdbcWrites writes = prepared().writes();
     return executor.call("complete a batch", handle -> writes.completeAll(handle, requests));
   }
 
@@ -207,6 +265,7 @@ public final class JdbcKeyStore implements KeyStore {
   public boolean release(String keyId, String ownerToken) {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
+    JdbcWrites writes = prepared().writes();
     return executor.callPlain(
         "release", connection -> writes.release(connection, keyId, ownerToken));
   }
@@ -214,6 +273,7 @@ public final class JdbcKeyStore implements KeyStore {
   @Override
   public boolean extend(ExtendRequest request) {
     Objects.requireNonNull(request, "request");
+    JdbcWrites writes = prepared().writes();
     return executor.callPlain("extend", connection -> writes.extend(connection, request));
   }
 
@@ -223,7 +283,31 @@ public final class JdbcKeyStore implements KeyStore {
     if (requests.isEmpty()) {
       return List.of();
     }
+    JdbcWrites writes = prepared().writes();
     return executor.call("extend a batch", handle -> writes.extendAll(handle, requests));
+  }
+
+  /** Reads the row with one statement; a row past its window counts as absent. */
+  @Override
+  public Optional<StoredRecord> find(String keyId, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(now, "now");
+    Statements sql = prepared().sql();
+    return executor.callPlain(
+        "find",
+        connection ->
+            sql.selectRow(connection, executor.watchdog(), keyId, now)
+                .filter(row -> !row.pastWindow())
+                .map(Rows.Row::record));
+  }
+
+  /** Deletes a settled row with one conditional statement; never one in progress. */
+  @Override
+  public boolean delete(String keyId, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(now, "now");
+    JdbcWrites writes = prepared().writes();
+    return executor.callPlain("forget", connection -> writes.deleteSettled(connection, keyId, now));
   }
 
   /** 500 keys, which keeps a multi-row statement under every driver's limits. */
@@ -266,16 +350,18 @@ public final class JdbcKeyStore implements KeyStore {
    * @return a purger
    */
   public JdbcPurger purger(Clock clock) {
-    return new JdbcPurger(executor, sql, databaseTime, tableName, clock);
+    return new JdbcPurger(executor, () -> prepared().sql(), databaseTime, tableName, clock);
   }
 
   /**
-   * The dialect in use.
+   * The dialect in use: the configured one, or the one read from the database (which connects, if
+   * the store has not yet).
    *
    * @return the dialect
+   * @throws KeyStoreException if it must be read and the database cannot be reached
    */
   public JdbcDialect dialect() {
-    return dialect;
+    return configuredDialect != null ? configuredDialect : prepared().dialect();
   }
 
   /**
@@ -297,7 +383,8 @@ public final class JdbcKeyStore implements KeyStore {
     private boolean databaseTime;
     private boolean synchronousOutcomes;
     private int maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES;
-    private Duration operationTimeout = DEFAULT_OPERATION_TIMEOUT;
+    Duration operationTimeout = DEFAULT_OPERATION_TIMEOUT;
+    Duration connectionWait = DEFAULT_CONNECTION_WAIT;
 
     private Builder(Jdbi jdbi, @Nullable DataSource dataSource) {
       this.jdbi = jdbi;
@@ -395,10 +482,8 @@ public final class JdbcKeyStore implements KeyStore {
      * stays usable), and the connection's socket gets a network timeout half a second longer while
      * the operation runs (restored afterwards), for a database that no longer answers at all.
      * Either way the operation fails with {@link KeyStoreException}, and a claim sends nothing,
-     * instead of hanging the caller. Getting the connection is bounded by your pool, not by this:
-     * set its timeout too (HikariCP {@code connectionTimeout}, for example 2 seconds), and the
-     * driver's connect timeout (PostgreSQL {@code connectTimeout}). Default {@link
-     * #DEFAULT_OPERATION_TIMEOUT}.
+     * instead of hanging the caller. The wait for a connection is bounded separately, by {@link
+     * #connectionWait(Duration)}. Default {@link #DEFAULT_OPERATION_TIMEOUT}.
      *
      * @param timeout at least 1 ms
      * @return this builder
@@ -414,13 +499,36 @@ public final class JdbcKeyStore implements KeyStore {
     }
 
     /**
-     * Builds the store. This borrows a connection, once, to read the database's product name unless
-     * {@link #dialect(JdbcDialect)} was set, and runs the dialect's DDL ({@code CREATE TABLE IF NOT
-     * EXISTS}, {@code CREATE INDEX IF NOT EXISTS}) if {@link #createSchemaIfMissing(boolean)} asked
-     * for it; otherwise it touches no database. No connection is kept.
+     * The most an operation waits for a connection from the pool (a store built on a {@link
+     * DataSource}): past it the operation fails with {@link KeyStoreException} and nothing is sent,
+     * whatever the pool's own timeout (HikariCP waits 30 s by default, which would hold every call
+     * that long while the database is down or the pool exhausted). The wait is ended by
+     * interrupting it, which HikariCP and other pools answer by giving up. A store built on a
+     * {@link Jdbi} leaves the wait to Jdbi's connection factory. Default {@link
+     * #DEFAULT_CONNECTION_WAIT}.
+     *
+     * @param wait at least 1 ms
+     * @return this builder
+     */
+    public Builder connectionWait(Duration wait) {
+      Objects.requireNonNull(wait, "connectionWait must not be null");
+      if (wait.toMillis() < 1) {
+        throw new IllegalArgumentException("connectionWait must be at least 1 ms, was " + wait);
+      }
+      this.connectionWait = wait;
+      return this;
+    }
+
+    /**
+     * Builds the store, without touching the database, so that a service whose database is down
+     * when it starts still starts. The first operation borrows a connection to read the database's
+     * product name (unless {@link #dialect(JdbcDialect)} was set) and runs the dialect's DDL
+     * ({@code CREATE TABLE IF NOT EXISTS}, {@code CREATE INDEX IF NOT EXISTS}) if {@link
+     * #createSchemaIfMissing(boolean)} asked for it; until the database answers, each operation
+     * fails with {@link KeyStoreException} (nothing is sent). No connection is kept. Call {@link
+     * JdbcKeyStore#tableExists()} to check the table at start-up.
      *
      * @return the store
-     * @throws KeyStoreException if the database cannot be reached for that
      */
     public JdbcKeyStore build() {
       return new JdbcKeyStore(this);

@@ -34,15 +34,19 @@ public final class JdbcPurger {
   private static final Logger log = LoggerFactory.getLogger(JdbcPurger.class);
 
   private final SqlExecutor executor;
-  private final String statement;
+  private final java.util.function.Supplier<Statements> sql;
   private final boolean databaseTime;
   private final String tableName;
   private final Clock clock;
 
   JdbcPurger(
-      SqlExecutor executor, Statements sql, boolean databaseTime, String tableName, Clock clock) {
+      SqlExecutor executor,
+      java.util.function.Supplier<Statements> sql,
+      boolean databaseTime,
+      String tableName,
+      Clock clock) {
     this.executor = executor;
-    this.statement = sql.purge();
+    this.sql = sql;
     this.databaseTime = databaseTime;
     this.tableName = tableName;
     this.clock = Objects.requireNonNull(clock, "clock must not be null");
@@ -59,6 +63,7 @@ public final class JdbcPurger {
     if (limit < 1) {
       throw new IllegalArgumentException("limit must be at least 1, was " + limit);
     }
+    String statement = sql.get().purge();
     return executor.call(
         "purge",
         handle -> {

@@ -25,6 +25,7 @@ final class JdbcWrites {
   private final PlainStatement complete;
   private final PlainStatement release;
   private final PlainStatement extend;
+  private final PlainStatement deleteSettled;
 
   JdbcWrites(Statements sql, StatementWatchdog watchdog) {
     this.sql = sql;
@@ -32,6 +33,7 @@ final class JdbcWrites {
     this.complete = new PlainStatement(sql.complete);
     this.release = new PlainStatement(sql.release);
     this.extend = new PlainStatement(sql.extend);
+    this.deleteSettled = new PlainStatement(sql.deleteSettled);
   }
 
   /**
@@ -51,6 +53,20 @@ final class JdbcWrites {
                 switch (name) {
                   case "keyId" -> keyId;
                   case "ownerToken" -> ownerToken;
+                  default -> throw new IllegalArgumentException("no parameter " + name);
+                })
+        == 1;
+  }
+
+  /** Deletes a completed or failed row inside its window; never one in progress. */
+  boolean deleteSettled(Connection connection, String keyId, java.time.Instant now) {
+    return deleteSettled.update(
+            connection,
+            watchdog,
+            name ->
+                switch (name) {
+                  case "keyId" -> keyId;
+                  case "now" -> now.toEpochMilli();
                   default -> throw new IllegalArgumentException("no parameter " + name);
                 })
         == 1;

@@ -1,8 +1,10 @@
 package dev.idempotency.jdbc;
 
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.OperationDeadlines;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.sql.SQLTransientConnectionException;
 import java.time.Duration;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.IntSupplier;
@@ -17,10 +19,11 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs a store's operations on borrowed connections: each statement cancelled past the operation
- * timeout ({@link StatementWatchdog}) and every socket read bounded a little later, none rendering
- * bound values into messages, rolled-back statements retried, and every other failure mapped by its
- * SQLState to a {@link KeyStoreException}.
+ * Runs a store's operations on borrowed connections: the wait for a connection bounded ({@link
+ * #borrow}), each statement cancelled past the operation timeout ({@link StatementWatchdog}) and
+ * every socket read bounded a little later, none rendering bound values into messages, rolled-back
+ * statements retried, and every other failure mapped by its SQLState to a {@link
+ * KeyStoreException}.
  */
 final class SqlExecutor {
 
@@ -47,12 +50,17 @@ final class SqlExecutor {
   private final StatementWatchdog watchdog;
   private volatile boolean networkTimeoutSupported = true;
 
+  /** The most an operation waits for a connection from {@link #dataSource}. */
+  private final Duration connectionWait;
+
   SqlExecutor(
-      Jdbi jdbi, @Nullable DataSource dataSource, String tableName, Duration operationTimeout) {
-    this.jdbi = jdbi;
+      Jdbi jdbi, @Nullable DataSource dataSource, String tableName, JdbcKeyStore.Builder builder) {
     this.dataSource = dataSource;
+    // a store on a DataSource gets a Jdbi of its own, whose connections are borrowed bounded too
+    this.jdbi = dataSource == null ? jdbi : Jdbi.create(this::borrow);
     this.tableName = tableName;
-    long timeoutMillis = Math.min(Integer.MAX_VALUE / 2, operationTimeout.toMillis());
+    this.connectionWait = builder.connectionWait;
+    long timeoutMillis = Math.min(Integer.MAX_VALUE / 2, builder.operationTimeout.toMillis());
     this.watchdog = new StatementWatchdog(Duration.ofMillis(timeoutMillis));
     this.networkTimeoutMillis = (int) (timeoutMillis + NETWORK_TIMEOUT_MARGIN_MILLIS);
   }
@@ -117,7 +125,7 @@ final class SqlExecutor {
       return call(operation, handle -> work.run(handle.getConnection()));
     }
     for (int attempt = 1; ; attempt++) {
-      try (Connection connection = dataSource.getConnection()) {
+      try (Connection connection = borrow()) {
         int previousTimeout = boundNetworkTime(connection);
         try {
           return work.run(connection);
@@ -161,18 +169,97 @@ final class SqlExecutor {
     }
   }
 
+  /**
+   * Borrows a connection from the pool, waiting at most {@link #connectionWait}: past it the wait
+   * is interrupted (pools such as HikariCP give up then) and fails with {@link
+   * SQLTransientConnectionException}. The interrupt is cleared again; one that was there before
+   * stays.
+   */
+  Connection borrow() throws SQLException {
+    if (dataSource == null) {
+      throw new IllegalStateException("a store built on a Jdbi borrows through it");
+    }
+    BoundedWait wait = new BoundedWait(Thread.currentThread());
+    OperationDeadlines.Watch watch = OperationDeadlines.watch(connectionWait, wait::expire);
+    try {
+      return dataSource.getConnection();
+    } catch (SQLException e) {
+      if (wait.end()) {
+        throw new SQLTransientConnectionException(
+            "no connection within " + connectionWait.toMillis() + " ms (connectionWait)", e);
+      }
+      throw e;
+    } finally {
+      watch.done();
+      wait.end();
+    }
+  }
+
+  /** One bounded wait: the thread to interrupt if it lasts too long, and whether it did. */
+  private static final class BoundedWait {
+    private final Thread waiter;
+    private boolean ended;
+    private boolean expired;
+
+    BoundedWait(Thread waiter) {
+      this.waiter = waiter;
+    }
+
+    synchronized void expire() {
+      if (!ended) {
+        expired = true;
+        waiter.interrupt();
+      }
+    }
+
+    /** Ends the wait; clears the interrupt this wait caused; whether it expired. */
+    synchronized boolean end() {
+      if (!ended) {
+        ended = true;
+        if (expired) {
+          Thread.interrupted();
+        }
+      }
+      return expired;
+    }
+  }
+
   /** Detects the dialect from the connection's metadata. */
-  static JdbcDialect detectDialect(Jdbi jdbi) {
+  JdbcDialect detectDialect() {
     try {
       return jdbi.withHandle(
           handle ->
               JdbcDialect.fromProductName(
                   handle.getConnection().getMetaData().getDatabaseProductName()));
     } catch (JdbiException e) {
-      throw new KeyStoreException("JDBC store could not detect the dialect" + describe(e), e);
+      throw new KeyStoreException(
+          "JDBC store could not reach the database to read its dialect" + describe(e), e);
     } catch (SQLException e) {
       throw new KeyStoreException(
-          "JDBC store could not detect the dialect (SQLState " + e.getSQLState() + ")", e);
+          "JDBC store could not read the database's dialect (SQLState " + e.getSQLState() + ")", e);
+    }
+  }
+
+  /**
+   * Whether the store's table can be read: an empty select. A failure in SQLState class 42
+   * (undefined table, no privilege) means it cannot; any other failure is the database's.
+   *
+   * @throws KeyStoreException if the database cannot be reached
+   */
+  boolean tableReadable(String probe) {
+    try {
+      return jdbi.withHandle(
+          handle -> {
+            handle.createQuery(probe).mapTo(String.class).list();
+            return true;
+          });
+    } catch (JdbiException e) {
+      SQLException cause = findSqlException(e);
+      if (cause != null && cause.getSQLState() != null && cause.getSQLState().startsWith("42")) {
+        return false;
+      }
+      throw new KeyStoreException(
+          "JDBC store could not check its table " + tableName + describe(e), e);
     }
   }
 

@@ -39,6 +39,11 @@ abstract class Statements {
   final String extend;
   final String complete;
   final String release;
+  final String deleteSettled;
+
+  /** Reads nothing from the table, and fails if it does not exist: the start-up check. */
+  final String probeTable;
+
   private final PlainStatement insertClaim;
   private final PlainStatement selectOne;
   private final Map<Integer, String> insertAllBySize = new ConcurrentHashMap<>();
@@ -105,6 +110,12 @@ abstract class Statements {
         "DELETE FROM "
             + table
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
+    deleteSettled =
+        "DELETE FROM "
+            + table
+            + " WHERE key_id = :keyId AND state <> 'IN_PROGRESS' AND retain_until > "
+            + now;
+    probeTable = "SELECT key_id FROM " + table + " WHERE 1 = 0";
     // a dialect's insertIfAbsent reads only the table name, set above
     insertClaim = new PlainStatement(insertIfAbsent(claimValues()));
     selectOne = new PlainStatement(select);

@@ -175,7 +175,14 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
         .isEqualTo(script);
     Jdbi.create(dataSource()).useHandle(handle -> handle.createScript(script).execute());
     String storeTable = freshTable();
-    JdbcKeyStore.builder(dataSource()).tableName(storeTable).createSchemaIfMissing(true).build();
+    // the store creates its table once the database first answers: here, at the check
+    assertThat(
+            JdbcKeyStore.builder(dataSource())
+                .tableName(storeTable)
+                .createSchemaIfMissing(true)
+                .build()
+                .tableExists())
+        .isTrue();
 
     List<String> byHand = columns(JdbcKeyStore.DEFAULT_TABLE_NAME);
     List<String> byStore = columns(storeTable);
@@ -255,12 +262,16 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
   }
 
   /** A store on the test table whose every statement is counted, at the JDBC level. */
+  /** A store whose statements are counted, prepared (its schema created) before counting. */
   JdbcKeyStore countingStore(AtomicInteger statements) {
-    return JdbcKeyStore.builder(new StatementCounter(dataSource(), statements))
-        .dialect(expectedDialect())
-        .tableName(TABLE)
-        .createSchemaIfMissing(true)
-        .build();
+    JdbcKeyStore store =
+        JdbcKeyStore.builder(new StatementCounter(dataSource(), statements))
+            .dialect(expectedDialect())
+            .tableName(TABLE)
+            .createSchemaIfMissing(true)
+            .build();
+    assertThat(store.tableExists()).isTrue();
+    return store;
   }
 
   @Test

@@ -140,6 +140,8 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
               .createSchemaIfMissing(true)
               .synchronousOutcomes(true)
               .build();
+      assertThat(deferred.tableExists()).isTrue(); // creates the tables, as a first call would
+      assertThat(flushed.tableExists()).isTrue();
       recordCommitSettings(connection, deferredTable);
       recordCommitSettings(connection, flushedTable);
 

@@ -46,10 +46,24 @@ final class RedisClaims {
   }
 
   CompletableFuture<ClaimResult> claim(Operation operation, ClaimRequest request) {
+    if (!setGetClaims) {
+      return claim(operation, request, false);
+    }
+    Boolean setNxGet = redis.commands.setNxGetIfConnected();
+    if (setNxGet != null) {
+      return claim(operation, request, setNxGet);
+    }
+    // not connected yet: the claim path depends on the server's version
+    return operation.bounded(
+        redis.commands.setNxGet().thenCompose(useSetGet -> claim(operation, request, useSetGet)));
+  }
+
+  private CompletableFuture<ClaimResult> claim(
+      Operation operation, ClaimRequest request, boolean useSetGet) {
     String key = redis.redisKey(request.keyId());
     byte[] record = newRecord(request);
     CompletableFuture<ClaimResult> fast =
-        setGetClaims
+        useSetGet
             ? operation
                 .send(() -> redis.commands.setGet(key, record, setArgs(request)))
                 .thenApply(Replies::settledOrClaimed)

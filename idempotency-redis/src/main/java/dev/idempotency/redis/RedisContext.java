@@ -8,12 +8,13 @@ import java.time.Duration;
  */
 final class RedisContext {
 
-  final StoreCommands commands;
+  final ConnectingCommands commands;
   final Scripts scripts;
   private final String keyPrefix;
   private final Duration operationBound;
 
-  RedisContext(StoreCommands commands, Scripts scripts, String keyPrefix, Duration operationBound) {
+  RedisContext(
+      ConnectingCommands commands, Scripts scripts, String keyPrefix, Duration operationBound) {
     this.commands = commands;
     this.scripts = scripts;
     this.keyPrefix = keyPrefix;

@@ -8,7 +8,6 @@ import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import io.lettuce.core.RedisClient;
-import io.lettuce.core.RedisException;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.codec.ByteArrayCodec;
 import io.lettuce.core.codec.RedisCodec;
@@ -84,7 +83,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
       RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE);
   private static final Pattern VERSION = Pattern.compile("(?m)^redis_version:(\\d+)\\.");
 
-  private final StoreCommands commands;
+  private final ConnectingCommands commands;
   private final RedisContext redis;
   private final RedisClaims claims;
   private final RedisWrites writes;
@@ -96,34 +95,83 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
         builder.replicasToWaitFor > 0
             ? builder.operationTimeout.plus(builder.replicaTimeout)
             : builder.operationTimeout;
+    RedisClient client = builder.client;
+    RedisClusterClient clusterClient = builder.clusterClient;
+    this.commands =
+        new ConnectingCommands(
+            () ->
+                opened(
+                    client != null
+                        ? new StandaloneCommands(client.connect(CODEC))
+                        : new ClusterCommands(clusterClient.connect(CODEC)),
+                    operationBound),
+            client != null);
+    this.redis =
+        new RedisContext(commands, new Scripts(commands), builder.keyPrefix, operationBound);
+    this.writes = new RedisWrites(redis);
+    this.claims =
+        new RedisClaims(
+            redis, writes, builder.setGetClaims, builder.replicasToWaitFor, builder.replicaTimeout);
+    commands.connectInBackground();
+  }
+
+  /**
+   * A connection just opened, with what the store needs to know of the server: whether it takes
+   * {@code SET} with both {@code NX} and {@code GET} (Redis 7.0 and newer, and Valkey).
+   */
+  private static ConnectingCommands.Connected opened(StoreCommands opened, Duration bound) {
     try {
-      this.commands =
-          builder.client != null
-              ? new StandaloneCommands(builder.client.connect(CODEC))
-              : new ClusterCommands(builder.clusterClient.connect(CODEC));
-    } catch (RedisException e) {
-      throw new KeyStoreException("Redis store could not connect: " + e.getMessage(), e);
-    }
-    try {
-      boolean setGetClaims = builder.setGetClaims && supportsSetNxGet(operationBound);
-      this.redis =
-          new RedisContext(commands, new Scripts(commands), builder.keyPrefix, operationBound);
-      this.writes = new RedisWrites(redis);
-      this.claims =
-          new RedisClaims(
-              redis, writes, setGetClaims, builder.replicasToWaitFor, builder.replicaTimeout);
+      Operation operation = new Operation("read the server version", bound);
+      String info = operation.await(operation.bounded(operation.send(opened::serverInfo)));
+      Matcher version = VERSION.matcher(info);
+      return new ConnectingCommands.Connected(
+          opened, version.find() && Integer.parseInt(version.group(1)) >= 7);
     } catch (RuntimeException e) {
-      commands.close();
+      opened.close();
       throw e;
     }
   }
 
-  /** {@code SET} with both {@code NX} and {@code GET}: Redis 7.0 and newer (and Valkey). */
-  private boolean supportsSetNxGet(Duration bound) {
-    Operation operation = new Operation("read the server version", bound);
-    String info = operation.await(operation.bounded(operation.send(commands::serverInfo)));
-    Matcher version = VERSION.matcher(info);
-    return version.find() && Integer.parseInt(version.group(1)) >= 7;
+  /**
+   * Whether the store's connection is open (Lettuce may be reconnecting it). A store is built
+   * without connecting; the first operation connects.
+   *
+   * @return {@code true} once a connection was opened
+   */
+  public boolean isConnected() {
+    return commands.isConnected();
+  }
+
+  /**
+   * Waits until the store's connection is open, trying to open it if need be: for an application
+   * that wants to know at start-up (it need not: operations connect by themselves).
+   *
+   * @param timeout how long to wait, at most
+   * @return {@code true} if connected; {@code false} if Redis could not be reached meanwhile
+   */
+  public boolean awaitConnection(Duration timeout) {
+    Objects.requireNonNull(timeout, "timeout must not be null");
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (!commands.isConnected()) {
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        return false;
+      }
+      try {
+        commands.connection().get(left, java.util.concurrent.TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return false;
+      } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+        try {
+          Thread.sleep(Math.min(100, Math.max(1, left / 1_000_000)));
+        } catch (InterruptedException interrupted) {
+          Thread.currentThread().interrupt();
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
   /**
@@ -219,6 +267,23 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     Objects.requireNonNull(request, "request");
     Operation operation = redis.operation("extend");
     return operation.await(writes.extend(operation, request));
+  }
+
+  /** Reads a record with one script call; expired records are gone from Redis already. */
+  @Override
+  public java.util.Optional<dev.idempotency.spi.StoredRecord> find(
+      String keyId, java.time.Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Operation operation = redis.operation("find");
+    return operation.await(writes.inspect(operation, keyId));
+  }
+
+  /** Deletes a settled record with one script call; never one in progress. */
+  @Override
+  public boolean delete(String keyId, java.time.Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Operation operation = redis.operation("forget");
+    return operation.await(writes.forget(operation, keyId));
   }
 
   /** Renews a batch of leases: one script call on standalone Redis, one pipeline on a cluster. */
@@ -366,13 +431,15 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     }
 
     /**
-     * Builds the store. This opens one connection from the client (kept open, and shared by every
-     * operation, until {@link RedisKeyStore#close()}), reads the server's version with {@code INFO
-     * server} to choose the claim path, and loads the Lua scripts' sources from the jar; scripts
-     * reach the server on first use.
+     * Builds the store, without connecting: a service whose Redis is down when it starts still
+     * starts. The first operation opens one connection from the client (kept open, and shared by
+     * every operation, until {@link RedisKeyStore#close()}) and reads the server's version with
+     * {@code INFO server} to choose the claim path; until Redis answers, each operation fails with
+     * {@link KeyStoreException} (nothing is sent), and the store tries to connect again at most
+     * once a second. The Lua scripts' sources are loaded from the jar; they reach the server on
+     * first use.
      *
      * @return the store
-     * @throws KeyStoreException if Redis cannot be reached
      */
     public RedisKeyStore build() {
       return new RedisKeyStore(this);

@@ -46,6 +46,21 @@ final class RedisWrites {
     return single(operation, redis.scripts.release, keyId, new byte[][] {bytes(ownerToken)});
   }
 
+  /** Deletes a settled record; never one in progress. */
+  CompletableFuture<Boolean> forget(Operation operation, String keyId) {
+    return single(operation, redis.scripts.forget, keyId, new byte[0][]);
+  }
+
+  /** Reads a record without changing it. */
+  CompletableFuture<java.util.Optional<dev.idempotency.spi.StoredRecord>> inspect(
+      Operation operation, String keyId) {
+    return operation.bounded(
+        redis
+            .scripts
+            .run(operation, redis.scripts.inspect, new String[] {redis.redisKey(keyId)})
+            .thenApply(Replies::inspected));
+  }
+
   CompletableFuture<Boolean> extend(Operation operation, ExtendRequest request) {
     return single(operation, redis.scripts.extend, request.keyId(), extendArgs(request));
   }

@@ -44,6 +44,21 @@ final class Replies {
     return new ClaimResult.Existing(stored, leaseExpired);
   }
 
+  /**
+   * The inspect script's reply: {@code {}} for no record, {@code {0, record}} for a settled one,
+   * {@code {1, record, now, pttl}} for one in progress.
+   */
+  static java.util.Optional<StoredRecord> inspected(List<Object> reply) {
+    if (reply.isEmpty()) {
+      return java.util.Optional.empty();
+    }
+    RecordValue record = RecordValue.parse((byte[]) reply.get(1));
+    return java.util.Optional.of(
+        number(reply.get(0)) == 1
+            ? record.inProgress(number(reply.get(2)), number(reply.get(3)))
+            : record.settled());
+  }
+
   /** A script's {@code {1}} or {@code {0}}, or one element of a batch script's reply. */
   static boolean flag(Object reply) {
     Object value = reply instanceof List<?> list ? list.get(0) : reply;

@@ -29,6 +29,8 @@ final class Scripts {
   final Script release;
   final Script extend;
   final Script extendBatch;
+  final Script inspect;
+  final Script forget;
   private final StoreCommands commands;
 
   Scripts(StoreCommands commands) {
@@ -40,6 +42,8 @@ final class Scripts {
     this.release = load("release", "record-functions.lua", "release.lua");
     this.extend = load("extend", "record-functions.lua", "extend.lua");
     this.extendBatch = load("extend a batch", "record-functions.lua", "extend-batch.lua");
+    this.inspect = load("inspect", "record-functions.lua", "inspect.lua");
+    this.forget = load("forget", "forget.lua");
   }
 
   /** Runs a script within an operation: {@code EVALSHA}, then {@code EVAL} on {@code NOSCRIPT}. */
@@ -70,6 +74,18 @@ final class Scripts {
       }
     }
     String text = source.toString();
-    return new Script(name, text, commands.digest(text));
+    return new Script(name, text, sha1(text));
+  }
+
+  /** The SHA-1 Redis gives a script, in lower-case hex, computed here: no connection needed. */
+  static String sha1(String script) {
+    try {
+      byte[] digest =
+          java.security.MessageDigest.getInstance("SHA-1")
+              .digest(script.getBytes(StandardCharsets.UTF_8));
+      return java.util.HexFormat.of().formatHex(digest);
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every Java runtime has SHA-1", e);
+    }
   }
 }

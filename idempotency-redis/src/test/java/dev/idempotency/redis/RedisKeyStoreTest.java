@@ -506,12 +506,14 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
   }
 
   @Test
-  void unreachableRedisAtBuildTimeIsAKeyStoreException() {
+  void unreachableRedisAtBuildTimeBuildsAStoreWhoseOperationsFailClosed() {
     RedisClient nowhere =
         RedisClient.create(RedisURI.create("redis://127.0.0.1:" + FreePorts.next()));
-    try {
-      assertThatThrownBy(() -> RedisKeyStore.builder(nowhere).build())
-          .isInstanceOf(KeyStoreException.class);
+    try (RedisKeyStore unreachable = RedisKeyStore.builder(nowhere).build()) {
+      assertThat(unreachable.awaitConnection(Duration.ofSeconds(5))).isFalse();
+      assertThatThrownBy(() -> unreachable.claim(claim(newKeyId(), newToken())))
+          .isInstanceOf(KeyStoreException.class)
+          .hasMessageContaining("Redis store");
     } finally {
       nowhere.shutdown();
     }

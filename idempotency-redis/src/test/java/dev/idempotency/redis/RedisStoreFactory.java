@@ -5,6 +5,7 @@ import dev.idempotency.tck.KeyStoreFactory;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.cluster.RedisClusterClient;
+import java.time.Duration;
 import java.util.Arrays;
 
 /**
@@ -15,12 +16,19 @@ public final class RedisStoreFactory implements KeyStoreFactory {
 
   @Override
   public KeyStore open(String config) {
+    RedisKeyStore store;
     if (config.startsWith("cluster:")) {
       RedisClusterClient client =
           RedisClusterClient.create(
               Arrays.stream(config.substring(8).split(",")).map(RedisURI::create).toList());
-      return RedisKeyStore.builder(client).build();
+      store = RedisKeyStore.builder(client).build();
+    } else {
+      store = RedisKeyStore.builder(RedisClient.create(config)).build();
     }
-    return RedisKeyStore.builder(RedisClient.create(config)).build();
+    // the race is about claims, not about connecting: connect before the race starts
+    if (!store.awaitConnection(Duration.ofSeconds(60))) {
+      throw new IllegalStateException("the second process could not connect to Redis");
+    }
+    return store;
   }
 }
