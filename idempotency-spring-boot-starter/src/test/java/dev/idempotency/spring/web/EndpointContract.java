@@ -16,7 +16,6 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 
 /**
  * SPEC section 13's HTTP paragraph, end to end over real HTTP against a Boot application on a real
@@ -36,38 +35,25 @@ import org.springframework.boot.test.web.server.LocalServerPort;
       "server.error.include-message=always", // Boot 3.5
       "spring.web.error.include-message=always" // Boot 4.0
     })
-abstract class EndpointContract implements ResponseCases, AsyncCases, RequestCases, EndpointClient {
+abstract class EndpointContract extends RunningApplication
+    implements ResponseCases, AsyncCases, RequestCases {
 
   static final String BODY = "{\"channel\":\"sms\",\"recipient\":\"+15550100042\",\"n\":100}";
 
-  @LocalServerPort int port;
   @Autowired NotifyController controller;
   @Autowired KeyStore store;
-
-  int runsBefore;
 
   /** The store this variant must be running on. */
   abstract Class<? extends KeyStore> expectedStore();
 
   @BeforeEach
-  void rememberRuns() {
-    runsBefore = controller.runs();
+  void openTheGateFirst() {
     controller.gate(null);
   }
 
   @AfterEach
   void openTheGate() {
     controller.gate(null);
-  }
-
-  @Override
-  public int port() {
-    return port;
-  }
-
-  @Override
-  public int runs() {
-    return controller.runs() - runsBefore;
   }
 
   static String newKey() {

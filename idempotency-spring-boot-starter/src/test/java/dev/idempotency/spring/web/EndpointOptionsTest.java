@@ -6,16 +6,13 @@ import static dev.idempotency.spring.web.EndpointClient.text;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.app.NotifyTestApplication;
-import dev.idempotency.spring.app.Runs;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.net.http.HttpResponse;
 import java.util.UUID;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.TestConfiguration;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Bean;
 
 /**
@@ -26,7 +23,7 @@ import org.springframework.context.annotation.Bean;
     classes = {NotifyTestApplication.class, EndpointOptionsTest.ApiClients.class},
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {"idempotency.store=memory", "idempotency.http.min-key-length=8"})
-class EndpointOptionsTest implements EndpointClient {
+class EndpointOptionsTest extends RunningApplication {
 
   /** The application knows its clients by API key; it scopes keys by the client, not the secret. */
   @TestConfiguration
@@ -42,25 +39,7 @@ class EndpointOptionsTest implements EndpointClient {
 
   static final String BODY = "{\"channel\":\"sms\",\"recipient\":\"+15550100042\"}";
 
-  @LocalServerPort int port;
-  @Autowired Runs runs;
   @Autowired MeterRegistry meters;
-  int before;
-
-  @Override
-  public int port() {
-    return port;
-  }
-
-  @Override
-  public int runs() {
-    return runs.get() - before;
-  }
-
-  @BeforeEach
-  void remember() {
-    before = runs.get();
-  }
 
   @Test
   void twoApiClientsSendingOneKeyNeverShareARecord() throws Exception {

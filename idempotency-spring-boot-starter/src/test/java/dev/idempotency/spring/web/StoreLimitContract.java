@@ -6,13 +6,9 @@ import static dev.idempotency.spring.web.EndpointClient.text;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.app.NotifyTestApplication;
-import dev.idempotency.spring.app.Runs;
 import java.net.http.HttpResponse;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 
 /**
  * A response within the capture bound but larger than the store accepts: the store records the
@@ -24,29 +20,10 @@ import org.springframework.boot.test.web.server.LocalServerPort;
     classes = NotifyTestApplication.class,
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = "idempotency.http.max-response-size=64KB")
-abstract class StoreLimitContract implements EndpointClient {
+abstract class StoreLimitContract extends RunningApplication {
 
   /** The store's limit in the subclasses' stores. */
   static final int STORE_LIMIT = 4096;
-
-  @LocalServerPort int port;
-  @Autowired Runs runs;
-  int before;
-
-  @Override
-  public int port() {
-    return port;
-  }
-
-  @Override
-  public int runs() {
-    return runs.get() - before;
-  }
-
-  @BeforeEach
-  void remember() {
-    before = runs.get();
-  }
 
   @Test
   void aRepeatOfAResponseTheStoreCouldNotKeepGetsAFinalAnswerNotA500() throws Exception {
