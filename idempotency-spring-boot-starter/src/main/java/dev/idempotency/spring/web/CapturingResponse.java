@@ -101,17 +101,40 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   private void write(byte[] bytes, int offset, int length) throws IOException {
     if (overflowed || buffer == null) {
       super.getOutputStream().write(bytes, offset, length);
+    } else {
+      buffer.write(bytes, offset, length);
+      overflowIfOverTheLimit();
+    }
+  }
+
+  private void write(int b) throws IOException {
+    if (overflowed || buffer == null) {
+      super.getOutputStream().write(b);
+    } else {
+      buffer.write(b);
+      overflowIfOverTheLimit();
+    }
+  }
+
+  /** Past the limit, what was held back goes to the client, and the rest as it comes. */
+  private void overflowIfOverTheLimit() throws IOException {
+    if (buffer == null || buffer.size() <= limit) {
       return;
     }
-    buffer.write(bytes, offset, length);
-    if (buffer.size() > limit) {
-      overflowed = true;
-      byte[] held = buffer.toByteArray();
-      buffer = null;
-      if (declaredLength >= 0) {
-        super.setContentLengthLong(declaredLength);
-      }
-      super.getOutputStream().write(held);
+    overflowed = true;
+    byte[] held = buffer.toByteArray();
+    buffer = null;
+    if (declaredLength >= 0) {
+      super.setContentLengthLong(declaredLength);
+    }
+    super.getOutputStream().write(held);
+  }
+
+  private void declareLength(String value) {
+    try {
+      declaredLength = Long.parseLong(value.strip());
+    } catch (NumberFormatException e) {
+      declaredLength = -1; // not a length: the body's own is set when it is sent
     }
   }
 
@@ -187,7 +210,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   @Override
   public void setHeader(String name, String value) {
     if (capturing && !overflowed && "Content-Length".equalsIgnoreCase(name)) {
-      declaredLength = Long.parseLong(value.strip());
+      declareLength(value);
     } else {
       super.setHeader(name, value);
     }
@@ -196,7 +219,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   @Override
   public void addHeader(String name, String value) {
     if (capturing && !overflowed && "Content-Length".equalsIgnoreCase(name)) {
-      declaredLength = Long.parseLong(value.strip());
+      declareLength(value);
     } else {
       super.addHeader(name, value);
     }
@@ -243,7 +266,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   private final class CapturingStream extends ServletOutputStream {
     @Override
     public void write(int b) throws IOException {
-      CapturingResponse.this.write(new byte[] {(byte) b}, 0, 1);
+      CapturingResponse.this.write(b);
     }
 
     @Override
