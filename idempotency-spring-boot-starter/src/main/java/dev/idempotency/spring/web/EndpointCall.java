@@ -26,7 +26,7 @@ final class EndpointCall {
   private final Duration maxWait;
   private final AtomicBoolean reported = new AtomicBoolean();
   private volatile boolean handlerStarted;
-  private volatile boolean awaitingErrorPage;
+  private volatile @Nullable CapturingResponse awaitingErrorPage;
   private PendingCall.@Nullable Scope mdc;
 
   EndpointCall(PendingCall<StoredResponse> call, List<String> headers, Duration maxWait) {
@@ -44,13 +44,31 @@ final class EndpointCall {
     return reported.get();
   }
 
-  /** The application called sendError: the error page, in an error dispatch, is the answer. */
-  void awaitErrorPage() {
-    awaitingErrorPage = true;
+  /**
+   * The application called sendError: the error page, in an error dispatch, is the answer.
+   *
+   * @param response the response of the dispatch that called it, with its status and headers
+   */
+  void awaitErrorPage(CapturingResponse response) {
+    awaitingErrorPage = response;
   }
 
   boolean awaitingErrorPage() {
-    return awaitingErrorPage && !reported.get();
+    return awaitingErrorPage != null && !reported.get();
+  }
+
+  /**
+   * The container ended the request. A call still waiting for its error page got none the filter
+   * could see (the container wrote its own): its status is stored without a body, since the handler
+   * did answer; any other call not yet reported is released.
+   */
+  void requestEnded() throws IOException {
+    CapturingResponse response = awaitingErrorPage;
+    if (response != null && handlerStarted) {
+      finish(response, false);
+    } else {
+      release("the request ended without a response to store");
+    }
   }
 
   /** Puts the call's MDC entries on the request's thread while the handler runs. */
@@ -86,6 +104,10 @@ final class EndpointCall {
    * @param response the response holding the final body (the error dispatch's, after an error page)
    */
   void finish(CapturingResponse response) throws IOException {
+    finish(response, true);
+  }
+
+  private void finish(CapturingResponse response, boolean bodySeen) throws IOException {
     try {
       if (!reported.compareAndSet(false, true)) {
         return;
@@ -97,7 +119,8 @@ final class EndpointCall {
         call.fail(new NotStored("status " + status + " is not stored"));
       } else {
         byte[] body = response.overflowed() ? null : response.body();
-        call.complete(StoredResponse.capture(response, body, headers));
+        StoredResponse stored = StoredResponse.capture(response, body, headers);
+        call.complete(bodySeen ? stored : stored.withoutBody());
       }
       awaitOutcome(); // a retry the client sends at once finds the key stored or free
     } finally {

@@ -26,9 +26,10 @@ import org.springframework.web.util.WebUtils;
  *       dispatch; when the application called {@code sendError}, for the error dispatch, in which
  *       it captures the error page;
  *   <li>when the response is final, it has it stored (or the key released) and sends it on;
- *   <li>an exception out of the chain releases the key; a request that ends otherwise without a
- *       final response (the container wrote its own error page) releases it when the container
- *       destroys the request ({@link ServletRequestListener}).
+ *   <li>an exception out of the chain releases the key; when the container destroys a request
+ *       ({@link ServletRequestListener}) that ended otherwise without a final response, it releases
+ *       the key, or, if the handler called sendError and the container wrote its own error page (no
+ *       error dispatch), stores the status without a body.
  * </ol>
  *
  * <p>It runs late in the filter chain (after authentication and the like), so that a response the
@@ -109,7 +110,7 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter
       return;
     }
     if (capture.errorSent() && request.getAttribute(LISTENED) != null) {
-      call.awaitErrorPage(); // the container renders it in an error dispatch
+      call.awaitErrorPage(capture); // the container renders it in an error dispatch
       return;
     }
     call.finish(capture);
@@ -157,12 +158,19 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter
     event.getServletRequest().setAttribute(LISTENED, Boolean.TRUE);
   }
 
-  /** A claimed request that ended without a final response releases its key. */
+  /**
+   * A claimed request that ended without a final response the filter saw: released, or, if the
+   * handler answered with sendError and the container wrote its own error page, stored by status.
+   */
   @Override
   public void requestDestroyed(ServletRequestEvent event) {
     EndpointCall call = callOf(event.getServletRequest());
-    if (call != null) {
-      call.release("the request ended without a response to store");
+    if (call != null && !call.reported()) {
+      try {
+        call.requestEnded();
+      } catch (IOException e) {
+        call.release("the request ended: " + e);
+      }
     }
   }
 }

@@ -48,6 +48,20 @@ record StoredResponse(int status, List<Map.Entry<String, String>> headers, byte 
     return new StoredResponse(response.getStatus(), List.copyOf(headers), body);
   }
 
+  /**
+   * The status and headers with an empty body and no {@code Content-Type}: what is known of a
+   * response whose body the container wrote itself.
+   */
+  StoredResponse withoutBody() {
+    List<Map.Entry<String, String>> kept = new ArrayList<>();
+    for (Map.Entry<String, String> header : headers) {
+      if (!header.getKey().equals("Content-Type")) {
+        kept.add(header);
+      }
+    }
+    return new StoredResponse(status, List.copyOf(kept), new byte[0]);
+  }
+
   /** Whether the body was stored, so that a repeat can be answered with it. */
   boolean bodyStored() {
     return body != null;
