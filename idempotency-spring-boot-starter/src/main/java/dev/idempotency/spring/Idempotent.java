@@ -19,22 +19,41 @@ import java.lang.annotation.Target;
  * <ul>
  *   <li>{@link #key()} is a SpEL expression over the method's parameters ({@code #orderId}, {@code
  *       #event.id}, {@code #p0}); its value's {@code toString()} is the key, so it must be stable
- *       across retries. A wrong expression, or one naming no parameter, fails the application at
- *       startup. Parameter names need the {@code -parameters} compiler flag (Spring Boot's build
- *       plugins set it); {@code #p0}, {@code #p1}, ... always work.
+ *       across retries. Parameter names need the {@code -parameters} compiler flag (Spring Boot's
+ *       build plugins set it); {@code #p0}, {@code #p1}, ... always work.
  *   <li>{@link #name()} namespaces the key, so two methods with the same argument never share a
  *       record, and names the operation in events and metrics. Default: the class's simple name and
- *       the method's, {@code Mailer.send}.
- *   <li>{@link #ttl()} is the window, an ISO-8601 duration; default {@code
- *       idempotency.default-ttl}.
+ *       the method's, {@code Mailer.send}; two different methods with the same default name (the
+ *       same simple class name in two packages, or overloads) fail the application at startup,
+ *       naming both. The default is not the fully qualified name so that moving a class to another
+ *       package does not change its keys (a repeat after the deploy would send again).
+ *   <li>{@link #ttl()} is the window, in Spring Boot's duration formats ({@code PT72H}, {@code
+ *       72h}); default {@code idempotency.default-ttl}. It must be longer than the lease.
+ *   <li>{@link #fingerprint()} (optional) is a SpEL expression for what the call is about: a repeat
+ *       of the key whose fingerprint differs is refused with {@link
+ *       dev.idempotency.IdempotencyKeyReuseException} instead of replaying another call's result.
  * </ul>
+ *
+ * <p>Mistakes that can be seen at startup fail the application at startup, when its bean is
+ * proxied: an expression that does not parse or names no parameter, a ttl that is not a duration or
+ * not longer than {@code idempotency.lease}, a name that is not an operation name, two methods with
+ * one default name, more than one {@link dev.idempotency.SendContext} parameter.
+ *
+ * <p>A {@link dev.idempotency.SendContext} parameter is given the call's context (its provider key
+ * for the provider's own idempotency header), whatever the caller passed (pass {@code null}).
  *
  * <p>Results are stored with the application's JSON mapper, so {@code List<Receipt>} and {@code
  * Optional<Receipt>} come back as such; {@code void} and {@code null} work. A method returning
  * {@link java.util.concurrent.CompletionStage} or {@link java.util.concurrent.CompletableFuture}
- * runs through {@link dev.idempotency.IdempotencyGuard#executeForOutcomeAsync}, the stored value
- * being what the stage completes with. A method that throws is released (a retry runs it again) and
- * its exception reaches the caller unchanged, checked or not.
+ * runs on the caller's thread, as it would unguarded, so its body sees the caller's thread-locals
+ * (security context, MDC, request attributes); the stored value is what its stage completes with. A
+ * method that throws is released (a retry runs it again) and its exception reaches the caller
+ * unchanged, checked or not.
+ *
+ * <p><b>Transactions.</b> On a method that is also {@code @Transactional}, the guard runs outside
+ * the transaction (see {@link IdempotentMethodAdvisor#DEFAULT_ORDER}): the outcome is recorded
+ * after the commit, and a commit that fails releases the key, so a retry runs the method again
+ * instead of replaying a result that was rolled back.
  *
  * <p><b>Self-invocation.</b> As with {@code @Transactional}, the annotation works through a Spring
  * AOP proxy: a call from another bean goes through the guard, a call of the method from inside its
@@ -61,10 +80,21 @@ public @interface Idempotent {
   String name() default "";
 
   /**
-   * The window, an ISO-8601 duration such as {@code PT24H}; default {@code
+   * The window, in Spring Boot's duration formats ({@code PT72H}, {@code 72h}); default {@code
    * idempotency.default-ttl}.
    *
    * @return the ttl, or empty for the default
    */
   String ttl() default "";
+
+  /**
+   * What the call is about, a SpEL expression over the method's parameters ({@code #event}, {@code
+   * #message.text + #message.phone}); its value is written as JSON with the application's mapper
+   * and compared by its canonical form. A repeat of the key with another value is refused with
+   * {@link dev.idempotency.IdempotencyKeyReuseException}. Default: none, a repeat replays whatever
+   * its arguments.
+   *
+   * @return the expression, or empty for none
+   */
+  String fingerprint() default "";
 }

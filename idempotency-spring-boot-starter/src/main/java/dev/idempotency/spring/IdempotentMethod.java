@@ -1,11 +1,10 @@
 package dev.idempotency.spring;
 
 import dev.idempotency.IdempotencyKey;
-import dev.idempotency.IdempotencyWindows;
+import dev.idempotency.SendContext;
 import java.lang.reflect.Method;
 import java.lang.reflect.Type;
 import java.time.Duration;
-import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -13,6 +12,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.ResolvableType;
@@ -27,8 +27,9 @@ import org.springframework.util.ClassUtils;
 
 /**
  * One {@link Idempotent} method as the starter runs it, worked out and checked once, when its bean
- * is proxied: the operation name, the parsed key expression (whose variables must be parameters),
- * the window, and how the method returns (a value, nothing, or a stage).
+ * is proxied: the operation name, the parsed key and fingerprint expressions (whose variables must
+ * be parameters), the window (longer than the lease), a {@link SendContext} parameter if it has
+ * one, and how the method returns (a value, nothing, or a stage).
  */
 final class IdempotentMethod {
 
@@ -42,30 +43,45 @@ final class IdempotentMethod {
   private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
 
   final String name;
+  final boolean defaultName;
   final Duration ttl;
   final Kind kind;
   final Type resultType;
-  private final Method method;
+  final Method method;
+  final Class<?> userClass;
+
+  /** The index of a {@link SendContext} parameter, which the call's context replaces; or -1. */
+  final int sendContextIndex;
+
   private final Expression key;
   private final String keySource;
+  private final @Nullable Expression fingerprint;
   private final ParameterNameDiscoverer parameterNames;
 
   private IdempotentMethod(
       Method method,
+      Class<?> userClass,
       String name,
+      boolean defaultName,
       Expression key,
       String keySource,
+      @Nullable Expression fingerprint,
       Duration ttl,
       Kind kind,
       Type resultType,
+      int sendContextIndex,
       ParameterNameDiscoverer parameterNames) {
     this.method = method;
+    this.userClass = userClass;
     this.name = name;
+    this.defaultName = defaultName;
     this.key = key;
     this.keySource = keySource;
+    this.fingerprint = fingerprint;
     this.ttl = ttl;
     this.kind = kind;
     this.resultType = resultType;
+    this.sendContextIndex = sendContextIndex;
     this.parameterNames = parameterNames;
   }
 
@@ -80,20 +96,36 @@ final class IdempotentMethod {
       Class<?> targetClass,
       Idempotent annotation,
       SpelExpressionParser parser,
-      ParameterNameDiscoverer parameterNames) {
-    String where =
-        "@Idempotent on "
-            + ClassUtils.getUserClass(targetClass).getName()
-            + "."
-            + method.getName()
-            + "(..)";
+      ParameterNameDiscoverer parameterNames,
+      Duration defaultTtl,
+      @Nullable Duration lease) {
+    Class<?> userClass = ClassUtils.getUserClass(targetClass);
+    String where = "@Idempotent on " + userClass.getName() + "." + method.getName() + "(..)";
+    boolean defaultName = annotation.name().isEmpty();
     String name =
-        annotation.name().isEmpty()
-            ? ClassUtils.getUserClass(targetClass).getSimpleName() + "." + method.getName()
-            : annotation.name();
-    Expression key = parse(where, annotation.key(), parser);
-    checkVariables(where, method, annotation.key(), (SpelExpression) key, parameterNames);
-    Duration ttl = ttl(where, annotation.ttl());
+        defaultName ? userClass.getSimpleName() + "." + method.getName() : annotation.name();
+    if (!IdempotencyKey.isOperationName(name)) {
+      throw new IllegalStateException(
+          where
+              + ": the name '"
+              + name
+              + "' must be 1 to 64 characters of [A-Za-z0-9_.-]; set name = \"...\"");
+    }
+    Expression key = parse(where, "key", annotation.key(), parser);
+    checkVariables(where, "key", method, annotation.key(), (SpelExpression) key, parameterNames);
+    Expression fingerprint = null;
+    if (!annotation.fingerprint().isEmpty()) {
+      fingerprint = parse(where, "fingerprint", annotation.fingerprint(), parser);
+      checkVariables(
+          where,
+          "fingerprint",
+          method,
+          annotation.fingerprint(),
+          (SpelExpression) fingerprint,
+          parameterNames);
+    }
+    Duration ttl = TtlAttribute.parse(where, annotation.ttl(), defaultTtl, lease);
+    int sendContextIndex = sendContextIndex(where, method);
     ResolvableType returnType = ResolvableType.forMethodReturnType(method, targetClass);
     Class<?> raw = returnType.resolve(Object.class);
     Kind kind;
@@ -129,7 +161,33 @@ final class IdempotentMethod {
       resultType = concrete(returnType);
     }
     return new IdempotentMethod(
-        method, name, key, annotation.key(), ttl, kind, resultType, parameterNames);
+        method,
+        userClass,
+        name,
+        defaultName,
+        key,
+        annotation.key(),
+        fingerprint,
+        ttl,
+        kind,
+        resultType,
+        sendContextIndex,
+        parameterNames);
+  }
+
+  /** The one {@link SendContext} parameter a guarded method may declare, or -1. */
+  private static int sendContextIndex(String where, Method method) {
+    int index = -1;
+    Class<?>[] types = method.getParameterTypes();
+    for (int i = 0; i < types.length; i++) {
+      if (SendContext.class.equals(types[i])) {
+        if (index >= 0) {
+          throw new IllegalStateException(where + " declares more than one SendContext parameter");
+        }
+        index = i;
+      }
+    }
+    return index;
   }
 
   /**
@@ -183,22 +241,30 @@ final class IdempotentMethod {
     }
   }
 
-  private static Expression parse(String where, String source, SpelExpressionParser parser) {
+  private static Expression parse(
+      String where, String attribute, String source, SpelExpressionParser parser) {
     if (source.isBlank()) {
-      throw new IllegalStateException(where + " has an empty key expression");
+      throw new IllegalStateException(where + " has an empty " + attribute + " expression");
     }
     try {
       return parser.parseExpression(source);
     } catch (ParseException e) {
       // the message carries the parser's; no cause, so that this is the root cause Boot shows
       throw new IllegalStateException(
-          where + ": the key '" + source + "' is not a valid SpEL expression: " + e.getMessage());
+          where
+              + ": the "
+              + attribute
+              + " '"
+              + source
+              + "' is not a valid SpEL expression: "
+              + e.getMessage());
     }
   }
 
   /** Every {@code #variable} must be a parameter (by name, or {@code #p0}/{@code #a0}). */
   private static void checkVariables(
       String where,
+      String attribute,
       Method method,
       String source,
       SpelExpression expression,
@@ -247,7 +313,13 @@ final class IdempotentMethod {
         });
     if (!problems.isEmpty()) {
       throw new IllegalStateException(
-          where + ": the key '" + source + "' is wrong: " + String.join("; ", problems));
+          where
+              + ": the "
+              + attribute
+              + " '"
+              + source
+              + "' is wrong: "
+              + String.join("; ", problems));
     }
   }
 
@@ -255,20 +327,6 @@ final class IdempotentMethod {
     visitor.accept(node);
     for (int i = 0; i < node.getChildCount(); i++) {
       visit(node.getChild(i), visitor);
-    }
-  }
-
-  private static Duration ttl(String where, String text) {
-    if (text.isEmpty()) {
-      return null;
-    }
-    try {
-      return IdempotencyWindows.requireValidTtl(Duration.parse(text));
-    } catch (DateTimeParseException e) {
-      throw new IllegalStateException(
-          where + ": ttl '" + text + "' is not an ISO-8601 duration such as PT24H");
-    } catch (IllegalArgumentException e) {
-      throw new IllegalStateException(where + ": " + e.getMessage());
     }
   }
 
@@ -284,18 +342,63 @@ final class IdempotentMethod {
   }
 
   /**
-   * The idempotency key of one call: the operation's name, then the expression's value.
+   * The key expression's value for one call (the guard's key is the name, then this).
    *
    * @throws IllegalArgumentException if the expression yields null
    */
-  String key(Object target, Object[] arguments) {
-    MethodBasedEvaluationContext context =
-        new MethodBasedEvaluationContext(target, method, arguments, parameterNames);
-    Object value = key.getValue(context);
+  String keyValue(@Nullable Object target, Object[] arguments) {
+    Object value = key.getValue(context(target, arguments));
     if (value == null) {
       throw new IllegalArgumentException(
           "the key '" + keySource + "' of " + name + " evaluated to null");
     }
-    return IdempotencyKey.of(name, value.toString());
+    return value.toString();
+  }
+
+  /**
+   * The request fingerprint of one call: the {@link Idempotent#fingerprint()} expression's value,
+   * written as JSON with the application's mapper and fingerprinted with {@link JsonFingerprints};
+   * or {@code null} if the method has none.
+   */
+  @Nullable String fingerprint(@Nullable Object target, Object[] arguments, JsonCodecs json) {
+    if (fingerprint == null) {
+      return null;
+    }
+    Object value = fingerprint.getValue(context(target, arguments));
+    if (value == null) {
+      return JsonFingerprints.of(null);
+    }
+    try {
+      byte[] written = json.codecFor(value.getClass()).encode(value);
+      return JsonFingerprints.of(json.readTree(written));
+    } catch (Exception e) {
+      throw new IllegalArgumentException(
+          "the fingerprint of "
+              + name
+              + " is a "
+              + value.getClass().getName()
+              + " that the JSON mapper cannot write: "
+              + e.getMessage(),
+          e);
+    }
+  }
+
+  boolean hasFingerprint() {
+    return fingerprint != null;
+  }
+
+  private MethodBasedEvaluationContext context(@Nullable Object target, Object[] arguments) {
+    return new MethodBasedEvaluationContext(target, method, arguments, parameterNames);
+  }
+
+  /** The method as a message names it: {@code a.b.Mailer.send(String)}. */
+  String describe() {
+    StringBuilder text = new StringBuilder(userClass.getName()).append('.');
+    text.append(method.getName()).append('(');
+    Class<?>[] types = method.getParameterTypes();
+    for (int i = 0; i < types.length; i++) {
+      text.append(i > 0 ? ", " : "").append(types[i].getSimpleName());
+    }
+    return text.append(')').toString();
   }
 }

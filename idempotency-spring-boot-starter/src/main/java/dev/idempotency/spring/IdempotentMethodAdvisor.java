@@ -6,25 +6,47 @@ import java.time.Duration;
 import java.util.Objects;
 import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
+import org.jspecify.annotations.Nullable;
+import org.springframework.aop.Advisor;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
+import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.BeanFactoryAware;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.core.Ordered;
 
 /**
  * The Spring AOP advisor behind {@link Idempotent}: a pointcut that matches annotated methods
- * (checking each annotation when its bean is proxied, so that a wrong key expression fails the
- * application at startup), and the interceptor that runs them through the guard. The Spring Boot
- * auto-configuration registers it; register it yourself, as an infrastructure bean with an
- * auto-proxy creator, to use it without Boot.
+ * (checking each annotation when its bean is proxied, so that a wrong expression, a window not
+ * longer than the lease or two methods with one default name fail the application at startup), and
+ * the interceptor that runs them through the guard. The Spring Boot auto-configuration registers
+ * it; register it yourself, as an infrastructure bean with an auto-proxy creator, to use it without
+ * Boot.
+ *
+ * <p><b>Order.</b> The advisor's order is {@link #DEFAULT_ORDER}, before Spring's transaction
+ * advisor ({@link Ordered#LOWEST_PRECEDENCE} unless the application changes it): on a method that
+ * is also {@code @Transactional}, the guard runs outside the transaction, so an outcome is recorded
+ * only after the commit succeeded, and a failed commit releases the key. Method security
+ * ({@code @PreAuthorize}) runs outside the guard, so a refused call claims nothing.
  *
  * <p>Its dependencies are resolved on first use, so that creating it early, as advisors are, does
  * not create the guard, its store and its data source early too.
  */
-public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor {
+public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
+    implements SmartInitializingSingleton, BeanFactoryAware {
 
   private static final long serialVersionUID = 1L;
 
-  private final transient IdempotentMethods methods = new IdempotentMethods();
+  /** The advisor's order: outside {@code @Transactional}, inside method security. */
+  public static final int DEFAULT_ORDER = Ordered.LOWEST_PRECEDENCE - 100;
+
+  /** How long a method returning a stage waits for the claim past the in-flight wait. */
+  private static final Duration CLAIM_WAIT_MARGIN = Duration.ofMinutes(1);
+
+  private final transient IdempotentMethods methods;
+  private final transient IdempotentInvoker invoker;
   private final transient IdempotentMethodInterceptor interceptor;
   private final transient Pointcut pointcut =
       new StaticMethodMatcherPointcut() {
@@ -35,7 +57,7 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor {
       };
 
   /**
-   * Creates the advisor.
+   * Creates the advisor, with no check of windows against the lease at startup.
    *
    * @param guard the guard, looked up on the first call
    * @param json the JSON codecs for results, looked up on the first call
@@ -43,12 +65,86 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor {
    */
   public IdempotentMethodAdvisor(
       Supplier<IdempotencyGuard> guard, Supplier<JsonCodecs> json, Supplier<Duration> defaultTtl) {
-    this.interceptor =
-        new IdempotentMethodInterceptor(
-            methods,
-            Objects.requireNonNull(guard, "guard must not be null"),
-            Objects.requireNonNull(json, "json must not be null"),
-            Objects.requireNonNull(defaultTtl, "defaultTtl must not be null"));
+    this(guard, json, defaultTtl, () -> null, () -> IdempotencyGuard.DEFAULT_IN_FLIGHT_WAIT);
+  }
+
+  /**
+   * Creates the advisor.
+   *
+   * @param guard the guard, looked up on the first call
+   * @param json the JSON codecs for results, looked up on the first call
+   * @param defaultTtl the window of methods that name none, looked up when the first annotated
+   *     method is found
+   * @param lease the guard's lease, which every window must be longer than, looked up when the
+   *     first annotated method is found; may supply null to skip the check
+   * @param inFlightWait the guard's in-flight wait: a method returning a stage waits that long for
+   *     its claim, and a minute more for a slow store
+   */
+  public IdempotentMethodAdvisor(
+      Supplier<IdempotencyGuard> guard,
+      Supplier<JsonCodecs> json,
+      Supplier<Duration> defaultTtl,
+      Supplier<@Nullable Duration> lease,
+      Supplier<Duration> inFlightWait) {
+    Objects.requireNonNull(guard, "guard must not be null");
+    Objects.requireNonNull(json, "json must not be null");
+    Objects.requireNonNull(inFlightWait, "inFlightWait must not be null");
+    this.methods =
+        new IdempotentMethods(
+            Objects.requireNonNull(defaultTtl, "defaultTtl must not be null"),
+            Objects.requireNonNull(lease, "lease must not be null"));
+    this.invoker =
+        new IdempotentInvoker(
+            methods, guard, json, () -> inFlightWait.get().plus(CLAIM_WAIT_MARGIN));
+    this.interceptor = new IdempotentMethodInterceptor(invoker);
+    setOrder(DEFAULT_ORDER);
+  }
+
+  private transient @Nullable ListableBeanFactory beanFactory;
+
+  @Override
+  public void setBeanFactory(BeanFactory beanFactory) {
+    this.beanFactory = beanFactory instanceof ListableBeanFactory listable ? listable : null;
+  }
+
+  /**
+   * Once the application has started: if it has {@link Idempotent} methods, no transaction advisor
+   * may run outside this one (an application that sets {@code @EnableTransactionManagement(order =
+   * ...)} lower than {@link #DEFAULT_ORDER}), or an outcome could be recorded before a commit that
+   * fails.
+   *
+   * @throws IllegalStateException naming both orders
+   */
+  @Override
+  public void afterSingletonsInstantiated() {
+    if (beanFactory == null || !methods.anyFound()) {
+      return;
+    }
+    for (Advisor advisor : beanFactory.getBeansOfType(Advisor.class, true, false).values()) {
+      int order =
+          advisor instanceof Ordered ordered ? ordered.getOrder() : Ordered.LOWEST_PRECEDENCE;
+      if (isTransactional(advisor.getAdvice()) && order <= getOrder()) {
+        throw new IllegalStateException(
+            "Spring's transaction advisor has order "
+                + order
+                + ", so @Transactional would run outside @Idempotent (order "
+                + getOrder()
+                + ") and an outcome could be recorded before a commit that fails; set the"
+                + " transaction order higher than the guard's (the default,"
+                + " @EnableTransactionManagement(order = Ordered.LOWEST_PRECEDENCE), is)");
+      }
+    }
+  }
+
+  /** Spring's transaction interceptor, known by name: spring-tx is the application's choice. */
+  private static boolean isTransactional(Advice advice) {
+    for (Class<?> type = advice.getClass(); type != null; type = type.getSuperclass()) {
+      if (type.getName()
+          .equals("org.springframework.transaction.interceptor.TransactionAspectSupport")) {
+        return true;
+      }
+    }
+    return false;
   }
 
   @Override
@@ -59,5 +155,15 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor {
   @Override
   public Advice getAdvice() {
     return interceptor;
+  }
+
+  /**
+   * What runs a call of an {@link Idempotent} method through the guard once its key is known, for
+   * integrations that take the key from elsewhere than the annotation (a message header).
+   *
+   * @return the invoker, shared with this advisor's interceptor
+   */
+  public IdempotentInvoker invoker() {
+    return invoker;
   }
 }

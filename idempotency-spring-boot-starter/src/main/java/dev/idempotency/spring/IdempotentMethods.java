@@ -2,10 +2,12 @@ package dev.idempotency.spring;
 
 import dev.idempotency.ResultCodec;
 import java.lang.reflect.Method;
+import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.context.expression.AnnotatedElementKey;
 import org.springframework.core.DefaultParameterNameDiscoverer;
@@ -13,27 +15,52 @@ import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 
-/** Finds, checks and remembers the {@link Idempotent} methods of the application's beans. */
+/**
+ * Finds, checks and remembers the {@link Idempotent} methods of the application's beans. Two
+ * different methods whose default names are equal (the same simple class name in two packages, or
+ * overloads) are refused when the second is found, that is while the application starts: they would
+ * share one key namespace.
+ */
 final class IdempotentMethods {
 
   private static final Optional<IdempotentMethod> NONE = Optional.empty();
 
   private final Map<AnnotatedElementKey, Optional<IdempotentMethod>> methods =
       new ConcurrentHashMap<>();
+  private final Map<String, IdempotentMethod> byDefaultName = new ConcurrentHashMap<>();
   private final Map<IdempotentMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
   private final SpelExpressionParser parser = new SpelExpressionParser();
   private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
+  private final Supplier<Duration> defaultTtl;
+  private final Supplier<@Nullable Duration> lease;
+
+  /**
+   * @param defaultTtl the window of methods that name none, asked when the first method is found
+   * @param lease the guard's lease, which every window must be longer than; may supply null (not
+   *     checked)
+   */
+  IdempotentMethods(Supplier<Duration> defaultTtl, Supplier<@Nullable Duration> lease) {
+    this.defaultTtl = defaultTtl;
+    this.lease = lease;
+  }
 
   /**
    * The annotated method a call of {@code method} on {@code targetClass} runs, or {@code null}.
    *
    * @throws IllegalStateException if the annotation is wrong (at startup, when beans are proxied)
    */
-  IdempotentMethod find(Method method, Class<?> targetClass) {
-    return methods
-        .computeIfAbsent(
-            new AnnotatedElementKey(method, targetClass), key -> lookUp(method, targetClass))
-        .orElse(null);
+  @Nullable IdempotentMethod find(Method method, Class<?> targetClass) {
+    AnnotatedElementKey key = new AnnotatedElementKey(method, targetClass);
+    Optional<IdempotentMethod> found = methods.get(key);
+    if (found == null) {
+      // not computeIfAbsent: looking up the settings may create beans, which are matched too
+      found = lookUp(method, targetClass);
+      Optional<IdempotentMethod> raced = methods.putIfAbsent(key, found);
+      if (raced != null) {
+        found = raced;
+      }
+    }
+    return found.orElse(null);
   }
 
   private Optional<IdempotentMethod> lookUp(Method method, Class<?> targetClass) {
@@ -42,12 +69,60 @@ final class IdempotentMethods {
     if (annotation == null) {
       return NONE;
     }
-    return Optional.of(
-        IdempotentMethod.of(specific, targetClass, annotation, parser, parameterNames));
+    IdempotentMethod found =
+        IdempotentMethod.of(
+            specific,
+            targetClass,
+            annotation,
+            parser,
+            parameterNames,
+            defaultTtl.get(),
+            lease.get());
+    if (found.defaultName) {
+      IdempotentMethod first = byDefaultName.putIfAbsent(found.name, found);
+      if (first != null && !isSameMethod(first, found)) {
+        throw new IllegalStateException(
+            "@Idempotent methods "
+                + first.describe()
+                + " and "
+                + found.describe()
+                + " have the same default name '"
+                + found.name
+                + "', so they would share one key namespace and one could return the other's"
+                + " result; give each its own @Idempotent(name = \"...\")");
+      }
+    }
+    return Optional.of(found);
+  }
+
+  /** Whether any annotated method was found so far. */
+  boolean anyFound() {
+    return methods.values().stream().anyMatch(Optional::isPresent);
+  }
+
+  private static boolean isSameMethod(IdempotentMethod a, IdempotentMethod b) {
+    return a.method.equals(b.method) && a.userClass.equals(b.userClass);
   }
 
   /** The codec of a method's result type, from the application's JSON mapper, made once. */
   ResultCodec<Object> codec(IdempotentMethod method, Supplier<JsonCodecs> json) {
+    if (method.resultType == Void.class) {
+      return NOTHING; // no JSON mapper needed for a method that returns nothing
+    }
     return codecs.computeIfAbsent(method, m -> json.get().codecFor(m.resultType));
   }
+
+  /** The codec of {@code void}: the guard stores a null result without it, so it never runs. */
+  private static final ResultCodec<Object> NOTHING =
+      new ResultCodec<>() {
+        @Override
+        public byte[] encode(Object value) {
+          throw new IllegalStateException("a void method has no result to encode");
+        }
+
+        @Override
+        public Object decode(byte[] bytes) {
+          throw new IllegalStateException("a void method has no result to decode");
+        }
+      };
 }

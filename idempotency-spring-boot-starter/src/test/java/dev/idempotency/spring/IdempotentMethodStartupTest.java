@@ -41,9 +41,95 @@ class IdempotentMethodStartupTest {
   }
 
   static class BadTtl {
-    @Idempotent(key = "#orderId", ttl = "24h")
+    @Idempotent(key = "#orderId", ttl = "a day")
     public String send(String orderId) {
       return orderId;
+    }
+  }
+
+  static class TtlNotLongerThanTheLease {
+    @Idempotent(key = "#orderId", ttl = "30s")
+    public String send(String orderId) {
+      return orderId;
+    }
+  }
+
+  static class BootTtls {
+    @Idempotent(name = "iso", key = "#orderId", ttl = "PT72H")
+    public String iso(String orderId) {
+      return orderId;
+    }
+
+    @Idempotent(name = "simple", key = "#orderId", ttl = "72h")
+    public String simple(String orderId) {
+      return orderId;
+    }
+  }
+
+  static class BadFingerprint {
+    @Idempotent(key = "#orderId", fingerprint = "#order.")
+    public String send(String orderId) {
+      return orderId;
+    }
+  }
+
+  static class FingerprintNamingNoParameter {
+    @Idempotent(key = "#orderId", fingerprint = "#body")
+    public String send(String orderId) {
+      return orderId;
+    }
+  }
+
+  static class TwoContexts {
+    @Idempotent(key = "#orderId")
+    public String send(
+        String orderId, dev.idempotency.SendContext one, dev.idempotency.SendContext two) {
+      return orderId;
+    }
+  }
+
+  static class BadName {
+    @Idempotent(name = "order shipped!", key = "#orderId")
+    public String send(String orderId) {
+      return orderId;
+    }
+  }
+
+  /** Two classes named Sms in two "packages" (outer classes): the same default names. */
+  static class Billing {
+    static class Sms {
+      @Idempotent(key = "#invoiceId")
+      public String send(String invoiceId) {
+        return "billing " + invoiceId;
+      }
+    }
+  }
+
+  static class Shipping {
+    static class Sms {
+      @Idempotent(key = "#orderId")
+      public String send(String orderId) {
+        return "shipping " + orderId;
+      }
+    }
+
+    static class NamedSms {
+      @Idempotent(name = "Sms.send", key = "#orderId")
+      public String send(String orderId) {
+        return "shipping " + orderId;
+      }
+    }
+  }
+
+  static class Overloads {
+    @Idempotent(key = "#orderId")
+    public String send(String orderId) {
+      return orderId;
+    }
+
+    @Idempotent(key = "#orderId")
+    public String send(String orderId, int parts) {
+      return orderId + parts;
     }
   }
 
@@ -92,8 +178,148 @@ class IdempotentMethodStartupTest {
   }
 
   @Test
-  void aTtlThatIsNotIso8601Fails() {
-    failsWith(BadTtl.class, "ttl '24h' is not an ISO-8601 duration");
+  void aTtlThatIsNotADurationFails() {
+    failsWith(BadTtl.class, "ttl 'a day' is not a duration such as PT72H or 72h");
+  }
+
+  @Test
+  void aTtlNotLongerThanTheLeaseFailsAtStartupNotAtTheFirstCall() {
+    failsWith(
+        TtlNotLongerThanTheLease.class,
+        "ttl '30s' must be longer than the lease (idempotency.lease = PT30S)");
+  }
+
+  @Test
+  void ttlsTakeBootsDurationFormats() {
+    runner
+        .withBean(BootTtls.class)
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              assertThat(context.getBean(BootTtls.class).simple("o-1")).isEqualTo("o-1");
+            });
+  }
+
+  @Test
+  void aFingerprintThatIsNotSpelFails() {
+    failsWith(BadFingerprint.class, "the fingerprint '#order.' is not a valid SpEL expression");
+  }
+
+  @Test
+  void aFingerprintNamingNoParameterFails() {
+    failsWith(FingerprintNamingNoParameter.class, "#body is not a parameter");
+  }
+
+  @Test
+  void twoSendContextParametersFail() {
+    failsWith(TwoContexts.class, "declares more than one SendContext parameter");
+  }
+
+  @Test
+  void aNameThatIsNotAnOperationNameFails() {
+    failsWith(BadName.class, "the name 'order shipped!' must be 1 to 64 characters");
+  }
+
+  @Test
+  void twoClassesWithOneSimpleNameFailTheStartNamingBothMethods() {
+    runner
+        .withBean(Billing.Sms.class)
+        .withBean(Shipping.Sms.class)
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(context.getStartupFailure())
+                  .rootCause()
+                  .hasMessageContainingAll(
+                      "have the same default name 'Sms.send'",
+                      Billing.Sms.class.getName() + ".send(String)",
+                      Shipping.Sms.class.getName() + ".send(String)",
+                      "@Idempotent(name = ");
+            });
+  }
+
+  @Test
+  void twoOverloadsFailTheStartNamingBoth() {
+    runner
+        .withBean(Overloads.class)
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(context.getStartupFailure())
+                  .rootCause()
+                  .hasMessageContainingAll(
+                      "have the same default name 'Overloads.send'",
+                      Overloads.class.getName() + ".send(String)",
+                      Overloads.class.getName() + ".send(String, int)");
+            });
+  }
+
+  /** An application that puts its transactions first, outside everything. */
+  @org.springframework.context.annotation.Configuration(proxyBeanMethods = false)
+  @org.springframework.transaction.annotation.EnableTransactionManagement(order = 0)
+  static class TransactionsFirst {
+    @org.springframework.context.annotation.Bean
+    org.springframework.transaction.PlatformTransactionManager transactionManager() {
+      return new org.springframework.transaction.support.AbstractPlatformTransactionManager() {
+        @Override
+        protected Object doGetTransaction() {
+          return new Object();
+        }
+
+        @Override
+        protected void doBegin(
+            Object transaction, org.springframework.transaction.TransactionDefinition definition) {}
+
+        @Override
+        protected void doCommit(
+            org.springframework.transaction.support.DefaultTransactionStatus status) {}
+
+        @Override
+        protected void doRollback(
+            org.springframework.transaction.support.DefaultTransactionStatus status) {}
+      };
+    }
+  }
+
+  @Test
+  void transactionsOrderedOutsideTheGuardFailTheStart() {
+    runner
+        .withUserConfiguration(TransactionsFirst.class)
+        .withBean(Fine.class)
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(
+                      org.springframework.core.NestedExceptionUtils.getMostSpecificCause(
+                          context.getStartupFailure()))
+                  .hasMessageContaining("transaction advisor has order 0")
+                  .hasMessageContaining("@Transactional would run outside @Idempotent");
+            });
+  }
+
+  @Test
+  void transactionsInTheirDefaultOrderRunInsideTheGuard() {
+    runner
+        .withUserConfiguration(DefaultTransactions.class)
+        .withBean(Fine.class)
+        .run(context -> assertThat(context).hasNotFailed());
+  }
+
+  @org.springframework.context.annotation.Configuration(proxyBeanMethods = false)
+  @org.springframework.transaction.annotation.EnableTransactionManagement
+  static class DefaultTransactions {
+    @org.springframework.context.annotation.Bean
+    org.springframework.transaction.PlatformTransactionManager transactionManager() {
+      return new TransactionsFirst().transactionManager();
+    }
+  }
+
+  @Test
+  void anExplicitNameIsAChoiceNotACollision() {
+    runner
+        .withBean(Billing.Sms.class)
+        .withBean(Shipping.NamedSms.class)
+        .run(context -> assertThat(context).hasNotFailed());
   }
 
   @Test

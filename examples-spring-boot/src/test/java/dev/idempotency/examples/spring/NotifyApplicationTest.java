@@ -68,6 +68,23 @@ class NotifyApplicationTest {
   }
 
   @Test
+  void aRequestTheHandlerRefusesIsAFinalAnswerReplayedWithItsErrorBody() throws Exception {
+    String key = "\"" + UUID.randomUUID() + "\"";
+    String fax = BODY.replace("\"sms\"", "\"fax\"");
+    int sentBefore = sms.accepted().size();
+
+    HttpResponse<String> first = post(key, fax);
+    HttpResponse<String> repeat = post(key, fax);
+
+    assertThat(first.statusCode()).isEqualTo(400);
+    assertThat(first.body()).as("Spring's error page").contains("\"status\":400");
+    assertThat(repeat.statusCode()).isEqualTo(400);
+    assertThat(repeat.body()).isEqualTo(first.body());
+    assertThat(repeat.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(sms.accepted()).hasSize(sentBefore);
+  }
+
+  @Test
   void aRepeatWhileTheSlowProviderSendsIs409() throws Exception {
     String key = "\"slow-" + UUID.randomUUID() + "\"";
     sms.delay(Duration.ofSeconds(4)); // longer than the 2 s a repeat waits for the first

@@ -31,6 +31,7 @@ import org.slf4j.LoggerFactory;
 import org.springframework.aop.config.AopConfigUtils;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.beans.factory.support.BeanDefinitionRegistry;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -165,6 +166,20 @@ public final class IdempotencyAutoConfiguration {
         chosen.description(),
         wanted == StoreType.AUTO ? ", chosen by idempotency.store=auto" : "");
     return chosen.store().get();
+  }
+
+  /**
+   * Whether the guard is this auto-configuration's, built from {@code idempotency.lease}: only then
+   * are windows checked against that lease at startup (an application's own guard has its own,
+   * which it checks at the first call).
+   */
+  static boolean isAutoConfigured(ConfigurableListableBeanFactory beanFactory) {
+    String[] names = beanFactory.getBeanNamesForType(IdempotencyGuard.class, true, false);
+    if (names.length != 1 || !beanFactory.containsBeanDefinition(names[0])) {
+      return false;
+    }
+    BeanDefinition definition = beanFactory.getBeanDefinition(names[0]);
+    return IdempotencyAutoConfiguration.class.getName().equals(definition.getFactoryBeanName());
   }
 
   private static Optional<StoreCandidate> find(List<StoreCandidate> candidates, StoreType type) {
@@ -348,6 +363,7 @@ public final class IdempotencyAutoConfiguration {
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
     @ConditionalOnMissingBean
     static IdempotentMethodAdvisor idempotentMethodAdvisor(
+        ConfigurableListableBeanFactory beanFactory,
         ObjectProvider<IdempotencyGuard> guard,
         ObjectProvider<JsonCodecs> json,
         ObjectProvider<IdempotencyProperties> properties) {
@@ -361,7 +377,9 @@ public final class IdempotencyAutoConfiguration {
                             + " mapper (Jackson) to store it with; add one or define a JsonCodecs"
                             + " bean");
                   }),
-          () -> properties.getObject().getDefaultTtl());
+          () -> properties.getObject().getDefaultTtl(),
+          () -> isAutoConfigured(beanFactory) ? properties.getObject().getLease() : null,
+          () -> properties.getObject().getInFlightWait());
     }
 
     /** Registers Spring's infrastructure auto-proxy creator, unless one is registered already. */

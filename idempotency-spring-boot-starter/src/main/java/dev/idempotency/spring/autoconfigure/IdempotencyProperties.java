@@ -426,6 +426,18 @@ public class IdempotencyProperties {
     private DataSize maxBodySize = DataSize.ofMegabytes(1);
 
     /**
+     * The largest response body held back to be stored. A larger one reaches the client as it comes
+     * but is not stored: a repeat gets 422 (/problems/response-not-stored), not a second run.
+     */
+    private DataSize maxResponseSize = DataSize.ofMegabytes(1);
+
+    /**
+     * The shortest key accepted (400 below it). A key is the only secret of a client that is not
+     * authenticated; a UUID has 36 characters.
+     */
+    private int minKeyLength = 16;
+
+    /**
      * The header name.
      *
      * @return the name
@@ -459,6 +471,42 @@ public class IdempotencyProperties {
      */
     public void setMaxBodySize(DataSize maxBodySize) {
       this.maxBodySize = maxBodySize;
+    }
+
+    /**
+     * The largest response body stored.
+     *
+     * @return the size
+     */
+    public DataSize getMaxResponseSize() {
+      return maxResponseSize;
+    }
+
+    /**
+     * Sets the largest response body stored.
+     *
+     * @param maxResponseSize the size
+     */
+    public void setMaxResponseSize(DataSize maxResponseSize) {
+      this.maxResponseSize = maxResponseSize;
+    }
+
+    /**
+     * The shortest key accepted.
+     *
+     * @return the number of characters
+     */
+    public int getMinKeyLength() {
+      return minKeyLength;
+    }
+
+    /**
+     * Sets the shortest key accepted.
+     *
+     * @param minKeyLength the number of characters, 1 to 1024
+     */
+    public void setMinKeyLength(int minKeyLength) {
+      this.minKeyLength = minKeyLength;
     }
   }
 }

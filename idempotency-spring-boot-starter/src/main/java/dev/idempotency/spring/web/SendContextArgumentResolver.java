@@ -1,6 +1,7 @@
 package dev.idempotency.spring.web;
 
 import dev.idempotency.SendContext;
+import org.jspecify.annotations.Nullable;
 import org.springframework.core.MethodParameter;
 import org.springframework.web.bind.support.WebDataBinderFactory;
 import org.springframework.web.context.request.NativeWebRequest;
@@ -10,7 +11,9 @@ import org.springframework.web.method.support.ModelAndViewContainer;
 
 /**
  * Resolves a {@link SendContext} parameter of an {@link IdempotentEndpoint} handler method: the
- * call's provider key, provider UUID and attempt, to pass to the provider.
+ * call's provider key, provider UUID and attempt, to pass to the provider. {@code null} when an
+ * endpoint that does not require the key is called without one. A handler without the annotation
+ * cannot take one: the application fails at startup ({@link IdempotentEndpoints}).
  *
  * <pre>{@code
  * @PostMapping("/notify")
@@ -31,7 +34,7 @@ public final class SendContextArgumentResolver implements HandlerMethodArgumentR
   }
 
   @Override
-  public Object resolveArgument(
+  public @Nullable Object resolveArgument(
       MethodParameter parameter,
       ModelAndViewContainer container,
       NativeWebRequest request,
@@ -40,6 +43,10 @@ public final class SendContextArgumentResolver implements HandlerMethodArgumentR
         request.getAttribute(
             IdempotentEndpointFilter.SEND_CONTEXT_ATTRIBUTE, RequestAttributes.SCOPE_REQUEST);
     if (context == null) {
+      IdempotentEndpoint endpoint = parameter.getMethodAnnotation(IdempotentEndpoint.class);
+      if (endpoint != null && !endpoint.required()) {
+        return null; // called without a key: not guarded
+      }
       throw new IllegalStateException(
           parameter.getExecutable()
               + " takes a SendContext, which only @IdempotentEndpoint handlers called with an"

@@ -1,5 +1,6 @@
 package dev.idempotency.spring.app;
 
+import dev.idempotency.SendContext;
 import dev.idempotency.spring.Idempotent;
 import java.io.IOException;
 import java.util.List;
@@ -97,6 +98,55 @@ public class Mailer {
         + org.slf4j.MDC.get("idempotency.attempt")
         + " "
         + org.slf4j.MDC.get("idempotency.key");
+  }
+
+  /** A text message; a repeat with another text under the same id is not the same call. */
+  public record Message(String id, String phone, String text, long userId) {}
+
+  @Idempotent(key = "#message.id()", fingerprint = "#message")
+  public String sendMessage(Message message) {
+    return "sent " + message.text() + " #" + runs.incrementAndGet();
+  }
+
+  @Idempotent(key = "#id", ttl = "72h")
+  public Receipt remind(String id) {
+    return new Receipt("remind-" + id + "-" + runs.incrementAndGet(), "email", 1);
+  }
+
+  /** The guard hands the method its context, whatever the caller passed. */
+  @Idempotent(key = "#id")
+  public String withContext(String id, SendContext context) {
+    runs.incrementAndGet();
+    return context.providerKey() + " " + context.attempt();
+  }
+
+  /** A thread-local of the caller, as a security context is. */
+  public static final ThreadLocal<String> CALLER = new ThreadLocal<>();
+
+  /**
+   * What the body of a stage-returning method sees of its caller: its thread, MDC, request
+   * attributes and thread-locals, read before the stage is returned.
+   */
+  @Idempotent(key = "#id")
+  public CompletableFuture<String> contextual(String id) {
+    runs.incrementAndGet();
+    org.springframework.web.context.request.RequestAttributes request =
+        org.springframework.web.context.request.RequestContextHolder.getRequestAttributes();
+    String seen =
+        Thread.currentThread().getName()
+            + "|"
+            + org.slf4j.MDC.get("request-id")
+            + "|"
+            + (request == null
+                ? null
+                : request.getAttribute(
+                    "tenant",
+                    org.springframework.web.context.request.RequestAttributes.SCOPE_REQUEST))
+            + "|"
+            + CALLER.get()
+            + "|"
+            + org.slf4j.MDC.get("idempotency.operation");
+    return CompletableFuture.supplyAsync(() -> seen);
   }
 
   /** Calls {@link #send} on itself: not through the proxy, so not guarded. */

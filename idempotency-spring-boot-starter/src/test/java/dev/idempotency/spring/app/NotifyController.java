@@ -6,7 +6,6 @@ import java.net.URI;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.GetMapping;
@@ -19,12 +18,16 @@ import org.springframework.web.bind.annotation.RestController;
 @RestController
 public class NotifyController {
 
-  private final AtomicInteger runs = new AtomicInteger();
+  private final Runs runs;
   private final AtomicReference<CountDownLatch> gate = new AtomicReference<>();
   private final AtomicReference<CountDownLatch> entered =
       new AtomicReference<>(new CountDownLatch(1));
 
-  /** How often the handlers really ran. */
+  public NotifyController(Runs runs) {
+    this.runs = runs;
+  }
+
+  /** How often the handlers (of every test controller) really ran. */
   public int runs() {
     return runs.get();
   }
@@ -49,7 +52,7 @@ public class NotifyController {
       entered.get().countDown();
       latch.await(30, TimeUnit.SECONDS);
     }
-    int run = runs.incrementAndGet();
+    int run = runs.increment();
     if ("invalid".equals(body.get("recipient"))) {
       return ResponseEntity.badRequest().body(Map.of("error", "invalid recipient", "run", run));
     }
@@ -70,12 +73,12 @@ public class NotifyController {
   @PostMapping("/orders/{orderId}/receipt")
   @IdempotentEndpoint(required = false, ttl = "PT1H")
   public Map<String, Object> receipt(@PathVariable String orderId) {
-    return Map.of("order", orderId, "run", runs.incrementAndGet());
+    return Map.of("order", orderId, "run", runs.increment());
   }
 
   @PostMapping("/plain")
   public Map<String, Object> plain() {
-    return Map.of("run", runs.incrementAndGet());
+    return Map.of("run", runs.increment());
   }
 
   @GetMapping("/health-check")

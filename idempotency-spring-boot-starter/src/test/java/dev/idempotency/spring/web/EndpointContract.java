@@ -5,14 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spring.app.NotifyController;
 import dev.idempotency.spring.app.NotifyTestApplication;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -21,34 +16,38 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 
 /**
  * SPEC section 13's HTTP paragraph, end to end over real HTTP against a Boot application on a real
  * store (each subclass picks one): replay byte for byte, 400, 409, 413, 422, 4xx stored, 5xx and
- * exceptions released, scope per endpoint and per user, sixteen concurrent repeats.
+ * exceptions released, scope per endpoint and per user, sixteen concurrent repeats; and, from the
+ * interfaces it implements, what is stored and released on every path a Spring application takes
+ * ({@link ResponseCases}), async handlers ({@link AsyncCases}) and request bodies and keys ({@link
+ * RequestCases}).
  */
 @SpringBootTest(
     classes = NotifyTestApplication.class,
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {"idempotency.in-flight-wait=200ms", "idempotency.http.max-body-size=4KB"})
-abstract class EndpointContract {
+    properties = {
+      "idempotency.in-flight-wait=200ms",
+      "idempotency.http.max-body-size=4KB",
+      "idempotency.http.max-response-size=8KB",
+      "server.error.include-message=always", // Boot 3.5
+      "spring.web.error.include-message=always" // Boot 4.0
+    })
+abstract class EndpointContract extends RunningApplication
+    implements ResponseCases, AsyncCases, RequestCases {
 
   static final String BODY = "{\"channel\":\"sms\",\"recipient\":\"+15550100042\",\"n\":100}";
 
-  @LocalServerPort int port;
   @Autowired NotifyController controller;
   @Autowired KeyStore store;
-
-  final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
-  int runsBefore;
 
   /** The store this variant must be running on. */
   abstract Class<? extends KeyStore> expectedStore();
 
   @BeforeEach
-  void rememberRuns() {
-    runsBefore = controller.runs();
+  void openTheGateFirst() {
     controller.gate(null);
   }
 
@@ -57,36 +56,16 @@ abstract class EndpointContract {
     controller.gate(null);
   }
 
-  int runs() {
-    return controller.runs() - runsBefore;
-  }
-
   static String newKey() {
-    return "\"" + UUID.randomUUID() + "\"";
-  }
-
-  HttpResponse<byte[]> post(String path, String key, String body, String... headers)
-      throws Exception {
-    HttpRequest.Builder request =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-            .timeout(Duration.ofSeconds(60))
-            .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString(body));
-    if (key != null) {
-      request.header("Idempotency-Key", key);
-    }
-    for (int i = 0; i < headers.length; i += 2) {
-      request.header(headers[i], headers[i + 1]);
-    }
-    return http.send(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+    return EndpointClient.newKey();
   }
 
   static String text(HttpResponse<byte[]> response) {
-    return new String(response.body(), java.nio.charset.StandardCharsets.UTF_8);
+    return EndpointClient.text(response);
   }
 
   static String header(HttpResponse<?> response, String name) {
-    return response.headers().firstValue(name).orElse(null);
+    return EndpointClient.header(response, name);
   }
 
   @Test

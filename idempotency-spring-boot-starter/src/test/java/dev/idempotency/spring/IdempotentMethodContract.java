@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyEvent;
+import dev.idempotency.IdempotencyKeyReuseException;
 import dev.idempotency.spring.app.Mailer;
 import dev.idempotency.spring.app.NotifyTestApplication;
 import dev.idempotency.spring.app.Receipt;
@@ -21,14 +22,16 @@ import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 
 /**
- * {@link Idempotent} on a real Spring Boot application, on the JDBC store (H2): every return shape,
- * exceptions, names, and self-invocation.
+ * {@link Idempotent} on a real Spring Boot application, on a real store (each subclass picks one):
+ * every return shape, exceptions, names, fingerprints, the call's context, and self-invocation.
  */
 @SpringBootTest(
     classes = NotifyTestApplication.class,
-    webEnvironment = SpringBootTest.WebEnvironment.NONE,
-    properties = "spring.datasource.url=jdbc:h2:mem:methods;DB_CLOSE_DELAY=-1")
-class IdempotentMethodTest {
+    webEnvironment = SpringBootTest.WebEnvironment.NONE)
+abstract class IdempotentMethodContract {
+
+  /** The store's kind, as the metrics tag it. */
+  abstract String storeKind();
 
   @Autowired Mailer mailer;
   @Autowired NotifyTestApplication.RecordedEvents recorded;
@@ -218,7 +221,7 @@ class IdempotentMethodTest {
     assertThat(
             meters
                 .get("idempotency.store")
-                .tags("store", "jdbc", "operation", "claim")
+                .tags("store", storeKind(), "operation", "claim")
                 .timer()
                 .count())
         .isPositive();
@@ -228,6 +231,78 @@ class IdempotentMethodTest {
             meter ->
                 assertThat(meter.getId().getTags())
                     .noneMatch(tag -> tag.getValue().contains(order)));
+  }
+
+  @Test
+  void aRepeatWithAnotherFingerprintIsRefusedNotReplayed() {
+    String id = id();
+
+    String first = mailer.sendMessage(new Mailer.Message(id, "+15550100042", "code 1234", 7));
+    String same = mailer.sendMessage(new Mailer.Message(id, "+15550100042", "code 1234", 7));
+
+    assertThat(same).isEqualTo(first);
+    assertThatThrownBy(
+            () -> mailer.sendMessage(new Mailer.Message(id, "+15550100042", "code 9999", 7)))
+        .isInstanceOf(IdempotencyKeyReuseException.class);
+    assertThatThrownBy(
+            () ->
+                mailer.sendMessage(
+                    new Mailer.Message(id, "+15550100042", "code 1234", 1234567890123456789L)))
+        .isInstanceOf(IdempotencyKeyReuseException.class);
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  void aTtlInBootsDurationFormatWorks() {
+    String id = id();
+
+    Receipt first = mailer.remind(id);
+    Receipt repeat = mailer.remind(id);
+
+    assertThat(repeat).isEqualTo(first);
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  void aSendContextParameterGetsTheCallsContext() {
+    String id = id();
+
+    String seen = mailer.withContext(id, null);
+    String replayed = mailer.withContext(id, null);
+
+    String key = dev.idempotency.IdempotencyKey.of("Mailer.withContext", id);
+    assertThat(seen).isEqualTo(dev.idempotency.IdempotencyKey.providerKey(key) + " 1");
+    assertThat(replayed).isEqualTo(seen);
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  void theBodyOfAStageMethodSeesTheCallersContext() throws Exception {
+    String id = id();
+    org.springframework.mock.web.MockHttpServletRequest request =
+        new org.springframework.mock.web.MockHttpServletRequest();
+    request.setAttribute("tenant", "acme");
+    org.springframework.web.context.request.RequestContextHolder.setRequestAttributes(
+        new org.springframework.web.context.request.ServletRequestAttributes(request));
+    org.slf4j.MDC.put("request-id", "req-" + id);
+    Mailer.CALLER.set("alice");
+    try {
+      String seen = mailer.contextual(id).get(30, TimeUnit.SECONDS);
+      String replayed = mailer.contextual(id).get(30, TimeUnit.SECONDS);
+
+      assertThat(seen)
+          .isEqualTo(
+              Thread.currentThread().getName() + "|req-" + id + "|acme|alice|Mailer.contextual");
+      assertThat(replayed).isEqualTo(seen);
+      assertThat(org.slf4j.MDC.get("idempotency.operation"))
+          .as("the call's MDC entries are gone once the body returned")
+          .isNull();
+      assertThat(runs()).isEqualTo(1);
+    } finally {
+      org.springframework.web.context.request.RequestContextHolder.resetRequestAttributes();
+      org.slf4j.MDC.remove("request-id");
+      Mailer.CALLER.remove();
+    }
   }
 
   @Test

@@ -1,0 +1,233 @@
+package dev.idempotency.spring;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.Outcome;
+import dev.idempotency.ResultCodec;
+import dev.idempotency.SendContext;
+import dev.idempotency.SendFailedException;
+import java.lang.reflect.UndeclaredThrowableException;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Supplier;
+import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
+import org.springframework.aop.support.AopUtils;
+
+/**
+ * Runs one call of an {@link Idempotent} method through the guard once its key is known: the method
+ * at most once per key, a repeat answered with the stored result of the method's declared type, a
+ * failure released and rethrown as the method threw it. {@link IdempotentMethodInterceptor} takes
+ * the key from the annotation's SpEL expression; an integration that knows the key otherwise (a
+ * message header) calls {@link #invoke} itself, with the invoker of {@link
+ * IdempotentMethodAdvisor#invoker()}.
+ *
+ * <ul>
+ *   <li>A method returning a value (or {@code void}) runs on the calling thread inside {@link
+ *       IdempotencyGuard#executeForOutcome}.
+ *   <li>A method returning a {@code CompletionStage} runs on the calling thread too (a {@link
+ *       PendingCall}): the caller waits for the claim as for any guarded call, the body sees the
+ *       caller's thread-locals (security context, MDC, request attributes, transaction), and the
+ *       stage it returns completes the call; the returned stage completes once the outcome is
+ *       recorded.
+ *   <li>A {@link SendContext} parameter is given the call's context, whatever the caller passed.
+ * </ul>
+ *
+ * <p>Thread-safe.
+ */
+public final class IdempotentInvoker {
+
+  private final IdempotentMethods methods;
+  private final Supplier<IdempotencyGuard> guard;
+  private final Supplier<JsonCodecs> json;
+  private final Supplier<Duration> maxClaimWait;
+
+  IdempotentInvoker(
+      IdempotentMethods methods,
+      Supplier<IdempotencyGuard> guard,
+      Supplier<JsonCodecs> json,
+      Supplier<Duration> maxClaimWait) {
+    this.methods = methods;
+    this.guard = guard;
+    this.json = json;
+    this.maxClaimWait = maxClaimWait;
+  }
+
+  /**
+   * The {@link Idempotent} method an invocation runs, worked out and checked once.
+   *
+   * @param invocation the intercepted call
+   * @return the method, or {@code null} if it is not annotated
+   */
+  @Nullable IdempotentMethod methodOf(MethodInvocation invocation) {
+    Object target = invocation.getThis();
+    Class<?> targetClass =
+        target != null
+            ? AopUtils.getTargetClass(target)
+            : invocation.getMethod().getDeclaringClass();
+    return methods.find(invocation.getMethod(), targetClass);
+  }
+
+  /**
+   * Whether an invocation is of an {@link Idempotent} method.
+   *
+   * @param invocation the intercepted call
+   * @return {@code true} if {@link #invoke} can run it
+   */
+  public boolean isIdempotent(MethodInvocation invocation) {
+    return methodOf(invocation) != null;
+  }
+
+  /**
+   * Runs an invocation of an {@link Idempotent} method under a key.
+   *
+   * @param invocation the intercepted call
+   * @param key the key within the method's namespace (its {@link Idempotent#name()}, added here)
+   * @param fingerprint what identifies the call's content, or {@code null} for none; a repeat of
+   *     the key with another fingerprint is an {@link dev.idempotency.IdempotencyKeyReuseException}
+   * @return the method's result, or the stored one on a repeat
+   * @throws Throwable what the method threw, unchanged, or the guard's exceptions
+   * @throws IllegalArgumentException if the invocation is not of an {@link Idempotent} method, or
+   *     the key is not a valid key
+   */
+  public @Nullable Object invoke(
+      MethodInvocation invocation, String key, @Nullable String fingerprint) throws Throwable {
+    IdempotentMethod method = methodOf(invocation);
+    if (method == null) {
+      throw new IllegalArgumentException(invocation.getMethod() + " is not @Idempotent");
+    }
+    Objects.requireNonNull(key, "key must not be null");
+    IdempotencyRequest request =
+        IdempotencyRequest.of(IdempotencyKey.of(method.name, key), method.ttl)
+            .withOperation(method.name);
+    if (fingerprint != null) {
+      request = request.withFingerprint(fingerprint);
+    }
+    ResultCodec<Object> codec = methods.codec(method, json);
+    return method.kind == IdempotentMethod.Kind.STAGE
+        ? invokeStage(method, invocation, request, codec)
+        : invokeBlocking(method, invocation, request, codec);
+  }
+
+  /** The request fingerprint of {@link Idempotent#fingerprint()}, or {@code null}. */
+  @Nullable String fingerprintOf(IdempotentMethod method, MethodInvocation invocation) {
+    if (!method.hasFingerprint()) {
+      return null;
+    }
+    return method.fingerprint(invocation.getThis(), invocation.getArguments(), json.get());
+  }
+
+  private @Nullable Object invokeBlocking(
+      IdempotentMethod method,
+      MethodInvocation invocation,
+      IdempotencyRequest request,
+      ResultCodec<Object> codec)
+      throws Throwable {
+    Throwable[] thrown = new Throwable[1];
+    try {
+      Outcome<Object> outcome =
+          guard
+              .get()
+              .executeForOutcome(
+                  request, codec, context -> proceed(method, invocation, context, thrown));
+      return method.kind == IdempotentMethod.Kind.VOID ? null : outcome.value();
+    } catch (SendFailedException e) {
+      throw ownFailure(e, thrown);
+    }
+  }
+
+  private Object invokeStage(
+      IdempotentMethod method,
+      MethodInvocation invocation,
+      IdempotencyRequest request,
+      ResultCodec<Object> codec)
+      throws Throwable {
+    Duration maxWait = maxClaimWait.get();
+    PendingCall<Object> call = PendingCall.claim(guard.get(), request, codec, maxWait);
+    Throwable[] thrown = new Throwable[1];
+    if (call.claimed()) {
+      Object returned;
+      try (PendingCall.Scope mdc = call.enter()) {
+        returned = proceed(method, invocation, call.context(), thrown);
+      } catch (Throwable e) {
+        // thrown before any stage: the caller gets it as the unguarded method would throw it
+        call.fail(thrown[0] != null ? thrown[0] : e);
+        awaitQuietly(call.outcome(), maxWait);
+        throw thrown[0] != null ? thrown[0] : e;
+      }
+      CompletionStage<Object> stage = stage(returned);
+      stage.whenComplete(
+          (value, error) -> {
+            if (error == null) {
+              call.complete(value);
+            } else {
+              thrown[0] = PendingCall.unwrap(error);
+              call.fail(thrown[0]);
+            }
+          });
+    }
+    CompletableFuture<Object> result = new CompletableFuture<>();
+    call.outcome()
+        .whenComplete(
+            (outcome, error) -> {
+              if (error == null) {
+                result.complete(outcome.value());
+              } else {
+                result.completeExceptionally(ownFailure(PendingCall.unwrap(error), thrown));
+              }
+            });
+    return result;
+  }
+
+  /** Runs the method with the call's context; remembers what it threw. */
+  private static @Nullable Object proceed(
+      IdempotentMethod method, MethodInvocation invocation, SendContext context, Throwable[] thrown)
+      throws Exception {
+    if (method.sendContextIndex >= 0) {
+      invocation.getArguments()[method.sendContextIndex] = context;
+    }
+    try {
+      return invocation.proceed();
+    } catch (Exception | Error e) {
+      thrown[0] = e;
+      throw e;
+    } catch (Throwable t) {
+      thrown[0] = t;
+      throw new UndeclaredThrowableException(t);
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static CompletionStage<Object> stage(@Nullable Object returned) {
+    return returned == null
+        ? CompletableFuture.completedFuture(null)
+        : (CompletionStage<Object>) returned;
+  }
+
+  /** The method's own checked exception, not the guard's wrapper of it. */
+  private static Throwable ownFailure(Throwable error, Throwable[] thrown) {
+    if (error instanceof SendFailedException && error.getCause() != null) {
+      Throwable cause = error.getCause();
+      if (cause == thrown[0] || thrown[0] == null) {
+        return cause;
+      }
+    }
+    return error;
+  }
+
+  private static void awaitQuietly(CompletableFuture<?> future, Duration maxWait) {
+    try {
+      future.get(maxWait.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      // the release's own result does not change what the caller gets
+    }
+  }
+}

@@ -1,0 +1,162 @@
+package dev.idempotency.spring.web;
+
+import dev.idempotency.spring.PendingCall;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One claimed {@link IdempotentEndpoint} request, from the claim (in the interceptor) to the
+ * response the client got (after the handler, an async result or an error page): whether the
+ * handler started, and what to store or release. Kept in a request attribute, so that every
+ * dispatch of the request (request, async, error) finds it. Reported once; the first report wins.
+ */
+final class EndpointCall {
+
+  /** The request attribute that holds the call. */
+  static final String ATTRIBUTE = EndpointCall.class.getName();
+
+  private final PendingCall<StoredResponse> call;
+  private final List<String> headers;
+  private final Duration maxWait;
+  private final AtomicBoolean reported = new AtomicBoolean();
+  private volatile boolean handlerStarted;
+  private volatile @Nullable CapturingResponse awaitingErrorPage;
+  private PendingCall.@Nullable Scope mdc;
+
+  EndpointCall(PendingCall<StoredResponse> call, List<String> headers, Duration maxWait) {
+    this.call = call;
+    this.headers = headers;
+    this.maxWait = maxWait;
+  }
+
+  /** The handler method was entered: its response is the endpoint's answer. */
+  void handlerStarted() {
+    handlerStarted = true;
+  }
+
+  boolean reported() {
+    return reported.get();
+  }
+
+  /**
+   * The application called sendError: the error page, in an error dispatch, is the answer.
+   *
+   * @param response the response of the dispatch that called it, with its status and headers
+   */
+  void awaitErrorPage(CapturingResponse response) {
+    awaitingErrorPage = response;
+  }
+
+  boolean awaitingErrorPage() {
+    return awaitingErrorPage != null && !reported.get();
+  }
+
+  /**
+   * The container ended the request. A call still waiting for its error page got none the filter
+   * could see (the container wrote its own): its status is stored without a body, since the handler
+   * did answer; any other call not yet reported is released.
+   */
+  void requestEnded() throws IOException {
+    CapturingResponse response = awaitingErrorPage;
+    if (response != null && handlerStarted) {
+      finish(response, false);
+    } else {
+      release("the request ended without a response to store");
+    }
+  }
+
+  /** Puts the call's MDC entries on the request's thread while the handler runs. */
+  void enterMdc() {
+    mdc = call.enter();
+  }
+
+  void leaveMdc() {
+    PendingCall.Scope scope = mdc;
+    mdc = null;
+    if (scope != null) {
+      scope.close();
+    }
+  }
+
+  /**
+   * The request ended or failed without a response to store: release the key, so that a retry runs
+   * the handler again.
+   */
+  void release(String why) {
+    if (reported.compareAndSet(false, true)) {
+      call.fail(new NotStored(why));
+      awaitOutcome();
+    }
+  }
+
+  /**
+   * The client's response is final: store it if the handler started and its status is one to keep,
+   * else release; then send what was held back to the client. Waits (bounded) for the outcome to be
+   * written first, so that a repeat the client sends at once is a replay (or, after a release,
+   * runs).
+   *
+   * @param response the response holding the final body (the error dispatch's, after an error page)
+   */
+  void finish(CapturingResponse response) throws IOException {
+    finish(response, true);
+  }
+
+  private void finish(CapturingResponse response, boolean bodySeen) throws IOException {
+    try {
+      if (!reported.compareAndSet(false, true)) {
+        return;
+      }
+      int status = response.getStatus();
+      if (!handlerStarted) {
+        call.fail(new NotStored("the handler did not start (status " + status + ")"));
+      } else if (!isStored(status)) {
+        call.fail(new NotStored("status " + status + " is not stored"));
+      } else {
+        byte[] body = response.overflowed() ? null : response.body();
+        StoredResponse stored = StoredResponse.capture(response, body, headers);
+        call.complete(bodySeen ? stored : stored.withoutBody());
+      }
+      awaitOutcome(); // a retry the client sends at once finds the key stored or free
+    } finally {
+      response.release();
+    }
+  }
+
+  /** 2xx, 3xx and 4xx are final answers, except the 4xx that mean "try again". */
+  static boolean isStored(int status) {
+    if (status >= 200 && status < 400) {
+      return true;
+    }
+    return status >= 400
+        && status < 500
+        && status != 408
+        && status != 409
+        && status != 425
+        && status != 429;
+  }
+
+  private void awaitOutcome() {
+    try {
+      call.outcome().get(maxWait.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      // the client gets its response anyway; the guard has reported what went wrong
+    }
+  }
+
+  /** Why a response was not stored: the key is released with it. */
+  static final class NotStored extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    NotStored(String why) {
+      super(why, null, false, false);
+    }
+  }
+}

@@ -1,0 +1,76 @@
+package dev.idempotency.spring.app;
+
+import dev.idempotency.spring.web.IdempotentEndpoint;
+import java.net.URI;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncTask;
+
+/** Async handlers of every kind Spring MVC supports, answering a moment later on another thread. */
+@RestController
+public class AsyncController {
+
+  private static final Executor LATER =
+      CompletableFuture.delayedExecutor(50, TimeUnit.MILLISECONDS);
+
+  private final Runs runs;
+
+  public AsyncController(Runs runs) {
+    this.runs = runs;
+  }
+
+  private static ResponseEntity<Map<String, Object>> created(String kind, int run) {
+    String id = kind + "_" + run;
+    return ResponseEntity.created(URI.create("/async/" + id))
+        .body(Map.of("id", id, "thread", Thread.currentThread().getName()));
+  }
+
+  @PostMapping("/async/callable")
+  @IdempotentEndpoint
+  public Callable<ResponseEntity<Map<String, Object>>> callable() {
+    int run = runs.increment();
+    return () -> created("callable", run);
+  }
+
+  @PostMapping("/async/deferred")
+  @IdempotentEndpoint
+  public DeferredResult<ResponseEntity<Map<String, Object>>> deferred() {
+    int run = runs.increment();
+    DeferredResult<ResponseEntity<Map<String, Object>>> result = new DeferredResult<>(30_000L);
+    LATER.execute(() -> result.setResult(created("deferred", run)));
+    return result;
+  }
+
+  @PostMapping("/async/future")
+  @IdempotentEndpoint
+  public CompletableFuture<ResponseEntity<Map<String, Object>>> future() {
+    int run = runs.increment();
+    return CompletableFuture.supplyAsync(() -> created("future", run), LATER);
+  }
+
+  @PostMapping("/async/task")
+  @IdempotentEndpoint
+  public WebAsyncTask<ResponseEntity<Map<String, Object>>> task() {
+    int run = runs.increment();
+    return new WebAsyncTask<>(30_000L, () -> created("task", run));
+  }
+
+  /** An async result that fails: nothing maps the exception, so a 500. */
+  @PostMapping("/async/failing")
+  @IdempotentEndpoint
+  public CompletableFuture<ResponseEntity<Map<String, Object>>> failing() {
+    int run = runs.increment();
+    return CompletableFuture.supplyAsync(
+        () -> {
+          throw new IllegalStateException("the provider failed, run " + run);
+        },
+        LATER);
+  }
+}

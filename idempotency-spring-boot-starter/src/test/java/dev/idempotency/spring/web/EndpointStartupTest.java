@@ -1,0 +1,151 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.SendContext;
+import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
+import dev.idempotency.spring.autoconfigure.IdempotencyWebMvcAutoConfiguration;
+import dev.idempotency.spring.autoconfigure.JacksonAutoConfigurations;
+import dev.idempotency.spring.autoconfigure.WebMvcAutoConfigurations;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.core.NestedExceptionUtils;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+/**
+ * Mistakes in an {@link IdempotentEndpoint} application that can be seen at startup fail the start,
+ * naming the handler and the mistake, instead of failing (or silently not guarding) a request.
+ */
+class EndpointStartupTest {
+
+  final WebApplicationContextRunner runner =
+      new WebApplicationContextRunner()
+          .withConfiguration(
+              AutoConfigurations.of(
+                  JacksonAutoConfigurations.jackson(),
+                  WebMvcAutoConfigurations.webMvc(),
+                  IdempotencyAutoConfiguration.class,
+                  IdempotencyWebMvcAutoConfiguration.class))
+          .withPropertyValues("idempotency.store=memory");
+
+  @RestController
+  static class ContextWithoutTheAnnotation {
+    @PostMapping("/send")
+    public Map<String, Object> send(SendContext context) {
+      return Map.of("key", context.providerKey());
+    }
+  }
+
+  @RestController
+  static class FinalHandler {
+    @PostMapping("/send")
+    @IdempotentEndpoint
+    public final Map<String, Object> send() {
+      return Map.of();
+    }
+  }
+
+  @RestController
+  static class CookieReplayed {
+    @PostMapping("/send")
+    @IdempotentEndpoint(headers = "Set-Cookie")
+    public Map<String, Object> send() {
+      return Map.of();
+    }
+  }
+
+  @RestController
+  static class TtlNotLongerThanTheLease {
+    @PostMapping("/send")
+    @IdempotentEndpoint(ttl = "20s")
+    public Map<String, Object> send() {
+      return Map.of();
+    }
+  }
+
+  @RestController
+  static class TtlNotADuration {
+    @PostMapping("/send")
+    @IdempotentEndpoint(ttl = "tomorrow")
+    public Map<String, Object> send() {
+      return Map.of();
+    }
+  }
+
+  @RestController
+  static class BadName {
+    @PostMapping("/send")
+    @IdempotentEndpoint(name = "send sms")
+    public Map<String, Object> send() {
+      return Map.of();
+    }
+  }
+
+  @RestController
+  static class Fine {
+    @PostMapping("/send")
+    @IdempotentEndpoint(name = "sms-send", ttl = "72h", headers = "X-Notification-Id")
+    public Map<String, Object> send(SendContext context) {
+      return Map.of("key", context.providerKey());
+    }
+  }
+
+  private void failsWith(Class<?> controller, String... message) {
+    runner
+        .withBean(controller)
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
+                  .hasMessageContaining(controller.getName() + ".send(")
+                  .hasMessageContainingAll(message);
+            });
+  }
+
+  @Test
+  void aSendContextParameterOnAHandlerThatIsNotGuardedFails() {
+    failsWith(ContextWithoutTheAnnotation.class, "takes a SendContext, which only");
+  }
+
+  @Test
+  void aFinalHandlerMethodFailsSinceItsStartCannotBeSeen() {
+    failsWith(FinalHandler.class, "the method is final");
+  }
+
+  @Test
+  void setCookieAmongTheReplayedHeadersFails() {
+    failsWith(CookieReplayed.class, "never Set-Cookie");
+  }
+
+  @Test
+  void aTtlNotLongerThanTheLeaseFails() {
+    failsWith(TtlNotLongerThanTheLease.class, "must be longer than the lease");
+  }
+
+  @Test
+  void aTtlThatIsNotADurationFails() {
+    failsWith(TtlNotADuration.class, "ttl 'tomorrow' is not a duration");
+  }
+
+  @Test
+  void aNameThatIsNotAnOperationNameFails() {
+    failsWith(BadName.class, "the name 'send sms' must be 1 to 64 characters");
+  }
+
+  @Test
+  void aGoodEndpointStartsAdvised() {
+    runner
+        .withBean(Fine.class)
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              assertThat(
+                      org.springframework.aop.support.AopUtils.isAopProxy(
+                          context.getBean(Fine.class)))
+                  .isTrue();
+            });
+  }
+}
