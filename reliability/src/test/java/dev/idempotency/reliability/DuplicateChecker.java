@@ -185,6 +185,12 @@ final class DuplicateChecker {
       sendsByKey.computeIfAbsent(send.key(), k -> new ArrayList<>()).add(send);
     }
     Set<String> notRecorded = new HashSet<>();
+    Map<String, List<Call>> failedSends = new HashMap<>();
+    for (Call call : history.calls) {
+      if (call.outcome().equals("SEND_FAILED")) {
+        failedSends.computeIfAbsent(call.key(), k -> new ArrayList<>()).add(call);
+      }
+    }
     for (Call call : history.calls) {
       if (call.outcome().equals("REPLAYED")) {
         report.replays++;
@@ -206,6 +212,14 @@ final class DuplicateChecker {
         String cause = null;
         for (int j = 0; j < i && cause == null; j++) {
           cause = cause(sends.get(j), later, history.faults, notRecorded);
+        }
+        if (cause == null
+            && aheadOwnerBetween(
+                failedSends.getOrDefault(entry.getKey(), List.of()),
+                sends.get(i - 1),
+                later,
+                history.faults)) {
+          cause = "taker's clock ahead";
         }
         if (cause == null && windowEnded(sends.subList(0, i), later)) {
           cause = "window ended";
@@ -302,6 +316,29 @@ final class DuplicateChecker {
       }
     }
     return null;
+  }
+
+  /**
+   * Whether a process whose clock was ahead held the key between {@code earlier} and {@code later}
+   * and sent nothing (its send failed, so it released the key): it took the key from the earlier
+   * owner's live lease, clock skew, and its release let the later one claim it afresh.
+   */
+  private static boolean aheadOwnerBetween(
+      List<Call> failedSends, Send earlier, Send later, List<Fault> faults) {
+    for (Call failed : failedSends) {
+      if (failed.millis() < earlier.startMillis() || failed.millis() > later.startMillis()) {
+        continue;
+      }
+      for (Fault fault : faults) {
+        if (fault.type().equals("CLOCK_AHEAD")
+            && fault.process() == failed.process()
+            && failed.millis() >= fault.millis()
+            && failed.millis() <= fault.untilMillis() + CLOCK_AHEAD_SLACK_MILLIS) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
 
   /** Whether {@code later} is a short-window key's send after every earlier one returned. */

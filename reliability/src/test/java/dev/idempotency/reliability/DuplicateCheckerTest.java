@@ -90,6 +90,28 @@ class DuplicateCheckerTest {
     assertThat(report.brokenDuplicates).singleElement().asString().startsWith("ahead-owner");
   }
 
+  /**
+   * A process whose clock ran ahead took the key from a live owner, its own send failed and it
+   * released the key, and a third claimed it afresh: clock skew too, though the two that sent were
+   * not ahead. Without the clock ahead, the same history is broken.
+   */
+  @Test
+  void aReleaseByAnOwnerWhoseClockRanAheadExcusesTheFreshClaimAfterIt() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 1, 2, 100, 150, "a"), new Send("k", "pk", 1, 3, 300, 2_000, "b"));
+    List<Call> calls = List.of(new Call("k", "batch", 0, "SEND_FAILED", null, false, 200));
+
+    DuplicateChecker.Report ahead =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("CLOCK_AHEAD", 0, 50, 1_000))), List.of(), 0);
+    DuplicateChecker.Report notAhead =
+        DuplicateChecker.check(history(sends, calls, List.of()), List.of(), 0);
+
+    assertThat(ahead.allowedDuplicates).containsEntry("taker's clock ahead", 1);
+    assertThat(notAhead.brokenDuplicates).hasSize(1);
+  }
+
   @Test
   void aSecondSendWhileTheOwnerLivedAndRecordedIsBroken() {
     DuplicateChecker.Report report =
