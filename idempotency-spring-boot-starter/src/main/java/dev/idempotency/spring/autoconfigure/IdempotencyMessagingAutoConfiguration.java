@@ -96,11 +96,11 @@ public final class IdempotencyMessagingAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean(name = "idempotencyKafkaContainers")
-    @ConditionalOnBean(org.springframework.kafka.config.KafkaListenerEndpointRegistry.class)
     SmartLifecycle idempotencyKafkaContainers(
-        org.springframework.kafka.config.KafkaListenerEndpointRegistry registry,
+        ObjectProvider<org.springframework.kafka.config.KafkaListenerEndpointRegistry> registries,
         IdempotencyMessagingProperties properties) {
-      return ListenerContainerHooks.kafkaContainers(registry, properties.getBackOff().toBackOff());
+      return ListenerContainerHooks.kafkaContainers(
+          registries, properties.getBackOff().toBackOff());
     }
   }
 
@@ -126,11 +126,10 @@ public final class IdempotencyMessagingAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean(name = "idempotencyJmsContainers")
-    @ConditionalOnBean(org.springframework.jms.config.JmsListenerEndpointRegistry.class)
     SmartLifecycle idempotencyJmsContainers(
-        org.springframework.jms.config.JmsListenerEndpointRegistry registry,
+        ObjectProvider<org.springframework.jms.config.JmsListenerEndpointRegistry> registries,
         IdempotencyMessagingProperties properties) {
-      return ListenerContainerHooks.jmsContainers(registry, properties.getBackOff().toBackOff());
+      return ListenerContainerHooks.jmsContainers(registries, properties.getBackOff().toBackOff());
     }
   }
 

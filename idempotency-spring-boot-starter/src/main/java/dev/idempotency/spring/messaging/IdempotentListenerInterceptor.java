@@ -352,7 +352,10 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     try {
       result = invocation.proceed();
     } catch (Throwable failure) {
-      int failed = failures.indexIn(failure, run);
+      int failed =
+          failure instanceof BatchDeliveryFailedException ours && ours.index() < run.size()
+              ? ours.index()
+              : failures.indexIn(failure, run);
       if (failed < 0) {
         // nothing says which messages went out: every key is released, the batch comes back
         log.debug(

@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import org.springframework.beans.BeansException;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.context.SmartLifecycle;
 
@@ -115,17 +116,18 @@ public final class ListenerContainerHooks {
   /**
    * Wraps the error handler of every registered Spring Kafka listener container before it starts.
    *
-   * @param registry the application's registry
+   * @param registries the application's registry, if it has one
    * @param backOff the retry backoff of deferred deliveries
    * @return the lifecycle
    */
   public static SmartLifecycle kafkaContainers(
-      org.springframework.kafka.config.KafkaListenerEndpointRegistry registry,
+      ObjectProvider<org.springframework.kafka.config.KafkaListenerEndpointRegistry> registries,
       DeliveryBackOff backOff) {
     return new BeforeContainersStart(
         () ->
-            registry
-                .getListenerContainers()
+            registries
+                .orderedStream()
+                .flatMap(registry -> registry.getListenerContainers().stream())
                 .forEach(
                     container -> {
                       if (container
@@ -141,17 +143,18 @@ public final class ListenerContainerHooks {
   /**
    * Wraps the message listener of every registered JMS listener container before it starts.
    *
-   * @param registry the application's registry
+   * @param registries the application's registry, if it has one
    * @param backOff the delivery delay of deferred deliveries
    * @return the lifecycle
    */
   public static SmartLifecycle jmsContainers(
-      org.springframework.jms.config.JmsListenerEndpointRegistry registry,
+      ObjectProvider<org.springframework.jms.config.JmsListenerEndpointRegistry> registries,
       DeliveryBackOff backOff) {
     return new BeforeContainersStart(
         () ->
-            registry
-                .getListenerContainers()
+            registries
+                .orderedStream()
+                .flatMap(registry -> registry.getListenerContainers().stream())
                 .forEach(
                     container -> {
                       if (container

@@ -275,7 +275,7 @@ final class ListenerMethod {
    * The key of a record listener's delivery: the operation's name, then the expression's value or
    * the header's.
    *
-   * @throws IllegalArgumentException if the key is missing (null, or no such header)
+   * @throws MissingIdempotencyKeyException if the key is missing (null, or no such header)
    */
   String recordKey(Object target, Object[] arguments, Map<String, Object> headers) {
     if (key == null) {
@@ -292,7 +292,7 @@ final class ListenerMethod {
   /**
    * The key of one message of a batch.
    *
-   * @throws IllegalArgumentException if the key is missing
+   * @throws MissingIdempotencyKeyException if the key is missing
    */
   String elementKey(Object payload, Map<String, Object> headers) {
     if (key == null) {
@@ -307,7 +307,7 @@ final class ListenerMethod {
   private String evaluate(EvaluationContext context) {
     Object value = key.getValue(context);
     if (value == null) {
-      throw new IllegalArgumentException(
+      throw new MissingIdempotencyKeyException(
           "the key '" + keySource + "' of listener " + name + " evaluated to null; nothing ran");
     }
     return IdempotencyKey.of(name, value.toString());
@@ -316,7 +316,7 @@ final class ListenerMethod {
   private String fromHeader(Map<String, Object> headers) {
     Object value = Messages.header(headers, header);
     if (value == null || value.toString().isBlank()) {
-      throw new IllegalArgumentException(
+      throw new MissingIdempotencyKeyException(
           "the message has no "
               + header
               + " header, which carries the key of listener "

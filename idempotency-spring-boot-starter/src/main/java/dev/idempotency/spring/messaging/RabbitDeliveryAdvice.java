@@ -25,8 +25,9 @@ import org.springframework.amqp.core.Message;
  *       backoff on the consumer's thread, counted per key in this process, and is then requeued
  *       with {@link ImmediateRequeueAmqpException}: whatever the container's retry or requeue
  *       settings, it comes back and is never dead-lettered for that reason;
- *   <li>a stored permanent failure that the listener does not acknowledge is rejected with {@link
- *       AmqpRejectAndDontRequeueException}: the queue's dead-letter exchange takes it, if it has
+ *   <li>a stored permanent failure that the listener does not acknowledge, and a message without a
+ *       key ({@link MissingIdempotencyKeyException}), are rejected with {@link
+ *       AmqpRejectAndDontRequeueException}: the queue's dead-letter exchange takes them, if it has
  *       one;
  *   <li>every other failure goes on to the container unchanged.
  * </ul>
@@ -61,9 +62,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
         throw new ImmediateRequeueAmqpException(
             "deferred, requeued after " + pause.toMillis() + " ms", failure);
       }
-      if (storedFailureIn(failure)) {
+      if (storedFailureIn(failure) || in(failure, MissingIdempotencyKeyException.class)) {
         throw new AmqpRejectAndDontRequeueException(
-            "the key failed permanently before; rejected without requeue", failure);
+            "no key, or the key failed permanently before; rejected without requeue", failure);
       }
       throw failure;
     } finally {
@@ -89,8 +90,12 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   }
 
   private static boolean storedFailureIn(Throwable failure) {
+    return in(failure, IdempotencyStoredFailureException.class);
+  }
+
+  private static boolean in(Throwable failure, Class<? extends Throwable> type) {
     for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
-      if (t instanceof IdempotencyStoredFailureException) {
+      if (type.isInstance(t)) {
         return true;
       }
     }
