@@ -47,18 +47,9 @@ public abstract class ListenerContract {
   /** The operation of the listener that takes its key from the Idempotency-Key header. */
   protected abstract String headerListener();
 
-  /** The batch listener, or {@code null} where the broker's Spring support has none (JMS). */
-  protected abstract String batchListener();
-
   /** Publishes a text message for a listener, with an Idempotency-Key header if not null. */
   protected abstract void publish(String listener, String payload, String idempotencyKey)
       throws Exception;
-
-  /** Publishes messages that the batch listener receives as one batch, and lets it run. */
-  protected abstract void publishBatch(List<String> payloads) throws Exception;
-
-  /** Stops the batch listener after a batch test, where it needs to be stopped. */
-  protected void afterBatch() throws Exception {}
 
   /** The payloads of a listener's dead-letter destination. */
   protected abstract List<String> deadLettered(String listener);
@@ -285,90 +276,5 @@ public abstract class ListenerContract {
         "the refused message dead-lettered",
         () -> deadLettered(headerListener()).contains(payload));
     assertThat(sends.runs(payload)).isZero();
-  }
-
-  @Test
-  void aBatchRunsOnlyWhatWasNotSentAndSendsADuplicateInTheBatchOnce() throws Exception {
-    if (batchListener() == null) {
-      return;
-    }
-    String sent = unique("b-sent");
-    String fresh = unique("b-new");
-    String twice = unique("b-twice");
-    try {
-      publishBatch(List.of(sent));
-      await("the first batch", () -> sends.of(sent).size() == 1);
-      afterBatch();
-      publishBatch(List.of(sent, fresh, twice, twice));
-
-      await("the second batch", () -> sends.of(fresh).size() == 1 && sends.of(twice).size() == 1);
-      assertRecorded(batchListener(), fresh);
-      assertRecorded(batchListener(), twice);
-      assertThat(sends.runs(sent)).isEqualTo(1);
-      assertThat(sends.runs(twice)).as("a duplicate inside one batch runs once").isEqualTo(1);
-      assertThat(events.count(Type.REPLAYED, batchListener(), sent)).isEqualTo(1);
-      assertThat(sends.of(fresh).get(0).providerKey())
-          .isEqualTo(IdempotencyKey.providerKey(IdempotencyKey.of(batchListener(), fresh)));
-      assertAcknowledged(batchListener());
-    } finally {
-      afterBatch();
-    }
-  }
-
-  @Test
-  void aBatchStopsAtAKeyInFlightAndEveryMessageIsSentOnce() throws Exception {
-    if (batchListener() == null) {
-      return;
-    }
-    String before = unique("b-before");
-    String busy = unique("b-busy");
-    String after = unique("b-after");
-    CompletableFuture<String> elsewhere = new CompletableFuture<>();
-    CountDownLatch release = holdInFlight(batchListener(), busy, elsewhere);
-    try {
-      publishBatch(List.of(before, busy, after));
-      await("the message before the busy one", () -> sends.of(before).size() == 1);
-      Thread.sleep(500); // the batch keeps coming back meanwhile
-      assertThat(sends.runs(busy)).isZero();
-      assertThat(deadLettered(batchListener())).doesNotContain(busy);
-
-      release.countDown();
-      assertThat(elsewhere.get(30, TimeUnit.SECONDS)).isEqualTo("sent-elsewhere");
-      await("the message after it", () -> sends.of(after).size() == 1);
-      assertThat(sends.runs(before)).isEqualTo(1);
-      assertThat(sends.runs(busy)).isZero();
-      assertThat(sends.runs(after)).isEqualTo(1);
-      assertAcknowledged(batchListener());
-      assertThat(deadLettered(batchListener())).doesNotContain(busy);
-    } finally {
-      release.countDown();
-      afterBatch();
-    }
-  }
-
-  @Test
-  void aBatchListenerThatNamesItsFailedMessageKeepsWhatItSent() throws Exception {
-    if (batchListener() == null) {
-      return;
-    }
-    String ok = unique("b-ok");
-    String failing = unique("b-failing");
-    String rest = unique("b-rest");
-    sends.failNext(failing, 1);
-    try {
-      publishBatch(List.of(ok, failing, rest));
-      await(
-          "every message sent",
-          () ->
-              sends.of(ok).size() == 1
-                  && sends.of(failing).size() == 1
-                  && sends.of(rest).size() == 1);
-      assertThat(sends.runs(ok)).as("sent before the failure: not sent again").isEqualTo(1);
-      assertThat(sends.runs(failing)).isEqualTo(2);
-      assertThat(sends.runs(rest)).isEqualTo(1);
-      assertAcknowledged(batchListener());
-    } finally {
-      afterBatch();
-    }
   }
 }

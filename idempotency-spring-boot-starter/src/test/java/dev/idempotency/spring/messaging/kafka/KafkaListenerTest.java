@@ -2,8 +2,8 @@ package dev.idempotency.spring.messaging.kafka;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.messaging.BatchListenerContract;
 import dev.idempotency.spring.messaging.EmbeddedKafka;
-import dev.idempotency.spring.messaging.ListenerContract;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.Sends;
 import java.nio.charset.StandardCharsets;
@@ -55,7 +55,7 @@ import org.springframework.util.backoff.FixedBackOff;
     })
 @DirtiesContext
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class KafkaListenerTest extends ListenerContract {
+class KafkaListenerTest extends BatchListenerContract {
 
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration

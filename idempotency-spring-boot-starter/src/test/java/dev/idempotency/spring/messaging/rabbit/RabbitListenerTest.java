@@ -2,7 +2,7 @@ package dev.idempotency.spring.messaging.rabbit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.spring.messaging.ListenerContract;
+import dev.idempotency.spring.messaging.BatchListenerContract;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.Sends;
 import dev.idempotency.testservers.RabbitMqServer;
@@ -38,7 +38,7 @@ import org.springframework.test.context.DynamicPropertySource;
  */
 @SpringBootTest(classes = RabbitListenerTest.App.class)
 @DirtiesContext
-class RabbitListenerTest extends ListenerContract {
+class RabbitListenerTest extends BatchListenerContract {
 
   static final List<String> QUEUES =
       List.of("idem.record", "idem.dead-letter", "idem.header", "idem.batch");
