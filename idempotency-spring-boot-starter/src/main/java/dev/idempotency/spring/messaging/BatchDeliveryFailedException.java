@@ -16,6 +16,7 @@ public class BatchDeliveryFailedException extends RuntimeException {
 
   private static final long serialVersionUID = 1L;
 
+  /** The index of the failed message in the list the listener got. */
   private final int index;
 
   /**
