@@ -29,8 +29,8 @@ public class OrderShippedMailer {
    * E-mails the customer that the order shipped.
    *
    * @param event the event
-   * @throws ProviderException if the provider failed: the key is released and Kafka's error
-   *     handler delivers the event again
+   * @throws ProviderException if the provider failed: the key is released and Kafka's error handler
+   *     delivers the event again
    */
   @KafkaListener(
       id = "order-shipped-email",

@@ -18,9 +18,9 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 /**
- * The order-shipped e-mails over a real Kafka broker (KRaft, in this JVM): an event published
- * three times, and one whose first send fails, each e-mail the customer once, with the order's
- * provider key.
+ * The order-shipped e-mails over a real Kafka broker (KRaft, in this JVM): an event published three
+ * times, and one whose first send fails, each e-mail the customer once, with the order's provider
+ * key.
  */
 @SpringBootTest(
     properties = {
@@ -86,8 +86,7 @@ class OrderShippedMailerTest {
     awaitEmails(marker, 1); // one partition: every earlier delivery was handled before it
     assertThat(emailsFor(order)).hasSize(1);
     assertThat(emailsFor(order).get(0).idempotencyKey())
-        .isEqualTo(
-            IdempotencyKey.providerKey(IdempotencyKey.of("order-shipped-email", order)));
+        .isEqualTo(IdempotencyKey.providerKey(IdempotencyKey.of("order-shipped-email", order)));
   }
 
   @Test

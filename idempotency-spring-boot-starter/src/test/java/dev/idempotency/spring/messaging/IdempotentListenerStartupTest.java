@@ -11,9 +11,9 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
 /**
- * A listener whose key cannot be worked out fails the application at startup, naming the method
- * and the problem: no key at all (the broker's message id is never the default), a key expression
- * that is wrong, both a key and a header, a name that cannot be an operation.
+ * A listener whose key cannot be worked out fails the application at startup, naming the method and
+ * the problem: no key at all (the broker's message id is never the default), a key expression that
+ * is wrong, both a key and a header, a name that cannot be an operation.
  */
 class IdempotentListenerStartupTest {
 
