@@ -54,7 +54,7 @@ public final class IdempotencyMessagingAutoConfiguration {
    * @param guard the guard, looked up on the first delivery
    * @param json JSON codecs, for listeners that return a value
    * @param properties the guard's properties (the default window)
-   * @param messaging the messaging properties
+   * @param environment where {@code idempotency.messaging.*} is bound from
    * @return the advisor
    */
   @Bean
@@ -64,7 +64,11 @@ public final class IdempotencyMessagingAutoConfiguration {
       ObjectProvider<IdempotencyGuard> guard,
       ObjectProvider<JsonCodecs> json,
       ObjectProvider<IdempotencyProperties> properties,
-      ObjectProvider<IdempotencyMessagingProperties> messaging) {
+      Environment environment) {
+    // bound from the environment, not the properties bean: listeners are worked out while beans
+    // are being proxied, when creating another bean would be too early
+    org.springframework.util.function.SingletonSupplier<IdempotencyMessagingProperties> messaging =
+        org.springframework.util.function.SingletonSupplier.of(() -> messaging(environment));
     return new IdempotentListenerAdvisor(
         guard::getObject,
         () ->
@@ -76,9 +80,9 @@ public final class IdempotencyMessagingAutoConfiguration {
                           + " JsonCodecs bean");
                 }),
         () -> properties.getObject().getDefaultTtl(),
-        () -> messaging.getObject().getHeader(),
+        () -> messaging.obtain().getHeader(),
         () ->
-            messaging.getObject().getStoredFailure()
+            messaging.obtain().getStoredFailure()
                 == IdempotencyMessagingProperties.StoredFailure.ACKNOWLEDGE);
   }
 
@@ -138,10 +142,12 @@ public final class IdempotencyMessagingAutoConfiguration {
    * properties beans are.
    */
   private static dev.idempotency.spring.messaging.DeliveryBackOff backOff(Environment environment) {
+    return messaging(environment).getBackOff().toBackOff();
+  }
+
+  private static IdempotencyMessagingProperties messaging(Environment environment) {
     return org.springframework.boot.context.properties.bind.Binder.get(environment)
-        .bindOrCreate("idempotency.messaging", IdempotencyMessagingProperties.class)
-        .getBackOff()
-        .toBackOff();
+        .bindOrCreate("idempotency.messaging", IdempotencyMessagingProperties.class);
   }
 
   /** Registers Spring's infrastructure auto-proxy creator, unless one is registered already. */

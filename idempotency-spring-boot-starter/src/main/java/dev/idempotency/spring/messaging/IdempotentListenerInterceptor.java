@@ -115,6 +115,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
               .executeForOutcome(
                   request, codec(method), context -> run(invocation, context, thrown));
       if (outcome.replayed()) {
+        Messages.acknowledgeSkipped(arguments);
         log.debug(
             "Listener {} acknowledged a delivery of key {} without running: sent before (attempt {})",
             method.name,
@@ -140,6 +141,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
             method.name,
             e.keyDigest(),
             e.failureType());
+        Messages.acknowledgeSkipped(arguments);
         return null;
       }
       throw e;
@@ -300,6 +302,8 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
       if (!run.isEmpty()) {
         result =
             runBatch(invocation, method, arguments, run, runItems, runIndexes, batch, failures);
+      } else if (stopCause == null) {
+        Messages.acknowledgeSkipped(arguments);
       }
     } finally {
       batch.record();

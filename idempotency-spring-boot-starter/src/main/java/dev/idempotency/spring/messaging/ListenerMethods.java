@@ -36,10 +36,17 @@ final class ListenerMethods {
    * @throws IllegalStateException if the annotation is wrong (at startup, when beans are proxied)
    */
   ListenerMethod find(Method method, Class<?> targetClass) {
-    return methods
-        .computeIfAbsent(
-            new AnnotatedElementKey(method, targetClass), key -> lookUp(method, targetClass))
-        .orElse(null);
+    AnnotatedElementKey key = new AnnotatedElementKey(method, targetClass);
+    Optional<ListenerMethod> found = methods.get(key);
+    if (found == null) {
+      // not computeIfAbsent: working out a method may create beans, which are matched in turn
+      found = lookUp(method, targetClass);
+      Optional<ListenerMethod> raced = methods.putIfAbsent(key, found);
+      if (raced != null) {
+        found = raced;
+      }
+    }
+    return found.orElse(null);
   }
 
   private Optional<ListenerMethod> lookUp(Method method, Class<?> targetClass) {

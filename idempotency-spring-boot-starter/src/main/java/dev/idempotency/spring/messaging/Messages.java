@@ -22,6 +22,10 @@ final class Messages {
       ClassUtils.isPresent(
           "org.apache.kafka.clients.consumer.ConsumerRecord", Messages.class.getClassLoader());
 
+  private static final boolean KAFKA_ACK =
+      ClassUtils.isPresent(
+          "org.springframework.kafka.support.Acknowledgment", Messages.class.getClassLoader());
+
   private Messages() {}
 
   /** The payload of a listener's argument: a message's payload, a record's value, or itself. */
@@ -47,6 +51,21 @@ final class Messages {
       return kafkaHeaders(record);
     }
     return null;
+  }
+
+  /**
+   * Acknowledges a delivery that the listener did not run for (a replay), where the listener takes
+   * Spring Kafka's {@code Acknowledgment} (manual acknowledgement): the listener would have.
+   */
+  static void acknowledgeSkipped(Object[] arguments) {
+    if (!KAFKA_ACK) {
+      return;
+    }
+    for (Object argument : arguments) {
+      if (argument instanceof org.springframework.kafka.support.Acknowledgment acknowledgment) {
+        acknowledgment.acknowledge();
+      }
+    }
   }
 
   /** A Kafka record's headers, the last value of each name. */
