@@ -37,6 +37,7 @@ public abstract class ListenerContract {
   @Autowired Events events;
   @Autowired SwitchableKeyStore store;
   @Autowired IdempotencyGuard guard;
+  @Autowired io.micrometer.core.instrument.MeterRegistry meters;
 
   /** The record listener's destination, operation name: {@code <broker>-record}. */
   protected abstract String recordListener();
@@ -146,6 +147,17 @@ public abstract class ListenerContract {
     await("the replay", () -> events.count(Type.REPLAYED, recordListener(), event) == 1);
     assertThat(sends.runs(event)).as("the listener ran for the first delivery only").isEqualTo(1);
     assertAcknowledged(recordListener());
+    for (String outcome : List.of("sent", "replayed")) {
+      assertThat(
+              meters
+                  .get("idempotency.calls")
+                  .tag("operation", recordListener())
+                  .tag("outcome", outcome)
+                  .counter()
+                  .count())
+          .as("the metrics name the listener as the operation (" + outcome + ")")
+          .isPositive();
+    }
   }
 
   @Test
