@@ -76,7 +76,11 @@ class StagedArtifactsTest {
                 "org.springframework.data:spring-data-redis",
                 "io.lettuce:lettuce-core",
                 "com.fasterxml.jackson.core:jackson-databind",
-                "tools.jackson.core:jackson-databind")));
+                "tools.jackson.core:jackson-databind",
+                "org.springframework.kafka:spring-kafka",
+                "org.springframework.amqp:spring-rabbit",
+                "org.springframework:spring-jms",
+                "jakarta.jms:jakarta.jms-api")));
   }
 
   record Published(String moduleName, Set<String> required, Set<String> optionalOnly) {}

@@ -15,7 +15,9 @@ import org.springframework.context.annotation.Bean;
  *
  * <p>Run it with {@code mvn -q -pl examples-spring-boot -am compile exec:java
  * -Dexamples.skipDemo=true}; {@code --sms-delay-ms=5000} (as {@code
- * -Dexec.args="--sms-delay-ms=5000"}) makes the SMS provider slow, to see a 409.
+ * -Dexec.args="--sms-delay-ms=5000"}) makes the SMS provider slow, to see a 409. With {@code
+ * --notify.kafka.enabled=true --spring.kafka.bootstrap-servers=host:9092} it also e-mails each
+ * shipped order of the {@code order-shipped} topic once ({@link OrderShippedMailer}).
  */
 @SpringBootApplication
 public class NotifyApplication {
@@ -42,6 +44,16 @@ public class NotifyApplication {
   @Bean
   FakePushProvider push() {
     return new FakePushProvider();
+  }
+
+  /**
+   * Kafka records as JSON, converted to the listener's parameter type ({@code OrderShipped}).
+   *
+   * @return the converter Spring Boot gives the listener container factory
+   */
+  @Bean
+  org.springframework.kafka.support.converter.RecordMessageConverter kafkaJson() {
+    return new org.springframework.kafka.support.converter.JacksonJsonMessageConverter();
   }
 
   /**

@@ -1,0 +1,45 @@
+package dev.idempotency.spring.messaging;
+
+/**
+ * Thrown by an {@link IdempotentListener} batch listener to say which message of its list failed:
+ * the messages before {@code index} were sent (their outcomes are recorded), the one at {@code
+ * index} failed with the cause (its key is released, or its failure stored if permanent), and the
+ * rest were not sent (their keys are released). Works on every broker; Spring Kafka's own {@code
+ * BatchListenerFailedException} is understood as well. Without either, a failing batch listener
+ * releases every key of the list, so messages it had sent before failing may be sent again.
+ *
+ * <p>The container then learns of the failure as it expects: Spring Kafka gets a {@code
+ * BatchListenerFailedException} with the index in the batch it delivered; RabbitMQ gets the cause,
+ * and redelivers the whole batch (its sent messages are then replays).
+ */
+public class BatchDeliveryFailedException extends RuntimeException {
+
+  private static final long serialVersionUID = 1L;
+
+  /** The index of the failed message in the list the listener got. */
+  private final int index;
+
+  /**
+   * Creates the exception.
+   *
+   * @param index the index, in the list the listener got, of the message that failed
+   * @param cause why it failed
+   * @throws IllegalArgumentException if the index is negative
+   */
+  public BatchDeliveryFailedException(int index, Throwable cause) {
+    super("the batch listener failed at message " + index + ": " + cause, cause);
+    if (index < 0) {
+      throw new IllegalArgumentException("index must not be negative, was " + index);
+    }
+    this.index = index;
+  }
+
+  /**
+   * The index of the failed message in the list the listener got.
+   *
+   * @return the index
+   */
+  public int index() {
+    return index;
+  }
+}

@@ -1,0 +1,115 @@
+package dev.idempotency.spring.messaging;
+
+import java.lang.annotation.Documented;
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
+
+/**
+ * Runs a message listener ({@code @KafkaListener}, {@code @RabbitListener}, {@code @JmsListener},
+ * record or batch) at most once per key within a window, however often the broker delivers the
+ * message, and tells the broker what to do with each delivery:
+ *
+ * <table>
+ *   <caption>per delivery</caption>
+ *   <tr><th>the store holds</th><th>the listener</th></tr>
+ *   <tr><td>nothing</td><td>runs; its outcome is recorded; the message is acknowledged</td></tr>
+ *   <tr><td>a completed record</td><td>does not run; the message is acknowledged (a replay)</td></tr>
+ *   <tr><td>a record in flight elsewhere</td><td>does not run; the message comes back later, with
+ *       backoff, and is never dead-lettered for that reason</td></tr>
+ *   <tr><td>a stored permanent failure</td><td>does not run; acknowledged, or handed to the
+ *       broker's dead-letter policy ({@link #storedFailure()})</td></tr>
+ *   <tr><td>(the listener throws)</td><td>the key is released; the broker's retry and dead-letter
+ *       policy applies unchanged</td></tr>
+ *   <tr><td>(the store is down)</td><td>does not run; the message is not acknowledged and comes
+ *       back later, with backoff</td></tr>
+ * </table>
+ *
+ * <pre>{@code
+ * @KafkaListener(topics = "order-shipped")
+ * @IdempotentListener(name = "order-shipped-email", key = "#event.orderId", ttl = "PT72H")
+ * public void onOrderShipped(OrderShipped event) {
+ *   mail.send(event.email(), "shipped", IdempotentDelivery.context().providerKey());
+ * }
+ * }</pre>
+ *
+ * <p><b>The key</b> is never the broker's message id or offset: a producer that publishes the same
+ * event twice gives it two. It is {@link #key()}, a SpEL expression over the listener's parameters
+ * and the message's headers, or else the message header {@link #header()} (default: property {@code
+ * idempotency.messaging.header}, {@code Idempotency-Key}). A message whose key is missing is
+ * refused with an {@link IllegalArgumentException} (the broker's dead-letter policy applies).
+ *
+ * <p><b>Batch listeners</b> (a {@code List} parameter of payloads, {@code Message}s or records)
+ * claim the keys of a batch together, one round trip per chunk; the listener gets only the messages
+ * to send, in order, and {@link #key()} is evaluated per message with the payload as its root
+ * object (and as {@code #payload}). A failure is reported as the container expects: Spring Kafka's
+ * {@code BatchListenerFailedException} with the index in the batch it received.
+ *
+ * <p>Works through a Spring AOP proxy, as {@code @Transactional} does. The provider key of a send
+ * is {@link IdempotentDelivery#context()}'s.
+ */
+@Target(ElementType.METHOD)
+@Retention(RetentionPolicy.RUNTIME)
+@Documented
+public @interface IdempotentListener {
+
+  /** The header a producer sets by default: {@value}. */
+  String DEFAULT_HEADER = "Idempotency-Key";
+
+  /**
+   * The key: a SpEL expression over the listener's parameters ({@code #event.orderId}, {@code
+   * #p0.id}) and the message's headers ({@code #headers['x-order-id']}); in a batch listener over
+   * each message's payload ({@code orderId}, {@code #payload.orderId}). Empty: the key is the
+   * header {@link #header()}.
+   *
+   * @return the expression, or empty
+   */
+  String key() default "";
+
+  /**
+   * The message header that carries the key when {@link #key()} is empty. Empty: property {@code
+   * idempotency.messaging.header}, default {@value #DEFAULT_HEADER}.
+   *
+   * @return the header name, or empty for the default
+   */
+  String header() default "";
+
+  /**
+   * The namespace of the key and the operation in events, metrics and logs; default the class's
+   * simple name and the method's, {@code OrderMailer.onOrderShipped}.
+   *
+   * @return the name, or empty for the default
+   */
+  String name() default "";
+
+  /**
+   * The window, an ISO-8601 duration such as {@code PT72H}; default {@code
+   * idempotency.default-ttl}.
+   *
+   * @return the ttl, or empty for the default
+   */
+  String ttl() default "";
+
+  /**
+   * What a delivery whose key failed permanently before gets; default property {@code
+   * idempotency.messaging.stored-failure} ({@code acknowledge}).
+   *
+   * @return the choice
+   */
+  StoredFailure storedFailure() default StoredFailure.DEFAULT;
+
+  /** What becomes of a delivery whose key holds a stored permanent failure. */
+  enum StoredFailure {
+    /** As property {@code idempotency.messaging.stored-failure} says. */
+    DEFAULT,
+    /** Acknowledged without running the listener (counted as {@code failure_replayed}). */
+    ACKNOWLEDGE,
+    /**
+     * Refused with the stored failure, so that the broker's dead-letter policy takes it (RabbitMQ:
+     * rejected without requeue; Kafka: the error handler's recoverer; JMS: redelivered until the
+     * broker's maximum delivery attempts, then its dead-letter address).
+     */
+    DEAD_LETTER
+  }
+}

@@ -1,0 +1,388 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.Batch;
+import dev.idempotency.IdempotencyException;
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyInProgressException;
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.IdempotencyStoredFailureException;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.Outcome;
+import dev.idempotency.ResultCodec;
+import dev.idempotency.SendContext;
+import dev.idempotency.SendFailedException;
+import dev.idempotency.spring.JsonCodecs;
+import java.lang.reflect.UndeclaredThrowableException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
+import org.aopalliance.intercept.MethodInterceptor;
+import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.aop.support.AopUtils;
+
+/**
+ * Runs an {@link IdempotentListener} delivery through the guard.
+ *
+ * <ol>
+ *   <li>A record listener: one {@code executeForOutcome} under the listener's operation; a replay
+ *       returns without running it (the container acknowledges); a key in flight elsewhere, or a
+ *       store that cannot be asked, becomes a {@link DeferredDeliveryException} (not acknowledged,
+ *       back later); a stored failure is acknowledged or rethrown as the listener chose; the
+ *       listener's own failure releases the key and reaches the container unchanged.
+ *   <li>A batch listener: the batch's keys are claimed together ({@code claimBatch}, one round trip
+ *       per chunk); the listener gets the messages to send, in order, up to the first one that must
+ *       come back later; their outcomes are recorded before the container acknowledges; what failed
+ *       or must come back is reported as the container expects ({@link Delivery}).
+ * </ol>
+ */
+final class IdempotentListenerInterceptor implements MethodInterceptor {
+
+  private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
+
+  private final ListenerMethods methods;
+  private final Supplier<IdempotencyGuard> guard;
+  private final Supplier<JsonCodecs> json;
+  private final Supplier<Duration> defaultTtl;
+  private final Map<ListenerMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
+
+  IdempotentListenerInterceptor(
+      ListenerMethods methods,
+      Supplier<IdempotencyGuard> guard,
+      Supplier<JsonCodecs> json,
+      Supplier<Duration> defaultTtl) {
+    this.methods = methods;
+    this.guard = guard;
+    this.json = json;
+    this.defaultTtl = defaultTtl;
+  }
+
+  @Override
+  public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
+    Object target = invocation.getThis();
+    Class<?> targetClass =
+        target != null
+            ? AopUtils.getTargetClass(target)
+            : invocation.getMethod().getDeclaringClass();
+    ListenerMethod method = methods.find(invocation.getMethod(), targetClass);
+    if (method == null) {
+      return invocation.proceed();
+    }
+    Delivery delivery = Delivery.current();
+    if (method.batchIndex >= 0) {
+      return batch(invocation, method, delivery);
+    }
+    return record(invocation, method, delivery);
+  }
+
+  private Duration ttl(ListenerMethod method) {
+    return method.ttl != null ? method.ttl : defaultTtl.get();
+  }
+
+  @SuppressWarnings("unchecked")
+  private ResultCodec<Object> codec(ListenerMethod method) {
+    return codecs.computeIfAbsent(
+        method,
+        m ->
+            m.resultType == void.class || m.resultType == Void.class
+                ? (ResultCodec<Object>) (ResultCodec<?>) ResultCodec.string()
+                : json.get().codecFor(m.resultType));
+  }
+
+  // ---- record listeners ----
+
+  private @Nullable Object record(
+      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
+      throws Throwable {
+    Object[] arguments = invocation.getArguments();
+    String key =
+        method.recordKey(invocation.getThis(), arguments, recordHeaders(delivery, arguments));
+    IdempotencyRequest request = IdempotencyRequest.of(key, ttl(method)).withOperation(method.name);
+    Throwable[] thrown = new Throwable[1];
+    try {
+      Outcome<Object> outcome =
+          guard
+              .get()
+              .executeForOutcome(
+                  request, codec(method), context -> run(invocation, context, thrown));
+      if (outcome.replayed()) {
+        Messages.acknowledgeSkipped(arguments);
+        log.debug(
+            "Listener {} acknowledged a delivery of key {} without running: sent before (attempt {})",
+            method.name,
+            IdempotencyKey.digest(key),
+            outcome.attempt());
+      }
+      return outcome.value();
+    } catch (IdempotencyInProgressException e) {
+      if (thrown[0] != null) {
+        throw e; // the listener's own call (an @Idempotent method) threw it
+      }
+      throw deferred(method, e.keyDigest(), "the key is being sent by another consumer", e);
+    } catch (KeyStoreException e) {
+      if (thrown[0] != null) {
+        throw e;
+      }
+      throw deferred(method, "store", "the store could not be asked; nothing ran", e);
+    } catch (IdempotencyStoredFailureException e) {
+      if (thrown[0] == null && method.acknowledgeStoredFailure) {
+        log.info(
+            "Listener {} acknowledged a delivery of key {} without running: its first delivery"
+                + " failed permanently ({})",
+            method.name,
+            e.keyDigest(),
+            e.failureType());
+        Messages.acknowledgeSkipped(arguments);
+        return null;
+      }
+      throw e;
+    } catch (SendFailedException e) {
+      throw ownFailure(e, thrown);
+    }
+  }
+
+  private static Map<String, Object> recordHeaders(
+      @Nullable Delivery delivery, Object[] arguments) {
+    if (delivery != null && !delivery.batch()) {
+      return delivery.headersOf(0);
+    }
+    for (Object argument : arguments) {
+      Map<String, Object> headers = Messages.headersOf(argument);
+      if (headers != null) {
+        return headers;
+      }
+    }
+    return Map.of();
+  }
+
+  private static Object run(MethodInvocation invocation, SendContext context, Throwable[] thrown)
+      throws Exception {
+    SendContext previous = IdempotentDelivery.bindRecord(context);
+    try {
+      return invocation.proceed();
+    } catch (Exception | Error e) {
+      thrown[0] = e;
+      throw e;
+    } catch (Throwable t) {
+      thrown[0] = t;
+      throw new UndeclaredThrowableException(t);
+    } finally {
+      IdempotentDelivery.restoreRecord(previous);
+    }
+  }
+
+  private static DeferredDeliveryException deferred(
+      ListenerMethod method, String keyDigest, String reason, Throwable cause) {
+    log.info(
+        "Listener {} deferred a delivery of key {}: {}; it is not acknowledged and comes back later",
+        method.name,
+        keyDigest,
+        reason);
+    return new DeferredDeliveryException(method.name, keyDigest, reason, cause);
+  }
+
+  /** The listener's own checked exception, not the guard's wrapper of it. */
+  private static Throwable ownFailure(SendFailedException error, Throwable[] thrown) {
+    Throwable cause = error.getCause();
+    if (cause != null && (cause == thrown[0] || thrown[0] == null)) {
+      return cause;
+    }
+    return error;
+  }
+
+  // ---- batch listeners ----
+
+  /** What became of one message of a batch before the listener ran. */
+  private enum Fate {
+    SEND,
+    REPLAYED,
+    DUPLICATE,
+    ACKNOWLEDGED_FAILURE
+  }
+
+  private @Nullable Object batch(
+      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
+      throws Throwable {
+    Object[] arguments = invocation.getArguments();
+    List<?> elements = (List<?>) arguments[method.batchIndex];
+    if (elements == null || elements.isEmpty()) {
+      return invocation.proceed();
+    }
+    Delivery.BatchFailures failures =
+        delivery != null && delivery.batch() ? delivery.failures() : Delivery.WHOLE_BATCH;
+    int size = elements.size();
+    String[] keys = new String[size];
+    Map<String, Integer> first = new LinkedHashMap<>();
+    List<IdempotencyRequest> requests = new ArrayList<>();
+    Duration ttl = ttl(method);
+    for (int i = 0; i < size; i++) {
+      Object element = elements.get(i);
+      Map<String, Object> headers =
+          delivery != null && delivery.batch() && delivery.headers().size() == size
+              ? delivery.headersOf(i)
+              : orEmpty(Messages.headersOf(element));
+      keys[i] = method.elementKey(Messages.payloadOf(element), headers);
+      if (first.putIfAbsent(keys[i], i) == null) {
+        requests.add(IdempotencyRequest.of(keys[i], ttl).withOperation(method.name));
+      }
+    }
+
+    Batch<String> batch;
+    try {
+      batch = guard.get().claimBatch(requests, ResultCodec.string());
+    } catch (KeyStoreException e) {
+      throw failures.failedAt(0, deferred(method, "store", "the store could not be asked", e));
+    }
+    Map<String, Batch.Item> toSend = new HashMap<>();
+    for (Batch.Item item : batch.toSend()) {
+      toSend.put(item.key(), item);
+    }
+
+    // The messages to run, in order, up to the first that must come back later or fail.
+    List<Object> run = new ArrayList<>();
+    List<Batch.Item> runItems = new ArrayList<>();
+    List<Integer> runIndexes = new ArrayList<>();
+    int stop = size;
+    RuntimeException stopCause = null;
+    int replays = 0;
+    for (int i = 0; i < size && stop == size; i++) {
+      String key = keys[i];
+      Batch.Item item = toSend.get(key);
+      Fate fate;
+      if (first.get(key) != i) {
+        fate = Fate.DUPLICATE;
+      } else if (item != null) {
+        fate = Fate.SEND;
+      } else if (batch.replayed().containsKey(key)) {
+        fate = Fate.REPLAYED;
+      } else {
+        IdempotencyException refused = batch.refused().get(key);
+        if (refused instanceof IdempotencyStoredFailureException stored
+            && method.acknowledgeStoredFailure) {
+          log.info(
+              "Listener {} acknowledged a message of key {} without running: its first delivery"
+                  + " failed permanently ({})",
+              method.name,
+              stored.keyDigest(),
+              stored.failureType());
+          fate = Fate.ACKNOWLEDGED_FAILURE;
+        } else {
+          stop = i;
+          stopCause = stopCause(method, key, refused);
+          continue;
+        }
+      }
+      if (fate == Fate.SEND) {
+        run.add(elements.get(i));
+        runItems.add(item);
+        runIndexes.add(i);
+      } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
+        replays++;
+      }
+    }
+    if (replays > 0) {
+      log.debug(
+          "Listener {} skipped {} message(s) of a batch of {}: sent before",
+          method.name,
+          replays,
+          size);
+    }
+
+    Object result = null;
+    try {
+      if (!run.isEmpty()) {
+        result =
+            runBatch(invocation, method, arguments, run, runItems, runIndexes, batch, failures);
+      } else if (stopCause == null) {
+        Messages.acknowledgeSkipped(arguments);
+      }
+    } finally {
+      batch.record();
+    }
+    if (stopCause != null) {
+      throw failures.failedAt(stop, stopCause);
+    }
+    return result;
+  }
+
+  private static Map<String, Object> orEmpty(@Nullable Map<String, Object> headers) {
+    return headers == null ? Map.of() : headers;
+  }
+
+  /** Why message {@code key} of a batch may not run now: deferred, or refused. */
+  private static RuntimeException stopCause(
+      ListenerMethod method, String key, @Nullable IdempotencyException refused) {
+    String digest = IdempotencyKey.digest(key);
+    if (refused == null) {
+      return deferred(
+          method,
+          digest,
+          "the key is being sent by another consumer",
+          IdempotencyInProgressException.afterWaiting(digest, Duration.ZERO, null));
+    }
+    if (refused instanceof KeyStoreException storeFailure) {
+      return deferred(method, "store", "the store could not be asked; nothing ran", storeFailure);
+    }
+    return refused; // a stored failure to dead-letter, an unknown outcome (strict mode), ...
+  }
+
+  private static @Nullable Object runBatch(
+      MethodInvocation invocation,
+      ListenerMethod method,
+      Object[] arguments,
+      List<Object> run,
+      List<Batch.Item> runItems,
+      List<Integer> runIndexes,
+      Batch<String> batch,
+      Delivery.BatchFailures failures)
+      throws Throwable {
+    IdentityHashMap<Object, SendContext> contexts = new IdentityHashMap<>();
+    for (int i = 0; i < run.size(); i++) {
+      contexts.put(run.get(i), runItems.get(i).context());
+    }
+    Object original = arguments[method.batchIndex];
+    arguments[method.batchIndex] = run;
+    Map<Object, SendContext> previous = IdempotentDelivery.bindBatch(contexts);
+    Object result;
+    try {
+      result = invocation.proceed();
+    } catch (Throwable failure) {
+      int failed =
+          failure instanceof BatchDeliveryFailedException ours && ours.index() < run.size()
+              ? ours.index()
+              : failures.indexIn(failure, run);
+      if (failed < 0) {
+        // nothing says which messages went out: every key is released, the batch comes back
+        log.debug(
+            "Listener {} failed a batch of {}; its keys are released", method.name, run.size());
+        throw failure;
+      }
+      for (int i = 0; i < failed; i++) {
+        batch.succeeded(runItems.get(i), null);
+      }
+      batch.failed(runItems.get(failed), causeOf(failure));
+      throw failures.failedAt(runIndexes.get(failed), causeOf(failure));
+    } finally {
+      IdempotentDelivery.restoreBatch(previous);
+      arguments[method.batchIndex] = original;
+    }
+    for (Batch.Item item : runItems) {
+      batch.succeeded(item, null);
+    }
+    return result;
+  }
+
+  /** The cause a batch failure names (the listener's own exception), or the failure itself. */
+  private static Throwable causeOf(Throwable failure) {
+    return failure.getCause() != null ? failure.getCause() : failure;
+  }
+}

@@ -1,0 +1,144 @@
+package dev.idempotency.spring.messaging;
+
+import jakarta.jms.BytesMessage;
+import jakarta.jms.Destination;
+import jakarta.jms.JMSException;
+import jakarta.jms.MapMessage;
+import jakarta.jms.Message;
+import jakarta.jms.MessageListener;
+import jakarta.jms.MessageProducer;
+import jakarta.jms.Session;
+import jakarta.jms.TextMessage;
+import java.time.Duration;
+import java.util.Enumeration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jms.listener.SessionAwareMessageListener;
+
+/**
+ * The JMS side of {@link IdempotentListener}: wraps a listener container's message listener.
+ *
+ * <ul>
+ *   <li>binds the message's properties to the thread, for header keys;
+ *   <li>a deferred delivery (the key in flight elsewhere, the store down) is not rolled back, which
+ *       would count toward the broker's maximum delivery attempts and end in its dead-letter
+ *       address: a copy of the message (body, properties, type, correlation id, reply-to) is sent
+ *       to its destination with a delivery delay (JMS 2.0), in the listener's session, and the
+ *       original acknowledged with it (one local transaction when the session is transacted, as
+ *       Spring Boot's listener containers are by default). The copy carries the number of deferrals
+ *       in property {@value #DEFERRALS}, which grows the delay. Messages of another type than text,
+ *       bytes or map are rolled back instead;
+ *   <li>every other failure goes on to the container unchanged (rollback; the broker's redelivery
+ *       and dead-letter settings apply).
+ * </ul>
+ */
+final class JmsDeliveryListener implements SessionAwareMessageListener<Message> {
+
+  /** The property that counts a message's deferrals. */
+  static final String DEFERRALS = "IdempotencyDeferrals";
+
+  private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
+
+  final Object delegate;
+  private final DeliveryBackOff backOff;
+
+  JmsDeliveryListener(Object delegate, DeliveryBackOff backOff) {
+    this.delegate = delegate;
+    this.backOff = backOff;
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public void onMessage(Message message, Session session) throws JMSException {
+    Delivery previous =
+        Delivery.bind(new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH));
+    try {
+      if (delegate instanceof SessionAwareMessageListener<?> aware) {
+        ((SessionAwareMessageListener<Message>) aware).onMessage(message, session);
+      } else {
+        ((MessageListener) delegate).onMessage(message);
+      }
+    } catch (RuntimeException failure) {
+      Throwable deferral = DeferredDeliveryException.deferralIn(failure);
+      if (deferral == null || !sendAgainLater(message, session)) {
+        throw failure;
+      }
+    } finally {
+      Delivery.restore(previous);
+    }
+  }
+
+  private static Map<String, Object> properties(Message message) throws JMSException {
+    Map<String, Object> properties = new LinkedHashMap<>();
+    Enumeration<?> names = message.getPropertyNames();
+    while (names.hasMoreElements()) {
+      String name = (String) names.nextElement();
+      properties.put(name, message.getObjectProperty(name));
+    }
+    return properties;
+  }
+
+  /** Sends the copy with its delay; {@code false} for a message it cannot copy. */
+  private boolean sendAgainLater(Message message, Session session) throws JMSException {
+    Message copy = copy(message, session);
+    if (copy == null) {
+      log.warn(
+          "A deferred JMS delivery of type {} cannot be copied; it is rolled back, and counts"
+              + " toward the broker's delivery attempts",
+          message.getClass().getName());
+      return false;
+    }
+    int deferrals = message.propertyExists(DEFERRALS) ? message.getIntProperty(DEFERRALS) : 0;
+    Duration delay = backOff.delay(deferrals);
+    copy.setIntProperty(DEFERRALS, deferrals + 1);
+    Destination destination = message.getJMSDestination();
+    long timeToLive = 0;
+    if (message.getJMSExpiration() > 0) {
+      timeToLive = Math.max(1, message.getJMSExpiration() - System.currentTimeMillis());
+    }
+    try (MessageProducer producer = session.createProducer(destination)) {
+      producer.setDeliveryDelay(delay.toMillis());
+      producer.send(copy, message.getJMSDeliveryMode(), message.getJMSPriority(), timeToLive);
+    }
+    log.debug("Deferred a JMS delivery by {} ms (deferral {})", delay.toMillis(), deferrals + 1);
+    return true;
+  }
+
+  private static Message copy(Message message, Session session) throws JMSException {
+    Message copy;
+    if (message instanceof TextMessage text) {
+      copy = session.createTextMessage(text.getText());
+    } else if (message instanceof BytesMessage bytes) {
+      bytes.reset();
+      byte[] body = new byte[(int) bytes.getBodyLength()];
+      bytes.readBytes(body);
+      BytesMessage copied = session.createBytesMessage();
+      copied.writeBytes(body);
+      copy = copied;
+    } else if (message instanceof MapMessage map) {
+      MapMessage copied = session.createMapMessage();
+      Enumeration<?> names = map.getMapNames();
+      while (names.hasMoreElements()) {
+        String name = (String) names.nextElement();
+        copied.setObject(name, map.getObject(name));
+      }
+      copy = copied;
+    } else {
+      return null;
+    }
+    Enumeration<?> names = message.getPropertyNames();
+    while (names.hasMoreElements()) {
+      String name = (String) names.nextElement();
+      if (!name.startsWith("JMSX") && !name.startsWith("_") && !name.equals(DEFERRALS)) {
+        copy.setObjectProperty(name, message.getObjectProperty(name));
+      }
+    }
+    copy.setJMSCorrelationID(message.getJMSCorrelationID());
+    copy.setJMSType(message.getJMSType());
+    copy.setJMSReplyTo(message.getJMSReplyTo());
+    return copy;
+  }
+}

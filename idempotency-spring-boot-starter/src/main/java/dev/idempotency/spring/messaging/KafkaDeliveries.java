@@ -1,0 +1,158 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.IdempotencyInProgressException;
+import dev.idempotency.KeyStoreException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.consumer.Consumer;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.jspecify.annotations.Nullable;
+import org.springframework.kafka.KafkaException;
+import org.springframework.kafka.listener.BatchInterceptor;
+import org.springframework.kafka.listener.BatchListenerFailedException;
+import org.springframework.kafka.listener.CommonDelegatingErrorHandler;
+import org.springframework.kafka.listener.CommonErrorHandler;
+import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.kafka.listener.RecordInterceptor;
+import org.springframework.util.backoff.ExponentialBackOff;
+
+/**
+ * The Spring Kafka side of {@link IdempotentListener}.
+ *
+ * <ul>
+ *   <li>{@link Interceptor}, a record and batch interceptor of the container, binds the records it
+ *       hands to the listener (for header keys and batch failures);
+ *   <li>{@link #errorHandler} wraps a container's error handler so that a deferred delivery is
+ *       retried by a {@link DefaultErrorHandler} of its own, with the messaging backoff and no
+ *       limit (so never skipped nor sent to a dead-letter topic for that reason), while every other
+ *       failure goes to the container's handler (Spring Kafka's default: ten tries, then logged and
+ *       skipped; or the application's own, with its recoverer) as before.
+ * </ul>
+ *
+ * A batch listener's failure is a {@link BatchListenerFailedException} naming the index in the
+ * batch the container delivered: the records before it are committed, it and the rest come back.
+ */
+final class KafkaDeliveries {
+
+  private KafkaDeliveries() {}
+
+  /** Batch failures as Spring Kafka's {@link BatchListenerFailedException}. */
+  static final Delivery.BatchFailures BATCH_FAILURES =
+      new Delivery.BatchFailures() {
+        @Override
+        public RuntimeException failedAt(int index, Throwable cause) {
+          return new BatchListenerFailedException(String.valueOf(cause.getMessage()), cause, index);
+        }
+
+        @Override
+        public int indexIn(Throwable failure, List<?> elements) {
+          for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof BatchListenerFailedException failed) {
+              ConsumerRecord<?, ?> record = failed.getRecord();
+              if (record != null) {
+                for (int i = 0; i < elements.size(); i++) {
+                  if (elements.get(i) == record) {
+                    return i;
+                  }
+                }
+                return -1;
+              }
+              int index = failed.getIndex();
+              return index >= 0 && index < elements.size() ? index : -1;
+            }
+          }
+          return -1;
+        }
+      };
+
+  /**
+   * Binds the records the container hands to the listener on its thread. Added last to the
+   * container factory's interceptors, so it binds what the listener gets.
+   *
+   * @param <K> the key type
+   * @param <V> the value type
+   */
+  static final class Interceptor<K, V> implements RecordInterceptor<K, V>, BatchInterceptor<K, V> {
+
+    @Override
+    public ConsumerRecord<K, V> intercept(ConsumerRecord<K, V> record, Consumer<K, V> consumer) {
+      Delivery.bind(
+          new Delivery(List.of(Messages.kafkaHeaders(record)), false, Delivery.WHOLE_BATCH));
+      return record;
+    }
+
+    @Override
+    public void afterRecord(ConsumerRecord<K, V> record, Consumer<K, V> consumer) {
+      Delivery.restore(null);
+    }
+
+    @Override
+    public ConsumerRecords<K, V> intercept(ConsumerRecords<K, V> records, Consumer<K, V> consumer) {
+      List<Map<String, Object>> headers = new ArrayList<>(records.count());
+      for (ConsumerRecord<K, V> record : records) {
+        headers.add(Messages.kafkaHeaders(record));
+      }
+      Delivery.bind(new Delivery(headers, true, BATCH_FAILURES));
+      return records;
+    }
+
+    @Override
+    public void success(ConsumerRecords<K, V> records, Consumer<K, V> consumer) {
+      Delivery.restore(null);
+    }
+
+    @Override
+    public void failure(
+        ConsumerRecords<K, V> records, Exception exception, Consumer<K, V> consumer) {
+      Delivery.restore(null);
+    }
+
+    @Override
+    public void clearThreadState(Consumer<?, ?> consumer) {
+      Delivery.restore(null);
+    }
+  }
+
+  /** A container's error handler with deferred deliveries retried without limit. */
+  static final class DeferringErrorHandler extends CommonDelegatingErrorHandler {
+    DeferringErrorHandler(CommonErrorHandler containerHandler) {
+      super(containerHandler);
+    }
+  }
+
+  /**
+   * The container's handler ({@code null}: Spring Kafka's default, a {@link DefaultErrorHandler}),
+   * with deferred deliveries going to a handler of their own that retries them with {@code backOff}
+   * and never gives up.
+   */
+  static CommonErrorHandler errorHandler(
+      @Nullable CommonErrorHandler containerHandler, DeliveryBackOff backOff) {
+    if (containerHandler instanceof DeferringErrorHandler) {
+      return containerHandler;
+    }
+    CommonErrorHandler fallback =
+        containerHandler != null ? containerHandler : new DefaultErrorHandler();
+    ExponentialBackOff exponential =
+        new ExponentialBackOff(backOff.initial().toMillis(), backOff.multiplier());
+    exponential.setMaxInterval(backOff.max().toMillis());
+    exponential.setMaxElapsedTime(Long.MAX_VALUE);
+    DefaultErrorHandler deferring =
+        new DefaultErrorHandler(
+            (record, exception) -> {
+              // never called: the backoff has no end
+            },
+            exponential);
+    deferring.setAckAfterHandle(fallback.isAckAfterHandle());
+    deferring.setSeekAfterError(fallback.seeksAfterHandling());
+    // the interceptor logs each deferral, naming the listener; the retry itself is routine
+    deferring.setLogLevel(KafkaException.Level.DEBUG);
+    DeferringErrorHandler handler = new DeferringErrorHandler(fallback);
+    handler.setCauseChainTraversing(true);
+    handler.addDelegate(DeferredDeliveryException.class, deferring);
+    handler.addDelegate(IdempotencyInProgressException.class, deferring);
+    handler.addDelegate(KeyStoreException.class, deferring);
+    return handler;
+  }
+}

@@ -1,0 +1,209 @@
+package dev.idempotency.spring.messaging;
+
+import org.springframework.beans.BeansException;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanPostProcessor;
+import org.springframework.context.SmartLifecycle;
+
+/**
+ * Where the starter installs each broker's part of {@link IdempotentListener}: on the listener
+ * container factories (Spring AMQP's advice chain, Spring Kafka's interceptors), as they are
+ * created, and on the listener containers themselves (Spring Kafka's error handler, the JMS
+ * listener), after they are registered and before they start. Created by the auto-configuration.
+ */
+public final class ListenerContainerHooks {
+
+  private ListenerContainerHooks() {}
+
+  /**
+   * Adds the Kafka interceptor to every Spring Kafka listener container factory.
+   *
+   * @return the post-processor
+   */
+  public static BeanPostProcessor kafkaContainerFactories() {
+    return new BeanPostProcessor() {
+      @Override
+      @SuppressWarnings({"unchecked", "rawtypes"})
+      public Object postProcessAfterInitialization(Object bean, String beanName)
+          throws BeansException {
+        if (bean
+            instanceof
+            org.springframework.kafka.config.AbstractKafkaListenerContainerFactory factory) {
+          KafkaDeliveries.Interceptor ours = new KafkaDeliveries.Interceptor<>();
+          org.springframework.kafka.listener.RecordInterceptor record =
+              (org.springframework.kafka.listener.RecordInterceptor)
+                  current(factory, "getRecordInterceptor", "recordInterceptor");
+          if (!(record instanceof KafkaDeliveries.Interceptor)) {
+            factory.setRecordInterceptor(
+                record == null
+                    ? ours
+                    : new org.springframework.kafka.listener.CompositeRecordInterceptor(
+                        record, ours));
+          }
+          org.springframework.kafka.listener.BatchInterceptor batch =
+              (org.springframework.kafka.listener.BatchInterceptor)
+                  current(factory, "getBatchInterceptor", "batchInterceptor");
+          if (!(batch instanceof KafkaDeliveries.Interceptor)) {
+            factory.setBatchInterceptor(
+                batch == null
+                    ? ours
+                    : new org.springframework.kafka.listener.CompositeBatchInterceptor(
+                        batch, ours));
+          }
+        }
+        return bean;
+      }
+    };
+  }
+
+  /**
+   * A factory's interceptor: its public getter where Spring Kafka has one (4.0), else its field
+   * (3.3 has only the setter; its code no longer changes).
+   */
+  private static Object current(Object factory, String getter, String field) {
+    java.lang.reflect.Method method =
+        org.springframework.util.ReflectionUtils.findMethod(factory.getClass(), getter);
+    if (method != null && java.lang.reflect.Modifier.isPublic(method.getModifiers())) {
+      return org.springframework.util.ReflectionUtils.invokeMethod(method, factory);
+    }
+    java.lang.reflect.Field declared =
+        org.springframework.util.ReflectionUtils.findField(factory.getClass(), field);
+    if (declared == null) {
+      throw new IllegalStateException(
+          "cannot read the "
+              + field
+              + " of "
+              + factory.getClass().getName()
+              + "; please report this with your Spring Kafka version");
+    }
+    org.springframework.util.ReflectionUtils.makeAccessible(declared);
+    return org.springframework.util.ReflectionUtils.getField(declared, factory);
+  }
+
+  /**
+   * Puts the RabbitMQ advice first in every Spring AMQP listener container factory's advice chain.
+   *
+   * @param backOff the pause before a deferred delivery is requeued
+   * @return the post-processor
+   */
+  public static BeanPostProcessor rabbitContainerFactories(DeliveryBackOff backOff) {
+    return new BeanPostProcessor() {
+      @Override
+      public Object postProcessAfterInitialization(Object bean, String beanName)
+          throws BeansException {
+        if (bean
+            instanceof
+            org.springframework.amqp.rabbit.config.BaseRabbitListenerContainerFactory<?> factory) {
+          org.aopalliance.aop.Advice[] chain = factory.getAdviceChain();
+          int length = chain == null ? 0 : chain.length;
+          for (int i = 0; i < length; i++) {
+            if (chain[i] instanceof RabbitDeliveryAdvice) {
+              return bean;
+            }
+          }
+          org.aopalliance.aop.Advice[] withOurs = new org.aopalliance.aop.Advice[length + 1];
+          withOurs[0] = new RabbitDeliveryAdvice(backOff);
+          if (length > 0) {
+            System.arraycopy(chain, 0, withOurs, 1, length);
+          }
+          factory.setAdviceChain(withOurs);
+        }
+        return bean;
+      }
+    };
+  }
+
+  /**
+   * Wraps the error handler of every registered Spring Kafka listener container before it starts.
+   *
+   * @param registries the application's registry, if it has one
+   * @param backOff the retry backoff of deferred deliveries
+   * @return the lifecycle
+   */
+  public static SmartLifecycle kafkaContainers(
+      ObjectProvider<org.springframework.kafka.config.KafkaListenerEndpointRegistry> registries,
+      DeliveryBackOff backOff) {
+    return new BeforeContainersStart(
+        () ->
+            registries
+                .orderedStream()
+                .flatMap(registry -> registry.getListenerContainers().stream())
+                .forEach(
+                    container -> {
+                      if (container
+                          instanceof
+                          org.springframework.kafka.listener.AbstractMessageListenerContainer<?, ?>
+                              kafka) {
+                        kafka.setCommonErrorHandler(
+                            KafkaDeliveries.errorHandler(kafka.getCommonErrorHandler(), backOff));
+                      }
+                    }));
+  }
+
+  /**
+   * Wraps the message listener of every registered JMS listener container before it starts.
+   *
+   * @param registries the application's registry, if it has one
+   * @param backOff the delivery delay of deferred deliveries
+   * @return the lifecycle
+   */
+  public static SmartLifecycle jmsContainers(
+      ObjectProvider<org.springframework.jms.config.JmsListenerEndpointRegistry> registries,
+      DeliveryBackOff backOff) {
+    return new BeforeContainersStart(
+        () ->
+            registries
+                .orderedStream()
+                .flatMap(registry -> registry.getListenerContainers().stream())
+                .forEach(
+                    container -> {
+                      if (container
+                              instanceof
+                              org.springframework.jms.listener.AbstractMessageListenerContainer jms
+                          && jms.getMessageListener() != null
+                          && !(jms.getMessageListener() instanceof JmsDeliveryListener)) {
+                        jms.setupMessageListener(
+                            new JmsDeliveryListener(jms.getMessageListener(), backOff));
+                      }
+                    }));
+  }
+
+  /**
+   * Runs once, at a lifecycle phase before the listener containers' (Spring Kafka's and JMS's
+   * registries start theirs at {@code Integer.MAX_VALUE - 100} and later).
+   */
+  private static final class BeforeContainersStart implements SmartLifecycle {
+
+    private final Runnable hook;
+    private volatile boolean running;
+    private boolean done;
+
+    BeforeContainersStart(Runnable hook) {
+      this.hook = hook;
+    }
+
+    @Override
+    public synchronized void start() {
+      if (!done) {
+        hook.run();
+        done = true;
+      }
+      running = true;
+    }
+
+    @Override
+    public void stop() {
+      running = false;
+    }
+
+    @Override
+    public boolean isRunning() {
+      return running;
+    }
+
+    @Override
+    public int getPhase() {
+      return Integer.MAX_VALUE - 1000;
+    }
+  }
+}

@@ -1,0 +1,328 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.IdempotencyWindows;
+import java.lang.annotation.Annotation;
+import java.lang.reflect.Method;
+import java.lang.reflect.Parameter;
+import java.lang.reflect.Type;
+import java.time.Duration;
+import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Consumer;
+import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
+import org.springframework.context.expression.MethodBasedEvaluationContext;
+import org.springframework.core.ParameterNameDiscoverer;
+import org.springframework.core.ResolvableType;
+import org.springframework.expression.EvaluationContext;
+import org.springframework.expression.Expression;
+import org.springframework.expression.ParseException;
+import org.springframework.expression.spel.SpelNode;
+import org.springframework.expression.spel.ast.FunctionReference;
+import org.springframework.expression.spel.ast.VariableReference;
+import org.springframework.expression.spel.standard.SpelExpression;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.expression.spel.support.StandardEvaluationContext;
+import org.springframework.util.ClassUtils;
+
+/**
+ * One {@link IdempotentListener} method as the starter runs it, worked out and checked once, when
+ * its bean is proxied: the operation name, where the key comes from (an expression whose variables
+ * must exist, or a header), the window, whether it is a batch listener (a {@code List} parameter
+ * that is not a header), and how a stored failure is answered.
+ */
+final class ListenerMethod {
+
+  private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
+  private static final Set<String> DELIVERY_VARIABLES = Set.of("headers", "payload");
+
+  final String name;
+  final @Nullable Duration ttl;
+  final boolean acknowledgeStoredFailure;
+
+  /** The index of the batch parameter, or -1 for a record listener. */
+  final int batchIndex;
+
+  final Type resultType;
+  private final Method method;
+  private final @Nullable Expression key;
+  private final String keySource;
+  private final String header;
+  private final ParameterNameDiscoverer parameterNames;
+
+  private ListenerMethod(
+      Method method,
+      String name,
+      @Nullable Expression key,
+      String keySource,
+      String header,
+      @Nullable Duration ttl,
+      boolean acknowledgeStoredFailure,
+      int batchIndex,
+      Type resultType,
+      ParameterNameDiscoverer parameterNames) {
+    this.method = method;
+    this.name = name;
+    this.key = key;
+    this.keySource = keySource;
+    this.header = header;
+    this.ttl = ttl;
+    this.acknowledgeStoredFailure = acknowledgeStoredFailure;
+    this.batchIndex = batchIndex;
+    this.resultType = resultType;
+    this.parameterNames = parameterNames;
+  }
+
+  /**
+   * Works out and checks an annotated listener method.
+   *
+   * @param defaultHeader the header of listeners that name neither key nor header
+   * @param acknowledgeByDefault what {@link IdempotentListener.StoredFailure#DEFAULT} means
+   * @throws IllegalStateException naming the method and the problem, so that the application fails
+   *     at startup
+   */
+  static ListenerMethod of(
+      Method method,
+      Class<?> targetClass,
+      IdempotentListener annotation,
+      String defaultHeader,
+      boolean acknowledgeByDefault,
+      SpelExpressionParser parser,
+      ParameterNameDiscoverer parameterNames) {
+    Class<?> userClass = ClassUtils.getUserClass(targetClass);
+    String where =
+        "@IdempotentListener on " + userClass.getName() + "." + method.getName() + "(..)";
+    String name =
+        annotation.name().isEmpty()
+            ? userClass.getSimpleName() + "." + method.getName()
+            : annotation.name();
+    if (!IdempotencyKey.isOperationName(name)) {
+      throw new IllegalStateException(
+          where
+              + ": the name '"
+              + name
+              + "' must be 1 to 64 characters of [A-Za-z0-9_.-]; set name = \"...\"");
+    }
+    if (!annotation.key().isEmpty() && !annotation.header().isEmpty()) {
+      throw new IllegalStateException(
+          where + " names both a key expression and a header; keep one of them");
+    }
+    int batchIndex = batchParameter(method);
+    Expression key = null;
+    String header = "";
+    if (!annotation.key().isEmpty()) {
+      if (annotation.key().isBlank()) {
+        throw new IllegalStateException(where + " has a blank key expression");
+      }
+      try {
+        key = parser.parseExpression(annotation.key());
+      } catch (ParseException e) {
+        throw new IllegalStateException(
+            where
+                + ": the key '"
+                + annotation.key()
+                + "' is not a valid SpEL expression: "
+                + e.getMessage());
+      }
+      checkVariables(
+          where, method, annotation.key(), (SpelExpression) key, batchIndex >= 0, parameterNames);
+    } else {
+      header = annotation.header().isEmpty() ? defaultHeader : annotation.header();
+      if (header == null || header.isBlank()) {
+        throw new IllegalStateException(
+            where
+                + " names no key: set key (SpEL over the payload, such as \"#event.orderId\") or"
+                + " header (such as \"Idempotency-Key\"), or the property"
+                + " idempotency.messaging.header. The broker's message id or offset is never"
+                + " used: a producer that publishes an event twice gives it two");
+      }
+    }
+    Duration ttl = ttl(where, annotation.ttl());
+    boolean acknowledge =
+        switch (annotation.storedFailure()) {
+          case ACKNOWLEDGE -> true;
+          case DEAD_LETTER -> false;
+          case DEFAULT -> acknowledgeByDefault;
+        };
+    Type resultType = ResolvableType.forMethodReturnType(method, targetClass).getType();
+    return new ListenerMethod(
+        method,
+        name,
+        key,
+        annotation.key(),
+        header,
+        ttl,
+        acknowledge,
+        batchIndex,
+        resultType,
+        parameterNames);
+  }
+
+  /** The first {@code List} parameter that is not a header, or -1. */
+  private static int batchParameter(Method method) {
+    Parameter[] parameters = method.getParameters();
+    for (int i = 0; i < parameters.length; i++) {
+      if (List.class.isAssignableFrom(parameters[i].getType()) && !isHeader(parameters[i])) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static boolean isHeader(Parameter parameter) {
+    for (Annotation annotation : parameter.getAnnotations()) {
+      String simpleName = annotation.annotationType().getSimpleName();
+      if (simpleName.equals("Header") || simpleName.equals("Headers")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static void checkVariables(
+      String where,
+      Method method,
+      String source,
+      SpelExpression expression,
+      boolean batch,
+      ParameterNameDiscoverer parameterNames) {
+    String[] names = parameterNames.getParameterNames(method);
+    List<String> problems = new ArrayList<>();
+    visit(
+        expression.getAST(),
+        node -> {
+          if (node instanceof FunctionReference) {
+            problems.add(node.toStringAST() + " calls a function, and none are registered");
+            return;
+          }
+          if (!(node instanceof VariableReference)) {
+            return;
+          }
+          String variable = node.toStringAST().substring(1);
+          if (variable.equals("this")
+              || variable.equals("root")
+              || DELIVERY_VARIABLES.contains(variable)) {
+            return;
+          }
+          if (batch) {
+            problems.add(
+                "#"
+                    + variable
+                    + " is not known in a batch listener, whose key is evaluated per message:"
+                    + " use the payload's properties (orderId), #payload or #headers");
+            return;
+          }
+          if (INDEXED.matcher(variable).matches()) {
+            int index = Integer.parseInt(variable.substring(1));
+            if (index >= method.getParameterCount()) {
+              problems.add(
+                  "#"
+                      + variable
+                      + " is past the method's "
+                      + method.getParameterCount()
+                      + " parameters");
+            }
+            return;
+          }
+          if (names == null) {
+            problems.add(
+                "#"
+                    + variable
+                    + " names a parameter, but parameter names are not available: compile with"
+                    + " -parameters, or use #p0, #p1, ...");
+          } else if (!Arrays.asList(names).contains(variable)) {
+            problems.add(
+                "#"
+                    + variable
+                    + " is not a parameter; the parameters are "
+                    + String.join(", ", names)
+                    + " (and #payload, #headers)");
+          }
+        });
+    if (!problems.isEmpty()) {
+      throw new IllegalStateException(
+          where + ": the key '" + source + "' is wrong: " + String.join("; ", problems));
+    }
+  }
+
+  private static void visit(SpelNode node, Consumer<SpelNode> visitor) {
+    visitor.accept(node);
+    for (int i = 0; i < node.getChildCount(); i++) {
+      visit(node.getChild(i), visitor);
+    }
+  }
+
+  private static @Nullable Duration ttl(String where, String text) {
+    if (text.isEmpty()) {
+      return null;
+    }
+    try {
+      return IdempotencyWindows.requireValidTtl(Duration.parse(text));
+    } catch (DateTimeParseException e) {
+      throw new IllegalStateException(
+          where + ": ttl '" + text + "' is not an ISO-8601 duration such as PT24H");
+    } catch (IllegalArgumentException e) {
+      throw new IllegalStateException(where + ": " + e.getMessage());
+    }
+  }
+
+  /**
+   * The key of a record listener's delivery: the operation's name, then the expression's value or
+   * the header's.
+   *
+   * @throws MissingIdempotencyKeyException if the key is missing (null, or no such header)
+   */
+  String recordKey(Object target, Object[] arguments, Map<String, Object> headers) {
+    if (key == null) {
+      return fromHeader(headers);
+    }
+    MethodBasedEvaluationContext context =
+        new MethodBasedEvaluationContext(
+            arguments.length > 0 ? arguments[0] : null, method, arguments, parameterNames);
+    context.setVariable("headers", headers);
+    context.setVariable("payload", Messages.payloadOf(arguments.length > 0 ? arguments[0] : null));
+    return evaluate(context);
+  }
+
+  /**
+   * The key of one message of a batch.
+   *
+   * @throws MissingIdempotencyKeyException if the key is missing
+   */
+  String elementKey(Object payload, Map<String, Object> headers) {
+    if (key == null) {
+      return fromHeader(headers);
+    }
+    StandardEvaluationContext context = new StandardEvaluationContext(payload);
+    context.setVariable("headers", headers);
+    context.setVariable("payload", payload);
+    return evaluate(context);
+  }
+
+  private String evaluate(EvaluationContext context) {
+    Object value = key.getValue(context);
+    if (value == null) {
+      throw new MissingIdempotencyKeyException(
+          "the key '" + keySource + "' of listener " + name + " evaluated to null; nothing ran");
+    }
+    return IdempotencyKey.of(name, value.toString());
+  }
+
+  private String fromHeader(Map<String, Object> headers) {
+    Object value = Messages.header(headers, header);
+    if (value == null || value.toString().isBlank()) {
+      throw new MissingIdempotencyKeyException(
+          "the message has no "
+              + header
+              + " header, which carries the key of listener "
+              + name
+              + "; nothing ran. Set it on the producer, or give the listener a key expression");
+    }
+    return IdempotencyKey.of(name, value.toString());
+  }
+}

@@ -1,0 +1,78 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.spring.Idempotent;
+import java.lang.reflect.Method;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
+import org.springframework.aop.support.AopUtils;
+import org.springframework.context.expression.AnnotatedElementKey;
+import org.springframework.core.DefaultParameterNameDiscoverer;
+import org.springframework.core.ParameterNameDiscoverer;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
+
+/**
+ * Finds, checks and remembers the {@link IdempotentListener} methods of the application's beans.
+ */
+final class ListenerMethods {
+
+  private final Map<AnnotatedElementKey, Optional<ListenerMethod>> methods =
+      new ConcurrentHashMap<>();
+  private final SpelExpressionParser parser = new SpelExpressionParser();
+  private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
+  private final Supplier<String> defaultHeader;
+  private final Supplier<Boolean> acknowledgeStoredFailure;
+
+  ListenerMethods(Supplier<String> defaultHeader, Supplier<Boolean> acknowledgeStoredFailure) {
+    this.defaultHeader = defaultHeader;
+    this.acknowledgeStoredFailure = acknowledgeStoredFailure;
+  }
+
+  /**
+   * The annotated method a call of {@code method} on {@code targetClass} runs, or {@code null}.
+   *
+   * @throws IllegalStateException if the annotation is wrong (at startup, when beans are proxied)
+   */
+  ListenerMethod find(Method method, Class<?> targetClass) {
+    AnnotatedElementKey key = new AnnotatedElementKey(method, targetClass);
+    Optional<ListenerMethod> found = methods.get(key);
+    if (found == null) {
+      // not computeIfAbsent: working out a method may create beans, which are matched in turn
+      found = lookUp(method, targetClass);
+      Optional<ListenerMethod> raced = methods.putIfAbsent(key, found);
+      if (raced != null) {
+        found = raced;
+      }
+    }
+    return found.orElse(null);
+  }
+
+  private Optional<ListenerMethod> lookUp(Method method, Class<?> targetClass) {
+    Method specific = AopUtils.getMostSpecificMethod(method, targetClass);
+    IdempotentListener annotation =
+        AnnotatedElementUtils.findMergedAnnotation(specific, IdempotentListener.class);
+    if (annotation == null) {
+      return Optional.empty();
+    }
+    if (AnnotatedElementUtils.hasAnnotation(specific, Idempotent.class)) {
+      throw new IllegalStateException(
+          "@IdempotentListener and @Idempotent on "
+              + targetClass.getName()
+              + "."
+              + method.getName()
+              + "(..): keep @IdempotentListener, which also tells the broker what to do with"
+              + " each delivery");
+    }
+    return Optional.of(
+        ListenerMethod.of(
+            specific,
+            targetClass,
+            annotation,
+            defaultHeader.get(),
+            acknowledgeStoredFailure.get(),
+            parser,
+            parameterNames));
+  }
+}

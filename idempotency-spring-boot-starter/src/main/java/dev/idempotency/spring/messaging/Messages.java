@@ -1,0 +1,96 @@
+package dev.idempotency.spring.messaging;
+
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.header.Header;
+import org.jspecify.annotations.Nullable;
+import org.springframework.util.ClassUtils;
+
+/**
+ * Payloads and headers of the messages listeners get, whatever the broker: a Spring {@code
+ * Message}, a Kafka {@code ConsumerRecord}, or a plain payload. Each broker class is touched only
+ * where it is on the classpath.
+ */
+final class Messages {
+
+  private static final boolean MESSAGING =
+      ClassUtils.isPresent(
+          "org.springframework.messaging.Message", Messages.class.getClassLoader());
+  private static final boolean KAFKA =
+      ClassUtils.isPresent(
+          "org.apache.kafka.clients.consumer.ConsumerRecord", Messages.class.getClassLoader());
+
+  private static final boolean KAFKA_ACK =
+      ClassUtils.isPresent(
+          "org.springframework.kafka.support.Acknowledgment", Messages.class.getClassLoader());
+
+  private Messages() {}
+
+  /** The payload of a listener's argument: a message's payload, a record's value, or itself. */
+  static @Nullable Object payloadOf(@Nullable Object element) {
+    if (element == null) {
+      return null;
+    }
+    if (MESSAGING && element instanceof org.springframework.messaging.Message<?> message) {
+      return message.getPayload();
+    }
+    if (KAFKA && element instanceof ConsumerRecord<?, ?> record) {
+      return record.value();
+    }
+    return element;
+  }
+
+  /** The headers an argument carries itself (a Spring message, a Kafka record), or none. */
+  static @Nullable Map<String, Object> headersOf(@Nullable Object element) {
+    if (MESSAGING && element instanceof org.springframework.messaging.Message<?> message) {
+      return message.getHeaders();
+    }
+    if (KAFKA && element instanceof ConsumerRecord<?, ?> record) {
+      return kafkaHeaders(record);
+    }
+    return null;
+  }
+
+  /**
+   * Acknowledges a delivery that the listener did not run for (a replay), where the listener takes
+   * Spring Kafka's {@code Acknowledgment} (manual acknowledgement): the listener would have.
+   */
+  static void acknowledgeSkipped(Object[] arguments) {
+    if (!KAFKA_ACK) {
+      return;
+    }
+    for (Object argument : arguments) {
+      if (argument instanceof org.springframework.kafka.support.Acknowledgment acknowledgment) {
+        acknowledgment.acknowledge();
+      }
+    }
+  }
+
+  /** A Kafka record's headers, the last value of each name. */
+  static Map<String, Object> kafkaHeaders(ConsumerRecord<?, ?> record) {
+    Map<String, Object> headers = new LinkedHashMap<>();
+    for (Header header : record.headers()) {
+      headers.put(header.key(), header.value());
+    }
+    return headers;
+  }
+
+  /**
+   * A header's value as text: byte arrays (Kafka) are UTF-8; JMS property names cannot hold a
+   * hyphen, so {@code Idempotency-Key} is also looked up as {@code Idempotency_Key}.
+   */
+  static @Nullable String header(Map<String, Object> headers, String name) {
+    Object value = headers.get(name);
+    if (value == null && name.indexOf('-') >= 0) {
+      value = headers.get(name.replace('-', '_'));
+    }
+    if (value == null) {
+      return null;
+    }
+    return value instanceof byte[] bytes
+        ? new String(bytes, StandardCharsets.UTF_8)
+        : value.toString();
+  }
+}

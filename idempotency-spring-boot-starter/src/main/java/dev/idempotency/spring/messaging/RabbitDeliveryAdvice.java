@@ -1,0 +1,104 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.IdempotencyStoredFailureException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.aopalliance.intercept.MethodInterceptor;
+import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.amqp.AmqpRejectAndDontRequeueException;
+import org.springframework.amqp.ImmediateRequeueAmqpException;
+import org.springframework.amqp.core.Message;
+
+/**
+ * The Spring AMQP side of {@link IdempotentListener}: an advice of the listener container (where
+ * Spring AMQP's own retry interceptors sit), first in the chain, around each delivery of a message
+ * or batch.
+ *
+ * <ul>
+ *   <li>binds the delivered messages' headers to the thread, for header keys;
+ *   <li>a deferred delivery (the key in flight elsewhere, the store down) waits the messaging
+ *       backoff on the consumer's thread, counted per key in this process, and is then requeued
+ *       with {@link ImmediateRequeueAmqpException}: whatever the container's retry or requeue
+ *       settings, it comes back and is never dead-lettered for that reason;
+ *   <li>a stored permanent failure that the listener does not acknowledge, and a message without a
+ *       key ({@link MissingIdempotencyKeyException}), are rejected with {@link
+ *       AmqpRejectAndDontRequeueException}: the queue's dead-letter exchange takes them, if it has
+ *       one;
+ *   <li>every other failure goes on to the container unchanged.
+ * </ul>
+ */
+final class RabbitDeliveryAdvice implements MethodInterceptor {
+
+  private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
+
+  private final DeferralCounter deferrals;
+
+  RabbitDeliveryAdvice(DeliveryBackOff backOff) {
+    this.deferrals = new DeferralCounter(backOff);
+  }
+
+  @Override
+  public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
+    Object[] arguments = invocation.getArguments();
+    Object data = arguments.length > 1 ? arguments[1] : null;
+    Delivery previous = Delivery.bind(delivery(data));
+    try {
+      return invocation.proceed();
+    } catch (Throwable failure) {
+      Throwable deferral = DeferredDeliveryException.deferralIn(failure);
+      if (deferral != null) {
+        Duration pause = deferrals.next(DeferredDeliveryException.backOffId(deferral));
+        log.debug("Requeueing a deferred delivery after {} ms", pause.toMillis());
+        try {
+          Thread.sleep(pause.toMillis());
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt(); // stopping: requeue at once
+        }
+        throw new ImmediateRequeueAmqpException(
+            "deferred, requeued after " + pause.toMillis() + " ms", failure);
+      }
+      if (storedFailureIn(failure) || in(failure, MissingIdempotencyKeyException.class)) {
+        throw new AmqpRejectAndDontRequeueException(
+            "no key, or the key failed permanently before; rejected without requeue", failure);
+      }
+      throw failure;
+    } finally {
+      Delivery.restore(previous);
+    }
+  }
+
+  private static Delivery delivery(@Nullable Object data) {
+    if (data instanceof Message message) {
+      return new Delivery(
+          List.of(message.getMessageProperties().getHeaders()), false, Delivery.WHOLE_BATCH);
+    }
+    List<Map<String, Object>> headers = new ArrayList<>();
+    if (data instanceof List<?> messages) {
+      for (Object each : messages) {
+        headers.add(
+            each instanceof Message message
+                ? message.getMessageProperties().getHeaders()
+                : Map.of());
+      }
+    }
+    return new Delivery(headers, true, Delivery.WHOLE_BATCH);
+  }
+
+  private static boolean storedFailureIn(Throwable failure) {
+    return in(failure, IdempotencyStoredFailureException.class);
+  }
+
+  private static boolean in(Throwable failure, Class<? extends Throwable> type) {
+    for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (type.isInstance(t)) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

@@ -1,0 +1,34 @@
+package dev.idempotency.spring.messaging;
+
+import org.springframework.kafka.test.EmbeddedKafkaKraftBroker;
+
+/**
+ * A real Kafka broker in this JVM (KRaft, spring-kafka-test's), started once on first use with the
+ * messaging tests' topics and stopped when the JVM exits.
+ */
+public final class EmbeddedKafka {
+
+  /** The topics: each listener's, and its dead-letter topic. */
+  public static final String[] TOPICS = {
+    "idem.record", "idem.record.DLT",
+    "idem.dead-letter", "idem.dead-letter.DLT",
+    "idem.header", "idem.header.DLT",
+    "idem.batch", "idem.batch.DLT",
+    "idem.crash", "idem.example"
+  };
+
+  private static EmbeddedKafkaKraftBroker broker;
+
+  private EmbeddedKafka() {}
+
+  /** The bootstrap servers of the shared broker, started if needed. */
+  public static synchronized String bootstrapServers() {
+    if (broker == null) {
+      EmbeddedKafkaKraftBroker started = new EmbeddedKafkaKraftBroker(1, 1, TOPICS);
+      started.afterPropertiesSet();
+      broker = started;
+      Runtime.getRuntime().addShutdownHook(new Thread(started::destroy));
+    }
+    return broker.getBrokersAsString();
+  }
+}

@@ -1,0 +1,67 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.SendContext;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The provider the test listeners send through: it records each accepted send (with the provider
+ * key and attempt the listener passed), counts every run of a listener's body, and fails the sends
+ * a test asks it to fail.
+ */
+public final class Sends {
+
+  /** A send the provider accepted. */
+  public record Send(String listener, String event, String providerKey, int attempt) {}
+
+  /** A failure the provider reports for one send; the key is released and the broker retries. */
+  public static final class TransientFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    TransientFailure(String event) {
+      super("the provider failed for " + event + " (test)");
+    }
+  }
+
+  /** A failure the test's classifier calls permanent: it is stored for the window. */
+  public static final class PermanentFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    public PermanentFailure(String event) {
+      super("the recipient of " + event + " does not exist (test)");
+    }
+  }
+
+  private final List<Send> accepted = new CopyOnWriteArrayList<>();
+  private final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+  private final Map<String, AtomicInteger> failuresLeft = new ConcurrentHashMap<>();
+
+  /** Fails the next {@code times} sends of {@code event}. */
+  public void failNext(String event, int times) {
+    failuresLeft.put(event, new AtomicInteger(times));
+  }
+
+  /** A listener's send of one event. */
+  public void send(String listener, String event, SendContext context) {
+    runs.computeIfAbsent(event, e -> new AtomicInteger()).incrementAndGet();
+    AtomicInteger left = failuresLeft.get(event);
+    if (left != null && left.getAndDecrement() > 0) {
+      throw new TransientFailure(event);
+    }
+    accepted.add(new Send(listener, event, context.providerKey(), context.attempt()));
+  }
+
+  /** The accepted sends of one event. */
+  public List<Send> of(String event) {
+    return accepted.stream().filter(send -> send.event().equals(event)).toList();
+  }
+
+  /** How many times a listener's body ran for one event, failed runs included. */
+  public int runs(String event) {
+    AtomicInteger count = runs.get(event);
+    return count == null ? 0 : count.get();
+  }
+}

@@ -1,0 +1,216 @@
+package dev.idempotency.spring.messaging.kafka;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.messaging.BatchListenerContract;
+import dev.idempotency.spring.messaging.EmbeddedKafka;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.spring.messaging.Sends;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.Consumer;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.TestInstance;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.kafka.config.KafkaListenerEndpointRegistry;
+import org.springframework.kafka.core.ConsumerFactory;
+import org.springframework.kafka.core.KafkaAdmin;
+import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.kafka.listener.CommonErrorHandler;
+import org.springframework.kafka.listener.DeadLetterPublishingRecoverer;
+import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.util.backoff.FixedBackOff;
+
+/**
+ * Issue 27's table on a real Kafka broker (KRaft, in this JVM), through Spring Boot's Kafka
+ * auto-configuration. The application has its own error handler, as many do: three tries, then the
+ * record goes to its {@code .DLT} topic. A deferred delivery never reaches it.
+ */
+@SpringBootTest(
+    classes = KafkaListenerTest.App.class,
+    properties = {
+      "spring.kafka.consumer.group-id=idem-test",
+      "spring.kafka.consumer.auto-offset-reset=earliest",
+      "spring.kafka.consumer.max-poll-records=50"
+    })
+@DirtiesContext
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class KafkaListenerTest extends BatchListenerContract {
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class App {
+    @Bean
+    KafkaListeners kafkaListeners(Sends sends) {
+      return new KafkaListeners(sends);
+    }
+
+    /** The application's own handler: 3 tries, then the dead-letter topic. */
+    @Bean
+    CommonErrorHandler errorHandler(KafkaTemplate<Object, Object> template) {
+      return new DefaultErrorHandler(
+          new DeadLetterPublishingRecoverer(
+              template, (record, failure) -> new TopicPartition(record.topic() + ".DLT", 0)),
+          new FixedBackOff(0, 2));
+    }
+  }
+
+  @DynamicPropertySource
+  static void kafka(DynamicPropertyRegistry registry) {
+    registry.add("spring.kafka.bootstrap-servers", EmbeddedKafka::bootstrapServers);
+    for (String property : ListenerTestConfiguration.PROPERTIES) {
+      int equals = property.indexOf('=');
+      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
+    }
+  }
+
+  @Autowired KafkaTemplate<String, String> template;
+  @Autowired KafkaAdmin kafkaAdmin;
+  @Autowired ConsumerFactory<String, String> consumers;
+  @Autowired KafkaListenerEndpointRegistry registry;
+  Admin admin;
+
+  @BeforeAll
+  void admin() {
+    admin = Admin.create(kafkaAdmin.getConfigurationProperties());
+  }
+
+  @AfterAll
+  void closeAdmin() {
+    admin.close();
+  }
+
+  static String topic(String listener) {
+    return switch (listener) {
+      case KafkaListeners.RECORD -> "idem.record";
+      case KafkaListeners.DEAD_LETTER -> "idem.dead-letter";
+      case KafkaListeners.HEADER -> "idem.header";
+      case KafkaListeners.BATCH -> "idem.batch";
+      default -> throw new IllegalArgumentException(listener);
+    };
+  }
+
+  /** A listener's consumer group: its container id. */
+  static String group(String listener) {
+    return listener.equals(KafkaListeners.HEADER) ? "kafka-header" : listener;
+  }
+
+  /** The application's handler is wrapped, not replaced: deferrals go to a handler of their own. */
+  @org.junit.jupiter.api.Test
+  void theContainersKeepTheApplicationsErrorHandlerForEverythingElse() {
+    var container =
+        (org.springframework.kafka.listener.AbstractMessageListenerContainer<?, ?>)
+            registry.getListenerContainer(KafkaListeners.RECORD);
+    assertThat(container.getCommonErrorHandler())
+        .isInstanceOf(org.springframework.kafka.listener.CommonDelegatingErrorHandler.class);
+  }
+
+  @Override
+  protected String recordListener() {
+    return KafkaListeners.RECORD;
+  }
+
+  @Override
+  protected String deadLetterListener() {
+    return KafkaListeners.DEAD_LETTER;
+  }
+
+  @Override
+  protected String headerListener() {
+    return KafkaListeners.HEADER;
+  }
+
+  @Override
+  protected String batchListener() {
+    return KafkaListeners.BATCH;
+  }
+
+  @Override
+  protected void publish(String listener, String payload, String idempotencyKey) throws Exception {
+    ProducerRecord<String, String> record = new ProducerRecord<>(topic(listener), payload);
+    if (idempotencyKey != null) {
+      record.headers().add("Idempotency-Key", idempotencyKey.getBytes(StandardCharsets.UTF_8));
+    }
+    template.send(record).get(30, TimeUnit.SECONDS);
+  }
+
+  @Override
+  protected void publishBatch(List<String> payloads) throws Exception {
+    for (String payload : payloads) {
+      publish(KafkaListeners.BATCH, payload, null);
+    }
+    registry.getListenerContainer(KafkaListeners.BATCH).start();
+  }
+
+  @Override
+  protected void afterBatch() {
+    registry.getListenerContainer(KafkaListeners.BATCH).stop();
+  }
+
+  @Override
+  protected List<String> deadLettered(String listener) {
+    TopicPartition partition = new TopicPartition(topic(listener) + ".DLT", 0);
+    List<String> payloads = new ArrayList<>();
+    try (Consumer<String, String> consumer =
+        consumers.createConsumer("dlt-reader-" + UUID.randomUUID(), null)) {
+      consumer.assign(List.of(partition));
+      consumer.seekToBeginning(List.of(partition));
+      long end = consumer.endOffsets(List.of(partition)).get(partition);
+      while (consumer.position(partition) < end) {
+        for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
+          payloads.add(record.value());
+        }
+      }
+    }
+    return payloads;
+  }
+
+  /** The group's committed offset reaches the end of the listener's topic. */
+  @Override
+  protected void assertAcknowledged(String listener) throws Exception {
+    TopicPartition partition = new TopicPartition(topic(listener), 0);
+    long end =
+        admin
+            .listOffsets(Map.of(partition, OffsetSpec.latest()))
+            .partitionResult(partition)
+            .get(30, TimeUnit.SECONDS)
+            .offset();
+    await(
+        "the committed offset at " + end,
+        () -> {
+          try {
+            OffsetAndMetadata committed =
+                admin
+                    .listConsumerGroupOffsets(group(listener))
+                    .partitionsToOffsetAndMetadata()
+                    .get(30, TimeUnit.SECONDS)
+                    .get(partition);
+            return committed != null && committed.offset() >= end;
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        });
+    assertThat(end).isPositive();
+  }
+}

@@ -1,0 +1,55 @@
+package dev.idempotency.spring.messaging.kafka;
+
+import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
+import dev.idempotency.spring.messaging.IdempotentDelivery;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.IdempotentListener.StoredFailure;
+import dev.idempotency.spring.messaging.Sends;
+import java.util.List;
+import org.springframework.kafka.annotation.KafkaListener;
+
+/** The Kafka test application's listeners: each sends through {@link Sends}. */
+public class KafkaListeners {
+
+  static final String RECORD = "kafka-record";
+  static final String DEAD_LETTER = "kafka-dead-letter";
+  static final String HEADER = "KafkaListeners.fromHeader";
+  static final String BATCH = "kafka-batch";
+
+  private final Sends sends;
+
+  KafkaListeners(Sends sends) {
+    this.sends = sends;
+  }
+
+  @KafkaListener(id = RECORD, topics = "idem.record")
+  @IdempotentListener(name = RECORD, key = "#event")
+  public void record(String event) {
+    sends.send(RECORD, event, IdempotentDelivery.context());
+  }
+
+  @KafkaListener(id = DEAD_LETTER, topics = "idem.dead-letter")
+  @IdempotentListener(name = DEAD_LETTER, key = "#event", storedFailure = StoredFailure.DEAD_LETTER)
+  public void deadLetter(String event) {
+    sends.send(DEAD_LETTER, event, IdempotentDelivery.context());
+  }
+
+  @KafkaListener(id = "kafka-header", topics = "idem.header")
+  @IdempotentListener
+  public void fromHeader(String event) {
+    sends.send(HEADER, event, IdempotentDelivery.context());
+  }
+
+  @KafkaListener(id = BATCH, topics = "idem.batch", batch = "true", autoStartup = "false")
+  @IdempotentListener(name = BATCH, key = "#payload")
+  public void batch(List<String> events) {
+    for (int i = 0; i < events.size(); i++) {
+      String event = events.get(i);
+      try {
+        sends.send(BATCH, event, IdempotentDelivery.context(event));
+      } catch (RuntimeException failure) {
+        throw new BatchDeliveryFailedException(i, failure);
+      }
+    }
+  }
+}
