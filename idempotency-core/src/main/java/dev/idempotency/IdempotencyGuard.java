@@ -320,6 +320,25 @@ public final class IdempotencyGuard implements AutoCloseable {
   }
 
   /**
+   * The lease this guard claims keys with: every window must be longer.
+   *
+   * @return the lease
+   */
+  public Duration lease() {
+    return settings.lease;
+  }
+
+  /**
+   * How long a repeat waits for an in-flight first call before {@link
+   * IdempotencyInProgressException}.
+   *
+   * @return the wait
+   */
+  public Duration inFlightWait() {
+    return settings.inFlightWait;
+  }
+
+  /**
    * The store this guard uses.
    *
    * @return the store

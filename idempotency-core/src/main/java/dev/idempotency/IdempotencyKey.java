@@ -8,7 +8,9 @@ import java.util.Objects;
 import java.util.TreeMap;
 
 /**
- * Builds and checks idempotency keys.
+ * Builds and checks idempotency keys. Keys are plain {@code String}s, as every method of the guard
+ * takes them: this class is where they are made ({@code String key = IdempotencyKey.of(..)}), not a
+ * type of its own.
  *
  * <p>A key must be stable across retries: the producer sends the same key on every attempt. Build
  * it from the business facts that identify the send, never from a random value or the time of the
