@@ -36,7 +36,8 @@ final class AsyncGuardedCall<T> {
     IdempotencyObserver.CallObservation observation = call.events.start();
     CompletableFuture<Outcome<T>> result;
     try {
-      result = attempt();
+      Outcome<T> cached = call.nearCacheReplay();
+      result = cached != null ? CompletableFuture.completedFuture(cached) : attempt();
     } catch (RuntimeException | Error e) {
       observation.onEnd(e);
       throw e;

@@ -186,7 +186,15 @@ public final class Batch<T> implements AutoCloseable {
       }
     }
     this.lastActivityMono = GuardSettings.monoNow();
-    List<CallSupport<T>> all = new ArrayList<>(calls.values());
+    List<CallSupport<T>> all = new ArrayList<>(calls.size());
+    for (CallSupport<T> call : calls.values()) {
+      Outcome<T> cached = call.nearCacheReplay();
+      if (cached != null) {
+        replayed.put(call.request.key(), cached);
+      } else {
+        all.add(call);
+      }
+    }
     int chunkSize = writer.chunkSize;
     for (int from = 0; from < all.size(); from += chunkSize) {
       claim(all.subList(from, Math.min(all.size(), from + chunkSize)));

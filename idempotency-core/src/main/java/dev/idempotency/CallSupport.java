@@ -228,8 +228,31 @@ final class CallSupport<T> {
       throw Payloads.storedFailure(keyId, record.payload());
     }
     events.emit(Type.REPLAYED, record.attempt(), events.elapsed(), null);
+    Outcome<T> outcome =
+        new Outcome<>(
+            Payloads.decode(keyId, record.payload(), codec), true, record.attempt(), true);
+    if (settings.nearCache != null) {
+      settings.nearCache.put(keyId, record, settings.clock.instant());
+    }
+    return outcome;
+  }
+
+  /**
+   * The outcome the near cache holds for this key, replayed without asking the store; {@code null}
+   * when the cache is off, holds nothing for it, or holds it under another fingerprint (then the
+   * store decides, and refuses the reuse).
+   */
+  Outcome<T> nearCacheReplay() {
+    if (settings.nearCache == null) {
+      return null;
+    }
+    NearCache.Entry entry = settings.nearCache.get(keyId);
+    if (entry == null || !entry.fingerprint().equals(fingerprint)) {
+      return null;
+    }
+    events.emit(Type.REPLAYED, entry.attempt(), events.elapsed(), null);
     return new Outcome<>(
-        Payloads.decode(keyId, record.payload(), codec), true, record.attempt(), true);
+        Payloads.decode(keyId, entry.payload(), codec), true, entry.attempt(), true);
   }
 
   private IdempotencyInProgressException inProgress(int attempt, Throwable cause) {

@@ -45,6 +45,9 @@ final class GuardSettings {
   final StoreOutages outages;
   final OperationNames operations;
 
+  /** Completed records kept in memory, or {@code null} when the near cache is off. */
+  final NearCache.Records nearCache;
+
   GuardSettings(IdempotencyGuard.Builder builder) {
     this.userStore = builder.store;
     this.observers = new Observers(builder.observers);
@@ -69,6 +72,10 @@ final class GuardSettings {
     this.leaseRenewalLimitNanos = builder.leaseRenewalLimit.toNanos();
     this.outages = new StoreOutages(store.kind());
     this.operations = new OperationNames(builder.maxOperationNames);
+    this.nearCache =
+        builder.nearCache == null
+            ? null
+            : new NearCache.Records(builder.nearCache, store.usesServerTime());
     this.keeper = new LeaseKeeper(this);
   }
 

@@ -44,6 +44,10 @@ final class GuardedCall<T> {
   }
 
   private Outcome<T> claimAndSend() {
+    Outcome<T> cached = call.nearCacheReplay();
+    if (cached != null) {
+      return cached;
+    }
     while (true) {
       Instant now = call.settings.clock.instant();
       ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);

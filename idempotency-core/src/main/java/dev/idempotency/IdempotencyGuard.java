@@ -277,6 +277,9 @@ public final class IdempotencyGuard implements AutoCloseable {
     } catch (RuntimeException e) {
       throw new KeyStoreException("The key store failed to forget key " + keyId, e);
     }
+    if (settings.nearCache != null) {
+      settings.nearCache.remove(keyId);
+    }
     if (deleted) {
       CallEvents.log.info("Forgot key {}: its next call sends again", keyId);
     }
@@ -367,6 +370,7 @@ public final class IdempotencyGuard implements AutoCloseable {
     Executor asyncExecutor;
     boolean mdc = true;
     int maxOperationNames = DEFAULT_MAX_OPERATION_NAMES;
+    NearCache nearCache;
     final List<IdempotencyListener> listeners = new ArrayList<>();
     final List<IdempotencyObserver> observers = new ArrayList<>();
 
@@ -625,6 +629,19 @@ public final class IdempotencyGuard implements AutoCloseable {
         throw new IllegalArgumentException("maxOperationNames must be at least 1, was " + max);
       }
       this.maxOperationNames = max;
+      return this;
+    }
+
+    /**
+     * Replays completed records from memory once the store has answered them to a repeat: see
+     * {@link NearCache} for what it promises, and what a {@code forget} on another instance means
+     * while an entry lives here. Off by default.
+     *
+     * @param nearCache the cache's bounds
+     * @return this builder
+     */
+    public Builder nearCache(NearCache nearCache) {
+      this.nearCache = Objects.requireNonNull(nearCache, "nearCache must not be null");
       return this;
     }
 
