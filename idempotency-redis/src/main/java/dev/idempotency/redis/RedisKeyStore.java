@@ -17,6 +17,10 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -54,7 +58,10 @@ import java.util.regex.Pattern;
  * the client's command timeout (60 seconds by default in Lettuce), and its commands not yet
  * answered are cancelled: while Redis is down a claim fails closed within that time, and a claim
  * given up on is never written once Redis is back. Lettuce reconnects by itself; the same store
- * works again without a restart.
+ * works again without a restart. The store is built without connecting (a service whose Redis is
+ * down at deploy time starts): it connects in the background, and an operation waits for that first
+ * connection at most its {@link Builder#connectionWait(Duration) connection wait} (5 seconds by
+ * default) before its own timeout starts.
  *
  * <p><b>Connections and threads.</b> The store opens one connection from the client you give it and
  * shares it between all threads, as Lettuce intends (it is thread-safe and pipelines). Its blocking
@@ -75,6 +82,9 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   /** The default key prefix. */
   public static final String DEFAULT_KEY_PREFIX = "idem:";
 
+  /** The default bound on the wait for the first connection: 5 seconds. */
+  public static final Duration DEFAULT_CONNECTION_WAIT = Duration.ofSeconds(5);
+
   /** The default bound on one store operation: 2 seconds. */
   public static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(2);
 
@@ -88,9 +98,11 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   private final RedisClaims claims;
   private final RedisWrites writes;
   private final int maxPayloadBytes;
+  private final Duration connectionWait;
 
   private RedisKeyStore(Builder builder) {
     this.maxPayloadBytes = builder.maxPayloadBytes;
+    this.connectionWait = builder.connectionWait;
     Duration operationBound =
         builder.replicasToWaitFor > 0
             ? builder.operationTimeout.plus(builder.replicaTimeout)
@@ -197,6 +209,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public ClaimResult claim(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
+    ensureConnected();
     Operation operation = redis.operation("claim");
     return operation.await(claims.claim(operation, request));
   }
@@ -204,7 +217,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public CompletionStage<ClaimResult> claimAsync(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
-    return claims.claim(redis.operation("claim"), request);
+    return whenConnected(() -> claims.claim(redis.operation("claim"), request));
   }
 
   /**
@@ -214,18 +227,24 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
    */
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
-    return requests.isEmpty() ? List.of() : claims.claimAll(requests);
+    if (requests.isEmpty()) {
+      return List.of();
+    }
+    ensureConnected();
+    return claims.claimAll(requests);
   }
 
   @Override
   public boolean complete(CompleteRequest request) {
+    ensureConnected();
     Operation operation = redis.operation("complete");
     return operation.await(writes.complete(operation, checked(request)));
   }
 
   @Override
   public CompletionStage<Boolean> completeAsync(CompleteRequest request) {
-    return writes.complete(redis.operation("complete"), checked(request));
+    CompleteRequest checked = checked(request);
+    return whenConnected(() -> writes.complete(redis.operation("complete"), checked));
   }
 
   /** Completes a batch: one script call on standalone Redis, one pipeline on a cluster. */
@@ -235,6 +254,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
       return List.of();
     }
     requests.forEach(this::checked);
+    ensureConnected();
     return writes.completeAll(requests);
   }
 
@@ -246,13 +266,65 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
 
   @Override
   public boolean release(String keyId, String ownerToken) {
+    ensureConnected();
     Operation operation = redis.operation("release");
     return operation.await(releaseChecked(operation, keyId, ownerToken));
   }
 
   @Override
   public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
-    return releaseChecked(redis.operation("release"), keyId, ownerToken);
+    return whenConnected(() -> releaseChecked(redis.operation("release"), keyId, ownerToken));
+  }
+
+  /**
+   * Waits, at most the connection wait, for the store's connection if it is not open yet: the
+   * operation's own time bound starts once it is.
+   */
+  private void ensureConnected() {
+    if (commands.isConnected()) {
+      return;
+    }
+    try {
+      commands.connection().get(connectionWait.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (TimeoutException e) {
+      throw notConnected(null);
+    } catch (ExecutionException e) {
+      throw notConnected(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new KeyStoreException("Redis store: interrupted while connecting", e);
+    }
+  }
+
+  /** {@link #ensureConnected()} without blocking. */
+  private <T> CompletableFuture<T> whenConnected(Supplier<CompletableFuture<T>> operation) {
+    if (commands.isConnected()) {
+      return operation.get();
+    }
+    return commands
+        .connection()
+        .orTimeout(connectionWait.toNanos(), TimeUnit.NANOSECONDS)
+        .handle(
+            (connected, error) -> {
+              if (error == null) {
+                return operation.get();
+              }
+              Throwable cause = Operation.unwrap(error);
+              return CompletableFuture.<T>failedFuture(
+                  notConnected(cause instanceof TimeoutException ? null : cause));
+            })
+        .thenCompose(java.util.function.Function.identity());
+  }
+
+  private KeyStoreException notConnected(Throwable cause) {
+    if (cause instanceof KeyStoreException e) {
+      return e;
+    }
+    return new KeyStoreException(
+        "Redis store could not connect within "
+            + connectionWait.toMillis()
+            + " ms (connectionWait)",
+        cause);
   }
 
   private CompletableFuture<Boolean> releaseChecked(
@@ -265,6 +337,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public boolean extend(ExtendRequest request) {
     Objects.requireNonNull(request, "request");
+    ensureConnected();
     Operation operation = redis.operation("extend");
     return operation.await(writes.extend(operation, request));
   }
@@ -274,6 +347,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   public java.util.Optional<dev.idempotency.spi.StoredRecord> find(
       String keyId, java.time.Instant now) {
     Objects.requireNonNull(keyId, "keyId");
+    ensureConnected();
     Operation operation = redis.operation("find");
     return operation.await(writes.inspect(operation, keyId));
   }
@@ -282,6 +356,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public boolean delete(String keyId, java.time.Instant now) {
     Objects.requireNonNull(keyId, "keyId");
+    ensureConnected();
     Operation operation = redis.operation("forget");
     return operation.await(writes.forget(operation, keyId));
   }
@@ -289,7 +364,11 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   /** Renews a batch of leases: one script call on standalone Redis, one pipeline on a cluster. */
   @Override
   public List<Boolean> extendAll(List<ExtendRequest> requests) {
-    return requests.isEmpty() ? List.of() : writes.extendAll(requests);
+    if (requests.isEmpty()) {
+      return List.of();
+    }
+    ensureConnected();
+    return writes.extendAll(requests);
   }
 
   @Override
@@ -334,6 +413,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
     private int replicasToWaitFor;
     private Duration replicaTimeout = Duration.ZERO;
     private Duration operationTimeout = DEFAULT_OPERATION_TIMEOUT;
+    private Duration connectionWait = DEFAULT_CONNECTION_WAIT;
     private boolean setGetClaims = true;
 
     private Builder(RedisClient client, RedisClusterClient clusterClient) {
@@ -392,6 +472,25 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
             "operationTimeout must be at least 1 ms, was " + timeout);
       }
       this.operationTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * The most an operation waits for the store's connection while it is being opened (the store
+     * connects in the background once built, and again after a failed attempt): past it the
+     * operation fails with {@link KeyStoreException} and nothing is sent. Once connected, only
+     * {@link #operationTimeout(Duration)} bounds an operation (Lettuce reconnects by itself).
+     * Default {@link #DEFAULT_CONNECTION_WAIT}.
+     *
+     * @param wait at least 1 ms
+     * @return this builder
+     */
+    public Builder connectionWait(Duration wait) {
+      Objects.requireNonNull(wait, "connectionWait must not be null");
+      if (wait.toMillis() < 1) {
+        throw new IllegalArgumentException("connectionWait must be at least 1 ms, was " + wait);
+      }
+      this.connectionWait = wait;
       return this;
     }
 
