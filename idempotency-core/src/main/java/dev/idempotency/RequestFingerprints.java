@@ -18,14 +18,19 @@ import java.util.Map;
  * with another fingerprint is refused ({@link IdempotencyKeyReuseException}) instead of replaying
  * another request's result.
  *
- * <p>A JSON body is fingerprinted by its canonical form (RFC 8785, the JSON Canonicalization
+ * <p>A JSON body is fingerprinted by its canonical form, RFC 8785's (the JSON Canonicalization
  * Scheme): object members sorted by their names' UTF-16 code units, no white space, strings escaped
- * minimally, and every number written as ECMAScript writes the IEEE 754 double it denotes. So a
- * client that re-serialises its body (another key order, {@code 1e2} for {@code 100}, {@code 4.50}
- * for {@code 4.5}) still sends the same request. Parse the body with any JSON library into plain
- * Java values first: {@link Map} with string keys, {@link List}, {@link String}, {@link Number},
- * {@link Boolean} and {@code null} (with Jackson, {@code readValue(bytes, Object.class)}; enable
- * {@code USE_BIG_DECIMAL_FOR_FLOATS} so that no number is rounded before this class sees it).
+ * minimally, numbers in ECMAScript's notation. So a client that re-serialises its body (another key
+ * order, {@code 1e2} for {@code 100}, {@code 4.50} for {@code 4.5}) still sends the same request.
+ * One deliberate departure: RFC 8785 writes each number as the IEEE 754 double nearest to it, so
+ * {@code 1234567890123456789} and {@code 1234567890123456788} (two 64-bit ids) would both become
+ * {@code 1234567890123456800}, one request. Here a number keeps all its significant digits: equal
+ * values in any spelling have one form, values that differ in any digit keep different ones. For
+ * every number a double holds as written (up to 15 significant digits) the form is RFC 8785's.
+ * Parse the body with any JSON library into plain Java values first: {@link Map} with string keys,
+ * {@link List}, {@link String}, {@link Number}, {@link Boolean} and {@code null} (with Jackson,
+ * {@code readValue(bytes, Object.class)}; enable {@code USE_BIG_DECIMAL_FOR_FLOATS} so that no
+ * number is rounded before this class sees it).
  *
  * <p>Thread-safe and stateless.
  */
@@ -76,7 +81,7 @@ public final class RequestFingerprints {
     } else if (value instanceof Boolean bool) {
       out.append(bool.booleanValue());
     } else if (value instanceof Number number) {
-      out.append(number(toDouble(number)));
+      out.append(exactNumber(number));
     } else if (value instanceof Map<?, ?> map) {
       List<String> names = new ArrayList<>(map.size());
       for (Object name : map.keySet()) {
@@ -110,14 +115,51 @@ public final class RequestFingerprints {
     }
   }
 
-  private static double toDouble(Number number) {
+  /**
+   * A number's exact canonical form: its shortest exact digits, placed as ECMAScript places a
+   * double's shortest digits (plain from 1e-6 up to 1e21, exponent notation outside).
+   */
+  static String exactNumber(Number number) {
+    BigDecimal value = exact(number).stripTrailingZeros();
+    if (value.signum() == 0) {
+      return "0";
+    }
+    String sign = value.signum() < 0 ? "-" : "";
+    String digits = value.unscaledValue().abs().toString();
+    int k = digits.length();
+    long n = (long) k - value.scale(); // value = 0.digits x 10^n
+    if (k <= n && n <= 21) {
+      return sign + digits + "0".repeat((int) (n - k));
+    }
+    if (0 < n && n <= 21) {
+      return sign + digits.substring(0, (int) n) + '.' + digits.substring((int) n);
+    }
+    if (-6 < n && n <= 0) {
+      return sign + "0." + "0".repeat((int) -n) + digits;
+    }
+    String exponent = (n - 1 >= 0 ? "+" : "-") + Math.abs(n - 1);
+    return sign + (k == 1 ? digits : digits.charAt(0) + "." + digits.substring(1)) + 'e' + exponent;
+  }
+
+  private static BigDecimal exact(Number number) {
     if (number instanceof BigDecimal decimal) {
-      return decimal.doubleValue();
+      return decimal;
     }
     if (number instanceof BigInteger integer) {
-      return integer.doubleValue();
+      return new BigDecimal(integer);
     }
-    return number.doubleValue();
+    if (number instanceof Long
+        || number instanceof Integer
+        || number instanceof Short
+        || number instanceof Byte) {
+      return BigDecimal.valueOf(number.longValue());
+    }
+    double d = number.doubleValue();
+    if (Double.isNaN(d) || Double.isInfinite(d)) {
+      throw new IllegalArgumentException("JSON has no number " + d);
+    }
+    // a double or float as its shortest decimal (what a parser that produced it was given)
+    return number instanceof Float f ? new BigDecimal(Float.toString(f)) : BigDecimal.valueOf(d);
   }
 
   private static void writeString(String text, StringBuilder out) {

@@ -121,4 +121,16 @@ class RequestFingerprintsTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("not a parsed JSON value");
   }
+
+  /** Two 64-bit ids one apart are two requests; equal values in any spelling are one. */
+  @Test
+  void numbersKeepEveryDigit() {
+    assertThat(RequestFingerprints.ofJson(java.util.Map.of("user_id", 1234567890123456789L)))
+        .isNotEqualTo(
+            RequestFingerprints.ofJson(java.util.Map.of("user_id", 1234567890123456788L)));
+    assertThat(RequestFingerprints.canonicalJson(new BigDecimal("1234567890123456789")))
+        .isEqualTo("1234567890123456789");
+    assertThat(RequestFingerprints.canonicalJson(java.util.List.of(1, 1.0, new BigDecimal("1e0"))))
+        .isEqualTo("[1,1,1]");
+  }
 }

@@ -45,9 +45,13 @@ class JsonFingerprintsTest {
 
   @Test
   void rfc8785WouldRoundThemToOneDouble() {
-    // the departure, documented: RFC 8785 compares these as one IEEE double
-    assertThat(RequestFingerprints.canonicalJson(new BigInteger("1234567890123456789")))
-        .isEqualTo(RequestFingerprints.canonicalJson(new BigInteger("1234567890123456788")));
+    // the departure, documented: RFC 8785 writes each number as its nearest IEEE double, and
+    // these two are one double; the canonical forms here keep them apart
+    BigInteger id = new BigInteger("1234567890123456789");
+    BigInteger next = new BigInteger("1234567890123456788");
+    assertThat(id.doubleValue()).isEqualTo(next.doubleValue());
+    assertThat(RequestFingerprints.canonicalJson(id))
+        .isNotEqualTo(RequestFingerprints.canonicalJson(next));
   }
 
   @Test
