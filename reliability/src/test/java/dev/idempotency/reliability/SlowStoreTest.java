@@ -72,10 +72,14 @@ class SlowStoreTest {
   void postgresBehindADelayingThenDroppingProxy() throws Exception {
     try (RestartablePostgres postgres = new RestartablePostgres();
         DelayProxy proxy = new DelayProxy(postgres.port)) {
-      JdbcKeyStore.builder(Jdbi.create(postgres.url()))
-          .tableName("idem_slow")
-          .createSchemaIfMissing(true)
-          .build();
+      assertThat(
+              JdbcKeyStore.builder(Jdbi.create(postgres.url()))
+                  .tableName("idem_slow")
+                  .createSchemaIfMissing(true)
+                  .build()
+                  .tableExists())
+          .as("the table, created on the first use of the direct store")
+          .isTrue();
       String viaProxy =
           "jdbc:postgresql://127.0.0.1:"
               + proxy.port()

@@ -30,19 +30,34 @@ final class Stores {
       config.setJdbcUrl(spec);
       config.setMaximumPoolSize(poolSize);
       config.setConnectionTimeout(10_000);
-      return JdbcKeyStore.builder(new HikariDataSource(config))
-          .tableName("idem_reliability")
-          .createSchemaIfMissing(true)
-          .databaseTime(!clientTime)
-          .build();
+      JdbcKeyStore store =
+          JdbcKeyStore.builder(new HikariDataSource(config))
+              .tableName("idem_reliability")
+              .createSchemaIfMissing(true)
+              .databaseTime(!clientTime)
+              .build();
+      // connect and create the table now, as a service's start-up check would: a store reached
+      // here is ready, and one that is not makes this fail (callers retry)
+      if (!store.tableExists()) {
+        throw new IllegalStateException("the table idem_reliability was not created");
+      }
+      return store;
     }
+    RedisKeyStore store;
     if (spec.startsWith("cluster:")) {
       RedisClusterClient client =
           RedisClusterClient.create(
               Arrays.stream(spec.substring(8).split(",")).map(RedisURI::create).toList());
-      return RedisKeyStore.builder(client).build();
+      store = RedisKeyStore.builder(client).build();
+    } else {
+      store = RedisKeyStore.builder(redisClient(spec, Duration.ofSeconds(10))).build();
     }
-    return RedisKeyStore.builder(redisClient(spec, Duration.ofSeconds(10))).build();
+    // connected before the clients start, as a service's start-up check would
+    if (!store.awaitConnection(Duration.ofSeconds(30))) {
+      store.close();
+      throw new dev.idempotency.KeyStoreException("Redis could not be reached: " + spec, null);
+    }
+    return store;
   }
 
   /** A Redis client that fails fast while disconnected and times commands out. */
