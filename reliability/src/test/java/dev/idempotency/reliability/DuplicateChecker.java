@@ -42,7 +42,8 @@ import java.util.TreeMap;
  *       batch may claim a key seconds before it sends it.) A send that begins while an earlier one
  *       is still running is never excused this way: a live owner's record outlives the window.
  *   <li>"taker's clock ahead": on a client-time store, the send that took the key (the higher
- *       attempt; of two first attempts, the later: it found the record past its window) came from a
+ *       attempt; of two first attempts, the later, or on a short-window key either, since a clock
+ *       ahead sees the window over and claims afresh whenever its send then starts) came from a
  *       process whose clock had been moved ahead of the true time (a {@code CLOCK_AHEAD} fault of
  *       its process that began before that send, and ended at most {@link
  *       #CLOCK_AHEAD_SLACK_MILLIS} before it, for a batch that claims long before it sends), so it
@@ -209,7 +210,7 @@ final class DuplicateChecker {
       sends.sort(Comparator.comparingLong(Send::startMillis));
       for (int i = 1; i < sends.size(); i++) {
         Send later = sends.get(i);
-        String cause = null;
+        String cause = windowEnded(sends.subList(0, i), later) ? "window ended" : null;
         for (int j = 0; j < i && cause == null; j++) {
           cause = cause(sends.get(j), later, history.faults, notRecorded);
         }
@@ -221,9 +222,7 @@ final class DuplicateChecker {
                 history.faults)) {
           cause = "taker's clock ahead";
         }
-        if (cause == null && windowEnded(sends.subList(0, i), later)) {
-          cause = "window ended";
-        }
+
         if (cause != null) {
           report.allowedDuplicates.merge(cause, 1, Integer::sum);
         } else {
@@ -264,17 +263,21 @@ final class DuplicateChecker {
     if (!earlier.providerKey().equals(later.providerKey())) {
       return null;
     }
-    // the send that took the key: the higher attempt, or of two fresh claims the later one
-    Send taker =
-        earlier.attempt() == later.attempt()
-            ? later
-            : earlier.attempt() > later.attempt() ? earlier : later;
-    for (Fault fault : faults) {
-      if (fault.type().equals("CLOCK_AHEAD")
-          && fault.process() == taker.process()
-          && taker.startMillis() >= fault.millis()
-          && taker.startMillis() <= fault.untilMillis() + CLOCK_AHEAD_SLACK_MILLIS) {
-        return "taker's clock ahead";
+    // the send that took the key: the higher attempt; of two fresh claims the later one, or on a
+    // short-window key either (a clock ahead sees the window over and claims afresh, whether its
+    // send then starts before or after the owner's)
+    List<Send> takers =
+        earlier.attempt() != later.attempt()
+            ? List.of(earlier.attempt() > later.attempt() ? earlier : later)
+            : FaultRunChild.isShortWindow(later.key()) ? List.of(earlier, later) : List.of(later);
+    for (Send taker : takers) {
+      for (Fault fault : faults) {
+        if (fault.type().equals("CLOCK_AHEAD")
+            && fault.process() == taker.process()
+            && taker.startMillis() >= fault.millis()
+            && taker.startMillis() <= fault.untilMillis() + CLOCK_AHEAD_SLACK_MILLIS) {
+          return "taker's clock ahead";
+        }
       }
     }
     for (Fault fault : faults) {

@@ -80,13 +80,15 @@ class DuplicateCheckerTest {
                 new Send("ahead-owner", "pk2", 1, 2, 100, 2_000, "c"),
                 new Send("ahead-owner", "pk2", 2, 1, 1_500, 1_600, "d"),
                 new Send("ahead-fresh", "pk4", 1, 1, 100, 2_000, "g"),
-                new Send("ahead-fresh", "pk4", 1, 2, 300, 400, "h")),
+                new Send("ahead-fresh", "pk4", 1, 2, 300, 400, "h"),
+                new Send(FaultRunChild.keyName(15), "pk5", 1, 2, 100, 110, "i"),
+                new Send(FaultRunChild.keyName(15), "pk5", 1, 1, 101, 120, "j")),
             List.of(),
             List.of(new Fault("CLOCK_AHEAD", 2, 50, 1_000)));
 
     DuplicateChecker.Report report = DuplicateChecker.check(history, List.of(), 0);
 
-    assertThat(report.allowedDuplicates).containsEntry("taker's clock ahead", 3);
+    assertThat(report.allowedDuplicates).containsEntry("taker's clock ahead", 4);
     assertThat(report.brokenDuplicates).singleElement().asString().startsWith("ahead-owner");
   }
 
