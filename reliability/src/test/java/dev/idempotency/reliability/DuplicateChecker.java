@@ -27,6 +27,8 @@ import java.util.TreeMap;
  *   <li>was paused ({@code SIGSTOP}) at some time in that span, so its lease ran out: "owner
  *       paused" (the same when the paused owner is the one that sends later: paused between its
  *       claim and its send while the other took the key over and sent, it sends when it wakes); or
+ *       did not run for half a lease or more in that span (an overloaded host froze every thread of
+ *       it, lease keeper included, which it logs itself as {@code STALL}): "owner stalled"; or
  *   <li>was cut off from the store (a partition, a store restart or a slow network overlapped the
  *       span) and returned the send to its caller as not recorded: its lease ran out while it could
  *       not renew it, and its outcome, fenced by the owner token, was refused: "owner cut off from
@@ -294,15 +296,20 @@ final class DuplicateChecker {
           && fault.untilMillis() >= earlier.startMillis()) {
         return "owner paused";
       }
+      if (fault.type().equals("STALL")
+          && fault.millis() <= later.millis()
+          && fault.untilMillis() >= earlier.startMillis()) {
+        return "owner stalled";
+      }
     }
     for (Fault fault : faults) {
       // the other way round: the later send is the stale owner's, paused between its claim and its
       // send while the other took the key over, and sending when it woke
-      if (fault.type().equals("PAUSE")
+      if ((fault.type().equals("PAUSE") || fault.type().equals("STALL"))
           && fault.process() == later.process()
           && fault.millis() <= later.startMillis()
           && fault.untilMillis() >= earlier.startMillis()) {
-        return "owner paused";
+        return fault.type().equals("PAUSE") ? "owner paused" : "owner stalled";
       }
     }
     if (notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())) {

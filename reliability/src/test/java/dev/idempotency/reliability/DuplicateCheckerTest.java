@@ -303,4 +303,22 @@ class DuplicateCheckerTest {
 
     assertThat(DuplicateChecker.longestQuiet(history)).isEqualTo(2_000);
   }
+
+  /** A process frozen by an overloaded host for half a lease or more is as good as paused. */
+  @Test
+  void aTakeoverAfterTheOwnerStalledIsAllowedAndWithoutTheStallItIsNot() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 1, 6, 100, 110, "a"), new Send("k", "pk", 2, 6, 1_300, 1_310, "b"));
+    List<Call> calls = List.of(new Call("k", "batch", 6, "SENT", "a", false, 1_250));
+
+    DuplicateChecker.Report stalled =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("STALL", 6, 200, 1_200))), List.of(), 0);
+    DuplicateChecker.Report notStalled =
+        DuplicateChecker.check(history(sends, calls, List.of()), List.of(), 0);
+
+    assertThat(stalled.allowedDuplicates).containsEntry("owner stalled", 1);
+    assertThat(notStalled.brokenDuplicates).hasSize(1);
+  }
 }

@@ -178,6 +178,9 @@ public final class FaultRunChild {
     }
     pool.submit(() -> child.jumpClock(new Random(seed * 1_000 - 1)));
     pool.submit(() -> child.hogStoreExecutor(new Random(seed * 1_000 - 2)));
+    Thread stalls = new Thread(child::watchForStalls, "stall-watch");
+    stalls.setDaemon(true);
+    stalls.start();
     pool.shutdown();
     if (!pool.awaitTermination(10, TimeUnit.MINUTES)) {
       System.exit(3);
@@ -467,6 +470,32 @@ public final class FaultRunChild {
       Thread.currentThread().interrupt();
     }
     return null;
+  }
+
+  /**
+   * Logs every time this process did not run for half a lease or more ({@code STALL}): an
+   * overloaded host (or a long collection) freezes every thread of it, lease keeper included, as a
+   * {@code SIGSTOP} would, and the checker must not take what follows for a broken promise. A
+   * thread that wakes every 20 ms sees such a freeze as a late wake-up.
+   */
+  private void watchForStalls() {
+    long last = System.currentTimeMillis();
+    while (!stopping()) {
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        return;
+      }
+      long now = System.currentTimeMillis();
+      if (now - last >= leaseMillis / 2) {
+        try {
+          write(faultLog, new Fault("STALL", process, last, now).line(), false);
+        } catch (IOException e) {
+          return;
+        }
+      }
+      last = now;
+    }
   }
 
   /**
