@@ -27,7 +27,8 @@ class MariaDbJdbcKeyStoreTest extends JdbcKeyStoreContract {
 
   @BeforeAll
   void startMariaDb() throws Exception {
-    DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder();
+    DBConfigurationBuilder config =
+        dev.idempotency.testservers.MariaDbDirs.isolate(DBConfigurationBuilder.newBuilder());
     config.setPort(0);
     if ("root".equals(System.getProperty("user.name"))) {
       config.addArg("--user=root");

@@ -13,7 +13,8 @@ final class EmbeddedMariaDb implements AutoCloseable {
   private final String server;
 
   EmbeddedMariaDb() throws Exception {
-    DBConfigurationBuilder config = DBConfigurationBuilder.newBuilder();
+    DBConfigurationBuilder config =
+        dev.idempotency.testservers.MariaDbDirs.isolate(DBConfigurationBuilder.newBuilder());
     config.setPort(0);
     if ("root".equals(System.getProperty("user.name"))) {
       config.addArg("--user=root");
