@@ -216,6 +216,7 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
     }
     String purge = new PostgresStatements(purging.tableName(), false, true).purge();
     List<String> plan = new ArrayList<>();
+    List<String> generic = new ArrayList<>();
     try (Connection connection = dataSource().getConnection();
         Statement statement = connection.createStatement()) {
       statement.execute("ANALYZE " + purging.tableName());
@@ -228,11 +229,27 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
         }
       }
       statement.execute("RESET enable_seqscan");
+      // the plan a prepared statement falls back to knows neither the time nor the limit
+      statement.execute("SET plan_cache_mode = force_generic_plan");
+      statement.execute(
+          "PREPARE generic_purge(BIGINT, INTEGER) AS "
+              + purge.replace(":limit", "$2").replace(":now", "$1"));
+      try (ResultSet rows = statement.executeQuery("EXPLAIN EXECUTE generic_purge(1, 100)")) {
+        while (rows.next()) {
+          generic.add(rows.getString(1));
+        }
+      }
+      statement.execute("DEALLOCATE generic_purge");
+      statement.execute("RESET plan_cache_mode");
     }
     String text = String.join("\n", plan);
     assertThat(text).as(text).contains("Tid Scan on " + purging.tableName());
     assertThat(text).as(text).doesNotContain(purging.tableName() + "_pk");
     assertThat(text).as(text).contains(purging.tableName() + "_retain_idx");
+    String genericText = String.join("\n", generic);
+    assertThat(genericText)
+        .as(genericText)
+        .contains("Index Scan using " + purging.tableName() + "_retain_idx");
   }
 
   /** A data source that always hands out one connection, and never closes it. */
