@@ -164,10 +164,10 @@ def update(path, blocks):
     changed = 0
     for name, block in blocks.items():
         pattern = re.compile(
-            r"(<!-- chart:" + re.escape(name) + r" -->\n).*?(\n<!-- /chart:" + re.escape(name) + r" -->)",
+            r"(<!-- chart:" + re.escape(name) + r" -->\n)(?:.*?\n)?(<!-- /chart:" + re.escape(name) + r" -->)",
             re.S,
         )
-        text, n = pattern.subn(lambda m: m.group(1) + block + m.group(2), text)
+        text, n = pattern.subn(lambda m: m.group(1) + block + "\n" + m.group(2), text)
         changed += n
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
