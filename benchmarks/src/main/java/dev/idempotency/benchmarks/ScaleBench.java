@@ -72,8 +72,8 @@ import java.util.function.IntFunction;
  * <p>Rows and keys are loaded in the layout the store writes: a template record is written by the
  * guard through the store, and copied with new key ids ({@code generate_series} on PostgreSQL,
  * pipelined {@code SET} on Redis). Key {@code "k" + i} (live) or {@code "x" + i} (expired) gets the
- * key id the guard gives it, so a loaded record replays through the guard like a sent one. See
- * {@code benchmarks/scale/README.md} for what each step measures.
+ * key id the guard gives it, so a loaded record replays through the guard like a sent one.
+ * BENCHMARKS.md, run 11, says what each step measures and what it found.
  */
 public final class ScaleBench {
 
