@@ -15,10 +15,15 @@ import io.lettuce.core.api.sync.RedisCommands;
  * is stored), then {@code SET key result KEEPTTL} stores the result. A repeat that finds the marker
  * polls with {@code GET} until the result is there. No lease, no owner fence, no record encoding:
  * not a library, the least any storing library sends.
+ *
+ * <p>With {@code -Dfloor.shape=set-nx} it sends Camel's one command instead, {@code SET key key NX
+ * EX ttl}, and stores no result: Camel's round trip on this adapter's Lettuce, to tell the client
+ * library's part of a round trip from Spring's and Camel's (BENCHMARKS.md, run 11).
  */
 public final class FloorRedisPeer implements Peer {
 
     private static final String IN_PROGRESS = "\u0000in-progress";
+    private static final boolean SET_NX = "set-nx".equals(System.getProperty("floor.shape"));
 
     private RedisClient client;
     private StatefulRedisConnection<String, String> connection;
@@ -43,7 +48,7 @@ public final class FloorRedisPeer implements Peer {
 
     @Override
     public boolean storesResult() {
-        return true;
+        return !SET_NX;
     }
 
     @Override
@@ -58,6 +63,10 @@ public final class FloorRedisPeer implements Peer {
     @Override
     public String firstSendOrReplay(String key) throws Exception {
         String redisKey = "floor:" + key;
+        if (SET_NX) {
+            String ok = redis.set(redisKey, key, SetArgs.Builder.nx().ex(ttlMillis / 1000));
+            return ok != null ? sender.send(key) : null;
+        }
         String stored = redis.setGet(redisKey, IN_PROGRESS, SetArgs.Builder.nx().px(ttlMillis));
         if (stored == null) {
             String result = sender.send(key);
