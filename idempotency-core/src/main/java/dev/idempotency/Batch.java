@@ -150,7 +150,24 @@ public final class Batch<T> implements AutoCloseable {
   private final long handOutMarginNanos;
   private final Object watchLock = new Object();
   private boolean watchedByKeeper;
-  private volatile List<Item> claimed = List.of();
+
+  /**
+   * The claimed items, one list per claimed chunk, appended as chunks are claimed (so that the
+   * keeper renews the first chunks while later ones are claimed, and claiming a large batch copies
+   * nothing already claimed).
+   */
+  private final List<List<Item>> chunks = new CopyOnWriteArrayList<>();
+
+  private final Iterable<Item> claimed = () -> chunks.stream().flatMap(List::stream).iterator();
+
+  private int claimedCount() {
+    int count = 0;
+    for (List<Item> chunk : chunks) {
+      count += chunk.size();
+    }
+    return count;
+  }
+
   private final Map<String, Outcome<T>> replayed = new LinkedHashMap<>();
   private final List<String> inFlight = new ArrayList<>();
   private final Map<String, IdempotencyException> refused = new LinkedHashMap<>();
@@ -219,7 +236,7 @@ public final class Batch<T> implements AutoCloseable {
         failure = e;
       }
     }
-    List<Item> items = new ArrayList<>(claimed);
+    List<Item> items = new ArrayList<>(chunk.size());
     for (int i = 0; i < chunk.size(); i++) {
       CallSupport<T> call = chunk.get(i);
       CallSupport.Next<T> next =
@@ -243,9 +260,9 @@ public final class Batch<T> implements AutoCloseable {
         inFlight.add(key);
       }
     }
-    renewIfLate(items.subList(claimed.size(), items.size()));
-    claimed = Collections.unmodifiableList(items);
+    renewIfLate(items);
     if (!items.isEmpty()) {
+      chunks.add(Collections.unmodifiableList(items));
       keepWatched();
     }
   }
@@ -355,7 +372,7 @@ public final class Batch<T> implements AutoCloseable {
    * @return the keys
    */
   public List<String> claimedKeys() {
-    List<String> keys = new ArrayList<>(claimed.size());
+    List<String> keys = new ArrayList<>(claimedCount());
     for (Item item : claimed) {
       keys.add(item.key());
     }

@@ -104,7 +104,7 @@ final class BatchWriter {
    * Writes what is queued, releases the claimed items that got no outcome (never reported, lapsed),
    * and returns the counts of everything written.
    */
-  Batch.Recorded finish(List<Batch.Item> claimed) {
+  Batch.Recorded finish(Iterable<Batch.Item> claimed) {
     writeLock.lock();
     try (Interrupts deferred = Interrupts.deferred()) {
       writePending(deferred);

@@ -229,6 +229,83 @@ public final class IdempotencyGuard implements AutoCloseable {
   }
 
   /**
+   * Claims a campaign of any size one batch at a time, as it is iterated: the next batch of {@code
+   * batchSize} keys is claimed only when the loop asks for it, after the previous one was recorded
+   * (or is closed then, which records it). So only one batch's keys are held and renewed at a time,
+   * whatever the campaign's size, and the requests may come from a stream that is never all in
+   * memory.
+   *
+   * <pre>{@code
+   * for (Batch<String> batch : guard.claimBatches(recipients, ResultCodec.string(), 10_000)) {
+   *   for (Batch.Item item : batch.toSend()) {
+   *     batch.succeeded(item, provider.send(recipientOf(item.key()), item.context().providerKey()));
+   *   }
+   * }
+   * }</pre>
+   *
+   * <p>Each batch is recorded when the loop moves past it (asks for the next one, or finds none
+   * left), if the loop did not call {@link Batch#record()} itself; a loop that stops early (an
+   * exception) leaves its current batch to a try-with-resources on it, or to the renewal limit.
+   *
+   * <p>A key repeated in two batches is sent in the first and replayed in the second; within one
+   * batch keys must be distinct ({@link #claimBatch}). The iterable may be iterated once.
+   *
+   * @param requests the keys, windows and fingerprints, read as the batches are claimed
+   * @param codec encodes and decodes results
+   * @param batchSize keys per batch, at least 1 (a few thousand: each batch is claimed in chunks of
+   *     the store's {@link KeyStore#maxBatchSize()} and renewed while it is sent)
+   * @param <T> the result type
+   * @return the batches, claimed one at a time
+   * @throws IllegalArgumentException if {@code batchSize} is not positive
+   */
+  public <T> Iterable<Batch<T>> claimBatches(
+      Iterable<IdempotencyRequest> requests, ResultCodec<T> codec, int batchSize) {
+    Objects.requireNonNull(requests, "requests must not be null");
+    Objects.requireNonNull(codec, "codec must not be null");
+    if (batchSize < 1) {
+      throw new IllegalArgumentException("batchSize must be at least 1, was " + batchSize);
+    }
+    java.util.concurrent.atomic.AtomicBoolean iterated =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    return () -> {
+      if (!iterated.compareAndSet(false, true)) {
+        throw new IllegalStateException("the batches of claimBatches may be iterated once");
+      }
+      java.util.Iterator<IdempotencyRequest> source = requests.iterator();
+      return new java.util.Iterator<Batch<T>>() {
+        private Batch<T> current;
+
+        @Override
+        public boolean hasNext() {
+          if (source.hasNext()) {
+            return true;
+          }
+          if (current != null) {
+            current.close(); // the last batch: records it, if the loop did not
+          }
+          return false;
+        }
+
+        @Override
+        public Batch<T> next() {
+          if (current != null) {
+            current.close(); // records it, if the loop did not
+          }
+          List<IdempotencyRequest> next = new ArrayList<>(Math.min(batchSize, 10_000));
+          while (next.size() < batchSize && source.hasNext()) {
+            next.add(source.next());
+          }
+          if (next.isEmpty()) {
+            throw new java.util.NoSuchElementException();
+          }
+          current = claimBatch(next, codec);
+          return current;
+        }
+      };
+    };
+  }
+
+  /**
    * Reports what the store holds for a key, without changing anything: for support ("was this sent,
    * when, at which attempt?") and operators. The key is validated as {@code execute} does.
    *

@@ -113,4 +113,46 @@ class BatchLifecycleTest {
     batch.succeeded(first, "sent");
     return new WeakReference<>(batch);
   }
+
+  /**
+   * A campaign claimed in batches as it is iterated: a key of a later batch is not claimed while an
+   * earlier batch is sent, a batch the loop left unrecorded is recorded when the next is asked for,
+   * and a repeated campaign sends nothing.
+   */
+  @Test
+  void claimBatchesClaimsOneBatchAtATime() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    IdempotencyGuard other = IdempotencyGuard.builder().store(store).build();
+    List<IdempotencyRequest> requests = requests(2_500);
+    List<Integer> sizes = new ArrayList<>();
+    String notYetClaimed = null;
+
+    for (Batch<String> batch : guard.claimBatches(requests, ResultCodec.string(), 1_000)) {
+      if (sizes.isEmpty()) {
+        // the last batch's keys are not claimed yet: another worker may send one of them now
+        notYetClaimed = other.execute(requests.get(2_400).key(), TTL, ctx -> "other worker");
+      }
+      int sent = 0;
+      for (Batch.Item item : batch.toSend()) {
+        batch.succeeded(item, "n:" + item.key());
+        sent++;
+      }
+      sizes.add(sent);
+      if (sizes.size() == 1) {
+        batch.record(); // the second batch is left to the iterator to record
+      }
+    }
+    int resent = 0;
+    for (Batch<String> again : guard.claimBatches(requests, ResultCodec.string(), 1_000)) {
+      resent += again.claimedKeys().size();
+      assertThat(again.inFlight()).isEmpty();
+      again.record();
+    }
+
+    assertThat(notYetClaimed).isEqualTo("other worker");
+    assertThat(sizes).containsExactly(1_000, 1_000, 499);
+    assertThat(resent).as("every key was recorded, the second batch's by the iterator").isZero();
+    assertThatThrownBy(() -> guard.claimBatches(requests, ResultCodec.string(), 0))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
 }
