@@ -7,6 +7,7 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.tck.StoreRecovery;
 import dev.idempotency.testservers.FreePorts;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
@@ -59,7 +60,8 @@ class JdbcStoreAvailabilityTest {
               .setPGStartupWait(Duration.ofSeconds(120))
               .start()) {
         String key = "up:" + UUID.randomUUID();
-        String sent = awaitSend(guard, key);
+        String sent =
+            StoreRecovery.sendOnceTheStoreAnswers(guard, key, TTL, Duration.ofSeconds(60));
 
         assertThat(failedAfterMillis)
             .as("failed within the connection wait, not Hikari's 30 s")
@@ -68,20 +70,6 @@ class JdbcStoreAvailabilityTest {
         assertThat(guard.execute(key, TTL, ctx -> "again")).isEqualTo("sent");
         assertThat(store.tableExists()).isTrue();
         assertThat(store.dialect()).isEqualTo(JdbcDialect.POSTGRESQL);
-      }
-    }
-  }
-
-  private static String awaitSend(IdempotencyGuard guard, String key) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (true) {
-      try {
-        return guard.execute(key, TTL, ctx -> "sent");
-      } catch (KeyStoreException notYet) {
-        if (System.nanoTime() > deadline) {
-          throw new AssertionError("the store did not recover", notYet);
-        }
-        Thread.sleep(100);
       }
     }
   }

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.tck.StoreRecovery;
 import dev.idempotency.testservers.FreePorts;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
@@ -40,7 +41,7 @@ class RedisStoreAvailabilityTest {
           RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
       server.start();
       String key = "up:" + UUID.randomUUID();
-      String sent = awaitSend(guard, key);
+      String sent = StoreRecovery.sendOnceTheStoreAnswers(guard, key, TTL, Duration.ofSeconds(60));
 
       assertThat(failedAfterMillis).as("fails within the operation timeout").isLessThan(5_000);
       assertThat(sent).isEqualTo("sent");
@@ -51,20 +52,6 @@ class RedisStoreAvailabilityTest {
       client.shutdown();
       if (server != null) {
         server.stop();
-      }
-    }
-  }
-
-  private static String awaitSend(IdempotencyGuard guard, String key) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (true) {
-      try {
-        return guard.execute(key, TTL, ctx -> "sent");
-      } catch (KeyStoreException notYet) {
-        if (System.nanoTime() > deadline) {
-          throw new AssertionError("the store did not recover", notYet);
-        }
-        Thread.sleep(100);
       }
     }
   }

@@ -68,22 +68,14 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
         IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).inFlightWait(ZERO).build();
     String key = "renewal:" + newKeyId();
     AtomicInteger sends = new AtomicInteger();
-    CountDownLatch sending = new CountDownLatch(1);
     ExecutorService pool = Executors.newSingleThreadExecutor();
     try {
       Future<String> slow =
-          pool.submit(
-              () ->
-                  guard.execute(
-                      key,
-                      LONG_RETENTION,
-                      ctx -> {
-                        sends.incrementAndGet();
-                        sending.countDown();
-                        awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(3));
-                        return "slow";
-                      }));
-      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+          startSlowSend(
+              pool,
+              sends,
+              RENEWED_LEASE.multipliedBy(3),
+              sender -> guard.execute(key, LONG_RETENTION, sender));
       int polls = pollWhileRunning(guard, key, slow, sends, 50);
 
       assertThat(slow.get(30, TimeUnit.SECONDS)).isEqualTo("slow");
@@ -334,22 +326,16 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
         IdempotencyGuard.builder().store(store()).lease(lease).inFlightWait(ZERO).build();
     String key = "short-window:" + newKeyId();
     AtomicInteger sends = new AtomicInteger();
-    CountDownLatch sending = new CountDownLatch(1);
     ExecutorService pool = Executors.newSingleThreadExecutor();
     try {
       Future<Outcome<String>> slow =
-          pool.submit(
-              () ->
+          startSlowSend(
+              pool,
+              sends,
+              window.multipliedBy(2),
+              sender ->
                   guard.executeForOutcome(
-                      IdempotencyRequest.of(key, window),
-                      ResultCodec.string(),
-                      ctx -> {
-                        sends.incrementAndGet();
-                        sending.countDown();
-                        awaitElapsed(System.nanoTime(), window.multipliedBy(2));
-                        return "slow";
-                      }));
-      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+                      IdempotencyRequest.of(key, window), ResultCodec.string(), sender));
       int polls = 0;
       while (!slow.isDone()) {
         try {
@@ -398,22 +384,14 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
         IdempotencyGuard.builder().store(store()).lease(RENEWED_LEASE).inFlightWait(ZERO).build();
     String key = "busy-executor:" + newKeyId();
     AtomicInteger sends = new AtomicInteger();
-    CountDownLatch sending = new CountDownLatch(1);
     ExecutorService pool = Executors.newSingleThreadExecutor();
     try {
       Future<String> slow =
-          pool.submit(
-              () ->
-                  guard.execute(
-                      key,
-                      LONG_RETENTION,
-                      ctx -> {
-                        sends.incrementAndGet();
-                        sending.countDown();
-                        awaitElapsed(System.nanoTime(), RENEWED_LEASE.multipliedBy(3));
-                        return "slow";
-                      }));
-      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+          startSlowSend(
+              pool,
+              sends,
+              RENEWED_LEASE.multipliedBy(3),
+              sender -> guard.execute(key, LONG_RETENTION, sender));
       pollWhileRunning(second, key, slow, sends, 50);
 
       assertThat(slow.get(30, TimeUnit.SECONDS)).isEqualTo("slow");
@@ -530,6 +508,29 @@ public abstract class GuardOnStoreContract extends StoreContractSupport {
       release.countDown();
       pool.shutdownNow();
     }
+  }
+
+  /**
+   * Starts a guarded call on {@code pool} whose sender counts a send in {@code sends}, then runs
+   * for {@code runs} of real time and returns {@code "slow"}; returns once that sender is running.
+   */
+  private static <R> Future<R> startSlowSend(
+      ExecutorService pool,
+      AtomicInteger sends,
+      Duration runs,
+      java.util.function.Function<dev.idempotency.Sender<String>, R> call)
+      throws InterruptedException {
+    CountDownLatch sending = new CountDownLatch(1);
+    dev.idempotency.Sender<String> sender =
+        ctx -> {
+          sends.incrementAndGet();
+          sending.countDown();
+          awaitElapsed(System.nanoTime(), runs);
+          return "slow";
+        };
+    Future<R> slow = pool.submit(() -> call.apply(sender));
+    assertThat(sending.await(30, TimeUnit.SECONDS)).as("the slow sender started").isTrue();
+    return slow;
   }
 
   /**
