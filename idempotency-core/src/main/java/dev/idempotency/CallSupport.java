@@ -136,7 +136,7 @@ final class CallSupport<T> {
     }
     if (error != null || result == null) {
       KeyStoreException storeFailure = claimFailed(error);
-      if (settings.failOpen) {
+      if (settings.failsOpen(request.operation())) {
         events.failOpen(storeFailure);
         return new SendUnclaimed<>();
       }

@@ -29,6 +29,7 @@ final class GuardSettings {
   final TakeoverPolicy takeoverPolicy;
   final FailureClassifier failureClassifier;
   final boolean failOpen;
+  private final java.util.Map<String, Boolean> failOpenByOperation;
   final int completionAttempts;
   final boolean storeRawKeys;
   final Listeners listeners;
@@ -48,6 +49,12 @@ final class GuardSettings {
   /** Completed records kept in memory, or {@code null} when the near cache is off. */
   final NearCache.Records nearCache;
 
+  /** Whether a call of this operation sends anyway when the store fails before the claim. */
+  boolean failsOpen(String operation) {
+    Boolean own = failOpenByOperation.get(operation);
+    return own != null ? own : failOpen;
+  }
+
   GuardSettings(IdempotencyGuard.Builder builder) {
     this.userStore = builder.store;
     this.observers = new Observers(builder.observers);
@@ -60,6 +67,7 @@ final class GuardSettings {
     this.takeoverPolicy = builder.takeoverPolicy;
     this.failureClassifier = builder.failureClassifier;
     this.failOpen = builder.failOpen;
+    this.failOpenByOperation = java.util.Map.copyOf(builder.failOpenByOperation);
     this.completionAttempts = builder.completionAttempts;
     this.storeRawKeys = builder.storeRawKeys;
     this.listeners = new Listeners(builder.listeners, observers);

@@ -439,6 +439,7 @@ public final class IdempotencyGuard implements AutoCloseable {
     TakeoverPolicy takeoverPolicy = TakeoverPolicy.TAKE_OVER;
     FailureClassifier failureClassifier = FailureClassifier.neverPermanent();
     boolean failOpen;
+    final java.util.Map<String, Boolean> failOpenByOperation = new java.util.HashMap<>();
     int completionAttempts = DEFAULT_COMPLETION_ATTEMPTS;
     boolean storeRawKeys;
     boolean leaseRenewal = true;
@@ -588,6 +589,23 @@ public final class IdempotencyGuard implements AutoCloseable {
      */
     public Builder failOpen(boolean failOpen) {
       this.failOpen = failOpen;
+      return this;
+    }
+
+    /**
+     * Whether calls of one operation ({@link IdempotencyRequest#withOperation(String)}) fail open,
+     * overriding {@link #failOpen(boolean)} for them: an OTP fails closed while a marketing send
+     * fails open, on one guard. Calls without an operation, and operations not named here, follow
+     * {@link #failOpen(boolean)}.
+     *
+     * @param operationName the operation, as the requests name it
+     * @param failOpen {@code true} to send anyway when the store fails before the claim
+     * @return this builder
+     * @throws IllegalArgumentException if the name is not an operation name
+     */
+    public Builder failOpen(String operationName, boolean failOpen) {
+      IdempotencyRequest.requireOperation(operationName);
+      this.failOpenByOperation.put(operationName, failOpen);
       return this;
     }
 

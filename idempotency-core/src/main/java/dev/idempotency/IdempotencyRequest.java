@@ -48,7 +48,7 @@ public record IdempotencyRequest(
     this(key, ttl, fingerprint, IdempotencyKey.operationOf(IdempotencyKey.requireValid(key)));
   }
 
-  private static void requireOperation(String operation) {
+  static void requireOperation(String operation) {
     java.util.Objects.requireNonNull(operation, "operation must not be null");
     if (!IdempotencyKey.isOperationName(operation)) {
       throw new IllegalArgumentException(

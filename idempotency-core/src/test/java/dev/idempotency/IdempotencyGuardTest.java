@@ -896,6 +896,34 @@ class IdempotencyGuardTest {
     }
 
     @Test
+    void failOpenCanBeChosenPerOperation() {
+      IdempotencyGuard guard =
+          guardBuilder().failOpen(false).failOpen("marketing", true).failOpen("otp", false).build();
+      store.failClaims.set(2);
+
+      Outcome<String> marketing =
+          guard.executeForOutcome(
+              IdempotencyRequest.of(newKey(), TTL).withOperation("marketing"),
+              ResultCodec.string(),
+              countingSender("n_1"));
+      Throwable otp =
+          catchThrowable(
+              () ->
+                  guard.executeForOutcome(
+                      IdempotencyRequest.of(newKey(), TTL).withOperation("otp"),
+                      ResultCodec.string(),
+                      countingSender("n_2")));
+
+      assertThat(marketing.value()).isEqualTo("n_1");
+      assertThat(marketing.recorded()).isFalse();
+      assertThat(otp).isInstanceOf(KeyStoreException.class);
+      assertThat(sends).hasValue(1);
+      assertThatThrownBy(() -> guardBuilder().failOpen("not an operation!", true))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("operation must be");
+    }
+
+    @Test
     void sameGuardWorksAgainOnceTheStoreRecovers() {
       String key = newKey();
       store.failClaims.set(1);
