@@ -10,6 +10,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
@@ -97,7 +98,7 @@ final class IdempotentMethod {
       Idempotent annotation,
       SpelExpressionParser parser,
       ParameterNameDiscoverer parameterNames,
-      Duration defaultTtl,
+      Function<@Nullable String, Duration> ttlOf,
       @Nullable Duration lease) {
     Class<?> userClass = ClassUtils.getUserClass(targetClass);
     String where = "@Idempotent on " + userClass.getName() + "." + method.getName() + "(..)";
@@ -124,7 +125,7 @@ final class IdempotentMethod {
           (SpelExpression) fingerprint,
           parameterNames);
     }
-    Duration ttl = TtlAttribute.parse(where, annotation.ttl(), defaultTtl, lease);
+    Duration ttl = TtlAttribute.parse(where, annotation.ttl(), name, ttlOf, lease);
     int sendContextIndex = sendContextIndex(where, method);
     ResolvableType returnType = ResolvableType.forMethodReturnType(method, targetClass);
     Class<?> raw = returnType.resolve(Object.class);

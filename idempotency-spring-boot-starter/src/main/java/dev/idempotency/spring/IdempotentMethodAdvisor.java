@@ -4,6 +4,7 @@ import dev.idempotency.IdempotencyGuard;
 import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
 import org.jspecify.annotations.Nullable;
@@ -86,12 +87,33 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
       Supplier<Duration> defaultTtl,
       Supplier<@Nullable Duration> lease,
       Supplier<Duration> inFlightWait) {
+    this(guard, json, TtlAttribute.sameForAll(defaultTtl), lease, inFlightWait);
+  }
+
+  /**
+   * Creates the advisor, with windows by operation.
+   *
+   * @param guard the guard, looked up on the first call
+   * @param json the JSON codecs for results, looked up on the first call
+   * @param ttlOf the window of methods that name none, by operation name ({@code
+   *     idempotency.operations.<name>.ttl}, else {@code idempotency.default-ttl}), looked up as
+   *     annotated methods are found
+   * @param lease the guard's lease, which every window must be longer than; may supply null to skip
+   *     the check
+   * @param inFlightWait the guard's in-flight wait
+   */
+  public IdempotentMethodAdvisor(
+      Supplier<IdempotencyGuard> guard,
+      Supplier<JsonCodecs> json,
+      Function<@Nullable String, Duration> ttlOf,
+      Supplier<@Nullable Duration> lease,
+      Supplier<Duration> inFlightWait) {
     Objects.requireNonNull(guard, "guard must not be null");
     Objects.requireNonNull(json, "json must not be null");
     Objects.requireNonNull(inFlightWait, "inFlightWait must not be null");
     this.methods =
         new IdempotentMethods(
-            Objects.requireNonNull(defaultTtl, "defaultTtl must not be null"),
+            Objects.requireNonNull(ttlOf, "ttlOf must not be null"),
             Objects.requireNonNull(lease, "lease must not be null"));
     this.invoker =
         new IdempotentInvoker(

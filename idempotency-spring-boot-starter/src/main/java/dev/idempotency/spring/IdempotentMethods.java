@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.support.AopUtils;
@@ -31,16 +32,18 @@ final class IdempotentMethods {
   private final Map<IdempotentMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
   private final SpelExpressionParser parser = new SpelExpressionParser();
   private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
-  private final Supplier<Duration> defaultTtl;
+  private final Function<@Nullable String, Duration> ttlOf;
   private final Supplier<@Nullable Duration> lease;
 
   /**
-   * @param defaultTtl the window of methods that name none, asked when the first method is found
+   * @param ttlOf the window of methods that name none, by operation name, asked as methods are
+   *     found
    * @param lease the guard's lease, which every window must be longer than; may supply null (not
    *     checked)
    */
-  IdempotentMethods(Supplier<Duration> defaultTtl, Supplier<@Nullable Duration> lease) {
-    this.defaultTtl = defaultTtl;
+  IdempotentMethods(
+      Function<@Nullable String, Duration> ttlOf, Supplier<@Nullable Duration> lease) {
+    this.ttlOf = ttlOf;
     this.lease = lease;
   }
 
@@ -71,13 +74,7 @@ final class IdempotentMethods {
     }
     IdempotentMethod found =
         IdempotentMethod.of(
-            specific,
-            targetClass,
-            annotation,
-            parser,
-            parameterNames,
-            defaultTtl.get(),
-            lease.get());
+            specific, targetClass, annotation, parser, parameterNames, ttlOf, lease.get());
     if (found.defaultName) {
       IdempotentMethod first = byDefaultName.putIfAbsent(found.name, found);
       if (first != null && !isSameMethod(first, found)) {

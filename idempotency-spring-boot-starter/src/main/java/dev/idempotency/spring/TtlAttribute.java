@@ -2,6 +2,9 @@ package dev.idempotency.spring;
 
 import dev.idempotency.IdempotencyWindows;
 import java.time.Duration;
+import java.util.Objects;
+import java.util.function.Function;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.convert.DurationStyle;
 
@@ -17,6 +20,17 @@ public final class TtlAttribute {
   private TtlAttribute() {}
 
   /**
+   * One default window for every operation.
+   *
+   * @param defaultTtl the window ({@code idempotency.default-ttl})
+   * @return the window by operation name: always {@code defaultTtl}'s
+   */
+  public static Function<@Nullable String, Duration> sameForAll(Supplier<Duration> defaultTtl) {
+    Objects.requireNonNull(defaultTtl, "defaultTtl must not be null");
+    return operation -> defaultTtl.get();
+  }
+
+  /**
    * Parses and checks a ttl attribute.
    *
    * @param where the annotated element, for the message ({@code "@Idempotent on a.B.send(..)"})
@@ -28,11 +42,53 @@ public final class TtlAttribute {
    */
   public static Duration parse(
       String where, String text, Duration defaultTtl, @Nullable Duration lease) {
+    return parse(where, text, defaultTtl, "idempotency.default-ttl (" + defaultTtl + ")", lease);
+  }
+
+  /**
+   * Parses and checks a ttl attribute whose default is an operation's own ({@code
+   * idempotency.operations.<name>.ttl}) or else {@code idempotency.default-ttl}.
+   *
+   * @param where the annotated element, for the message
+   * @param text the attribute, empty for the default
+   * @param operation the operation's name, or {@code null} if it has none of its own
+   * @param ttlOf the default window by operation name ({@code null} for none)
+   * @param lease the guard's lease, which the window must be longer than
+   * @return the window
+   * @throws IllegalStateException naming the element and the problem
+   */
+  public static Duration parse(
+      String where,
+      String text,
+      @Nullable String operation,
+      Function<@Nullable String, Duration> ttlOf,
+      @Nullable Duration lease) {
+    if (!text.isEmpty()) {
+      return parse(where, text, Duration.ZERO, lease);
+    }
+    Duration ttl = ttlOf.apply(operation);
+    String source =
+        operation == null
+            ? "idempotency.default-ttl (" + ttl + ")"
+            : "idempotency.operations."
+                + operation
+                + ".ttl or idempotency.default-ttl ("
+                + ttl
+                + ")";
+    return parse(where, text, ttl, source, lease);
+  }
+
+  private static Duration parse(
+      String where,
+      String text,
+      Duration defaultTtl,
+      String defaultSource,
+      @Nullable Duration lease) {
     Duration ttl;
     String source;
     if (text.isEmpty()) {
       ttl = defaultTtl;
-      source = "idempotency.default-ttl (" + defaultTtl + ")";
+      source = defaultSource;
     } else {
       source = "ttl '" + text + "'";
       try {

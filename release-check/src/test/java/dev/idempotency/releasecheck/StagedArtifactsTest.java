@@ -80,7 +80,9 @@ class StagedArtifactsTest {
                 "org.springframework.kafka:spring-kafka",
                 "org.springframework.amqp:spring-rabbit",
                 "org.springframework:spring-jms",
-                "jakarta.jms:jakarta.jms-api")));
+                "jakarta.jms:jakarta.jms-api",
+                "org.springframework.boot:spring-boot-actuator-autoconfigure",
+                "org.springframework.boot:spring-boot-health")));
   }
 
   record Published(String moduleName, Set<String> required, Set<String> optionalOnly) {}

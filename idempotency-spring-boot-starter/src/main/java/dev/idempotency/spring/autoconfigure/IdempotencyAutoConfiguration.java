@@ -4,6 +4,7 @@ import dev.idempotency.FailureClassifier;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyListener;
 import dev.idempotency.IdempotencyObserver;
+import dev.idempotency.KeyStoreException;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.micrometer.MicrometerIdempotencyObserver;
@@ -37,6 +38,7 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
@@ -111,6 +113,15 @@ public final class IdempotencyAutoConfiguration {
             .failOpen(properties.isFailOpen())
             .takeoverPolicy(properties.getTakeoverPolicy())
             .leaseRenewal(properties.isLeaseRenewal());
+    properties
+        .getOperations()
+        .forEach(
+            (operation, settings) -> {
+              if (settings.getFailOpen() != null) {
+                requireOperationName(operation);
+                builder.failOpen(operation, settings.getFailOpen());
+              }
+            });
     listeners.orderedStream().forEach(builder::listener);
     observers.orderedStream().forEach(builder::observer);
     classifier.ifUnique(builder::failureClassifier);
@@ -182,6 +193,17 @@ public final class IdempotencyAutoConfiguration {
     return IdempotencyAutoConfiguration.class.getName().equals(definition.getFactoryBeanName());
   }
 
+  private static void requireOperationName(String operation) {
+    if (!dev.idempotency.IdempotencyKey.isOperationName(operation)) {
+      throw new IllegalStateException(
+          "idempotency.operations."
+              + operation
+              + ": '"
+              + operation
+              + "' is not an operation name (1 to 64 characters of [A-Za-z0-9_.-])");
+    }
+  }
+
   private static Optional<StoreCandidate> find(List<StoreCandidate> candidates, StoreType type) {
     return candidates.stream().filter(candidate -> candidate.type() == type).findFirst();
   }
@@ -220,14 +242,61 @@ public final class IdempotencyAutoConfiguration {
       return new StoreCandidate(
           StoreType.JDBC,
           "the application's DataSource, table " + jdbc.getTableName(),
-          () ->
-              JdbcKeyStore.builder(dataSource)
-                  .tableName(jdbc.getTableName())
-                  .createSchemaIfMissing(createSchema(jdbc.getInitializeSchema(), dataSource))
-                  .databaseTime(jdbc.isDatabaseTime())
-                  .operationTimeout(jdbc.getOperationTimeout())
-                  .synchronousOutcomes(jdbc.isSynchronousOutcomes())
-                  .build());
+          () -> checked(build(dataSource, jdbc), jdbc));
+    }
+
+    private static JdbcKeyStore build(DataSource dataSource, IdempotencyProperties.Jdbc jdbc) {
+      return JdbcKeyStore.builder(dataSource)
+          .tableName(jdbc.getTableName())
+          .createSchemaIfMissing(createSchema(jdbc.getInitializeSchema(), dataSource))
+          .databaseTime(jdbc.isDatabaseTime())
+          .operationTimeout(jdbc.getOperationTimeout())
+          .connectionWait(jdbc.getConnectionWait())
+          .synchronousOutcomes(jdbc.isSynchronousOutcomes())
+          .build();
+    }
+
+    /**
+     * Checks the table when the database answers (creating it first where schema initialisation is
+     * on): a missing table fails the start with what to do. A database that does not answer does
+     * not stop the start: calls fail closed until it does.
+     */
+    static JdbcKeyStore checked(JdbcKeyStore store, IdempotencyProperties.Jdbc jdbc) {
+      boolean exists;
+      try {
+        exists = store.tableExists();
+      } catch (KeyStoreException e) {
+        log.warn(
+            "The idempotency store's database did not answer at startup ({}): the application"
+                + " starts, its idempotent calls fail closed (503) until the database answers,"
+                + " and table {} is checked then",
+            rootMessage(e),
+            jdbc.getTableName());
+        log.debug("The database's failure at startup", e);
+        return store;
+      }
+      if (!exists) {
+        throw new IllegalStateException(
+            "The idempotency table "
+                + jdbc.getTableName()
+                + " does not exist (or this user cannot read it), and idempotency.jdbc"
+                + ".initialize-schema="
+                + jdbc.getInitializeSchema().name().toLowerCase(Locale.ROOT)
+                + " does not create it. Set idempotency.jdbc.initialize-schema=always to create"
+                + " it at startup, or create it in your migrations: the DDL is "
+                + store.dialect().schemaResource()
+                + " in the idempotency-jdbc jar (placeholders ${table} and ${name}), or"
+                + " JdbcKeyStore.schemaSql(dialect, table) filled in");
+      }
+      return store;
+    }
+
+    private static String rootMessage(Throwable e) {
+      Throwable root = e;
+      while (root.getCause() != null && root.getCause() != root) {
+        root = root.getCause();
+      }
+      return root.getClass().getSimpleName() + ": " + root.getMessage();
     }
 
     private static boolean createSchema(SchemaInitialization mode, DataSource dataSource) {
@@ -238,7 +307,10 @@ public final class IdempotencyAutoConfiguration {
       };
     }
 
-    /** An in-memory database, which starts empty every time: H2, HSQLDB or Derby in memory. */
+    /**
+     * An in-memory database, which starts empty every time: H2, HSQLDB or Derby in memory. A
+     * database that cannot be reached is not one of them (an in-memory database always answers).
+     */
     static boolean isEmbedded(DataSource dataSource) {
       try (Connection connection = dataSource.getConnection()) {
         String url = connection.getMetaData().getURL();
@@ -246,9 +318,28 @@ public final class IdempotencyAutoConfiguration {
             && (url.startsWith("jdbc:h2:mem:")
                 || url.startsWith("jdbc:hsqldb:mem:")
                 || url.startsWith("jdbc:derby:memory:"));
-      } catch (SQLException e) {
-        throw new IllegalStateException("could not read the DataSource's URL", e);
+      } catch (SQLException | RuntimeException e) {
+        log.debug("Could not connect to read the DataSource's URL: not an in-memory database", e);
+        return false;
       }
+    }
+
+    /**
+     * Deletes expired rows on a schedule, when the store is JDBC (the starter's or the
+     * application's own {@link JdbcKeyStore} bean).
+     */
+    @Bean
+    @ConditionalOnMissingBean
+    @ConditionalOnProperty(
+        prefix = "idempotency.jdbc.purge",
+        name = "enabled",
+        havingValue = "true",
+        matchIfMissing = true)
+    JdbcPurgeSchedule idempotencyJdbcPurgeSchedule(
+        ObjectProvider<KeyStore> store, IdempotencyProperties properties) {
+      return new JdbcPurgeSchedule(
+          () -> store.getIfUnique() instanceof JdbcKeyStore jdbc ? jdbc : null,
+          properties.getJdbc().getPurge());
     }
   }
 
@@ -377,7 +468,7 @@ public final class IdempotencyAutoConfiguration {
                             + " mapper (Jackson) to store it with; add one or define a JsonCodecs"
                             + " bean");
                   }),
-          () -> properties.getObject().getDefaultTtl(),
+          operation -> properties.getObject().ttlOf(operation),
           () -> isAutoConfigured(beanFactory) ? properties.getObject().getLease() : null,
           () -> properties.getObject().getInFlightWait());
     }

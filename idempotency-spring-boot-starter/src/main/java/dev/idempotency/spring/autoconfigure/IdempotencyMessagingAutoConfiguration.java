@@ -79,7 +79,7 @@ public final class IdempotencyMessagingAutoConfiguration {
                           + " JSON mapper (Jackson) to store it with; add one or define a"
                           + " JsonCodecs bean");
                 }),
-        () -> properties.getObject().getDefaultTtl(),
+        operation -> properties.getObject().ttlOf(operation),
         () -> messaging.obtain().getHeader(),
         () ->
             messaging.obtain().getStoredFailure()

@@ -2,6 +2,7 @@ package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.TakeoverPolicy;
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.util.unit.DataSize;
 
@@ -40,6 +41,14 @@ public class IdempotencyProperties {
 
   /** Whether leases are renewed while senders run. */
   private boolean leaseRenewal = true;
+
+  /**
+   * Settings of single operations, by operation name (the {@code name} of {@code @Idempotent},
+   * {@code @IdempotentEndpoint} or {@code @IdempotentListener}; for a direct guard call, the
+   * request's operation, by default the key's namespace): {@code
+   * idempotency.operations.otp.ttl=10m}, {@code idempotency.operations.marketing.fail-open=true}.
+   */
+  private final java.util.Map<String, Operation> operations = new java.util.LinkedHashMap<>();
 
   private final Memory memory = new Memory();
   private final Jdbc jdbc = new Jdbc();
@@ -177,6 +186,44 @@ public class IdempotencyProperties {
    *
    * @return the settings
    */
+  /**
+   * Settings of single operations, by name.
+   *
+   * @return the operations, mutable for binding
+   */
+  public java.util.Map<String, Operation> getOperations() {
+    return operations;
+  }
+
+  /**
+   * The window of an operation that names none itself: its {@code
+   * idempotency.operations.<name>.ttl} if set, else {@link #getDefaultTtl()}.
+   *
+   * @param operation the operation's name, or {@code null} for none
+   * @return the window
+   */
+  public Duration ttlOf(@Nullable String operation) {
+    Operation own = operation == null ? null : operations.get(operation);
+    return own != null && own.getTtl() != null ? own.getTtl() : defaultTtl;
+  }
+
+  /**
+   * Whether an operation's calls fail open: its {@code idempotency.operations.<name>.fail-open} if
+   * set, else {@link #isFailOpen()}.
+   *
+   * @param operation the operation's name
+   * @return whether its calls send anyway when the store fails before the claim
+   */
+  public boolean failOpenOf(String operation) {
+    Operation own = operations.get(operation);
+    return own != null && own.getFailOpen() != null ? own.getFailOpen() : failOpen;
+  }
+
+  /**
+   * The in-memory store's settings.
+   *
+   * @return the settings
+   */
   public Memory getMemory() {
     return memory;
   }
@@ -230,6 +277,57 @@ public class IdempotencyProperties {
     NEVER
   }
 
+  /** Settings of one operation; what is not set here comes from the application-wide ones. */
+  public static class Operation {
+
+    /**
+     * The window of this operation's calls that name none themselves; default {@code default-ttl}.
+     */
+    private Duration ttl;
+
+    /**
+     * Whether this operation's calls send anyway when the store fails before the claim; default
+     * {@code idempotency.fail-open}.
+     */
+    private Boolean failOpen;
+
+    /**
+     * The ttl.
+     *
+     * @return the ttl
+     */
+    public Duration getTtl() {
+      return ttl;
+    }
+
+    /**
+     * Sets the ttl.
+     *
+     * @param ttl the ttl
+     */
+    public void setTtl(Duration ttl) {
+      this.ttl = ttl;
+    }
+
+    /**
+     * The fail open.
+     *
+     * @return the fail open
+     */
+    public Boolean getFailOpen() {
+      return failOpen;
+    }
+
+    /**
+     * Sets the fail open.
+     *
+     * @param failOpen the fail open
+     */
+    public void setFailOpen(Boolean failOpen) {
+      this.failOpen = failOpen;
+    }
+  }
+
   /** The in-memory store's settings. */
   public static class Memory {
 
@@ -278,6 +376,41 @@ public class IdempotencyProperties {
      * does. Off by default: on PostgreSQL the outcome commits without waiting for the WAL flush.
      */
     private boolean synchronousOutcomes = false;
+
+    /**
+     * How long a call waits for a connection from the pool before it fails (503), however long the
+     * pool's own timeout (Hikari's default is 30 s).
+     */
+    private Duration connectionWait = Duration.ofSeconds(2);
+
+    private final Purge purge = new Purge();
+
+    /**
+     * The connection wait.
+     *
+     * @return the connection wait
+     */
+    public Duration getConnectionWait() {
+      return connectionWait;
+    }
+
+    /**
+     * Sets the connection wait.
+     *
+     * @param connectionWait the connection wait
+     */
+    public void setConnectionWait(Duration connectionWait) {
+      this.connectionWait = connectionWait;
+    }
+
+    /**
+     * The purge.
+     *
+     * @return the purge
+     */
+    public Purge getPurge() {
+      return purge;
+    }
 
     /**
      * Whether outcomes wait for the disk flush.
@@ -367,6 +500,73 @@ public class IdempotencyProperties {
      */
     public void setOperationTimeout(Duration operationTimeout) {
       this.operationTimeout = operationTimeout;
+    }
+  }
+
+  /** The starter's purge of expired JDBC rows. */
+  public static class Purge {
+
+    /** Whether the starter deletes rows past their window on a schedule. */
+    private boolean enabled = true;
+
+    /** The time between purge runs; the first run comes at a random point within one interval. */
+    private Duration interval = Duration.ofMinutes(5);
+
+    /** Rows one purge statement deletes at most; a run repeats it until fewer are left. */
+    private int batchSize = 1_000;
+
+    /**
+     * The enabled.
+     *
+     * @return the enabled
+     */
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    /**
+     * Sets the enabled.
+     *
+     * @param enabled the enabled
+     */
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    /**
+     * The interval.
+     *
+     * @return the interval
+     */
+    public Duration getInterval() {
+      return interval;
+    }
+
+    /**
+     * Sets the interval.
+     *
+     * @param interval the interval
+     */
+    public void setInterval(Duration interval) {
+      this.interval = interval;
+    }
+
+    /**
+     * The batch size.
+     *
+     * @return the batch size
+     */
+    public int getBatchSize() {
+      return batchSize;
+    }
+
+    /**
+     * Sets the batch size.
+     *
+     * @param batchSize the batch size
+     */
+    public void setBatchSize(int batchSize) {
+      this.batchSize = batchSize;
     }
   }
 

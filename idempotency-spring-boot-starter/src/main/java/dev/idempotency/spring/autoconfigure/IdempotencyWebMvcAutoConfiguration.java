@@ -108,7 +108,7 @@ public final class IdempotencyWebMvcAutoConfiguration {
       ConfigurableListableBeanFactory beanFactory,
       ObjectProvider<IdempotencyProperties> properties) {
     return new IdempotentEndpoints(
-        () -> properties.getObject().getDefaultTtl(),
+        operation -> properties.getObject().ttlOf(operation),
         () ->
             IdempotencyAutoConfiguration.isAutoConfigured(beanFactory)
                 ? properties.getObject().getLease()

@@ -5,8 +5,10 @@ import dev.idempotency.spring.JsonCodecs;
 import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
+import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
@@ -49,6 +51,30 @@ public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor {
       Supplier<Duration> defaultTtl,
       Supplier<String> defaultHeader,
       Supplier<Boolean> acknowledgeStoredFailure) {
+    this(
+        guard,
+        json,
+        dev.idempotency.spring.TtlAttribute.sameForAll(defaultTtl),
+        defaultHeader,
+        acknowledgeStoredFailure);
+  }
+
+  /**
+   * Creates the advisor, with windows by operation.
+   *
+   * @param guard the guard, looked up on the first delivery
+   * @param json the JSON codecs, for listeners that return a value (looked up when needed)
+   * @param ttlOf the window of listeners that name none, by operation name ({@code
+   *     idempotency.operations.<name>.ttl}, else {@code idempotency.default-ttl})
+   * @param defaultHeader the key's header for listeners that name neither key nor header
+   * @param acknowledgeStoredFailure what {@link IdempotentListener.StoredFailure#DEFAULT} means
+   */
+  public IdempotentListenerAdvisor(
+      Supplier<IdempotencyGuard> guard,
+      Supplier<JsonCodecs> json,
+      Function<@Nullable String, Duration> ttlOf,
+      Supplier<String> defaultHeader,
+      Supplier<Boolean> acknowledgeStoredFailure) {
     this.methods =
         new ListenerMethods(
             Objects.requireNonNull(defaultHeader, "defaultHeader must not be null"),
@@ -59,7 +85,7 @@ public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor {
             methods,
             Objects.requireNonNull(guard, "guard must not be null"),
             Objects.requireNonNull(json, "json must not be null"),
-            Objects.requireNonNull(defaultTtl, "defaultTtl must not be null"));
+            Objects.requireNonNull(ttlOf, "ttlOf must not be null"));
   }
 
   @Override

@@ -22,6 +22,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -52,18 +53,18 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
   private final ListenerMethods methods;
   private final Supplier<IdempotencyGuard> guard;
   private final Supplier<JsonCodecs> json;
-  private final Supplier<Duration> defaultTtl;
+  private final Function<@Nullable String, Duration> ttlOf;
   private final Map<ListenerMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
 
   IdempotentListenerInterceptor(
       ListenerMethods methods,
       Supplier<IdempotencyGuard> guard,
       Supplier<JsonCodecs> json,
-      Supplier<Duration> defaultTtl) {
+      Function<@Nullable String, Duration> ttlOf) {
     this.methods = methods;
     this.guard = guard;
     this.json = json;
-    this.defaultTtl = defaultTtl;
+    this.ttlOf = ttlOf;
   }
 
   @Override
@@ -85,7 +86,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
   }
 
   private Duration ttl(ListenerMethod method) {
-    return method.ttl != null ? method.ttl : defaultTtl.get();
+    return method.ttl != null ? method.ttl : ttlOf.apply(method.name);
   }
 
   @SuppressWarnings("unchecked")

@@ -13,6 +13,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.framework.Advised;
@@ -50,7 +51,7 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
       String where, @Nullable String name, Duration ttl, boolean required, List<String> headers) {}
 
   private final Map<Method, Optional<Endpoint>> endpoints = new ConcurrentHashMap<>();
-  private final Supplier<Duration> defaultTtl;
+  private final Function<@Nullable String, Duration> ttlOf;
   private final Supplier<@Nullable Duration> lease;
   private @Nullable ListableBeanFactory beanFactory;
 
@@ -62,7 +63,21 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
    *     that check
    */
   public IdempotentEndpoints(Supplier<Duration> defaultTtl, Supplier<@Nullable Duration> lease) {
-    this.defaultTtl = Objects.requireNonNull(defaultTtl, "defaultTtl must not be null");
+    this(dev.idempotency.spring.TtlAttribute.sameForAll(defaultTtl), lease);
+  }
+
+  /**
+   * Creates the registry, with windows by operation.
+   *
+   * @param ttlOf the window of endpoints that name none, by operation name ({@code
+   *     idempotency.operations.<name>.ttl}, else {@code idempotency.default-ttl}); {@code null} for
+   *     an endpoint without a name
+   * @param lease the guard's lease, which every window must be longer than; may supply null to skip
+   *     that check
+   */
+  public IdempotentEndpoints(
+      Function<@Nullable String, Duration> ttlOf, Supplier<@Nullable Duration> lease) {
+    this.ttlOf = Objects.requireNonNull(ttlOf, "ttlOf must not be null");
     this.lease = Objects.requireNonNull(lease, "lease must not be null");
   }
 
@@ -104,7 +119,7 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
       }
       headers.add(header.strip());
     }
-    Duration ttl = TtlAttribute.parse(where, annotation.ttl(), defaultTtl.get(), lease.get());
+    Duration ttl = TtlAttribute.parse(where, annotation.ttl(), name, ttlOf, lease.get());
     return Optional.of(new Endpoint(where, name, ttl, annotation.required(), List.copyOf(headers)));
   }
 

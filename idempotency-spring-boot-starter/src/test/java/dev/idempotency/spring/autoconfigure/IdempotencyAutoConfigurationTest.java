@@ -198,15 +198,22 @@ class IdempotencyAutoConfigurationTest {
   }
 
   @Test
-  void initializeSchemaNeverLeavesTheTableToTheMigrations() {
+  void initializeSchemaNeverWithoutTheTableFailsTheStartSayingWhatToDo() {
     runner
         .withBean(DataSource.class, IdempotencyAutoConfigurationTest::h2)
         .withPropertyValues(
             "idempotency.jdbc.initialize-schema=never", "idempotency.jdbc.table-name=idem_never")
         .run(
             context -> {
-              assertThat(context.getBean(KeyStore.class)).isInstanceOf(JdbcKeyStore.class);
-              assertThat(tableExists(context.getBean(DataSource.class), "IDEM_NEVER")).isFalse();
+              assertThat(context).hasFailed();
+              Throwable root = context.getStartupFailure();
+              while (root.getCause() != null) {
+                root = root.getCause();
+              }
+              assertThat(root)
+                  .hasMessageContaining("idem_never")
+                  .hasMessageContaining("idempotency.jdbc.initialize-schema=always")
+                  .hasMessageContaining("dev/idempotency/jdbc/schema-h2.sql");
             });
   }
 

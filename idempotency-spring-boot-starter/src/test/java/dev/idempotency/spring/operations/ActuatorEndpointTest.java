@@ -1,0 +1,138 @@
+package dev.idempotency.spring.operations;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.IdempotencyRecord;
+import dev.idempotency.spring.EmbeddedServers;
+import dev.idempotency.spring.app.Mailer;
+import java.net.URLEncoder;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.springframework.context.ConfigurableApplicationContext;
+
+/**
+ * The {@code idempotency} Actuator endpoint over real HTTP on PostgreSQL: read a key, forget a
+ * completed one so that it sends again, refuse to forget one in progress; not exposed until the
+ * application exposes it. Settings per operation give an endpoint its own window.
+ */
+class ActuatorEndpointTest {
+
+  private static String path(String key) {
+    return "/actuator/idempotency?key=" + URLEncoder.encode(key, StandardCharsets.UTF_8);
+  }
+
+  private static ConfigurableApplicationContext start(String exposure) {
+    return Apps.start(
+        "spring.datasource.url=" + EmbeddedServers.postgresUrl(),
+        "idempotency.jdbc.table-name=idem_actuator",
+        "idempotency.jdbc.initialize-schema=always",
+        "idempotency.operations.otp-sms.ttl=90m",
+        "management.health.redis.enabled=false",
+        "management.endpoints.web.exposure.include=" + exposure);
+  }
+
+  @Test
+  void readsForgetsAndRefusesToForgetAKeyInProgress() throws Exception {
+    try (ConfigurableApplicationContext app = start("health,idempotency")) {
+      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+      String key = "otp:user_42:" + UUID.randomUUID();
+      guard.execute(key, Duration.ofHours(24), ctx -> "n_1");
+
+      HttpResponse<String> found = Apps.get(app, path(key));
+      HttpResponse<String> absent = Apps.get(app, path("otp:user_42:" + UUID.randomUUID()));
+      HttpResponse<String> forgotten = Apps.request(app, "DELETE", path(key), null, null);
+      HttpResponse<String> gone = Apps.get(app, path(key));
+      String again = guard.execute(key, Duration.ofHours(24), ctx -> "n_2");
+      HttpResponse<String> invalid = Apps.get(app, "/actuator/idempotency?key=%01");
+
+      assertThat(found.statusCode()).isEqualTo(200);
+      assertThat(found.body()).contains("\"state\":\"COMPLETED\"").contains("\"attempt\":1");
+      assertThat(found.body()).as("results are never shown").doesNotContain("n_1");
+      assertThat(absent.statusCode()).isEqualTo(404);
+      assertThat(forgotten.statusCode()).isEqualTo(200);
+      assertThat(forgotten.body()).contains("\"forgotten\":true");
+      assertThat(gone.statusCode()).isEqualTo(404);
+      assertThat(again).as("a forgotten key sends again").isEqualTo("n_2");
+      assertThat(invalid.statusCode()).isEqualTo(400);
+    }
+  }
+
+  @Test
+  void aKeyInProgressIsNotForgotten() throws Exception {
+    try (ConfigurableApplicationContext app = start("idempotency")) {
+      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+      String key = "otp:user_42:" + UUID.randomUUID();
+      CountDownLatch sending = new CountDownLatch(1);
+      CountDownLatch release = new CountDownLatch(1);
+      ExecutorService sender = Executors.newSingleThreadExecutor();
+      try {
+        Future<String> send =
+            sender.submit(
+                () ->
+                    guard.execute(
+                        key,
+                        Duration.ofHours(24),
+                        ctx -> {
+                          sending.countDown();
+                          release.await(60, TimeUnit.SECONDS);
+                          return "n_1";
+                        }));
+        assertThat(sending.await(60, TimeUnit.SECONDS)).isTrue();
+
+        HttpResponse<String> refused = Apps.request(app, "DELETE", path(key), null, null);
+        release.countDown();
+        send.get(60, TimeUnit.SECONDS);
+
+        assertThat(refused.body())
+            .contains("\"forgotten\":false")
+            .contains("\"state\":\"IN_PROGRESS\"");
+        assertThat(guard.find(key)).map(IdempotencyRecord::attempt).hasValue(1);
+        assertThat(guard.execute(key, Duration.ofHours(24), ctx -> "n_2")).isEqualTo("n_1");
+      } finally {
+        release.countDown();
+        sender.shutdownNow();
+      }
+    }
+  }
+
+  @Test
+  void notExposedUntilTheApplicationSaysSo() throws Exception {
+    try (ConfigurableApplicationContext app = start("health")) {
+      assertThat(Apps.get(app, path("otp:user_42:x")).statusCode()).isEqualTo(404);
+      assertThat(Apps.get(app, "/actuator/health").statusCode()).isEqualTo(200);
+    }
+  }
+
+  @Test
+  void anOperationsOwnTtlIsItsWindow() throws Exception {
+    try (ConfigurableApplicationContext app = start("idempotency")) {
+      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+      Mailer mailer = app.getBean(Mailer.class);
+      String ownTtl = UUID.randomUUID().toString();
+      String defaultTtl = UUID.randomUUID().toString();
+
+      mailer.mdc(ownTtl);
+      mailer.send(defaultTtl);
+      IdempotencyRecord own = guard.find(IdempotencyKey.of("otp-sms", ownTtl)).orElseThrow();
+      IdempotencyRecord other =
+          guard.find(IdempotencyKey.of("Mailer.send", defaultTtl)).orElseThrow();
+
+      assertThat(Duration.between(own.createdAt(), own.expiresAt()))
+          .as("idempotency.operations.otp-sms.ttl=90m")
+          .isCloseTo(Duration.ofMinutes(90), Duration.ofSeconds(1));
+      assertThat(Duration.between(other.createdAt(), other.expiresAt()))
+          .as("idempotency.default-ttl")
+          .isCloseTo(Duration.ofHours(24), Duration.ofSeconds(1));
+    }
+  }
+}
