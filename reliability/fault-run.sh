@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long randomized fault run (README, "Guarantees"): the same FaultRunTest that `mvn verify` runs
+# The long randomized fault run (docs/guarantees.md): the same FaultRunTest that `mvn verify` runs
 # for 20 s per store, for as long as you like.
 #
 #   reliability/fault-run.sh --minutes 4 --seed 7                  every store, 4 minutes each

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Charts for BENCHMARKS.md and the README from the benchmarks' JSON lines (Python 3 stdlib only).
+"""Charts for BENCHMARKS.md and docs/performance.md from the benchmarks' JSON lines (Python 3 stdlib only).
 
     python3 benchmarks/scale/charts.py --peers PEERS.jsonl --scale SCALE.jsonl \
-        [--update BENCHMARKS.md README.md]
+        [--update BENCHMARKS.md docs/performance.md]
 
 --peers   the peers harness's results/<timestamp>.jsonl (one line per peer, T and round)
 --scale   ScaleBench's json=FILE output (pg-latency, redis-latency, pg-size, ...)

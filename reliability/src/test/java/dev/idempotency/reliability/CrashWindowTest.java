@@ -19,8 +19,8 @@ import org.junit.jupiter.api.Test;
 /**
  * Measures the crash window: from the moment the provider accepted a message (the sender returned)
  * to the moment its outcome is recorded (the fenced complete returned). A crash inside it is the
- * only way to a duplicate. Figures are printed, single-threaded on loopback, for the README; the
- * test asserts that every send was recorded, not how fast.
+ * only way to a duplicate. Figures are printed, single-threaded on loopback, for
+ * docs/guarantees.md; the test asserts that every send was recorded, not how fast.
  */
 class CrashWindowTest {
 

@@ -16,7 +16,7 @@ import org.junit.jupiter.params.provider.EnumSource;
 /**
  * The randomized fault run, short and seeded, on every shared store; and the same run on a
  * deliberately broken store, which the checker must fail. Each run appends its row to {@code
- * target/fault-runs.md}. The long run is the same test with more time (README, "Guarantees").
+ * target/fault-runs.md}. The long run is the same test with more time (docs/guarantees.md).
  */
 class FaultRunTest {
 

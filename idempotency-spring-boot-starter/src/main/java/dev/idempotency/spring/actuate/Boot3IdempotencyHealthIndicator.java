@@ -25,13 +25,6 @@ public final class Boot3IdempotencyHealthIndicator implements HealthIndicator {
   @Override
   public Health health() {
     Map<String, Object> details = StoreHealth.newDetails();
-    StoreHealth.Status status = check.check(details);
-    Health.Builder builder =
-        switch (status) {
-          case UP -> Health.up();
-          case DOWN -> Health.down();
-          case UNKNOWN -> Health.unknown();
-        };
-    return builder.withDetails(details).build();
+    return Health.status(check.check(details).name()).withDetails(details).build();
   }
 }
