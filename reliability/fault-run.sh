@@ -29,6 +29,6 @@ rm -f reliability/target/fault-runs.md
 args=(-Dfaultrun.seconds="$seconds" -Dfaultrun.seed="$seed")
 [[ -n "$stores" ]] && args+=(-Dfaultrun.stores="$stores")
 mvn --batch-mode --no-transfer-progress -pl reliability -am verify \
-  -Dtest='FaultRunTest' -Dsurefire.failIfNoSpecifiedTests=false -Dspotless.check.skip=true "${args[@]}"
+  -Dtest='FaultRunTest' -Dsurefire.failIfNoSpecifiedTests=false -Dspotless.check.skip=true -Dlettuce.compat.skip=true "${args[@]}"
 echo
 cat reliability/target/fault-runs.md

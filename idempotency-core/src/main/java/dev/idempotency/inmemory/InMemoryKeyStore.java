@@ -144,8 +144,9 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
         .computeIfPresent(
             request.keyId(),
             (keyId, current) -> {
-              if (!current.isOwnedBy(request.ownerToken())
-                  || !now.isBefore(current.record.retentionDeadline())) {
+              // fenced by the owner token alone: an owner whose clock ran past the window still
+              // holds its record (nobody claimed it since), and keeps it while it renews
+              if (!current.isOwnedBy(request.ownerToken())) {
                 return current;
               }
               extended[0] = true;

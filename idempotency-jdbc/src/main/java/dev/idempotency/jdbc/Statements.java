@@ -96,9 +96,9 @@ abstract class Statements {
             + lease
             + ", retain_until = "
             + lastingAtLeast(now + " + " + lease)
-            + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'"
-            + " AND retain_until > "
-            + now;
+            // fenced by the owner token alone, not by the renewer's clock: an owner whose clock
+            // ran past the window still holds the row (nobody claimed it since) and keeps it
+            + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
     complete =
         "UPDATE "
             + table

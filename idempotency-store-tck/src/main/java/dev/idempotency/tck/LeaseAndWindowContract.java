@@ -230,6 +230,32 @@ public abstract class LeaseAndWindowContract extends StoreContractSupport {
   }
 
   /**
+   * An owner whose clock has run ahead past its record's end (an NTP step, on a store that runs on
+   * the clients' clocks) still renews the record while it is its own: the owner token is the fence,
+   * and a renewal it loses to its own clock would let another process take over a live send.
+   */
+  @Test
+  public void anOwnerWhoseClockRanPastItsWindowStillRenewsItsOwnRecord() {
+    String keyId = newKeyId();
+    String token = newToken();
+    Duration retention = Duration.ofHours(1);
+    store().claim(claim(keyId, token, LONG_LEASE, retention));
+
+    boolean extended =
+        store().extend(extend(keyId, token, LONG_LEASE, requestNow(retention.plusMinutes(1))));
+    ClaimResult other =
+        store().claim(claim(keyId, newToken(), LONG_LEASE, retention).withNow(requestNow(ZERO)));
+
+    assertThat(extended)
+        .as("the owner's renewal is fenced by its token, not by its clock")
+        .isTrue();
+    assertThat(other).isInstanceOf(ClaimResult.Existing.class);
+    assertThat(existing(other).state()).isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(((ClaimResult.Existing) other).leaseExpired()).isFalse();
+    assertThat(store().complete(complete(keyId, token, bytes("ours")))).isTrue();
+  }
+
+  /**
    * An owner that keeps renewing keeps its record past the end of the window: a second claim then
    * finds it in progress rather than claiming the key afresh, and the owner's outcome is written.
    */
