@@ -264,6 +264,13 @@ final class LeaseKeeper {
         }
         continue;
       }
+      long tookNanos = System.nanoTime() - sentAtMono;
+      if (tookNanos > renewAfterNanos) {
+        log.debug(
+            "Renewing {} leases took {} ms, more than a quarter of the lease",
+            part.size(),
+            TimeUnit.NANOSECONDS.toMillis(tookNanos));
+      }
       for (int i = 0; i < part.size(); i++) {
         Claim claim = part.get(i);
         if (extended.get(i)) {

@@ -20,6 +20,8 @@ import java.util.Optional;
 import javax.sql.DataSource;
 import org.jdbi.v3.core.Jdbi;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A {@link KeyStore} in a relational database: one row per key id under a primary key, on
@@ -71,6 +73,8 @@ import org.jspecify.annotations.Nullable;
  * timeouts, retries and SQLState mapping in {@code SqlExecutor}, row mapping in {@code Rows}.
  */
 public final class JdbcKeyStore implements KeyStore {
+
+  private static final Logger log = LoggerFactory.getLogger(JdbcKeyStore.class);
 
   /** The default table name. */
   public static final String DEFAULT_TABLE_NAME = "idempotency_records";
@@ -147,8 +151,32 @@ public final class JdbcKeyStore implements KeyStore {
                 claims,
                 new JdbcBatchClaims(sql, claims, MAX_BATCH),
                 new JdbcWrites(sql, executor.watchdog()));
+        warmUpRenewals(prepared.writes());
       }
       return prepared;
+    }
+  }
+
+  /** A key id no digest can be (digests are 43 characters of base64url): the warm-up's. */
+  private static final String WARM_UP_KEY_ID = "idempotency:warm-up";
+
+  /**
+   * Renews no lease once, by a key no row has, so that the lease keeper's first batch renewal in a
+   * fresh process does not pay for loading and preparing that path: on a loaded host that cost can
+   * approach a short lease. A failure is ignored (the renewal path then warms on first real use).
+   */
+  private void warmUpRenewals(JdbcWrites writes) {
+    try {
+      executor.call(
+          "warm up renewals",
+          handle ->
+              writes.extendAll(
+                  handle,
+                  List.of(
+                      new ExtendRequest(
+                          WARM_UP_KEY_ID, "warm-up", Duration.ofSeconds(1), Instant.EPOCH))));
+    } catch (RuntimeException e) {
+      log.debug("Could not warm up the batch renewal path; it warms on first use", e);
     }
   }
 

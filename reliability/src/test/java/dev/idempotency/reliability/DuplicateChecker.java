@@ -33,7 +33,10 @@ import java.util.TreeMap;
  *       span) and returned the send to its caller as not recorded: its lease ran out while it could
  *       not renew it, and its outcome, fenced by the owner token, was refused: "owner cut off from
  *       the store". An outcome not recorded without such a fault is no excuse: a live owner that
- *       can reach the store keeps its lease.
+ *       can reach the store keeps its lease. A cut (partition or store restart) at least a lease
+ *       long that overlapped the span excuses it without that evidence: no renewal got through it,
+ *       so the lease ran out whatever the owner did (an owner killed later, before its batch logged
+ *       the outcome as not recorded, leaves none).
  * </ul>
  *
  * Two more causes are no duplicates at all, but sends the promise allows:
@@ -214,7 +217,7 @@ final class DuplicateChecker {
         Send later = sends.get(i);
         String cause = windowEnded(sends.subList(0, i), later) ? "window ended" : null;
         for (int j = 0; j < i && cause == null; j++) {
-          cause = cause(sends.get(j), later, history.faults, notRecorded);
+          cause = cause(sends.get(j), later, history.faults, notRecorded, history.leaseMillis);
         }
         if (cause == null
             && aheadOwnerBetween(
@@ -261,7 +264,7 @@ final class DuplicateChecker {
 
   /** Why {@code later} may repeat {@code earlier}, or null if nothing allows it. */
   private static String cause(
-      Send earlier, Send later, List<Fault> faults, Set<String> notRecorded) {
+      Send earlier, Send later, List<Fault> faults, Set<String> notRecorded, long leaseMillis) {
     if (!earlier.providerKey().equals(later.providerKey())) {
       return null;
     }
@@ -310,6 +313,18 @@ final class DuplicateChecker {
           && fault.millis() <= later.startMillis()
           && fault.untilMillis() >= earlier.startMillis()) {
         return fault.type().equals("PAUSE") ? "owner paused" : "owner stalled";
+      }
+    }
+    for (Fault fault : faults) {
+      // a cut at least a lease long lets no renewal through: the owner's lease ran out whatever it
+      // did, so a takeover after it is the cut's, even when the owner was killed before it could
+      // log the outcome as not recorded (a batch killed before its record() returned)
+      boolean cut = fault.type().equals("PARTITION") || fault.type().equals("STORE_RESTART");
+      if (cut
+          && fault.untilMillis() - fault.millis() >= leaseMillis
+          && fault.millis() <= later.startMillis()
+          && fault.untilMillis() >= earlier.startMillis()) {
+        return "owner cut off from the store";
       }
     }
     if (notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())) {

@@ -197,6 +197,30 @@ class DuplicateCheckerTest {
     assertThat(report.brokenDuplicates).hasSize(1);
   }
 
+  /**
+   * A batch's owner cut off for longer than a lease, then killed before its batch logged anything:
+   * the cut alone excuses the takeover (no renewal got through it). A shorter cut does not.
+   */
+  @Test
+  void aCutLongerThanALeaseExcusesATakeoverWithoutTheOwnersLogAndAShorterOneDoesNot() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 1, 5, 100, 130, "first"),
+            new Send("k", "pk", 2, 7, 1_950, 1_960, "taken-over"));
+    List<Call> calls = List.of(new Call("k", "execute", 7, "SENT", "taken-over", true, 1_970));
+
+    DuplicateChecker.Report longCut =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("PARTITION", -1, 130, 1_800))), List.of(), 0);
+    DuplicateChecker.Report shortCut =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("PARTITION", -1, 130, 600))), List.of(), 0);
+
+    assertThat(longCut.ok()).isTrue();
+    assertThat(longCut.allowedDuplicates).containsEntry("owner cut off from the store", 1);
+    assertThat(shortCut.brokenDuplicates).hasSize(1);
+  }
+
   @Test
   void aSlowFirstSendLoggedAfterTheTakeoverIsOrderedByItsStart() {
     DuplicateChecker.Report report =
