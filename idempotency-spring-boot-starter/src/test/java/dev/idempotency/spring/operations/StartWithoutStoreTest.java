@@ -2,10 +2,15 @@ package dev.idempotency.spring.operations;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.jdbc.JdbcDialect;
+import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.spring.app.Runs;
 import dev.idempotency.testservers.FreePorts;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.net.http.HttpResponse;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,11 +20,12 @@ import org.springframework.context.ConfigurableApplicationContext;
 import redis.embedded.RedisServer;
 
 /**
- * A service whose store is down when it starts still starts: its idempotent endpoints answer 503
- * (fail closed, at once rather than after the pool's 30 s), an operation set to fail open sends,
- * the health contributor says down, and once the server answers everything works without a restart.
- * PostgreSQL and Redis are really stopped: nothing listens on their ports until the test starts
- * them.
+ * A service whose store is down when it starts still starts (with the default settings, where the
+ * starter used to connect at startup to see whether the database was an embedded one): its
+ * idempotent endpoints answer 503 (fail closed, at once rather than after the pool's 30 s), an
+ * operation set to fail open sends, the health contributor says down, and once the server answers
+ * everything works without a restart. PostgreSQL and Redis are really stopped: nothing listens on
+ * their ports until the test starts them.
  */
 class StartWithoutStoreTest {
 
@@ -47,7 +53,6 @@ class StartWithoutStoreTest {
         Apps.start(
             "spring.datasource.url=jdbc:postgresql://127.0.0.1:" + port + "/postgres",
             "spring.datasource.username=postgres",
-            "idempotency.jdbc.initialize-schema=always",
             "idempotency.operations.campaign-launch.fail-open=true",
             "management.endpoints.web.exposure.include=health",
             "management.endpoint.health.show-details=always",
@@ -80,6 +85,13 @@ class StartWithoutStoreTest {
               .setPort(port)
               .setPGStartupWait(Duration.ofSeconds(120))
               .start()) {
+        // the service's migrations create the table (schema initialisation is off by default)
+        try (Connection connection =
+                DriverManager.getConnection(
+                    "jdbc:postgresql://127.0.0.1:" + port + "/postgres", "postgres", "");
+            Statement statement = connection.createStatement()) {
+          statement.execute(JdbcKeyStore.schemaSql(JdbcDialect.POSTGRESQL, "idempotency_records"));
+        }
         HttpResponse<String> first = notifyOnceItAnswers(app, key);
         HttpResponse<String> repeat = Apps.notify(app, key);
         HttpResponse<String> healthUp = Apps.get(app, "/actuator/health/idempotency");
