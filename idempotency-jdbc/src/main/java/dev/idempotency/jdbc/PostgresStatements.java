@@ -2,12 +2,15 @@ package dev.idempotency.jdbc;
 
 import dev.idempotency.spi.ClaimRequest;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
  * PostgreSQL 12 or newer: a claim is one statement (insert-if-absent and select in one CTE), a
- * batch is read by one array parameter, and concurrent purgers skip each other's rows.
+ * batch is inserted first and only the keys it did not insert are read, each by one array parameter
+ * per column, and concurrent purgers skip each other's rows.
  */
 final class PostgresStatements extends Statements {
 
@@ -28,8 +31,36 @@ final class PostgresStatements extends Statements {
    */
   private final String selectAny;
 
+  /**
+   * The insert-if-absent of a batch, its rows given as one array parameter per column ({@code
+   * keyIds}, {@code ownerTokens}, {@code fingerprints}, {@code debugKeys}), so that one statement
+   * serves every batch size; it returns the key and owner token of each row it inserted. A key
+   * twice in a batch is inserted once, by its first request: the second conflicts with the first.
+   */
+  private final String insertAllReturning;
+
   PostgresStatements(String table, boolean databaseTime, boolean synchronousOutcomes) {
     super(table, databaseTime, synchronousOutcomes);
+    String now = now();
+    insertAllReturning =
+        "INSERT INTO "
+            + table
+            + " ("
+            + COLUMNS
+            + ") SELECT b.key_id, 'IN_PROGRESS', b.owner_token, 1, b.fingerprint, NULL, "
+            + now
+            + ", NULL, "
+            + now
+            + " + "
+            + bigint("leaseMillis")
+            + ", "
+            + now
+            + " + "
+            + bigint("retentionMillis")
+            + ", b.debug_key FROM unnest(CAST(:keyIds AS VARCHAR[]),"
+            + " CAST(:ownerTokens AS VARCHAR[]), CAST(:fingerprints AS VARCHAR[]),"
+            + " CAST(:debugKeys AS VARCHAR[])) AS b(key_id, owner_token, fingerprint, debug_key)"
+            + " ON CONFLICT DO NOTHING RETURNING key_id, owner_token";
     insertOrSelect =
         new PlainStatement(
             "WITH ins AS ("
@@ -128,6 +159,42 @@ final class PostgresStatements extends Statements {
           }
           return Rows.InsertOrRow.read(rows);
         });
+  }
+
+  @Override
+  boolean insertsBatchesFirst() {
+    return true;
+  }
+
+  @Override
+  Map<String, String> insertAllReturningOwners(
+      org.jdbi.v3.core.Handle handle, List<ClaimRequest> requests) {
+    List<String> keyIds = new ArrayList<>(requests.size());
+    List<String> ownerTokens = new ArrayList<>(requests.size());
+    List<String> fingerprints = new ArrayList<>(requests.size());
+    List<String> debugKeys = new ArrayList<>(requests.size());
+    for (ClaimRequest request : requests) {
+      keyIds.add(request.keyId());
+      ownerTokens.add(request.ownerToken());
+      fingerprints.add(request.fingerprint());
+      debugKeys.add(request.debugKey());
+    }
+    ClaimRequest first = requests.get(0);
+    var insert =
+        handle
+            .createQuery(insertAllReturning)
+            .bindArray("keyIds", String.class, keyIds)
+            .bindArray("ownerTokens", String.class, ownerTokens)
+            .bindArray("fingerprints", String.class, fingerprints)
+            .bindArray("debugKeys", String.class, debugKeys)
+            .bind("leaseMillis", first.lease().toMillis())
+            .bind("retentionMillis", first.retention().toMillis());
+    bindNow(insert, first.now());
+    Map<String, String> inserted = new HashMap<>();
+    insert
+        .map((rs, ctx) -> Map.entry(rs.getString("key_id"), rs.getString("owner_token")))
+        .forEach(row -> inserted.put(row.getKey(), row.getValue()));
+    return inserted;
   }
 
   @Override

@@ -176,6 +176,25 @@ abstract class Statements {
   }
 
   /**
+   * Whether a batch's insert-if-absent reports the rows it inserted ({@link
+   * #insertAllReturningOwners}), so that a batch claim inserts first and reads only the keys it did
+   * not insert; otherwise it reads first and inserts the absent keys.
+   */
+  boolean insertsBatchesFirst() {
+    return false;
+  }
+
+  /**
+   * Inserts-if-absent the rows of a batch that shares one time, lease and window, in one statement,
+   * and reports the rows it inserted. Only where {@link #insertsBatchesFirst()}.
+   *
+   * @return the owner token of each row inserted, by key id
+   */
+  Map<String, String> insertAllReturningOwners(Handle handle, List<ClaimRequest> requests) {
+    throw new UnsupportedOperationException("this dialect reads a batch before inserting it");
+  }
+
+  /**
    * Reads the rows of a batch's keys in one statement. The default reads an {@code IN} list padded
    * to a power-of-two size, so that a store prepares few statement shapes.
    */
