@@ -250,7 +250,10 @@ public final class JdbcKeyStore implements KeyStore {
     return executor.callPlain("complete", connection -> writes.complete(connection, request));
   }
 
-  /** Writes a batch of outcomes as one JDBC batch of the fenced update: one round trip. */
+  /**
+   * Writes a batch of outcomes, each fenced by its owner token: on PostgreSQL one statement for a
+   * batch of distinct keys, elsewhere one JDBC batch of the fenced update (one round trip).
+   */
   @Override
   public List<Boolean> completeAll(List<CompleteRequest> requests) {
     if (requests.isEmpty()) {
@@ -279,7 +282,10 @@ public final class JdbcKeyStore implements KeyStore {
     return executor.callPlain("extend", connection -> writes.extend(connection, request));
   }
 
-  /** Renews a batch of leases as one JDBC batch of the fenced update: one round trip. */
+  /**
+   * Renews a batch of leases, each fenced by its owner token: on PostgreSQL one statement for a
+   * batch of distinct keys, elsewhere one JDBC batch of the fenced update (one round trip).
+   */
   @Override
   public List<Boolean> extendAll(List<ExtendRequest> requests) {
     if (requests.isEmpty()) {
