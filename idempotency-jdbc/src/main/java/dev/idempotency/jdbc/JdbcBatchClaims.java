@@ -9,10 +9,21 @@ import org.jdbi.v3.core.Handle;
 import org.jdbi.v3.core.statement.Update;
 
 /**
- * The batch claim, reading first: one select of every key of the chunk; if some are absent, one
- * multi-row insert-if-absent of those and one select of them again (a row holding this batch's
- * owner token was inserted by it). A replayed chunk so costs one statement, a new one three. Rows
- * past their window or with an expired lease go through the single-key {@link JdbcClaims}.
+ * The batch claim, in one of two orders, as the dialect allows:
+ *
+ * <ol>
+ *   <li>Inserting first (PostgreSQL): one insert-if-absent of every key of the chunk that reports
+ *       the rows it inserted, then one select of the keys it did not insert. A chunk of new keys so
+ *       costs one statement, a replayed one two.
+ *   <li>Reading first (MySQL, MariaDB): one select of every key of the chunk; if some are absent,
+ *       one multi-row insert-if-absent of those and one select of them again (a row holding this
+ *       batch's owner token was inserted by it). A replayed chunk so costs one statement, a new one
+ *       three.
+ * </ol>
+ *
+ * Either way, a row that exists goes through the single-key {@link JdbcClaims#decide} (past its
+ * window, an expired lease), and a key whose row vanished meanwhile through {@link
+ * JdbcClaims#claim}.
  */
 final class JdbcBatchClaims {
 
@@ -46,19 +57,27 @@ final class JdbcBatchClaims {
   }
 
   List<ClaimResult> claimAll(Handle handle, List<ClaimRequest> requests) {
-    Map<String, Rows.Row> rows = select(handle, requests);
-    List<ClaimRequest> absent = new ArrayList<>();
-    for (ClaimRequest request : requests) {
-      if (!rows.containsKey(request.keyId())) {
-        absent.add(request);
+    Map<String, String> inserted;
+    Map<String, Rows.Row> rows;
+    if (sql.insertsBatchesFirst()) {
+      inserted = sql.insertAllReturningOwners(handle, requests);
+      List<ClaimRequest> notInserted = new ArrayList<>();
+      for (ClaimRequest request : requests) {
+        if (!insertedBy(inserted, request)) {
+          notInserted.add(request);
+        }
       }
-    }
-    if (!absent.isEmpty()) {
-      insertAll(handle, absent);
-      rows.putAll(select(handle, absent));
+      rows = notInserted.isEmpty() ? Map.of() : select(handle, notInserted);
+    } else {
+      inserted = Map.of();
+      rows = selectOrInsert(handle, requests);
     }
     List<ClaimResult> results = new ArrayList<>(requests.size());
     for (ClaimRequest request : requests) {
+      if (insertedBy(inserted, request)) {
+        results.add(new ClaimResult.Claimed(1, false));
+        continue;
+      }
       Rows.Row row = rows.get(request.keyId());
       ClaimResult result = null;
       if (row != null && row.ownedBy(request.ownerToken())) {
@@ -70,6 +89,26 @@ final class JdbcBatchClaims {
       results.add(result != null ? result : claims.claim(handle.getConnection(), request));
     }
     return results;
+  }
+
+  private static boolean insertedBy(Map<String, String> inserted, ClaimRequest request) {
+    return request.ownerToken().equals(inserted.get(request.keyId()));
+  }
+
+  /** Reads first: the rows of every key, those absent inserted and read again. */
+  private Map<String, Rows.Row> selectOrInsert(Handle handle, List<ClaimRequest> requests) {
+    Map<String, Rows.Row> rows = select(handle, requests);
+    List<ClaimRequest> absent = new ArrayList<>();
+    for (ClaimRequest request : requests) {
+      if (!rows.containsKey(request.keyId())) {
+        absent.add(request);
+      }
+    }
+    if (!absent.isEmpty()) {
+      insertAll(handle, absent);
+      rows.putAll(select(handle, absent));
+    }
+    return rows;
   }
 
   private Map<String, Rows.Row> select(Handle handle, List<ClaimRequest> requests) {

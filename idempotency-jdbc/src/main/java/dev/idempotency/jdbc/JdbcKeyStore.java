@@ -248,9 +248,11 @@ public final class JdbcKeyStore implements KeyStore {
   }
 
   /**
-   * Claims a batch in few statements: one select of the chunk's keys, and for the absent ones one
-   * multi-row insert and one select again. On H2, which runs in-process, and for requests that do
-   * not share one time, lease and window, key by key.
+   * Claims a batch in few statements. On PostgreSQL one insert-if-absent of every key that reports
+   * what it inserted, and one select of the keys it did not (a batch of new keys costs one
+   * statement, a replayed one two); on MySQL and MariaDB one select of the keys, and for the absent
+   * ones one multi-row insert and one select again (three and one). On H2, which runs in-process,
+   * and for requests that do not share one time, lease and window, key by key.
    */
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
@@ -276,7 +278,10 @@ public final class JdbcKeyStore implements KeyStore {
     return executor.callPlain("complete", connection -> writes.complete(connection, request));
   }
 
-  /** Writes a batch of outcomes as one JDBC batch of the fenced update: one round trip. */
+  /**
+   * Writes a batch of outcomes, each fenced by its owner token: on PostgreSQL one statement for a
+   * batch of distinct keys, elsewhere one JDBC batch of the fenced update (one round trip).
+   */
   @Override
   public List<Boolean> completeAll(List<CompleteRequest> requests) {
     if (requests.isEmpty()) {
@@ -305,7 +310,10 @@ public final class JdbcKeyStore implements KeyStore {
     return executor.callPlain("extend", connection -> writes.extend(connection, request));
   }
 
-  /** Renews a batch of leases as one JDBC batch of the fenced update: one round trip. */
+  /**
+   * Renews a batch of leases, each fenced by its owner token: on PostgreSQL one statement for a
+   * batch of distinct keys, elsewhere one JDBC batch of the fenced update (one round trip).
+   */
   @Override
   public List<Boolean> extendAll(List<ExtendRequest> requests) {
     if (requests.isEmpty()) {

@@ -7,7 +7,10 @@ import java.sql.Connection;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.BitSet;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.function.BiPredicate;
 import java.util.function.Function;
 import org.jdbi.v3.core.Handle;
@@ -16,7 +19,8 @@ import org.jdbi.v3.core.statement.PreparedBatch;
 /**
  * The owner's fenced writes: complete, release and extend, each one conditional statement on the
  * owner token (a {@link PlainStatement}: an outcome follows every first send), and the batches of
- * complete and extend as one JDBC batch (one round trip with the PostgreSQL and MariaDB drivers).
+ * complete and extend as one statement over arrays on PostgreSQL, elsewhere as one JDBC batch (one
+ * round trip with the MariaDB driver, one statement per row on the server).
  */
 final class JdbcWrites {
 
@@ -76,14 +80,21 @@ final class JdbcWrites {
     return extend.update(connection, watchdog, values(request)) == 1;
   }
 
+  /**
+   * Writes the outcomes, each fenced: in one statement where the dialect can and the keys are
+   * distinct, else as a JDBC batch; then reads back each row not changed, as {@link #complete}
+   * does.
+   */
   List<Boolean> completeAll(Handle handle, List<CompleteRequest> requests) {
     List<Boolean> written =
-        batch(
-            handle,
-            complete,
-            requests,
-            JdbcWrites::values,
-            (h, request) -> holdsOutcome(h.getConnection(), request));
+        sql.updatesBatchesAtOnce() && distinctKeys(requests, CompleteRequest::keyId)
+            ? changed(sql.completeAllAtOnce(handle, requests), requests.size())
+            : batch(
+                handle,
+                complete,
+                requests,
+                JdbcWrites::values,
+                (h, request) -> holdsOutcome(h.getConnection(), request));
     for (int i = 0; i < written.size(); i++) {
       if (!written.get(i)) {
         written.set(i, holdsOutcome(handle.getConnection(), requests.get(i)));
@@ -92,8 +103,33 @@ final class JdbcWrites {
     return written;
   }
 
+  /**
+   * Renews the leases, each fenced: in one statement where the dialect can and the keys are
+   * distinct (a key twice would be renewed once, and report one renewal), else as a JDBC batch.
+   */
   List<Boolean> extendAll(Handle handle, List<ExtendRequest> requests) {
+    if (sql.updatesBatchesAtOnce() && distinctKeys(requests, ExtendRequest::keyId)) {
+      return changed(sql.extendAllAtOnce(handle, requests), requests.size());
+    }
     return batch(handle, extend, requests, JdbcWrites::values, this::extended);
+  }
+
+  private static <R> boolean distinctKeys(List<R> requests, Function<R, String> keyId) {
+    Set<String> seen = new HashSet<>();
+    for (R request : requests) {
+      if (!seen.add(keyId.apply(request))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static List<Boolean> changed(BitSet changed, int size) {
+    List<Boolean> results = new ArrayList<>(size);
+    for (int i = 0; i < size; i++) {
+      results.add(changed.get(i));
+    }
+    return results;
   }
 
   private static PlainStatement.Values values(CompleteRequest request) {

@@ -1,13 +1,22 @@
 package dev.idempotency.jdbc;
 
 import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.BitSet;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.jdbi.v3.core.argument.Argument;
+import org.jdbi.v3.core.statement.Query;
 
 /**
  * PostgreSQL 12 or newer: a claim is one statement (insert-if-absent and select in one CTE), a
- * batch is read by one array parameter, and concurrent purgers skip each other's rows.
+ * batch is inserted first and only the keys it did not insert are read, the outcomes and renewals
+ * of a batch are one statement each, all by one array parameter per column, and concurrent purgers
+ * skip each other's rows.
  */
 final class PostgresStatements extends Statements {
 
@@ -28,8 +37,79 @@ final class PostgresStatements extends Statements {
    */
   private final String selectAny;
 
+  /**
+   * The insert-if-absent of a batch, its rows given as one array parameter per column ({@code
+   * keyIds}, {@code ownerTokens}, {@code fingerprints}, {@code debugKeys}), so that one statement
+   * serves every batch size; it returns the key and owner token of each row it inserted. A key
+   * twice in a batch is inserted once, by its first request: the second conflicts with the first.
+   */
+  private final String insertAllReturning;
+
+  /**
+   * The outcomes of a batch of distinct keys, one array parameter per column ({@code keyIds},
+   * {@code ownerTokens}, {@code states}, {@code payloads}, {@code nows}), each row fenced by its
+   * owner token as the single-row {@link #complete} is; it returns the position in the batch (from
+   * 1) of each row it changed.
+   */
+  private final String completeAllAtOnce;
+
+  /**
+   * The renewals of a batch of distinct keys, one array parameter per column ({@code keyIds},
+   * {@code ownerTokens}, {@code leases}, {@code nows}), each row fenced by its owner token as the
+   * single-row {@link #extend} is; it returns the position in the batch (from 1) of each row it
+   * changed.
+   */
+  private final String extendAllAtOnce;
+
   PostgresStatements(String table, boolean databaseTime, boolean synchronousOutcomes) {
     super(table, databaseTime, synchronousOutcomes);
+    String now = now();
+    String batchNow = databaseTime ? databaseNow() : "b.now_millis";
+    completeAllAtOnce =
+        "UPDATE "
+            + table
+            + " AS t SET state = b.state, payload = b.payload, completed_at = "
+            + batchNow
+            + " FROM unnest(CAST(:keyIds AS VARCHAR[]), CAST(:ownerTokens AS VARCHAR[]),"
+            + " CAST(:states AS VARCHAR[]), CAST(:payloads AS BYTEA[]), CAST(:nows AS BIGINT[]))"
+            + " WITH ORDINALITY AS b(key_id, owner_token, state, payload, now_millis, batch_index)"
+            + " WHERE t.key_id = b.key_id AND t.owner_token = b.owner_token"
+            + " AND t.state = 'IN_PROGRESS'"
+            + (synchronousOutcomes ? "" : deferredFlush())
+            + " RETURNING b.batch_index";
+    extendAllAtOnce =
+        "UPDATE "
+            + table
+            + " AS t SET lease_until = "
+            + batchNow
+            + " + b.lease_millis, retain_until = "
+            + lastingAtLeast(batchNow + " + b.lease_millis")
+            + " FROM unnest(CAST(:keyIds AS VARCHAR[]), CAST(:ownerTokens AS VARCHAR[]),"
+            + " CAST(:leases AS BIGINT[]), CAST(:nows AS BIGINT[]))"
+            + " WITH ORDINALITY AS b(key_id, owner_token, lease_millis, now_millis, batch_index)"
+            + " WHERE t.key_id = b.key_id AND t.owner_token = b.owner_token"
+            + " AND t.state = 'IN_PROGRESS' AND t.retain_until > "
+            + batchNow
+            + " RETURNING b.batch_index";
+    insertAllReturning =
+        "INSERT INTO "
+            + table
+            + " ("
+            + COLUMNS
+            + ") SELECT b.key_id, 'IN_PROGRESS', b.owner_token, 1, b.fingerprint, NULL, "
+            + now
+            + ", NULL, "
+            + now
+            + " + "
+            + bigint("leaseMillis")
+            + ", "
+            + now
+            + " + "
+            + bigint("retentionMillis")
+            + ", b.debug_key FROM unnest(CAST(:keyIds AS VARCHAR[]),"
+            + " CAST(:ownerTokens AS VARCHAR[]), CAST(:fingerprints AS VARCHAR[]),"
+            + " CAST(:debugKeys AS VARCHAR[])) AS b(key_id, owner_token, fingerprint, debug_key)"
+            + " ON CONFLICT DO NOTHING RETURNING key_id, owner_token";
     insertOrSelect =
         new PlainStatement(
             "WITH ins AS ("
@@ -128,6 +208,110 @@ final class PostgresStatements extends Statements {
           }
           return Rows.InsertOrRow.read(rows);
         });
+  }
+
+  @Override
+  boolean insertsBatchesFirst() {
+    return true;
+  }
+
+  @Override
+  Map<String, String> insertAllReturningOwners(
+      org.jdbi.v3.core.Handle handle, List<ClaimRequest> requests) {
+    List<String> keyIds = new ArrayList<>(requests.size());
+    List<String> ownerTokens = new ArrayList<>(requests.size());
+    List<String> fingerprints = new ArrayList<>(requests.size());
+    List<String> debugKeys = new ArrayList<>(requests.size());
+    for (ClaimRequest request : requests) {
+      keyIds.add(request.keyId());
+      ownerTokens.add(request.ownerToken());
+      fingerprints.add(request.fingerprint());
+      debugKeys.add(request.debugKey());
+    }
+    ClaimRequest first = requests.get(0);
+    var insert =
+        handle
+            .createQuery(insertAllReturning)
+            .bindArray("keyIds", String.class, keyIds)
+            .bindArray("ownerTokens", String.class, ownerTokens)
+            .bindArray("fingerprints", String.class, fingerprints)
+            .bindArray("debugKeys", String.class, debugKeys)
+            .bind("leaseMillis", first.lease().toMillis())
+            .bind("retentionMillis", first.retention().toMillis());
+    bindNow(insert, first.now());
+    Map<String, String> inserted = new HashMap<>();
+    insert
+        .map((rs, ctx) -> Map.entry(rs.getString("key_id"), rs.getString("owner_token")))
+        .forEach(row -> inserted.put(row.getKey(), row.getValue()));
+    return inserted;
+  }
+
+  @Override
+  boolean updatesBatchesAtOnce() {
+    return true;
+  }
+
+  @Override
+  BitSet completeAllAtOnce(org.jdbi.v3.core.Handle handle, List<CompleteRequest> requests) {
+    int size = requests.size();
+    String[] keyIds = new String[size];
+    String[] ownerTokens = new String[size];
+    String[] states = new String[size];
+    byte[][] payloads = new byte[size][];
+    Long[] nows = new Long[size];
+    for (int i = 0; i < size; i++) {
+      CompleteRequest request = requests.get(i);
+      keyIds[i] = request.keyId();
+      ownerTokens[i] = request.ownerToken();
+      states[i] = request.state().name();
+      payloads[i] = request.payload();
+      nows[i] = request.now().toEpochMilli();
+    }
+    return changedPositions(
+        handle
+            .createQuery(completeAllAtOnce)
+            .bind("keyIds", array("varchar", keyIds))
+            .bind("ownerTokens", array("varchar", ownerTokens))
+            .bind("states", array("varchar", states))
+            .bind("payloads", array("bytea", payloads))
+            .bind("nows", array("int8", nows)));
+  }
+
+  @Override
+  BitSet extendAllAtOnce(org.jdbi.v3.core.Handle handle, List<ExtendRequest> requests) {
+    int size = requests.size();
+    String[] keyIds = new String[size];
+    String[] ownerTokens = new String[size];
+    Long[] leases = new Long[size];
+    Long[] nows = new Long[size];
+    for (int i = 0; i < size; i++) {
+      ExtendRequest request = requests.get(i);
+      keyIds[i] = request.keyId();
+      ownerTokens[i] = request.ownerToken();
+      leases[i] = request.lease().toMillis();
+      nows[i] = request.now().toEpochMilli();
+    }
+    return changedPositions(
+        handle
+            .createQuery(extendAllAtOnce)
+            .bind("keyIds", array("varchar", keyIds))
+            .bind("ownerTokens", array("varchar", ownerTokens))
+            .bind("leases", array("int8", leases))
+            .bind("nows", array("int8", nows)));
+  }
+
+  /** An array parameter of the given element type, made by the statement's own connection. */
+  private static Argument array(String elementType, Object[] elements) {
+    return (position, statement, context) ->
+        statement.setArray(
+            position, statement.getConnection().createArrayOf(elementType, elements));
+  }
+
+  /** Runs an update returning the positions (from 1) of the rows it changed, from 0. */
+  private static BitSet changedPositions(Query update) {
+    BitSet changed = new BitSet();
+    update.mapTo(Long.class).forEach(position -> changed.set((int) (position - 1)));
+    return changed;
   }
 
   @Override

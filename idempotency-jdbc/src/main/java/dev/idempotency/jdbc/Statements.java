@@ -1,8 +1,11 @@
 package dev.idempotency.jdbc;
 
 import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
 import java.sql.Connection;
 import java.time.Instant;
+import java.util.BitSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -173,6 +176,53 @@ abstract class Statements {
   /** Whether a batch's rows are inserted in one statement; otherwise key by key. */
   boolean insertsBatches() {
     return true;
+  }
+
+  /**
+   * Whether a batch's insert-if-absent reports the rows it inserted ({@link
+   * #insertAllReturningOwners}), so that a batch claim inserts first and reads only the keys it did
+   * not insert; otherwise it reads first and inserts the absent keys.
+   */
+  boolean insertsBatchesFirst() {
+    return false;
+  }
+
+  /**
+   * Inserts-if-absent the rows of a batch that shares one time, lease and window, in one statement,
+   * and reports the rows it inserted. Only where {@link #insertsBatchesFirst()}.
+   *
+   * @return the owner token of each row inserted, by key id
+   */
+  Map<String, String> insertAllReturningOwners(Handle handle, List<ClaimRequest> requests) {
+    throw new UnsupportedOperationException("this dialect reads a batch before inserting it");
+  }
+
+  /**
+   * Whether {@link #completeAllAtOnce} and {@link #extendAllAtOnce} write a batch of distinct keys
+   * in one statement; otherwise the batch is a JDBC batch of the single-row statements.
+   */
+  boolean updatesBatchesAtOnce() {
+    return false;
+  }
+
+  /**
+   * Writes the outcomes of a batch of distinct keys in one statement, each fenced by its owner
+   * token as {@link #complete} is. Only where {@link #updatesBatchesAtOnce()}.
+   *
+   * @return the positions in {@code requests} of the rows it changed
+   */
+  BitSet completeAllAtOnce(Handle handle, List<CompleteRequest> requests) {
+    throw new UnsupportedOperationException("this dialect completes a batch row by row");
+  }
+
+  /**
+   * Renews the leases of a batch of distinct keys in one statement, each fenced by its owner token
+   * as {@link #extend} is. Only where {@link #updatesBatchesAtOnce()}.
+   *
+   * @return the positions in {@code requests} of the rows it changed
+   */
+  BitSet extendAllAtOnce(Handle handle, List<ExtendRequest> requests) {
+    throw new UnsupportedOperationException("this dialect extends a batch row by row");
   }
 
   /**

@@ -2,8 +2,12 @@ package dev.idempotency.jdbc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.RecordState;
+import dev.idempotency.spi.StoredRecord;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
@@ -13,7 +17,9 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -252,6 +258,140 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
     assertThat(genericText)
         .as(genericText)
         .contains("Index Scan using " + purging.tableName() + "_retain_idx");
+  }
+
+  // ---- the outcomes and renewals of a batch: one statement each, fenced per key
+
+  /**
+   * A batch's renewals and outcomes are one statement each on the server (a statement-level trigger
+   * counts them; a JDBC batch would run one statement per row there), and each row is fenced by its
+   * owner token as the single-row statements are: a renewal or an outcome with another token
+   * changes nothing and reports false, the others report true.
+   */
+  @Test
+  void aBatchOfRenewalsOrOutcomesIsOneStatementOnTheServerFencedPerKey() throws Exception {
+    AtomicInteger statements = new AtomicInteger();
+    String table = freshTable();
+    JdbcKeyStore counted =
+        JdbcKeyStore.builder(new StatementCounter(dataSource(), statements))
+            .tableName(table)
+            .createSchemaIfMissing(true)
+            .build();
+    int size = 300;
+    List<String> keyIds = new ArrayList<>();
+    List<String> tokens = new ArrayList<>();
+    List<ClaimRequest> claims = new ArrayList<>();
+    for (int i = 0; i < size; i++) {
+      keyIds.add(newKeyId());
+      tokens.add(newToken());
+      claims.add(claim(keyIds.get(i), tokens.get(i)));
+    }
+    assertThat(counted.claimAll(claims)).allMatch(r -> r instanceof ClaimResult.Claimed);
+    try (Connection connection = dataSource().getConnection();
+        Statement statement = connection.createStatement()) {
+      statement.execute(
+          "CREATE TABLE IF NOT EXISTS update_statements (id BIGSERIAL PRIMARY KEY, tbl TEXT)");
+      statement.execute(
+          "CREATE OR REPLACE FUNCTION record_update_statement() RETURNS trigger LANGUAGE plpgsql"
+              + " AS $$ BEGIN INSERT INTO update_statements (tbl) VALUES (TG_TABLE_NAME);"
+              + " RETURN NULL; END $$");
+      statement.execute(
+          "CREATE TRIGGER "
+              + table
+              + "_update_statement AFTER UPDATE ON "
+              + table
+              + " FOR EACH STATEMENT EXECUTE FUNCTION record_update_statement()");
+    }
+    Map<String, Long> leasesBefore = column(table, "lease_until");
+
+    // every renewal with its owner's token, the odd ones with another's
+    List<ExtendRequest> renewals = new ArrayList<>();
+    for (int i = 0; i < size; i++) {
+      renewals.add(
+          extend(
+              keyIds.get(i),
+              i % 2 == 0 ? tokens.get(i) : newToken(),
+              LONG_LEASE.multipliedBy(2),
+              T0.plusSeconds(5)));
+    }
+    statements.set(0);
+    List<Boolean> extended = counted.extendAll(renewals);
+    assertThat(statements).as("client statements of the renewals").hasValue(1);
+    assertThat(updateStatements(table)).as("server statements of the renewals").isEqualTo(1);
+    Map<String, Long> leasesAfter = column(table, "lease_until");
+    for (int i = 0; i < size; i++) {
+      assertThat(extended.get(i)).as("renewal %d", i).isEqualTo(i % 2 == 0);
+      long expected =
+          i % 2 == 0
+              ? T0.plusSeconds(5).plus(LONG_LEASE.multipliedBy(2)).toEpochMilli()
+              : leasesBefore.get(keyIds.get(i));
+      assertThat(leasesAfter.get(keyIds.get(i))).as("lease of key %d", i).isEqualTo(expected);
+    }
+
+    // the outcomes likewise: the odd ones with another's token, each then read back
+    List<CompleteRequest> outcomes = new ArrayList<>();
+    for (int i = 0; i < size; i++) {
+      outcomes.add(
+          complete(keyIds.get(i), i % 2 == 0 ? tokens.get(i) : newToken(), bytes("r" + i)));
+    }
+    statements.set(0);
+    List<Boolean> written = counted.completeAll(outcomes);
+    assertThat(statements)
+        .as("client statements: the update, and a read-back of each row it did not change")
+        .hasValue(1 + size / 2);
+    assertThat(updateStatements(table)).as("server statements of the outcomes").isEqualTo(2);
+    Map<String, Long> completedAt = column(table, "completed_at");
+    for (int i = 0; i < size; i++) {
+      assertThat(written.get(i)).as("outcome %d", i).isEqualTo(i % 2 == 0);
+      StoredRecord record = counted.find(keyIds.get(i), T0.plusSeconds(1)).orElseThrow();
+      if (i % 2 == 0) {
+        assertThat(record.state()).isEqualTo(RecordState.COMPLETED);
+        assertThat(record.payload()).isEqualTo(bytes("r" + i));
+        assertThat(completedAt.get(keyIds.get(i))).isEqualTo(T0.plusSeconds(1).toEpochMilli());
+      } else {
+        assertThat(record.state()).as("fenced out: unchanged").isEqualTo(RecordState.IN_PROGRESS);
+        assertThat(record.payload()).isNull();
+        assertThat(completedAt.get(keyIds.get(i))).isNull();
+      }
+    }
+
+    // the rest with their owners' tokens: one statement, nothing to read back
+    List<CompleteRequest> rest = new ArrayList<>();
+    for (int i = 1; i < size; i += 2) {
+      rest.add(complete(keyIds.get(i), tokens.get(i), bytes("r" + i)));
+    }
+    statements.set(0);
+    assertThat(counted.completeAll(rest)).hasSize(size / 2).containsOnly(true);
+    assertThat(statements).hasValue(1);
+    assertThat(updateStatements(table)).isEqualTo(3);
+  }
+
+  /** Statements that updated {@code table}, as its statement-level trigger counted them. */
+  private long updateStatements(String table) throws Exception {
+    try (Connection connection = dataSource().getConnection();
+        PreparedStatement count =
+            connection.prepareStatement("SELECT count(*) FROM update_statements WHERE tbl = ?")) {
+      count.setString(1, table);
+      try (ResultSet rows = count.executeQuery()) {
+        rows.next();
+        return rows.getLong(1);
+      }
+    }
+  }
+
+  /** One nullable BIGINT column of every row of {@code table}, by key id. */
+  private Map<String, Long> column(String table, String column) throws Exception {
+    Map<String, Long> values = new HashMap<>();
+    try (Connection connection = dataSource().getConnection();
+        Statement statement = connection.createStatement();
+        ResultSet rows = statement.executeQuery("SELECT key_id, " + column + " FROM " + table)) {
+      while (rows.next()) {
+        long value = rows.getLong(2);
+        Long orNull = rows.wasNull() ? null : value;
+        values.put(rows.getString(1), orNull);
+      }
+    }
+    return values;
   }
 
   /** A data source that always hands out one connection, and never closes it. */
