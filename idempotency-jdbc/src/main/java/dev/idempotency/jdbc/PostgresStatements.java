@@ -87,9 +87,9 @@ final class PostgresStatements extends Statements {
             + " FROM unnest(CAST(:keyIds AS VARCHAR[]), CAST(:ownerTokens AS VARCHAR[]),"
             + " CAST(:leases AS BIGINT[]), CAST(:nows AS BIGINT[]))"
             + " WITH ORDINALITY AS b(key_id, owner_token, lease_millis, now_millis, batch_index)"
+            // fenced by the owner token alone, as the single-row extend: not by the renewer's clock
             + " WHERE t.key_id = b.key_id AND t.owner_token = b.owner_token"
-            + " AND t.state = 'IN_PROGRESS' AND t.retain_until > "
-            + batchNow
+            + " AND t.state = 'IN_PROGRESS'"
             + " RETURNING b.batch_index";
     insertAllReturning =
         "INSERT INTO "

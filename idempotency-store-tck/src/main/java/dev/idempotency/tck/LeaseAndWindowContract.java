@@ -241,14 +241,25 @@ public abstract class LeaseAndWindowContract extends StoreContractSupport {
     Duration retention = Duration.ofHours(1);
     store().claim(claim(keyId, token, LONG_LEASE, retention));
 
-    boolean extended =
-        store().extend(extend(keyId, token, LONG_LEASE, requestNow(retention.plusMinutes(1))));
+    String batchKeyId = newKeyId();
+    String batchToken = newToken();
+    store().claim(claim(batchKeyId, batchToken, LONG_LEASE, retention));
+    Instant ahead = requestNow(retention.plusMinutes(1));
+
+    boolean extended = store().extend(extend(keyId, token, LONG_LEASE, ahead));
+    List<Boolean> extendedInABatch =
+        store()
+            .extendAll(
+                List.of(
+                    extend(batchKeyId, batchToken, LONG_LEASE, ahead),
+                    extend(newKeyId(), newToken(), LONG_LEASE, ahead)));
     ClaimResult other =
         store().claim(claim(keyId, newToken(), LONG_LEASE, retention).withNow(requestNow(ZERO)));
 
     assertThat(extended)
         .as("the owner's renewal is fenced by its token, not by its clock")
         .isTrue();
+    assertThat(extendedInABatch).as("in a batch of renewals too").containsExactly(true, false);
     assertThat(other).isInstanceOf(ClaimResult.Existing.class);
     assertThat(existing(other).state()).isEqualTo(RecordState.IN_PROGRESS);
     assertThat(((ClaimResult.Existing) other).leaseExpired()).isFalse();
