@@ -27,6 +27,7 @@ import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import redis.embedded.RedisServer;
@@ -71,8 +72,9 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
     return store;
   }
 
-  /** The guard's promises on this store. */
+  /** The guard's promises on this store (not repeated on older Lettuce: tag {@code guard}). */
   @Nested
+  @Tag("guard")
   class OnTheGuard extends GuardOnStoreContract {
     @Override
     protected KeyStore store() {

@@ -66,6 +66,14 @@ final class DuplicateChecker {
   /** How long after its clock came back a process's takeover may still be excused by it. */
   static final long CLOCK_AHEAD_SLACK_MILLIS = 30_000;
 
+  /**
+   * How long before its send began a kill may be logged and still be the owner's: the nemesis logs
+   * a kill just before it signals, and a thread of the process may start a send (and the provider
+   * log it) in the milliseconds before the signal lands. Far shorter than a new client takes to
+   * start, so a replacement's sends are never excused by its predecessor's kill.
+   */
+  static final long KILL_SLACK_MILLIS = 200;
+
   /** What the checker found. */
   static final class Report {
     long calls;
@@ -290,7 +298,7 @@ final class DuplicateChecker {
         continue;
       }
       if (fault.type().equals("KILL")
-          && fault.millis() >= earlier.startMillis()
+          && fault.millis() >= earlier.startMillis() - KILL_SLACK_MILLIS
           && fault.millis() <= later.millis()) {
         return "owner killed";
       }

@@ -221,6 +221,39 @@ class DuplicateCheckerTest {
     assertThat(shortCut.brokenDuplicates).hasSize(1);
   }
 
+  /**
+   * The nemesis logs a kill just before it signals: a send the doomed process began a few
+   * milliseconds after that line is still the killed owner's. A send a second after it is not.
+   */
+  @Test
+  void aSendBegunAsTheKillLandedIsTheKilledOwnersAndOneLongAfterIsNot() {
+    List<Fault> kill = List.of(new Fault("KILL", 1, 1_000, 1_000));
+    DuplicateChecker.Report asItLanded =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 1, 1_009, 1_023, "first"),
+                    new Send("k", "pk", 2, 2, 2_100, 2_110, "taken-over")),
+                List.of(new Call("k", "async", 2, "SENT", "taken-over", true, 2_120)),
+                kill),
+            List.of(),
+            0);
+    DuplicateChecker.Report longAfter =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 1, 2_000, 2_010, "first"),
+                    new Send("k", "pk", 2, 2, 3_100, 3_110, "taken-over")),
+                List.of(new Call("k", "async", 2, "SENT", "taken-over", true, 3_120)),
+                kill),
+            List.of(),
+            0);
+
+    assertThat(asItLanded.ok()).isTrue();
+    assertThat(asItLanded.allowedDuplicates).containsEntry("owner killed", 1);
+    assertThat(longAfter.brokenDuplicates).hasSize(1);
+  }
+
   @Test
   void aSlowFirstSendLoggedAfterTheTakeoverIsOrderedByItsStart() {
     DuplicateChecker.Report report =
