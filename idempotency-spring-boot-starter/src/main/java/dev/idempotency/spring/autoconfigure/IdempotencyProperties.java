@@ -208,18 +208,6 @@ public class IdempotencyProperties {
   }
 
   /**
-   * Whether an operation's calls fail open: its {@code idempotency.operations.<name>.fail-open} if
-   * set, else {@link #isFailOpen()}.
-   *
-   * @param operation the operation's name
-   * @return whether its calls send anyway when the store fails before the claim
-   */
-  public boolean failOpenOf(String operation) {
-    Operation own = operations.get(operation);
-    return own != null && own.getFailOpen() != null ? own.getFailOpen() : failOpen;
-  }
-
-  /**
    * The in-memory store's settings.
    *
    * @return the settings
