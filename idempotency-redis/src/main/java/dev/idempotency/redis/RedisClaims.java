@@ -94,31 +94,32 @@ final class RedisClaims {
 
   /**
    * Claims a batch: on standalone Redis in one script call for the whole batch (and one {@code
-   * WAIT} if replicas are waited for); on a cluster, where keys live in different slots, as one
-   * pipeline of single-key claims.
+   * WAIT} if replicas are waited for), which claims each new key with one {@code SET NX GET} where
+   * the server takes it; on a cluster, where keys live in different slots, as one pipeline of
+   * single-key claims.
    */
   List<ClaimResult> claimAll(List<ClaimRequest> requests) {
     if (!redis.commands.multiKeyScripts()) {
       return RedisWrites.perKey(
           requests, request -> claim(redis.operation("claim"), request), ClaimResult.Failed::new);
     }
+    Operation operation = redis.operation("claim a batch");
     String[] keys = new String[requests.size()];
-    byte[][] args = new byte[requests.size() * ARGS_PER_KEY][];
+    byte[][] args = new byte[1 + requests.size() * ARGS_PER_KEY][];
+    args[0] = setGetClaims && setNxGet(operation) ? ONE : ZERO;
     for (int i = 0; i < requests.size(); i++) {
       ClaimRequest request = requests.get(i);
       keys[i] = redis.redisKey(request.keyId());
       System.arraycopy(
-          claimArgs(request, newRecord(request)), 0, args, i * ARGS_PER_KEY, ARGS_PER_KEY);
+          claimArgs(request, newRecord(request)), 0, args, 1 + i * ARGS_PER_KEY, ARGS_PER_KEY);
     }
-    Operation operation = redis.operation("claim a batch");
     List<ClaimResult> results = new ArrayList<>(requests.size());
     List<ClaimRequest> claimed = new ArrayList<>();
     for (Object reply :
         operation.await(
             operation.bounded(
                 redis.scripts.run(operation, redis.scripts.claimBatch, keys, args)))) {
-      @SuppressWarnings("unchecked")
-      ClaimResult result = Replies.claimResult((List<Object>) reply);
+      ClaimResult result = Replies.batchClaimResult(reply);
       if (result instanceof ClaimResult.Claimed) {
         claimed.add(requests.get(results.size()));
       }
@@ -134,6 +135,12 @@ final class RedisClaims {
       }
     }
     return results;
+  }
+
+  /** Whether the server takes {@code SET NX GET}, connecting first if need be. */
+  private boolean setNxGet(Operation operation) {
+    Boolean known = redis.commands.setNxGetIfConnected();
+    return known != null ? known : operation.await(operation.bounded(redis.commands.setNxGet()));
   }
 
   /** {@code SET key record NX GET PX window}. */

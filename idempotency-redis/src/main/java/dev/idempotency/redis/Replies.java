@@ -45,6 +45,21 @@ final class Replies {
   }
 
   /**
+   * One key's reply in the claim-batch script's: {@code 1} for a new key it claimed, otherwise the
+   * claim script's reply (see {@link #claimResult}).
+   */
+  @SuppressWarnings("unchecked")
+  static ClaimResult batchClaimResult(Object reply) {
+    if (reply instanceof List<?> list) {
+      return claimResult((List<Object>) list);
+    }
+    if (number(reply) != 1) {
+      throw new IllegalStateException("unexpected claim reply " + reply);
+    }
+    return new ClaimResult.Claimed(1, false);
+  }
+
+  /**
    * The inspect script's reply: {@code {}} for no record, {@code {0, record}} for a settled one,
    * {@code {1, record, now, pttl}} for one in progress.
    */

@@ -1,9 +1,20 @@
 -- Claims every key of KEYS (standalone Redis only: the keys may live in different slots).
--- ARGV holds six arguments per key, in the order of claim.lua. Returns one reply per key.
+-- ARGV[1] is '1' when the server takes SET NX GET (Redis 7.0 and later); then six arguments per
+-- key, in the order of claim.lua. Returns one reply per key: 1 for a new key, now claimed, or
+-- claim's reply. With SET NX GET a new or settled key costs one command, as on the single-key path
+-- (a GET and then a SET cost about half as much again); a record in progress goes to claim.
+local setGet = ARGV[1] == '1'
 local replies = {}
 for i = 1, #KEYS do
-  local a = (i - 1) * 6
-  replies[i] = claim(KEYS[i], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
-    ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
+  local a = 1 + (i - 1) * 6
+  local old = setGet and redis.call('SET', KEYS[i], ARGV[a + 1], 'NX', 'GET', 'PX', ARGV[a + 2])
+  if setGet and not old then
+    replies[i] = 1
+  elseif setGet and string.sub(old, 1, 1) ~= 'I' then
+    replies[i] = {0, 0, old}
+  else
+    replies[i] = claim(KEYS[i], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+      ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
+  end
 end
 return replies

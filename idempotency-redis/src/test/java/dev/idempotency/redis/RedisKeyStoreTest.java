@@ -154,6 +154,44 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
         .isBefore(existing.record().retentionDeadline());
   }
 
+  /**
+   * A campaign's claims are bound by the server's time per key: inside the claim-batch script a new
+   * key costs one {@code SET NX GET} and a settled one the same command, as on the single-key path;
+   * no separate read (a {@code GET} before each {@code SET} cost the script about half its time).
+   */
+  @Test
+  void aBatchClaimCostsTheServerOneSetPerKeyAndNoRead() {
+    List<dev.idempotency.spi.ClaimRequest> fresh = new java.util.ArrayList<>();
+    for (int i = 0; i < 500; i++) {
+      fresh.add(claim(newKeyId(), newToken()));
+    }
+    store.claimAll(List.of(claim(newKeyId(), newToken()))); // connected, scripts loaded
+    Map<String, Long> before = CommandStats.snapshot(redis());
+
+    List<ClaimResult> claimed = store.claimAll(fresh);
+    Map<String, Long> afterClaims = CommandStats.snapshot(redis());
+    for (var request : fresh) {
+      store.complete(complete(request.keyId(), request.ownerToken(), new byte[] {1}));
+    }
+    Map<String, Long> beforeReplay = CommandStats.snapshot(redis());
+    List<ClaimResult> replayed =
+        store.claimAll(fresh.stream().map(r -> claim(r.keyId(), newToken())).toList());
+    Map<String, Long> afterReplay = CommandStats.snapshot(redis());
+
+    assertThat(claimed).allMatch(ClaimResult.Claimed.class::isInstance);
+    assertThat(replayed).allMatch(ClaimResult.Existing.class::isInstance);
+    assertThat(delta(before, afterClaims, "get")).as("reads while claiming new keys").isZero();
+    assertThat(delta(before, afterClaims, "set")).as("writes while claiming").isEqualTo(500);
+    assertThat(delta(beforeReplay, afterReplay, "get")).as("reads while replaying").isZero();
+    assertThat(delta(beforeReplay, afterReplay, "set"))
+        .as("SET NX GET per settled key")
+        .isEqualTo(500);
+  }
+
+  private static long delta(Map<String, Long> before, Map<String, Long> after, String command) {
+    return after.getOrDefault(command, 0L) - before.getOrDefault(command, 0L);
+  }
+
   @Test
   void batchOfAThousandKeysCostsTwoCommandsOnStandalone() {
     IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
