@@ -2,7 +2,7 @@
 """Charts for BENCHMARKS.md and docs/performance.md from the benchmarks' JSON lines (Python 3 stdlib only).
 
     python3 benchmarks/scale/charts.py --peers PEERS.jsonl --scale SCALE.jsonl \
-        [--update BENCHMARKS.md docs/performance.md]
+        [--update BENCHMARKS.md docs/performance.md README.md]
 
 --peers   the peers harness's results/<timestamp>.jsonl (one line per peer, T and round)
 --scale   ScaleBench's json=FILE output (pg-latency, redis-latency, pg-size, ...)
@@ -81,11 +81,19 @@ def peers_ratios(rows):
     return result
 
 
+def short_label(label):
+    """"PostgreSQL first T=1 / camel-jdbc" as "PG first T=1 vs Camel", for the chart's axis."""
+    store, rest = label.split(" ", 1)
+    ours, theirs = rest.split(" / ")
+    peer = "floor" if theirs.startswith("floor") else "Camel"
+    return f"{'PG' if store == 'PostgreSQL' else store} {ours} vs {peer}"
+
+
 def peers_blocks(rows):
     ratios = peers_ratios(rows)
     if not ratios:
         return {}
-    labels = [f"{i + 1}" for i in range(len(ratios))]
+    labels = [short_label(r[0]) for r in ratios]
     chart = mermaid_bars(
         "Ours against the peers: ops/s ratio (bars) and target (line)",
         labels,
