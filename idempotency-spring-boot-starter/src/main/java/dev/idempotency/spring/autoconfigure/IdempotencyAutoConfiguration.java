@@ -4,25 +4,17 @@ import dev.idempotency.FailureClassifier;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyListener;
 import dev.idempotency.IdempotencyObserver;
-import dev.idempotency.KeyStoreException;
 import dev.idempotency.inmemory.InMemoryKeyStore;
-import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.micrometer.MicrometerIdempotencyObserver;
-import dev.idempotency.redis.RedisKeyStore;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spring.IdempotentMethodAdvisor;
 import dev.idempotency.spring.Jackson2JsonCodecs;
 import dev.idempotency.spring.Jackson3JsonCodecs;
 import dev.idempotency.spring.JsonCodecs;
-import dev.idempotency.spring.autoconfigure.IdempotencyProperties.SchemaInitialization;
 import dev.idempotency.spring.autoconfigure.IdempotencyProperties.StoreType;
-import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.RedisClient;
-import io.lettuce.core.cluster.RedisClusterClient;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.observation.ObservationRegistry;
-import java.sql.Connection;
-import java.sql.SQLException;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
@@ -38,7 +30,6 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
@@ -47,7 +38,6 @@ import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.ImportBeanDefinitionRegistrar;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.type.AnnotationMetadata;
-import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 
 /**
  * Auto-configuration of the idempotency guard for Spring Boot 3.5 and 4.0: an {@link
@@ -76,6 +66,7 @@ import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactor
     })
 @ConditionalOnClass(IdempotencyGuard.class)
 @EnableConfigurationProperties(IdempotencyProperties.class)
+@Import({StoreConfigurations.Jdbc.class, StoreConfigurations.Redis.class})
 public final class IdempotencyAutoConfiguration {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotencyAutoConfiguration.class);
@@ -227,177 +218,6 @@ public final class IdempotencyAutoConfiguration {
                 // early evictions reach the observers (metrics) like the guard's own events
                 .listener(event -> observers.orderedStream().forEach(o -> o.onEvent(event)))
                 .build());
-  }
-
-  /** The JDBC store on the application's DataSource. */
-  @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass(JdbcKeyStore.class)
-  @ConditionalOnSingleCandidate(DataSource.class)
-  static class JdbcStoreConfiguration {
-
-    @Bean
-    StoreCandidate idempotencyJdbcStoreCandidate(
-        DataSource dataSource, IdempotencyProperties properties) {
-      IdempotencyProperties.Jdbc jdbc = properties.getJdbc();
-      return new StoreCandidate(
-          StoreType.JDBC,
-          "the application's DataSource, table " + jdbc.getTableName(),
-          () -> checked(build(dataSource, jdbc), jdbc));
-    }
-
-    private static JdbcKeyStore build(DataSource dataSource, IdempotencyProperties.Jdbc jdbc) {
-      return JdbcKeyStore.builder(dataSource)
-          .tableName(jdbc.getTableName())
-          .createSchemaIfMissing(createSchema(jdbc.getInitializeSchema(), dataSource))
-          .databaseTime(jdbc.isDatabaseTime())
-          .operationTimeout(jdbc.getOperationTimeout())
-          .connectionWait(jdbc.getConnectionWait())
-          .synchronousOutcomes(jdbc.isSynchronousOutcomes())
-          .build();
-    }
-
-    /**
-     * Checks the table when the database answers (creating it first where schema initialisation is
-     * on): a missing table fails the start with what to do. A database that does not answer does
-     * not stop the start: calls fail closed until it does.
-     */
-    static JdbcKeyStore checked(JdbcKeyStore store, IdempotencyProperties.Jdbc jdbc) {
-      boolean exists;
-      try {
-        exists = store.tableExists();
-      } catch (KeyStoreException e) {
-        log.warn(
-            "The idempotency store's database did not answer at startup ({}): the application"
-                + " starts, its idempotent calls fail closed (503) until the database answers,"
-                + " and table {} is checked then",
-            rootMessage(e),
-            jdbc.getTableName());
-        log.debug("The database's failure at startup", e);
-        return store;
-      }
-      if (!exists) {
-        throw new IllegalStateException(
-            "The idempotency table "
-                + jdbc.getTableName()
-                + " does not exist (or this user cannot read it), and idempotency.jdbc"
-                + ".initialize-schema="
-                + jdbc.getInitializeSchema().name().toLowerCase(Locale.ROOT)
-                + " does not create it. Set idempotency.jdbc.initialize-schema=always to create"
-                + " it at startup, or create it in your migrations: the DDL is "
-                + store.dialect().schemaResource()
-                + " in the idempotency-jdbc jar (placeholders ${table} and ${name}), or"
-                + " JdbcKeyStore.schemaSql(dialect, table) filled in");
-      }
-      return store;
-    }
-
-    private static String rootMessage(Throwable e) {
-      Throwable root = e;
-      while (root.getCause() != null && root.getCause() != root) {
-        root = root.getCause();
-      }
-      return root.getClass().getSimpleName() + ": " + root.getMessage();
-    }
-
-    private static boolean createSchema(SchemaInitialization mode, DataSource dataSource) {
-      return switch (mode) {
-        case ALWAYS -> true;
-        case NEVER -> false;
-        case EMBEDDED -> isEmbedded(dataSource);
-      };
-    }
-
-    /**
-     * An in-memory database, which starts empty every time: H2, HSQLDB or Derby in memory. A
-     * database that cannot be reached is not one of them (an in-memory database always answers).
-     */
-    static boolean isEmbedded(DataSource dataSource) {
-      try (Connection connection = dataSource.getConnection()) {
-        String url = connection.getMetaData().getURL();
-        return url != null
-            && (url.startsWith("jdbc:h2:mem:")
-                || url.startsWith("jdbc:hsqldb:mem:")
-                || url.startsWith("jdbc:derby:memory:"));
-      } catch (SQLException | RuntimeException e) {
-        log.debug("Could not connect to read the DataSource's URL: not an in-memory database", e);
-        return false;
-      }
-    }
-
-    /**
-     * Deletes expired rows on a schedule, when the store is JDBC (the starter's or the
-     * application's own {@link JdbcKeyStore} bean).
-     */
-    @Bean
-    @ConditionalOnMissingBean
-    @ConditionalOnProperty(
-        prefix = "idempotency.jdbc.purge",
-        name = "enabled",
-        havingValue = "true",
-        matchIfMissing = true)
-    JdbcPurgeSchedule idempotencyJdbcPurgeSchedule(
-        ObjectProvider<KeyStore> store, IdempotencyProperties properties) {
-      return new JdbcPurgeSchedule(
-          () -> store.getIfUnique() instanceof JdbcKeyStore jdbc ? jdbc : null,
-          properties.getJdbc().getPurge());
-    }
-  }
-
-  /** The Redis store on a Lettuce client the application already has. */
-  @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass({RedisKeyStore.class, RedisClient.class})
-  static class RedisStoreConfiguration {
-
-    private static StoreCandidate candidate(
-        AbstractRedisClient client, String description, IdempotencyProperties properties) {
-      return new StoreCandidate(
-          StoreType.REDIS,
-          description,
-          () -> {
-            RedisKeyStore.Builder builder =
-                client instanceof RedisClusterClient cluster
-                    ? RedisKeyStore.builder(cluster)
-                    : RedisKeyStore.builder((RedisClient) client);
-            return builder
-                .keyPrefix(properties.getRedis().getKeyPrefix())
-                .operationTimeout(properties.getRedis().getOperationTimeout())
-                .build();
-          });
-    }
-
-    /** A {@link RedisClient} or {@link RedisClusterClient} bean of the application's. */
-    @Configuration(proxyBeanMethods = false)
-    @ConditionalOnSingleCandidate(AbstractRedisClient.class)
-    static class FromClientBean {
-      @Bean
-      StoreCandidate idempotencyRedisClientStoreCandidate(
-          AbstractRedisClient client, IdempotencyProperties properties) {
-        return candidate(client, "the application's Lettuce client", properties);
-      }
-    }
-
-    /** The Lettuce client behind Spring Data Redis's connection factory. */
-    @Configuration(proxyBeanMethods = false)
-    @ConditionalOnClass(LettuceConnectionFactory.class)
-    @ConditionalOnSingleCandidate(LettuceConnectionFactory.class)
-    @ConditionalOnMissingBean(AbstractRedisClient.class)
-    static class FromSpringDataRedis {
-      @Bean
-      StoreCandidate idempotencyDataRedisStoreCandidate(
-          LettuceConnectionFactory factory, IdempotencyProperties properties) {
-        return new StoreCandidate(
-            StoreType.REDIS,
-            "Spring Data Redis's Lettuce connection",
-            () -> {
-              AbstractRedisClient client = factory.getNativeClient();
-              if (client == null) {
-                factory.start();
-                client = factory.getNativeClient();
-              }
-              return candidate(client, "", properties).store().get();
-            });
-      }
-    }
   }
 
   /**
