@@ -501,7 +501,7 @@ public class IdempotencyProperties {
     private Duration interval = Duration.ofMinutes(5);
 
     /** Rows one purge statement deletes at most; a run repeats it until fewer are left. */
-    private int batchSize = 1_000;
+    private int batchSize = 5_000;
 
     /**
      * The enabled.
