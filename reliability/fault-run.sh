@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long randomized fault run (docs/guarantees.md): the same FaultRunTest that `mvn verify` runs
-# for 15 s per store, for as long as you like.
+# for 10 s per store, for as long as you like.
 #
 #   reliability/fault-run.sh --minutes 4 --seed 7                  every store, 4 minutes each
 #   reliability/fault-run.sh --minutes 1 --seed 3 --stores redis   only the stores named (comma-separated:

@@ -21,7 +21,7 @@ import org.junit.jupiter.params.provider.EnumSource;
 class FaultRunTest {
 
   private static final long SEED = FaultRun.configuredSeed(17);
-  private static final Duration SHORT = FaultRun.configuredDuration(Duration.ofSeconds(15));
+  private static final Duration SHORT = FaultRun.configuredDuration(Duration.ofSeconds(10));
 
   /**
    * No fault stops every client for long: a store restart takes seconds, a cut at most 2 s, a pause
