@@ -224,7 +224,7 @@ final class FaultRun {
             "client " + processIds.get(i) + " did not stop; its threads are in " + dir);
       }
     }
-    Thread.sleep(lease + 1_000); // every lease the clients held has run out
+    Thread.sleep(lease + 300); // every lease the clients held has run out
     List<String> stuck = new ArrayList<>();
     // the probe reads every key the clients could have used
     int abandoned = probe(direct, stuck);
