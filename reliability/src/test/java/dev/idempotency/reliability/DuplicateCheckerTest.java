@@ -227,31 +227,26 @@ class DuplicateCheckerTest {
    */
   @Test
   void aSendBegunAsTheKillLandedIsTheKilledOwnersAndOneLongAfterIsNot() {
-    List<Fault> kill = List.of(new Fault("KILL", 1, 1_000, 1_000));
-    DuplicateChecker.Report asItLanded =
-        DuplicateChecker.check(
-            history(
-                List.of(
-                    new Send("k", "pk", 1, 1, 1_009, 1_023, "first"),
-                    new Send("k", "pk", 2, 2, 2_100, 2_110, "taken-over")),
-                List.of(new Call("k", "async", 2, "SENT", "taken-over", true, 2_120)),
-                kill),
-            List.of(),
-            0);
-    DuplicateChecker.Report longAfter =
-        DuplicateChecker.check(
-            history(
-                List.of(
-                    new Send("k", "pk", 1, 1, 2_000, 2_010, "first"),
-                    new Send("k", "pk", 2, 2, 3_100, 3_110, "taken-over")),
-                List.of(new Call("k", "async", 2, "SENT", "taken-over", true, 3_120)),
-                kill),
-            List.of(),
-            0);
+    DuplicateChecker.Report asItLanded = takenOverAfterAKillAt(1_000, 1_009, 1_023, 2_100);
+    DuplicateChecker.Report longAfter = takenOverAfterAKillAt(1_000, 2_000, 2_010, 3_100);
 
     assertThat(asItLanded.ok()).isTrue();
     assertThat(asItLanded.allowedDuplicates).containsEntry("owner killed", 1);
     assertThat(longAfter.brokenDuplicates).hasSize(1);
+  }
+
+  /** Process 1 sends from firstStart to firstEnd, killed at killAt; process 2 takes over. */
+  private static DuplicateChecker.Report takenOverAfterAKillAt(
+      long killAt, long firstStart, long firstEnd, long takeoverStart) {
+    return DuplicateChecker.check(
+        history(
+            List.of(
+                new Send("k", "pk", 1, 1, firstStart, firstEnd, "first"),
+                new Send("k", "pk", 2, 2, takeoverStart, takeoverStart + 10, "taken-over")),
+            List.of(new Call("k", "async", 2, "SENT", "taken-over", true, takeoverStart + 20)),
+            List.of(new Fault("KILL", 1, killAt, killAt))),
+        List.of(),
+        0);
   }
 
   @Test
