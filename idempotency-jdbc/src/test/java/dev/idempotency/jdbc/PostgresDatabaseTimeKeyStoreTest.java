@@ -2,6 +2,7 @@ package dev.idempotency.jdbc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.GuardOnStoreContract;
 import dev.idempotency.tck.KeyStoreContract;
@@ -21,13 +22,15 @@ import org.junit.jupiter.api.TestInstance;
 class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
 
   private EmbeddedPostgres postgres;
+  private HikariDataSource pool;
   private JdbcKeyStore store;
 
   @BeforeAll
   void startPostgres() throws Exception {
     postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
+    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"));
     store =
-        JdbcKeyStore.builder(postgres.getPostgresDatabase())
+        JdbcKeyStore.builder(pool)
             .tableName("idem_db_time")
             .createSchemaIfMissing(true)
             .databaseTime(true)
@@ -36,6 +39,9 @@ class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
 
   @AfterAll
   void stopPostgres() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
     if (postgres != null) {
       postgres.close();
     }

@@ -2,6 +2,7 @@ package dev.idempotency.jdbc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
@@ -32,22 +33,28 @@ import org.junit.jupiter.api.Test;
 class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
 
   private EmbeddedPostgres postgres;
+  private HikariDataSource pool;
 
   @BeforeAll
   void startPostgres() throws Exception {
     postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
+    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"));
   }
 
   @AfterAll
   void stopPostgres() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
     if (postgres != null) {
       postgres.close();
     }
   }
 
+  /** A pool, as the store is used: a new PostgreSQL connection per operation costs milliseconds. */
   @Override
   DataSource dataSource() {
-    return postgres.getPostgresDatabase();
+    return pool;
   }
 
   @Override

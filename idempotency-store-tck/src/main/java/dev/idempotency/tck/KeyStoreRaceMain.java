@@ -25,9 +25,19 @@ public final class KeyStoreRaceMain {
    * Runs the race.
    *
    * @param args factory class, config, keys file, threads, result file
-   * @throws Exception on any failure, which makes the exit code non-zero
+   * @throws Exception never: any failure is printed and ends the JVM with exit code 1 (a store's
+   *     non-daemon threads would otherwise keep it alive, and the parent would wait for READY)
    */
   public static void main(String[] args) throws Exception {
+    try {
+      race(args);
+    } catch (Throwable failure) {
+      failure.printStackTrace();
+      System.exit(1);
+    }
+  }
+
+  private static void race(String[] args) throws Exception {
     KeyStoreFactory factory =
         (KeyStoreFactory) Class.forName(args[0]).getDeclaredConstructor().newInstance();
     KeyStore store = factory.open(args[1]);
