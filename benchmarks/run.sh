@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the figures of BENCHMARKS.md: single-threaded latency (sample mode), then throughput with
 # 8 and 32 threads, the SQL shapes at 32 threads, batches, the guard beside Camel's repositories
-# at 1 and 16 threads, then bytes per key and Redis server time. Build first: mvn -q -pl benchmarks -am package -DskipTests
+# at 1 and 16 threads, then bytes per key and Redis server time. Build first: mvn -q -pl benchmarks -am package -DskipTests -Pbenchmarks-jar
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-benchmarks/results}

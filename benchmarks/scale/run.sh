@@ -2,7 +2,7 @@
 # How the cost grows with the work (issue #28): every step of ScaleBench in order, against servers
 # that run outside the build (the peers harness's PostgreSQL, fsync on, and two Redis servers).
 #
-#   mvn -Dmaven.repo.local=... -pl benchmarks -am package -DskipTests
+#   mvn -Dmaven.repo.local=... -pl benchmarks -am package -DskipTests -Pbenchmarks-jar
 #   benchmarks/scale/run.sh OUT_DIR
 #
 # Settings (environment):
