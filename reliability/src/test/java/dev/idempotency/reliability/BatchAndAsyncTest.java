@@ -27,11 +27,18 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Isolated;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
-/** Batches of 10,000 keys, overlapping batches from two processes, and async calls under load. */
+/**
+ * Batches of 10,000 keys, overlapping batches from two processes, and async calls under load.
+ *
+ * <p>{@code @Isolated}: it counts the JVM's threads, which another test class running beside it
+ * would add to.
+ */
+@Isolated
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class BatchAndAsyncTest {
 

@@ -337,6 +337,10 @@ public final class FaultRunChild {
       logCall(
           new Call(key, "batch", process, "IN_PROGRESS", null, false, System.currentTimeMillis()));
     }
+    // claimed but never handed out: logged so that a claim the checker cannot see leaves a trace
+    for (String key : batch.lapsed()) {
+      logCall(new Call(key, "batch", process, "LAPSED", null, false, System.currentTimeMillis()));
+    }
     for (var refused : batch.refused().entrySet()) {
       logCall(
           new Call(

@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.parallel.Isolated;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -17,7 +18,11 @@ import org.junit.jupiter.params.provider.EnumSource;
  * The randomized fault run, short and seeded, on every shared store; and the same run on a
  * deliberately broken store, which the checker must fail. Each run appends its row to {@code
  * target/fault-runs.md}. The long run is the same test with more time (docs/guarantees.md).
+ *
+ * <p>{@code @Isolated}: its clients and nemesis load both cores, and its 800 ms leases must not
+ * compete with another test class for them.
  */
+@Isolated
 class FaultRunTest {
 
   private static final long SEED = FaultRun.configuredSeed(17);

@@ -16,13 +16,17 @@ import java.util.Set;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.parallel.Isolated;
 
 /**
  * Three JVM processes with 16 threads each over the same 10,000 keys (-Dreliability.keys=N for
  * more), in random order, with 10% of the keys repeated five more times in every process: exactly
  * one send per key, and every caller of a key gets the same result. On real PostgreSQL, MariaDB,
  * Redis and a three-master Redis Cluster.
+ *
+ * <p>{@code @Isolated}: its processes load both cores; no other test class runs beside it.
  */
+@Isolated
 class ManyProcessesTest {
 
   static final int PROCESSES = 3;
