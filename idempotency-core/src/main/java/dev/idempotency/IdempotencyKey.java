@@ -85,9 +85,8 @@ public final class IdempotencyKey {
     return new Derived(namespace);
   }
 
-  /** What an operation name may hold: a low-cardinality word fit for a metrics tag. */
-  private static final java.util.regex.Pattern OPERATION =
-      java.util.regex.Pattern.compile("[A-Za-z0-9_.\\-]{1,64}");
+  /** The longest operation name: a low-cardinality word fit for a metrics tag. */
+  private static final int MAX_OPERATION_LENGTH = 64;
 
   /**
    * The operation a key belongs to, for events and metrics: its namespace, the first part given to
@@ -100,11 +99,9 @@ public final class IdempotencyKey {
    */
   public static String operationOf(String key) {
     int separator = key.indexOf(SEPARATOR);
-    if (separator <= 0) {
-      return DEFAULT_OPERATION;
-    }
-    String namespace = key.substring(0, separator);
-    return isOperationName(namespace) ? namespace : DEFAULT_OPERATION;
+    return separator > 0 && isOperationName(key, separator)
+        ? key.substring(0, separator)
+        : DEFAULT_OPERATION;
   }
 
   /**
@@ -114,7 +111,31 @@ public final class IdempotencyKey {
    * @return whether it qualifies
    */
   public static boolean isOperationName(String name) {
-    return name != null && OPERATION.matcher(name).matches();
+    return name != null && isOperationName(name, name.length());
+  }
+
+  /**
+   * Whether the first {@code length} characters of {@code text} are an operation name. A loop, not
+   * a regular expression: every call's key goes through {@link #operationOf}.
+   */
+  private static boolean isOperationName(String text, int length) {
+    if (length < 1 || length > MAX_OPERATION_LENGTH) {
+      return false;
+    }
+    for (int i = 0; i < length; i++) {
+      char ch = text.charAt(i);
+      boolean allowed =
+          (ch >= 'a' && ch <= 'z')
+              || (ch >= 'A' && ch <= 'Z')
+              || (ch >= '0' && ch <= '9')
+              || ch == '_'
+              || ch == '.'
+              || ch == '-';
+      if (!allowed) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** The operation of a key with no usable namespace. */

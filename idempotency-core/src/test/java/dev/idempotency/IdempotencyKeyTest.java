@@ -90,6 +90,41 @@ class IdempotencyKeyTest {
     return parts;
   }
 
+  /** The rule as it was written before it became a loop: the oracle for the property below. */
+  private static final java.util.regex.Pattern OPERATION_RULE =
+      java.util.regex.Pattern.compile("[A-Za-z0-9_.\\-]{1,64}");
+
+  @Property
+  void anOperationNameIsOneTo64OfTheAllowedCharacters(@ForAll("operationCandidates") String name) {
+    boolean expected = OPERATION_RULE.matcher(name).matches();
+    assertThat(IdempotencyKey.isOperationName(name)).as("%s", name).isEqualTo(expected);
+    assertThat(IdempotencyKey.operationOf(name + ":rest"))
+        .isEqualTo(expected ? name : IdempotencyKey.DEFAULT_OPERATION);
+  }
+
+  @Provide
+  Arbitrary<String> operationCandidates() {
+    return Arbitraries.strings()
+        .withChars("aZ09_.-:/ é\u00a0")
+        .withCharRange('\u0020', '\u007e')
+        .ofMinLength(0)
+        .ofMaxLength(70)
+        .filter(name -> !name.contains(":"));
+  }
+
+  @Test
+  void theOperationIsTheNamespaceOnlyWhenItIsAName() {
+    assertThat(IdempotencyKey.operationOf("otp:+4412345")).isEqualTo("otp");
+    assertThat(IdempotencyKey.operationOf("order-shipped.v2:1")).isEqualTo("order-shipped.v2");
+    assertThat(IdempotencyKey.operationOf("no-namespace")).isEqualTo("default");
+    assertThat(IdempotencyKey.operationOf(":leading")).isEqualTo("default");
+    assertThat(IdempotencyKey.operationOf("a b:c")).isEqualTo("default");
+    assertThat(IdempotencyKey.operationOf("x".repeat(64) + ":1")).isEqualTo("x".repeat(64));
+    assertThat(IdempotencyKey.operationOf("x".repeat(65) + ":1")).isEqualTo("default");
+    assertThat(IdempotencyKey.isOperationName(null)).isFalse();
+    assertThat(IdempotencyKey.isOperationName("")).isFalse();
+  }
+
   @Test
   void providerKeyIsStableShortAndHeaderSafe() {
     String providerKey = IdempotencyKey.providerKey("otp:user_42:challenge_9f3a");
