@@ -22,13 +22,12 @@ public final class KeyStoreRaceMain {
   private KeyStoreRaceMain() {}
 
   /**
-   * Runs the race.
+   * Runs the race. Any failure is printed and ends the JVM with exit code 1: a store's non-daemon
+   * threads would otherwise keep it alive, and the parent would wait for {@code READY}.
    *
    * @param args factory class, config, keys file, threads, result file
-   * @throws Exception never: any failure is printed and ends the JVM with exit code 1 (a store's
-   *     non-daemon threads would otherwise keep it alive, and the parent would wait for READY)
    */
-  public static void main(String[] args) throws Exception {
+  public static void main(String[] args) {
     try {
       race(args);
     } catch (Throwable failure) {
