@@ -17,7 +17,7 @@ class H2JdbcKeyStoreTest extends JdbcKeyStoreContract {
   void startH2() throws Exception {
     server = Server.createTcpServer("-tcpPort", "0", "-ifNotExists").start();
     url = "jdbc:h2:tcp://localhost:" + server.getPort() + "/mem:idem;DB_CLOSE_DELAY=-1";
-    dataSource = Pools.of(url);
+    dataSource = Pools.of(url, Pools.CONTRACT_SIZE);
   }
 
   @AfterAll

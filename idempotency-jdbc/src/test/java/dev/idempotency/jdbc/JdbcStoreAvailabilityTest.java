@@ -27,20 +27,13 @@ class JdbcStoreAvailabilityTest {
 
   static final Duration TTL = Duration.ofHours(1);
 
-  static HikariDataSource pool(String url, int size) {
-    HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(url);
-    config.setUsername("postgres");
-    config.setMaximumPoolSize(size);
-    config.setInitializationFailTimeout(-1); // as Spring Boot builds it: no connection at start
-    return new HikariDataSource(config);
-  }
-
   @Test
   void aStoreBuiltWhilePostgresIsDownFailsClosedThenWorksOnceItIsUp() throws Exception {
     int port = FreePorts.next();
     try (HikariDataSource dataSource =
-        pool("jdbc:postgresql://127.0.0.1:" + port + "/postgres?connectTimeout=2", 4)) {
+        Pools.of(
+            "jdbc:postgresql://127.0.0.1:" + port + "/postgres?user=postgres&connectTimeout=2",
+            4)) {
       JdbcKeyStore store =
           JdbcKeyStore.builder(dataSource)
               .tableName("idem_started_down")

@@ -42,7 +42,7 @@ class MariaDbJdbcKeyStoreTest extends JdbcKeyStoreContract {
       statement.execute("CREATE DATABASE IF NOT EXISTS idem");
     }
     url = server + "idem?user=root&password=";
-    dataSource = Pools.of(url);
+    dataSource = Pools.of(url, Pools.CONTRACT_SIZE);
   }
 
   @AfterAll

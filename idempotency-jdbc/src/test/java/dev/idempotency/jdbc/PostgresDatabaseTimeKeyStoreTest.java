@@ -28,7 +28,7 @@ class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
   @BeforeAll
   void startPostgres() throws Exception {
     postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"));
+    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), Pools.CONTRACT_SIZE);
     store =
         JdbcKeyStore.builder(pool)
             .tableName("idem_db_time")

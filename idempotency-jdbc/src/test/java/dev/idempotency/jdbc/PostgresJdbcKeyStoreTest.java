@@ -38,7 +38,7 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
   @BeforeAll
   void startPostgres() throws Exception {
     postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"));
+    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), Pools.CONTRACT_SIZE);
   }
 
   @AfterAll
