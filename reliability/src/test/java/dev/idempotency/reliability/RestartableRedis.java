@@ -1,6 +1,7 @@
 package dev.idempotency.reliability;
 
 import dev.idempotency.testservers.FreePorts;
+import dev.idempotency.testservers.RedisBinary;
 import java.lang.reflect.Field;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -31,6 +32,7 @@ final class RestartableRedis implements AutoCloseable {
   void start() {
     server =
         RedisServer.builder()
+            .redisExecProvider(RedisBinary.provider())
             .port(port)
             .setting("bind 127.0.0.1")
             .setting("dir " + dir)
@@ -38,7 +40,7 @@ final class RestartableRedis implements AutoCloseable {
             .setting("appendonly " + (appendOnly ? "yes" : "no"))
             .setting("appendfsync always")
             .build();
-    server.start();
+    RedisBinary.start(server);
   }
 
   /** Kills the server process with SIGKILL: no shutdown, no final write. */

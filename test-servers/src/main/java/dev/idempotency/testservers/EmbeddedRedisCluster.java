@@ -112,6 +112,7 @@ public final class EmbeddedRedisCluster implements AutoCloseable {
   private RedisServer startNode(int port, int busPort) {
     RedisServer server =
         RedisServer.builder()
+            .redisExecProvider(RedisBinary.provider())
             .port(port)
             .setting("bind 127.0.0.1")
             .setting("save \"\"")
@@ -120,7 +121,7 @@ public final class EmbeddedRedisCluster implements AutoCloseable {
             .setting("cluster-node-timeout 2000")
             .setting("cluster-port " + busPort)
             .build();
-    server.start();
+    RedisBinary.start(server);
     return server;
   }
 
