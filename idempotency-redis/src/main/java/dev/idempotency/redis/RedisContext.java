@@ -26,6 +26,14 @@ final class RedisContext {
     return new Operation(name, operationBound);
   }
 
+  /**
+   * A new operation that only the calling thread waits for ({@link Operation#await}), with the same
+   * bound.
+   */
+  Operation awaitedOperation(String name) {
+    return Operation.awaited(name, operationBound);
+  }
+
   String redisKey(String keyId) {
     return keyPrefix + keyId;
   }

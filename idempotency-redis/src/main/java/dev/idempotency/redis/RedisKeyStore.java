@@ -133,7 +133,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
    */
   private static ConnectingCommands.Connected opened(StoreCommands opened, Duration bound) {
     try {
-      Operation operation = new Operation("read the server version", bound);
+      Operation operation = Operation.awaited("read the server version", bound);
       String info = operation.await(operation.bounded(operation.send(opened::serverInfo)));
       Matcher version = VERSION.matcher(info);
       return new ConnectingCommands.Connected(
@@ -210,7 +210,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   public ClaimResult claim(ClaimRequest request) {
     Objects.requireNonNull(request, "request");
     ensureConnected();
-    Operation operation = redis.operation("claim");
+    Operation operation = redis.awaitedOperation("claim");
     return operation.await(claims.claim(operation, request));
   }
 
@@ -237,7 +237,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public boolean complete(CompleteRequest request) {
     ensureConnected();
-    Operation operation = redis.operation("complete");
+    Operation operation = redis.awaitedOperation("complete");
     return operation.await(writes.complete(operation, checked(request)));
   }
 
@@ -267,7 +267,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public boolean release(String keyId, String ownerToken) {
     ensureConnected();
-    Operation operation = redis.operation("release");
+    Operation operation = redis.awaitedOperation("release");
     return operation.await(releaseChecked(operation, keyId, ownerToken));
   }
 
@@ -338,7 +338,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   public boolean extend(ExtendRequest request) {
     Objects.requireNonNull(request, "request");
     ensureConnected();
-    Operation operation = redis.operation("extend");
+    Operation operation = redis.awaitedOperation("extend");
     return operation.await(writes.extend(operation, request));
   }
 
@@ -348,7 +348,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
       String keyId, java.time.Instant now) {
     Objects.requireNonNull(keyId, "keyId");
     ensureConnected();
-    Operation operation = redis.operation("find");
+    Operation operation = redis.awaitedOperation("find");
     return operation.await(writes.inspect(operation, keyId));
   }
 
@@ -357,7 +357,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   public boolean delete(String keyId, java.time.Instant now) {
     Objects.requireNonNull(keyId, "keyId");
     ensureConnected();
-    Operation operation = redis.operation("forget");
+    Operation operation = redis.awaitedOperation("forget");
     return operation.await(writes.forget(operation, keyId));
   }
 

@@ -531,6 +531,54 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
     }
   }
 
+  /**
+   * A blocking call is bounded by its caller's own timed wait: it fails at the operation timeout
+   * while Redis holds every client (CLIENT PAUSE), and no {@link OperationDeadlines} watch is kept
+   * for it meanwhile (a watch per call cost the replay path its map entries and two futures).
+   */
+  @Test
+  void aBlockingCallIsBoundedByItsOwnWaitWithoutAWatch() throws Exception {
+    RedisClient ownClient = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
+    try (RedisKeyStore ownStore =
+        RedisKeyStore.builder(ownClient).operationTimeout(Duration.ofMillis(500)).build()) {
+      ownStore.claim(claim(newKeyId(), newToken()));
+      await(() -> OperationDeadlines.watched() == 0, "no operation pending before the pause");
+
+      redis().clientPause(3_000);
+      long start = System.nanoTime();
+      java.util.concurrent.CompletableFuture<Throwable> call =
+          java.util.concurrent.CompletableFuture.supplyAsync(
+              () ->
+                  org.assertj.core.api.Assertions.catchThrowable(
+                      () -> ownStore.claim(claim(newKeyId(), newToken()))));
+      int mostWatched = 0;
+      while (!call.isDone()) {
+        mostWatched = Math.max(mostWatched, OperationDeadlines.watched());
+        Thread.sleep(5);
+      }
+      long millis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+
+      assertThat(call.get())
+          .isInstanceOf(KeyStoreException.class)
+          .hasMessageContaining("did not claim within 500 ms (operation timeout)");
+      assertThat(millis)
+          .as("failed at the operation timeout, not when the pause ended")
+          .isLessThan(2_500);
+      assertThat(mostWatched).as("watches kept while the blocking claim waited").isZero();
+    } finally {
+      await(
+          () -> {
+            try {
+              return "PONG".equals(redis().ping());
+            } catch (RuntimeException paused) {
+              return false;
+            }
+          },
+          "the pause to end");
+      ownClient.shutdown();
+    }
+  }
+
   @Test
   void builderRefusesBadSettings() {
     assertThatThrownBy(() -> RedisKeyStore.builder((RedisClient) null))
