@@ -33,6 +33,52 @@ class RecordValueTest {
     assertThat(stored.retentionDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_003_600_000L));
   }
 
+  /**
+   * The claim's record, written straight into one array, is byte for byte the layout the scripts
+   * read, here as the former encoder (a stream of length-prefixed fields) wrote it.
+   */
+  @Test
+  void anInProgressRecordIsWrittenInTheLayoutTheScriptsRead() {
+    java.util.Random random = new java.util.Random(28);
+    String[] texts = {"", "a", "owner:1", "fp|with:colons", "ключ:1", "😀 key", "x".repeat(300)};
+    long[] times = {0, 1, 9, 10, 99, 30_000, 3_600_000, 259_200_000, Long.MAX_VALUE};
+    for (int i = 0; i < 2_000; i++) {
+      String owner = texts[random.nextInt(texts.length)] + random.nextInt(1_000);
+      String print = texts[random.nextInt(texts.length)];
+      String raw = random.nextInt(4) == 0 ? null : texts[random.nextInt(texts.length)];
+      long lease =
+          random.nextBoolean() ? times[random.nextInt(times.length)] : random.nextLong() >>> 1;
+      long window = times[random.nextInt(times.length)];
+
+      assertThat(RecordValue.inProgress(owner, print, lease, window, raw))
+          .as("%s %s %s %s %s", owner, print, lease, window, raw)
+          .isEqualTo(streamed(owner, print, lease, window, raw));
+    }
+  }
+
+  private static byte[] streamed(String owner, String print, long lease, long window, String raw) {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    out.write('I');
+    for (String field :
+        new String[] {
+          owner,
+          "1",
+          print,
+          raw == null ? "" : raw,
+          Long.toString(lease),
+          Long.toString(window),
+          "",
+          "",
+          ""
+        }) {
+      byte[] bytes = field.getBytes(StandardCharsets.UTF_8);
+      out.writeBytes(Integer.toString(bytes.length).getBytes(StandardCharsets.US_ASCII));
+      out.write(':');
+      out.writeBytes(bytes);
+    }
+    return out.toByteArray();
+  }
+
   @Test
   void aCompletedRecordCarriesAbsoluteTimesAndABinaryPayload() {
     byte[] payload = {0, ':', '\r', '\n', (byte) 0xff};
