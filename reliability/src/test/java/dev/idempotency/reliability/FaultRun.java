@@ -172,12 +172,14 @@ final class FaultRun {
       String clientSpec, String directSpec, DelayProxy proxy, StoreRestart storeRestart)
       throws Exception {
     // create the table once, before the clients race to
+    long began = System.nanoTime();
     KeyStore direct = Stores.open(directSpec, 2);
     startMillis = System.currentTimeMillis();
     for (int i = 0; i < settings.processes(); i++) {
       startChild(clientSpec);
     }
     awaitReady();
+    long ready = System.nanoTime();
     long activeFrom = System.currentTimeMillis();
     long end = System.nanoTime() + settings.duration().toNanos();
     long lease = settings.lease().toMillis();
@@ -210,6 +212,7 @@ final class FaultRun {
         fault(new Fault("PARTITION", -1, at, System.currentTimeMillis()));
       }
     }
+    long faultsEnded = System.nanoTime();
     Files.writeString(
         dir.resolve(FaultHistory.WINDOW_FILE),
         activeFrom + "\n" + System.currentTimeMillis() + "\n" + settings.lease().toMillis() + "\n");
@@ -224,12 +227,21 @@ final class FaultRun {
             "client " + processIds.get(i) + " did not stop; its threads are in " + dir);
       }
     }
+    long stopped = System.nanoTime();
     Thread.sleep(lease + 300); // every lease the clients held has run out
     List<String> stuck = new ArrayList<>();
     // the probe reads every key the clients could have used
     int abandoned = probe(direct, stuck);
     Files.writeString(
         dir.resolve("settled.txt"), abandoned + "\n" + String.join("\n", stuck) + "\n");
+    // where a run's time goes, for whoever shortens the build next
+    System.out.printf(
+        "phases: clients ready %d ms, faults %d ms, clients stopped %d ms, settled and probed %d"
+            + " ms%n",
+        (ready - began) / 1_000_000,
+        (faultsEnded - ready) / 1_000_000,
+        (stopped - faultsEnded) / 1_000_000,
+        (System.nanoTime() - stopped) / 1_000_000);
     return DuplicateChecker.check(FaultHistory.read(dir), stuck, abandoned);
   }
 
@@ -268,12 +280,7 @@ final class FaultRun {
 
   private void startChild(String spec) throws IOException {
     int process = nextProcess++;
-    List<String> command = new ArrayList<>();
-    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    command.add("-Xmx192m");
-    command.add("-cp");
-    command.add(System.getProperty("java.class.path"));
-    command.add(FaultRunChild.class.getName());
+    List<String> command = ChildJvm.javaCommand(192, FaultRunChild.class);
     command.addAll(
         List.of(
             spec,

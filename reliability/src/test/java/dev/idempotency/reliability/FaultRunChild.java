@@ -194,6 +194,25 @@ public final class FaultRunChild {
     return Files.exists(dir.resolve("stop"));
   }
 
+  /**
+   * Waits {@code millis}, or less if the run is told to stop meanwhile: the fault threads wait
+   * seconds between faults, and the run should not wait for them to notice its end.
+   *
+   * @return whether the run is stopping
+   */
+  private boolean restUnlessStopping(long millis) throws InterruptedException {
+    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+    for (long left = millis;
+        left > 0;
+        left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime())) {
+      if (stopping()) {
+        return true;
+      }
+      Thread.sleep(Math.min(left, 100));
+    }
+    return stopping();
+  }
+
   private Void work(Random random) {
     while (!stopping()) {
       int op = random.nextInt(100);
@@ -456,8 +475,7 @@ public final class FaultRunChild {
    */
   private Void jumpClock(Random random) {
     try {
-      while (!stopping()) {
-        Thread.sleep(2_000 + random.nextInt(3_000));
+      while (!restUnlessStopping(2_000 + random.nextInt(3_000))) {
         long now = System.currentTimeMillis();
         if (!clientTime) {
           clockOffset.addAndGet(random.nextInt(20_001) - 10_000);
@@ -508,8 +526,7 @@ public final class FaultRunChild {
    */
   private Void hogStoreExecutor(Random random) {
     try {
-      while (!stopping()) {
-        Thread.sleep(2_000 + random.nextInt(3_000));
+      while (!restUnlessStopping(2_000 + random.nextInt(3_000))) {
         if (random.nextBoolean()) {
           continue;
         }

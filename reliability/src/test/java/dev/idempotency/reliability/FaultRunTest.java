@@ -67,10 +67,7 @@ class FaultRunTest {
     Path dir = runDirectory("redis-renewal-broken");
     DuplicateChecker.Report report =
         new FaultRun(
-                Settings.shortRun(StoreKind.REDIS, SEED)
-                    .lasting(Duration.ofSeconds(15))
-                    .broken("no-renewal"),
-                dir)
+                Settings.shortRun(StoreKind.REDIS, SEED).lasting(SHORT).broken("no-renewal"), dir)
             .run();
     record("redis, renewal broken on purpose", report);
 
