@@ -28,7 +28,10 @@ import java.util.function.IntConsumer;
  *     dev.idempotency.benchmarks.RedisReplayProfile guard|floor 127.0.0.1:26379 100000
  * </pre>
  *
- * It empties the Redis database first.
+ * <p>With {@code -Dprofile.onePass=true} it runs the peers harness's shape instead: one pass of
+ * {@code ops} replays over keys each replayed once (see {@code onePass}).
+ *
+ * <p>It empties the Redis database first.
  */
 public final class RedisReplayProfile {
 
@@ -60,6 +63,10 @@ public final class RedisReplayProfile {
           case "floor" -> floor(redis);
           default -> throw new IllegalArgumentException("guard or floor, not " + args[0]);
         };
+    if (Boolean.getBoolean("profile.onePass")) {
+      onePass(args[0], replay, replays);
+      System.exit(0);
+    }
     for (int round = 0; round < 6; round++) {
       for (int i = 0; i < KEYS; i++) {
         replay.accept(i);
@@ -71,7 +78,7 @@ public final class RedisReplayProfile {
     long cpu = threads.getCurrentThreadCpuTime();
     long start = System.nanoTime();
     for (int i = 0; i < replays; i++) {
-      replay.accept(i);
+      replay.accept(i % KEYS);
     }
     long wall = System.nanoTime() - start;
     cpu = threads.getCurrentThreadCpuTime() - cpu;
@@ -91,19 +98,55 @@ public final class RedisReplayProfile {
     System.exit(0);
   }
 
+  /**
+   * The peers harness's shape instead ({@code -Dprofile.onePass=true}): 10,000 keys sent and
+   * replayed once to warm up, then {@code keys} fresh keys sent once, then replayed once, each
+   * replay's latency recorded as the harness records it; prints the replays' median and 99th
+   * percentile. The keys run past the 20,000 the other mode reuses, so none is replayed twice.
+   */
+  private static void onePass(String name, IntConsumer call, int keys) {
+    int warmup = 10_000;
+    for (int pass = 0; pass < 2; pass++) {
+      for (int i = 0; i < warmup; i++) {
+        call.accept(KEYS + i);
+      }
+    }
+    int first = KEYS + warmup;
+    for (int i = 0; i < keys; i++) {
+      call.accept(first + i);
+    }
+    long[] latencies = new long[keys];
+    long start = System.nanoTime();
+    for (int i = 0; i < keys; i++) {
+      long t0 = System.nanoTime();
+      call.accept(first + i);
+      latencies[i] = System.nanoTime() - t0;
+    }
+    long wall = System.nanoTime() - start;
+    java.util.Arrays.sort(latencies);
+    System.out.printf(
+        Locale.ROOT,
+        "%s one pass of %d replays, T=1: %.1f us/op wall, p50 %.1f us, p99 %.1f us%n",
+        name,
+        keys,
+        wall / 1e3 / keys,
+        latencies[keys / 2] / 1e3,
+        latencies[(int) (keys * 0.99)] / 1e3);
+  }
+
   private static IntConsumer guard(RedisClient client) {
     IdempotencyGuard guard =
         IdempotencyGuard.builder()
             .store(RedisKeyStore.builder(client).keyPrefix("profile:").build())
             .build();
-    return i -> guard.execute("k" + (i % KEYS), TTL, ctx -> "result-" + (i % KEYS));
+    return i -> guard.execute("k" + i, TTL, ctx -> "result-" + i);
   }
 
   private static IntConsumer floor(RedisCommands<String, String> redis) {
     return i -> {
-      String key = "floor:k" + (i % KEYS);
+      String key = "floor:k" + i;
       if (redis.setGet(key, "\u0000in-progress", SetArgs.Builder.nx().px(TTL.toMillis())) == null) {
-        redis.set(key, "result-" + (i % KEYS), SetArgs.Builder.keepttl());
+        redis.set(key, "result-" + i, SetArgs.Builder.keepttl());
       }
     };
   }
