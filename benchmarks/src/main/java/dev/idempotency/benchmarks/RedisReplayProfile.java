@@ -9,6 +9,7 @@ import io.lettuce.core.api.sync.RedisCommands;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.Locale;
 import java.util.function.IntConsumer;
 
@@ -123,7 +124,7 @@ public final class RedisReplayProfile {
       latencies[i] = System.nanoTime() - t0;
     }
     long wall = System.nanoTime() - start;
-    java.util.Arrays.sort(latencies);
+    Arrays.sort(latencies);
     System.out.printf(
         Locale.ROOT,
         "%s one pass of %d replays, T=1: %.1f us/op wall, p50 %.1f us, p99 %.1f us%n",
