@@ -8,4 +8,5 @@ end
 if string.sub(value, 1, 1) ~= 'I' then
   return {0, value}
 end
-return {1, value, serverNow(), redis.call('PTTL', KEYS[1])}
+local now, remaining = nowAndRemaining(KEYS[1], nil)
+return {1, value, now, remaining}

@@ -31,6 +31,20 @@ local function serverNow()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The server's now and the key's remaining time counted from that same now, from which an
+-- in-progress record's times are derived. Inside a script PTTL counts from the script's start (its
+-- clock is frozen) while TIME reads the real clock, so TIME + PTTL came out a millisecond later on
+-- some reads than on others. PEXPIRETIME (Redis 7.0 and newer, Valkey) gives the expiry itself;
+-- an older server answers with pttl, or PTTL when pttl is nil.
+local function nowAndRemaining(key, pttl)
+  local now = serverNow()
+  local ok, expiresAt = pcall(redis.call, 'PEXPIRETIME', key)
+  if ok then
+    return now, expiresAt - now
+  end
+  return now, pttl or redis.call('PTTL', key)
+end
+
 -- Rewrites a record keeping its expiry (the window).
 local function rewrite(key, value)
   redis.call('SET', key, value, 'KEEPTTL')
@@ -73,7 +87,8 @@ local function claim(key, value, window, lease, takeover, owner, fingerprint)
     leased(key, f, owner, attempt, elapsed, lease)
     return {1, attempt}
   end
-  return {0, leaseExpired and 1 or 0, old, serverNow(), pttl}
+  local now, remaining = nowAndRemaining(key, pttl)
+  return {0, leaseExpired and 1 or 0, old, now, remaining}
 end
 
 -- Whether a value is in progress under this owner token: its head is 'I' and the owner field.

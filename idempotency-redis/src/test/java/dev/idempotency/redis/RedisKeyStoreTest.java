@@ -9,6 +9,7 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.OperationDeadlines;
+import dev.idempotency.spi.StoredRecord;
 import dev.idempotency.tck.GuardOnStoreContract;
 import dev.idempotency.tck.KeyStoreFactory;
 import dev.idempotency.tck.SharedKeyStoreContract;
@@ -19,6 +20,7 @@ import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -536,6 +538,37 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
    * while Redis holds every client (CLIENT PAUSE), and no {@link OperationDeadlines} watch is kept
    * for it meanwhile (a watch per call cost the replay path its map entries and two futures).
    */
+  /**
+   * An in-progress record's times are derived from the key's expiry and the server's clock. Read
+   * again and again, with nothing changed, it reports the same window's end and creation time each
+   * time. They were derived from {@code TIME} and {@code PTTL}, which inside a script count from
+   * two different instants (the real time, and the script's frozen start), so one read in a few
+   * dozen reported them a millisecond later, and the store kit's {@code
+   * takeoverKeepsTheRetentionDeadline} failed now and then.
+   */
+  @Test
+  void anInProgressRecordReportsTheSameTimesOnEveryRead() {
+    String keyId = newKeyId();
+    store().claim(claim(keyId, newToken()));
+    StoredRecord first = existing(store().claim(claim(keyId, newToken())));
+    java.util.Set<Instant> deadlines = new java.util.TreeSet<>();
+    java.util.Set<Instant> created = new java.util.TreeSet<>();
+    for (int i = 0; i < 500; i++) {
+      StoredRecord claimed = existing(store().claim(claim(keyId, newToken())));
+      StoredRecord found = store().find(keyId, T0).orElseThrow();
+      deadlines.add(claimed.retentionDeadline());
+      deadlines.add(found.retentionDeadline());
+      created.add(claimed.createdAt());
+      created.add(found.createdAt());
+    }
+    assertThat(deadlines)
+        .as("window ends reported by 1,000 reads")
+        .containsExactly(first.retentionDeadline());
+    assertThat(created)
+        .as("creation times reported by 1,000 reads")
+        .containsExactly(first.createdAt());
+  }
+
   @Test
   void aBlockingCallIsBoundedByItsOwnWaitWithoutAWatch() throws Exception {
     RedisClient ownClient = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
