@@ -23,6 +23,8 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
@@ -534,11 +536,6 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
   }
 
   /**
-   * A blocking call is bounded by its caller's own timed wait: it fails at the operation timeout
-   * while Redis holds every client (CLIENT PAUSE), and no {@link OperationDeadlines} watch is kept
-   * for it meanwhile (a watch per call cost the replay path its map entries and two futures).
-   */
-  /**
    * An in-progress record's times are derived from the key's expiry and the server's clock. Read
    * again and again, with nothing changed, it reports the same window's end and creation time each
    * time. They were derived from {@code TIME} and {@code PTTL}, which inside a script count from
@@ -551,8 +548,8 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
     String keyId = newKeyId();
     store().claim(claim(keyId, newToken()));
     StoredRecord first = existing(store().claim(claim(keyId, newToken())));
-    java.util.Set<Instant> deadlines = new java.util.TreeSet<>();
-    java.util.Set<Instant> created = new java.util.TreeSet<>();
+    Set<Instant> deadlines = new TreeSet<>();
+    Set<Instant> created = new TreeSet<>();
     for (int i = 0; i < 500; i++) {
       StoredRecord claimed = existing(store().claim(claim(keyId, newToken())));
       StoredRecord found = store().find(keyId, T0).orElseThrow();
@@ -569,6 +566,11 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
         .containsExactly(first.createdAt());
   }
 
+  /**
+   * A blocking call is bounded by its caller's own timed wait: it fails at the operation timeout
+   * while Redis holds every client (CLIENT PAUSE), and no {@link OperationDeadlines} watch is kept
+   * for it meanwhile (a watch per call cost the replay path its map entries and two futures).
+   */
   @Test
   void aBlockingCallIsBoundedByItsOwnWaitWithoutAWatch() throws Exception {
     RedisClient ownClient = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
