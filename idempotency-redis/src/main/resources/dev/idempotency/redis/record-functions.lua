@@ -35,11 +35,12 @@ end
 -- in-progress record's times are derived. Inside a script PTTL counts from the script's start (its
 -- clock is frozen) while TIME reads the real clock, so TIME + PTTL came out a millisecond later on
 -- some reads than on others. PEXPIRETIME (Redis 7.0 and newer, Valkey) gives the expiry itself;
--- an older server answers with pttl, or PTTL when pttl is nil.
+-- an older server answers with pttl, or PTTL when pttl is nil, and so does a key without an
+-- expiry (PEXPIRETIME -1: only a key persisted by hand; PTTL's -1 reads as just ended).
 local function nowAndRemaining(key, pttl)
   local now = serverNow()
   local ok, expiresAt = pcall(redis.call, 'PEXPIRETIME', key)
-  if ok then
+  if ok and expiresAt >= 0 then
     return now, expiresAt - now
   end
   return now, pttl or redis.call('PTTL', key)

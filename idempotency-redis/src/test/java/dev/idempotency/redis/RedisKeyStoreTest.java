@@ -567,6 +567,26 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
   }
 
   /**
+   * A record whose key was made persistent by hand ({@code PERSIST}: the store never writes one
+   * without an expiry) has no window end to derive. {@code PEXPIRETIME} answers -1 for it, which
+   * was taken for an expiry in 1970, so a read reported the record's window as ended in 1969; it
+   * reads now as {@code PTTL}'s -1 always made it read: a window ended a millisecond ago.
+   */
+  @Test
+  void anInProgressRecordWithoutAnExpiryReadsAsJustEnded() {
+    String keyId = newKeyId();
+    store().claim(claim(keyId, newToken()));
+    assertThat(redis().persist(store.redisKey(keyId))).isTrue();
+
+    Instant before = Instant.now();
+    StoredRecord found = store().find(keyId, T0).orElseThrow();
+
+    assertThat(found.retentionDeadline())
+        .as("the window end of a record without an expiry")
+        .isBetween(before.minusSeconds(60), Instant.now().plusSeconds(60));
+  }
+
+  /**
    * A blocking call is bounded by its caller's own timed wait: it fails at the operation timeout
    * while Redis holds every client (CLIENT PAUSE), and no {@link OperationDeadlines} watch is kept
    * for it meanwhile (a watch per call cost the replay path its map entries and two futures).
