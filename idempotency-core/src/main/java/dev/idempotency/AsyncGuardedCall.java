@@ -72,7 +72,14 @@ final class AsyncGuardedCall<T> {
     if (next instanceof CallSupport.Send<T> send) {
       Claim claim = send.claim();
       if (!call.needsRenewalBeforeSend(claim)) {
-        return sendAsOwner(claim);
+        // no store work to decide: without renewal a claim whose lease ran out is refused here
+        return call.readyToSend(claim)
+            ? sendAsOwner(claim)
+            : CompletableFuture.supplyAsync(
+                () -> {
+                  throw call.lateClaimRefused(claim); // releases, fenced: store work
+                },
+                call.settings.blockingStoreExecutor);
       }
       // a late claim's renewal is blocking store work: never on this (possibly I/O) thread
       return CompletableFuture.supplyAsync(

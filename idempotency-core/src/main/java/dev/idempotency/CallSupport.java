@@ -305,9 +305,13 @@ final class CallSupport<T> {
                 + " late, and "
                 + (lost
                     ? "its lease could not be renewed"
-                    : "even renewed, less than a quarter of its lease of "
-                        + settings.lease.toMillis()
-                        + " ms was left to send on")
+                    : !settings.leaseRenewal
+                        ? "its lease of "
+                            + settings.lease.toMillis()
+                            + " ms had run out (lease renewal is off)"
+                        : "even renewed, less than a quarter of its lease of "
+                            + settings.lease.toMillis()
+                            + " ms was left to send on")
                 + "; nothing was sent",
             null);
     events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), refused);

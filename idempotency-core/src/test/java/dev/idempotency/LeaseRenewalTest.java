@@ -437,6 +437,41 @@ class LeaseRenewalTest {
     assertThat(handedOut).hasSize(3);
   }
 
+  /** Longer than the lease: a claim answered this late has run out when the guard reads it. */
+  static final Duration LAPSED = LEASE.multipliedBy(5).dividedBy(4);
+
+  @Test
+  void withRenewalOffAClaimAnsweredAfterItsLeaseSendsNothing() {
+    IdempotencyGuard guard =
+        guard().leaseRenewal(false).store(new LateAnswers(store, LAPSED)).build();
+    AtomicInteger sends = new AtomicInteger();
+
+    assertThatThrownBy(() -> guard.execute(newKey(), TTL, ctx -> "sent-" + sends.incrementAndGet()))
+        .isInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("nothing was sent");
+    assertThat(sends).hasValue(0);
+  }
+
+  @Test
+  void withRenewalOffAnAsyncClaimAnsweredAfterItsLeaseSendsNothing() {
+    IdempotencyGuard guard =
+        guard().leaseRenewal(false).store(new LateAnswers(store, LAPSED)).build();
+    AtomicInteger sends = new AtomicInteger();
+
+    CompletableFuture<String> result =
+        guard
+            .executeAsync(
+                newKey(),
+                TTL,
+                ctx -> CompletableFuture.completedFuture("sent-" + sends.incrementAndGet()))
+            .toCompletableFuture();
+
+    assertThatThrownBy(() -> result.get(30, TimeUnit.SECONDS))
+        .hasCauseInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("nothing was sent");
+    assertThat(sends).hasValue(0);
+  }
+
   @Test
   void aClaimAnsweredInTimeCostsNoRenewalBeforeItsSend() {
     IdempotencyGuard guard = guard().build();
