@@ -42,8 +42,29 @@ final class AsyncGuardedCall<T> {
       observation.onEnd(e);
       throw e;
     }
-    return result.whenComplete(
-        (outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));
+    return result
+        .exceptionallyCompose(
+            failure -> CompletableFuture.failedFuture(abandonedIfRejected(failure)))
+        .whenComplete((outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));
+  }
+
+  /**
+   * A step the guard's own executor refused because {@link IdempotencyGuard#close()} shut it down
+   * after its grace period: the call was abandoned (nothing was written or released for it), which
+   * the caller learns by name rather than as a bare rejection.
+   */
+  private Throwable abandonedIfRejected(Throwable failure) {
+    Throwable cause = Stages.unwrap(failure);
+    if (cause instanceof java.util.concurrent.RejectedExecutionException
+        && call.settings.closed()) {
+      return new IllegalStateException(
+          "The IdempotencyGuard was closed before this call of key "
+              + call.keyId
+              + " finished, after its grace period: its outcome was not recorded, and its key can"
+              + " be taken over one lease after its last renewal",
+          cause);
+    }
+    return failure;
   }
 
   private CompletableFuture<Outcome<T>> attempt() {

@@ -94,6 +94,9 @@ public final class Batch<T> implements AutoCloseable {
     /** When first handed out, on the monotonic clock; 0 before. */
     private volatile long handedOutAtMono;
 
+    /** Whether the item counts among the guard's running calls: handed out, not yet reported. */
+    private final AtomicBoolean running = new AtomicBoolean();
+
     // written by the reporting thread before the item is queued, read by the writer after
     byte[] payload;
     RecordState outcome;
@@ -131,6 +134,27 @@ public final class Batch<T> implements AutoCloseable {
 
     int attempt() {
       return context.attempt();
+    }
+
+    /** Counts the item among the guard's running calls; {@code false} if the guard is closing. */
+    boolean startRunning(CallsInFlight inFlight) {
+      if (running.get()) {
+        return true;
+      }
+      if (!inFlight.enter()) {
+        return false;
+      }
+      if (!running.compareAndSet(false, true)) {
+        inFlight.exit(); // another thread counted it first
+      }
+      return true;
+    }
+
+    /** The item was reported or given up: it no longer counts as running. Safe to call twice. */
+    void stopRunning(CallsInFlight inFlight) {
+      if (running.compareAndSet(true, false)) {
+        inFlight.exit();
+      }
     }
   }
 
@@ -348,6 +372,10 @@ public final class Batch<T> implements AutoCloseable {
       lapse(item);
       return false;
     }
+    if (!item.startRunning(settings.inFlight)) {
+      lapse(item); // the guard is closing: no send starts now
+      return false;
+    }
     long nowMono = GuardSettings.monoNow();
     if (item.handedOutAtMono == 0) {
       item.handedOutAtMono = nowMono == 0 ? 1 : nowMono;
@@ -361,7 +389,8 @@ public final class Batch<T> implements AutoCloseable {
     if (item.state.compareAndSet(Item.NEW, Item.LAPSED)) {
       lapsed.add(item.key());
       CallEvents.log.debug(
-          "Key {} of a batch was not handed out: its lease lapsed", item.call.keyId);
+          "Key {} of a batch was not handed out: its lease lapsed, or the guard is closing",
+          item.call.keyId);
     }
   }
 
@@ -399,8 +428,9 @@ public final class Batch<T> implements AutoCloseable {
 
   /**
    * Keys this batch claimed but did not hand out, because their lease lapsed before their turn (the
-   * store could not be reached to renew it for about a lease, or the process was paused). They were
-   * not sent; they are released at {@link #record()}: retry them later.
+   * store could not be reached to renew it for about a lease, or the process was paused) or the
+   * guard was closing ({@link IdempotencyGuard#close()}). They were not sent; they are released at
+   * {@link #record()}: retry them later.
    *
    * @return the keys, growing while the batch runs
    */
@@ -481,6 +511,7 @@ public final class Batch<T> implements AutoCloseable {
     item.failure = failure;
     item.reportedAtMono = GuardSettings.monoNow();
     lastActivityMono = item.reportedAtMono;
+    item.stopRunning(settings.inFlight);
     if (!item.recordable()) {
       item.state.set(Item.DONE); // a fail-open send: there is no claim to write to
       return;

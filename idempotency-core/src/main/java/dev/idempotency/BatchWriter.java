@@ -115,6 +115,7 @@ final class BatchWriter {
             && item.state.compareAndSet(state, Batch.Item.DONE)) {
           release(item, deferred);
         }
+        item.stopRunning(settings.inFlight);
       }
       return new Batch.Recorded(
           completed.get(), stored.get(), released.get(), Set.copyOf(notRecorded));

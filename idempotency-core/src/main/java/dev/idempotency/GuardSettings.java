@@ -42,7 +42,10 @@ final class GuardSettings {
   /** The executors this guard created itself, which {@link #close} shuts down. */
   final DefaultExecutors executors;
 
-  private volatile boolean closed;
+  /** The calls running now, which {@link #close} lets finish within {@link #closeGraceNanos}. */
+  final CallsInFlight inFlight = new CallsInFlight();
+
+  final long closeGraceNanos;
   final StoreOutages outages;
   final OperationNames operations;
 
@@ -78,6 +81,7 @@ final class GuardSettings {
     this.asyncStore = AsyncStores.of(store, blockingStoreExecutor);
     this.leaseRenewal = builder.leaseRenewal;
     this.leaseRenewalLimitNanos = builder.leaseRenewalLimit.toNanos();
+    this.closeGraceNanos = builder.closeGracePeriod.toNanos();
     this.outages = new StoreOutages(store.kind());
     this.operations = new OperationNames(builder.maxOperationNames);
     this.nearCache =
@@ -106,22 +110,35 @@ final class GuardSettings {
 
   /** Whether {@link #close} was called. */
   boolean closed() {
-    return closed;
+    return inFlight.closed();
   }
 
   /**
-   * Closes the guard's resources: marks it closed, writes what unrecorded batches reported, stops
-   * the lease keeper and shuts down the executors the guard created. Idempotent.
+   * Closes the guard's resources. New calls are refused at once; the calls running let finish for
+   * at most {@link #closeGraceNanos}, their leases renewed and their outcomes recorded meanwhile;
+   * what is left then is abandoned as a crash would leave it (one WARN says how many). Then the
+   * keeper writes what unrecorded batches reported and stops, and the executors the guard created
+   * are shut down, their queued work given {@code executorMillis}. Idempotent; a second caller
+   * returns at once.
    *
    * @return {@code false} if it was closed already
    */
-  synchronized boolean close(long millis) {
-    if (closed) {
+  boolean close(long executorMillis) {
+    if (!inFlight.close()) {
       return false;
     }
-    closed = true;
+    int abandoned = inFlight.awaitNone(closeGraceNanos);
+    if (abandoned > 0) {
+      CallEvents.log.warn(
+          "Closed the idempotency guard with {} calls still running after its grace period of {}"
+              + " ms: their leases are no longer renewed and their outcomes may not be recorded;"
+              + " as after a crash, their keys can be taken over one lease after their last"
+              + " renewal",
+          abandoned,
+          java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(closeGraceNanos));
+    }
     keeper.close();
-    executors.shutdown(millis);
+    executors.shutdown(executorMillis);
     return true;
   }
 

@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 
@@ -61,8 +62,14 @@ public final class IdempotencyGuard implements AutoCloseable {
   /** The default number of attempts to record an outcome after a successful send. */
   public static final int DEFAULT_COMPLETION_ATTEMPTS = 3;
 
-  /** How long {@link #close()} waits, at most, for work already queued on the guard's threads. */
+  /**
+   * How long {@link #close()} waits, at most, for work still queued on the guard's own threads once
+   * the calls have finished or been abandoned.
+   */
   public static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(10);
+
+  /** The default time {@link #close()} lets running calls finish: 30 seconds. */
+  public static final Duration DEFAULT_CLOSE_GRACE_PERIOD = Duration.ofSeconds(30);
 
   /** The default cap on distinct operation names one guard reports: 100. */
   public static final int DEFAULT_MAX_OPERATION_NAMES = 100;
@@ -141,8 +148,12 @@ public final class IdempotencyGuard implements AutoCloseable {
     Objects.requireNonNull(codec, "codec must not be null");
     Objects.requireNonNull(sender, "sender must not be null");
     requireLeaseShorterThan(request.ttl());
-    requireOpen();
-    return new GuardedCall<>(settings, request, codec, sender).run();
+    enter();
+    try {
+      return new GuardedCall<>(settings, request, codec, sender).run();
+    } finally {
+      settings.inFlight.exit();
+    }
   }
 
   /**
@@ -201,8 +212,16 @@ public final class IdempotencyGuard implements AutoCloseable {
     Objects.requireNonNull(codec, "codec must not be null");
     Objects.requireNonNull(sender, "sender must not be null");
     requireLeaseShorterThan(request.ttl());
-    requireOpen();
-    return new AsyncGuardedCall<>(settings, request, codec, sender).run();
+    enter();
+    CompletableFuture<Outcome<T>> outcome;
+    try {
+      outcome = new AsyncGuardedCall<>(settings, request, codec, sender).run();
+    } catch (RuntimeException | Error e) {
+      settings.inFlight.exit();
+      throw e;
+    }
+    outcome.whenComplete((ignored, failure) -> settings.inFlight.exit());
+    return outcome;
   }
 
   /**
@@ -224,8 +243,12 @@ public final class IdempotencyGuard implements AutoCloseable {
       requireLeaseShorterThan(
           Objects.requireNonNull(request, "requests must not contain null").ttl());
     }
-    requireOpen();
-    return new Batch<>(settings, requests, codec);
+    enter(); // the claim itself counts as running: close() waits for it
+    try {
+      return new Batch<>(settings, requests, codec);
+    } finally {
+      settings.inFlight.exit();
+    }
   }
 
   /**
@@ -364,11 +387,28 @@ public final class IdempotencyGuard implements AutoCloseable {
   }
 
   /**
-   * Closes the guard: the outcomes that unrecorded batches reported are written, lease renewal
-   * stops, and the executors the guard created itself are shut down (work already queued on them
-   * runs, for at most {@link #CLOSE_TIMEOUT}); executors the application gave it are left alone,
-   * and so is the store. Calls made after this fail with {@link IllegalStateException}; calls
-   * already running finish, but their leases are no longer renewed. Idempotent.
+   * Closes the guard, letting the calls already running finish first:
+   *
+   * <ol>
+   *   <li>calls made from now on fail with {@link IllegalStateException}, and batches hand out no
+   *       more keys (those not handed out go to {@link Batch#lapsed()}, to be released at {@link
+   *       Batch#record()});
+   *   <li>calls already running (blocking and async calls, a batch's keys handed out and not yet
+   *       reported) finish as they would have, for at most the {@link
+   *       Builder#closeGracePeriod(Duration) grace period}: their leases are renewed and their
+   *       outcomes recorded meanwhile;
+   *   <li>what outlives it is abandoned as a crash would leave it, with one WARN saying how many:
+   *       its lease is no longer renewed and runs out, its key is never released (its send may have
+   *       happened), and an async call's stage fails with {@link IllegalStateException} if the
+   *       guard's own threads can no longer carry it;
+   *   <li>the outcomes that unrecorded batches reported are written, lease renewal stops, and the
+   *       executors the guard created itself are shut down (work still queued on them runs, for at
+   *       most {@link #CLOSE_TIMEOUT}); executors the application gave it are left alone, and so is
+   *       the store.
+   * </ol>
+   *
+   * Idempotent: a second call returns at once. Do not call it from inside a sender of this guard:
+   * it would wait its grace period for that very call.
    */
   @Override
   public void close() {
@@ -379,8 +419,19 @@ public final class IdempotencyGuard implements AutoCloseable {
 
   private void requireOpen() {
     if (settings.closed()) {
-      throw new IllegalStateException("the IdempotencyGuard is closed");
+      throw closedException();
     }
+  }
+
+  /** Counts a call as running, so that {@link #close()} lets it finish; refuses it once closing. */
+  private void enter() {
+    if (!settings.inFlight.enter()) {
+      throw closedException();
+    }
+  }
+
+  private static IllegalStateException closedException() {
+    return new IllegalStateException("the IdempotencyGuard is closed");
   }
 
   private void requireLeaseShorterThan(Duration ttl) {
@@ -444,6 +495,7 @@ public final class IdempotencyGuard implements AutoCloseable {
     boolean storeRawKeys;
     boolean leaseRenewal = true;
     Duration leaseRenewalLimit = DEFAULT_LEASE_RENEWAL_LIMIT;
+    Duration closeGracePeriod = DEFAULT_CLOSE_GRACE_PERIOD;
     Executor blockingStoreExecutor;
     Executor asyncExecutor;
     boolean mdc = true;
@@ -520,6 +572,27 @@ public final class IdempotencyGuard implements AutoCloseable {
         throw new IllegalArgumentException("leaseRenewalLimit must be positive, was " + limit);
       }
       this.leaseRenewalLimit = limit;
+      return this;
+    }
+
+    /**
+     * How long {@link IdempotencyGuard#close()} lets the calls already running finish, their leases
+     * renewed and their outcomes recorded, before it abandons the rest as a crash would (their
+     * leases run out; nothing is released). Size it like the slowest send you expect, and no longer
+     * than the time your platform gives a stopping process (Kubernetes' {@code
+     * terminationGracePeriodSeconds}, Spring's shutdown phase timeout). Default {@link
+     * #DEFAULT_CLOSE_GRACE_PERIOD}.
+     *
+     * @param gracePeriod zero (abandon at once) or positive
+     * @return this builder
+     */
+    public Builder closeGracePeriod(Duration gracePeriod) {
+      Objects.requireNonNull(gracePeriod, "closeGracePeriod must not be null");
+      if (gracePeriod.isNegative()) {
+        throw new IllegalArgumentException(
+            "closeGracePeriod must not be negative, was " + gracePeriod);
+      }
+      this.closeGracePeriod = gracePeriod;
       return this;
     }
 

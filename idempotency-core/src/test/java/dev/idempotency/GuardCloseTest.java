@@ -6,12 +6,22 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.RecordState;
+import dev.idempotency.tck.ObservedKeyStore;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /** {@link IdempotencyGuard#close()}: the threads it started end, and it refuses calls after. */
@@ -19,6 +29,175 @@ class GuardCloseTest {
 
   static final Duration TTL = Duration.ofHours(1);
   final KeyStore store = InMemoryKeyStore.builder().build();
+  final ExecutorService pool = Executors.newCachedThreadPool();
+
+  @AfterEach
+  void stopThreads() throws InterruptedException {
+    pool.shutdownNow();
+    assertThat(pool.awaitTermination(30, TimeUnit.SECONDS)).isTrue();
+  }
+
+  /** Starts {@code guard.close()} on another thread and returns once it has begun. */
+  Future<?> startClosing(IdempotencyGuard guard) throws InterruptedException {
+    Future<?> closing = pool.submit(guard::close);
+    await(() -> guard.settings().closed(), "close() to begin");
+    return closing;
+  }
+
+  // ---- SPEC 14: calls running when close() starts finish as they would have
+
+  /**
+   * An async call whose provider answers after close() began: close waits for it, the caller gets
+   * the result (not a RejectedExecutionException), and the outcome is recorded, so a retry on
+   * another instance replays instead of sending again.
+   */
+  @Test
+  void closeLetsAnAsyncCallInFlightFinishAndRecordsItsOutcome() throws Exception {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    String key = key();
+    CompletableFuture<String> provider = new CompletableFuture<>();
+    AtomicInteger sends = new AtomicInteger();
+    CompletableFuture<String> call =
+        guard
+            .executeAsync(
+                key,
+                TTL,
+                ctx -> {
+                  sends.incrementAndGet();
+                  return provider;
+                })
+            .toCompletableFuture();
+    await(() -> sends.get() == 1, "the send to start");
+
+    Future<?> closing = startClosing(guard);
+    assertThat(closing.isDone()).as("close() waits for the call in flight").isFalse();
+    assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "new"))
+        .as("a call started while closing")
+        .isInstanceOf(IllegalStateException.class);
+    provider.complete("n_801");
+    closing.get(30, TimeUnit.SECONDS);
+
+    assertThat(call.get(30, TimeUnit.SECONDS)).isEqualTo("n_801");
+    IdempotencyGuard other = IdempotencyGuard.builder().store(store).build();
+    assertThat(other.execute(key, TTL, ctx -> "sent again")).isEqualTo("n_801");
+    assertThat(sends).hasValue(1);
+  }
+
+  /**
+   * A blocking send that outlives its lease while close() waits for it keeps its lease renewed:
+   * another instance never takes it over, and its outcome is recorded.
+   */
+  @Test
+  void closeKeepsRenewingABlockingSendInFlightUntilItsOutcomeIsRecorded() throws Exception {
+    ObservedKeyStore observed = new ObservedKeyStore(store);
+    Duration lease = Duration.ofMillis(200);
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(observed).lease(lease).build();
+    IdempotencyGuard other =
+        IdempotencyGuard.builder().store(store).lease(lease).inFlightWait(Duration.ZERO).build();
+    String key = key();
+    CountDownLatch providerAnswers = new CountDownLatch(1);
+    AtomicInteger sends = new AtomicInteger();
+    Future<String> call =
+        pool.submit(
+            () ->
+                guard.execute(
+                    key,
+                    TTL,
+                    ctx -> {
+                      sends.incrementAndGet();
+                      providerAnswers.await();
+                      return "n_802";
+                    }));
+    await(() -> sends.get() == 1, "the send to start");
+
+    Future<?> closing = startClosing(guard);
+    int renewedBefore = observed.extensions.get();
+    await(() -> observed.extensions.get() >= renewedBefore + 4, "renewals while closing");
+    assertThatThrownBy(() -> other.execute(key, TTL, ctx -> "taken over"))
+        .isInstanceOf(IdempotencyInProgressException.class);
+    providerAnswers.countDown();
+    closing.get(30, TimeUnit.SECONDS);
+
+    assertThat(call.get(30, TimeUnit.SECONDS)).isEqualTo("n_802");
+    assertThat(other.execute(key, TTL, ctx -> "sent again")).isEqualTo("n_802");
+    assertThat(sends).hasValue(1);
+  }
+
+  /**
+   * What outlives the grace period is abandoned as a crash would leave it: close() returns, one
+   * WARN names how many calls, the key is not released (the record stays in progress until its
+   * lease runs out), and the caller's stage fails with a message that says what happened.
+   */
+  @Test
+  void closeAbandonsWhatOutlivesItsGracePeriodWithoutReleasingIt() throws Exception {
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder()
+            .store(store)
+            .lease(Duration.ofSeconds(10))
+            .closeGracePeriod(Duration.ofMillis(300))
+            .build();
+    String key = key();
+    CompletableFuture<String> provider = new CompletableFuture<>();
+    CompletableFuture<String> call =
+        guard.executeAsync(key, TTL, ctx -> provider).toCompletableFuture();
+
+    String log = capturingStandardError(guard::close);
+    provider.complete("too late");
+
+    assertThat(log).contains("WARN").contains("1 calls still running after its grace period");
+    assertThatThrownBy(() -> call.get(30, TimeUnit.SECONDS))
+        .hasCauseInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("closed before this call")
+        .hasMessageContaining("not recorded");
+    IdempotencyGuard other = IdempotencyGuard.builder().store(store).build();
+    assertThat(other.find(key))
+        .get()
+        .extracting(IdempotencyRecord::state)
+        .isEqualTo(RecordState.IN_PROGRESS);
+  }
+
+  /**
+   * A batch's key handed out when close() begins is waited for until it is reported; then the batch
+   * hands out nothing more (the rest are lapsed, and released at record()), and what was reported
+   * is written.
+   */
+  @Test
+  void closeWaitsForABatchKeyBeingSentThenTheBatchHandsOutNoMore() throws Exception {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    List<IdempotencyRequest> requests =
+        List.of(
+            IdempotencyRequest.of(key(), TTL),
+            IdempotencyRequest.of(key(), TTL),
+            IdempotencyRequest.of(key(), TTL));
+    Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+    java.util.Iterator<Batch.Item> toSend = batch.toSend().iterator();
+    Batch.Item first = toSend.next();
+
+    Future<?> closing = startClosing(guard);
+    assertThat(closing.isDone()).as("close() waits for the key being sent").isFalse();
+    batch.succeeded(first, "n_803");
+    closing.get(30, TimeUnit.SECONDS);
+
+    assertThat(toSend.hasNext()).as("nothing handed out after close").isFalse();
+    Batch.Recorded recorded = batch.record();
+    assertThat(batch.lapsed()).hasSize(2);
+    assertThat(recorded.released()).isEqualTo(2);
+    IdempotencyGuard other = IdempotencyGuard.builder().store(store).build();
+    assertThat(other.execute(first.key(), TTL, ctx -> "again")).isEqualTo("n_803");
+    assertThat(other.execute(requests.get(1).key(), TTL, ctx -> "released")).isEqualTo("released");
+  }
+
+  static String capturingStandardError(Runnable work) {
+    PrintStream original = System.err;
+    ByteArrayOutputStream captured = new ByteArrayOutputStream();
+    System.setErr(new PrintStream(captured, true, StandardCharsets.UTF_8));
+    try {
+      work.run();
+    } finally {
+      System.setErr(original);
+    }
+    return captured.toString(StandardCharsets.UTF_8);
+  }
 
   static String key() {
     return "close:" + UUID.randomUUID();

@@ -103,7 +103,8 @@ public final class IdempotencyAutoConfiguration {
             .inFlightWait(properties.getInFlightWait())
             .failOpen(properties.isFailOpen())
             .takeoverPolicy(properties.getTakeoverPolicy())
-            .leaseRenewal(properties.isLeaseRenewal());
+            .leaseRenewal(properties.isLeaseRenewal())
+            .closeGracePeriod(properties.getCloseGracePeriod());
     properties
         .getOperations()
         .forEach(

@@ -43,6 +43,12 @@ public class IdempotencyProperties {
   private boolean leaseRenewal = true;
 
   /**
+   * How long the guard lets running calls finish when the application stops, their leases renewed
+   * and their outcomes recorded, before it abandons the rest as a crash would.
+   */
+  private Duration closeGracePeriod = Duration.ofSeconds(30);
+
+  /**
    * Settings of single operations, by operation name (the {@code name} of {@code @Idempotent},
    * {@code @IdempotentEndpoint} or {@code @IdempotentListener}; for a direct guard call, the
    * request's operation, by default the key's namespace): {@code
@@ -179,6 +185,24 @@ public class IdempotencyProperties {
    */
   public void setLeaseRenewal(boolean leaseRenewal) {
     this.leaseRenewal = leaseRenewal;
+  }
+
+  /**
+   * How long closing the guard lets running calls finish.
+   *
+   * @return the grace period
+   */
+  public Duration getCloseGracePeriod() {
+    return closeGracePeriod;
+  }
+
+  /**
+   * Sets how long closing the guard lets running calls finish.
+   *
+   * @param closeGracePeriod zero or positive
+   */
+  public void setCloseGracePeriod(Duration closeGracePeriod) {
+    this.closeGracePeriod = closeGracePeriod;
   }
 
   /**
