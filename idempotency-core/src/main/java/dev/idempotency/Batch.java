@@ -69,10 +69,12 @@ import org.jspecify.annotations.Nullable;
  * outcomes written in the background, its keys renewed for no longer than the guard's renewal
  * limit, and is then let go (nothing keeps it reachable); its other keys run out one lease later.
  *
- * <p>Before it hands out a key, a batch writes the reported outcomes whose leases have less than a
- * quarter left by the guard's clock, so a reported key never lapses unwritten when that clock runs
- * ahead of real time. Outcomes and releases are written even on an interrupted thread (the
- * interrupt is kept for the caller).
+ * <p>Before it hands out a key, a batch looks one send ahead by the guard's clock (the longest send
+ * it has seen, plus a quarter lease): it writes the reported outcomes and renews the unreported
+ * keys whose leases would end sooner, and does not hand out a key whose lease would still end
+ * before its send could. So neither a key being sent nor a reported outcome lapses when that clock
+ * runs ahead of the keeper's real-time schedule (a forward step, a test clock). Outcomes and
+ * releases are written even on an interrupted thread (the interrupt is kept for the caller).
  *
  * @param <T> the result type
  */
@@ -93,6 +95,9 @@ public final class Batch<T> implements AutoCloseable {
 
     /** When first handed out, on the monotonic clock; 0 before. */
     private volatile long handedOutAtMono;
+
+    /** When first handed out, on the lease scale (the guard's clock); valid once handed out. */
+    private volatile long handedOutAt;
 
     /** Whether the item counts among the guard's running calls: handed out, not yet reported. */
     private final AtomicBoolean running = new AtomicBoolean();
@@ -171,7 +176,7 @@ public final class Batch<T> implements AutoCloseable {
 
   private final GuardSettings settings;
   private final BatchWriter writer;
-  private final long handOutMarginNanos;
+  private final BatchLeases leases;
   private final Object watchLock = new Object();
   private boolean watchedByKeeper;
 
@@ -217,7 +222,7 @@ public final class Batch<T> implements AutoCloseable {
   Batch(GuardSettings settings, List<IdempotencyRequest> requests, ResultCodec<T> codec) {
     this.settings = settings;
     this.writer = new BatchWriter(settings);
-    this.handOutMarginNanos = settings.keeper.marginNanos;
+    this.leases = new BatchLeases(settings);
     Map<String, CallSupport<T>> calls = new LinkedHashMap<>();
     for (IdempotencyRequest request : requests) {
       Objects.requireNonNull(request, "requests must not contain null");
@@ -285,6 +290,11 @@ public final class Batch<T> implements AutoCloseable {
       }
     }
     renewIfLate(items);
+    for (Item item : items) {
+      if (item.claim != null && !item.claim.isLost()) {
+        leases.claimed(item.claim.leaseDeadline());
+      }
+    }
     if (!items.isEmpty()) {
       chunks.add(Collections.unmodifiableList(items));
       keepWatched();
@@ -359,18 +369,24 @@ public final class Batch<T> implements AutoCloseable {
   }
 
   /**
-   * Whether to hand {@code item} out now; a key whose lease lapsed never is again. Outcomes already
-   * reported whose leases run short by the guard's clock are written first.
+   * Whether to hand {@code item} out now; a key whose lease lapsed never is again. First, by the
+   * guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases end
+   * sooner are written, and the unreported keys whose leases end sooner are renewed; a key whose
+   * lease would still end before its send could is not handed out.
    */
   private boolean handOut(Item item) {
     if (item.state.get() != Item.NEW) {
       return false;
     }
     long now = settings.leaseNow();
-    writer.writeIfLeaseShort(now, handOutMarginNanos);
-    if (item.claim != null && !item.claim.isLive(now, handOutMarginNanos)) {
-      lapse(item);
-      return false;
+    long horizonNanos = leases.horizonNanos();
+    writer.writeIfLeaseShort(now, horizonNanos);
+    if (item.claim != null) {
+      leases.renewBefore(now + horizonNanos, claimed);
+      if (!item.claim.isLive(now, horizonNanos)) {
+        lapse(item);
+        return false;
+      }
     }
     if (!item.startRunning(settings.inFlight)) {
       lapse(item); // the guard is closing: no send starts now
@@ -378,6 +394,7 @@ public final class Batch<T> implements AutoCloseable {
     }
     long nowMono = GuardSettings.monoNow();
     if (item.handedOutAtMono == 0) {
+      item.handedOutAt = now;
       item.handedOutAtMono = nowMono == 0 ? 1 : nowMono;
     }
     lastActivityMono = nowMono;
@@ -512,6 +529,9 @@ public final class Batch<T> implements AutoCloseable {
     item.reportedAtMono = GuardSettings.monoNow();
     lastActivityMono = item.reportedAtMono;
     item.stopRunning(settings.inFlight);
+    if (item.handedOutAtMono != 0) {
+      leases.sendEnded(item.handedOutAt, settings.leaseNow());
+    }
     if (!item.recordable()) {
       item.state.set(Item.DONE); // a fail-open send: there is no claim to write to
       return;

@@ -223,7 +223,11 @@ final class LeaseKeeper {
     renewNow(late);
   }
 
-  private void renewNow(List<Claim> claims) {
+  /**
+   * Renews these claims now, on the calling thread, fenced; a claim the store refuses, or cannot
+   * renew, is lost (nothing may be sent on it).
+   */
+  void renewNow(List<Claim> claims) {
     if (!claims.isEmpty()) {
       renew(claims, true, Long.MAX_VALUE);
     }
