@@ -12,9 +12,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * The threads one guard uses when the application gives it none: bounded pools of daemon threads
  * named after the guard ({@code idempotency-g<guard>-store-io-N}, {@code -async-N}, {@code
- * -lease-keeper-N}), created as work arrives; idle threads end after a minute. They belong to the
- * guard, which shuts them down at {@link IdempotencyGuard#close()}; executors the application gave
- * it are never shut down by it.
+ * -lease-keeper-N}, {@code -store-probe-N}), created as work arrives; idle threads end after a
+ * minute. They belong to the guard, which shuts them down at {@link IdempotencyGuard#close()};
+ * executors the application gave it are never shut down by it.
  */
 final class DefaultExecutors {
 
@@ -39,6 +39,25 @@ final class DefaultExecutors {
   /** A pool for async senders, codecs and listeners after a store answered. */
   ExecutorService async() {
     return own(boundedPool(threadPrefix + "async", ASYNC_THREADS));
+  }
+
+  private java.util.concurrent.ScheduledThreadPoolExecutor prober;
+
+  /**
+   * The one thread that probes a failing store ({@link StoreOutages}), created on first use; it
+   * ends when idle and is shut down with the others.
+   */
+  synchronized java.util.concurrent.ScheduledExecutorService prober() {
+    if (prober == null) {
+      prober =
+          own(
+              new java.util.concurrent.ScheduledThreadPoolExecutor(
+                  1, daemonThreads(threadPrefix + "store-probe")));
+      prober.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+      prober.setKeepAliveTime(30, TimeUnit.SECONDS);
+      prober.allowCoreThreadTimeOut(true);
+    }
+    return prober;
   }
 
   /** Remembers an executor to shut down at {@link #shutdown}. */

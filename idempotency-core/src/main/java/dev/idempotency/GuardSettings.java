@@ -82,7 +82,7 @@ final class GuardSettings {
     this.leaseRenewal = builder.leaseRenewal;
     this.leaseRenewalLimitNanos = builder.leaseRenewalLimit.toNanos();
     this.closeGraceNanos = builder.closeGracePeriod.toNanos();
-    this.outages = new StoreOutages(store.kind());
+    this.outages = new StoreOutages(userStore, clock, executors::prober);
     this.operations = new OperationNames(builder.maxOperationNames);
     this.nearCache =
         builder.nearCache == null

@@ -1,48 +1,92 @@
 package dev.idempotency;
 
+import dev.idempotency.spi.KeyStore;
+import java.time.Clock;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * What a guard does during a store outage:
+ * What a guard does during a store outage, as a circuit breaker whose half-open probe is the
+ * guard's own, not a caller's:
  *
- * <ul>
- *   <li>logs one WARN line when the store first fails (its stack trace at DEBUG), DEBUG lines while
- *       it keeps failing, and one INFO line when it answers again, with how many operations failed
- *       meanwhile;
- *   <li>once {@link #FAILURES_BEFORE_FAST_FAIL} operations in a row have failed, refuses new claims
- *       at once, without asking the store ({@link #refusal()}), except one every {@link
- *       #PROBE_INTERVAL_NANOS}, which asks it: so that each caller gets its error at once instead
- *       of waiting out a timeout, and the store is not flooded as it comes back. The first claim
- *       the store answers ends the outage. Outcomes and renewals of sends that happened are always
- *       tried.
- * </ul>
+ * <ol>
+ *   <li><b>Closed</b> (the store answers): claims go to the store. The first failure of a claim or
+ *       renewal opens the breaker and logs one WARN line (its stack trace at DEBUG).
+ *   <li><b>Open</b>: new claims are refused at once, without asking the store ({@link #refusal()}),
+ *       so each caller gets its error immediately instead of waiting out a timeout, and the store
+ *       is not flooded as it comes back. Meanwhile one probe at a time, on a thread of the guard's
+ *       own, reads a record that does not exist ({@link KeyStore#find}): 50 ms after the failure,
+ *       then twice as long after each failed probe, at most a second apart.
+ *   <li><b>Half-open</b>: once a probe is answered, the next claim goes to the store (one at a
+ *       time; the others are still refused). Its answer closes the breaker, with one INFO line
+ *       saying how many operations failed meanwhile; its failure opens it again.
+ * </ol>
  *
- * Thread-safe.
+ * A store that cannot read single records is probed by that trial claim alone, after the same
+ * pause. Outcomes and renewals of sends that happened are always tried, whatever the state.
+ *
+ * <p>Thread-safe.
  */
 final class StoreOutages {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotencyGuard.class);
 
+  /**
+   * After a failed probe the next waits this long, then twice as long each time: 50 ms. The first
+   * probe runs as soon as the breaker opens, so a store that failed once and answers again (one
+   * statement timed out) costs callers only the probe's round trip of refusals.
+   */
+  static final long FIRST_PROBE_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+
+  /** Probes are at most this far apart: a second. */
+  static final long MAX_PROBE_NANOS = TimeUnit.SECONDS.toNanos(1);
+
+  /**
+   * A trial claim that has not reported back after this long (it was lost on some path) no longer
+   * holds the others back: the next claim becomes the trial.
+   */
+  static final long TRIAL_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(30);
+
+  /** A digest no key has: what the probe reads. */
+  static final String PROBE_KEY_ID = Digests.keyId("idempotency:store-probe");
+
+  private static final int CLOSED = 0;
+  private static final int OPEN = 1;
+  private static final int HALF_OPEN = 2;
+  private static final int TRIAL = 3;
+
   private final String storeKind;
+  private final KeyStore store;
+  private final Clock clock;
+  private final Supplier<ScheduledExecutorService> prober;
 
-  /** How many store operations in a row must fail before claims are refused without asking. */
-  static final int FAILURES_BEFORE_FAST_FAIL = 3;
-
-  /** While refusing, one claim in this time still asks the store: 250 ms. */
-  static final long PROBE_INTERVAL_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
-
+  private final AtomicInteger state = new AtomicInteger(CLOSED);
   private final AtomicLong failuresSinceLastAnswer = new AtomicLong();
-  private final AtomicLong lastProbeNanos = new AtomicLong(System.nanoTime());
+  private final AtomicLong trialStartedNanos = new AtomicLong();
+  private volatile long nextProbeDelayNanos;
+  private volatile boolean probeScheduled;
+  private volatile boolean cannotProbe;
   private volatile Throwable lastFailure;
 
-  StoreOutages(String storeKind) {
-    this.storeKind = storeKind;
+  /**
+   * @param store the store, as the guard calls it
+   * @param clock the guard's clock, for the probe's read
+   * @param prober the guard's probe thread, created on first use
+   */
+  StoreOutages(KeyStore store, Clock clock, Supplier<ScheduledExecutorService> prober) {
+    this.storeKind = store.kind();
+    this.store = store;
+    this.clock = clock;
+    this.prober = prober;
   }
 
-  /** A store operation failed: WARN once per outage, DEBUG afterwards. */
+  /** A store operation failed: WARN once per outage, DEBUG afterwards; opens the breaker. */
   void storeFailed(String what, Throwable failure) {
     if (failure instanceof Refused) {
       return;
@@ -50,8 +94,8 @@ final class StoreOutages {
     lastFailure = failure;
     if (failuresSinceLastAnswer.getAndIncrement() == 0) {
       log.warn(
-          "The {} key store is failing: {}: {} (further failures at DEBUG until it answers"
-              + " again; stack trace at DEBUG)",
+          "The {} key store is failing: {}: {} (calls are refused at once until it answers again;"
+              + " further failures at DEBUG; stack trace at DEBUG)",
           storeKind,
           what,
           describe(failure));
@@ -59,13 +103,20 @@ final class StoreOutages {
     } else if (log.isDebugEnabled()) {
       log.debug("The {} key store failed again: {}", storeKind, what, failure);
     }
+    int before = state.getAndSet(OPEN);
+    if (before == TRIAL || before == HALF_OPEN) {
+      backOff();
+    }
+    scheduleProbe();
   }
 
-  /** A store operation succeeded: ends an outage, if there was one. */
+  /** A store operation succeeded: closes the breaker, if it was open. */
   void storeAnswered() {
-    if (failuresSinceLastAnswer.get() == 0) {
+    if (failuresSinceLastAnswer.get() == 0 && state.get() == CLOSED) {
       return;
     }
+    state.set(CLOSED);
+    nextProbeDelayNanos = 0;
     long failed = failuresSinceLastAnswer.getAndSet(0);
     if (failed > 0) {
       log.info("The {} key store answers again, after {} failed operations", storeKind, failed);
@@ -73,16 +124,24 @@ final class StoreOutages {
   }
 
   /**
-   * During an outage, the failure a new claim gets at once without asking the store; {@code null}
-   * when the claim should ask it (no outage, or this claim is the next probe).
+   * The failure a new claim gets at once, without asking the store, while the breaker is open;
+   * {@code null} when the claim should ask it (the store answers, or this claim is the one trial
+   * after a probe was answered).
    */
   KeyStoreException refusal() {
-    if (failuresSinceLastAnswer.get() < FAILURES_BEFORE_FAST_FAIL) {
+    int current = state.get();
+    if (current == CLOSED) {
       return null;
     }
     long now = System.nanoTime();
-    long last = lastProbeNanos.get();
-    if (now - last >= PROBE_INTERVAL_NANOS && lastProbeNanos.compareAndSet(last, now)) {
+    if (current == HALF_OPEN && state.compareAndSet(HALF_OPEN, TRIAL)) {
+      trialStartedNanos.set(now);
+      return null;
+    }
+    long trialStarted = trialStartedNanos.get();
+    if (current == TRIAL
+        && now - trialStarted > TRIAL_TIMEOUT_NANOS
+        && trialStartedNanos.compareAndSet(trialStarted, now)) {
       return null;
     }
     Throwable cause = lastFailure;
@@ -96,16 +155,68 @@ final class StoreOutages {
         cause);
   }
 
+  /** Whether the store failed since it last answered. */
+  boolean failing() {
+    return failuresSinceLastAnswer.get() > 0;
+  }
+
+  private synchronized void scheduleProbe() {
+    if (probeScheduled) {
+      return;
+    }
+    probeScheduled = true;
+    try {
+      prober.get().schedule(this::probe, nextProbeDelayNanos, TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException closing) {
+      probeScheduled = false; // the guard is closing: no more probes
+    }
+  }
+
+  /** One probe, on the guard's probe thread: a read that lets the next claim try if answered. */
+  private void probe() {
+    synchronized (this) {
+      probeScheduled = false;
+    }
+    if (state.get() != OPEN) {
+      return;
+    }
+    boolean answered;
+    if (cannotProbe) {
+      answered = true;
+    } else {
+      try {
+        store.find(PROBE_KEY_ID, clock.instant());
+        answered = true;
+      } catch (UnsupportedOperationException noSingleReads) {
+        cannotProbe = true;
+        answered = true;
+      } catch (RuntimeException stillFailing) {
+        lastFailure = stillFailing;
+        failuresSinceLastAnswer.incrementAndGet();
+        log.debug("The {} key store's probe failed", storeKind, stillFailing);
+        answered = false;
+      }
+    }
+    if (answered) {
+      state.compareAndSet(OPEN, HALF_OPEN);
+    } else {
+      backOff();
+      scheduleProbe();
+    }
+  }
+
+  /** The next probe waits longer: 50 ms, then twice as long each time, at most a second. */
+  private void backOff() {
+    long delay = nextProbeDelayNanos;
+    nextProbeDelayNanos =
+        delay == 0 ? FIRST_PROBE_BACKOFF_NANOS : Math.min(MAX_PROBE_NANOS, delay * 2);
+  }
+
   /** A claim refused without asking the store: not a failure of the store of its own. */
   static final class Refused extends KeyStoreException {
     Refused(String message, Throwable cause) {
       super(message, cause);
     }
-  }
-
-  /** Whether the store failed since it last answered. */
-  boolean failing() {
-    return failuresSinceLastAnswer.get() > 0;
   }
 
   private static String describe(Throwable failure) {

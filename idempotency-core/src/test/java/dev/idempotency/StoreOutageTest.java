@@ -4,6 +4,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.StoredRecord;
+import dev.idempotency.tck.ForwardingKeyStore;
 import dev.idempotency.tck.ObservedKeyStore;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -17,6 +22,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -97,15 +103,102 @@ class StoreOutageTest {
   void aRefusedCallSaysTheStoreIsFailingAndWhy() {
     IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
     store.failClaims.set(Integer.MAX_VALUE);
-    for (int i = 0; i < StoreOutages.FAILURES_BEFORE_FAST_FAIL; i++) {
-      assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
-          .isInstanceOf(KeyStoreException.class);
-    }
+    assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
+        .isInstanceOf(KeyStoreException.class);
 
     assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
         .isInstanceOf(KeyStoreException.class)
         .hasMessageContaining("key store is failing")
         .hasMessageContaining("nothing was sent");
+  }
+
+  /**
+   * A store whose every operation fails after a wait, as a database that refuses connections does
+   * behind a pool's connection timeout.
+   */
+  static final class SlowlyFailingStore extends ForwardingKeyStore {
+    final java.util.concurrent.atomic.AtomicBoolean down =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    final AtomicInteger claims = new AtomicInteger();
+    final AtomicInteger probes = new AtomicInteger();
+    final long failAfterMillis;
+
+    SlowlyFailingStore(KeyStore delegate, long failAfterMillis) {
+      super(delegate);
+      this.failAfterMillis = failAfterMillis;
+    }
+
+    private void failIfDown() {
+      if (down.get()) {
+        try {
+          Thread.sleep(failAfterMillis);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        throw new KeyStoreException("Connection refused", null);
+      }
+    }
+
+    @Override
+    public ClaimResult claim(ClaimRequest request) {
+      claims.incrementAndGet();
+      failIfDown();
+      return delegate.claim(request);
+    }
+
+    @Override
+    public java.util.Optional<StoredRecord> find(String keyId, java.time.Instant now) {
+      probes.incrementAndGet();
+      failIfDown();
+      return delegate.find(keyId, now);
+    }
+  }
+
+  /**
+   * SPEC 14, "each caller gets its error at once": once one claim has seen the store fail, later
+   * callers are refused without waiting for the store, however slowly it fails, while the guard's
+   * own probe (not a caller) checks it in the background; and once it answers again the calls go
+   * through, without a restart, within about a second.
+   */
+  @Test
+  void afterOneFailureEveryCallerIsRefusedAtOnceWhileTheGuardProbesTheStore() throws Exception {
+    SlowlyFailingStore slow = new SlowlyFailingStore(InMemoryKeyStore.builder().build(), 300);
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(slow).build();
+    slow.down.set(true);
+    assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
+        .isInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("Connection refused");
+
+    IdempotencyGuardTest.await(() -> slow.probes.get() >= 2, "the guard to probe the store");
+    long slowest = 0;
+    for (int i = 0; i < 10; i++) {
+      long start = System.nanoTime();
+      assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
+          .isInstanceOf(KeyStoreException.class)
+          .hasMessageContaining("nothing was sent")
+          .hasMessageContaining("Connection refused");
+      slowest = Math.max(slowest, System.nanoTime() - start);
+    }
+
+    assertThat(slow.claims).as("claims that reached the failing store").hasValue(1);
+    assertThat(TimeUnit.NANOSECONDS.toMillis(slowest))
+        .as("the slowest refusal, against the store's 300 ms to fail")
+        .isLessThan(150);
+
+    slow.down.set(false);
+    long recovered = System.nanoTime();
+    IdempotencyGuardTest.await(
+        () -> {
+          try {
+            return guard.execute(key(), TTL, ctx -> "sent").equals("sent");
+          } catch (KeyStoreException stillRefused) {
+            return false;
+          }
+        },
+        "a call to go through after the store answers again");
+    assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - recovered))
+        .as("recovery after the store answers again")
+        .isLessThan(5_000);
   }
 
   /** Five repeats waiting two seconds for one in-flight key back off: few claims each. */
