@@ -103,6 +103,7 @@ class StoreOutageTest {
   void aRefusedCallSaysTheStoreIsFailingAndWhy() {
     IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
     store.failClaims.set(Integer.MAX_VALUE);
+    store.failFinds.set(Integer.MAX_VALUE); // the guard's probe finds the store down too
     assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
         .isInstanceOf(KeyStoreException.class);
 

@@ -26,6 +26,7 @@ public final class ObservedKeyStore extends ForwardingKeyStore {
   public final AtomicInteger failCompletes = new AtomicInteger();
   public final AtomicInteger failReleases = new AtomicInteger();
   public final AtomicInteger failExtensions = new AtomicInteger();
+  public final AtomicInteger failFinds = new AtomicInteger();
   public final List<ClaimRequest> claimRequests = new CopyOnWriteArrayList<>();
 
   public ObservedKeyStore(KeyStore delegate) {
@@ -67,6 +68,13 @@ public final class ObservedKeyStore extends ForwardingKeyStore {
     extensions.incrementAndGet();
     failIfAsked(failExtensions, "extend");
     return delegate.extend(request);
+  }
+
+  @Override
+  public java.util.Optional<dev.idempotency.spi.StoredRecord> find(
+      String keyId, java.time.Instant now) {
+    failIfAsked(failFinds, "find");
+    return delegate.find(keyId, now);
   }
 
   private static void failIfAsked(AtomicInteger remaining, String operation) {
