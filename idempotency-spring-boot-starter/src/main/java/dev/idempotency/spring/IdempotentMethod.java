@@ -331,12 +331,27 @@ final class IdempotentMethod {
     }
   }
 
+  /**
+   * Whether the type is a Reactive Streams {@code Publisher}, through any interface of it or of its
+   * superclasses, however deep: {@code Mono} and {@code Flux} implement {@code CorePublisher},
+   * which extends it.
+   */
   private static boolean isReactive(Class<?> type) {
     for (Class<?> c = type; c != null; c = c.getSuperclass()) {
-      for (Class<?> i : ClassUtils.getAllInterfacesForClassAsSet(c)) {
-        if (i.getName().equals("org.reactivestreams.Publisher")) {
-          return true;
-        }
+      if (extendsPublisher(c)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean extendsPublisher(Class<?> type) {
+    if (type.getName().equals("org.reactivestreams.Publisher")) {
+      return true;
+    }
+    for (Class<?> i : type.getInterfaces()) {
+      if (extendsPublisher(i)) {
+        return true;
       }
     }
     return false;

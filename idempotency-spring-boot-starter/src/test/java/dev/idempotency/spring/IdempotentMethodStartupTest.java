@@ -47,6 +47,21 @@ class IdempotentMethodStartupTest {
     }
   }
 
+  /** Mono implements CorePublisher, which extends Publisher: not a direct interface. */
+  static class ReturnsMono {
+    @Idempotent(key = "#orderId")
+    public reactor.core.publisher.Mono<String> send(String orderId) {
+      return reactor.core.publisher.Mono.just(orderId);
+    }
+  }
+
+  static class ReturnsFlux {
+    @Idempotent(key = "#orderId")
+    public reactor.core.publisher.Flux<String> send(String orderId) {
+      return reactor.core.publisher.Flux.just(orderId);
+    }
+  }
+
   static class TtlNotLongerThanTheLease {
     @Idempotent(key = "#orderId", ttl = "30s")
     public String send(String orderId) {
@@ -175,6 +190,12 @@ class IdempotentMethodStartupTest {
   @Test
   void anIndexPastTheParametersFails() {
     failsWith(IndexPastTheParameters.class, "#p1 is past the method's 1 parameters");
+  }
+
+  @Test
+  void aMethodReturningMonoOrFluxFailsUntilReactiveTypesAreSupported() {
+    failsWith(ReturnsMono.class, "returns reactor.core.publisher.Mono", "not supported");
+    failsWith(ReturnsFlux.class, "returns reactor.core.publisher.Flux", "not supported");
   }
 
   @Test
