@@ -46,8 +46,11 @@ import java.lang.annotation.Target;
  * object (and as {@code #payload}). A failure is reported as the container expects: Spring Kafka's
  * {@code BatchListenerFailedException} with the index in the batch it received.
  *
- * <p>Works through a Spring AOP proxy, as {@code @Transactional} does. The provider key of a send
- * is {@link IdempotentDelivery#context()}'s.
+ * <p>Works through a Spring AOP proxy, as {@code @Transactional} does, and runs outside it (the
+ * advisor's order is {@link IdempotentListenerAdvisor#DEFAULT_ORDER}): on a listener that is also
+ * {@code @Transactional} an outcome is recorded only after the commit succeeded, and a failed
+ * commit releases the key; an application whose transaction advisor is ordered outside the guard
+ * fails at startup. The provider key of a send is {@link IdempotentDelivery#context()}'s.
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)
@@ -77,15 +80,21 @@ public @interface IdempotentListener {
 
   /**
    * The namespace of the key and the operation in events, metrics and logs; default the class's
-   * simple name and the method's, {@code OrderMailer.onOrderShipped}.
+   * simple name and the method's, {@code OrderMailer.onOrderShipped}. Two different listeners whose
+   * default names are equal ({@code email.OrderShippedListener.onMessage} and {@code
+   * sms.OrderShippedListener.onMessage}) fail the application at startup, both named: they would
+   * share one key namespace, and one's delivery would be acknowledged as the other's replay without
+   * being sent. Give each its own name.
    *
    * @return the name, or empty for the default
    */
   String name() default "";
 
   /**
-   * The window, an ISO-8601 duration such as {@code PT72H}; default {@code
-   * idempotency.default-ttl}.
+   * The window, in Spring Boot's duration formats ({@code PT72H}, {@code 72h}); default {@code
+   * idempotency.operations.<name>.ttl}, else {@code idempotency.default-ttl}. A window not longer
+   * than the guard's lease ({@code idempotency.lease}) fails the application at startup, naming the
+   * listener, its window and the lease.
    *
    * @return the ttl, or empty for the default
    */
