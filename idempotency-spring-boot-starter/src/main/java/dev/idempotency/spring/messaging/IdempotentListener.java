@@ -37,8 +37,17 @@ import java.lang.annotation.Target;
  * <p><b>The key</b> is never the broker's message id or offset: a producer that publishes the same
  * event twice gives it two. It is {@link #key()}, a SpEL expression over the listener's parameters
  * and the message's headers, or else the message header {@link #header()} (default: property {@code
- * idempotency.messaging.header}, {@code Idempotency-Key}). A message whose key is missing is
- * refused with an {@link IllegalArgumentException} (the broker's dead-letter policy applies).
+ * idempotency.messaging.header}, {@code Idempotency-Key}). A key is a stable value: an expression
+ * whose value's class does not override {@code toString()} ({@code key = "#event"} on a class
+ * without one: {@code Object}'s identity hash, a new key per retry) is refused; strings, numbers,
+ * UUIDs, enums, records and classes with their own {@code toString()} are fine. A message whose key
+ * cannot be used (missing, blank, too long once namespaced by {@link #name()}, control characters,
+ * from {@code Object.toString()}) does not run and is a poison message, an {@link
+ * InvalidIdempotencyKeyException}: RabbitMQ rejects it without requeue (to the queue's dead-letter
+ * exchange); Spring Kafka's {@code DefaultErrorHandler} does not retry it (its recoverer takes it
+ * at once); JMS rolls it back, and the broker's redelivery limit and dead-letter address apply
+ * (each redelivery is refused the same way). In a batch, the messages before it run and the
+ * container is told of its index (RabbitMQ rejects the whole batch).
  *
  * <p><b>Batch listeners</b> (a {@code List} parameter of payloads, {@code Message}s or records)
  * claim the keys of a batch together, one round trip per chunk; the listener gets only the messages

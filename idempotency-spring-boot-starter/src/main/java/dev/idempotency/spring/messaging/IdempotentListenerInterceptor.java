@@ -215,18 +215,31 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     Map<String, Integer> first = new LinkedHashMap<>();
     List<IdempotencyRequest> requests = new ArrayList<>();
     Duration ttl = method.ttl;
-    for (int i = 0; i < size; i++) {
+    // a message whose key cannot be used is a poison message: the batch stops there, as it does
+    // for a message that must come back later, and the container's dead-letter path takes it
+    int poison = size;
+    InvalidIdempotencyKeyException poisonCause = null;
+    for (int i = 0; i < size && poison == size; i++) {
       Object element = elements.get(i);
       Map<String, Object> headers =
           delivery != null && delivery.batch() && delivery.headers().size() == size
               ? delivery.headersOf(i)
               : orEmpty(Messages.headersOf(element));
-      keys[i] = method.elementKey(Messages.payloadOf(element), headers);
+      try {
+        keys[i] = method.elementKey(Messages.payloadOf(element), headers);
+      } catch (InvalidIdempotencyKeyException e) {
+        poison = i;
+        poisonCause = e;
+        continue;
+      }
       if (first.putIfAbsent(keys[i], i) == null) {
         requests.add(IdempotencyRequest.of(keys[i], ttl).withOperation(method.name));
       }
     }
 
+    if (requests.isEmpty()) {
+      throw failures.failedAt(0, poisonCause); // the first message is the poison one
+    }
     Batch<String> batch;
     try {
       batch = guard.get().claimBatch(requests, ResultCodec.string());
@@ -246,6 +259,11 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     RuntimeException stopCause = null;
     int replays = 0;
     for (int i = 0; i < size && stop == size; i++) {
+      if (i == poison) {
+        stop = i;
+        stopCause = poisonCause;
+        continue;
+      }
       String key = keys[i];
       Batch.Item item = toSend.get(key);
       Fate fate;

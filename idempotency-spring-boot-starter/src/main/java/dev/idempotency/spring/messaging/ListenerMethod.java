@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyKey;
+import dev.idempotency.spring.KeyValues;
 import dev.idempotency.spring.TtlAttribute;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
@@ -307,7 +308,19 @@ final class ListenerMethod {
       throw new MissingIdempotencyKeyException(
           "the key '" + keySource + "' of listener " + name + " evaluated to null; nothing ran");
     }
-    return IdempotencyKey.of(name, value.toString());
+    String instability = KeyValues.instability(value);
+    if (instability != null) {
+      throw new InvalidIdempotencyKeyException(
+          "the key '"
+              + keySource
+              + "' of listener "
+              + name
+              + " is "
+              + instability
+              + "; nothing ran. Pick a field that identifies the event (#event.orderId), or give"
+              + " its class a toString() of its identifying values (a record has one)");
+    }
+    return namespaced(value.toString(), "the key '" + keySource + "'");
   }
 
   private String fromHeader(Map<String, Object> headers) {
@@ -320,6 +333,26 @@ final class ListenerMethod {
               + name
               + "; nothing ran. Set it on the producer, or give the listener a key expression");
     }
-    return IdempotencyKey.of(name, value.toString());
+    return namespaced(value.toString(), "the " + header + " header");
+  }
+
+  /** The guard's key: the listener's name, then {@code value}; a poison message if unusable. */
+  private String namespaced(String value, String source) {
+    if (value.isBlank()) {
+      throw new InvalidIdempotencyKeyException(
+          source + " of listener " + name + " is blank; nothing ran");
+    }
+    try {
+      return IdempotencyKey.of(name, value);
+    } catch (IllegalArgumentException e) {
+      throw new InvalidIdempotencyKeyException(
+          source
+              + " of listener "
+              + name
+              + " cannot be a key once namespaced by the listener's name ("
+              + e.getMessage()
+              + "); nothing ran",
+          e);
+    }
   }
 }
