@@ -127,6 +127,14 @@ public final class IdempotencyMessagingAutoConfiguration {
     static BeanPostProcessor idempotencyRabbitContainerFactories(Environment environment) {
       return ListenerContainerHooks.rabbitContainerFactories(backOff(environment));
     }
+
+    @Bean
+    @ConditionalOnMissingBean(name = "idempotencyRabbitContainers")
+    SmartLifecycle idempotencyRabbitContainers(
+        ObjectProvider<org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry>
+            registries) {
+      return ListenerContainerHooks.rabbitContainers(registries);
+    }
   }
 
   /** JMS: the listener of every container wrapped. */

@@ -55,6 +55,10 @@ import java.lang.annotation.Target;
  * object (and as {@code #payload}). A failure is reported as the container expects: Spring Kafka's
  * {@code BatchListenerFailedException} with the index in the batch it received.
  *
+ * <p>RabbitMQ's {@code MANUAL} acknowledgement is not supported (a replay does not run the
+ * listener, so nothing would acknowledge it): such a container fails the application at startup.
+ * Use {@code AUTO}, the default.
+ *
  * <p>Works through a Spring AOP proxy, as {@code @Transactional} does, and runs outside it (the
  * advisor's order is {@link IdempotentListenerAdvisor#DEFAULT_ORDER}): on a listener that is also
  * {@code @Transactional} an outcome is recorded only after the commit succeeded, and a failed
