@@ -371,8 +371,8 @@ public final class Batch<T> implements AutoCloseable {
   /**
    * Whether to hand {@code item} out now; a key whose lease lapsed never is again. First, by the
    * guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases end
-   * sooner are written, and the unreported keys whose leases end sooner are renewed; a key whose
-   * lease would still end before its send could is not handed out.
+   * sooner are written, and (with lease renewal on) the unreported keys whose leases end sooner are
+   * renewed; a key whose lease would still end before its send could is not handed out.
    */
   private boolean handOut(Item item) {
     if (item.state.get() != Item.NEW) {
@@ -382,7 +382,9 @@ public final class Batch<T> implements AutoCloseable {
     long horizonNanos = leases.horizonNanos();
     writer.writeIfLeaseShort(now, horizonNanos);
     if (item.claim != null) {
-      leases.renewBefore(now + horizonNanos, claimed);
+      if (settings.leaseRenewal) {
+        leases.renewBefore(now + horizonNanos, claimed);
+      } // without renewal, a lease is what the claim got: one that ends too soon is not sent on
       if (!item.claim.isLive(now, horizonNanos)) {
         lapse(item);
         return false;
