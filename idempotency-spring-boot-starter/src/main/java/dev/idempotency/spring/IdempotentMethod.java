@@ -406,15 +406,4 @@ final class IdempotentMethod {
   private MethodBasedEvaluationContext context(@Nullable Object target, Object[] arguments) {
     return new MethodBasedEvaluationContext(target, method, arguments, parameterNames);
   }
-
-  /** The method as a message names it: {@code a.b.Mailer.send(String)}. */
-  String describe() {
-    StringBuilder text = new StringBuilder(userClass.getName()).append('.');
-    text.append(method.getName()).append('(');
-    Class<?>[] types = method.getParameterTypes();
-    for (int i = 0; i < types.length; i++) {
-      text.append(i > 0 ? ", " : "").append(types[i].getSimpleName());
-    }
-    return text.append(')').toString();
-  }
 }
