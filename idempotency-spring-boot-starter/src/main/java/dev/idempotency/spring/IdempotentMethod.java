@@ -368,6 +368,18 @@ final class IdempotentMethod {
       throw new IllegalArgumentException(
           "the key '" + keySource + "' of " + name + " evaluated to null");
     }
+    String instability = KeyValues.instability(value);
+    if (instability != null) {
+      throw new IllegalArgumentException(
+          "the key '"
+              + keySource
+              + "' of "
+              + name
+              + " is "
+              + instability
+              + "; nothing ran. Pick a value that identifies the call (#event.orderId), or give"
+              + " its class a toString() of its identifying values (a record has one)");
+    }
     return value.toString();
   }
 

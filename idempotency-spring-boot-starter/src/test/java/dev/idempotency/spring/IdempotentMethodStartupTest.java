@@ -62,6 +62,29 @@ class IdempotentMethodStartupTest {
     }
   }
 
+  /** An event class without its own toString(): Object's gives each instance its own key. */
+  public static final class PlainEvent {
+    final String orderId;
+
+    public PlainEvent(String orderId) {
+      this.orderId = orderId;
+    }
+  }
+
+  static class KeyFromObjectToString {
+    final java.util.concurrent.atomic.AtomicInteger runs =
+        new java.util.concurrent.atomic.AtomicInteger();
+
+    @Idempotent(key = "#event")
+    public String send(PlainEvent event) {
+      return "sent-" + runs.incrementAndGet();
+    }
+
+    public int runs() {
+      return runs.get();
+    }
+  }
+
   static class TtlNotLongerThanTheLease {
     @Idempotent(key = "#orderId", ttl = "30s")
     public String send(String orderId) {
@@ -208,6 +231,21 @@ class IdempotentMethodStartupTest {
     failsWith(
         TtlNotLongerThanTheLease.class,
         "ttl '30s' must be longer than the lease (idempotency.lease = PT30S)");
+  }
+
+  @Test
+  void aKeyFromObjectsToStringIsRefusedAtTheCallAndNothingRuns() {
+    runner
+        .withBean(KeyFromObjectToString.class)
+        .run(
+            context -> {
+              KeyFromObjectToString bean = context.getBean(KeyFromObjectToString.class);
+              org.assertj.core.api.Assertions.assertThatThrownBy(
+                      () -> bean.send(new PlainEvent("o-1")))
+                  .isInstanceOf(IllegalArgumentException.class)
+                  .hasMessageContaining("toString");
+              assertThat(bean.runs()).isZero();
+            });
   }
 
   @Test
