@@ -119,14 +119,36 @@ final class GuardSettings {
    * what is left then is abandoned as a crash would leave it (one WARN says how many). Then the
    * keeper writes what unrecorded batches reported and stops, and the executors the guard created
    * are shut down, their queued work given {@code executorMillis}. Idempotent; a second caller
-   * returns at once.
+   * returns once the first has finished.
    *
    * @return {@code false} if it was closed already
    */
   boolean close(long executorMillis) {
     if (!inFlight.close()) {
+      awaitClosed(); // a concurrent close returns once the guard is closed, not before
       return false;
     }
+    try {
+      closeOnce(executorMillis);
+    } finally {
+      closed.countDown();
+    }
+    return true;
+  }
+
+  /** Counted down once the first {@link #close} has finished. */
+  private final java.util.concurrent.CountDownLatch closed =
+      new java.util.concurrent.CountDownLatch(1);
+
+  private void awaitClosed() {
+    try {
+      closed.await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt(); // the caller's: kept; it stops waiting
+    }
+  }
+
+  private void closeOnce(long executorMillis) {
     int abandoned = inFlight.awaitNone(closeGraceNanos);
     if (abandoned > 0) {
       CallEvents.log.warn(
@@ -139,7 +161,6 @@ final class GuardSettings {
     }
     keeper.close();
     executors.shutdown(executorMillis);
-    return true;
   }
 
   /** Now on the monotonic clock, for schedules: {@link System#nanoTime()}. */

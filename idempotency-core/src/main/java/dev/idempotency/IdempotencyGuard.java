@@ -399,16 +399,17 @@ public final class IdempotencyGuard implements AutoCloseable {
    *       outcomes recorded meanwhile;
    *   <li>what outlives it is abandoned as a crash would leave it, with one WARN saying how many:
    *       its lease is no longer renewed and runs out, its key is never released (its send may have
-   *       happened), and an async call's stage fails with {@link IllegalStateException} if the
-   *       guard's own threads can no longer carry it;
+   *       happened), an async call's stage fails with {@link IllegalStateException} if the guard's
+   *       own threads can no longer carry it, and a call that had not started its send never starts
+   *       it ({@link KeyStoreException}, nothing sent);
    *   <li>the outcomes that unrecorded batches reported are written, lease renewal stops, and the
    *       executors the guard created itself are shut down (work still queued on them runs, for at
    *       most {@link #CLOSE_TIMEOUT}); executors the application gave it are left alone, and so is
    *       the store.
    * </ol>
    *
-   * Idempotent: a second call returns at once. Do not call it from inside a sender of this guard:
-   * it would wait its grace period for that very call.
+   * Idempotent: a second call returns once the first has finished. Do not call it from inside a
+   * sender of this guard: it would wait its grace period for that very call.
    */
   @Override
   public void close() {

@@ -180,28 +180,31 @@ final class StoreOutages {
     if (state.get() != OPEN) {
       return;
     }
-    boolean answered;
-    if (cannotProbe) {
-      answered = true;
-    } else {
-      try {
-        store.find(PROBE_KEY_ID, clock.instant());
+    boolean answered = false;
+    try {
+      if (cannotProbe) {
         answered = true;
-      } catch (UnsupportedOperationException noSingleReads) {
-        cannotProbe = true;
-        answered = true;
-      } catch (RuntimeException stillFailing) {
-        lastFailure = stillFailing;
-        failuresSinceLastAnswer.incrementAndGet();
-        log.debug("The {} key store's probe failed", storeKind, stillFailing);
-        answered = false;
+      } else {
+        try {
+          store.find(PROBE_KEY_ID, clock.instant());
+          answered = true;
+        } catch (UnsupportedOperationException noSingleReads) {
+          cannotProbe = true;
+          answered = true;
+        } catch (RuntimeException stillFailing) {
+          lastFailure = stillFailing;
+          failuresSinceLastAnswer.incrementAndGet();
+          log.debug("The {} key store's probe failed", storeKind, stillFailing);
+        }
       }
-    }
-    if (answered) {
-      state.compareAndSet(OPEN, HALF_OPEN);
-    } else {
-      backOff();
-      scheduleProbe();
+    } finally {
+      // even an Error thrown by the store leaves a next probe: else the breaker would stay open
+      if (answered) {
+        state.compareAndSet(OPEN, HALF_OPEN);
+      } else {
+        backOff();
+        scheduleProbe();
+      }
     }
   }
 

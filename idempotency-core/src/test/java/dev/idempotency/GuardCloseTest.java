@@ -349,4 +349,47 @@ class GuardCloseTest {
         .hasMessageContaining("nothing was sent");
     assertThat(sends).hasValue(0);
   }
+
+  /**
+   * A second close() while the first waits out the running calls returns only once the guard is
+   * closed: code that closes the store or its pool right after must not do so under a running call.
+   */
+  @Test
+  void aSecondCloseWaitsForTheFirst() throws Exception {
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(store).closeGracePeriod(Duration.ofSeconds(30)).build();
+    java.util.concurrent.CountDownLatch sending = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.Future<String> call =
+        pool.submit(
+            () ->
+                guard.execute(
+                    key(),
+                    TTL,
+                    ctx -> {
+                      sending.countDown();
+                      release.await(30, TimeUnit.SECONDS);
+                      return "sent";
+                    }));
+    assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+    java.util.concurrent.Future<?> first = pool.submit(guard::close);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (true) { // until the first close has begun: new calls are refused
+      try {
+        guard.execute(key(), TTL, ctx -> "probe");
+      } catch (IllegalStateException closing) {
+        break;
+      }
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      Thread.sleep(5);
+    }
+
+    java.util.concurrent.Future<?> second = pool.submit(guard::close);
+    assertThatThrownBy(() -> second.get(300, TimeUnit.MILLISECONDS))
+        .isInstanceOf(java.util.concurrent.TimeoutException.class);
+    release.countDown();
+    second.get(30, TimeUnit.SECONDS);
+    assertThat(first.isDone()).isTrue();
+    assertThat(call.get(30, TimeUnit.SECONDS)).isEqualTo("sent");
+  }
 }

@@ -297,4 +297,28 @@ class StoreOutageTest {
         .isEqualTo("sent-1");
     assertThat(sends).hasValue(2);
   }
+
+  /** A probe that throws an Error (a store's bug) still leaves a next probe scheduled. */
+  @Test
+  void aProbeThatThrowsAnErrorIsRetriedAndTheGuardRecovers() throws Exception {
+    AtomicInteger finds = new AtomicInteger();
+    KeyStore breaksOnce =
+        new dev.idempotency.tck.ForwardingKeyStore(store) {
+          @Override
+          public java.util.Optional<dev.idempotency.spi.StoredRecord> find(
+              String keyId, java.time.Instant now) {
+            if (finds.incrementAndGet() == 1) {
+              throw new AssertionError("a store bug in find");
+            }
+            return delegate.find(keyId, now);
+          }
+        };
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(breaksOnce).build();
+    store.failClaims.set(1);
+    assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
+        .isInstanceOf(KeyStoreException.class);
+
+    awaitAnswer(guard);
+    assertThat(finds.get()).isGreaterThanOrEqualTo(2);
+  }
 }
