@@ -266,7 +266,8 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     } else if (error instanceof IdempotencyResultUnavailableException) {
       notStored(response, null);
     } else if (error instanceof KeyStoreException) {
-      log.warn(
+      // the guard logs one WARN per outage; one line per refused request would drown it
+      log.debug(
           "The idempotency store is unavailable; answering 503, the handler did not run", error);
       response.setHeader("Retry-After", "5");
       Problems.write(
