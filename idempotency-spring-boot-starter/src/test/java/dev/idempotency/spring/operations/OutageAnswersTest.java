@@ -3,6 +3,9 @@ package dev.idempotency.spring.operations;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.testservers.FreePorts;
+import java.net.URLEncoder;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -13,8 +16,9 @@ import org.springframework.context.ConfigurableApplicationContext;
 
 /**
  * What a Boot application answers and logs while its store is down (PostgreSQL really stopped:
- * nothing listens on its port): ten requests to an idempotent endpoint log one WARN for the outage
- * (the guard's), not one per request.
+ * nothing listens on its port): the Actuator endpoint answers 503, not 500 with an ERROR; ten
+ * requests to an idempotent endpoint log one WARN for the outage (the guard's), not one per
+ * request.
  */
 @ExtendWith(OutputCaptureExtension.class)
 class OutageAnswersTest {
@@ -37,6 +41,23 @@ class OutageAnswersTest {
       }
     }
     return lines;
+  }
+
+  @Test
+  void theActuatorEndpointAnswers503WithoutAnErrorLog(CapturedOutput output) throws Exception {
+    try (ConfigurableApplicationContext app = startWithPostgresDown()) {
+      int from = output.getOut().length();
+
+      HttpResponse<String> read =
+          Apps.get(
+              app,
+              "/actuator/idempotency?key="
+                  + URLEncoder.encode("otp:user_42:c1", StandardCharsets.UTF_8));
+
+      assertThat(read.statusCode()).as(read.body()).isEqualTo(503);
+      assertThat(lines(output, from, "ERROR")).as("no ERROR for an outage").isEmpty();
+      assertThat(output.getOut().substring(from)).doesNotContain("\tat ");
+    }
   }
 
   @Test
