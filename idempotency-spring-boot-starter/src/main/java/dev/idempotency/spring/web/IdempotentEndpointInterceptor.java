@@ -26,6 +26,8 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.http.HttpStatus;
+import org.springframework.web.context.request.async.WebAsyncManager;
+import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.AsyncHandlerInterceptor;
 import org.springframework.web.servlet.HandlerMapping;
@@ -195,6 +197,10 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     }
     EndpointCall endpointCall = new EndpointCall(call, endpoint.headers(), maxWait);
     request.setAttribute(EndpointCall.ATTRIBUTE, endpointCall);
+    AsyncTimeouts timeouts = new AsyncTimeouts(endpointCall, method, headerName);
+    WebAsyncManager async = WebAsyncUtils.getAsyncManager(request);
+    async.registerCallableInterceptor(AsyncTimeouts.KEY, timeouts);
+    async.registerDeferredResultInterceptor(AsyncTimeouts.KEY, timeouts);
     request.setAttribute(IdempotentEndpointFilter.SEND_CONTEXT_ATTRIBUTE, call.context());
     capture.startCapture();
     endpointCall.enterMdc();
