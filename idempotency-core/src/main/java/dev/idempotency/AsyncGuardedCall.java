@@ -73,7 +73,7 @@ final class AsyncGuardedCall<T> {
     long askedAt = call.settings.leaseNow(now);
     long askedAtMono = GuardSettings.monoNow();
     CompletionStage<ClaimResult> answer;
-    KeyStoreException refusal = call.settings.outages.refusal();
+    KeyStoreException refusal = call.breakerRefusal();
     if (refusal != null) {
       answer = CompletableFuture.failedFuture(refusal);
     } else {

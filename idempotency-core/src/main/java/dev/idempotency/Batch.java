@@ -329,8 +329,9 @@ public final class Batch<T> implements AutoCloseable {
   /**
    * The keys claimed for this batch, to send now: each is handed out only while its lease has more
    * than a quarter of its length left, so send them in order as you iterate. Report each with
-   * {@link #succeeded} or {@link #failed}. Keys already reported, and keys whose lease lapsed (see
-   * {@link #lapsed()}), are skipped; iterating again hands out what is still to send.
+   * {@link #succeeded} or {@link #failed}. Each key is handed out once: keys handed out before
+   * (reported or not: their send may still run), and keys whose lease lapsed (see {@link
+   * #lapsed()}), are skipped; iterating again hands out only what was never handed out.
    *
    * @return the keys to send, in request order; not thread-safe to iterate from several threads
    */
@@ -371,18 +372,20 @@ public final class Batch<T> implements AutoCloseable {
   /**
    * Whether to hand {@code item} out now; a key whose lease lapsed never is again. First, by the
    * guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases end
-   * sooner are written, and the unreported keys whose leases end sooner are renewed; a key whose
-   * lease would still end before its send could is not handed out.
+   * sooner are written, and (with lease renewal on) the unreported keys whose leases end sooner are
+   * renewed; a key whose lease would still end before its send could is not handed out.
    */
   private boolean handOut(Item item) {
-    if (item.state.get() != Item.NEW) {
-      return false;
+    if (item.state.get() != Item.NEW || item.handedOutAtMono != 0) {
+      return false; // reported, lapsed, or handed out before (its send may be running): never twice
     }
     long now = settings.leaseNow();
     long horizonNanos = leases.horizonNanos();
     writer.writeIfLeaseShort(now, horizonNanos);
     if (item.claim != null) {
-      leases.renewBefore(now + horizonNanos, claimed);
+      if (settings.leaseRenewal) {
+        leases.renewBefore(now + horizonNanos, claimed);
+      } // without renewal, a lease is what the claim got: one that ends too soon is not sent on
       if (!item.claim.isLive(now, horizonNanos)) {
         lapse(item);
         return false;

@@ -11,6 +11,7 @@ import java.time.Instant;
 import java.util.Base64;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The decision core of one guarded key, shared by the blocking ({@link GuardedCall}), asynchronous
@@ -193,7 +194,10 @@ final class CallSupport<T> {
         failure instanceof KeyStoreException e
             ? e
             : new KeyStoreException("The key store failed to claim key " + keyId, failure);
-    settings.outages.storeFailed("a claim failed", storeFailure);
+    if (!Thread.currentThread().isInterrupted()) {
+      // a wait the application interrupted (a pool gives up on it) says nothing of the store
+      settings.outages.storeFailed("a claim failed", storeFailure);
+    }
     events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
     return storeFailure;
   }
@@ -273,7 +277,18 @@ final class CallSupport<T> {
    * #lateClaimRefused}).
    */
   boolean readyToSend(Claim claim) {
-    return settings.keeper.readyToSend(claim);
+    // a guard closed past its grace period renews nothing: a send started now could outlive its
+    // lease and be taken over, which a crash, the only other way to leave it, never would
+    return !settings.keeper.isClosed() && settings.keeper.readyToSend(claim);
+  }
+
+  /**
+   * The breaker's refusal for a new claim of this call ({@link StoreOutages#refusal()}), or {@code
+   * null} to ask the store. A fail-open call always asks: refused without asking, it would send a
+   * key the store, answering again, would have replayed.
+   */
+  @Nullable KeyStoreException breakerRefusal() {
+    return settings.failsOpen(request.operation()) ? null : settings.outages.refusal();
   }
 
   /** Whether {@link #readyToSend} would do store work (a renewal) before answering. */
@@ -298,6 +313,16 @@ final class CallSupport<T> {
       }
     }
     claim.finish();
+    if (settings.keeper.isClosed()) {
+      KeyStoreException closed =
+          new KeyStoreException(
+              "The guard was closed before the send of key "
+                  + keyId
+                  + " could start (its grace period had passed); nothing was sent",
+              null);
+      events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), closed);
+      return closed;
+    }
     KeyStoreException refused =
         new KeyStoreException(
             "The key store answered the claim of key "

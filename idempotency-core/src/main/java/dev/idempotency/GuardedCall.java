@@ -54,7 +54,7 @@ final class GuardedCall<T> {
       long askedAt = call.settings.leaseNow(now);
       long askedAtMono = GuardSettings.monoNow();
       ClaimResult result = null;
-      RuntimeException error = call.settings.outages.refusal();
+      RuntimeException error = call.breakerRefusal();
       if (error == null) {
         try {
           result = call.settings.store.claim(claim);

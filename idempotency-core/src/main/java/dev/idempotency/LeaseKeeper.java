@@ -132,6 +132,11 @@ final class LeaseKeeper {
     threads.shutdownNow();
   }
 
+  /** Whether the guard closed this keeper: nothing it watches is renewed any more. */
+  boolean isClosed() {
+    return closed;
+  }
+
   private void scheduleRound() {
     try {
       threads.schedule(this::round, periodNanos, TimeUnit.NANOSECONDS);

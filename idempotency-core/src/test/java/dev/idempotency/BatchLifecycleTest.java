@@ -155,4 +155,24 @@ class BatchLifecycleTest {
     assertThatThrownBy(() -> guard.claimBatches(requests, ResultCodec.string(), 0))
         .isInstanceOf(IllegalArgumentException.class);
   }
+
+  /**
+   * A key handed out and not reported yet may be sending now (on another thread, asynchronously):
+   * iterating the batch again must not hand it out a second time.
+   */
+  @Test
+  void iteratingAgainNeverHandsOutAKeyTwice() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+    try (Batch<String> batch = guard.claimBatch(requests(5), ResultCodec.string())) {
+      List<Batch.Item> first = new ArrayList<>();
+      batch.toSend().forEach(first::add);
+      List<Batch.Item> second = new ArrayList<>();
+      batch.toSend().forEach(second::add);
+
+      assertThat(first).hasSize(5);
+      assertThat(second).as("keys handed out again while their sends may run").isEmpty();
+      first.forEach(item -> batch.succeeded(item, "n:" + item.key()));
+      assertThat(batch.record().notRecorded()).isEmpty();
+    }
+  }
 }

@@ -305,4 +305,48 @@ class GuardCloseTest {
       mine.shutdownNow();
     }
   }
+
+  /**
+   * A call whose claim is answered after the grace period ran out: the guard renews nothing any
+   * more, so the send must not start (a crash would never start it), or a second instance takes the
+   * key over after the lease and sends again.
+   */
+  @Test
+  void aCallThatReachesItsSendAfterTheGracePeriodSendsNothing() throws Exception {
+    java.util.concurrent.CountDownLatch claimAsked = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch answerClaim = new java.util.concurrent.CountDownLatch(1);
+    KeyStore slowClaims =
+        new dev.idempotency.tck.ForwardingKeyStore(store) {
+          @Override
+          public dev.idempotency.spi.ClaimResult claim(dev.idempotency.spi.ClaimRequest request) {
+            claimAsked.countDown();
+            try {
+              answerClaim.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+            return delegate.claim(request);
+          }
+        };
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder()
+            .store(slowClaims)
+            .closeGracePeriod(Duration.ofMillis(100))
+            .build();
+    java.util.concurrent.atomic.AtomicInteger sends =
+        new java.util.concurrent.atomic.AtomicInteger();
+    String key = key();
+    java.util.concurrent.Future<String> call =
+        pool.submit(() -> guard.execute(key, TTL, ctx -> "sent-" + sends.incrementAndGet()));
+    assertThat(claimAsked.await(30, TimeUnit.SECONDS)).isTrue();
+
+    capturingStandardError(guard::close); // returns after the grace period, with one WARN
+    answerClaim.countDown();
+
+    assertThatThrownBy(() -> call.get(30, TimeUnit.SECONDS))
+        .hasCauseInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("closed")
+        .hasMessageContaining("nothing was sent");
+    assertThat(sends).hasValue(0);
+  }
 }

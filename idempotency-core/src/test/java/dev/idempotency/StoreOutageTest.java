@@ -245,4 +245,56 @@ class StoreOutageTest {
 
     assertThat(claims).as("claims by five repeats over two seconds").isBetween(5, 65);
   }
+
+  /**
+   * A caller whose own thread was interrupted (a pool gives up its wait for a connection then) got
+   * a failure that says nothing of the store: the other callers must not be refused for it.
+   */
+  @Test
+  void aClaimThatFailedBecauseItsCallerWasInterruptedDoesNotOpenTheBreaker() {
+    KeyStore failsWhenInterrupted =
+        new dev.idempotency.tck.ForwardingKeyStore(store) {
+          @Override
+          public dev.idempotency.spi.ClaimResult claim(dev.idempotency.spi.ClaimRequest request) {
+            if (Thread.currentThread().isInterrupted()) {
+              throw new KeyStoreException("Interrupted during connection acquisition", null);
+            }
+            return delegate.claim(request);
+          }
+        };
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(failsWhenInterrupted).build();
+
+    Thread.currentThread().interrupt();
+    try {
+      assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
+          .isInstanceOf(KeyStoreException.class);
+    } finally {
+      Thread.interrupted();
+    }
+
+    assertThat(guard.execute(key(), TTL, ctx -> "sent")).isEqualTo("sent");
+  }
+
+  /**
+   * A fail-open guard after one failure: the store answers again, and a repeat of a key it
+   * completed must be replayed from it, not sent again because the breaker refused without asking.
+   */
+  @Test
+  void aFailOpenGuardAsksTheStoreEvenWhileTheBreakerIsOpen() {
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(store).failOpen(true).build();
+    AtomicInteger sends = new AtomicInteger();
+    String completed = key();
+    assertThat(guard.execute(completed, TTL, ctx -> "sent-" + sends.incrementAndGet()))
+        .isEqualTo("sent-1");
+
+    store.failFinds.set(
+        Integer.MAX_VALUE); // the probe finds the store down: the breaker stays open
+    store.failClaims.set(1);
+    guard.execute(key(), TTL, ctx -> "fail-open-" + sends.incrementAndGet()); // opens the breaker
+
+    assertThat(guard.execute(completed, TTL, ctx -> "sent-" + sends.incrementAndGet()))
+        .as("a repeat of a completed key, the store answering")
+        .isEqualTo("sent-1");
+    assertThat(sends).hasValue(2);
+  }
 }

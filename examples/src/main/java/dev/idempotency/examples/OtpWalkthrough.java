@@ -44,9 +44,13 @@ public final class OtpWalkthrough {
 
   /** The notify endpoint of the walk-through: one guard, one SMS provider. */
   static final class NotifyService {
-    final FakeSmsProvider sms = new FakeSmsProvider();
+    final FakeSmsProvider sms;
     final IdempotencyGuard guard =
         IdempotencyGuard.builder().store(InMemoryKeyStore.builder().build()).build();
+
+    NotifyService(FakeSmsProvider sms) {
+      this.sms = sms;
+    }
 
     Outcome<String> notify(String key, String phone, String code) {
       return guard.executeForOutcome(
@@ -63,9 +67,12 @@ public final class OtpWalkthrough {
    * @return the number of codes the user received
    */
   public int stableKey() {
-    NotifyService service = new NotifyService();
+    NotifyService service = new NotifyService(new FakeSmsProvider(801));
     String key = IdempotencyKey.of("otp", "user_42", "challenge_9f3a");
     out.println("== OTP login with a stable idempotency key ==");
+    out.println();
+    out.println("(Each POST /notify here is an in-process call of the notify service's handler;");
+    out.println(" examples-spring-boot serves the same over HTTP.)");
     out.println();
 
     out.println("1st POST /notify  key=" + key);
@@ -82,7 +89,18 @@ public final class OtpWalkthrough {
     out.println(
         "  " + (codes == 1 ? "no second SMS, the user receives one code" : codes + " codes sent!"));
     out.println();
-    out.println("SMS provider accepted " + codes + " message(s): " + service.sms.accepted());
+    out.println("SMS provider accepted " + codes + " message(s):");
+    for (FakeSmsProvider.Message message : service.sms.accepted()) {
+      out.println(
+          "  "
+              + message.id()
+              + " to "
+              + message.recipient()
+              + ", Idempotency-Key header "
+              + message.idempotencyKey());
+    }
+    out.println("  (that header is ctx.providerKey(): a digest of the key, the same on every");
+    out.println("   attempt, so the provider can drop a repeat after a crash too)");
     out.println();
     return codes;
   }
@@ -93,7 +111,8 @@ public final class OtpWalkthrough {
    * @return the number of codes the user received
    */
   public int newRandomKeyPerRetry() {
-    NotifyService service = new NotifyService();
+    // the same provider's later messages: numbered on from n_901, so no id reads as a replay
+    NotifyService service = new NotifyService(new FakeSmsProvider(901));
     out.println("== Common mistake: a new random key on every retry ==");
     out.println();
     String[] ordinals = {"1st", "2nd", "3rd"};

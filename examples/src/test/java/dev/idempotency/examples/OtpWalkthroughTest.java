@@ -36,4 +36,25 @@ class OtpWalkthroughTest {
     assertThat(codes).isEqualTo(3);
     assertThat(printed()).contains("the user receives 3 codes").doesNotContain("key seen");
   }
+
+  /**
+   * The whole story, as main prints it: two sends never show one notification id (the second part
+   * restarting at the first's id read as a replay), the in-process call is not passed off as HTTP,
+   * and the provider key printed is explained.
+   */
+  @Test
+  void theWholeStoryShowsEachSendWithItsOwnIdAndExplainsWhatItPrints() {
+    walkthrough.stableKey();
+    walkthrough.newRandomKeyPerRetry();
+
+    java.util.List<String> sentIds = new java.util.ArrayList<>();
+    java.util.regex.Matcher sent =
+        java.util.regex.Pattern.compile("enqueue SMS -> return notification_id (n_\\d+)")
+            .matcher(printed());
+    while (sent.find()) {
+      sentIds.add(sent.group(1));
+    }
+    assertThat(sentIds).hasSize(4).doesNotHaveDuplicates();
+    assertThat(printed()).contains("in-process").contains("providerKey()");
+  }
 }

@@ -538,9 +538,11 @@ public final class JdbcKeyStore implements KeyStore {
      * The most an operation waits for a connection from the pool (a store built on a {@link
      * DataSource}): past it the operation fails with {@link KeyStoreException} and nothing is sent,
      * whatever the pool's own timeout (HikariCP waits 30 s by default, which would hold every call
-     * that long while the database is down or the pool exhausted). The wait is ended by
-     * interrupting it, which HikariCP and other pools answer by giving up. A store built on a
-     * {@link Jdbi} leaves the wait to Jdbi's connection factory. Default {@link
+     * that long while the database is down or the pool exhausted). The caller's thread is never
+     * interrupted: a HikariCP pool is asked with this wait as its own bound (its failure names what
+     * it last saw, such as a refused connection); any other pool is asked on a thread of the
+     * store's, and a connection that arrives after the caller gave up goes back to the pool. A
+     * store built on a {@link Jdbi} leaves the wait to Jdbi's connection factory. Default {@link
      * #DEFAULT_CONNECTION_WAIT}.
      *
      * @param wait at least 1 ms

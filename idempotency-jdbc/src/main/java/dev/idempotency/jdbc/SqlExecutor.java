@@ -1,7 +1,6 @@
 package dev.idempotency.jdbc;
 
 import dev.idempotency.KeyStoreException;
-import dev.idempotency.spi.OperationDeadlines;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.SQLTransientConnectionException;
@@ -50,8 +49,8 @@ final class SqlExecutor {
   private final StatementWatchdog watchdog;
   private volatile boolean networkTimeoutSupported = true;
 
-  /** The most an operation waits for a connection from {@link #dataSource}. */
-  private final Duration connectionWait;
+  /** How connections are borrowed from {@link #dataSource}, or null if built on a Jdbi. */
+  private final @Nullable ConnectionBorrower borrower;
 
   SqlExecutor(
       Jdbi jdbi, @Nullable DataSource dataSource, String tableName, JdbcKeyStore.Builder builder) {
@@ -59,7 +58,8 @@ final class SqlExecutor {
     // a store on a DataSource gets a Jdbi of its own, whose connections are borrowed bounded too
     this.jdbi = dataSource == null ? jdbi : Jdbi.create(this::borrow);
     this.tableName = tableName;
-    this.connectionWait = builder.connectionWait;
+    this.borrower =
+        dataSource == null ? null : ConnectionBorrower.of(dataSource, builder.connectionWait);
     long timeoutMillis = Math.min(Integer.MAX_VALUE / 2, builder.operationTimeout.toMillis());
     this.watchdog = new StatementWatchdog(Duration.ofMillis(timeoutMillis));
     this.networkTimeoutMillis = (int) (timeoutMillis + NETWORK_TIMEOUT_MARGIN_MILLIS);
@@ -125,7 +125,14 @@ final class SqlExecutor {
       return call(operation, handle -> work.run(handle.getConnection()));
     }
     for (int attempt = 1; ; attempt++) {
-      try (Connection connection = borrow()) {
+      Connection borrowed;
+      try {
+        borrowed = borrow();
+      } catch (SQLException e) {
+        throw new KeyStoreException(
+            "JDBC store got no connection to " + operation + " on " + tableName + ": " + e, e);
+      }
+      try (Connection connection = borrowed) {
         int previousTimeout = boundNetworkTime(connection);
         try {
           return work.run(connection);
@@ -137,7 +144,7 @@ final class SqlExecutor {
       } catch (JdbiException e) {
         retryOrThrow(operation, attempt, e);
       } catch (SQLException e) {
-        // borrowing or giving back the connection failed
+        // giving back the connection failed
         throw new KeyStoreException(
             "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
       }
@@ -170,58 +177,16 @@ final class SqlExecutor {
   }
 
   /**
-   * Borrows a connection from the pool, waiting at most {@link #connectionWait}: past it the wait
-   * is interrupted (pools such as HikariCP give up then) and fails with {@link
-   * SQLTransientConnectionException}. The interrupt is cleared again; one that was there before
-   * stays.
+   * Borrows a connection from the pool, waiting at most the store's {@code connectionWait} and
+   * never by interrupting the caller ({@link ConnectionBorrower}); past the wait it fails with
+   * {@link SQLTransientConnectionException}, whose cause is the pool's last failure when there was
+   * one.
    */
   Connection borrow() throws SQLException {
-    if (dataSource == null) {
+    if (borrower == null) {
       throw new IllegalStateException("a store built on a Jdbi borrows through it");
     }
-    BoundedWait wait = new BoundedWait(Thread.currentThread());
-    OperationDeadlines.Watch watch = OperationDeadlines.watch(connectionWait, wait::expire);
-    try {
-      return dataSource.getConnection();
-    } catch (SQLException e) {
-      if (wait.end()) {
-        throw new SQLTransientConnectionException(
-            "no connection within " + connectionWait.toMillis() + " ms (connectionWait)", e);
-      }
-      throw e;
-    } finally {
-      watch.done();
-      wait.end();
-    }
-  }
-
-  /** One bounded wait: the thread to interrupt if it lasts too long, and whether it did. */
-  private static final class BoundedWait {
-    private final Thread waiter;
-    private boolean ended;
-    private boolean expired;
-
-    BoundedWait(Thread waiter) {
-      this.waiter = waiter;
-    }
-
-    synchronized void expire() {
-      if (!ended) {
-        expired = true;
-        waiter.interrupt();
-      }
-    }
-
-    /** Ends the wait; clears the interrupt this wait caused; whether it expired. */
-    synchronized boolean end() {
-      if (!ended) {
-        ended = true;
-        if (expired) {
-          Thread.interrupted();
-        }
-      }
-      return expired;
-    }
+    return borrower.borrow();
   }
 
   /** Detects the dialect from the connection's metadata. */

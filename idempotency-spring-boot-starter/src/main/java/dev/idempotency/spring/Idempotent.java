@@ -19,8 +19,9 @@ import java.lang.annotation.Target;
  * <ul>
  *   <li>{@link #key()} is a SpEL expression over the method's parameters ({@code #orderId}, {@code
  *       #event.id}, {@code #p0}); its value's {@code toString()} is the key, so it must be stable
- *       across retries. Parameter names need the {@code -parameters} compiler flag (Spring Boot's
- *       build plugins set it); {@code #p0}, {@code #p1}, ... always work.
+ *       across retries (a value whose class keeps {@code Object}'s {@code toString()} is refused at
+ *       the call). Parameter names need the {@code -parameters} compiler flag (Spring Boot's build
+ *       plugins set it); {@code #p0}, {@code #p1}, ... always work.
  *   <li>{@link #name()} namespaces the key, so two methods with the same argument never share a
  *       record, and names the operation in events and metrics. Default: the class's simple name and
  *       the method's, {@code Mailer.send}; two different methods with the same default name (the

@@ -331,12 +331,27 @@ final class IdempotentMethod {
     }
   }
 
+  /**
+   * Whether the type is a Reactive Streams {@code Publisher}, through any interface of it or of its
+   * superclasses, however deep: {@code Mono} and {@code Flux} implement {@code CorePublisher},
+   * which extends it.
+   */
   private static boolean isReactive(Class<?> type) {
     for (Class<?> c = type; c != null; c = c.getSuperclass()) {
-      for (Class<?> i : ClassUtils.getAllInterfacesForClassAsSet(c)) {
-        if (i.getName().equals("org.reactivestreams.Publisher")) {
-          return true;
-        }
+      if (extendsPublisher(c)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean extendsPublisher(Class<?> type) {
+    if (type.getName().equals("org.reactivestreams.Publisher")) {
+      return true;
+    }
+    for (Class<?> i : type.getInterfaces()) {
+      if (extendsPublisher(i)) {
+        return true;
       }
     }
     return false;
@@ -352,6 +367,18 @@ final class IdempotentMethod {
     if (value == null) {
       throw new IllegalArgumentException(
           "the key '" + keySource + "' of " + name + " evaluated to null");
+    }
+    String instability = KeyValues.instability(value);
+    if (instability != null) {
+      throw new IllegalArgumentException(
+          "the key '"
+              + keySource
+              + "' of "
+              + name
+              + " is "
+              + instability
+              + "; nothing ran. Pick a value that identifies the call (#event.orderId), or give"
+              + " its class a toString() of its identifying values (a record has one)");
     }
     return value.toString();
   }
@@ -390,16 +417,5 @@ final class IdempotentMethod {
 
   private MethodBasedEvaluationContext context(@Nullable Object target, Object[] arguments) {
     return new MethodBasedEvaluationContext(target, method, arguments, parameterNames);
-  }
-
-  /** The method as a message names it: {@code a.b.Mailer.send(String)}. */
-  String describe() {
-    StringBuilder text = new StringBuilder(userClass.getName()).append('.');
-    text.append(method.getName()).append('(');
-    Class<?>[] types = method.getParameterTypes();
-    for (int i = 0; i < types.length; i++) {
-      text.append(i > 0 ? ", " : "").append(types[i].getSimpleName());
-    }
-    return text.append(')').toString();
   }
 }

@@ -8,7 +8,6 @@ import java.util.function.Function;
 import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
 import org.jspecify.annotations.Nullable;
-import org.springframework.aop.Advisor;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
@@ -142,31 +141,7 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
     if (beanFactory == null || !methods.anyFound()) {
       return;
     }
-    for (Advisor advisor : beanFactory.getBeansOfType(Advisor.class, true, false).values()) {
-      int order =
-          advisor instanceof Ordered ordered ? ordered.getOrder() : Ordered.LOWEST_PRECEDENCE;
-      if (isTransactional(advisor.getAdvice()) && order <= getOrder()) {
-        throw new IllegalStateException(
-            "Spring's transaction advisor has order "
-                + order
-                + ", so @Transactional would run outside @Idempotent (order "
-                + getOrder()
-                + ") and an outcome could be recorded before a commit that fails; set the"
-                + " transaction order higher than the guard's (the default,"
-                + " @EnableTransactionManagement(order = Ordered.LOWEST_PRECEDENCE), is)");
-      }
-    }
-  }
-
-  /** Spring's transaction interceptor, known by name: spring-tx is the application's choice. */
-  private static boolean isTransactional(Advice advice) {
-    for (Class<?> type = advice.getClass(); type != null; type = type.getSuperclass()) {
-      if (type.getName()
-          .equals("org.springframework.transaction.interceptor.TransactionAspectSupport")) {
-        return true;
-      }
-    }
-    return false;
+    TransactionAdvisors.requireOutside(beanFactory, getOrder(), "@Idempotent");
   }
 
   @Override

@@ -28,7 +28,8 @@ final class IdempotentMethods {
 
   private final Map<AnnotatedElementKey, Optional<IdempotentMethod>> methods =
       new ConcurrentHashMap<>();
-  private final Map<String, IdempotentMethod> byDefaultName = new ConcurrentHashMap<>();
+  private final DefaultOperationNames defaultNames =
+      new DefaultOperationNames("@Idempotent", "one could return the other's result");
   private final Map<IdempotentMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
   private final SpelExpressionParser parser = new SpelExpressionParser();
   private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
@@ -76,18 +77,7 @@ final class IdempotentMethods {
         IdempotentMethod.of(
             specific, targetClass, annotation, parser, parameterNames, ttlOf, lease.get());
     if (found.defaultName) {
-      IdempotentMethod first = byDefaultName.putIfAbsent(found.name, found);
-      if (first != null && !isSameMethod(first, found)) {
-        throw new IllegalStateException(
-            "@Idempotent methods "
-                + first.describe()
-                + " and "
-                + found.describe()
-                + " have the same default name '"
-                + found.name
-                + "', so they would share one key namespace and one could return the other's"
-                + " result; give each its own @Idempotent(name = \"...\")");
-      }
+      defaultNames.register(found.name, found.method, found.userClass);
     }
     return Optional.of(found);
   }
@@ -95,10 +85,6 @@ final class IdempotentMethods {
   /** Whether any annotated method was found so far. */
   boolean anyFound() {
     return methods.values().stream().anyMatch(Optional::isPresent);
-  }
-
-  private static boolean isSameMethod(IdempotentMethod a, IdempotentMethod b) {
-    return a.method.equals(b.method) && a.userClass.equals(b.userClass);
   }
 
   /** The codec of a method's result type, from the application's JSON mapper, made once. */

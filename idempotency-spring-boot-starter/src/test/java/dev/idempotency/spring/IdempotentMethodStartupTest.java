@@ -47,6 +47,44 @@ class IdempotentMethodStartupTest {
     }
   }
 
+  /** Mono implements CorePublisher, which extends Publisher: not a direct interface. */
+  static class ReturnsMono {
+    @Idempotent(key = "#orderId")
+    public reactor.core.publisher.Mono<String> send(String orderId) {
+      return reactor.core.publisher.Mono.just(orderId);
+    }
+  }
+
+  static class ReturnsFlux {
+    @Idempotent(key = "#orderId")
+    public reactor.core.publisher.Flux<String> send(String orderId) {
+      return reactor.core.publisher.Flux.just(orderId);
+    }
+  }
+
+  /** An event class without its own toString(): Object's gives each instance its own key. */
+  public static final class PlainEvent {
+    final String orderId;
+
+    public PlainEvent(String orderId) {
+      this.orderId = orderId;
+    }
+  }
+
+  static class KeyFromObjectToString {
+    final java.util.concurrent.atomic.AtomicInteger runs =
+        new java.util.concurrent.atomic.AtomicInteger();
+
+    @Idempotent(key = "#event")
+    public String send(PlainEvent event) {
+      return "sent-" + runs.incrementAndGet();
+    }
+
+    public int runs() {
+      return runs.get();
+    }
+  }
+
   static class TtlNotLongerThanTheLease {
     @Idempotent(key = "#orderId", ttl = "30s")
     public String send(String orderId) {
@@ -178,6 +216,12 @@ class IdempotentMethodStartupTest {
   }
 
   @Test
+  void aMethodReturningMonoOrFluxFailsUntilReactiveTypesAreSupported() {
+    failsWith(ReturnsMono.class, "returns reactor.core.publisher.Mono", "not supported");
+    failsWith(ReturnsFlux.class, "returns reactor.core.publisher.Flux", "not supported");
+  }
+
+  @Test
   void aTtlThatIsNotADurationFails() {
     failsWith(BadTtl.class, "ttl 'a day' is not a duration such as PT72H or 72h");
   }
@@ -187,6 +231,21 @@ class IdempotentMethodStartupTest {
     failsWith(
         TtlNotLongerThanTheLease.class,
         "ttl '30s' must be longer than the lease (idempotency.lease = PT30S)");
+  }
+
+  @Test
+  void aKeyFromObjectsToStringIsRefusedAtTheCallAndNothingRuns() {
+    runner
+        .withBean(KeyFromObjectToString.class)
+        .run(
+            context -> {
+              KeyFromObjectToString bean = context.getBean(KeyFromObjectToString.class);
+              org.assertj.core.api.Assertions.assertThatThrownBy(
+                      () -> bean.send(new PlainEvent("o-1")))
+                  .isInstanceOf(IllegalArgumentException.class)
+                  .hasMessageContaining("toString");
+              assertThat(bean.runs()).isZero();
+            });
   }
 
   @Test

@@ -56,7 +56,8 @@ class StagedArtifactsTest {
             Set.of()));
     PUBLISHED.put(
         "idempotency-jdbc",
-        new Published("dev.idempotency.jdbc", Set.of("org.jdbi:jdbi3-core"), Set.of()));
+        new Published(
+            "dev.idempotency.jdbc", Set.of("org.jdbi:jdbi3-core"), Set.of("com.zaxxer:HikariCP")));
     PUBLISHED.put(
         "idempotency-redis",
         new Published("dev.idempotency.redis", Set.of("io.lettuce:lettuce-core"), Set.of()));

@@ -8,7 +8,16 @@ public final class FakeSmsProvider extends FakeProvider {
 
   /** Creates the provider. */
   public FakeSmsProvider() {
-    super("n_", 801);
+    this(801);
+  }
+
+  /**
+   * Creates the provider.
+   *
+   * @param firstNumber the number of its first message: {@code n_<firstNumber>}
+   */
+  public FakeSmsProvider(int firstNumber) {
+    super("n_", firstNumber);
   }
 
   /**

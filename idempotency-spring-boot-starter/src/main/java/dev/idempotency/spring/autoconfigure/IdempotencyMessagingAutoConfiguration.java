@@ -55,12 +55,15 @@ public final class IdempotencyMessagingAutoConfiguration {
    * @param json JSON codecs, for listeners that return a value
    * @param properties the guard's properties (the default window)
    * @param environment where {@code idempotency.messaging.*} is bound from
+   * @param beanFactory the application's beans (whether the guard is the auto-configured one, whose
+   *     lease every window must be longer than)
    * @return the advisor
    */
   @Bean
   @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
   @ConditionalOnMissingBean
   public static IdempotentListenerAdvisor idempotentListenerAdvisor(
+      org.springframework.beans.factory.config.ConfigurableListableBeanFactory beanFactory,
       ObjectProvider<IdempotencyGuard> guard,
       ObjectProvider<JsonCodecs> json,
       ObjectProvider<IdempotencyProperties> properties,
@@ -80,6 +83,10 @@ public final class IdempotencyMessagingAutoConfiguration {
                           + " JsonCodecs bean");
                 }),
         operation -> properties.getObject().ttlOf(operation),
+        () ->
+            IdempotencyAutoConfiguration.isAutoConfigured(beanFactory)
+                ? properties.getObject().getLease()
+                : null,
         () -> messaging.obtain().getHeader(),
         () ->
             messaging.obtain().getStoredFailure()
@@ -119,6 +126,14 @@ public final class IdempotencyMessagingAutoConfiguration {
     @ConditionalOnMissingBean(name = "idempotencyRabbitContainerFactories")
     static BeanPostProcessor idempotencyRabbitContainerFactories(Environment environment) {
       return ListenerContainerHooks.rabbitContainerFactories(backOff(environment));
+    }
+
+    @Bean
+    @ConditionalOnMissingBean(name = "idempotencyRabbitContainers")
+    SmartLifecycle idempotencyRabbitContainers(
+        ObjectProvider<org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry>
+            registries) {
+      return ListenerContainerHooks.rabbitContainers(registries);
     }
   }
 

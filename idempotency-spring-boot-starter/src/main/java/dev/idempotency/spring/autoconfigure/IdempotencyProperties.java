@@ -650,6 +650,31 @@ public class IdempotencyProperties {
     private int minKeyLength = 16;
 
     /**
+     * Whether the guard's refusals that reach a controller (from an {@code @Idempotent} method it
+     * called) are answered as problems: 422 for a reused key, 409 for one in progress, 503 for a
+     * store outage, instead of a generic 500.
+     */
+    private boolean problemDetails = true;
+
+    /**
+     * Whether refusals reaching a controller are answered as problems.
+     *
+     * @return whether they are
+     */
+    public boolean isProblemDetails() {
+      return problemDetails;
+    }
+
+    /**
+     * Sets whether refusals reaching a controller are answered as problems.
+     *
+     * @param problemDetails whether they are
+     */
+    public void setProblemDetails(boolean problemDetails) {
+      this.problemDetails = problemDetails;
+    }
+
+    /**
      * The header name.
      *
      * @return the name

@@ -2,6 +2,7 @@ package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.web.IdempotencyExceptionHandler;
 import dev.idempotency.spring.web.IdempotencyKeyScope;
 import dev.idempotency.spring.web.IdempotentEndpointAdvisor;
 import dev.idempotency.spring.web.IdempotentEndpointFilter;
@@ -58,6 +59,22 @@ public final class IdempotencyWebMvcAutoConfiguration {
 
   /** Created by Spring Boot. */
   public IdempotencyWebMvcAutoConfiguration() {}
+
+  /**
+   * The guard's refusals that reach a controller, answered as problems (422, 409, 503).
+   *
+   * @return the advice
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  @org.springframework.boot.autoconfigure.condition.ConditionalOnProperty(
+      prefix = "idempotency.http",
+      name = "problem-details",
+      havingValue = "true",
+      matchIfMissing = true)
+  public IdempotencyExceptionHandler idempotencyExceptionHandler() {
+    return new IdempotencyExceptionHandler();
+  }
 
   /**
    * The filter, registered for the request, async and error dispatches.

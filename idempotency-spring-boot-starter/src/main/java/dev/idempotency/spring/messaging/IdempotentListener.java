@@ -37,8 +37,17 @@ import java.lang.annotation.Target;
  * <p><b>The key</b> is never the broker's message id or offset: a producer that publishes the same
  * event twice gives it two. It is {@link #key()}, a SpEL expression over the listener's parameters
  * and the message's headers, or else the message header {@link #header()} (default: property {@code
- * idempotency.messaging.header}, {@code Idempotency-Key}). A message whose key is missing is
- * refused with an {@link IllegalArgumentException} (the broker's dead-letter policy applies).
+ * idempotency.messaging.header}, {@code Idempotency-Key}). A key is a stable value: an expression
+ * whose value's class does not override {@code toString()} ({@code key = "#event"} on a class
+ * without one: {@code Object}'s identity hash, a new key per retry) is refused; strings, numbers,
+ * UUIDs, enums, records and classes with their own {@code toString()} are fine. A message whose key
+ * cannot be used (missing, blank, too long once namespaced by {@link #name()}, control characters,
+ * from {@code Object.toString()}) does not run and is a poison message, an {@link
+ * InvalidIdempotencyKeyException}: RabbitMQ rejects it without requeue (to the queue's dead-letter
+ * exchange); Spring Kafka's {@code DefaultErrorHandler} does not retry it (its recoverer takes it
+ * at once); JMS rolls it back, and the broker's redelivery limit and dead-letter address apply
+ * (each redelivery is refused the same way). In a batch, the messages before it run and the
+ * container is told of its index (RabbitMQ rejects the whole batch).
  *
  * <p><b>Batch listeners</b> (a {@code List} parameter of payloads, {@code Message}s or records)
  * claim the keys of a batch together, one round trip per chunk; the listener gets only the messages
@@ -46,8 +55,15 @@ import java.lang.annotation.Target;
  * object (and as {@code #payload}). A failure is reported as the container expects: Spring Kafka's
  * {@code BatchListenerFailedException} with the index in the batch it received.
  *
- * <p>Works through a Spring AOP proxy, as {@code @Transactional} does. The provider key of a send
- * is {@link IdempotentDelivery#context()}'s.
+ * <p>RabbitMQ's {@code MANUAL} acknowledgement is not supported (a replay does not run the
+ * listener, so nothing would acknowledge it): such a container fails the application at startup.
+ * Use {@code AUTO}, the default.
+ *
+ * <p>Works through a Spring AOP proxy, as {@code @Transactional} does, and runs outside it (the
+ * advisor's order is {@link IdempotentListenerAdvisor#DEFAULT_ORDER}): on a listener that is also
+ * {@code @Transactional} an outcome is recorded only after the commit succeeded, and a failed
+ * commit releases the key; an application whose transaction advisor is ordered outside the guard
+ * fails at startup. The provider key of a send is {@link IdempotentDelivery#context()}'s.
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)
@@ -77,15 +93,21 @@ public @interface IdempotentListener {
 
   /**
    * The namespace of the key and the operation in events, metrics and logs; default the class's
-   * simple name and the method's, {@code OrderMailer.onOrderShipped}.
+   * simple name and the method's, {@code OrderMailer.onOrderShipped}. Two different listeners whose
+   * default names are equal ({@code email.OrderShippedListener.onMessage} and {@code
+   * sms.OrderShippedListener.onMessage}) fail the application at startup, both named: they would
+   * share one key namespace, and one's delivery would be acknowledged as the other's replay without
+   * being sent. Give each its own name.
    *
    * @return the name, or empty for the default
    */
   String name() default "";
 
   /**
-   * The window, an ISO-8601 duration such as {@code PT72H}; default {@code
-   * idempotency.default-ttl}.
+   * The window, in Spring Boot's duration formats ({@code PT72H}, {@code 72h}); default {@code
+   * idempotency.operations.<name>.ttl}, else {@code idempotency.default-ttl}. A window not longer
+   * than the guard's lease ({@code idempotency.lease}) fails the application at startup, naming the
+   * listener, its window and the lease.
    *
    * @return the ttl, or empty for the default
    */

@@ -1,7 +1,9 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spring.IdempotentMethodAdvisor;
 import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.TransactionAdvisors;
 import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.Objects;
@@ -12,6 +14,11 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
+import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.BeanFactoryAware;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.core.Ordered;
 
 /**
  * The Spring AOP advisor behind {@link IdempotentListener}: a pointcut that matches annotated
@@ -19,12 +26,23 @@ import org.springframework.aop.support.StaticMethodMatcherPointcut;
  * fails the application at startup), and the interceptor that runs deliveries through the guard.
  * The Spring Boot auto-configuration registers it, with each broker's hooks.
  *
+ * <p><b>Order.</b> The advisor's order is {@link #DEFAULT_ORDER} ({@link
+ * IdempotentMethodAdvisor#DEFAULT_ORDER}), before Spring's transaction advisor ({@link
+ * Ordered#LOWEST_PRECEDENCE} unless the application changes it): on a listener that is also
+ * {@code @Transactional}, the guard runs outside the transaction, so an outcome is recorded only
+ * after the commit succeeded, and a failed commit releases the key. An application whose
+ * transaction advisor would run outside this one fails at startup.
+ *
  * <p>Its dependencies are resolved on first use, so that creating it early, as advisors are, does
  * not create the guard and its store early too.
  */
-public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor {
+public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor
+    implements SmartInitializingSingleton, BeanFactoryAware {
 
   private static final long serialVersionUID = 1L;
+
+  /** The advisor's order: outside {@code @Transactional}, as {@code @Idempotent}'s. */
+  public static final int DEFAULT_ORDER = IdempotentMethodAdvisor.DEFAULT_ORDER;
 
   private final transient ListenerMethods methods;
   private final transient IdempotentListenerInterceptor interceptor;
@@ -60,7 +78,7 @@ public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor {
   }
 
   /**
-   * Creates the advisor, with windows by operation.
+   * Creates the advisor, with windows by operation and no check of windows against the lease.
    *
    * @param guard the guard, looked up on the first delivery
    * @param json the JSON codecs, for listeners that return a value (looked up when needed)
@@ -75,17 +93,64 @@ public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor {
       Function<@Nullable String, Duration> ttlOf,
       Supplier<String> defaultHeader,
       Supplier<Boolean> acknowledgeStoredFailure) {
+    this(guard, json, ttlOf, () -> null, defaultHeader, acknowledgeStoredFailure);
+  }
+
+  /**
+   * Creates the advisor, with windows by operation, each checked against the lease as listeners are
+   * found (at startup).
+   *
+   * @param guard the guard, looked up on the first delivery
+   * @param json the JSON codecs, for listeners that return a value (looked up when needed)
+   * @param ttlOf the window of listeners that name none, by operation name ({@code
+   *     idempotency.operations.<name>.ttl}, else {@code idempotency.default-ttl}), looked up as
+   *     listeners are found
+   * @param lease the guard's lease, which every window must be longer than; may supply null to skip
+   *     the check
+   * @param defaultHeader the key's header for listeners that name neither key nor header
+   * @param acknowledgeStoredFailure what {@link IdempotentListener.StoredFailure#DEFAULT} means
+   */
+  public IdempotentListenerAdvisor(
+      Supplier<IdempotencyGuard> guard,
+      Supplier<JsonCodecs> json,
+      Function<@Nullable String, Duration> ttlOf,
+      Supplier<@Nullable Duration> lease,
+      Supplier<String> defaultHeader,
+      Supplier<Boolean> acknowledgeStoredFailure) {
     this.methods =
         new ListenerMethods(
             Objects.requireNonNull(defaultHeader, "defaultHeader must not be null"),
             Objects.requireNonNull(
-                acknowledgeStoredFailure, "acknowledgeStoredFailure must not be null"));
+                acknowledgeStoredFailure, "acknowledgeStoredFailure must not be null"),
+            Objects.requireNonNull(ttlOf, "ttlOf must not be null"),
+            Objects.requireNonNull(lease, "lease must not be null"));
     this.interceptor =
         new IdempotentListenerInterceptor(
             methods,
             Objects.requireNonNull(guard, "guard must not be null"),
-            Objects.requireNonNull(json, "json must not be null"),
-            Objects.requireNonNull(ttlOf, "ttlOf must not be null"));
+            Objects.requireNonNull(json, "json must not be null"));
+    setOrder(DEFAULT_ORDER);
+  }
+
+  private transient @Nullable ListableBeanFactory beanFactory;
+
+  @Override
+  public void setBeanFactory(BeanFactory beanFactory) {
+    this.beanFactory = beanFactory instanceof ListableBeanFactory listable ? listable : null;
+  }
+
+  /**
+   * Once the application has started: if it has {@link IdempotentListener} methods, no transaction
+   * advisor may run outside this one, or an outcome could be recorded before a commit that fails.
+   *
+   * @throws IllegalStateException naming both orders
+   */
+  @Override
+  public void afterSingletonsInstantiated() {
+    if (beanFactory == null || !methods.anyFound()) {
+      return;
+    }
+    TransactionAdvisors.requireOutside(beanFactory, getOrder(), "@IdempotentListener");
   }
 
   @Override

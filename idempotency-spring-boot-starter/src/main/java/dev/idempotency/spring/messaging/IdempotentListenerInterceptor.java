@@ -22,7 +22,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.function.Function;
 import java.util.function.Supplier;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -53,18 +52,13 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
   private final ListenerMethods methods;
   private final Supplier<IdempotencyGuard> guard;
   private final Supplier<JsonCodecs> json;
-  private final Function<@Nullable String, Duration> ttlOf;
   private final Map<ListenerMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
 
   IdempotentListenerInterceptor(
-      ListenerMethods methods,
-      Supplier<IdempotencyGuard> guard,
-      Supplier<JsonCodecs> json,
-      Function<@Nullable String, Duration> ttlOf) {
+      ListenerMethods methods, Supplier<IdempotencyGuard> guard, Supplier<JsonCodecs> json) {
     this.methods = methods;
     this.guard = guard;
     this.json = json;
-    this.ttlOf = ttlOf;
   }
 
   @Override
@@ -85,10 +79,6 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     return record(invocation, method, delivery);
   }
 
-  private Duration ttl(ListenerMethod method) {
-    return method.ttl != null ? method.ttl : ttlOf.apply(method.name);
-  }
-
   @SuppressWarnings("unchecked")
   private ResultCodec<Object> codec(ListenerMethod method) {
     return codecs.computeIfAbsent(
@@ -107,7 +97,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     Object[] arguments = invocation.getArguments();
     String key =
         method.recordKey(invocation.getThis(), arguments, recordHeaders(delivery, arguments));
-    IdempotencyRequest request = IdempotencyRequest.of(key, ttl(method)).withOperation(method.name);
+    IdempotencyRequest request = IdempotencyRequest.of(key, method.ttl).withOperation(method.name);
     Throwable[] thrown = new Throwable[1];
     try {
       Outcome<Object> outcome =
@@ -224,19 +214,32 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     String[] keys = new String[size];
     Map<String, Integer> first = new LinkedHashMap<>();
     List<IdempotencyRequest> requests = new ArrayList<>();
-    Duration ttl = ttl(method);
-    for (int i = 0; i < size; i++) {
+    Duration ttl = method.ttl;
+    // a message whose key cannot be used is a poison message: the batch stops there, as it does
+    // for a message that must come back later, and the container's dead-letter path takes it
+    int poison = size;
+    InvalidIdempotencyKeyException poisonCause = null;
+    for (int i = 0; i < size && poison == size; i++) {
       Object element = elements.get(i);
       Map<String, Object> headers =
           delivery != null && delivery.batch() && delivery.headers().size() == size
               ? delivery.headersOf(i)
               : orEmpty(Messages.headersOf(element));
-      keys[i] = method.elementKey(Messages.payloadOf(element), headers);
+      try {
+        keys[i] = method.elementKey(Messages.payloadOf(element), headers);
+      } catch (InvalidIdempotencyKeyException e) {
+        poison = i;
+        poisonCause = e;
+        continue;
+      }
       if (first.putIfAbsent(keys[i], i) == null) {
         requests.add(IdempotencyRequest.of(keys[i], ttl).withOperation(method.name));
       }
     }
 
+    if (requests.isEmpty()) {
+      throw failures.failedAt(0, poisonCause); // the first message is the poison one
+    }
     Batch<String> batch;
     try {
       batch = guard.get().claimBatch(requests, ResultCodec.string());
@@ -256,6 +259,11 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     RuntimeException stopCause = null;
     int replays = 0;
     for (int i = 0; i < size && stop == size; i++) {
+      if (i == poison) {
+        stop = i;
+        stopCause = poisonCause;
+        continue;
+      }
       String key = keys[i];
       Batch.Item item = toSend.get(key);
       Fate fate;

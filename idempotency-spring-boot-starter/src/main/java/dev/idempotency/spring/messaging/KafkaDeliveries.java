@@ -15,6 +15,7 @@ import org.springframework.kafka.listener.BatchListenerFailedException;
 import org.springframework.kafka.listener.CommonDelegatingErrorHandler;
 import org.springframework.kafka.listener.CommonErrorHandler;
 import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.kafka.listener.ExceptionClassifier;
 import org.springframework.kafka.listener.RecordInterceptor;
 import org.springframework.util.backoff.ExponentialBackOff;
 
@@ -26,9 +27,11 @@ import org.springframework.util.backoff.ExponentialBackOff;
  *       hands to the listener (for header keys and batch failures);
  *   <li>{@link #errorHandler} wraps a container's error handler so that a deferred delivery is
  *       retried by a {@link DefaultErrorHandler} of its own, with the messaging backoff and no
- *       limit (so never skipped nor sent to a dead-letter topic for that reason), while every other
- *       failure goes to the container's handler (Spring Kafka's default: ten tries, then logged and
- *       skipped; or the application's own, with its recoverer) as before.
+ *       limit (so never skipped nor sent to a dead-letter topic for that reason), a message without
+ *       a usable key ({@link InvalidIdempotencyKeyException}) is registered as not retryable with
+ *       the container's {@link DefaultErrorHandler} (its recoverer takes it at once), while every
+ *       other failure goes to the container's handler (Spring Kafka's default: ten tries, then
+ *       logged and skipped; or the application's own, with its recoverer) as before.
  * </ul>
  *
  * A batch listener's failure is a {@link BatchListenerFailedException} naming the index in the
@@ -134,6 +137,10 @@ final class KafkaDeliveries {
     }
     CommonErrorHandler fallback =
         containerHandler != null ? containerHandler : new DefaultErrorHandler();
+    if (fallback instanceof ExceptionClassifier classifier) {
+      // a poison message: straight to the recoverer (dead-letter topic, or logged and skipped)
+      classifier.addNotRetryableExceptions(InvalidIdempotencyKeyException.class);
+    }
     ExponentialBackOff exponential =
         new ExponentialBackOff(backOff.initial().toMillis(), backOff.multiplier());
     exponential.setMaxInterval(backOff.max().toMillis());

@@ -169,6 +169,78 @@ public final class ListenerContainerHooks {
   }
 
   /**
+   * Refuses, before any starts, a Spring AMQP listener container with {@code MANUAL}
+   * acknowledgement whose listener is an {@link IdempotentListener}: a replay does not run the
+   * listener, so nothing would acknowledge the message, and the consumer would stall once its
+   * prefetch filled.
+   *
+   * @param registries the application's registry, if it has one
+   * @return the lifecycle
+   */
+  public static SmartLifecycle rabbitContainers(
+      ObjectProvider<org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry>
+          registries) {
+    return new BeforeContainersStart(
+        () ->
+            registries
+                .orderedStream()
+                .flatMap(registry -> registry.getListenerContainers().stream())
+                .forEach(ListenerContainerHooks::refuseManualAcknowledgement));
+  }
+
+  private static void refuseManualAcknowledgement(Object container) {
+    if (!(container
+            instanceof
+            org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer rabbit)
+        || !rabbit.getAcknowledgeMode().isManual()) {
+      return;
+    }
+    Object listener = rabbit.getMessageListener();
+    java.lang.reflect.Method getter =
+        listener == null
+            ? null
+            : org.springframework.util.ReflectionUtils.findMethod(
+                listener.getClass(), "getHandlerAdapter");
+    if (getter == null) {
+      return; // not an annotated listener method
+    }
+    org.springframework.util.ReflectionUtils.makeAccessible(getter);
+    Object adapter = org.springframework.util.ReflectionUtils.invokeMethod(getter, listener);
+    if (!(adapter
+        instanceof org.springframework.amqp.rabbit.listener.adapter.HandlerAdapter handler)) {
+      return;
+    }
+    Object bean = handler.getBean();
+    Class<?> type = org.springframework.aop.support.AopUtils.getTargetClass(bean);
+    java.util.List<java.lang.reflect.Method> candidates = new java.util.ArrayList<>();
+    try {
+      candidates.add(handler.getMethodFor(null));
+    } catch (RuntimeException classLevelListener) {
+      // @RabbitHandler methods: chosen by payload type; look at them all
+      candidates.addAll(java.util.Arrays.asList(type.getMethods()));
+    }
+    for (java.lang.reflect.Method method : candidates) {
+      java.lang.reflect.Method specific =
+          org.springframework.aop.support.AopUtils.getMostSpecificMethod(method, type);
+      if (specific != null
+          && org.springframework.core.annotation.AnnotatedElementUtils.hasAnnotation(
+              specific, IdempotentListener.class)) {
+        throw new IllegalStateException(
+            "@IdempotentListener on "
+                + org.springframework.util.ClassUtils.getUserClass(type).getName()
+                + "."
+                + specific.getName()
+                + "(..) runs in RabbitMQ listener container '"
+                + rabbit.getListenerId()
+                + "' with MANUAL acknowledgement, which is not supported: a replay does not run"
+                + " the listener, so nothing would acknowledge it and the consumer would stall"
+                + " once its prefetch filled. Use AUTO acknowledgement (the default; the starter"
+                + " acknowledges replays and rejects poison messages itself)");
+      }
+    }
+  }
+
+  /**
    * Runs once, at a lifecycle phase before the listener containers' (Spring Kafka's and JMS's
    * registries start theirs at {@code Integer.MAX_VALUE - 100} and later).
    */

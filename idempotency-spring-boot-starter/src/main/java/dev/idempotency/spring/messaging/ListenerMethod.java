@@ -1,19 +1,20 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyKey;
-import dev.idempotency.IdempotencyWindows;
+import dev.idempotency.spring.KeyValues;
+import dev.idempotency.spring.TtlAttribute;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.lang.reflect.Parameter;
 import java.lang.reflect.Type;
 import java.time.Duration;
-import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
@@ -42,14 +43,16 @@ final class ListenerMethod {
   private static final Set<String> DELIVERY_VARIABLES = Set.of("headers", "payload");
 
   final String name;
-  final @Nullable Duration ttl;
+  final boolean defaultName;
+  final Duration ttl;
   final boolean acknowledgeStoredFailure;
 
   /** The index of the batch parameter, or -1 for a record listener. */
   final int batchIndex;
 
   final Type resultType;
-  private final Method method;
+  final Method method;
+  final Class<?> userClass;
   private final @Nullable Expression key;
   private final String keySource;
   private final String header;
@@ -57,17 +60,21 @@ final class ListenerMethod {
 
   private ListenerMethod(
       Method method,
+      Class<?> userClass,
       String name,
+      boolean defaultName,
       @Nullable Expression key,
       String keySource,
       String header,
-      @Nullable Duration ttl,
+      Duration ttl,
       boolean acknowledgeStoredFailure,
       int batchIndex,
       Type resultType,
       ParameterNameDiscoverer parameterNames) {
     this.method = method;
+    this.userClass = userClass;
     this.name = name;
+    this.defaultName = defaultName;
     this.key = key;
     this.keySource = keySource;
     this.header = header;
@@ -83,6 +90,8 @@ final class ListenerMethod {
    *
    * @param defaultHeader the header of listeners that name neither key nor header
    * @param acknowledgeByDefault what {@link IdempotentListener.StoredFailure#DEFAULT} means
+   * @param ttlOf the window of listeners that name none, by operation name
+   * @param lease the guard's lease, which the window must be longer than; {@code null}: unknown
    * @throws IllegalStateException naming the method and the problem, so that the application fails
    *     at startup
    */
@@ -93,14 +102,15 @@ final class ListenerMethod {
       String defaultHeader,
       boolean acknowledgeByDefault,
       SpelExpressionParser parser,
-      ParameterNameDiscoverer parameterNames) {
+      ParameterNameDiscoverer parameterNames,
+      Function<@Nullable String, Duration> ttlOf,
+      @Nullable Duration lease) {
     Class<?> userClass = ClassUtils.getUserClass(targetClass);
     String where =
         "@IdempotentListener on " + userClass.getName() + "." + method.getName() + "(..)";
+    boolean defaultName = annotation.name().isEmpty();
     String name =
-        annotation.name().isEmpty()
-            ? userClass.getSimpleName() + "." + method.getName()
-            : annotation.name();
+        defaultName ? userClass.getSimpleName() + "." + method.getName() : annotation.name();
     if (!IdempotencyKey.isOperationName(name)) {
       throw new IllegalStateException(
           where
@@ -142,7 +152,7 @@ final class ListenerMethod {
                 + " used: a producer that publishes an event twice gives it two");
       }
     }
-    Duration ttl = ttl(where, annotation.ttl());
+    Duration ttl = TtlAttribute.parse(where, annotation.ttl(), name, ttlOf, lease);
     boolean acknowledge =
         switch (annotation.storedFailure()) {
           case ACKNOWLEDGE -> true;
@@ -152,7 +162,9 @@ final class ListenerMethod {
     Type resultType = ResolvableType.forMethodReturnType(method, targetClass).getType();
     return new ListenerMethod(
         method,
+        userClass,
         name,
+        defaultName,
         key,
         annotation.key(),
         header,
@@ -257,20 +269,6 @@ final class ListenerMethod {
     }
   }
 
-  private static @Nullable Duration ttl(String where, String text) {
-    if (text.isEmpty()) {
-      return null;
-    }
-    try {
-      return IdempotencyWindows.requireValidTtl(Duration.parse(text));
-    } catch (DateTimeParseException e) {
-      throw new IllegalStateException(
-          where + ": ttl '" + text + "' is not an ISO-8601 duration such as PT24H");
-    } catch (IllegalArgumentException e) {
-      throw new IllegalStateException(where + ": " + e.getMessage());
-    }
-  }
-
   /**
    * The key of a record listener's delivery: the operation's name, then the expression's value or
    * the header's.
@@ -310,7 +308,19 @@ final class ListenerMethod {
       throw new MissingIdempotencyKeyException(
           "the key '" + keySource + "' of listener " + name + " evaluated to null; nothing ran");
     }
-    return IdempotencyKey.of(name, value.toString());
+    String instability = KeyValues.instability(value);
+    if (instability != null) {
+      throw new InvalidIdempotencyKeyException(
+          "the key '"
+              + keySource
+              + "' of listener "
+              + name
+              + " is "
+              + instability
+              + "; nothing ran. Pick a field that identifies the event (#event.orderId), or give"
+              + " its class a toString() of its identifying values (a record has one)");
+    }
+    return namespaced(value.toString(), "the key '" + keySource + "'");
   }
 
   private String fromHeader(Map<String, Object> headers) {
@@ -323,6 +333,26 @@ final class ListenerMethod {
               + name
               + "; nothing ran. Set it on the producer, or give the listener a key expression");
     }
-    return IdempotencyKey.of(name, value.toString());
+    return namespaced(value.toString(), "the " + header + " header");
+  }
+
+  /** The guard's key: the listener's name, then {@code value}; a poison message if unusable. */
+  private String namespaced(String value, String source) {
+    if (value.isBlank()) {
+      throw new InvalidIdempotencyKeyException(
+          source + " of listener " + name + " is blank; nothing ran");
+    }
+    try {
+      return IdempotencyKey.of(name, value);
+    } catch (IllegalArgumentException e) {
+      throw new InvalidIdempotencyKeyException(
+          source
+              + " of listener "
+              + name
+              + " cannot be a key once namespaced by the listener's name ("
+              + e.getMessage()
+              + "); nothing ran",
+          e);
+    }
   }
 }

@@ -1,11 +1,15 @@
 package dev.idempotency.spring.messaging;
 
+import dev.idempotency.spring.DefaultOperationNames;
 import dev.idempotency.spring.Idempotent;
 import java.lang.reflect.Method;
+import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.context.expression.AnnotatedElementKey;
 import org.springframework.core.DefaultParameterNameDiscoverer;
@@ -24,10 +28,28 @@ final class ListenerMethods {
   private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
   private final Supplier<String> defaultHeader;
   private final Supplier<Boolean> acknowledgeStoredFailure;
+  private final Function<@Nullable String, Duration> ttlOf;
+  private final Supplier<@Nullable Duration> lease;
+  private final DefaultOperationNames defaultNames =
+      new DefaultOperationNames(
+          "@IdempotentListener",
+          "a delivery to one could be acknowledged as a replay of the other's without being sent");
 
-  ListenerMethods(Supplier<String> defaultHeader, Supplier<Boolean> acknowledgeStoredFailure) {
+  /**
+   * @param ttlOf the window of listeners that name none, by operation name, asked as listeners are
+   *     found
+   * @param lease the guard's lease, which every window must be longer than; may supply null (not
+   *     checked)
+   */
+  ListenerMethods(
+      Supplier<String> defaultHeader,
+      Supplier<Boolean> acknowledgeStoredFailure,
+      Function<@Nullable String, Duration> ttlOf,
+      Supplier<@Nullable Duration> lease) {
     this.defaultHeader = defaultHeader;
     this.acknowledgeStoredFailure = acknowledgeStoredFailure;
+    this.ttlOf = ttlOf;
+    this.lease = lease;
   }
 
   /**
@@ -65,7 +87,7 @@ final class ListenerMethods {
               + "(..): keep @IdempotentListener, which also tells the broker what to do with"
               + " each delivery");
     }
-    return Optional.of(
+    ListenerMethod found =
         ListenerMethod.of(
             specific,
             targetClass,
@@ -73,6 +95,17 @@ final class ListenerMethods {
             defaultHeader.get(),
             acknowledgeStoredFailure.get(),
             parser,
-            parameterNames));
+            parameterNames,
+            ttlOf,
+            lease.get());
+    if (found.defaultName) {
+      defaultNames.register(found.name, found.method, found.userClass);
+    }
+    return Optional.of(found);
+  }
+
+  /** Whether any annotated listener was found so far. */
+  boolean anyFound() {
+    return methods.values().stream().anyMatch(Optional::isPresent);
   }
 }

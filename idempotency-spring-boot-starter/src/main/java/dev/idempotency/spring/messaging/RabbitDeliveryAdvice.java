@@ -26,7 +26,7 @@ import org.springframework.amqp.core.Message;
  *       with {@link ImmediateRequeueAmqpException}: whatever the container's retry or requeue
  *       settings, it comes back and is never dead-lettered for that reason;
  *   <li>a stored permanent failure that the listener does not acknowledge, and a message without a
- *       key ({@link MissingIdempotencyKeyException}), are rejected with {@link
+ *       usable key ({@link InvalidIdempotencyKeyException}), are rejected with {@link
  *       AmqpRejectAndDontRequeueException}: the queue's dead-letter exchange takes them, if it has
  *       one;
  *   <li>every other failure goes on to the container unchanged.
@@ -62,9 +62,10 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
         throw new ImmediateRequeueAmqpException(
             "deferred, requeued after " + pause.toMillis() + " ms", failure);
       }
-      if (storedFailureIn(failure) || in(failure, MissingIdempotencyKeyException.class)) {
+      if (storedFailureIn(failure) || in(failure, InvalidIdempotencyKeyException.class)) {
         throw new AmqpRejectAndDontRequeueException(
-            "no key, or the key failed permanently before; rejected without requeue", failure);
+            "no usable key, or the key failed permanently before; rejected without requeue",
+            failure);
       }
       throw failure;
     } finally {

@@ -13,6 +13,7 @@ public final class EmbeddedKafka {
     "idem.record", "idem.record.DLT",
     "idem.dead-letter", "idem.dead-letter.DLT",
     "idem.header", "idem.header.DLT",
+    "idem.keyed", "idem.keyed.DLT",
     "idem.batch", "idem.batch.DLT",
     "idem.crash", "idem.example"
   };

@@ -48,6 +48,15 @@ public abstract class ListenerContract {
   /** The operation of the listener that takes its key from the Idempotency-Key header. */
   protected abstract String headerListener();
 
+  /** The listener whose key is {@link KeyEvaluations#keyOf}. */
+  protected abstract String keyedListener();
+
+  /**
+   * How many deliveries a poison message gets before it is dead-lettered: 1 where the container
+   * refuses it at once, the broker's redelivery limit where it only rolls back (JMS).
+   */
+  protected abstract int deliveriesOfAPoisonMessage();
+
   /** Publishes a text message for a listener, with an Idempotency-Key header if not null. */
   protected abstract void publish(String listener, String payload, String idempotencyKey)
       throws Exception;
@@ -277,6 +286,30 @@ public abstract class ListenerContract {
     assertThat(sends.of(first).get(0).providerKey())
         .isEqualTo(IdempotencyKey.providerKey(IdempotencyKey.of(headerListener(), key)));
     assertAcknowledged(headerListener());
+  }
+
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.EnumSource(KeyEvaluations.Kind.class)
+  void aMessageWhoseKeyCannotBeUsedIsAPoisonMessageDeadLetteredWithoutALoopAndNeverSent(
+      KeyEvaluations.Kind kind) throws Exception {
+    String payload = unique(kind.name());
+    publish(keyedListener(), payload, null);
+
+    int limit = deliveriesOfAPoisonMessage();
+    await(
+        "the poison message dead-lettered (or sent, or redelivered past " + limit + ")",
+        () ->
+            deadLettered(keyedListener()).contains(payload)
+                || sends.runs(payload) > 0
+                || KeyEvaluations.evaluations(payload) > limit);
+    assertThat(sends.runs(payload)).as("the listener never ran").isZero();
+    assertThat(deadLettered(keyedListener())).as("dead-lettered").contains(payload);
+    assertThat(KeyEvaluations.evaluations(payload))
+        .as("deliveries of the poison message")
+        .isEqualTo(limit);
+    assertThat(sends.runs(payload)).as("the listener never ran").isZero();
+    assertAcknowledged(keyedListener());
+    assertThat(KeyEvaluations.evaluations(payload)).as("no redelivery since").isEqualTo(limit);
   }
 
   @Test

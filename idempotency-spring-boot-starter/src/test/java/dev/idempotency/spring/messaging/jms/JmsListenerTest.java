@@ -28,7 +28,7 @@ import org.springframework.test.annotation.DirtiesContext;
     properties = {
       "spring.artemis.mode=embedded",
       "spring.artemis.embedded.enabled=true",
-      "spring.artemis.embedded.queues=idem.record,idem.dead-letter,idem.header",
+      "spring.artemis.embedded.queues=idem.record,idem.dead-letter,idem.header,idem.keyed",
       "idempotency.in-flight-wait=50ms",
       "idempotency.messaging.back-off.initial=50ms",
       "idempotency.messaging.back-off.max=300ms",
@@ -55,6 +55,7 @@ class JmsListenerTest extends ListenerContract {
       case JmsListeners.RECORD -> "idem.record";
       case JmsListeners.DEAD_LETTER -> "idem.dead-letter";
       case JmsListeners.HEADER -> "idem.header";
+      case JmsListeners.KEYED -> "idem.keyed";
       default -> throw new IllegalArgumentException(listener);
     };
   }
@@ -67,6 +68,17 @@ class JmsListenerTest extends ListenerContract {
   @Override
   protected String deadLetterListener() {
     return JmsListeners.DEAD_LETTER;
+  }
+
+  @Override
+  protected String keyedListener() {
+    return JmsListeners.KEYED;
+  }
+
+  /** Rolled back: Artemis redelivers it up to its ten delivery attempts, then to its DLQ. */
+  @Override
+  protected int deliveriesOfAPoisonMessage() {
+    return 10;
   }
 
   @Override

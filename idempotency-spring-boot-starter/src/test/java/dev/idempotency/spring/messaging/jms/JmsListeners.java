@@ -12,6 +12,7 @@ public class JmsListeners {
   static final String RECORD = "jms-record";
   static final String DEAD_LETTER = "jms-dead-letter";
   static final String HEADER = "JmsListeners.fromHeader";
+  static final String KEYED = "jms-keyed";
 
   private final Sends sends;
 
@@ -29,6 +30,14 @@ public class JmsListeners {
   @IdempotentListener(name = DEAD_LETTER, key = "#event", storedFailure = StoredFailure.DEAD_LETTER)
   public void deadLetter(String event) {
     sends.send(DEAD_LETTER, event, IdempotentDelivery.context());
+  }
+
+  @JmsListener(id = KEYED, destination = "idem.keyed")
+  @IdempotentListener(
+      name = KEYED,
+      key = "T(dev.idempotency.spring.messaging.KeyEvaluations).keyOf(#event)")
+  public void keyed(String event) {
+    sends.send(KEYED, event, IdempotentDelivery.context());
   }
 
   @JmsListener(id = "jms-header", destination = "idem.header")

@@ -106,6 +106,7 @@ class KafkaListenerTest extends BatchListenerContract {
       case KafkaListeners.RECORD -> "idem.record";
       case KafkaListeners.DEAD_LETTER -> "idem.dead-letter";
       case KafkaListeners.HEADER -> "idem.header";
+      case KafkaListeners.KEYED -> "idem.keyed";
       case KafkaListeners.BATCH -> "idem.batch";
       default -> throw new IllegalArgumentException(listener);
     };
@@ -134,6 +135,17 @@ class KafkaListenerTest extends BatchListenerContract {
   @Override
   protected String deadLetterListener() {
     return KafkaListeners.DEAD_LETTER;
+  }
+
+  @Override
+  protected String keyedListener() {
+    return KafkaListeners.KEYED;
+  }
+
+  /** Not retried by the error handler: its recoverer (the .DLT topic) takes it at once. */
+  @Override
+  protected int deliveriesOfAPoisonMessage() {
+    return 1;
   }
 
   @Override

@@ -14,6 +14,7 @@ public class KafkaListeners {
   static final String RECORD = "kafka-record";
   static final String DEAD_LETTER = "kafka-dead-letter";
   static final String HEADER = "KafkaListeners.fromHeader";
+  static final String KEYED = "kafka-keyed";
   static final String BATCH = "kafka-batch";
 
   private final Sends sends;
@@ -32,6 +33,14 @@ public class KafkaListeners {
   @IdempotentListener(name = DEAD_LETTER, key = "#event", storedFailure = StoredFailure.DEAD_LETTER)
   public void deadLetter(String event) {
     sends.send(DEAD_LETTER, event, IdempotentDelivery.context());
+  }
+
+  @KafkaListener(id = KEYED, topics = "idem.keyed")
+  @IdempotentListener(
+      name = KEYED,
+      key = "T(dev.idempotency.spring.messaging.KeyEvaluations).keyOf(#event)")
+  public void keyed(String event) {
+    sends.send(KEYED, event, IdempotentDelivery.context());
   }
 
   @KafkaListener(id = "kafka-header", topics = "idem.header")

@@ -41,7 +41,7 @@ import org.springframework.test.context.DynamicPropertySource;
 class RabbitListenerTest extends BatchListenerContract {
 
   static final List<String> QUEUES =
-      List.of("idem.record", "idem.dead-letter", "idem.header", "idem.batch");
+      List.of("idem.record", "idem.dead-letter", "idem.header", "idem.keyed", "idem.batch");
 
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
@@ -99,6 +99,7 @@ class RabbitListenerTest extends BatchListenerContract {
       case RabbitListeners.RECORD -> "idem.record";
       case RabbitListeners.DEAD_LETTER -> "idem.dead-letter";
       case RabbitListeners.HEADER -> "idem.header";
+      case RabbitListeners.KEYED -> "idem.keyed";
       case RabbitListeners.BATCH -> "idem.batch";
       default -> throw new IllegalArgumentException(listener);
     };
@@ -116,6 +117,17 @@ class RabbitListenerTest extends BatchListenerContract {
   @Override
   protected String deadLetterListener() {
     return RabbitListeners.DEAD_LETTER;
+  }
+
+  @Override
+  protected String keyedListener() {
+    return RabbitListeners.KEYED;
+  }
+
+  /** Rejected without requeue: the queue's dead-letter exchange takes it at once. */
+  @Override
+  protected int deliveriesOfAPoisonMessage() {
+    return 1;
   }
 
   @Override

@@ -14,6 +14,7 @@ public class RabbitListeners {
   static final String RECORD = "rabbit-record";
   static final String DEAD_LETTER = "rabbit-dead-letter";
   static final String HEADER = "RabbitListeners.fromHeader";
+  static final String KEYED = "rabbit-keyed";
   static final String BATCH = "rabbit-batch";
 
   private final Sends sends;
@@ -32,6 +33,14 @@ public class RabbitListeners {
   @IdempotentListener(name = DEAD_LETTER, key = "#event", storedFailure = StoredFailure.DEAD_LETTER)
   public void deadLetter(String event) {
     sends.send(DEAD_LETTER, event, IdempotentDelivery.context());
+  }
+
+  @RabbitListener(id = KEYED, queues = "idem.keyed")
+  @IdempotentListener(
+      name = KEYED,
+      key = "T(dev.idempotency.spring.messaging.KeyEvaluations).keyOf(#event)")
+  public void keyed(String event) {
+    sends.send(KEYED, event, IdempotentDelivery.context());
   }
 
   @RabbitListener(id = "rabbit-header", queues = "idem.header")
