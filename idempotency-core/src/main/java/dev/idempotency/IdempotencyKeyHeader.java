@@ -40,6 +40,27 @@ public final class IdempotencyKeyHeader {
    * @throws IllegalArgumentException naming what is wrong with it
    */
   public static String parse(String name, String value) {
+    return parse(name, value, IdempotencyKey.MAX_LENGTH);
+  }
+
+  /**
+   * Parses the value of a header whose key may be at most {@code maxLength} characters, as where
+   * the key is stored with a prefix of its own (an HTTP endpoint scopes it to the method, the path
+   * and the client): a key that is too long is a {@link TooLongException}, one limit however far it
+   * is over.
+   *
+   * @param name the header's name, for the messages
+   * @param value the raw header value
+   * @param maxLength the most characters the key may have, 1 to {@value IdempotencyKey#MAX_LENGTH}
+   * @return the key
+   * @throws TooLongException if the key is longer than {@code maxLength}
+   * @throws IllegalArgumentException naming what else is wrong with it (a list of keys among them)
+   */
+  public static String parse(String name, String value, int maxLength) {
+    if (maxLength < 1 || maxLength > IdempotencyKey.MAX_LENGTH) {
+      throw new IllegalArgumentException(
+          "maxLength must be 1 to " + IdempotencyKey.MAX_LENGTH + ", was " + maxLength);
+    }
     if (value == null) {
       throw new IllegalArgumentException("missing " + name + " header");
     }
@@ -49,12 +70,17 @@ public final class IdempotencyKeyHeader {
       key = parseString(name, trimmed);
     } else if (TOKEN.matcher(trimmed).matches()) {
       key = trimmed;
+    } else if (trimmed.indexOf(',') >= 0) {
+      throw new IllegalArgumentException(name + " must hold one key, not a list");
     } else {
       throw new IllegalArgumentException(
           name + " must be a quoted structured-field string or a token");
     }
     if (key.isEmpty()) {
       throw new IllegalArgumentException(name + " must not be empty");
+    }
+    if (key.length() > maxLength) {
+      throw new TooLongException(name, key.length(), maxLength);
     }
     return IdempotencyKey.requireValid(key);
   }
@@ -71,6 +97,9 @@ public final class IdempotencyKeyHeader {
         key.append(value.charAt(++i));
       } else if (c == '"') {
         String rest = value.substring(i + 1).strip();
+        if (rest.startsWith(",")) {
+          throw new IllegalArgumentException(name + " must hold one key, not a list");
+        }
         if (!rest.isEmpty() && !rest.startsWith(";")) {
           throw new IllegalArgumentException(name + " has text after the string");
         }
@@ -82,5 +111,37 @@ public final class IdempotencyKeyHeader {
       }
     }
     throw new IllegalArgumentException(name + " has an unterminated string");
+  }
+
+  /** A key longer than the header allows: the limit is {@link #maxLength()} characters. */
+  public static final class TooLongException extends IllegalArgumentException {
+    private static final long serialVersionUID = 1L;
+
+    private final int length;
+    private final int maxLength;
+
+    TooLongException(String name, int length, int maxLength) {
+      super(name + " must be at most " + maxLength + " characters, was " + length);
+      this.length = length;
+      this.maxLength = maxLength;
+    }
+
+    /**
+     * The key's length.
+     *
+     * @return its characters
+     */
+    public int length() {
+      return length;
+    }
+
+    /**
+     * The most characters the key may have.
+     *
+     * @return the limit
+     */
+    public int maxLength() {
+      return maxLength;
+    }
   }
 }

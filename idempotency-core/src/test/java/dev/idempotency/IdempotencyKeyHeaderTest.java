@@ -27,4 +27,26 @@ class IdempotencyKeyHeaderTest {
     }
     assertThatThrownBy(() -> IdempotencyKeyHeader.parse(null)).hasMessageContaining("missing");
   }
+
+  @Test
+  void aListOfKeysIsRefusedAsOne() {
+    assertThatThrownBy(() -> IdempotencyKeyHeader.parse("\"a1\", \"b2\""))
+        .hasMessageContaining("one key, not a list");
+    assertThatThrownBy(() -> IdempotencyKeyHeader.parse("a1, b2"))
+        .hasMessageContaining("one key, not a list");
+  }
+
+  @Test
+  void aKeyOverTheGivenLimitIsTooLongHoweverFarOver() {
+    assertThat(IdempotencyKeyHeader.parse("Idempotency-Key", "k".repeat(1_000), 1_000))
+        .hasSize(1_000);
+    for (int length : new int[] {1_001, 1_024, 1_025, 5_000}) {
+      assertThatThrownBy(
+              () -> IdempotencyKeyHeader.parse("Idempotency-Key", "k".repeat(length), 1_000))
+          .isInstanceOfSatisfying(
+              IdempotencyKeyHeader.TooLongException.class,
+              e -> assertThat(e.maxLength()).isEqualTo(1_000))
+          .hasMessageContaining("at most 1000 characters");
+    }
+  }
 }

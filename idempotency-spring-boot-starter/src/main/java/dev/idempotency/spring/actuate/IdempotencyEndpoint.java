@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.Access;
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
 import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
@@ -20,12 +21,16 @@ import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
  * again. A key in progress is never forgotten: its owner may be sending right now.
  *
  * <p>Like every endpoint but {@code health}, it is not exposed over HTTP until the application says
- * so ({@code management.endpoints.web.exposure.include=health,idempotency}); secure it as the
- * application secures its other Actuator endpoints, since forgetting a key allows one more send.
- * The key is the caller's idempotency key exactly as the application passes it to the guard (for
- * {@code @IdempotentEndpoint}, its scoped form). Results are never shown.
+ * so ({@code management.endpoints.web.exposure.include=health,idempotency}). Its default access is
+ * read-only, so exposing every endpoint ({@code include=*}) never lets a request forget a key: the
+ * delete operation exists only with {@code management.endpoint.idempotency.access=unrestricted}
+ * (Spring Boot's endpoint access model); secure it then as the application secures its other
+ * Actuator endpoints, since forgetting a key allows one more send. Over HTTP, a store that cannot
+ * answer is a 503 ({@link IdempotencyEndpointWebExtension}). The key is the caller's idempotency
+ * key exactly as the application passes it to the guard (for {@code @IdempotentEndpoint}, its
+ * scoped form). Results are never shown.
  */
-@Endpoint(id = "idempotency")
+@Endpoint(id = "idempotency", defaultAccess = Access.READ_ONLY)
 public final class IdempotencyEndpoint {
 
   private final IdempotencyGuard guard;

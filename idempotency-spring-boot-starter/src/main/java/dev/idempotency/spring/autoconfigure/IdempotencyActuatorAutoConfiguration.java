@@ -4,6 +4,7 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spring.actuate.Boot3IdempotencyHealthIndicator;
 import dev.idempotency.spring.actuate.IdempotencyEndpoint;
+import dev.idempotency.spring.actuate.IdempotencyEndpointWebExtension;
 import dev.idempotency.spring.actuate.IdempotencyHealthIndicator;
 import dev.idempotency.spring.actuate.StoreHealth;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
@@ -18,7 +19,8 @@ import org.springframework.context.annotation.Configuration;
  * Actuator support for the guard, where the application has Spring Boot Actuator: the {@code
  * idempotency} health contributor (Boot 3.5's or Boot 4's health API, whichever is present) and the
  * {@code idempotency} endpoint, which is available but, like every endpoint but health, not exposed
- * over HTTP until the application exposes it.
+ * over HTTP until the application exposes it, and read-only until the application grants it more
+ * access ({@code management.endpoint.idempotency.access=unrestricted}).
  */
 @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
 @ConditionalOnClass(
@@ -41,6 +43,20 @@ public final class IdempotencyActuatorAutoConfiguration {
   @ConditionalOnAvailableEndpoint
   public IdempotencyEndpoint idempotencyEndpoint(IdempotencyGuard guard) {
     return new IdempotencyEndpoint(guard);
+  }
+
+  /**
+   * The endpoint's HTTP answers: 404 for no record, 503 while the store cannot answer.
+   *
+   * @param endpoint the endpoint
+   * @return its web extension
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  @ConditionalOnAvailableEndpoint(endpoint = IdempotencyEndpoint.class)
+  public IdempotencyEndpointWebExtension idempotencyEndpointWebExtension(
+      IdempotencyEndpoint endpoint) {
+    return new IdempotencyEndpointWebExtension(endpoint);
   }
 
   /** The health contributor on Spring Boot 4 ({@code spring-boot-health}). */

@@ -42,6 +42,11 @@ final class CapturingResponse extends HttpServletResponseWrapper {
     this.limit = limit;
   }
 
+  /** The most body bytes held back to store. */
+  long limit() {
+    return limit;
+  }
+
   /** From now on, hold the body back. */
   void startCapture() {
     capturing = true;

@@ -9,6 +9,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.LoggerFactory;
 
 /**
  * One claimed {@link IdempotentEndpoint} request, from the claim (in the interceptor) to the
@@ -28,6 +29,8 @@ final class EndpointCall {
   private volatile boolean handlerStarted;
   private volatile @Nullable CapturingResponse awaitingErrorPage;
   private PendingCall.@Nullable Scope mdc;
+  private volatile @Nullable LateResponse late;
+  private volatile boolean lateResultObserved;
 
   EndpointCall(PendingCall<StoredResponse> call, List<String> headers, Duration maxWait) {
     this.call = call;
@@ -41,7 +44,62 @@ final class EndpointCall {
   }
 
   boolean reported() {
-    return reported.get();
+    return reported.get() || late != null;
+  }
+
+  /** The handler returned a result that tells {@link #lateResult} when it ends (a stage). */
+  void observesLateResult() {
+    lateResultObserved = true;
+  }
+
+  /** Whether a timeout may {@link #detach}: something will report the late result. */
+  boolean lateResultObserved() {
+    return lateResultObserved;
+  }
+
+  /**
+   * The request timed out while the handler's async work runs: from now on the request's own end
+   * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
+   * #lateResult}), is rendered with {@code late} and stored.
+   *
+   * @return false if the call was already reported or its handler never started
+   */
+  synchronized boolean detach(LateResponse late) {
+    if (reported.get() || !handlerStarted || this.late != null) {
+      return false;
+    }
+    this.late = late;
+    return true;
+  }
+
+  /**
+   * The async result of a handler, called for every one; stored (or, for a failure, released) only
+   * if its request timed out before it came ({@link #detach}).
+   */
+  void lateResult(@Nullable Object result) {
+    LateResponse response = late;
+    if (response == null || !reported.compareAndSet(false, true)) {
+      return;
+    }
+    if (result instanceof Throwable failure) {
+      call.fail(
+          new NotStored(
+              "the async result failed after its request timed out: "
+                  + failure.getClass().getName()));
+      return;
+    }
+    try {
+      StoredResponse stored = response.render(result, headers);
+      if (isStored(stored.status())) {
+        call.complete(stored);
+      } else {
+        call.fail(new NotStored("status " + stored.status() + " is not stored"));
+      }
+    } catch (RuntimeException | Error e) {
+      LoggerFactory.getLogger(EndpointCall.class)
+          .warn("The late result of a timed-out idempotent request could not be stored", e);
+      throw e;
+    }
   }
 
   /**
@@ -63,6 +121,9 @@ final class EndpointCall {
    * did answer; any other call not yet reported is released.
    */
   void requestEnded() throws IOException {
+    if (late != null) {
+      return; // timed out: the async result reports
+    }
     CapturingResponse response = awaitingErrorPage;
     if (response != null && handlerStarted) {
       finish(response, false);
@@ -89,7 +150,7 @@ final class EndpointCall {
    * the handler again.
    */
   void release(String why) {
-    if (reported.compareAndSet(false, true)) {
+    if (late == null && reported.compareAndSet(false, true)) {
       call.fail(new NotStored(why));
       awaitOutcome();
     }
@@ -109,7 +170,7 @@ final class EndpointCall {
 
   private void finish(CapturingResponse response, boolean bodySeen) throws IOException {
     try {
-      if (!reported.compareAndSet(false, true)) {
+      if (late != null || !reported.compareAndSet(false, true)) {
         return;
       }
       int status = response.getStatus();

@@ -1,7 +1,11 @@
 package dev.idempotency.spring.web;
 
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
+import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
@@ -31,9 +35,39 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
             && request.getAttribute(EndpointCall.ATTRIBUTE, RequestAttributes.SCOPE_REQUEST)
                 instanceof EndpointCall call) {
           call.handlerStarted();
+          Object returned = invocation.proceed();
+          if (returned instanceof CompletionStage<?> stage) {
+            // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it:
+            // it gets a copy, and the handler's own stage tells a timed-out call its result
+            Object copy = copyOf(stage, invocation.getMethod().getReturnType());
+            if (copy == null) {
+              return returned;
+            }
+            returned = copy;
+            call.observesLateResult();
+            stage.whenComplete(
+                (value, failure) ->
+                    call.lateResult(
+                        failure instanceof CompletionException && failure.getCause() != null
+                            ? failure.getCause()
+                            : failure != null ? failure : value));
+          }
+          return returned;
         }
         return invocation.proceed();
       };
+
+  /** A copy of {@code stage} that the method may return, or null. */
+  private static @Nullable Object copyOf(CompletionStage<?> stage, Class<?> returnType) {
+    if (!returnType.isAssignableFrom(CompletableFuture.class)) {
+      return null;
+    }
+    try {
+      return stage.toCompletableFuture().copy();
+    } catch (UnsupportedOperationException e) {
+      return null;
+    }
+  }
 
   /** Created by the auto-configuration. */
   public IdempotentEndpointAdvisor() {

@@ -18,6 +18,7 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.time.Duration;
+import java.util.Enumeration;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Supplier;
@@ -25,6 +26,8 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.http.HttpStatus;
+import org.springframework.web.context.request.async.WebAsyncManager;
+import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.AsyncHandlerInterceptor;
 import org.springframework.web.servlet.HandlerMapping;
@@ -126,11 +129,30 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
           "the " + headerName + " header is required");
       return false;
     }
+    if (fields(request) > 1) {
+      Problems.write(
+          response,
+          HttpStatus.BAD_REQUEST,
+          "malformed-key",
+          "the request has more than one " + headerName + " field; send one key, in one field");
+      return false;
+    }
+    Object pattern = request.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
+    String path = pattern != null ? pattern.toString() : request.getRequestURI();
+    String client = Objects.toString(scope.scopeOf(request), "");
+    int longest = longestKey(request.getMethod(), path, client);
     String key;
     try {
-      key = IdempotencyKeyHeader.parse(headerName, header);
+      key = IdempotencyKeyHeader.parse(headerName, header, Math.max(1, longest));
+    } catch (IdempotencyKeyHeader.TooLongException e) {
+      tooLong(response, longest);
+      return false;
     } catch (IllegalArgumentException e) {
       Problems.write(response, HttpStatus.BAD_REQUEST, "malformed-key", e.getMessage());
+      return false;
+    }
+    if (key.length() > longest) {
+      tooLong(response, longest); // the scope alone is too long: no key fits
       return false;
     }
     if (key.length() < minKeyLength) {
@@ -146,24 +168,9 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
           Map.of("min-length", minKeyLength));
       return false;
     }
-    Object pattern = request.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
-    String path = pattern != null ? pattern.toString() : request.getRequestURI();
-    String client = Objects.toString(scope.scopeOf(request), "");
     String scoped = scoped(request.getMethod(), path, client, key);
     if (scoped == null) {
-      String shortest = scoped(request.getMethod(), path, client, "k");
-      int longest =
-          shortest == null ? 0 : IdempotencyKey.MAX_LENGTH - (shortest.length() - "k".length());
-      Problems.write(
-          response,
-          HttpStatus.BAD_REQUEST,
-          "key-too-long",
-          "the "
-              + headerName
-              + " is too long for this endpoint: at most "
-              + longest
-              + " characters",
-          Map.of("max-length", longest));
+      tooLong(response, longest);
       return false;
     }
     String fingerprint;
@@ -190,10 +197,43 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     }
     EndpointCall endpointCall = new EndpointCall(call, endpoint.headers(), maxWait);
     request.setAttribute(EndpointCall.ATTRIBUTE, endpointCall);
+    AsyncTimeouts timeouts = new AsyncTimeouts(endpointCall, method, headerName);
+    WebAsyncManager async = WebAsyncUtils.getAsyncManager(request);
+    async.registerCallableInterceptor(AsyncTimeouts.KEY, timeouts);
+    async.registerDeferredResultInterceptor(AsyncTimeouts.KEY, timeouts);
     request.setAttribute(IdempotentEndpointFilter.SEND_CONTEXT_ATTRIBUTE, call.context());
     capture.startCapture();
     endpointCall.enterMdc();
     return true;
+  }
+
+  /** How many fields (header lines) carry the key. */
+  private int fields(HttpServletRequest request) {
+    int fields = 0;
+    Enumeration<String> values = request.getHeaders(headerName);
+    while (values != null && values.hasMoreElements()) {
+      values.nextElement();
+      fields++;
+    }
+    return fields;
+  }
+
+  /**
+   * The most characters a client's key may have on this endpoint, for this client: one limit,
+   * stated in characters of the client's key, whatever makes a key too long.
+   */
+  private static int longestKey(String method, String path, String client) {
+    String shortest = scoped(method, path, client, "k");
+    return shortest == null ? 0 : IdempotencyKey.MAX_LENGTH - (shortest.length() - "k".length());
+  }
+
+  private void tooLong(HttpServletResponse response, int longest) throws IOException {
+    Problems.write(
+        response,
+        HttpStatus.BAD_REQUEST,
+        "key-too-long",
+        "the " + headerName + " is too long for this endpoint: at most " + longest + " characters",
+        Map.of("max-length", longest));
   }
 
   /**
@@ -266,7 +306,8 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     } else if (error instanceof IdempotencyResultUnavailableException) {
       notStored(response, null);
     } else if (error instanceof KeyStoreException) {
-      log.warn(
+      // the guard logs one WARN per outage; one line per refused request would drown it
+      log.debug(
           "The idempotency store is unavailable; answering 503, the handler did not run", error);
       response.setHeader("Retry-After", "5");
       Problems.write(

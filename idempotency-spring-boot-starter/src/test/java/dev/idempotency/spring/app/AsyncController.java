@@ -7,6 +7,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
@@ -60,6 +61,36 @@ public class AsyncController {
   public WebAsyncTask<ResponseEntity<Map<String, Object>>> task() {
     int run = runs.increment();
     return new WebAsyncTask<>(30_000L, () -> created("task", run));
+  }
+
+  /** The provider of the slow handlers: sends 2 s after it was called, counted per send. */
+  private static final Executor PROVIDER = CompletableFuture.delayedExecutor(2, TimeUnit.SECONDS);
+
+  private final AtomicInteger providerSends = new AtomicInteger();
+
+  /** How often the slow handlers' provider sent. */
+  public int providerSends() {
+    return providerSends.get();
+  }
+
+  private ResponseEntity<Map<String, Object>> sent(String kind, int run) {
+    providerSends.incrementAndGet();
+    return created(kind, run);
+  }
+
+  /** Async handlers whose provider call (2 s) outlives a container timeout of 1 s. */
+  @PostMapping("/async/slow/future")
+  @IdempotentEndpoint
+  public CompletableFuture<ResponseEntity<Map<String, Object>>> slowFuture() {
+    int run = runs.increment();
+    return CompletableFuture.supplyAsync(() -> sent("slow-future", run), PROVIDER);
+  }
+
+  @PostMapping("/async/slow/callable")
+  @IdempotentEndpoint
+  public Callable<ResponseEntity<Map<String, Object>>> slowCallable() {
+    int run = runs.increment();
+    return () -> CompletableFuture.supplyAsync(() -> sent("slow-callable", run), PROVIDER).join();
   }
 
   /** An async result that fails: nothing maps the exception, so a 500. */

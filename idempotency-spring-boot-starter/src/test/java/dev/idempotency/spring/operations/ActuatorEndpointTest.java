@@ -5,12 +5,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyRecord;
+import dev.idempotency.spi.RecordState;
 import dev.idempotency.spring.EmbeddedServers;
 import dev.idempotency.spring.app.Mailer;
 import java.net.URLEncoder;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -23,7 +26,8 @@ import org.springframework.context.ConfigurableApplicationContext;
 /**
  * The {@code idempotency} Actuator endpoint over real HTTP on PostgreSQL: read a key, forget a
  * completed one so that it sends again, refuse to forget one in progress; not exposed until the
- * application exposes it. Settings per operation give an endpoint its own window.
+ * application exposes it, and read-only until the application grants it more access. Settings per
+ * operation give an endpoint its own window.
  */
 class ActuatorEndpointTest {
 
@@ -31,19 +35,25 @@ class ActuatorEndpointTest {
     return "/actuator/idempotency?key=" + URLEncoder.encode(key, StandardCharsets.UTF_8);
   }
 
-  private static ConfigurableApplicationContext start(String exposure) {
-    return Apps.start(
-        "spring.datasource.url=" + EmbeddedServers.postgresUrl(),
-        "idempotency.jdbc.table-name=idem_actuator",
-        "idempotency.jdbc.initialize-schema=always",
-        "idempotency.operations.otp-sms.ttl=90m",
-        "management.health.redis.enabled=false",
-        "management.endpoints.web.exposure.include=" + exposure);
+  private static ConfigurableApplicationContext start(String exposure, String... more) {
+    List<String> properties =
+        new ArrayList<>(
+            List.of(
+                "spring.datasource.url=" + EmbeddedServers.postgresUrl(),
+                "idempotency.jdbc.table-name=idem_actuator",
+                "idempotency.jdbc.initialize-schema=always",
+                "idempotency.operations.otp-sms.ttl=90m",
+                "management.health.redis.enabled=false",
+                "management.endpoints.web.exposure.include=" + exposure));
+    properties.addAll(List.of(more));
+    return Apps.start(properties.toArray(String[]::new));
   }
+
+  private static final String UNRESTRICTED = "management.endpoint.idempotency.access=unrestricted";
 
   @Test
   void readsForgetsAndRefusesToForgetAKeyInProgress() throws Exception {
-    try (ConfigurableApplicationContext app = start("health,idempotency")) {
+    try (ConfigurableApplicationContext app = start("health,idempotency", UNRESTRICTED)) {
       IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
       String key = "otp:user_42:" + UUID.randomUUID();
       guard.execute(key, Duration.ofHours(24), ctx -> "n_1");
@@ -69,7 +79,7 @@ class ActuatorEndpointTest {
 
   @Test
   void aKeyInProgressIsNotForgotten() throws Exception {
-    try (ConfigurableApplicationContext app = start("idempotency")) {
+    try (ConfigurableApplicationContext app = start("idempotency", UNRESTRICTED)) {
       IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
       String key = "otp:user_42:" + UUID.randomUUID();
       CountDownLatch sending = new CountDownLatch(1);
@@ -102,6 +112,27 @@ class ActuatorEndpointTest {
         release.countDown();
         sender.shutdownNow();
       }
+    }
+  }
+
+  @Test
+  void exposingEveryEndpointLetsNoAnonymousRequestForgetAKey() throws Exception {
+    try (ConfigurableApplicationContext app = start("*")) {
+      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+      String key = "otp:user_42:" + UUID.randomUUID();
+      guard.execute(key, Duration.ofHours(24), ctx -> "n_1");
+
+      HttpResponse<String> delete = Apps.request(app, "DELETE", path(key), null, null);
+      HttpResponse<String> read = Apps.get(app, path(key));
+
+      assertThat(delete.statusCode())
+          .as("read-only by default: deletes need management.endpoint.idempotency.access")
+          .isBetween(400, 499);
+      assertThat(read.statusCode()).as("reads stay available").isEqualTo(200);
+      assertThat(guard.find(key)).map(IdempotencyRecord::state).hasValue(RecordState.COMPLETED);
+      assertThat(guard.execute(key, Duration.ofHours(24), ctx -> "n_2"))
+          .as("nothing was forgotten: no second send")
+          .isEqualTo("n_1");
     }
   }
 

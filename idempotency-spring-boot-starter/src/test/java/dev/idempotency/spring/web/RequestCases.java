@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -150,6 +151,45 @@ interface RequestCases extends EndpointClient {
     assertThat(header(response, "Content-Type")).isEqualTo("application/problem+json");
     assertThat(text(response)).contains("/problems/key-too-long").contains("\"max-length\":");
     assertThat(runs()).isZero();
+  }
+
+  @Test
+  default void oneLimitAndOneProblemForEveryKeyTooLong() throws Exception {
+    HttpResponse<byte[]> longest = post("/notify", "k".repeat(1_000), "{\"channel\":\"sms\"}");
+    String limit = text(post("/notify", "k".repeat(1_020), "{\"channel\":\"sms\"}"));
+    String max = limit.replaceAll("(?s).*\"max-length\":(\\d+).*", "$1");
+    int maxLength = Integer.parseInt(max);
+
+    assertThat(longest.statusCode()).as("a key within the limit").isEqualTo(201);
+    for (int length : new int[] {maxLength + 1, 1_024, 1_025, 4_000}) {
+      HttpResponse<byte[]> response = post("/notify", "k".repeat(length), "{\"channel\":\"sms\"}");
+      assertThat(response.statusCode()).as("length " + length).isEqualTo(400);
+      assertThat(text(response))
+          .as("length " + length)
+          .contains("/problems/key-too-long")
+          .contains("\"max-length\":" + maxLength)
+          .contains("at most " + maxLength + " characters");
+    }
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  default void moreThanOneKeyFieldIsA400WhetherTwoLinesOrAList() throws Exception {
+    String first = newKey();
+    String second = newKey();
+
+    HttpResponse<byte[]> twoLines =
+        post("/notify", first, "{\"channel\":\"sms\"}", "Idempotency-Key", second);
+    HttpResponse<byte[]> list = post("/notify", first + ", " + second, "{\"channel\":\"sms\"}");
+    HttpResponse<byte[]> tokens =
+        post("/notify", "k".repeat(20) + ",j" + "j".repeat(20), "{\"channel\":\"sms\"}");
+
+    for (HttpResponse<byte[]> response : List.of(twoLines, list, tokens)) {
+      assertThat(response.statusCode()).as(text(response)).isEqualTo(400);
+      assertThat(header(response, "Content-Type")).isEqualTo("application/problem+json");
+      assertThat(text(response)).contains("/problems/malformed-key").contains("one key");
+    }
+    assertThat(runs()).as("none of them ran the handler").isZero();
   }
 
   @Test

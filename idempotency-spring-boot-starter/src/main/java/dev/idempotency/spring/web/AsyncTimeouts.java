@@ -1,0 +1,108 @@
+package dev.idempotency.spring.web;
+
+import jakarta.servlet.AsyncContext;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.util.concurrent.Callable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.http.HttpStatus;
+import org.springframework.web.context.request.NativeWebRequest;
+import org.springframework.web.context.request.async.CallableProcessingInterceptor;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
+import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.util.WebUtils;
+
+/**
+ * A container async timeout of a claimed {@link IdempotentEndpoint} request ends the request, not
+ * the send (SPEC 13): registered on the request's {@code WebAsyncManager}, ahead of Spring's own
+ * timeout handling, it answers the client at once with a 409 {@code request-in-progress} (with
+ * {@code Retry-After}), leaves the key claimed and the async result unset, and, when the handler's
+ * work ends, has its result rendered and stored ({@link LateResponse}), so that the client's retry
+ * gets it replayed. A failed result releases the key, as it would have without the timeout. This
+ * holds for {@code Callable}, {@code WebAsyncTask} and {@code CompletionStage} results; an
+ * application's own {@code DeferredResult} expires with its request, its late value unseen, and
+ * keeps Spring's timeout answer (503, the key released).
+ */
+final class AsyncTimeouts
+    implements CallableProcessingInterceptor, DeferredResultProcessingInterceptor {
+
+  /** The key under which it is registered on the request's async manager. */
+  static final String KEY = AsyncTimeouts.class.getName();
+
+  private static final Logger log = LoggerFactory.getLogger(AsyncTimeouts.class);
+
+  private final EndpointCall call;
+  private final HandlerMethod handler;
+  private final String headerName;
+
+  AsyncTimeouts(EndpointCall call, HandlerMethod handler, String headerName) {
+    this.call = call;
+    this.handler = handler;
+    this.headerName = headerName;
+  }
+
+  @Override
+  public <T> Object handleTimeout(NativeWebRequest request, Callable<T> task) throws Exception {
+    return timedOut(request) ? RESPONSE_HANDLED : RESULT_NONE;
+  }
+
+  @Override
+  public <T> boolean handleTimeout(NativeWebRequest request, DeferredResult<T> deferredResult)
+      throws Exception {
+    // a CompletionStage (adapted to a DeferredResult by Spring MVC) reports its late result itself;
+    // an application's own DeferredResult expires with its request, so its late value is lost to
+    // the guard: it keeps Spring's timeout handling (503, the key released)
+    return !call.lateResultObserved() || !timedOut(request);
+  }
+
+  @Override
+  public <T> void postProcess(NativeWebRequest request, Callable<T> task, Object concurrentResult) {
+    call.lateResult(concurrentResult);
+  }
+
+  /**
+   * Answers the timed-out client and ends its request, the key still claimed; false if the call is
+   * already reported (its response is on its way) and Spring may handle the timeout as usual.
+   */
+  private boolean timedOut(NativeWebRequest request) throws IOException {
+    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    if (servletRequest == null || servletResponse == null) {
+      return false;
+    }
+    CapturingResponse capture =
+        WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    if (capture == null
+        || !call.detach(LateResponse.of(servletRequest, handler, capture.limit()))) {
+      return false;
+    }
+    capture.discard();
+    HttpServletResponse client = (HttpServletResponse) capture.getResponse();
+    try {
+      if (!client.isCommitted()) {
+        client.resetBuffer();
+        client.setHeader("Retry-After", "1");
+        Problems.write(
+            client,
+            HttpStatus.CONFLICT,
+            "request-in-progress",
+            "the request with this "
+                + headerName
+                + " timed out while it is still being processed; it goes on, and a retry gets its"
+                + " response once it is done");
+      }
+    } finally {
+      AsyncContext async =
+          servletRequest.isAsyncStarted() ? servletRequest.getAsyncContext() : null;
+      if (async != null) {
+        async.complete();
+      }
+    }
+    log.debug(
+        "An idempotent endpoint's async request timed out; its work goes on, the key claimed");
+    return true;
+  }
+}
