@@ -117,7 +117,10 @@ public final class IdempotencyKeyHeader {
   public static final class TooLongException extends IllegalArgumentException {
     private static final long serialVersionUID = 1L;
 
+    /** The key's length. */
     private final int length;
+
+    /** The most characters a key may have. */
     private final int maxLength;
 
     TooLongException(String name, int length, int maxLength) {
