@@ -94,6 +94,11 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     String recordTable() {
       return TABLE;
     }
+
+    @Override
+    String jdbcUrl() {
+      return JdbcKeyStoreContract.this.jdbcUrl();
+    }
   }
 
   @Override

@@ -53,6 +53,9 @@ abstract class JoinedTransactionCases {
   /** The store's table. */
   abstract String recordTable();
 
+  /** A JDBC URL with credentials, for the second JVM. */
+  abstract String jdbcUrl();
+
   private JdbcKeyStore store;
   private IdempotencyGuard guard;
   private final List<IdempotencyEvent> events = new CopyOnWriteArrayList<>();
@@ -360,6 +363,100 @@ abstract class JoinedTransactionCases {
     } catch (SQLException e) {
       throw new IllegalStateException(e);
     }
+  }
+
+  @Test
+  void aSecondJvmKilledInsideItsTransactionLeavesNothingAndTheWaitingRepeatsEnqueueOnce()
+      throws Exception {
+    String key = key();
+    Process child = startChild(key);
+    try {
+      awaitLine(child, "CLAIMED");
+      AtomicInteger enqueues = new AtomicInteger();
+      List<CompletableFuture<String>> repeats = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        repeats.add(
+            CompletableFuture.supplyAsync(() -> countedEnqueue(guard, key, enqueues), threads));
+      }
+      child.destroyForcibly(); // SIGKILL: the database rolls back the dead connection's transaction
+      assertThat(child.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      List<String> ids = new ArrayList<>();
+      for (CompletableFuture<String> repeat : repeats) {
+        try {
+          ids.add(repeat.get(60, TimeUnit.SECONDS));
+        } catch (java.util.concurrent.ExecutionException e) {
+          assertThat(e.getCause())
+              .isInstanceOf(KeyStoreException.class)
+              .hasMessageContaining("deadlock or serialization victim");
+        }
+      }
+      assertThat(enqueues).hasValue(1);
+      assertThat(ids).isNotEmpty().containsOnly(ids.get(0)).doesNotContain("child-" + key);
+      assertThat(rows(key)).isEqualTo(1);
+    } finally {
+      child.destroyForcibly();
+    }
+  }
+
+  @Test
+  void aSecondJvmThatCommitsIsReplayedByTheRepeatsThatWaitedForIt() throws Exception {
+    String key = key();
+    Process child = startChild(key);
+    try {
+      awaitLine(child, "CLAIMED");
+      AtomicInteger enqueues = new AtomicInteger();
+      List<CompletableFuture<String>> repeats = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        repeats.add(
+            CompletableFuture.supplyAsync(() -> countedEnqueue(guard, key, enqueues), threads));
+      }
+      child.getOutputStream().write("COMMIT\n".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+      child.getOutputStream().flush();
+      for (CompletableFuture<String> repeat : repeats) {
+        assertThat(repeat.get(60, TimeUnit.SECONDS)).isEqualTo("child-" + key);
+      }
+      assertThat(child.waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(child.exitValue()).isZero();
+      assertThat(enqueues).hasValue(0);
+      assertThat(rows(key)).isEqualTo(1);
+    } finally {
+      child.destroyForcibly();
+    }
+  }
+
+  private Process startChild(String key) throws java.io.IOException {
+    String javaBinary =
+        java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    return new ProcessBuilder(
+            javaBinary,
+            "-cp",
+            System.getProperty("java.class.path"),
+            JoinedChildMain.class.getName(),
+            jdbcUrl(),
+            recordTable(),
+            outbox,
+            key)
+        .redirectError(
+            ProcessBuilder.Redirect.appendTo(new java.io.File("target/joined-child-stderr.txt")))
+        .start();
+  }
+
+  private static void awaitLine(Process child, String prefix) throws Exception {
+    java.io.BufferedReader out =
+        new java.io.BufferedReader(
+            new java.io.InputStreamReader(
+                child.getInputStream(), java.nio.charset.StandardCharsets.UTF_8));
+    String line =
+        CompletableFuture.supplyAsync(
+                () -> {
+                  try {
+                    return out.readLine();
+                  } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                  }
+                })
+            .get(120, TimeUnit.SECONDS);
+    assertThat(line).as("the second JVM's first line").startsWith(prefix);
   }
 
   @Test
