@@ -194,8 +194,10 @@ final class CallSupport<T> {
         failure instanceof KeyStoreException e
             ? e
             : new KeyStoreException("The key store failed to claim key " + keyId, failure);
-    if (!Thread.currentThread().isInterrupted()) {
+    if (Thread.currentThread().isInterrupted()) {
       // a wait the application interrupted (a pool gives up on it) says nothing of the store
+      settings.outages.claimAbandoned();
+    } else {
       settings.outages.storeFailed("a claim failed", storeFailure);
     }
     events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
