@@ -170,7 +170,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
             ? parsed.getPatternString()
             : request.getPath().pathWithinApplication().value();
     String method = request.getMethod().name();
-    List<String> fields = request.getHeaders().getOrEmpty(headerName);
+    List<String> fields = values(request.getHeaders(), headerName);
     return exchange
         .getPrincipal()
         .map(Principal::getName)
@@ -351,6 +351,22 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
     return response.writeWith(Mono.fromSupplier(() -> response.bufferFactory().wrap(bytes)));
   }
 
+  /**
+   * A header's values, one per field, by a call that links on Spring Framework 6 and 7 alike
+   * ({@code HttpHeaders} stopped being a {@code Map} in 7, so {@code getOrEmpty(Object)} and {@code
+   * get(Object)} are gone there; {@code forEach} exists in both).
+   */
+  private static List<String> values(HttpHeaders headers, String name) {
+    List<String> found = new ArrayList<>();
+    headers.forEach(
+        (header, values) -> {
+          if (header.equalsIgnoreCase(name)) {
+            found.addAll(values);
+          }
+        });
+    return found;
+  }
+
   /** The request with its body, read for the fingerprint, handed to the handler again. */
   private static final class ReplayedBody extends ServerHttpRequestDecorator {
     private final byte[] body;
@@ -438,7 +454,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       names.add("Location");
       names.addAll(listedHeaders);
       for (String name : names) {
-        for (String value : headers.getOrEmpty(name)) {
+        for (String value : values(headers, name)) {
           kept.add(Map.entry(name, value));
         }
       }
