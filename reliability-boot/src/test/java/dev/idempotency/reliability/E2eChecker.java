@@ -9,6 +9,8 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Checks both halves of the promise over an end-to-end run's history: no key sent twice without an
@@ -32,6 +34,8 @@ final class E2eChecker {
     int answered;
     long requests;
     long responses2xx;
+    int published;
+    int consumed;
     final Map<String, Integer> outcomes = new LinkedHashMap<>();
     final List<String> lost = new ArrayList<>();
     final List<String> changedBodies = new ArrayList<>();
@@ -54,6 +58,10 @@ final class E2eChecker {
           + requests
           + " responses2xx="
           + responses2xx
+          + " published="
+          + published
+          + " consumed="
+          + consumed
           + " outcomes="
           + outcomes
           + " sends="
@@ -73,7 +81,15 @@ final class E2eChecker {
     }
   }
 
+  private static final Pattern ID = Pattern.compile("\"id\":\"([^\"]+)\"");
+
   private E2eChecker() {}
+
+  /** The provider's message id in a response body, or the whole body if it names none. */
+  static String id(String body) {
+    Matcher matcher = ID.matcher(body);
+    return matcher.find() ? matcher.group(1) : body;
+  }
 
   /**
    * Checks a history whose calls are the clients' requests (outcome {@code SENT} or {@code
@@ -81,9 +97,17 @@ final class E2eChecker {
    * to be retried).
    *
    * @param answers every 2xx a client got, per key, in the order it got them
+   * @param published the keys published to the listener's topic
+   * @param consumed those the broker considers consumed (below the group's committed offset)
    */
-  static Report check(FaultHistory history, Map<String, List<Answer>> answers) {
+  static Report check(
+      FaultHistory history,
+      Map<String, List<Answer>> answers,
+      List<String> published,
+      List<String> consumed) {
     Report report = new Report(DuplicateChecker.check(history, List.of(), 0));
+    report.published = published.size();
+    report.consumed = consumed.size();
     Set<String> keys = new LinkedHashSet<>();
     Set<String> answered = new LinkedHashSet<>();
     for (Call call : history.calls) {
@@ -108,19 +132,23 @@ final class E2eChecker {
         report.lost.add(key + ": answered 2xx, never reached the provider");
       }
     }
+    Set<String> consumedKeys = new LinkedHashSet<>(consumed);
+    for (String key : published) {
+      if (!consumedKeys.contains(key)) {
+        report.lost.add(key + ": published, never consumed");
+      } else if (!sendsByKey.containsKey(key)) {
+        report.lost.add(key + ": consumed by the broker's account, never reached the provider");
+      }
+    }
     for (Map.Entry<String, List<Answer>> entry : answers.entrySet()) {
       String key = entry.getKey();
-      List<Answer> got = entry.getValue();
-      Set<String> fresh = new LinkedHashSet<>();
-      got.stream().filter(answer -> !answer.replayed()).forEach(answer -> fresh.add(answer.body()));
-      String first = got.get(0).body();
-      for (Answer answer : got) {
-        boolean sentOnce = sendsByKey.getOrDefault(key, 0) == 1;
-        boolean ok =
-            sentOnce || fresh.isEmpty()
-                ? answer.body().equals(first)
-                : !answer.replayed() || fresh.contains(answer.body());
-        if (!ok) {
+      int sends = sendsByKey.getOrDefault(key, 0);
+      // the body each message id was first answered with; a key sent once has one id
+      Map<String, String> firstById = new LinkedHashMap<>();
+      for (Answer answer : entry.getValue()) {
+        String id = id(answer.body());
+        String first = firstById.putIfAbsent(sends <= 1 ? "" : id, answer.body());
+        if (first != null && !first.equals(answer.body())) {
           report.changedBodies.add(
               key
                   + ": first 2xx "
@@ -129,7 +157,7 @@ final class E2eChecker {
                   + (answer.replayed() ? "replayed " : "fresh ")
                   + answer.body()
                   + " (sent "
-                  + sendsByKey.getOrDefault(key, 0)
+                  + sends
                   + " times)");
           break;
         }

@@ -22,6 +22,10 @@ class E2eCheckerTest {
     return history;
   }
 
+  private static E2eChecker.Report check(FaultHistory history, Map<String, List<Answer>> answers) {
+    return E2eChecker.check(history, answers, List.of(), List.of());
+  }
+
   private static Call call(String key, String outcome, String value, long millis) {
     return new Call(key, "/send", 0, outcome, value, true, millis);
   }
@@ -32,7 +36,7 @@ class E2eCheckerTest {
   @Test
   void oneSendAnsweredAndReplayedPasses() {
     E2eChecker.Report report =
-        E2eChecker.check(
+        check(
             history(
                 List.of(new Send("k", "pk", 1, 1, 90, 100, "msg-1")),
                 List.of(
@@ -51,7 +55,7 @@ class E2eCheckerTest {
   @Test
   void aSecondSendWhileTheFirstOwnerLivedFails() {
     E2eChecker.Report report =
-        E2eChecker.check(
+        check(
             history(
                 List.of(
                     new Send("k", "pk", 1, 1, 90, 100, "msg-1"),
@@ -68,7 +72,7 @@ class E2eCheckerTest {
   @Test
   void aSecondSendAfterAGracefulShutdownFails() {
     E2eChecker.Report report =
-        E2eChecker.check(
+        check(
             history(
                 List.of(
                     new Send("k", "pk", 1, 1, 90, 100, "msg-1"),
@@ -86,7 +90,7 @@ class E2eCheckerTest {
   @Test
   void aSecondSendAfterTheOwnerWasKilledIsAllowed() {
     E2eChecker.Report report =
-        E2eChecker.check(
+        check(
             history(
                 List.of(
                     new Send("k", "pk", 1, 1, 90, 100, "msg-1"),
@@ -103,8 +107,7 @@ class E2eCheckerTest {
   @Test
   void aKeyNeverAnswered2xxIsLost() {
     E2eChecker.Report report =
-        E2eChecker.check(
-            history(List.of(), List.of(call("k", "HTTP_503", null, 100)), List.of()), Map.of());
+        check(history(List.of(), List.of(call("k", "HTTP_503", null, 100)), List.of()), Map.of());
 
     assertThat(report.ok()).isFalse();
     assertThat(report.lost).containsExactly("k: never answered 2xx");
@@ -113,7 +116,7 @@ class E2eCheckerTest {
   @Test
   void aKeyAnswered2xxThatNeverReachedTheProviderIsLost() {
     E2eChecker.Report report =
-        E2eChecker.check(
+        check(
             history(List.of(), List.of(call("k", "SENT", "msg-1", 100)), List.of()),
             Map.of("k", List.of(new Answer(false, BODY_1))));
 
@@ -124,7 +127,7 @@ class E2eCheckerTest {
   @Test
   void aReplayWithAnotherBodyThanTheFirstFails() {
     E2eChecker.Report report =
-        E2eChecker.check(
+        check(
             history(
                 List.of(new Send("k", "pk", 1, 1, 90, 100, "msg-1")),
                 List.of(call("k", "SENT", "msg-1", 200), call("k", "REPLAYED", "msg-1", 300)),
@@ -139,13 +142,76 @@ class E2eCheckerTest {
   }
 
   /**
+   * Seed 7's key 41: answered during a store outage (outcome not recorded), sent again by the probe
+   * at the end, whose fresh answer the client lost to the async timeout (409); its replay is the
+   * second send's body.
+   */
+  @Test
+  void aReplayOfASecondSendWhoseFreshAnswerTheClientNeverSawPasses() {
+    E2eChecker.Report report =
+        check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 1, 90, 100, "msg-1"),
+                    new Send("k", "pk", 2, 1, 5_000, 5_010, "msg-2")),
+                List.of(
+                    call("k", "SENT", "msg-1", 200),
+                    call("k", "HTTP_409", null, 5_800),
+                    call("k", "REPLAYED", "msg-2", 6_000)),
+                List.of(new Fault("STORE_RESTART", 0, 50, 3_000))),
+            Map.of("k", List.of(new Answer(false, BODY_1), new Answer(true, BODY_2))));
+
+    assertThat(report.ok()).as(report.toString()).isTrue();
+  }
+
+  @Test
+  void aReplayOfASecondSendWithAnotherBodyThanItsFreshAnswerFails() {
+    E2eChecker.Report report =
+        check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 1, 90, 100, "msg-1"),
+                    new Send("k", "pk", 2, 1, 5_000, 5_010, "msg-2")),
+                List.of(
+                    call("k", "SENT", "msg-1", 200),
+                    call("k", "SENT", "msg-2", 5_800),
+                    call("k", "REPLAYED", "msg-2", 6_000)),
+                List.of(new Fault("STORE_RESTART", 0, 50, 3_000))),
+            Map.of(
+                "k",
+                List.of(
+                    new Answer(false, BODY_1),
+                    new Answer(false, BODY_2),
+                    new Answer(true, "{\"id\":\"msg-2\",\"to\":\"x\"}"))));
+
+    assertThat(report.changedBodies).hasSize(1);
+    assertThat(report.ok()).isFalse();
+  }
+
+  @Test
+  void aMessageConsumedByTheBrokersAccountButNeverSentIsLost() {
+    E2eChecker.Report report =
+        E2eChecker.check(
+            history(List.of(new Send("m1", "pk", 1, 1, 90, 100, "msg-1")), List.of(), List.of()),
+            Map.of(),
+            List.of("m1", "m2", "m3"),
+            List.of("m1", "m2"));
+
+    assertThat(report.ok()).isFalse();
+    assertThat(report.lost)
+        .containsExactly(
+            "m2: consumed by the broker's account, never reached the provider",
+            "m3: published, never consumed");
+  }
+
+  /**
    * The outcome write failed during a store outage (the caller still got its 2xx), so the repeat
    * sent afresh: the later replays carry that second response's body.
    */
   @Test
   void aRepeatThatSentAfreshAfterAnUnrecordedOutcomeReplaysItsOwnBody() {
     E2eChecker.Report report =
-        E2eChecker.check(
+        check(
             history(
                 List.of(
                     new Send("k", "pk", 1, 1, 90, 100, "msg-1"),

@@ -65,11 +65,47 @@ final class E2eFaultRun {
       Duration asyncRequestTimeout,
       int minProviderDelayMillis,
       int maxProviderDelayMillis,
-      List<String> extraAppArgs) {
+      List<String> extraAppArgs,
+      boolean kafka) {
 
     static Settings shortRun(long seed, Duration duration) {
       return new Settings(
-          duration, seed, 6, Duration.ofSeconds(2), Duration.ofMillis(800), 100, 1500, List.of());
+          duration,
+          seed,
+          6,
+          Duration.ofSeconds(2),
+          Duration.ofMillis(800),
+          100,
+          1500,
+          List.of(),
+          true);
+    }
+
+    Settings withAppArgs(List<String> args) {
+      return new Settings(
+          duration,
+          seed,
+          clients,
+          lease,
+          asyncRequestTimeout,
+          minProviderDelayMillis,
+          maxProviderDelayMillis,
+          List.copyOf(args),
+          kafka);
+    }
+
+    /** With or without the Kafka listener and its broker. */
+    Settings withKafka(boolean on) {
+      return new Settings(
+          duration,
+          seed,
+          clients,
+          lease,
+          asyncRequestTimeout,
+          minProviderDelayMillis,
+          maxProviderDelayMillis,
+          extraAppArgs,
+          on);
     }
 
     /** The schedule this seed gives: faults in seeded order, each type once per round. */
@@ -94,7 +130,12 @@ final class E2eFaultRun {
   }
 
   /** The report, and how long each part took. */
-  record Result(E2eChecker.Report report, int instances, long runMillis, List<String> problems) {}
+  record Result(
+      E2eChecker.Report report,
+      int instances,
+      long runMillis,
+      List<String> strikes,
+      List<String> problems) {}
 
   private static final Pattern ID = Pattern.compile("\"id\":\"(msg-\\d+)\"");
 
@@ -110,9 +151,11 @@ final class E2eFaultRun {
   private final Map<String, List<E2eChecker.Answer>> bodies = new ConcurrentHashMap<>();
   private final Map<String, String> endpointOfKey = new ConcurrentHashMap<>();
   private final List<String> problems = new CopyOnWriteArrayList<>();
+  private final List<String> strikes = new ArrayList<>();
   private volatile boolean nemesisRunning = true;
   private volatile long settleDeadlineNanos = Long.MAX_VALUE;
   private AppProcess app;
+  private KafkaOrders kafka;
   private int instances;
 
   E2eFaultRun(Settings settings, Path dir) {
@@ -124,7 +167,9 @@ final class E2eFaultRun {
     List<Step> schedule = settings.schedule();
     System.out.println("e2e fault run: seed " + settings.seed() + ", schedule " + schedule);
     long started = System.currentTimeMillis();
-    ExecutorService clients = Executors.newFixedThreadPool(settings.clients());
+    ExecutorService clients = Executors.newFixedThreadPool(settings.clients() + 1);
+    kafka = settings.kafka() ? new KafkaOrders() : null;
+    List<String> consumed = List.of();
     try (RestartablePostgres postgres = new RestartablePostgres();
         StandInProvider provider =
             new StandInProvider(
@@ -133,15 +178,21 @@ final class E2eFaultRun {
                 settings.minProviderDelayMillis(),
                 settings.maxProviderDelayMillis())) {
       List<String> appArgs = appArgs(postgres, provider);
+      if (kafka != null) {
+        appArgs.addAll(kafka.appArgs());
+      }
       startApp(appArgs);
       long activeFrom = System.currentTimeMillis();
       List<Future<?>> running = new ArrayList<>();
+      if (kafka != null) {
+        running.add(clients.submit(this::publishLoop));
+      }
       for (int i = 0; i < settings.clients(); i++) {
         Random random = new Random(settings.seed() * 31 + i);
         running.add(clients.submit(() -> clientLoop(random)));
       }
       try {
-        runNemesis(schedule, postgres, appArgs, activeFrom);
+        runNemesis(schedule, postgres, provider, appArgs, activeFrom);
       } finally {
         nemesisRunning = false;
       }
@@ -154,6 +205,9 @@ final class E2eFaultRun {
         client.get(120, TimeUnit.SECONDS);
       }
       probeEveryAnsweredKey();
+      if (kafka != null) {
+        consumed = kafka.awaitConsumed(Duration.ofSeconds(90));
+      }
       if (!app.terminate(Duration.ofSeconds(60))) {
         problems.add("the last instance did not stop on SIGTERM within 60 s");
       }
@@ -162,9 +216,17 @@ final class E2eFaultRun {
       if (app != null && app.isAlive()) {
         app.kill();
       }
+      if (kafka != null) {
+        kafka.close();
+      }
     }
-    E2eChecker.Report report = E2eChecker.check(FaultHistory.read(dir), bodies);
-    return new Result(report, instances, System.currentTimeMillis() - started, problems);
+    E2eChecker.Report report =
+        E2eChecker.check(
+            FaultHistory.read(dir),
+            bodies,
+            kafka == null ? List.of() : kafka.publishedKeys(),
+            consumed);
+    return new Result(report, instances, System.currentTimeMillis() - started, strikes, problems);
   }
 
   private List<String> appArgs(RestartablePostgres postgres, StandInProvider provider) {
@@ -192,7 +254,11 @@ final class E2eFaultRun {
   }
 
   private void runNemesis(
-      List<Step> schedule, RestartablePostgres postgres, List<String> appArgs, long activeFrom)
+      List<Step> schedule,
+      RestartablePostgres postgres,
+      StandInProvider provider,
+      List<String> appArgs,
+      long activeFrom)
       throws Exception {
     long end = activeFrom + settings.duration().toMillis();
     for (Step step : schedule) {
@@ -202,6 +268,7 @@ final class E2eFaultRun {
       // the schedule's pause, not a wait for something
       TimeUnit.MILLISECONDS.sleep(step.pauseMillis());
       long at = System.currentTimeMillis();
+      int sending = provider.inFlight();
       switch (step.fault()) {
         case KILL -> {
           fault("KILL", app.instance, at, at);
@@ -225,10 +292,14 @@ final class E2eFaultRun {
           fault("STORE_RESTART", 0, at, System.currentTimeMillis());
         }
       }
+      strikes.add(
+          step.fault() + " at +" + (at - activeFrom) + " ms with " + sending + " sends in flight");
       System.out.println(
           "e2e fault run: "
               + step.fault()
-              + " at +"
+              + " with "
+              + sending
+              + " sends in flight at +"
               + (at - activeFrom)
               + " ms, recovered at +"
               + (System.currentTimeMillis() - activeFrom)
@@ -237,6 +308,25 @@ final class E2eFaultRun {
     long left = end - System.currentTimeMillis();
     if (left > 0) {
       TimeUnit.MILLISECONDS.sleep(left);
+    }
+  }
+
+  /**
+   * The producer: a new key on the topic every 600 ms while the nemesis runs (the listener sends
+   * one at a time, 0.8 s on average at the provider).
+   */
+  private void publishLoop() {
+    try {
+      int n = 0;
+      while (nemesisRunning) {
+        kafka.publish(String.format("e2e-kafka-%d-%08d", settings.seed(), ++n));
+        // the producer's pace
+        TimeUnit.MILLISECONDS.sleep(600);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (Exception e) {
+      problems.add("the producer failed: " + e);
     }
   }
 

@@ -18,6 +18,7 @@ import java.util.Random;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -34,6 +35,7 @@ final class StandInProvider implements AutoCloseable {
   private final ExecutorService threads = Executors.newFixedThreadPool(32);
   private final FileChannel log;
   private final AtomicLong ids = new AtomicLong();
+  private final AtomicInteger inFlight = new AtomicInteger();
   private final Random delays;
   private final int minDelayMillis;
   private final int maxDelayMillis;
@@ -63,7 +65,13 @@ final class StandInProvider implements AutoCloseable {
     return ids.get();
   }
 
+  /** How many sends it accepted and has not answered yet. */
+  int inFlight() {
+    return inFlight.get();
+  }
+
   private void handle(HttpExchange exchange) throws IOException {
+    inFlight.incrementAndGet();
     try (exchange) {
       Map<String, String> form =
           form(new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
@@ -88,6 +96,8 @@ final class StandInProvider implements AutoCloseable {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    } finally {
+      inFlight.decrementAndGet();
     }
   }
 
