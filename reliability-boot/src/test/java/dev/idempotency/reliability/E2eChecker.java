@@ -135,7 +135,7 @@ final class E2eChecker {
     Set<String> consumedKeys = new LinkedHashSet<>(consumed);
     for (String key : published) {
       if (!consumedKeys.contains(key)) {
-        report.lost.add(key + ": published, never consumed");
+        report.lost.add(key + ": published, not consumed when the run settled");
       } else if (!sendsByKey.containsKey(key)) {
         report.lost.add(key + ": consumed by the broker's account, never reached the provider");
       }

@@ -201,7 +201,7 @@ class E2eCheckerTest {
     assertThat(report.lost)
         .containsExactly(
             "m2: consumed by the broker's account, never reached the provider",
-            "m3: published, never consumed");
+            "m3: published, not consumed when the run settled");
   }
 
   /**

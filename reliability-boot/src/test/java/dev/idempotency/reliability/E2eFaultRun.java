@@ -206,7 +206,7 @@ final class E2eFaultRun {
       }
       probeEveryAnsweredKey();
       if (kafka != null) {
-        consumed = kafka.awaitConsumed(Duration.ofSeconds(90));
+        consumed = kafka.awaitConsumed(Duration.ofSeconds(120));
       }
       if (!app.terminate(Duration.ofSeconds(60))) {
         problems.add("the last instance did not stop on SIGTERM within 60 s");
@@ -312,8 +312,9 @@ final class E2eFaultRun {
   }
 
   /**
-   * The producer: a new key on the topic every 600 ms while the nemesis runs (the listener sends
-   * one at a time, 0.8 s on average at the provider).
+   * The producer: a new key on the topic every 1.5 s while the nemesis runs (the listener sends one
+   * at a time, 0.8 s on average at the provider, and each kill or shutdown stops it for the restart
+   * and the group's rebalance).
    */
   private void publishLoop() {
     try {
@@ -321,7 +322,7 @@ final class E2eFaultRun {
       while (nemesisRunning) {
         kafka.publish(String.format("e2e-kafka-%d-%08d", settings.seed(), ++n));
         // the producer's pace
-        TimeUnit.MILLISECONDS.sleep(600);
+        TimeUnit.MILLISECONDS.sleep(1_500);
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
