@@ -93,8 +93,8 @@ public final class IdempotentInvoker {
    *     the key with another fingerprint is an {@link dev.idempotency.IdempotencyKeyReuseException}
    * @return the method's result, or the stored one on a repeat
    * @throws Throwable what the method threw, unchanged, or the guard's exceptions
-   * @throws IllegalArgumentException if the invocation is not of an {@link Idempotent} method, or
-   *     the key is not a valid key
+   * @throws IllegalArgumentException if the invocation is not of an {@link Idempotent} method
+   * @throws InvalidKeyException if the key is not a valid key
    */
   public @Nullable Object invoke(
       MethodInvocation invocation, String key, @Nullable String fingerprint) throws Throwable {
@@ -103,9 +103,16 @@ public final class IdempotentInvoker {
       throw new IllegalArgumentException(invocation.getMethod() + " is not @Idempotent");
     }
     Objects.requireNonNull(key, "key must not be null");
+    String guardKey;
+    try {
+      guardKey = IdempotencyKey.of(method.name, key);
+    } catch (IllegalArgumentException e) {
+      throw new InvalidKeyException(
+          "the key of " + method.name + " is not a valid key (" + e.getMessage() + "); nothing ran",
+          e);
+    }
     IdempotencyRequest request =
-        IdempotencyRequest.of(IdempotencyKey.of(method.name, key), method.ttl)
-            .withOperation(method.name);
+        IdempotencyRequest.of(guardKey, method.ttl).withOperation(method.name);
     if (fingerprint != null) {
       request = request.withFingerprint(fingerprint);
     }

@@ -360,13 +360,14 @@ final class IdempotentMethod {
   /**
    * The key expression's value for one call (the guard's key is the name, then this).
    *
-   * @throws IllegalArgumentException if the expression yields null
+   * @throws InvalidKeyException if the expression yields null
+   * @throws IllegalArgumentException if the value's text would change on every call
    */
   String keyValue(@Nullable Object target, Object[] arguments) {
     Object value = key.getValue(context(target, arguments));
     if (value == null) {
-      throw new IllegalArgumentException(
-          "the key '" + keySource + "' of " + name + " evaluated to null");
+      throw new InvalidKeyException(
+          "the key '" + keySource + "' of " + name + " evaluated to null; nothing ran", null);
     }
     String instability = KeyValues.instability(value);
     if (instability != null) {

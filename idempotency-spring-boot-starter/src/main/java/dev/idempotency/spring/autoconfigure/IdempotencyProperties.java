@@ -651,8 +651,8 @@ public class IdempotencyProperties {
 
     /**
      * Whether the guard's refusals that reach a controller (from an {@code @Idempotent} method it
-     * called) are answered as problems: 422 for a reused key, 409 for one in progress, 503 for a
-     * store outage, instead of a generic 500.
+     * called) are answered as problems: 400 for a key that is not valid, 422 for a reused key, 409
+     * for one in progress, 503 for a store outage, instead of a generic 500.
      */
     private boolean problemDetails = true;
 

@@ -6,15 +6,28 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * What a broker's container is handing to a listener on this thread: its messages' headers (one
- * message, or a batch in the order the listener gets them) and how a batch reports the message it
- * failed at. Bound by each broker's hook (Kafka's record and batch interceptors, RabbitMQ's advice
- * chain, the JMS listener wrapper) around the listener's invocation.
+ * message, or a batch in the order the container polled them) and how a batch reports the message
+ * it failed at. Bound by each broker's hook (Kafka's record and batch interceptors, RabbitMQ's
+ * advice chain, the JMS listener wrapper) around the listener's invocation.
  *
- * @param headers each message's headers, values as the broker gives them
+ * <p>A listener may get fewer messages than the container polled: Spring Kafka's {@code
+ * RecordFilterStrategy} drops some before the listener runs. {@link #positionsOf} tells where each
+ * message the listener got sits among those polled, so that it is read with its own headers and a
+ * failure names it where the container will look for it.
+ *
+ * @param headers each polled message's headers, values as the broker gives them
  * @param batch whether the listener gets the messages as a batch
  * @param failures how the container learns which message of a batch failed
+ * @param polled the messages as the container polled them (Kafka's records), to find the listener's
+ *     elements among; empty where the listener always gets them all
  */
-record Delivery(List<Map<String, Object>> headers, boolean batch, BatchFailures failures) {
+record Delivery(
+    List<Map<String, Object>> headers, boolean batch, BatchFailures failures, List<?> polled) {
+
+  /** A delivery whose listener gets every message the container has. */
+  Delivery(List<Map<String, Object>> headers, boolean batch, BatchFailures failures) {
+    this(headers, batch, failures, List.of());
+  }
 
   private static final ThreadLocal<Delivery> CURRENT = new ThreadLocal<>();
 
@@ -25,8 +38,9 @@ record Delivery(List<Map<String, Object>> headers, boolean batch, BatchFailures 
   interface BatchFailures {
 
     /**
-     * What the listener's caller gets when message {@code index} of the batch failed (or must come
-     * back later) with {@code cause}, the messages before it being done.
+     * What the listener's caller gets when message {@code index} (among those the container polled)
+     * of the batch failed (or must come back later) with {@code cause}, the messages before it
+     * being done.
      */
     RuntimeException failedAt(int index, Throwable cause);
 
@@ -72,6 +86,46 @@ record Delivery(List<Map<String, Object>> headers, boolean batch, BatchFailures 
     } else {
       CURRENT.set(previous);
     }
+  }
+
+  /**
+   * Where each of a batch listener's {@code elements} sits among the messages the container polled:
+   * found by identity (the record itself, or its value when the listener takes payloads that were
+   * not converted), in order; or, if the listener got every message, its own index. {@code null} if
+   * that cannot be told (a filtered batch of converted payloads): then no element may be read with
+   * a polled message's headers, and an element's index is the safe one to report, since every
+   * polled message before it was filtered out or came before it in the listener's list.
+   */
+  int @Nullable [] positionsOf(List<?> elements) {
+    int size = elements.size();
+    if (!polled.isEmpty()) {
+      int[] positions = new int[size];
+      int next = 0;
+      for (int i = 0; i < size && next >= 0; i++) {
+        Object element = elements.get(i);
+        Object payload = Messages.payloadOf(element);
+        int found = -1;
+        for (int j = next; j < polled.size() && found < 0; j++) {
+          Object message = polled.get(j);
+          if (message == element || (payload != null && payload == Messages.payloadOf(message))) {
+            found = j;
+          }
+        }
+        positions[i] = found;
+        next = found < 0 ? -1 : found + 1;
+      }
+      if (next >= 0) {
+        return positions;
+      }
+    }
+    if (headers.size() != size) {
+      return null;
+    }
+    int[] same = new int[size];
+    for (int i = 0; i < size; i++) {
+      same[i] = i;
+    }
+    return same;
   }
 
   /** The headers of message {@code index}, or none. */

@@ -53,7 +53,9 @@ import java.lang.annotation.Target;
  * claim the keys of a batch together, one round trip per chunk; the listener gets only the messages
  * to send, in order, and {@link #key()} is evaluated per message with the payload as its root
  * object (and as {@code #payload}). A failure is reported as the container expects: Spring Kafka's
- * {@code BatchListenerFailedException} with the index in the batch it received.
+ * {@code BatchListenerFailedException} with the index in the batch it polled (a {@code
+ * RecordFilterStrategy} may have left the listener fewer messages: each is matched to its record,
+ * so it is keyed by its own headers and named where the error handler looks).
  *
  * <p>RabbitMQ's {@code MANUAL} acknowledgement is not supported (a replay does not run the
  * listener, so nothing would acknowledge it): such a container fails the application at startup.

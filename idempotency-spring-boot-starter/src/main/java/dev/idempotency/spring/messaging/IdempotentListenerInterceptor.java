@@ -219,11 +219,13 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     // for a message that must come back later, and the container's dead-letter path takes it
     int poison = size;
     InvalidIdempotencyKeyException poisonCause = null;
+    // where each element sits among the messages the container polled (a filter may drop some)
+    int[] positions = delivery != null && delivery.batch() ? delivery.positionsOf(elements) : null;
     for (int i = 0; i < size && poison == size; i++) {
       Object element = elements.get(i);
       Map<String, Object> headers =
-          delivery != null && delivery.batch() && delivery.headers().size() == size
-              ? delivery.headersOf(i)
+          positions != null && delivery != null
+              ? delivery.headersOf(positions[i])
               : orEmpty(Messages.headersOf(element));
       try {
         keys[i] = method.elementKey(Messages.payloadOf(element), headers);
@@ -238,13 +240,15 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     }
 
     if (requests.isEmpty()) {
-      throw failures.failedAt(0, poisonCause); // the first message is the poison one
+      // the first message is the poison one
+      throw failures.failedAt(polledIndex(positions, 0), poisonCause);
     }
     Batch<String> batch;
     try {
       batch = guard.get().claimBatch(requests, ResultCodec.string());
     } catch (KeyStoreException e) {
-      throw failures.failedAt(0, deferred(method, "store", "the store could not be asked", e));
+      throw failures.failedAt(
+          polledIndex(positions, 0), deferred(method, "store", "the store could not be asked", e));
     }
     Map<String, Batch.Item> toSend = new HashMap<>();
     for (Batch.Item item : batch.toSend()) {
@@ -293,7 +297,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
       if (fate == Fate.SEND) {
         run.add(elements.get(i));
         runItems.add(item);
-        runIndexes.add(i);
+        runIndexes.add(polledIndex(positions, i));
       } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
         replays++;
       }
@@ -318,9 +322,18 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
       batch.record();
     }
     if (stopCause != null) {
-      throw failures.failedAt(stop, stopCause);
+      throw failures.failedAt(polledIndex(positions, stop), stopCause);
     }
     return result;
+  }
+
+  /**
+   * Element {@code i}'s index among the messages the container polled, or {@code i} itself where
+   * that is unknown: no earlier polled message is then left undone (each was filtered out or came
+   * before element {@code i} in the listener's list).
+   */
+  private static int polledIndex(int @Nullable [] positions, int i) {
+    return positions != null ? positions[i] : i;
   }
 
   private static Map<String, Object> orEmpty(@Nullable Map<String, Object> headers) {

@@ -35,7 +35,8 @@ import org.springframework.util.backoff.ExponentialBackOff;
  * </ul>
  *
  * A batch listener's failure is a {@link BatchListenerFailedException} naming the index in the
- * batch the container delivered: the records before it are committed, it and the rest come back.
+ * batch the container polled (not in the list a {@code RecordFilterStrategy} left the listener):
+ * the records before it are committed, it and the rest come back.
  */
 final class KafkaDeliveries {
 
@@ -94,10 +95,13 @@ final class KafkaDeliveries {
     @Override
     public ConsumerRecords<K, V> intercept(ConsumerRecords<K, V> records, Consumer<K, V> consumer) {
       List<Map<String, Object>> headers = new ArrayList<>(records.count());
+      List<ConsumerRecord<K, V>> polled = new ArrayList<>(records.count());
       for (ConsumerRecord<K, V> record : records) {
         headers.add(Messages.kafkaHeaders(record));
+        polled.add(record);
       }
-      Delivery.bind(new Delivery(headers, true, BATCH_FAILURES));
+      // a RecordFilterStrategy may hand the listener fewer: its elements are found among these
+      Delivery.bind(new Delivery(headers, true, BATCH_FAILURES, polled));
       return records;
     }
 

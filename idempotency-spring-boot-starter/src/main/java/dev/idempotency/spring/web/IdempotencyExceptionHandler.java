@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyKeyReuseException;
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.spring.InvalidKeyException;
 import java.net.URI;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -23,6 +24,8 @@ import org.springframework.web.bind.annotation.ExceptionHandler;
  * instead of a generic 500:
  *
  * <ul>
+ *   <li>{@link InvalidKeyException} (an {@code @Idempotent} call's key is blank, too long, holds
+ *       control characters, or is null): {@code 400}, {@code /problems/malformed-key};
  *   <li>{@link IdempotencyKeyReuseException}: {@code 422}, {@code /problems/key-reused};
  *   <li>{@link IdempotencyInProgressException}: {@code 409} with {@code Retry-After: 1}, {@code
  *       /problems/request-in-progress};
@@ -57,6 +60,23 @@ public class IdempotencyExceptionHandler {
         HttpStatus.UNPROCESSABLE_ENTITY,
         "key-reused",
         "this idempotency key was already used with a different request; nothing was sent",
+        null);
+  }
+
+  /**
+   * An {@code @Idempotent} call whose key is not a valid key (blank, too long, control characters,
+   * or null): 400, as the endpoint answers a malformed key header.
+   *
+   * @param e the refusal
+   * @return the problem
+   */
+  @ExceptionHandler(InvalidKeyException.class)
+  public ResponseEntity<ProblemDetail> invalidKey(InvalidKeyException e) {
+    Throwable reason = e.getCause() != null ? e.getCause() : e;
+    return problem(
+        HttpStatus.BAD_REQUEST,
+        "malformed-key",
+        "the idempotency key is not a valid key (" + reason.getMessage() + "); nothing was sent",
         null);
   }
 

@@ -15,6 +15,7 @@ public final class EmbeddedKafka {
     "idem.header", "idem.header.DLT",
     "idem.keyed", "idem.keyed.DLT",
     "idem.batch", "idem.batch.DLT",
+    "idem.filtered", "idem.filtered.DLT",
     "idem.crash", "idem.example"
   };
 

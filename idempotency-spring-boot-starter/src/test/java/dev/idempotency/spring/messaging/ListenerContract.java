@@ -33,7 +33,7 @@ public abstract class ListenerContract {
   /** More than Spring Kafka's default ten tries and Artemis's ten delivery attempts. */
   static final int DEFERRALS_PAST_THE_BROKERS_LIMITS = 12;
 
-  @Autowired Sends sends;
+  @Autowired protected Sends sends;
   @Autowired Events events;
   @Autowired SwitchableKeyStore store;
   @Autowired IdempotencyGuard guard;

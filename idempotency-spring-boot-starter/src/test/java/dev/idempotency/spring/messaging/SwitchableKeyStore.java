@@ -17,6 +17,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class SwitchableKeyStore implements KeyStore {
 
   public final AtomicBoolean down = new AtomicBoolean();
+
+  /** How often a claim reached the store (one per key of a batch), counted while up or down. */
+  public final java.util.concurrent.atomic.AtomicInteger claims =
+      new java.util.concurrent.atomic.AtomicInteger();
+
   private final KeyStore delegate = InMemoryKeyStore.builder().build();
 
   private void check() {
@@ -27,12 +32,14 @@ public final class SwitchableKeyStore implements KeyStore {
 
   @Override
   public ClaimResult claim(ClaimRequest request) {
+    claims.incrementAndGet();
     check();
     return delegate.claim(request);
   }
 
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
+    claims.addAndGet(requests.size());
     check();
     return delegate.claimAll(requests);
   }

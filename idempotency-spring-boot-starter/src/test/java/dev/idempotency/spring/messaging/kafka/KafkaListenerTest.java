@@ -2,6 +2,7 @@ package dev.idempotency.spring.messaging.kafka;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.IdempotencyKey;
 import dev.idempotency.spring.messaging.BatchListenerContract;
 import dev.idempotency.spring.messaging.EmbeddedKafka;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
@@ -36,6 +37,7 @@ import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.listener.CommonErrorHandler;
 import org.springframework.kafka.listener.DeadLetterPublishingRecoverer;
 import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.kafka.listener.adapter.RecordFilterStrategy;
 import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -64,6 +66,12 @@ class KafkaListenerTest extends BatchListenerContract {
     @Bean
     KafkaListeners kafkaListeners(Sends sends) {
       return new KafkaListeners(sends);
+    }
+
+    /** Drops the payloads that start with {@code skip}, before the filtered batch listener. */
+    @Bean
+    RecordFilterStrategy<String, String> skipMarked() {
+      return record -> record.value().startsWith("skip");
     }
 
     /** The application's own handler: 3 tries, then the dead-letter topic. */
@@ -108,6 +116,7 @@ class KafkaListenerTest extends BatchListenerContract {
       case KafkaListeners.HEADER -> "idem.header";
       case KafkaListeners.KEYED -> "idem.keyed";
       case KafkaListeners.BATCH -> "idem.batch";
+      case KafkaListeners.FILTERED -> "idem.filtered";
       default -> throw new IllegalArgumentException(listener);
     };
   }
@@ -125,6 +134,50 @@ class KafkaListenerTest extends BatchListenerContract {
             registry.getListenerContainer(KafkaListeners.RECORD);
     assertThat(container.getCommonErrorHandler())
         .isInstanceOf(org.springframework.kafka.listener.CommonDelegatingErrorHandler.class);
+  }
+
+  /**
+   * A {@code RecordFilterStrategy} hands the batch listener fewer messages than the container
+   * polled: each message's header key is still its own (none is taken for a message without a key
+   * and dead-lettered), and a failure the listener names by its index in the list it got is the
+   * message the error handler retries and, once out of tries, dead-letters.
+   */
+  @org.junit.jupiter.api.Test
+  void aFilteredBatchKeepsEachMessagesHeaderKeyAndFailureIndex() throws Exception {
+    String first = unique("f-first");
+    String second = unique("f-second");
+    String failing = unique("f-failing");
+    String last = unique("f-last");
+    sends.failNext(failing, 100); // fails every try: the handler dead-letters it after three
+    List<String> payloads =
+        List.of(first, "skip-" + first, second, "skip-" + second, failing, last);
+    try {
+      for (String payload : payloads) {
+        publish(KafkaListeners.FILTERED, payload, "key-" + payload);
+      }
+      registry.getListenerContainer(KafkaListeners.FILTERED).start();
+      await(
+          "the messages around the failing one",
+          () ->
+              sends.of(first).size() == 1
+                  && sends.of(second).size() == 1
+                  && sends.of(last).size() == 1);
+      await(
+          "the failing message dead-lettered",
+          () -> deadLettered(KafkaListeners.FILTERED).contains(failing));
+      assertAcknowledged(KafkaListeners.FILTERED);
+      assertThat(deadLettered(KafkaListeners.FILTERED)).containsExactly(failing);
+      assertThat(sends.runs(first)).isEqualTo(1);
+      assertThat(sends.runs(second)).isEqualTo(1);
+      assertThat(sends.runs(failing)).isEqualTo(3);
+      assertThat(sends.of(first).get(0).providerKey())
+          .isEqualTo(
+              IdempotencyKey.providerKey(
+                  IdempotencyKey.of(KafkaListeners.FILTERED, "key-" + first)));
+      assertThat(sends.runs("skip-" + first)).isZero();
+    } finally {
+      registry.getListenerContainer(KafkaListeners.FILTERED).stop();
+    }
   }
 
   @Override

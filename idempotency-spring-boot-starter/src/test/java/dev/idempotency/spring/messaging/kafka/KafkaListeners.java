@@ -16,6 +16,7 @@ public class KafkaListeners {
   static final String HEADER = "KafkaListeners.fromHeader";
   static final String KEYED = "kafka-keyed";
   static final String BATCH = "kafka-batch";
+  static final String FILTERED = "kafka-filtered-batch";
 
   private final Sends sends;
 
@@ -56,6 +57,29 @@ public class KafkaListeners {
       String event = events.get(i);
       try {
         sends.send(BATCH, event, IdempotentDelivery.context(event));
+      } catch (RuntimeException failure) {
+        throw new BatchDeliveryFailedException(i, failure);
+      }
+    }
+  }
+
+  /**
+   * A batch listener behind a {@code RecordFilterStrategy} (bean {@code skipMarked}, which drops
+   * payloads starting with {@code skip}), keyed by the {@code Idempotency-Key} header: it gets a
+   * shorter list than the records the container polled.
+   */
+  @KafkaListener(
+      id = FILTERED,
+      topics = "idem.filtered",
+      batch = "true",
+      filter = "skipMarked",
+      autoStartup = "false")
+  @IdempotentListener(name = FILTERED)
+  public void filteredBatch(List<String> events) {
+    for (int i = 0; i < events.size(); i++) {
+      String event = events.get(i);
+      try {
+        sends.send(FILTERED, event, IdempotentDelivery.context(event));
       } catch (RuntimeException failure) {
         throw new BatchDeliveryFailedException(i, failure);
       }
