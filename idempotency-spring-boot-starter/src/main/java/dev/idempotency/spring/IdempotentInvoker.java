@@ -77,6 +77,18 @@ public final class IdempotentInvoker {
   }
 
   /**
+   * Refuses at startup the {@link Idempotent#joinTransaction()} methods found so far when the
+   * guard's store cannot join a Spring transaction.
+   *
+   * @throws IllegalStateException naming the first such method and the store
+   */
+  void requireJoinableStore() {
+    for (IdempotentMethod method : methods.joining()) {
+      JoinedCalls.requireJoinableStore(method, guard.get().store());
+    }
+  }
+
+  /**
    * Whether an invocation is of an {@link Idempotent} method.
    *
    * @param invocation the intercepted call
@@ -143,10 +155,17 @@ public final class IdempotentInvoker {
     Throwable[] thrown = new Throwable[1];
     try {
       Outcome<Object> outcome =
-          guard
-              .get()
-              .executeForOutcome(
-                  request, codec, context -> proceed(method, invocation, context, thrown));
+          method.joinTransaction
+              ? JoinedCalls.execute(
+                  method,
+                  guard.get(),
+                  request,
+                  codec,
+                  context -> proceed(method, invocation, context, thrown))
+              : guard
+                  .get()
+                  .executeForOutcome(
+                      request, codec, context -> proceed(method, invocation, context, thrown));
       return method.kind == IdempotentMethod.Kind.VOID ? null : outcome.value();
     } catch (SendFailedException e) {
       throw ownFailure(e, thrown);

@@ -17,6 +17,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.ResolvableType;
+import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.expression.Expression;
 import org.springframework.expression.ParseException;
 import org.springframework.expression.spel.SpelNode;
@@ -56,6 +57,9 @@ final class IdempotentMethod {
   final Method method;
   final Class<?> userClass;
 
+  /** Whether the call joins the caller's transaction ({@link Idempotent#joinTransaction()}). */
+  final boolean joinTransaction;
+
   /** The index of a {@link SendContext} parameter, which the call's context replaces; or -1. */
   final int sendContextIndex;
 
@@ -76,8 +80,10 @@ final class IdempotentMethod {
       Kind kind,
       Type resultType,
       int sendContextIndex,
-      ParameterNameDiscoverer parameterNames) {
+      ParameterNameDiscoverer parameterNames,
+      boolean joinTransaction) {
     this.method = method;
+    this.joinTransaction = joinTransaction;
     this.userClass = userClass;
     this.name = name;
     this.defaultName = defaultName;
@@ -177,6 +183,9 @@ final class IdempotentMethod {
       kind = Kind.VALUE;
       resultType = concrete(returnType);
     }
+    if (annotation.joinTransaction()) {
+      checkJoining(where, method, userClass, kind);
+    }
     return new IdempotentMethod(
         method,
         userClass,
@@ -189,8 +198,57 @@ final class IdempotentMethod {
         kind,
         resultType,
         sendContextIndex,
-        parameterNames);
+        parameterNames,
+        annotation.joinTransaction());
   }
+
+  /** Refuses what a joining method cannot be: asynchronous, or its own transaction's owner. */
+  private static void checkJoining(String where, Method method, Class<?> userClass, Kind kind) {
+    if (kind == Kind.STAGE || kind == Kind.MONO) {
+      throw new IllegalStateException(
+          where
+              + " has joinTransaction = true and returns "
+              + (kind == Kind.STAGE ? "a CompletionStage" : "a Mono")
+              + ": a transaction is bound to the calling thread, and an asynchronous result would"
+              + " complete outside it; return the value itself");
+    }
+    if (isTransactional(method) || isTransactional(userClass)) {
+      throw new IllegalStateException(
+          where
+              + " has joinTransaction = true and is itself @Transactional: its transaction would"
+              + " begin inside the guard, after the claim; remove @Transactional from it and call"
+              + " it from inside a transaction (the caller's @Transactional method or a"
+              + " TransactionTemplate)");
+    }
+  }
+
+  /** Spring's or Jakarta's {@code @Transactional}, known by name: spring-tx is optional. */
+  private static boolean isTransactional(java.lang.reflect.AnnotatedElement element) {
+    for (String name :
+        new String[] {
+          "org.springframework.transaction.annotation.Transactional",
+          "jakarta.transaction.Transactional"
+        }) {
+      if (AnnotatedElementUtils.hasAnnotation(element, annotationClass(name))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Class<? extends java.lang.annotation.Annotation> annotationClass(String name) {
+    try {
+      return (Class<? extends java.lang.annotation.Annotation>)
+          ClassUtils.forName(name, IdempotentMethod.class.getClassLoader());
+    } catch (ClassNotFoundException | LinkageError e) {
+      return Absent.class;
+    }
+  }
+
+  /** Stands in for an annotation type that is not on the classpath: nothing carries it. */
+  @java.lang.annotation.Retention(java.lang.annotation.RetentionPolicy.RUNTIME)
+  private @interface Absent {}
 
   /** The one {@link SendContext} parameter a guarded method may declare, or -1. */
   private static int sendContextIndex(String where, Method method) {

@@ -132,15 +132,17 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
    * Once the application has started: if it has {@link Idempotent} methods, no transaction advisor
    * may run outside this one (an application that sets {@code @EnableTransactionManagement(order =
    * ...)} lower than {@link #DEFAULT_ORDER}), or an outcome could be recorded before a commit that
-   * fails.
+   * fails; and a method with {@link Idempotent#joinTransaction()} needs a {@code JdbcKeyStore} on a
+   * {@code DataSource}.
    *
-   * @throws IllegalStateException naming both orders
+   * @throws IllegalStateException naming both orders, or the joining method and the store
    */
   @Override
   public void afterSingletonsInstantiated() {
     if (beanFactory == null || !methods.anyFound()) {
       return;
     }
+    invoker.requireJoinableStore();
     TransactionAdvisors.requireOutside(beanFactory, getOrder(), "@Idempotent");
   }
 

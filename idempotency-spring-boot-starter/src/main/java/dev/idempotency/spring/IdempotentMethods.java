@@ -83,6 +83,15 @@ final class IdempotentMethods {
   }
 
   /** Whether any annotated method was found so far. */
+  /** The methods found so far that join the caller's transaction. */
+  java.util.List<IdempotentMethod> joining() {
+    return methods.values().stream()
+        .flatMap(Optional::stream)
+        .filter(m -> m.joinTransaction)
+        .distinct()
+        .toList();
+  }
+
   boolean anyFound() {
     return methods.values().stream().anyMatch(Optional::isPresent);
   }

@@ -1,0 +1,102 @@
+package dev.idempotency.spring;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.Outcome;
+import dev.idempotency.ResultCodec;
+import dev.idempotency.Sender;
+import dev.idempotency.jdbc.JdbcKeyStore;
+import dev.idempotency.spi.KeyStore;
+import java.sql.Connection;
+import javax.sql.DataSource;
+import org.springframework.jdbc.datasource.ConnectionHolder;
+import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * The calls of {@link Idempotent#joinTransaction()} methods: the guarded call runs on the
+ * connection of the Spring-managed transaction that is active on the calling thread, so the key's
+ * record, the method's writes and the outcome commit or roll back together. Loaded only for such a
+ * method, so that the starter runs without spring-jdbc otherwise. Stateless.
+ */
+final class JoinedCalls {
+
+  private JoinedCalls() {}
+
+  /**
+   * Refuses at startup a joining method whose guard's store cannot join a Spring transaction.
+   *
+   * @throws IllegalStateException naming the method and the store
+   */
+  static void requireJoinableStore(IdempotentMethod method, KeyStore store) {
+    dataSourceOf(method, store);
+  }
+
+  /**
+   * Runs the guarded call inside the caller's transaction.
+   *
+   * @throws IllegalStateException if no transaction is active, or it does not hold the store's
+   *     {@code DataSource}
+   */
+  static <T> Outcome<T> execute(
+      IdempotentMethod method,
+      IdempotencyGuard guard,
+      IdempotencyRequest request,
+      ResultCodec<T> codec,
+      Sender<T> sender) {
+    JdbcKeyStore store = (JdbcKeyStore) guard.store();
+    DataSource dataSource = dataSourceOf(method, store);
+    if (!TransactionSynchronizationManager.isActualTransactionActive()) {
+      throw new IllegalStateException(
+          where(method)
+              + " has joinTransaction = true, but no transaction is active on this thread: call it"
+              + " from inside a Spring-managed transaction (a @Transactional method or a"
+              + " TransactionTemplate) on the store's DataSource; nothing ran");
+    }
+    if (!(TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder)) {
+      throw new IllegalStateException(
+          where(method)
+              + " has joinTransaction = true, but the active transaction does not hold the"
+              + " idempotency store's DataSource ("
+              + dataSource
+              + "): it is on another DataSource or resource; run it under a transaction manager"
+              + " of the store's DataSource (DataSourceTransactionManager, JdbcTransactionManager,"
+              + " or JpaTransactionManager on it); nothing ran");
+    }
+    Connection connection = DataSourceUtils.getConnection(dataSource);
+    try {
+      return guard.executeInTransaction(store.joining(connection), request, codec, sender);
+    } finally {
+      DataSourceUtils.releaseConnection(connection, dataSource);
+    }
+  }
+
+  private static DataSource dataSourceOf(IdempotentMethod method, KeyStore store) {
+    if (!(store instanceof JdbcKeyStore jdbc)) {
+      throw new IllegalStateException(
+          where(method)
+              + " has joinTransaction = true, but the idempotency store is "
+              + store.kind()
+              + ", not the JDBC store: only a JdbcKeyStore on the application's DataSource can"
+              + " join its transaction; use the JDBC store or remove joinTransaction");
+    }
+    return jdbc.dataSource()
+        .orElseThrow(
+            () ->
+                new IllegalStateException(
+                    where(method)
+                        + " has joinTransaction = true, but the JdbcKeyStore was not built on a"
+                        + " DataSource, so no Spring transaction can hold it; build it with"
+                        + " JdbcKeyStore.builder(dataSource)"));
+  }
+
+  private static String where(IdempotentMethod method) {
+    return "@Idempotent(name = \""
+        + method.name
+        + "\") on "
+        + method.userClass.getName()
+        + "."
+        + method.method.getName()
+        + "(..)";
+  }
+}
