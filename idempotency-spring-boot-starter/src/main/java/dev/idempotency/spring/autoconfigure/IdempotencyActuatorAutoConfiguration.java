@@ -36,10 +36,12 @@ public final class IdempotencyActuatorAutoConfiguration {
   public IdempotencyActuatorAutoConfiguration() {}
 
   /**
-   * The endpoint.
+   * The endpoint, read-only unless its own access property says otherwise.
    *
    * @param guard the guard
+   * @param environment the application's settings, checked for access granted by the way
    * @return the endpoint
+   * @throws IllegalStateException if a broader setting would make the endpoint unrestricted
    */
   @Bean
   @ConditionalOnMissingBean
