@@ -22,6 +22,7 @@ import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.annotation.Transactional;
+import org.springframework.transaction.support.TransactionTemplate;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestParam;
@@ -60,6 +61,9 @@ class JoinedTransactionIdempotentTest {
           id,
           requestKey,
           phone);
+      if (phone.equals("fail-inside")) {
+        throw new IllegalStateException("the enqueue failed after its insert (test)");
+      }
       return id;
     }
   }
@@ -67,9 +71,16 @@ class JoinedTransactionIdempotentTest {
   /** The caller's transaction: enqueues, then may fail after the enqueue. */
   public static class Notifications {
     private final Outbox outbox;
+    private final TransactionTemplate transactions;
 
-    public Notifications(Outbox outbox) {
+    public Notifications(Outbox outbox, TransactionTemplate transactions) {
       this.outbox = outbox;
+      this.transactions = transactions;
+    }
+
+    /** The caller's transaction as a {@code TransactionTemplate}. */
+    public String notifyInTemplate(String key, String phone) {
+      return transactions.execute(status -> outbox.enqueue(key, phone));
     }
 
     @Transactional
@@ -102,6 +113,11 @@ class JoinedTransactionIdempotentTest {
         @RequestParam String phone,
         @RequestParam(defaultValue = "false") boolean fail) {
       return notifications.notify(key, phone, fail);
+    }
+
+    @PostMapping("/joined/template")
+    public String template(@RequestParam String key, @RequestParam String phone) {
+      return notifications.notifyInTemplate(key, phone);
     }
 
     @PostMapping("/joined/untransacted")
@@ -209,5 +225,41 @@ class JoinedTransactionIdempotentTest {
     assertThat(outbox.runs()).as("the method did not run").isEqualTo(before);
     assertThat(outboxRows(key)).isZero();
     assertThat(records(key)).isZero();
+  }
+
+  @Test
+  void aTransactionTemplateIsJoinedToo() throws Exception {
+    String key = "k-" + UUID.randomUUID();
+    assertThat(outboxRows(key)).isZero();
+    int before = outbox.runs();
+
+    HttpResponse<String> first = post("/joined/template?key=" + key + "&phone=555");
+    assertThat(first.statusCode()).isEqualTo(200);
+    HttpResponse<String> repeat = post("/joined/template?key=" + key + "&phone=555");
+    assertThat(repeat.body()).isEqualTo(first.body());
+    assertThat(outbox.runs() - before).isEqualTo(1);
+    assertThat(outboxRows(key)).isEqualTo(1);
+    assertThat(records(key)).isEqualTo(1);
+  }
+
+  @Test
+  void aMethodThatThrowsAfterItsInsertRollsBothBackAndTheRetryRuns() throws Exception {
+    String key = "k-" + UUID.randomUUID();
+    assertThat(outboxRows(key)).isZero();
+    int before = outbox.runs();
+
+    HttpResponse<String> failed = post("/joined/notify?key=" + key + "&phone=fail-inside");
+    assertThat(failed.statusCode()).isEqualTo(500);
+    assertThat(failed.body())
+        .as("the method's own exception reaches the caller unchanged")
+        .isEqualTo("IllegalStateException: the enqueue failed after its insert (test)");
+    assertThat(outboxRows(key)).isZero();
+    assertThat(records(key)).isZero();
+
+    HttpResponse<String> retry = post("/joined/notify?key=" + key + "&phone=555");
+    assertThat(retry.statusCode()).isEqualTo(200);
+    assertThat(outbox.runs() - before).isEqualTo(2);
+    assertThat(outboxRows(key)).isEqualTo(1);
+    assertThat(records(key)).isEqualTo(1);
   }
 }
