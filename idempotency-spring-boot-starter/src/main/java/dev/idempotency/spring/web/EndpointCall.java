@@ -31,6 +31,10 @@ final class EndpointCall {
   private PendingCall.@Nullable Scope mdc;
   private volatile @Nullable LateResponse late;
   private volatile boolean lateResultObserved;
+  private @Nullable Object earlyResult = NO_RESULT; // guarded by this
+
+  /** {@link #earlyResult} before a result came. */
+  static final Object NO_RESULT = new Object();
 
   EndpointCall(PendingCall<StoredResponse> call, List<String> headers, Duration maxWait) {
     this.call = call;
@@ -62,10 +66,11 @@ final class EndpointCall {
    * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
    * #lateResult}), is rendered with {@code late} and stored.
    *
-   * @return false if the call was already reported or its handler never started
+   * @return false if the call was already reported, its handler never started, or its result came
+   *     already (it is the request's answer: {@link #earlyResult})
    */
   synchronized boolean detach(LateResponse late) {
-    if (reported.get() || !handlerStarted || this.late != null) {
+    if (reported.get() || !handlerStarted || this.late != null || earlyResult != NO_RESULT) {
       return false;
     }
     this.late = late;
@@ -77,8 +82,16 @@ final class EndpointCall {
    * if its request timed out before it came ({@link #detach}).
    */
   void lateResult(@Nullable Object result) {
-    LateResponse response = late;
-    if (response == null || !reported.compareAndSet(false, true)) {
+    LateResponse response;
+    synchronized (this) {
+      response = late;
+      if (response == null) {
+        earlyResult =
+            result; // on its way to the request's own dispatch; a timeout must not drop it
+        return;
+      }
+    }
+    if (!reported.compareAndSet(false, true)) {
       return;
     }
     if (result instanceof Throwable failure) {
@@ -100,6 +113,14 @@ final class EndpointCall {
           .warn("The late result of a timed-out idempotent request could not be stored", e);
       throw e;
     }
+  }
+
+  /**
+   * The async result that came before any timeout ({@link #lateResult}), or {@link #NO_RESULT}: a
+   * timeout that races with it answers with it.
+   */
+  synchronized @Nullable Object earlyResult() {
+    return earlyResult;
   }
 
   /**

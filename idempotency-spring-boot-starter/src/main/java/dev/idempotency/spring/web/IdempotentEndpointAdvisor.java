@@ -1,5 +1,9 @@
 package dev.idempotency.spring.web;
 
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.lang.reflect.Field;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -9,9 +13,15 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
+import org.springframework.beans.factory.DisposableBean;
 import org.springframework.core.Ordered;
+import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.context.request.ServletRequestAttributes;
+import org.springframework.web.context.request.async.CallableProcessingInterceptor;
+import org.springframework.web.context.request.async.WebAsyncTask;
+import org.springframework.web.context.request.async.WebAsyncUtils;
 
 /**
  * Sees an {@link IdempotentEndpoint} handler method start: an advice on the method itself, so it
@@ -20,13 +30,25 @@ import org.springframework.web.context.request.RequestContextHolder;
  * started is stored. It is the innermost advice ({@link Ordered#LOWEST_PRECEDENCE}), so that a call
  * refused by method security around it is not counted as started either. The Spring Boot
  * auto-configuration registers it as an infrastructure bean.
+ *
+ * <p>A returned {@code Callable} (or a {@code WebAsyncTask}'s callable) runs on a thread of its own
+ * while Spring MVC's task waits for it, deaf to the interrupt with which Spring MVC cancels the
+ * task at a container async timeout: the send goes on, its outcome is recorded and the retry gets
+ * it replayed. A {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, and the
+ * key stays claimed until the task's work ends, as at any timeout.
  */
-public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
+public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
+    implements DisposableBean {
 
   private static final long serialVersionUID = 1L;
 
   private final transient Pointcut pointcut =
       new AnnotationMatchingPointcut(null, IdempotentEndpoint.class, true);
+
+  private static final @Nullable Field TASK_CALLABLE = taskField("callable");
+  private static final @Nullable Field TASK_TIMEOUT_CALLBACK = taskField("timeoutCallback");
+
+  private final transient UninterruptedWork work = new UninterruptedWork();
 
   private final transient MethodInterceptor advice =
       invocation -> {
@@ -36,6 +58,15 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
                 instanceof EndpointCall call) {
           call.handlerStarted();
           Object returned = invocation.proceed();
+          Class<?> returnType = invocation.getMethod().getReturnType();
+          if (returned instanceof Callable<?> callable
+              && returnType.isAssignableFrom(Callable.class)) {
+            return work.shield(callable);
+          }
+          if (returned instanceof WebAsyncTask<?> task) {
+            shield(task, request);
+            return task;
+          }
           if (returned instanceof CompletionStage<?> stage) {
             // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it:
             // it gets a copy, and the handler's own stage tells a timed-out call its result
@@ -56,6 +87,54 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
         }
         return invocation.proceed();
       };
+
+  /**
+   * Runs the task's callable shielded from Spring MVC's interrupt ({@link UninterruptedWork}), and
+   * has its own timeout callback, if any, keep the key claimed ({@link AsyncTimeouts#ownTimeout}).
+   * {@code WebAsyncTask} offers no way to replace either, so its fields are set reflectively; where
+   * that is refused, the task is left as it is.
+   */
+  private void shield(WebAsyncTask<?> task, RequestAttributes request) {
+    if (TASK_CALLABLE == null || TASK_TIMEOUT_CALLBACK == null) {
+      return;
+    }
+    ReflectionUtils.setField(TASK_CALLABLE, task, work.shield(task.getCallable()));
+    Object own = ReflectionUtils.getField(TASK_TIMEOUT_CALLBACK, task);
+    if (own instanceof Callable<?> callback
+        && request instanceof ServletRequestAttributes servlet
+        && servlet.getResponse() != null
+        && WebAsyncUtils.getAsyncManager(servlet.getRequest())
+                .getCallableInterceptor(AsyncTimeouts.KEY)
+            instanceof AsyncTimeouts timeouts) {
+      HttpServletRequest servletRequest = servlet.getRequest();
+      HttpServletResponse servletResponse = servlet.getResponse();
+      Callable<Object> guarded =
+          () -> {
+            Object early = timeouts.ownTimeout(servletRequest, servletResponse);
+            return early != CallableProcessingInterceptor.RESULT_NONE ? early : callback.call();
+          };
+      ReflectionUtils.setField(TASK_TIMEOUT_CALLBACK, task, guarded);
+    }
+  }
+
+  private static @Nullable Field taskField(String name) {
+    Field field = ReflectionUtils.findField(WebAsyncTask.class, name, Callable.class);
+    if (field == null) {
+      return null;
+    }
+    try {
+      field.setAccessible(true);
+      return field;
+    } catch (RuntimeException e) {
+      return null;
+    }
+  }
+
+  /** Stops the threads that ran shielded work; work still running goes on. */
+  @Override
+  public void destroy() {
+    work.shutdown();
+  }
 
   /** A copy of {@code stage} that the method may return, or null. */
   private static @Nullable Object copyOf(CompletionStage<?> stage, Class<?> returnType) {
