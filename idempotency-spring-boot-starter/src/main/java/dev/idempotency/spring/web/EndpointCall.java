@@ -10,6 +10,12 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.LoggerFactory;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.http.HttpStatusCode;
+import org.springframework.http.ProblemDetail;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.ErrorResponse;
+import org.springframework.web.bind.annotation.ResponseStatus;
 
 /**
  * One claimed {@link IdempotentEndpoint} request, from the claim (in the interceptor) to the
@@ -79,7 +85,9 @@ final class EndpointCall {
 
   /**
    * The async result of a handler, called for every one; stored (or, for a failure, released) only
-   * if its request timed out before it came ({@link #detach}).
+   * if its request timed out before it came ({@link #detach}). A failure is resolved to a status as
+   * on the synchronous path ({@link #statusOf}): a 4xx that is kept is stored with its problem
+   * detail (a {@code ResponseStatusException(404)} is a stored 404), anything else releases.
    */
   void lateResult(@Nullable Object result) {
     LateResponse response;
@@ -94,15 +102,23 @@ final class EndpointCall {
     if (!reported.compareAndSet(false, true)) {
       return;
     }
+    Object toRender = result;
     if (result instanceof Throwable failure) {
-      call.fail(
-          new NotStored(
-              "the async result failed after its request timed out: "
-                  + failure.getClass().getName()));
-      return;
+      int status = statusOf(failure);
+      if (!isStored(status)) {
+        call.fail(
+            new NotStored(
+                "the async result failed after its request timed out: "
+                    + failure.getClass().getName()
+                    + " (status "
+                    + status
+                    + ")"));
+        return;
+      }
+      toRender = ResponseEntity.status(status).body(problemOf(failure, status));
     }
     try {
-      StoredResponse stored = response.render(result, headers);
+      StoredResponse stored = response.render(toRender, headers);
       if (isStored(stored.status())) {
         call.complete(stored);
       } else {
@@ -208,6 +224,30 @@ final class EndpointCall {
     } finally {
       response.release();
     }
+  }
+
+  /**
+   * The status Spring MVC resolves {@code failure} to, as on the synchronous path: an {@link
+   * ErrorResponse}'s (a {@code ResponseStatusException}'s), a {@link ResponseStatus} on its class,
+   * else 500.
+   */
+  static int statusOf(Throwable failure) {
+    if (failure instanceof ErrorResponse error) {
+      return error.getStatusCode().value();
+    }
+    ResponseStatus annotated =
+        AnnotatedElementUtils.findMergedAnnotation(failure.getClass(), ResponseStatus.class);
+    return annotated != null ? annotated.code().value() : 500;
+  }
+
+  private static ProblemDetail problemOf(Throwable failure, int status) {
+    if (failure instanceof ErrorResponse error) {
+      return error.getBody();
+    }
+    ResponseStatus annotated =
+        AnnotatedElementUtils.findMergedAnnotation(failure.getClass(), ResponseStatus.class);
+    String reason = annotated != null && !annotated.reason().isEmpty() ? annotated.reason() : null;
+    return ProblemDetail.forStatusAndDetail(HttpStatusCode.valueOf(status), reason);
   }
 
   /** 2xx, 3xx and 4xx are final answers, except the 4xx that mean "try again". */

@@ -62,6 +62,28 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
     assertThat(runs()).as("the handler ran once").isEqualTo(1);
   }
 
+  /**
+   * A late failure that maps to a 4xx ({@code ResponseStatusException(404)}) is stored as the
+   * synchronous path would store it: the retry gets the 404 replayed, no second send.
+   */
+  @Test
+  void aLateFailureThatMapsToA4xxIsStored() throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/async/slow/not-found";
+    int sendsBefore = controller.providerSends();
+
+    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> replay = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> again = post(path, key, "{}");
+
+    assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
+    assertThat(replay.statusCode()).as(EndpointClient.text(replay)).isEqualTo(404);
+    assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(again.statusCode()).isEqualTo(404);
+    assertThat(controller.providerSends() - sendsBefore).as("one provider send").isEqualTo(1);
+    assertThat(runs()).as("the handler ran once").isEqualTo(1);
+  }
+
   /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
   private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
     HttpResponse<byte[]> last;
