@@ -81,6 +81,9 @@ final class AsyncGuardedCall<T> {
         answer = call.settings.asyncStore.claimAsync(claim);
       } catch (RuntimeException e) {
         answer = CompletableFuture.failedFuture(e);
+      } catch (Error e) {
+        call.settings.outages.claimAbandoned();
+        throw e;
       }
     }
     return Stages.continueOn(

@@ -263,6 +263,9 @@ public final class Batch<T> implements AutoCloseable {
         results = settings.store.claimAll(claims);
       } catch (RuntimeException e) {
         failure = e;
+      } catch (Error e) {
+        settings.outages.claimAbandoned();
+        throw e;
       }
     }
     List<Item> items = new ArrayList<>(chunk.size());

@@ -194,8 +194,10 @@ final class CallSupport<T> {
         failure instanceof KeyStoreException e
             ? e
             : new KeyStoreException("The key store failed to claim key " + keyId, failure);
-    if (!Thread.currentThread().isInterrupted()) {
+    if (Thread.currentThread().isInterrupted()) {
       // a wait the application interrupted (a pool gives up on it) says nothing of the store
+      settings.outages.claimAbandoned();
+    } else {
       settings.outages.storeFailed("a claim failed", storeFailure);
     }
     events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
@@ -257,6 +259,34 @@ final class CallSupport<T> {
     events.emit(Type.REPLAYED, entry.attempt(), events.elapsed(), null);
     return new Outcome<>(
         Payloads.decode(keyId, entry.payload(), codec), true, entry.attempt(), true);
+  }
+
+  /**
+   * A joined claim found the key held by another open transaction for the whole of its wait (the
+   * database's lock timeout ran out): nothing was sent.
+   */
+  IdempotencyInProgressException lockWaitRanOut(long waitedNanos) {
+    events.emit(Type.IN_PROGRESS_CONFLICT, 0, waitedNanos, null);
+    return IdempotencyInProgressException.afterWaiting(keyId, Duration.ofNanos(waitedNanos), null);
+  }
+
+  /**
+   * A joined call's store work failed: reported as a store error, and thrown as a {@link
+   * KeyStoreException} that tells the caller to roll back its transaction.
+   */
+  KeyStoreException joinedStoreFailed(String what, Throwable failure) {
+    KeyStoreException storeFailure =
+        failure instanceof KeyStoreException e
+            ? e
+            : new KeyStoreException(
+                "The key store failed to "
+                    + what
+                    + " key "
+                    + keyId
+                    + " in the caller's transaction",
+                failure);
+    events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
+    return storeFailure;
   }
 
   private IdempotencyInProgressException inProgress(int attempt, Throwable cause) {

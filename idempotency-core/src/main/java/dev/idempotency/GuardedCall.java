@@ -60,6 +60,9 @@ final class GuardedCall<T> {
           result = call.settings.store.claim(claim);
         } catch (RuntimeException e) {
           error = e;
+        } catch (Error e) {
+          call.settings.outages.claimAbandoned();
+          throw e;
         }
       }
       CallSupport.Next<T> next = call.decide(claim, askedAt, askedAtMono, result, error, true);

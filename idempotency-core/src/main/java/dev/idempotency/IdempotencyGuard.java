@@ -1,5 +1,6 @@
 package dev.idempotency;
 
+import dev.idempotency.spi.JoinedTransaction;
 import dev.idempotency.spi.KeyStore;
 import java.time.Clock;
 import java.time.Duration;
@@ -151,6 +152,94 @@ public final class IdempotencyGuard implements AutoCloseable {
     enter();
     try {
       return new GuardedCall<>(settings, request, codec, sender).run();
+    } finally {
+      settings.inFlight.exit();
+    }
+  }
+
+  /**
+   * Runs a guarded call inside the caller's open transaction, so that the key's record, what the
+   * sender writes through that transaction and the outcome commit or roll back as one: for an
+   * enqueue into the application's own database (an outbox or notification row), which then happens
+   * exactly once per key within the window, crashes included. On a JDBC store:
+   *
+   * <pre>{@code
+   * connection.setAutoCommit(false);
+   * String rowId = guard.executeInTransaction(store.joining(connection), key, ttl,
+   *     ctx -> outbox.insert(connection, phone, text));   // same connection, same transaction
+   * connection.commit();
+   * }</pre>
+   *
+   * <ul>
+   *   <li>the claim is an uncommitted insert of the key's record: no lease, renewal or takeover
+   *       applies, and a rollback (or a connection that dies) leaves no record, so a retry runs;
+   *   <li>a repeat that finds a committed record replays it without writing, as {@link #execute}
+   *       does; a concurrent repeat waits on the database's lock until the first transaction ends,
+   *       at most {@link Builder#inFlightWait(Duration)}, then replays, claims after a rollback, or
+   *       throws {@link IdempotencyInProgressException};
+   *   <li>any failure of the store in the transaction (a deadlock or serialization failure
+   *       included) is thrown as {@link KeyStoreException} and never retried: roll the transaction
+   *       back and retry it whole; a sender that throws has its claim deleted in the transaction
+   *       (or its permanent failure stored) and its exception reaches the caller;
+   *   <li>a result that cannot be encoded is recorded as sent with no stored result, as in the
+   *       usual mode: nothing is rolled back because of it.
+   * </ul>
+   *
+   * Provider calls do not belong in a joined transaction: a rollback cannot take back a message a
+   * provider accepted. Enqueue here, and send from a relay through {@link #execute} keyed by the
+   * enqueued row's id.
+   *
+   * @param transaction the caller's open transaction on this guard's store
+   * @param key the idempotency key
+   * @param ttl the window
+   * @param sender the write into the transaction
+   * @return the sender's result, or the committed one on a repeat
+   * @throws IllegalArgumentException if the transaction is of another store, or the key or ttl is
+   *     invalid
+   * @throws IdempotencyInProgressException if another transaction still held the key after the wait
+   *     (nothing was written; roll back)
+   * @throws KeyStoreException if the store failed in the transaction (roll back)
+   */
+  public String executeInTransaction(
+      JoinedTransaction transaction, String key, Duration ttl, Sender<String> sender) {
+    return executeInTransaction(
+            transaction, IdempotencyRequest.of(key, ttl), ResultCodec.string(), sender)
+        .value();
+  }
+
+  /**
+   * Like {@link #executeInTransaction(JoinedTransaction, String, Duration, Sender)}, with a request
+   * fingerprint and an explicit codec, telling a replay from a first call.
+   *
+   * @param transaction the caller's open transaction on this guard's store
+   * @param request the key, window and fingerprint
+   * @param codec encodes and decodes the result
+   * @param sender the write into the transaction
+   * @param <T> the result type
+   * @return the outcome
+   * @throws IdempotencyKeyReuseException if the key was used with another fingerprint
+   */
+  public <T> Outcome<T> executeInTransaction(
+      JoinedTransaction transaction,
+      IdempotencyRequest request,
+      ResultCodec<T> codec,
+      Sender<T> sender) {
+    Objects.requireNonNull(transaction, "transaction must not be null");
+    Objects.requireNonNull(request, "request must not be null");
+    Objects.requireNonNull(codec, "codec must not be null");
+    Objects.requireNonNull(sender, "sender must not be null");
+    if (transaction.store() != settings.userStore) {
+      throw new IllegalArgumentException(
+          "the transaction is of another store ("
+              + transaction.store().kind()
+              + ") than this guard's ("
+              + settings.userStore.kind()
+              + "): join a transaction of the guard's own store");
+    }
+    requireLeaseShorterThan(request.ttl());
+    enter();
+    try {
+      return new JoinedCall<>(settings, transaction, request, codec, sender).run();
     } finally {
       settings.inFlight.exit();
     }

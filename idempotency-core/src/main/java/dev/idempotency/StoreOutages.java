@@ -110,6 +110,15 @@ final class StoreOutages {
     scheduleProbe();
   }
 
+  /**
+   * A claim ended with neither an answer nor a failure of the store (its caller's thread was
+   * interrupted, or the store threw an {@link Error}): if it was the trial, the next claim becomes
+   * the trial at once, instead of every claim being refused until the trial times out.
+   */
+  void claimAbandoned() {
+    state.compareAndSet(TRIAL, HALF_OPEN);
+  }
+
   /** A store operation succeeded: closes the breaker, if it was open. */
   void storeAnswered() {
     if (failuresSinceLastAnswer.get() == 0 && state.get() == CLOSED) {

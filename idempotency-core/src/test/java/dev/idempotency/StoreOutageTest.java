@@ -22,9 +22,12 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * SPEC section 14, during a store outage: each caller gets its error at once, the log gets one WARN
@@ -320,5 +323,71 @@ class StoreOutageTest {
 
     awaitAnswer(guard);
     assertThat(finds.get()).isGreaterThanOrEqualTo(2);
+  }
+
+  /**
+   * The one trial claim after a probe was answered is lost: its caller's thread was interrupted (a
+   * pool refuses an interrupted wait; Spring MVC interrupts a timed-out {@code Callable}), or the
+   * store threw an {@link Error}. Neither says the store is down, and neither may hold every other
+   * call back until the trial's 30 s timeout: the next claim becomes the trial.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"interrupt", "error"})
+  void aTrialClaimLostToAnInterruptOrAnErrorHandsTheTrialToTheNextClaim(String how)
+      throws Exception {
+    AtomicBoolean errorNext = new AtomicBoolean();
+    AtomicInteger lostReached = new AtomicInteger();
+    KeyStore lossy =
+        new dev.idempotency.tck.ForwardingKeyStore(store) {
+          @Override
+          public dev.idempotency.spi.ClaimResult claim(dev.idempotency.spi.ClaimRequest request) {
+            if (errorNext.getAndSet(false)) {
+              lostReached.incrementAndGet();
+              throw new NoClassDefFoundError("a driver class (test)");
+            }
+            if (Thread.currentThread().isInterrupted()) {
+              lostReached.incrementAndGet();
+              throw new KeyStoreException("Interrupted during connection acquisition", null);
+            }
+            return delegate.claim(request);
+          }
+        };
+    IdempotencyGuard guard = IdempotencyGuard.builder().store(lossy).build();
+    store.failClaims.set(1);
+    assertThatThrownBy(() -> guard.execute(key(), TTL, ctx -> "sent"))
+        .isInstanceOf(KeyStoreException.class);
+
+    // lose the trial: attempts are refused at once until the probe was answered, then one is it
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (lostReached.get() == 0) {
+      assertThat(System.nanoTime()).as("a trial claim was made").isLessThan(deadline);
+      if (how.equals("error")) {
+        errorNext.set(true);
+      } else {
+        Thread.currentThread().interrupt();
+      }
+      try {
+        guard.execute(key(), TTL, ctx -> "sent");
+      } catch (KeyStoreException | NoClassDefFoundError expected) {
+        // refused by the breaker, or the lost trial itself
+      } finally {
+        Thread.interrupted();
+        errorNext.set(false);
+      }
+      Thread.sleep(10);
+    }
+
+    long lost = System.nanoTime();
+    String sent = null;
+    while (sent == null && System.nanoTime() - lost < TimeUnit.SECONDS.toNanos(5)) {
+      try {
+        sent = guard.execute(key(), TTL, ctx -> "sent");
+      } catch (KeyStoreException refused) {
+        Thread.sleep(20);
+      }
+    }
+    assertThat(sent)
+        .as("a claim after the lost trial reaches the answering store")
+        .isEqualTo("sent");
   }
 }

@@ -39,6 +39,33 @@ final class H2Statements extends Statements {
   }
 
   @Override
+  String readLockWait() {
+    return "SELECT CAST(LOCK_TIMEOUT() AS VARCHAR)";
+  }
+
+  @Override
+  String setLockWait() {
+    return "SET LOCK_TIMEOUT :lockWait";
+  }
+
+  /** Milliseconds, at least 1 (0 would not wait at all). */
+  @Override
+  Object lockWaitValue(java.time.Duration wait) {
+    return (int) Math.max(1, Math.min(Integer.MAX_VALUE, wait.toMillis()));
+  }
+
+  @Override
+  Object restoredLockWait(String read) {
+    return Integer.valueOf(read);
+  }
+
+  /** {@code LOCK_TIMEOUT_1} (50200); a deadlock H2 detects is 40001. */
+  @Override
+  boolean isLockWaitTimeout(java.sql.SQLException failure) {
+    return failure.getErrorCode() == 50200;
+  }
+
+  @Override
   String purge() {
     return deleteExpired() + " FETCH FIRST :limit ROWS ONLY";
   }

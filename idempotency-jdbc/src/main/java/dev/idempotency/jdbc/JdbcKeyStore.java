@@ -5,12 +5,15 @@ import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
+import dev.idempotency.spi.JoinedTransaction;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.StoredRecord;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -95,6 +98,8 @@ public final class JdbcKeyStore implements KeyStore {
   private final int maxPayloadBytes;
   private final @Nullable JdbcDialect configuredDialect;
   private final SqlExecutor executor;
+  private final Duration operationTimeout;
+  private final @Nullable DataSource dataSource;
   private volatile @Nullable Prepared prepared;
 
   /**
@@ -107,7 +112,8 @@ public final class JdbcKeyStore implements KeyStore {
       Statements sql,
       JdbcClaims claims,
       JdbcBatchClaims batchClaims,
-      JdbcWrites writes) {}
+      JdbcWrites writes,
+      JdbcJoinedTransaction.JoinedStatements joined) {}
 
   private JdbcKeyStore(Builder builder) {
     this.tableName = builder.tableName;
@@ -117,6 +123,8 @@ public final class JdbcKeyStore implements KeyStore {
     this.maxPayloadBytes = builder.maxPayloadBytes;
     this.configuredDialect = builder.dialect;
     this.executor = new SqlExecutor(builder.jdbi, builder.dataSource, tableName, builder);
+    this.operationTimeout = builder.operationTimeout;
+    this.dataSource = builder.dataSource;
   }
 
   /**
@@ -150,7 +158,8 @@ public final class JdbcKeyStore implements KeyStore {
                 sql,
                 claims,
                 new JdbcBatchClaims(sql, claims, MAX_BATCH),
-                new JdbcWrites(sql, executor.watchdog()));
+                new JdbcWrites(sql, executor.watchdog()),
+                JdbcJoinedTransaction.JoinedStatements.of(sql, claims));
         warmUpRenewals(prepared.writes());
       }
       return prepared;
@@ -321,6 +330,75 @@ public final class JdbcKeyStore implements KeyStore {
     }
     JdbcWrites writes = prepared().writes();
     return executor.call("extend a batch", handle -> writes.extendAll(handle, requests));
+  }
+
+  /**
+   * This store's records inside the caller's open transaction on {@code connection}, for {@link
+   * dev.idempotency.IdempotencyGuard#executeInTransaction}: the claim, what the sender writes
+   * through the same connection and the outcome then commit or roll back together. For plain JDBC,
+   * jOOQ and Jdbi, which all hand out the transaction's connection:
+   *
+   * <pre>{@code
+   * try (Connection connection = dataSource.getConnection()) {
+   *   connection.setAutoCommit(false);
+   *   String rowId = guard.executeInTransaction(store.joining(connection), key, ttl,
+   *       ctx -> outbox.insert(connection, phone, text));
+   *   connection.commit();
+   * }
+   * // Jdbi: jdbi.inTransaction(handle -> guard.executeInTransaction(
+   * //     store.joining(handle.getConnection()), key, ttl, ctx -> insert(handle)));
+   * }</pre>
+   *
+   * <p>The connection must reach the database and table of this store. The claim is an insert of
+   * the key's row: uncommitted, it is visible to no other transaction; a concurrent claim of the
+   * key waits on its lock until this transaction ends, at most the guard's {@code inFlightWait}
+   * (set per claim as the database's lock timeout: PostgreSQL's {@code lock_timeout} for the
+   * transaction, MySQL/MariaDB's {@code innodb_lock_wait_timeout} in whole seconds rounded up, H2's
+   * {@code LOCK_TIMEOUT}, each restored after the claim). On PostgreSQL a lock wait that ran out
+   * aborts the transaction; on every database, roll back after the guard threw. The guard's
+   * statements run on the caller's connection under this store's operation timeout (plus the lock
+   * wait for the claim); the store never commits, rolls back or closes it.
+   *
+   * @param connection a connection with an open transaction (auto-commit off)
+   * @return the joined transaction, for this connection's current transaction only
+   * @throws IllegalStateException if the connection is in auto-commit mode (no transaction to join)
+   * @throws KeyStoreException if the connection cannot be read, or the store's dialect cannot be
+   *     prepared
+   */
+  public JoinedTransaction joining(Connection connection) {
+    Objects.requireNonNull(connection, "connection must not be null");
+    requireOpenTransaction(connection);
+    return new JdbcJoinedTransaction(this, connection, prepared().joined(), operationTimeout);
+  }
+
+  /** Refuses a connection in auto-commit mode: it has no transaction to join. */
+  static void requireOpenTransaction(Connection connection) {
+    boolean autoCommit;
+    try {
+      autoCommit = connection.getAutoCommit();
+    } catch (SQLException e) {
+      throw new KeyStoreException(
+          "JDBC store could not read the connection's auto-commit mode (SQLState "
+              + e.getSQLState()
+              + ")",
+          e);
+    }
+    if (autoCommit) {
+      throw new IllegalStateException(
+          "the connection is in auto-commit mode: there is no transaction to join (call"
+              + " setAutoCommit(false), or run inside the application's transaction); a claim"
+              + " committed on its own would be a claim without a lease");
+    }
+  }
+
+  /**
+   * The {@link DataSource} this store was built on: integrations check that a transaction to join
+   * is on it.
+   *
+   * @return the data source, or empty for a store built on a {@link Jdbi}
+   */
+  public Optional<DataSource> dataSource() {
+    return Optional.ofNullable(dataSource);
   }
 
   /** Reads the row with one statement; a row past its window counts as absent. */

@@ -132,7 +132,7 @@ final class JdbcWrites {
     return results;
   }
 
-  private static PlainStatement.Values values(CompleteRequest request) {
+  static PlainStatement.Values values(CompleteRequest request) {
     return name ->
         switch (name) {
           case "keyId" -> request.keyId();

@@ -33,6 +33,44 @@ final class MySqlStatements extends Statements {
   }
 
   @Override
+  String readLockWait() {
+    return "SELECT CAST(@@SESSION.innodb_lock_wait_timeout AS CHAR)";
+  }
+
+  /** A session variable (a transaction has none of its own): restored after the claim. */
+  @Override
+  String setLockWait() {
+    return "SET SESSION innodb_lock_wait_timeout = :lockWait";
+  }
+
+  /** Whole seconds, rounded up: InnoDB's lock wait has no finer unit. */
+  @Override
+  Object lockWaitValue(java.time.Duration wait) {
+    long millis = Math.max(1, wait.toMillis());
+    return (millis + 999) / 1000;
+  }
+
+  @Override
+  Object restoredLockWait(String read) {
+    return Long.valueOf(read);
+  }
+
+  /** {@code ER_LOCK_WAIT_TIMEOUT} (1205): InnoDB rolls back the statement, not the transaction. */
+  @Override
+  boolean isLockWaitTimeout(java.sql.SQLException failure) {
+    return failure.getErrorCode() == 1205;
+  }
+
+  /**
+   * A locking read: under InnoDB's repeatable read a plain select reads the transaction's snapshot,
+   * which may predate the commit of the row the insert just waited for.
+   */
+  @Override
+  String selectLatest() {
+    return select + " LOCK IN SHARE MODE";
+  }
+
+  @Override
   String purge() {
     return deleteExpired() + " ORDER BY retain_until LIMIT :limit";
   }

@@ -82,6 +82,20 @@ final class PlainStatement {
     }
   }
 
+  /** Runs a statement that may or may not return rows (a session setting), ignoring its result. */
+  void execute(Connection connection, StatementWatchdog watchdog, Values values) {
+    try (PreparedStatement statement = prepare(connection, values)) {
+      OperationDeadlines.Watch watch = watchdog.watch(statement);
+      try {
+        statement.execute();
+      } finally {
+        watch.done();
+      }
+    } catch (SQLException e) {
+      throw new Failed(e);
+    }
+  }
+
   /** Runs a query and reads its result. */
   <R> R query(Connection connection, StatementWatchdog watchdog, Values values, Reader<R> reader) {
     try (PreparedStatement statement = prepare(connection, values)) {

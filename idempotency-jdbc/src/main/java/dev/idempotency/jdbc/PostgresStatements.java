@@ -180,6 +180,31 @@ final class PostgresStatements extends Statements {
    * from eleven million.
    */
   @Override
+  String readLockWait() {
+    return "SELECT current_setting('lock_timeout')";
+  }
+
+  /**
+   * {@code SET LOCAL}, with a bound value: it ends with the transaction, and is restored sooner.
+   */
+  @Override
+  String setLockWait() {
+    return "SELECT set_config('lock_timeout', :lockWait, true)";
+  }
+
+  /** Milliseconds as text, at least 1 (0 would wait for ever). */
+  @Override
+  Object lockWaitValue(java.time.Duration wait) {
+    return Long.toString(Math.max(1, wait.toMillis()));
+  }
+
+  /** {@code lock_not_available} (55P03): the transaction is aborted, and must be rolled back. */
+  @Override
+  boolean isLockWaitTimeout(java.sql.SQLException failure) {
+    return "55P03".equals(failure.getSQLState());
+  }
+
+  @Override
   String purge() {
     return "DELETE FROM "
         + table

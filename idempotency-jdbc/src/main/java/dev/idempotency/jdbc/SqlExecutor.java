@@ -270,7 +270,7 @@ final class SqlExecutor {
   }
 
   /** Deadlock victims and serialization failures: the statement was rolled back. */
-  private static boolean isTransient(JdbiException e) {
+  static boolean isTransient(JdbiException e) {
     SQLException sqlException = findSqlException(e);
     if (sqlException == null) {
       return false;
@@ -289,7 +289,7 @@ final class SqlExecutor {
   }
 
   /** The SQLState and vendor code of a failure, for a message; never a bound value. */
-  private static String describe(Exception e) {
+  static String describe(Exception e) {
     SQLException sqlException = findSqlException(e);
     return sqlException == null
         ? ""
@@ -300,7 +300,7 @@ final class SqlExecutor {
             + ")";
   }
 
-  private static SQLException findSqlException(Throwable e) {
+  static SQLException findSqlException(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof SQLException sqlException) {
         return sqlException;

@@ -41,6 +41,13 @@ abstract class Statements {
   final String takeOver;
   final String extend;
   final String complete;
+
+  /**
+   * The outcome's write with no deferred flush, for a joined transaction: the caller's commit is
+   * the application's, and its durability is not the store's to lower.
+   */
+  final String completeInTransaction;
+
   final String release;
   final String deleteSettled;
 
@@ -109,6 +116,12 @@ abstract class Statements {
             + now
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'"
             + (synchronousOutcomes ? "" : deferredFlush());
+    completeInTransaction =
+        "UPDATE "
+            + table
+            + " SET state = :state, payload = :payload, completed_at = "
+            + now
+            + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
     release =
         "DELETE FROM "
             + table
@@ -122,6 +135,40 @@ abstract class Statements {
     // a dialect's insertIfAbsent reads only the table name, set above
     insertClaim = new PlainStatement(insertIfAbsent(claimValues()));
     selectOne = new PlainStatement(select);
+  }
+
+  // ---- joined transactions: the session's lock wait, read, set and restored
+
+  /** Reads the session's lock wait as one string column ({@link #setLockWait} takes it back). */
+  abstract String readLockWait();
+
+  /** Sets the session's (or the transaction's) lock wait to the parameter {@code :lockWait}. */
+  abstract String setLockWait();
+
+  /** The value {@link #setLockWait} binds for a wait: the dialect's unit, never below its least. */
+  abstract Object lockWaitValue(java.time.Duration wait);
+
+  /** Turns a value {@link #readLockWait} read back into what {@link #setLockWait} binds. */
+  Object restoredLockWait(String read) {
+    return read;
+  }
+
+  /** Whether a failure is this database's "lock wait timed out". */
+  abstract boolean isLockWaitTimeout(java.sql.SQLException failure);
+
+  /**
+   * The single-row select, as a read of the latest committed row inside a transaction: where a
+   * plain select reads the transaction's snapshot (MySQL's repeatable read), a locking read.
+   */
+  String selectLatest() {
+    return select;
+  }
+
+  /** Inserts the claim's row if absent: whether it did (a unique violation counts as not). */
+  final boolean insertClaim(
+      Connection connection, StatementWatchdog watchdog, ClaimRequest request) {
+    return SqlExecutor.insertedUnlessConflict(
+        () -> insertClaim.update(connection, watchdog, claimParameters(request)));
   }
 
   // ---- what each dialect says

@@ -82,6 +82,25 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     }
   }
 
+  /** Guarded calls inside the caller's transaction, on this database. */
+  @Nested
+  class InTheCallersTransaction extends JoinedTransactionCases {
+    @Override
+    DataSource dataSource() {
+      return JdbcKeyStoreContract.this.dataSource();
+    }
+
+    @Override
+    String recordTable() {
+      return TABLE;
+    }
+
+    @Override
+    String jdbcUrl() {
+      return JdbcKeyStoreContract.this.jdbcUrl();
+    }
+  }
+
   @Override
   protected Class<? extends KeyStoreFactory> factoryClass() {
     return JdbcStoreFactory.class;

@@ -1,6 +1,7 @@
 package dev.idempotency.tck;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
@@ -250,11 +251,29 @@ public abstract class ClaimContract extends LeaseAndWindowContract {
     assertRoundTrip(payload);
   }
 
+  /**
+   * A 1 MiB result, or the store's largest if it takes less (DynamoDB's item limit is 400 KB; the
+   * guard records a larger result as sent without a stored result).
+   */
   @Test
   public void oneMebibytePayloadRoundTrips() {
-    byte[] payload = new byte[1024 * 1024];
+    byte[] payload = new byte[Math.min(1024 * 1024, store().maxPayloadBytes())];
     new Random(42).nextBytes(payload);
     assertRoundTrip(payload);
+  }
+
+  /** A result over the store's limit is refused before any write: the claim stays as it was. */
+  @Test
+  public void aPayloadOverTheStoresLimitIsRefusedAndTheClaimStaysInProgress() {
+    String keyId = newKeyId();
+    String token = newToken();
+    store().claim(claim(keyId, token));
+    byte[] payload = new byte[store().maxPayloadBytes() + 1];
+
+    assertThatThrownBy(() -> store().complete(complete(keyId, token, payload)))
+        .isInstanceOf(IllegalArgumentException.class);
+    StoredRecord record = existing(store().claim(claim(keyId, newToken())));
+    assertThat(record.state()).isEqualTo(RecordState.IN_PROGRESS);
   }
 
   private void assertRoundTrip(byte[] payload) {

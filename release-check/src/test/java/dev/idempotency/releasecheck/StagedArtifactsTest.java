@@ -62,6 +62,10 @@ class StagedArtifactsTest {
         "idempotency-redis",
         new Published("dev.idempotency.redis", Set.of("io.lettuce:lettuce-core"), Set.of()));
     PUBLISHED.put(
+        "idempotency-dynamodb",
+        new Published(
+            "dev.idempotency.dynamodb", Set.of("software.amazon.awssdk:dynamodb"), Set.of()));
+    PUBLISHED.put(
         "idempotency-micrometer",
         new Published(
             "dev.idempotency.micrometer", Set.of("io.micrometer:micrometer-core"), Set.of()));

@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
@@ -27,12 +28,16 @@ import org.springframework.web.bind.annotation.RestController;
 @EnableAutoConfiguration
 public class SuiteApplication {
 
+  /** The store, unless a test registered one that outlives the application (a restart). */
   @Bean
+  @ConditionalOnMissingBean
   SwitchableKeyStore switchableKeyStore() {
     return new SwitchableKeyStore();
   }
 
+  /** The provider, unless a test registered one that outlives the application. */
   @Bean
+  @ConditionalOnMissingBean
   Provider provider() {
     return new Provider();
   }
@@ -71,7 +76,12 @@ public class SuiteApplication {
 
     /** Holds the sends that start from now on; returns a latch counted down when one starts. */
     CountDownLatch hold(CountDownLatch release) {
-      CountDownLatch in = new CountDownLatch(1);
+      return hold(release, 1);
+    }
+
+    /** Holds the sends that start from now on; the latch returned counts {@code sends} starting. */
+    CountDownLatch hold(CountDownLatch release, int sends) {
+      CountDownLatch in = new CountDownLatch(sends);
       entered.set(in);
       hold.set(release);
       return in;

@@ -1,0 +1,182 @@
+package dev.idempotency;
+
+import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.JoinedTransaction;
+import dev.idempotency.spi.RecordState;
+import java.time.Instant;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One run of {@link IdempotencyGuard#executeInTransaction}, on the caller's thread and inside the
+ * caller's transaction:
+ *
+ * <ol>
+ *   <li>claim the key in the transaction, waiting at most {@code inFlightWait} for another
+ *       transaction that holds it (the database's lock timeout);
+ *   <li>a committed record is replayed (or refused) as in the usual mode, without writing;
+ *   <li>if claimed, run the sender, which writes through the same transaction;
+ *   <li>write the outcome in the transaction; if the sender threw, delete the claim (or store a
+ *       permanent failure), so that the key is not left claimed if the caller commits anyway.
+ * </ol>
+ *
+ * No lease, renewal, takeover of this call's own claim, retry of the outcome's write or fail-open
+ * applies: the transaction commits or rolls back the claim, the sender's writes and the outcome as
+ * one, so a failure to write the outcome is thrown, for the caller to roll back.
+ */
+final class JoinedCall<T> {
+
+  private final CallSupport<T> call;
+  private final JoinedTransaction transaction;
+  private final Sender<T> sender;
+
+  JoinedCall(
+      GuardSettings settings,
+      JoinedTransaction transaction,
+      IdempotencyRequest request,
+      ResultCodec<T> codec,
+      Sender<T> sender) {
+    this.call = new CallSupport<>(settings, request, codec);
+    this.transaction = transaction;
+    this.sender = sender;
+  }
+
+  Outcome<T> run() {
+    IdempotencyObserver.CallObservation observation = call.events.start();
+    Throwable failure = null;
+    try (IdempotencyObserver.Scope scope = observation.openScope()) {
+      return claimAndSend();
+    } catch (RuntimeException | Error e) {
+      failure = e;
+      throw e;
+    } finally {
+      observation.onEnd(failure);
+    }
+  }
+
+  private Outcome<T> claimAndSend() {
+    Outcome<T> cached = call.nearCacheReplay();
+    if (cached != null) {
+      return cached;
+    }
+    long startNanos = System.nanoTime();
+    long waitNanos = call.settings.inFlightWait.toNanos();
+    while (true) {
+      long remaining = Math.max(waitNanos - (System.nanoTime() - startNanos), 1_000_000L);
+      Instant now = call.settings.clock.instant();
+      ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
+      long askedAt = call.settings.leaseNow(now);
+      long askedAtMono = GuardSettings.monoNow();
+      Optional<ClaimResult> result;
+      try {
+        result = transaction.claim(claim, java.time.Duration.ofNanos(remaining));
+      } catch (RuntimeException e) {
+        throw call.joinedStoreFailed("claim", e);
+      }
+      if (result.isEmpty()) {
+        throw call.lockWaitRanOut(System.nanoTime() - startNanos);
+      }
+      if (result.get() instanceof ClaimResult.Failed failed) {
+        throw call.joinedStoreFailed("claim", failed.error());
+      }
+      CallSupport.Next<T> next = call.decide(claim, askedAt, askedAtMono, result.get(), null, true);
+      if (next instanceof CallSupport.Send<T> send) {
+        return sendInTransaction(send.claim());
+      } else if (next instanceof CallSupport.Replay<T> replay) {
+        return replay.outcome();
+      } else if (next instanceof CallSupport.Refuse<T> refuse) {
+        throw refuse.error();
+      }
+      // a committed record in progress: a call of the usual mode is sending it; wait as it would
+      try {
+        TimeUnit.NANOSECONDS.sleep(((CallSupport.Wait<T>) next).nanos());
+      } catch (InterruptedException e) {
+        throw call.interruptedWhileWaiting(e);
+      }
+    }
+  }
+
+  private Outcome<T> sendInTransaction(Claim claim) {
+    int attempt = claim.attempt;
+    Instant sendStart = call.settings.clock.instant();
+    T value;
+    try {
+      value = callSender(attempt);
+    } catch (Throwable failure) {
+      onSendFailure(claim, failure, sendNanos(sendStart));
+      throw failure;
+    }
+    long sendNanos = sendNanos(sendStart);
+    byte[] payload = call.encode(value, attempt);
+    boolean written;
+    try {
+      written = transaction.complete(call.complete(claim, RecordState.COMPLETED, payload));
+    } catch (RuntimeException e) {
+      throw call.joinedStoreFailed("record the outcome of", rollBackNotice(e));
+    }
+    if (!written) {
+      throw call.joinedStoreFailed(
+          "record the outcome of",
+          new KeyStoreException(
+              "The caller's transaction no longer holds the claim of key "
+                  + call.keyId
+                  + " (was it rolled back or committed inside the sender?); roll the transaction"
+                  + " back",
+              null));
+    }
+    call.events.emit(Type.COMPLETED, attempt, sendNanos, null);
+    return new Outcome<>(value, false, attempt, true);
+  }
+
+  private KeyStoreException rollBackNotice(RuntimeException failure) {
+    return new KeyStoreException(
+        "The key store could not record the outcome of key "
+            + call.keyId
+            + " in the caller's transaction; roll the transaction back, so that neither the key"
+            + " nor what the sender wrote commits",
+        failure);
+  }
+
+  private long sendNanos(Instant sendStart) {
+    return java.time.Duration.between(sendStart, call.settings.clock.instant()).toNanos();
+  }
+
+  /** Runs the sender; only unchecked throwables escape, so callers can rethrow them as they are. */
+  private T callSender(int attempt) {
+    try (MdcScope mdc = call.mdc(attempt)) {
+      return sender.send(call.context(attempt));
+    } catch (RuntimeException | Error e) {
+      throw e;
+    } catch (Exception e) {
+      throw call.callerException(e);
+    }
+  }
+
+  /**
+   * Stores a permanent failure or deletes the claim, in the transaction. A failure here (the
+   * sender's own SQL error may have aborted the transaction) is added to the sender's: the caller
+   * rolls back, which removes the claim anyway.
+   */
+  private void onSendFailure(Claim claim, Throwable thrown, long sendNanos) {
+    Throwable failure = CallSupport.senderFailure(thrown);
+    try {
+      if (call.isPermanent(failure)) {
+        CompleteRequest stored =
+            call.complete(claim, RecordState.FAILED, call.failurePayload(failure));
+        if (transaction.complete(stored)) {
+          call.events.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
+          return;
+        }
+      }
+      if (transaction.release(call.keyId, claim.ownerToken)) {
+        call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
+      }
+    } catch (RuntimeException storeFailure) {
+      call.events.releaseFailed(storeFailure);
+      thrown.addSuppressed(storeFailure);
+    }
+  }
+}

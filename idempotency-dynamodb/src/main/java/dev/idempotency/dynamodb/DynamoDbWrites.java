@@ -1,0 +1,244 @@
+package dev.idempotency.dynamodb;
+
+import static dev.idempotency.dynamodb.Items.COMPLETED_AT;
+import static dev.idempotency.dynamodb.Items.LEASE_UNTIL;
+import static dev.idempotency.dynamodb.Items.OWNER;
+import static dev.idempotency.dynamodb.Items.RESULT;
+import static dev.idempotency.dynamodb.Items.RETAIN_UNTIL;
+import static dev.idempotency.dynamodb.Items.STATE;
+import static dev.idempotency.dynamodb.Items.number;
+import static dev.idempotency.dynamodb.Items.string;
+
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.ExtendRequest;
+import dev.idempotency.spi.RecordState;
+import dev.idempotency.spi.StoredRecord;
+import java.time.Instant;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Optional;
+import org.jspecify.annotations.Nullable;
+import software.amazon.awssdk.services.dynamodb.model.AttributeValue;
+import software.amazon.awssdk.services.dynamodb.model.ConditionalCheckFailedException;
+import software.amazon.awssdk.services.dynamodb.model.GetItemResponse;
+import software.amazon.awssdk.services.dynamodb.model.ReturnValuesOnConditionCheckFailure;
+
+/**
+ * The writes after a claim, each one conditional request fenced by the owner token and the record's
+ * window ({@code retain_until > now}, since TTL deletion lags by up to days): complete, release and
+ * extend; and the operator's find and delete.
+ */
+final class DynamoDbWrites {
+
+  private static final String IN_PROGRESS = RecordState.IN_PROGRESS.name();
+  private static final String FENCE = "#owner = :owner AND #state = :in_progress";
+
+  private final Requests requests;
+  private final Items items;
+
+  DynamoDbWrites(Requests requests, Items items) {
+    this.requests = requests;
+    this.items = items;
+  }
+
+  /** The item of a key id, read consistently; null if there is none. */
+  @Nullable Map<String, AttributeValue> read(String keyId) {
+    GetItemResponse response =
+        requests.send(
+            "read",
+            () ->
+                requests
+                    .client()
+                    .getItem(
+                        get ->
+                            get.tableName(requests.table())
+                                .key(items.key(keyId))
+                                .consistentRead(true)
+                                .overrideConfiguration(requests.override())));
+    return response.hasItem() && !response.item().isEmpty() ? response.item() : null;
+  }
+
+  /**
+   * Writes the outcome; if the condition fails, the item that failed it tells whether this owner
+   * already wrote this very outcome (a retry whose first reply was lost).
+   */
+  boolean complete(CompleteRequest request) {
+    long now = request.now().toEpochMilli();
+    Map<String, String> names = new HashMap<>();
+    names.put("#owner", OWNER);
+    names.put("#state", STATE);
+    names.put("#completed_at", COMPLETED_AT);
+    names.put("#retain_until", RETAIN_UNTIL);
+    Map<String, AttributeValue> values = new HashMap<>();
+    values.put(":owner", string(request.ownerToken()));
+    values.put(":in_progress", string(IN_PROGRESS));
+    values.put(":state", string(request.state().name()));
+    values.put(":now", number(now));
+    String update = "SET #state = :state, #completed_at = :now";
+    if (request.payload().length > 0) {
+      names.put("#result", RESULT);
+      values.put(":result", Items.bytes(request.payload()));
+      update += ", #result = :result";
+    }
+    String expression = update;
+    try {
+      requests.send(
+          "complete",
+          () ->
+              requests
+                  .client()
+                  .updateItem(
+                      write ->
+                          write
+                              .tableName(requests.table())
+                              .key(items.key(request.keyId()))
+                              .updateExpression(expression)
+                              .conditionExpression(FENCE + " AND #retain_until > :now")
+                              .expressionAttributeNames(names)
+                              .expressionAttributeValues(values)
+                              .returnValuesOnConditionCheckFailure(
+                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
+                              .overrideConfiguration(requests.override())));
+      return true;
+    } catch (ConditionalCheckFailedException e) {
+      Map<String, AttributeValue> item =
+          e.hasItem() && !e.item().isEmpty() ? e.item() : read(request.keyId());
+      if (item == null || !request.ownerToken().equals(Items.text(item, OWNER))) {
+        return false;
+      }
+      StoredRecord record = Items.record(item);
+      return record.state() == request.state()
+          && record.payload() != null
+          && Arrays.equals(record.payload(), request.payload());
+    }
+  }
+
+  boolean release(String keyId, String ownerToken) {
+    try {
+      requests.send(
+          "release",
+          () ->
+              requests
+                  .client()
+                  .deleteItem(
+                      delete ->
+                          delete
+                              .tableName(requests.table())
+                              .key(items.key(keyId))
+                              .conditionExpression(FENCE)
+                              .expressionAttributeNames(Map.of("#owner", OWNER, "#state", STATE))
+                              .expressionAttributeValues(
+                                  Map.of(
+                                      ":owner", string(ownerToken),
+                                      ":in_progress", string(IN_PROGRESS)))
+                              .overrideConfiguration(requests.override())));
+      return true;
+    } catch (ConditionalCheckFailedException e) {
+      return false;
+    }
+  }
+
+  /**
+   * Renews a lease, fenced by the owner token alone (not by the window on the owner's clock, which
+   * may have run ahead: a renewal lost to it would let another process take over a live send): one
+   * request while the new lease ends inside the window; when it ends past the window (DynamoDB's
+   * update expressions have no {@code max}), a second request that moves the window's end with it.
+   */
+  boolean extend(ExtendRequest request) {
+    long now = request.now().toEpochMilli();
+    long lease = now + request.lease().toMillis();
+    Map<String, AttributeValue> values = new HashMap<>();
+    values.put(":owner", string(request.ownerToken()));
+    values.put(":in_progress", string(IN_PROGRESS));
+    values.put(":lease", number(lease));
+    Map<String, String> names = new HashMap<>();
+    names.put("#owner", OWNER);
+    names.put("#state", STATE);
+    names.put("#lease_until", LEASE_UNTIL);
+    names.put("#retain_until", RETAIN_UNTIL);
+    if (extend(
+        request.keyId(),
+        "SET #lease_until = :lease",
+        FENCE + " AND #retain_until >= :lease",
+        names,
+        values)) {
+      return true;
+    }
+    names.put("#ttl", items.ttlAttribute());
+    values.put(":ttl", number(Items.ttlSeconds(lease)));
+    return extend(
+        request.keyId(),
+        "SET #lease_until = :lease, #retain_until = :lease, #ttl = :ttl",
+        FENCE + " AND #retain_until < :lease",
+        names,
+        values);
+  }
+
+  private boolean extend(
+      String keyId,
+      String update,
+      String condition,
+      Map<String, String> names,
+      Map<String, AttributeValue> values) {
+    try {
+      requests.send(
+          "extend",
+          () ->
+              requests
+                  .client()
+                  .updateItem(
+                      write ->
+                          write
+                              .tableName(requests.table())
+                              .key(items.key(keyId))
+                              .updateExpression(update)
+                              .conditionExpression(condition)
+                              .expressionAttributeNames(names)
+                              .expressionAttributeValues(values)
+                              .overrideConfiguration(requests.override())));
+      return true;
+    } catch (ConditionalCheckFailedException e) {
+      return false;
+    }
+  }
+
+  Optional<StoredRecord> find(String keyId, Instant now) {
+    Map<String, AttributeValue> item = read(keyId);
+    if (Items.absentAt(item, now.toEpochMilli())) {
+      return Optional.empty();
+    }
+    return Optional.of(Items.record(item));
+  }
+
+  /** Deletes a settled record inside its window; refuses one in progress. */
+  boolean delete(String keyId, Instant now) {
+    try {
+      requests.send(
+          "forget",
+          () ->
+              requests
+                  .client()
+                  .deleteItem(
+                      delete ->
+                          delete
+                              .tableName(requests.table())
+                              .key(items.key(keyId))
+                              .conditionExpression(
+                                  "attribute_exists(#state) AND #state <> :in_progress"
+                                      + " AND #retain_until > :now")
+                              .expressionAttributeNames(
+                                  Map.of("#state", STATE, "#retain_until", RETAIN_UNTIL))
+                              .expressionAttributeValues(
+                                  Map.of(
+                                      ":in_progress",
+                                      string(IN_PROGRESS),
+                                      ":now",
+                                      number(now.toEpochMilli())))
+                              .overrideConfiguration(requests.override())));
+      return true;
+    } catch (ConditionalCheckFailedException e) {
+      return false;
+    }
+  }
+}

@@ -1,0 +1,127 @@
+package dev.idempotency.dynamodb;
+
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.RecordState;
+import dev.idempotency.spi.StoredRecord;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+import software.amazon.awssdk.core.SdkBytes;
+import software.amazon.awssdk.services.dynamodb.model.AttributeValue;
+
+/**
+ * The item layout: one item per key, its attribute names, and the conversion to and from {@link
+ * StoredRecord}. Times are epoch milliseconds (numbers), except the TTL attribute, which DynamoDB
+ * wants in epoch seconds. Empty strings and empty results are left out rather than stored empty.
+ */
+final class Items {
+
+  static final String STATE = "state";
+  static final String OWNER = "owner";
+  static final String ATTEMPT = "attempt";
+  static final String FINGERPRINT = "fingerprint";
+  static final String RESULT = "result";
+  static final String CREATED_AT = "created_at";
+  static final String COMPLETED_AT = "completed_at";
+  static final String LEASE_UNTIL = "lease_until";
+  static final String RETAIN_UNTIL = "retain_until";
+  static final String RAW_KEY = "raw_key";
+
+  private final String partitionKey;
+  private final String ttlAttribute;
+  private final String keyPrefix;
+
+  Items(String partitionKey, String ttlAttribute, String keyPrefix) {
+    this.partitionKey = partitionKey;
+    this.ttlAttribute = ttlAttribute;
+    this.keyPrefix = keyPrefix;
+  }
+
+  String partitionKey() {
+    return partitionKey;
+  }
+
+  String ttlAttribute() {
+    return ttlAttribute;
+  }
+
+  /** The item's primary key for a key id. */
+  Map<String, AttributeValue> key(String keyId) {
+    return Map.of(partitionKey, string(keyPrefix + keyId));
+  }
+
+  /** A new in-progress item for a first claim. */
+  Map<String, AttributeValue> claimed(ClaimRequest request) {
+    long now = request.now().toEpochMilli();
+    long lease = now + request.lease().toMillis();
+    long retain = now + request.retention().toMillis();
+    Map<String, AttributeValue> item = new HashMap<>(key(request.keyId()));
+    item.put(STATE, string(RecordState.IN_PROGRESS.name()));
+    item.put(OWNER, string(request.ownerToken()));
+    item.put(ATTEMPT, number(1));
+    if (!request.fingerprint().isEmpty()) {
+      item.put(FINGERPRINT, string(request.fingerprint()));
+    }
+    item.put(CREATED_AT, number(now));
+    item.put(LEASE_UNTIL, number(lease));
+    item.put(RETAIN_UNTIL, number(retain));
+    item.put(ttlAttribute, number(ttlSeconds(retain)));
+    if (request.debugKey() != null) {
+      item.put(RAW_KEY, string(request.debugKey()));
+    }
+    return item;
+  }
+
+  /** The record an item holds. */
+  static StoredRecord record(Map<String, AttributeValue> item) {
+    RecordState state = RecordState.valueOf(item.get(STATE).s());
+    AttributeValue fingerprint = item.get(FINGERPRINT);
+    AttributeValue result = item.get(RESULT);
+    AttributeValue completedAt = item.get(COMPLETED_AT);
+    byte[] payload =
+        result != null
+            ? result.b().asByteArray()
+            : state == RecordState.IN_PROGRESS ? null : new byte[0];
+    return new StoredRecord(
+        state,
+        Integer.parseInt(item.get(ATTEMPT).n()),
+        fingerprint == null ? "" : fingerprint.s(),
+        payload,
+        Instant.ofEpochMilli(millis(item, CREATED_AT)),
+        completedAt == null ? null : Instant.ofEpochMilli(Long.parseLong(completedAt.n())),
+        Instant.ofEpochMilli(millis(item, LEASE_UNTIL)),
+        Instant.ofEpochMilli(millis(item, RETAIN_UNTIL)));
+  }
+
+  /** Whether an item is absent or past its window at {@code now} (as good as absent). */
+  static boolean absentAt(@Nullable Map<String, AttributeValue> item, long now) {
+    return item == null || item.isEmpty() || millis(item, RETAIN_UNTIL) <= now;
+  }
+
+  static long millis(Map<String, AttributeValue> item, String attribute) {
+    return Long.parseLong(item.get(attribute).n());
+  }
+
+  static @Nullable String text(Map<String, AttributeValue> item, String attribute) {
+    AttributeValue value = item.get(attribute);
+    return value == null ? null : value.s();
+  }
+
+  /** DynamoDB's TTL in epoch seconds, rounded up so that TTL never removes an item early. */
+  static long ttlSeconds(long epochMillis) {
+    return Math.floorDiv(epochMillis + 999, 1000);
+  }
+
+  static AttributeValue string(String value) {
+    return AttributeValue.fromS(value);
+  }
+
+  static AttributeValue number(long value) {
+    return AttributeValue.fromN(Long.toString(value));
+  }
+
+  static AttributeValue bytes(byte[] value) {
+    return AttributeValue.fromB(SdkBytes.fromByteArray(value));
+  }
+}
