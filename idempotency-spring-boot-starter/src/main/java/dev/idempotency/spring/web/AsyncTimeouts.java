@@ -25,9 +25,9 @@ import org.springframework.web.util.WebUtils;
  * holds for {@code Callable}, {@code WebAsyncTask} and {@code CompletionStage} results (a {@code
  * Callable}'s work runs shielded from Spring MVC's interrupt at the timeout: {@link
  * UninterruptedWork}; a {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, the
- * key kept claimed all the same: {@link #ownTimeout}); an application's own {@code DeferredResult}
- * expires with its request, its late value unseen, and keeps Spring's timeout answer (503, the key
- * released).
+ * key kept claimed all the same: {@link #ownTimeout}) and for an application's own {@code
+ * DeferredResult} (seen through a copy, whose timeout the guard answers; its own timeout callback
+ * and timeout result are not used).
  */
 final class AsyncTimeouts
     implements CallableProcessingInterceptor, DeferredResultProcessingInterceptor {
@@ -80,9 +80,9 @@ final class AsyncTimeouts
   @Override
   public <T> boolean handleTimeout(NativeWebRequest request, DeferredResult<T> deferredResult)
       throws Exception {
-    // a CompletionStage (adapted to a DeferredResult by Spring MVC) reports its late result itself;
-    // an application's own DeferredResult expires with its request, so its late value is lost to
-    // the guard: it keeps Spring's timeout handling (503, the key released)
+    // a CompletionStage (adapted to a DeferredResult by Spring MVC) and an application's own
+    // DeferredResult (seen through a copy: IdempotentEndpointAdvisor) report their late results
+    // themselves; any other keeps Spring's timeout handling (503, the key released)
     return !call.lateResultObserved() || !timedOut(request);
   }
 

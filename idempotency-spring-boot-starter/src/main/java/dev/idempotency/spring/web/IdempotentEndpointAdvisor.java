@@ -7,6 +7,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.function.Consumer;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.jspecify.annotations.Nullable;
@@ -20,6 +21,7 @@ import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.context.request.async.CallableProcessingInterceptor;
+import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 
@@ -47,6 +49,10 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
 
   private static final @Nullable Field TASK_CALLABLE = taskField("callable");
   private static final @Nullable Field TASK_TIMEOUT_CALLBACK = taskField("timeoutCallback");
+  private static final @Nullable Field RESULT_TIMEOUT = resultField("timeoutValue");
+  private static final @Nullable Field RESULT_ERROR_CALLBACK = resultField("errorCallback");
+  private static final @Nullable Field RESULT_COMPLETION_CALLBACK =
+      resultField("completionCallback");
 
   private final transient UninterruptedWork work = new UninterruptedWork();
 
@@ -66,6 +72,11 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
           if (returned instanceof WebAsyncTask<?> task) {
             shield(task, request);
             return task;
+          }
+          if (returned instanceof DeferredResult<?> own
+              && own.getClass() == DeferredResult.class
+              && returnType == DeferredResult.class) {
+            return observed(own, call);
           }
           if (returned instanceof CompletionStage<?> stage) {
             // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it:
@@ -114,6 +125,54 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
             return early != CallableProcessingInterceptor.RESULT_NONE ? early : callback.call();
           };
       ReflectionUtils.setField(TASK_TIMEOUT_CALLBACK, task, guarded);
+    }
+  }
+
+  /**
+   * The handler's own {@code DeferredResult}, seen through a copy that Spring MVC gets: at a
+   * timeout Spring MVC expires the result it drives, so a value the application sets later would be
+   * lost to the guard. The application's result is never started, so it never expires: its value,
+   * whenever set, reaches the copy (the client's answer, if it still waits) and the call (stored
+   * after a timeout). The application's error and completion callbacks run with the copy's; its own
+   * timeout callback and timeout result are not used: the guard answers a timeout (409, the key
+   * claimed).
+   */
+  private static DeferredResult<Object> observed(DeferredResult<?> own, EndpointCall call) {
+    Object timeout = RESULT_TIMEOUT == null ? null : ReflectionUtils.getField(RESULT_TIMEOUT, own);
+    DeferredResult<Object> copy = new DeferredResult<>(timeout instanceof Long t ? t : null);
+    copy.onError(failure -> forward(own, RESULT_ERROR_CALLBACK, failure));
+    copy.onCompletion(() -> forward(own, RESULT_COMPLETION_CALLBACK, null));
+    call.observesLateResult();
+    own.setResultHandler(
+        value -> {
+          copy.setResult(value);
+          call.lateResult(value);
+        });
+    return copy;
+  }
+
+  /** Runs one of the application's {@code DeferredResult} callbacks, if it set it. */
+  @SuppressWarnings("unchecked")
+  private static void forward(
+      DeferredResult<?> own, @Nullable Field callbackField, @Nullable Throwable failure) {
+    Object callback = callbackField == null ? null : ReflectionUtils.getField(callbackField, own);
+    if (callback instanceof Runnable runnable) {
+      runnable.run();
+    } else if (callback instanceof Consumer<?> consumer) {
+      ((Consumer<Throwable>) consumer).accept(failure);
+    }
+  }
+
+  private static @Nullable Field resultField(String name) {
+    Field field = ReflectionUtils.findField(DeferredResult.class, name);
+    if (field == null) {
+      return null;
+    }
+    try {
+      field.setAccessible(true);
+      return field;
+    } catch (RuntimeException e) {
+      return null;
     }
   }
 

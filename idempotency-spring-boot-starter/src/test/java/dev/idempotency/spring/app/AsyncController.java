@@ -135,6 +135,17 @@ public class AsyncController {
     return task;
   }
 
+  /** The application's own DeferredResult, set by its provider call 2 s later. */
+  @PostMapping("/async/slow/deferred")
+  @IdempotentEndpoint
+  public DeferredResult<ResponseEntity<Map<String, Object>>> slowDeferred() {
+    int run = runs.increment();
+    DeferredResult<ResponseEntity<Map<String, Object>>> result = new DeferredResult<>();
+    providerSends.incrementAndGet();
+    PROVIDER.execute(() -> result.setResult(created("slow-deferred", run)));
+    return result;
+  }
+
   /** A send that then fails with a 404 (the recipient is gone), 2 s after the call. */
   @PostMapping("/async/slow/not-found")
   @IdempotentEndpoint

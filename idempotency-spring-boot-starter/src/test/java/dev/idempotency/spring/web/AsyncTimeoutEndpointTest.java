@@ -26,7 +26,8 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
   @Autowired AsyncController controller;
 
   @ParameterizedTest
-  @ValueSource(strings = {"future", "callable", "interruptible-callable", "interruptible-task"})
+  @ValueSource(
+      strings = {"future", "callable", "interruptible-callable", "interruptible-task", "deferred"})
   void aTimedOutRequestKeepsItsKeyAndItsRetryGetsTheStoredResponse(String kind) throws Exception {
     String key = EndpointClient.newKey();
     String path = "/async/slow/" + kind;
