@@ -32,3 +32,4 @@ mvn --batch-mode --no-transfer-progress -pl reliability -am verify \
   -Dtest='FaultRunTest' -Dsurefire.failIfNoSpecifiedTests=false -Dspotless.check.skip=true -Dlettuce.compat.skip=true "${args[@]}"
 echo
 cat reliability/target/fault-runs.md
+# The end-to-end run through a real Boot application is reliability-boot/e2e-fault-run.sh.

@@ -268,11 +268,12 @@ final class LeaseKeeper {
               "Could not renew the leases of {} late claims; nothing is sent", part.size(), e);
           part.forEach(Claim::lose);
         } else {
-          settings.outages.storeFailed(
+          settings.outages.renewalFailed(
               "Could not renew the leases of " + part.size() + " keys; trying again", e);
         }
         continue;
       }
+      settings.outages.renewalSucceeded();
       long tookNanos = System.nanoTime() - sentAtMono;
       if (tookNanos > renewAfterNanos) {
         log.debug(

@@ -69,6 +69,7 @@ final class StoreOutages {
   private final AtomicInteger state = new AtomicInteger(CLOSED);
   private final AtomicLong failuresSinceLastAnswer = new AtomicLong();
   private final AtomicLong trialStartedNanos = new AtomicLong();
+  private final AtomicLong renewalFailuresSinceLastRenewal = new AtomicLong();
   private volatile long nextProbeDelayNanos;
   private volatile boolean probeScheduled;
   private volatile boolean cannotProbe;
@@ -108,6 +109,37 @@ final class StoreOutages {
       backOff();
     }
     scheduleProbe();
+  }
+
+  /**
+   * A round of lease renewals failed: WARN once until renewals succeed again, DEBUG afterwards. It
+   * does not open the breaker: a failed renewal says nothing of whether a new claim can be made (a
+   * partial outage, one shard of a cluster, fails renewals of some keys while claims of others
+   * succeed), and a store that is down fails the next claim, which opens it.
+   */
+  void renewalFailed(String what, Throwable failure) {
+    if (renewalFailuresSinceLastRenewal.getAndIncrement() == 0) {
+      log.warn(
+          "The {} key store is failing to renew leases: {}: {} (renewals are tried again each"
+              + " round; further failures at DEBUG; stack trace at DEBUG)",
+          storeKind,
+          what,
+          describe(failure));
+      log.debug("The {} key store failed to renew leases", storeKind, failure);
+    } else if (log.isDebugEnabled()) {
+      log.debug("The {} key store failed to renew leases again: {}", storeKind, what, failure);
+    }
+  }
+
+  /** A round of lease renewals succeeded: says so once, if rounds had failed. */
+  void renewalSucceeded() {
+    if (renewalFailuresSinceLastRenewal.get() == 0) {
+      return;
+    }
+    long failed = renewalFailuresSinceLastRenewal.getAndSet(0);
+    if (failed > 0) {
+      log.info("The {} key store renews leases again, after {} failed rounds", storeKind, failed);
+    }
   }
 
   /**

@@ -390,4 +390,84 @@ class StoreOutageTest {
         .as("a claim after the lost trial reaches the answering store")
         .isEqualTo("sent");
   }
+
+  /**
+   * Renewals fail while claims succeed (a partial outage: one shard of a cluster, a lock on the
+   * renewed rows). The keeper says so once, and new calls are not refused: a failed renewal says
+   * nothing of whether a claim can be made, and it used to open the breaker (and log a WARN and an
+   * INFO) every round.
+   */
+  @Test
+  void renewalsThatFailWhileClaimsSucceedWarnOnceAndRefuseNoCall() throws Exception {
+    AtomicBoolean renewalsFail = new AtomicBoolean(true);
+    AtomicInteger failedRounds = new AtomicInteger();
+    KeyStore renewalsDown =
+        new dev.idempotency.tck.ForwardingKeyStore(store) {
+          @Override
+          public java.util.List<Boolean> extendAll(
+              java.util.List<dev.idempotency.spi.ExtendRequest> requests) {
+            if (renewalsFail.get()) {
+              failedRounds.incrementAndGet();
+              throw new KeyStoreException("the renewed keys' shard is down (test)", null);
+            }
+            return delegate.extendAll(requests);
+          }
+
+          @Override
+          public boolean extend(dev.idempotency.spi.ExtendRequest request) {
+            if (renewalsFail.get()) {
+              failedRounds.incrementAndGet();
+              throw new KeyStoreException("the renewed keys' shard is down (test)", null);
+            }
+            return delegate.extend(request);
+          }
+        };
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(renewalsDown).lease(Duration.ofMillis(400)).build();
+    PrintStream original = System.err;
+    ByteArrayOutputStream captured = new ByteArrayOutputStream();
+    System.setErr(new PrintStream(captured, true, StandardCharsets.UTF_8));
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    int refused = 0;
+    try {
+      java.util.concurrent.Future<?> slow =
+          pool.submit(
+              () -> {
+                try {
+                  guard.execute(
+                      key(),
+                      TTL,
+                      ctx -> {
+                        release.await(30, TimeUnit.SECONDS);
+                        return "slow";
+                      });
+                } catch (RuntimeException lostItsLease) {
+                  // its lease ran out unrenewed: what it met is not this test's point
+                }
+                return null;
+              });
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (failedRounds.get() < 3) {
+        assertThat(System.nanoTime()).as("three failed renewal rounds").isLessThan(deadline);
+        try {
+          guard.execute(key(), TTL, ctx -> "sent");
+        } catch (KeyStoreException e) {
+          refused++;
+        }
+        Thread.sleep(5);
+      }
+      release.countDown();
+      slow.get(30, TimeUnit.SECONDS);
+    } finally {
+      release.countDown();
+      System.setErr(original);
+    }
+    String log = captured.toString(StandardCharsets.UTF_8);
+    assertThat(
+            log.lines().filter(line -> line.contains("WARN") && line.contains("Could not renew")))
+        .as(log)
+        .hasSize(1);
+    assertThat(log).as("claims never failed").doesNotContain("key store is failing:");
+    assertThat(refused).as("no call refused").isZero();
+  }
 }

@@ -48,8 +48,11 @@ import java.lang.annotation.Target;
  * {@link java.util.concurrent.CompletionStage} or {@link java.util.concurrent.CompletableFuture}
  * runs on the caller's thread, as it would unguarded, so its body sees the caller's thread-locals
  * (security context, MDC, request attributes); the stored value is what its stage completes with. A
- * method that throws is released (a retry runs it again) and its exception reaches the caller
- * unchanged, checked or not.
+ * method returning a Reactor {@code Mono<T>} runs when the {@code Mono} is subscribed, at most once
+ * per key however often it is subscribed (a later subscription replays the stored {@code T}), with
+ * the subscriber's Reactor context, without blocking the subscribing thread; a {@code Flux} fails
+ * the start. A method that throws is released (a retry runs it again) and its exception reaches the
+ * caller unchanged, checked or not.
  *
  * <p><b>Transactions.</b> On a method that is also {@code @Transactional}, the guard runs outside
  * the transaction (see {@link IdempotentMethodAdvisor#DEFAULT_ORDER}): the outcome is recorded

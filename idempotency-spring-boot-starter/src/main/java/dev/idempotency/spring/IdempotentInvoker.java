@@ -36,6 +36,8 @@ import org.springframework.aop.support.AopUtils;
  *       caller's thread-locals (security context, MDC, request attributes, transaction), and the
  *       stage it returns completes the call; the returned stage completes once the outcome is
  *       recorded.
+ *   <li>A method returning a {@code Mono} runs when the {@code Mono} is subscribed, through the
+ *       guard's non-blocking call, once per key however often it is subscribed ({@link MonoCalls}).
  *   <li>A {@link SendContext} parameter is given the call's context, whatever the caller passed.
  * </ul>
  *
@@ -117,9 +119,11 @@ public final class IdempotentInvoker {
       request = request.withFingerprint(fingerprint);
     }
     ResultCodec<Object> codec = methods.codec(method, json);
-    return method.kind == IdempotentMethod.Kind.STAGE
-        ? invokeStage(method, invocation, request, codec)
-        : invokeBlocking(method, invocation, request, codec);
+    return switch (method.kind) {
+      case STAGE -> invokeStage(method, invocation, request, codec);
+      case MONO -> MonoCalls.guarded(guard.get(), method, invocation, request, codec);
+      case VALUE, VOID -> invokeBlocking(method, invocation, request, codec);
+    };
   }
 
   /** The request fingerprint of {@link Idempotent#fingerprint()}, or {@code null}. */
@@ -193,7 +197,7 @@ public final class IdempotentInvoker {
   }
 
   /** Runs the method with the call's context; remembers what it threw. */
-  private static @Nullable Object proceed(
+  static @Nullable Object proceed(
       IdempotentMethod method, MethodInvocation invocation, SendContext context, Throwable[] thrown)
       throws Exception {
     if (method.sendContextIndex >= 0) {
@@ -218,7 +222,7 @@ public final class IdempotentInvoker {
   }
 
   /** The method's own checked exception, not the guard's wrapper of it. */
-  private static Throwable ownFailure(Throwable error, Throwable[] thrown) {
+  static Throwable ownFailure(Throwable error, Throwable[] thrown) {
     if (error instanceof SendFailedException && error.getCause() != null) {
       Throwable cause = error.getCause();
       if (cause == thrown[0] || thrown[0] == null) {

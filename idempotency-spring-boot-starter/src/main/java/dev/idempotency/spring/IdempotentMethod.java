@@ -30,7 +30,7 @@ import org.springframework.util.ClassUtils;
  * One {@link Idempotent} method as the starter runs it, worked out and checked once, when its bean
  * is proxied: the operation name, the parsed key and fingerprint expressions (whose variables must
  * be parameters), the window (longer than the lease), a {@link SendContext} parameter if it has
- * one, and how the method returns (a value, nothing, or a stage).
+ * one, and how the method returns (a value, nothing, a stage or a Mono).
  */
 final class IdempotentMethod {
 
@@ -38,8 +38,13 @@ final class IdempotentMethod {
   enum Kind {
     VALUE,
     VOID,
-    STAGE
+    STAGE,
+    /** A Reactor {@code Mono}: run per subscription through the guard's asynchronous call. */
+    MONO
   }
+
+  /** Reactor's {@code Mono}, named so that this class loads without Reactor. */
+  static final String MONO_CLASS = "reactor.core.publisher.Mono";
 
   private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
 
@@ -147,12 +152,23 @@ final class IdempotentMethod {
       }
       kind = Kind.STAGE;
       resultType = concrete(value);
+    } else if (raw.getName().equals(MONO_CLASS)) {
+      ResolvableType value = returnType.getGeneric(0);
+      if (value.resolve() == null || value.hasUnresolvableGenerics()) {
+        throw new IllegalStateException(
+            where + " returns a Mono of an unknown type; declare it, as in Mono<Receipt>");
+      }
+      kind = Kind.MONO;
+      Class<?> element = value.resolve(Object.class);
+      resultType = element == Void.class ? Void.class : concrete(value);
     } else if (isReactive(raw)) {
       throw new IllegalStateException(
           where
               + " returns "
               + raw.getName()
-              + ", which is not supported; return a CompletionStage");
+              + ", which is not supported: a stream of elements is not one result to store and"
+              + " replay; return a Mono (of a List, to keep several elements) or a"
+              + " CompletionStage");
     } else {
       if (returnType.hasUnresolvableGenerics()) {
         throw new IllegalStateException(

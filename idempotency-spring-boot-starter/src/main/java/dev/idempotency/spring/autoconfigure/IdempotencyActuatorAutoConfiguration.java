@@ -7,6 +7,8 @@ import dev.idempotency.spring.actuate.IdempotencyEndpoint;
 import dev.idempotency.spring.actuate.IdempotencyEndpointWebExtension;
 import dev.idempotency.spring.actuate.IdempotencyHealthIndicator;
 import dev.idempotency.spring.actuate.StoreHealth;
+import java.util.ArrayList;
+import java.util.List;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -14,6 +16,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
 
 /**
  * Actuator support for the guard, where the application has Spring Boot Actuator: the {@code
@@ -33,16 +36,64 @@ public final class IdempotencyActuatorAutoConfiguration {
   public IdempotencyActuatorAutoConfiguration() {}
 
   /**
-   * The endpoint.
+   * The endpoint, read-only unless its own access property says otherwise.
    *
    * @param guard the guard
+   * @param environment the application's settings, checked for access granted by the way
    * @return the endpoint
+   * @throws IllegalStateException if a broader setting would make the endpoint unrestricted
    */
   @Bean
   @ConditionalOnMissingBean
   @ConditionalOnAvailableEndpoint
-  public IdempotencyEndpoint idempotencyEndpoint(IdempotencyGuard guard) {
+  public IdempotencyEndpoint idempotencyEndpoint(IdempotencyGuard guard, Environment environment) {
+    refuseAccessGrantedByTheWay(environment);
     return new IdempotencyEndpoint(guard);
+  }
+
+  /** The endpoint's own access property: the one setting that may make its delete reachable. */
+  static final String ACCESS = "management.endpoint.idempotency.access";
+
+  /**
+   * Fails the start where a setting that is not the endpoint's own access property would make it
+   * unrestricted: Boot reads {@code management.endpoint.idempotency.enabled=true} and {@code
+   * management.endpoints.enabled-by-default=true} (deprecated forms Boot 3.5 and 4.0 still read)
+   * and {@code management.endpoints.access.default=unrestricted} as full access, so exposing the
+   * endpoint would let an anonymous {@code DELETE} forget keys, and the next call send again (SPEC
+   * 14: deletes need {@value #ACCESS}{@code =unrestricted}). Naming the endpoint's access, or
+   * capping every endpoint with {@code management.endpoints.access.max-permitted}, decides instead.
+   */
+  static void refuseAccessGrantedByTheWay(Environment environment) {
+    if (environment.containsProperty(ACCESS)) {
+      return;
+    }
+    String cap = environment.getProperty("management.endpoints.access.max-permitted");
+    if (cap != null && !cap.trim().equalsIgnoreCase("unrestricted")) {
+      return;
+    }
+    List<String> granting = new ArrayList<>();
+    if ("unrestricted"
+        .equalsIgnoreCase(
+            environment.getProperty("management.endpoints.access.default", "").trim())) {
+      granting.add("management.endpoints.access.default=unrestricted");
+    }
+    // deprecated since Boot 3.4, still read by Boot 3.5 and 4.0 as full access
+    if (environment.getProperty("management.endpoint.idempotency.enabled", Boolean.class, false)) {
+      granting.add("management.endpoint.idempotency.enabled=true");
+    }
+    if (environment.getProperty("management.endpoints.enabled-by-default", Boolean.class, false)) {
+      granting.add("management.endpoints.enabled-by-default=true");
+    }
+    if (!granting.isEmpty()) {
+      throw new IllegalStateException(
+          String.join(", ", granting)
+              + " would give the idempotency Actuator endpoint unrestricted access, so that a"
+              + " DELETE could forget keys (and the next call send again). Name its access: "
+              + ACCESS
+              + "=read-only to keep it read-only, or "
+              + ACCESS
+              + "=unrestricted if forgetting keys over HTTP is intended (behind security)");
+    }
   }
 
   /**

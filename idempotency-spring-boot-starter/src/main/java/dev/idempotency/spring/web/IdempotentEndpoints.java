@@ -126,8 +126,10 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
   /** Checks every handler method of the application's request mappings. */
   @Override
   public void afterSingletonsInstantiated() {
-    if (beanFactory == null) {
-      return;
+    if (beanFactory == null
+        || !org.springframework.util.ClassUtils.isPresent(
+            "org.springframework.web.servlet.DispatcherServlet", getClass().getClassLoader())) {
+      return; // a WebFlux application without Spring MVC: no MVC mappings to check
     }
     for (RequestMappingHandlerMapping mapping :
         beanFactory.getBeansOfType(RequestMappingHandlerMapping.class, false, false).values()) {

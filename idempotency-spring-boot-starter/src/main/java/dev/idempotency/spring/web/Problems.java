@@ -2,14 +2,14 @@ package dev.idempotency.spring.web;
 
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
-import java.net.URI;
-import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.MediaType;
-import org.springframework.http.ProblemDetail;
 
-/** The RFC 9457 {@code application/problem+json} answers of {@link IdempotentEndpoint}. */
+/**
+ * Writes the RFC 9457 {@code application/problem+json} answers of {@link IdempotentEndpoint} to a
+ * servlet response; what they say is {@link EndpointProblem}'s.
+ */
 final class Problems {
 
   private Problems() {}
@@ -27,28 +27,7 @@ final class Problems {
       String detail,
       Map<String, Object> extra)
       throws IOException {
-    ProblemDetail problem = ProblemDetail.forStatusAndDetail(status, detail);
-    problem.setType(URI.create("/problems/" + type));
-    StringBuilder body =
-        new StringBuilder("{\"type\":")
-            .append(quote(problem.getType().toString()))
-            .append(",\"title\":")
-            .append(quote(String.valueOf(problem.getTitle())))
-            .append(",\"status\":")
-            .append(problem.getStatus())
-            .append(",\"detail\":")
-            .append(quote(detail));
-    extra.forEach(
-        (name, value) ->
-            body.append(',')
-                .append(quote(name))
-                .append(':')
-                .append(value instanceof Number ? value.toString() : quote(value.toString())));
-    byte[] bytes = body.append('}').toString().getBytes(StandardCharsets.UTF_8);
-    response.setStatus(status.value());
-    response.setContentType(MediaType.APPLICATION_PROBLEM_JSON_VALUE);
-    response.setContentLength(bytes.length);
-    response.getOutputStream().write(bytes);
+    write(response, new EndpointProblem(status, type, detail, extra, null));
   }
 
   static void write(HttpServletResponse response, HttpStatus status, String type, String detail)
@@ -56,17 +35,15 @@ final class Problems {
     write(response, status, type, detail, Map.of());
   }
 
-  private static String quote(String text) {
-    StringBuilder out = new StringBuilder("\"");
-    for (char c : text.toCharArray()) {
-      if (c == '"' || c == '\\') {
-        out.append('\\').append(c);
-      } else if (c < 0x20) {
-        out.append(String.format("\\u%04x", (int) c));
-      } else {
-        out.append(c);
-      }
+  /** Writes a problem, with its {@code Retry-After} if it has one. */
+  static void write(HttpServletResponse response, EndpointProblem problem) throws IOException {
+    if (problem.retryAfter() != null) {
+      response.setHeader("Retry-After", problem.retryAfter());
     }
-    return out.append('"').toString();
+    byte[] bytes = problem.json();
+    response.setStatus(problem.status().value());
+    response.setContentType(MediaType.APPLICATION_PROBLEM_JSON_VALUE);
+    response.setContentLength(bytes.length);
+    response.getOutputStream().write(bytes);
   }
 }

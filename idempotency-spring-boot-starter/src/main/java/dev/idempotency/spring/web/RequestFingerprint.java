@@ -88,6 +88,32 @@ final class RequestFingerprint {
     return RequestFingerprints.ofBytes(what.toString().getBytes(StandardCharsets.UTF_8));
   }
 
+  /**
+   * The fingerprint of a request whose body is held in memory (Spring WebFlux): the path, the query
+   * and the body, canonical JSON for a JSON body, its bytes otherwise.
+   *
+   * @param path the request's path
+   * @param query the raw query, or null
+   * @param contentType the body's content type, or null
+   * @param bytes the body
+   * @param json the application's JSON mapper, or null (JSON then counts by its bytes)
+   */
+  static String ofBody(
+      String path,
+      @Nullable String query,
+      @Nullable String contentType,
+      byte[] bytes,
+      @Nullable JsonCodecs json) {
+    StringBuilder what = new StringBuilder();
+    what.append(path).append('?').append(Objects.toString(query, "")).append('\n');
+    if (bytes.length > 0 && isJson(contentType)) {
+      what.append("json:").append(json(bytes, json));
+    } else {
+      what.append("bytes:").append(RequestFingerprints.ofBytes(bytes));
+    }
+    return RequestFingerprints.ofBytes(what.toString().getBytes(StandardCharsets.UTF_8));
+  }
+
   private static String form(HttpServletRequest request) {
     Map<String, Object> sorted = new TreeMap<>();
     request.getParameterMap().forEach((name, values) -> sorted.put(name, Arrays.asList(values)));

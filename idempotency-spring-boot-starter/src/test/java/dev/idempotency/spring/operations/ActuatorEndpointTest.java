@@ -1,6 +1,7 @@
 package dev.idempotency.spring.operations;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
@@ -21,6 +22,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.context.ConfigurableApplicationContext;
 
 /**
@@ -133,6 +136,40 @@ class ActuatorEndpointTest {
       assertThat(guard.execute(key, Duration.ofHours(24), ctx -> "n_2"))
           .as("nothing was forgotten: no second send")
           .isEqualTo("n_1");
+    }
+  }
+
+  /**
+   * Settings that grant every endpoint (or this one) full access without naming this endpoint's
+   * access: Boot reads them as unrestricted, so an anonymous DELETE would forget keys. The start
+   * fails, naming the property that decides; nothing is exposed writable by accident.
+   */
+  @ParameterizedTest
+  @ValueSource(
+      strings = {
+        "management.endpoint.idempotency.enabled=true",
+        "management.endpoints.enabled-by-default=true",
+        "management.endpoints.access.default=unrestricted"
+      })
+  void aSettingThatWouldMakeTheEndpointWritableByTheWayFailsTheStart(String setting) {
+    assertThatThrownBy(() -> start("*", setting).close())
+        .hasStackTraceContaining("management.endpoint.idempotency.access")
+        .hasStackTraceContaining(setting.substring(0, setting.indexOf('=')));
+  }
+
+  @Test
+  void thoseSettingsStartWhereTheEndpointsAccessIsNamed() throws Exception {
+    try (ConfigurableApplicationContext app =
+        start(
+            "*",
+            "management.endpoints.enabled-by-default=true",
+            "management.endpoint.idempotency.access=read-only")) {
+      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+      String key = "otp:user_42:" + UUID.randomUUID();
+      guard.execute(key, Duration.ofHours(24), ctx -> "n_1");
+      assertThat(Apps.request(app, "DELETE", path(key), null, null).statusCode())
+          .isBetween(400, 499);
+      assertThat(guard.execute(key, Duration.ofHours(24), ctx -> "n_2")).isEqualTo("n_1");
     }
   }
 

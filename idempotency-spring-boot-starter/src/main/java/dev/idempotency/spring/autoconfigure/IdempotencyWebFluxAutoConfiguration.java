@@ -1,0 +1,89 @@
+package dev.idempotency.spring.autoconfigure;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.web.IdempotentEndpointWebFilter;
+import dev.idempotency.spring.web.IdempotentEndpoints;
+import java.util.List;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
+import org.springframework.context.annotation.Bean;
+import org.springframework.web.reactive.DispatcherHandler;
+import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerMapping;
+
+/**
+ * Auto-configuration of {@link dev.idempotency.spring.web.IdempotentEndpoint} for Spring WebFlux:
+ * the {@link IdempotentEndpointWebFilter} around the annotated handler methods. Applies to reactive
+ * web applications only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so
+ * that an application gets the beans of its own stack and never the other's.
+ */
+@AutoConfiguration(
+    after = IdempotencyAutoConfiguration.class,
+    afterName = {
+      "org.springframework.boot.autoconfigure.web.reactive.WebFluxAutoConfiguration",
+      "org.springframework.boot.webflux.autoconfigure.WebFluxAutoConfiguration"
+    })
+@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
+@ConditionalOnClass(DispatcherHandler.class)
+@ConditionalOnBean(IdempotencyGuard.class)
+public final class IdempotencyWebFluxAutoConfiguration {
+
+  /** Created by Spring Boot. */
+  public IdempotencyWebFluxAutoConfiguration() {}
+
+  /**
+   * The annotated handler methods.
+   *
+   * @param beanFactory to tell the auto-configured guard (whose lease is known) from one of the
+   *     application's
+   * @param properties the properties
+   * @return the registry
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  public IdempotentEndpoints idempotentEndpoints(
+      ConfigurableListableBeanFactory beanFactory,
+      ObjectProvider<IdempotencyProperties> properties) {
+    return new IdempotentEndpoints(
+        operation -> properties.getObject().ttlOf(operation),
+        () ->
+            IdempotencyAutoConfiguration.isAutoConfigured(beanFactory)
+                ? properties.getObject().getLease()
+                : null);
+  }
+
+  /**
+   * The filter that claims, replays and refuses.
+   *
+   * @param guard the guard
+   * @param endpoints the annotated handler methods
+   * @param mappings the application's annotated-controller mappings
+   * @param json the application's JSON codecs, for fingerprints of JSON bodies
+   * @param properties the properties
+   * @return the filter
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  public IdempotentEndpointWebFilter idempotentEndpointWebFilter(
+      IdempotencyGuard guard,
+      IdempotentEndpoints endpoints,
+      ObjectProvider<RequestMappingHandlerMapping> mappings,
+      ObjectProvider<JsonCodecs> json,
+      IdempotencyProperties properties) {
+    IdempotencyProperties.Http http = properties.getHttp();
+    return new IdempotentEndpointWebFilter(
+        guard,
+        endpoints,
+        () -> List.copyOf(mappings.orderedStream().toList()),
+        json::getIfAvailable,
+        http.getHeader(),
+        http.getMinKeyLength(),
+        http.getMaxBodySize().toBytes(),
+        http.getMaxResponseSize().toBytes());
+  }
+}

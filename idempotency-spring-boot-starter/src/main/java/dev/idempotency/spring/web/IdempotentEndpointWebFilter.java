@@ -1,0 +1,465 @@
+package dev.idempotency.spring.web;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.Outcome;
+import dev.idempotency.SendContext;
+import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.PendingCall;
+import java.security.Principal;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Publisher;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.core.Ordered;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferLimitException;
+import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.HttpStatusCode;
+import org.springframework.http.MediaType;
+import org.springframework.http.server.reactive.ServerHttpRequest;
+import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
+import org.springframework.http.server.reactive.ServerHttpResponse;
+import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
+import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.reactive.HandlerMapping;
+import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerMapping;
+import org.springframework.web.server.ServerWebExchange;
+import org.springframework.web.server.WebFilter;
+import org.springframework.web.server.WebFilterChain;
+import org.springframework.web.util.pattern.PathPattern;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * {@link IdempotentEndpoint} on Spring WebFlux annotated controllers: the rules of the Spring MVC
+ * endpoint (SPEC section 13), without blocking a Netty event loop.
+ *
+ * <p><b>Why a {@code WebFilter}.</b> WebFlux has no {@code HandlerInterceptor}, and what the
+ * endpoint needs lives on the exchange, not on the handler's return value: the request body is a
+ * one-shot {@code Flux<DataBuffer>} that must be read for the fingerprint and handed again to the
+ * handler's argument resolvers, and the stored response is the bytes that reach the client, whoever
+ * wrote them (a {@code ResponseEntity}, an {@code @ExceptionHandler}'s {@code ProblemDetail}, a
+ * view). A {@code ServerWebExchange} decorator around the handler sees both, as Spring Security's
+ * reactive filters do; a {@code HandlerResult} handler would see neither the body nor what
+ * exception handling writes. The filter asks the application's {@link RequestMappingHandlerMapping}
+ * for the handler (its answer is cached by the mapping's registry lookup and sets the path pattern
+ * attribute), so only annotated handler methods are guarded and every other request passes through
+ * untouched.
+ *
+ * <ol>
+ *   <li>The key header is checked and scoped (method, path pattern, principal of the exchange,
+ *       which Spring Security's reactive context sets) as on MVC: 400 problems.
+ *   <li>The body is read up to the limit (413 past it) and fingerprinted (canonical JSON).
+ *   <li>The guard's non-blocking {@link IdempotencyGuard#executeForOutcomeAsync} claims the key; a
+ *       repeat is answered from the store byte for byte with {@code Idempotent-Replayed: true}, a
+ *       refusal as a problem (409 with {@code Retry-After}, 422, 503).
+ *   <li>Once claimed, the handler runs on a decorated exchange. The response is held until it is
+ *       known, then written to the client and stored if its status is 2xx, 3xx or a 4xx other than
+ *       408, 409, 425 and 429; otherwise the key is released. The handler's run is subscribed on
+ *       its own: a client that goes away does not cancel it, and its outcome is still recorded.
+ * </ol>
+ *
+ * <p>Thread-safe.
+ */
+public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
+
+  /** The header that marks a replayed response. */
+  public static final String REPLAYED_HEADER = IdempotentEndpointInterceptor.REPLAYED_HEADER;
+
+  /**
+   * The exchange attribute that holds the call's {@link SendContext} while a guarded handler runs.
+   */
+  public static final String SEND_CONTEXT_ATTRIBUTE =
+      IdempotentEndpointFilter.SEND_CONTEXT_ATTRIBUTE;
+
+  /** The filter's order: late, after Spring Security's reactive filters. */
+  public static final int ORDER = Ordered.LOWEST_PRECEDENCE - 10;
+
+  private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointWebFilter.class);
+
+  private final IdempotencyGuard guard;
+  private final IdempotentEndpoints endpoints;
+  private final Supplier<List<RequestMappingHandlerMapping>> mappings;
+  private final Supplier<@Nullable JsonCodecs> json;
+  private final String headerName;
+  private final int minKeyLength;
+  private final int maxBodyBytes;
+  private final long maxResponseBytes;
+
+  /**
+   * Creates the filter.
+   *
+   * @param guard the guard
+   * @param endpoints the annotated handler methods
+   * @param mappings the application's annotated-controller mappings, asked for the handler
+   * @param json the application's JSON mapper, for fingerprints of JSON bodies; may supply null
+   * @param headerName the request header that carries the key, normally {@code Idempotency-Key}
+   * @param minKeyLength the shortest key accepted
+   * @param maxBodyBytes the largest body read for the fingerprint; a larger one is refused (413)
+   * @param maxResponseBytes the largest response body stored; a larger one is sent but not stored
+   */
+  public IdempotentEndpointWebFilter(
+      IdempotencyGuard guard,
+      IdempotentEndpoints endpoints,
+      Supplier<List<RequestMappingHandlerMapping>> mappings,
+      Supplier<@Nullable JsonCodecs> json,
+      String headerName,
+      int minKeyLength,
+      long maxBodyBytes,
+      long maxResponseBytes) {
+    this.guard = Objects.requireNonNull(guard, "guard must not be null");
+    this.endpoints = Objects.requireNonNull(endpoints, "endpoints must not be null");
+    this.mappings = Objects.requireNonNull(mappings, "mappings must not be null");
+    this.json = Objects.requireNonNull(json, "json must not be null");
+    this.headerName = Objects.requireNonNull(headerName, "headerName must not be null");
+    if (minKeyLength < 1 || minKeyLength > IdempotencyKey.MAX_LENGTH) {
+      throw new IllegalArgumentException(
+          "minKeyLength must be 1 to " + IdempotencyKey.MAX_LENGTH + ", was " + minKeyLength);
+    }
+    this.minKeyLength = minKeyLength;
+    if (maxBodyBytes < 0 || maxBodyBytes > Integer.MAX_VALUE - 1) {
+      throw new IllegalArgumentException("maxBodyBytes must be 0 to " + (Integer.MAX_VALUE - 1));
+    }
+    this.maxBodyBytes = (int) maxBodyBytes;
+    if (maxResponseBytes < 0) {
+      throw new IllegalArgumentException("maxResponseBytes must not be negative");
+    }
+    this.maxResponseBytes = maxResponseBytes;
+  }
+
+  @Override
+  public int getOrder() {
+    return ORDER;
+  }
+
+  @Override
+  public Mono<Void> filter(ServerWebExchange exchange, WebFilterChain chain) {
+    return Flux.fromIterable(mappings.get())
+        .concatMap(mapping -> mapping.getHandler(exchange))
+        .next()
+        .map(
+            handler ->
+                Optional.ofNullable(
+                    handler instanceof HandlerMethod method ? endpoints.find(method) : null))
+        .defaultIfEmpty(Optional.empty())
+        .flatMap(
+            endpoint ->
+                endpoint.isPresent()
+                    ? guarded(exchange, chain, endpoint.get())
+                    : chain.filter(exchange));
+  }
+
+  private Mono<Void> guarded(
+      ServerWebExchange exchange, WebFilterChain chain, IdempotentEndpoints.Endpoint endpoint) {
+    ServerHttpRequest request = exchange.getRequest();
+    Object pattern = exchange.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
+    String path =
+        pattern instanceof PathPattern parsed
+            ? parsed.getPatternString()
+            : request.getPath().pathWithinApplication().value();
+    String method = request.getMethod().name();
+    List<String> fields = values(request.getHeaders(), headerName);
+    return exchange
+        .getPrincipal()
+        .map(Principal::getName)
+        .defaultIfEmpty("")
+        .flatMap(
+            client -> {
+              EndpointKeys.Checked checked =
+                  EndpointKeys.check(
+                      headerName, fields, endpoint.required(), method, path, client, minKeyLength);
+              if (checked instanceof EndpointKeys.Refused refused) {
+                return problem(exchange.getResponse(), refused.problem());
+              }
+              if (checked instanceof EndpointKeys.Absent) {
+                return chain.filter(exchange);
+              }
+              String scoped = ((EndpointKeys.Key) checked).scoped();
+              return body(request)
+                  .flatMap(
+                      bytes ->
+                          claimed(
+                              exchange,
+                              chain,
+                              endpoint,
+                              IdempotencyRequest.of(scoped, endpoint.ttl())
+                                  .withFingerprint(
+                                      RequestFingerprint.ofBody(
+                                          request.getPath().value(),
+                                          request.getURI().getRawQuery(),
+                                          Objects.toString(
+                                              request
+                                                  .getHeaders()
+                                                  .getFirst(HttpHeaders.CONTENT_TYPE),
+                                              null),
+                                          bytes,
+                                          json.get()))
+                                  .withOperation(
+                                      endpoint.name() != null
+                                          ? endpoint.name()
+                                          : IdempotentEndpointInterceptor.operation(method, path)),
+                              bytes))
+                  .onErrorResume(
+                      DataBufferLimitException.class,
+                      tooLarge ->
+                          problem(
+                              exchange.getResponse(), EndpointProblem.bodyTooLarge(maxBodyBytes)));
+            });
+  }
+
+  /** The request body, read in full up to the limit. */
+  private Mono<byte[]> body(ServerHttpRequest request) {
+    return DataBufferUtils.join(request.getBody(), maxBodyBytes)
+        .map(
+            buffer -> {
+              try {
+                byte[] bytes = new byte[buffer.readableByteCount()];
+                buffer.read(bytes);
+                return bytes;
+              } finally {
+                DataBufferUtils.release(buffer);
+              }
+            })
+        .defaultIfEmpty(new byte[0]);
+  }
+
+  /** Asks the guard; runs the handler if this request claimed the key, else answers for it. */
+  private Mono<Void> claimed(
+      ServerWebExchange exchange,
+      WebFilterChain chain,
+      IdempotentEndpoints.Endpoint endpoint,
+      IdempotencyRequest idempotency,
+      byte[] body) {
+    return Mono.deferContextual(
+        reactorContext -> {
+          AtomicBoolean ran = new AtomicBoolean();
+          CompletableFuture<Void> handled = new CompletableFuture<>();
+          CompletableFuture<Outcome<StoredResponse>> outcome =
+              guard
+                  .executeForOutcomeAsync(
+                      idempotency,
+                      StoredResponse.CODEC,
+                      context -> {
+                        ran.set(true);
+                        CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
+                        ServerWebExchange decorated =
+                            exchange
+                                .mutate()
+                                .request(new ReplayedBody(exchange.getRequest(), body))
+                                .response(
+                                    new Capturing(
+                                        exchange.getResponse(), endpoint.headers(), captured))
+                                .build();
+                        decorated.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
+                        // subscribed on its own: a client that goes away does not cancel the send
+                        chain
+                            .filter(decorated)
+                            .contextWrite(reactorContext)
+                            .subscribe(
+                                null,
+                                error -> {
+                                  captured.completeExceptionally(error);
+                                  handled.completeExceptionally(error);
+                                },
+                                () -> {
+                                  captured.complete(null);
+                                  handled.complete(null);
+                                });
+                        return captured.thenCompose(IdempotentEndpointWebFilter::storable);
+                      })
+                  .toCompletableFuture();
+          return Mono.fromFuture(outcome.thenApply(o -> o), true)
+              .flatMap(
+                  answered ->
+                      ran.get()
+                          ? Mono.fromFuture(handled, true)
+                          : replay(exchange.getResponse(), answered.value()))
+              .onErrorResume(
+                  error -> {
+                    Throwable cause = PendingCall.unwrap(error);
+                    if (ran.get()) {
+                      // the handler's own answer (a released 5xx) was written; its error, if any,
+                      // goes on to WebFlux's exception handling
+                      return Mono.fromFuture(handled, true);
+                    }
+                    EndpointProblem problem = EndpointProblem.refusal(cause, headerName);
+                    if (problem == null) {
+                      return Mono.error(cause);
+                    }
+                    if (problem.status().value() == 503) {
+                      log.debug(
+                          "The idempotency store is unavailable; answering 503, the handler did"
+                              + " not run",
+                          cause);
+                    }
+                    return problem(exchange.getResponse(), problem);
+                  });
+        });
+  }
+
+  /** A response worth keeping, or a failure that releases the key (5xx, transient 4xx). */
+  private static CompletableFuture<StoredResponse> storable(@Nullable StoredResponse response) {
+    if (response == null) {
+      return CompletableFuture.failedFuture(
+          new CompletionException(new IllegalStateException("the handler wrote no response")));
+    }
+    int status = response.status();
+    boolean keep = status < 500 && status != 408 && status != 409 && status != 425 && status != 429;
+    return keep
+        ? CompletableFuture.completedFuture(response)
+        : CompletableFuture.failedFuture(
+            new IllegalStateException("status " + status + " releases the key"));
+  }
+
+  private Mono<Void> replay(ServerHttpResponse response, @Nullable StoredResponse stored) {
+    if (stored == null || !stored.bodyStored()) {
+      return problem(
+          response, EndpointProblem.notStored(headerName, stored != null ? stored.status() : null));
+    }
+    response.setStatusCode(HttpStatusCode.valueOf(stored.status()));
+    HttpHeaders headers = response.getHeaders();
+    for (Map.Entry<String, String> header : stored.headers()) {
+      headers.add(header.getKey(), header.getValue());
+    }
+    headers.set(REPLAYED_HEADER, "true");
+    byte[] body = Objects.requireNonNull(stored.body());
+    headers.setContentLength(body.length);
+    return response.writeWith(Mono.fromSupplier(() -> response.bufferFactory().wrap(body)));
+  }
+
+  private static Mono<Void> problem(ServerHttpResponse response, EndpointProblem problem) {
+    byte[] bytes = problem.json();
+    response.setStatusCode(problem.status());
+    HttpHeaders headers = response.getHeaders();
+    headers.setContentType(MediaType.APPLICATION_PROBLEM_JSON);
+    headers.setContentLength(bytes.length);
+    if (problem.retryAfter() != null) {
+      headers.set(HttpHeaders.RETRY_AFTER, problem.retryAfter());
+    }
+    return response.writeWith(Mono.fromSupplier(() -> response.bufferFactory().wrap(bytes)));
+  }
+
+  /**
+   * A header's values, one per field, by a call that links on Spring Framework 6 and 7 alike
+   * ({@code HttpHeaders} stopped being a {@code Map} in 7, so {@code getOrEmpty(Object)} and {@code
+   * get(Object)} are gone there; {@code forEach} exists in both).
+   */
+  private static List<String> values(HttpHeaders headers, String name) {
+    List<String> found = new ArrayList<>();
+    headers.forEach(
+        (header, values) -> {
+          if (header.equalsIgnoreCase(name)) {
+            found.addAll(values);
+          }
+        });
+    return found;
+  }
+
+  /** The request with its body, read for the fingerprint, handed to the handler again. */
+  private static final class ReplayedBody extends ServerHttpRequestDecorator {
+    private final byte[] body;
+
+    ReplayedBody(ServerHttpRequest delegate, byte[] body) {
+      super(delegate);
+      this.body = body;
+    }
+
+    @Override
+    public Flux<DataBuffer> getBody() {
+      return Flux.defer(() -> Flux.just(bufferFactory().wrap(body)));
+    }
+
+    private org.springframework.core.io.buffer.DataBufferFactory bufferFactory() {
+      return org.springframework.core.io.buffer.DefaultDataBufferFactory.sharedInstance;
+    }
+  }
+
+  /**
+   * The response, held until its body is complete: then captured for the store (status, {@code
+   * Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie}) and written.
+   */
+  private final class Capturing extends ServerHttpResponseDecorator {
+    private final List<String> listedHeaders;
+    private final CompletableFuture<StoredResponse> captured;
+
+    Capturing(
+        ServerHttpResponse delegate,
+        List<String> listedHeaders,
+        CompletableFuture<StoredResponse> captured) {
+      super(delegate);
+      this.listedHeaders = listedHeaders;
+      this.captured = captured;
+    }
+
+    @Override
+    public Mono<Void> writeWith(Publisher<? extends DataBuffer> body) {
+      return Flux.from(body)
+          .collectList()
+          .flatMap(
+              buffers -> {
+                long size = 0;
+                for (DataBuffer buffer : buffers) {
+                  size += buffer.readableByteCount();
+                }
+                byte[] bytes = null;
+                if (size <= maxResponseBytes) {
+                  bytes = new byte[(int) size];
+                  java.nio.ByteBuffer target = java.nio.ByteBuffer.wrap(bytes);
+                  int at = 0;
+                  for (DataBuffer buffer : buffers) {
+                    int length = buffer.readableByteCount();
+                    buffer.toByteBuffer(buffer.readPosition(), target, at, length);
+                    at += length;
+                  }
+                }
+                captured.complete(capture(bytes));
+                return getDelegate().writeWith(Flux.fromIterable(buffers));
+              });
+    }
+
+    @Override
+    public Mono<Void> writeAndFlushWith(Publisher<? extends Publisher<? extends DataBuffer>> body) {
+      return writeWith(Flux.from(body).concatMap(Flux::from));
+    }
+
+    @Override
+    public Mono<Void> setComplete() {
+      return Mono.defer(
+          () -> {
+            captured.complete(capture(new byte[0]));
+            return getDelegate().setComplete();
+          });
+    }
+
+    private StoredResponse capture(byte @Nullable [] body) {
+      HttpHeaders headers = getHeaders();
+      List<Map.Entry<String, String>> kept = new ArrayList<>();
+      MediaType type = headers.getContentType();
+      if (type != null) {
+        kept.add(Map.entry("Content-Type", type.toString()));
+      }
+      List<String> names = new ArrayList<>();
+      names.add("Location");
+      names.addAll(listedHeaders);
+      for (String name : names) {
+        for (String value : values(headers, name)) {
+          kept.add(Map.entry(name, value));
+        }
+      }
+      HttpStatusCode status = getStatusCode();
+      return new StoredResponse(status != null ? status.value() : 200, List.copyOf(kept), body);
+    }
+  }
+}

@@ -1,0 +1,56 @@
+package dev.idempotency.spring.reactive;
+
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import reactor.blockhound.BlockHound;
+import reactor.blockhound.BlockingOperationError;
+
+/**
+ * BlockHound, installed once per JVM for the reactive tests: a blocking call on a non-blocking
+ * thread (a Netty event loop, Reactor's {@code parallel} workers) made from the SDK's own code
+ * fails with {@link BlockingOperationError} and is remembered, so that a test can assert that none
+ * happened even where the error was swallowed on the way.
+ */
+public final class BlockingCalls {
+
+  private static final List<BlockingOperationError> FROM_THE_SDK = new CopyOnWriteArrayList<>();
+  private static boolean installed;
+
+  private BlockingCalls() {}
+
+  /** Installs BlockHound, once. */
+  public static synchronized void install() {
+    if (installed) {
+      return;
+    }
+    BlockHound.install(
+        builder ->
+            builder.blockingMethodCallback(
+                method -> {
+                  BlockingOperationError error = new BlockingOperationError(method);
+                  if (fromTheSdk(error.getStackTrace())) {
+                    FROM_THE_SDK.add(error);
+                    throw error;
+                  }
+                }));
+    installed = true;
+  }
+
+  /** The blocking calls the SDK made on non-blocking threads since the JVM started. */
+  public static List<BlockingOperationError> fromTheSdk() {
+    return List.copyOf(FROM_THE_SDK);
+  }
+
+  /** Whether a frame of the SDK's main code (not of these tests) is on the stack. */
+  private static boolean fromTheSdk(StackTraceElement[] stack) {
+    for (StackTraceElement frame : stack) {
+      String name = frame.getClassName();
+      if (name.startsWith("dev.idempotency.")
+          && !name.startsWith("dev.idempotency.spring.reactive.")
+          && !name.startsWith("dev.idempotency.testservers.")) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

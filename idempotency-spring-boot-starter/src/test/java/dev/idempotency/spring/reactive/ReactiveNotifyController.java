@@ -1,0 +1,54 @@
+package dev.idempotency.spring.reactive;
+
+import dev.idempotency.spring.web.IdempotentEndpoint;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RestController;
+import reactor.core.publisher.Mono;
+
+/** A WebFlux notify endpoint whose provider answers after a few milliseconds, off the loop. */
+@RestController
+public class ReactiveNotifyController {
+
+  private final AtomicInteger sends = new AtomicInteger();
+  private final AtomicInteger outages = new AtomicInteger();
+
+  /** How many sends the handlers made. */
+  public int sends() {
+    return sends.get();
+  }
+
+  /** Sends a notification: 201 with a Location and a JSON body, and a cookie never replayed. */
+  @PostMapping("/notify")
+  @IdempotentEndpoint
+  public Mono<ResponseEntity<Map<String, Object>>> notify(
+      @RequestBody Map<String, Object> message) {
+    return Mono.delay(Duration.ofMillis(50))
+        .map(
+            tick -> {
+              int id = sends.incrementAndGet();
+              return ResponseEntity.status(HttpStatus.CREATED)
+                  .header("Location", "/notifications/n-" + id)
+                  .header("Set-Cookie", "session=s-" + id)
+                  .body(Map.of("id", "n-" + id, "to", message.get("to")));
+            });
+  }
+
+  /** The provider is down the first time: 503, which releases the key; then it sends. */
+  @PostMapping("/notify/flaky")
+  @IdempotentEndpoint
+  public Mono<ResponseEntity<String>> flaky(@RequestBody String message) {
+    return Mono.fromSupplier(
+        () -> {
+          int id = sends.incrementAndGet();
+          return outages.getAndIncrement() % 2 == 0
+              ? ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE).body("provider down")
+              : ResponseEntity.ok("sent-" + id);
+        });
+  }
+}
