@@ -22,9 +22,12 @@ import org.springframework.web.util.WebUtils;
  * {@code Retry-After}), leaves the key claimed and the async result unset, and, when the handler's
  * work ends, has its result rendered and stored ({@link LateResponse}), so that the client's retry
  * gets it replayed. A failed result releases the key, as it would have without the timeout. This
- * holds for {@code Callable}, {@code WebAsyncTask} and {@code CompletionStage} results; an
- * application's own {@code DeferredResult} expires with its request, its late value unseen, and
- * keeps Spring's timeout answer (503, the key released).
+ * holds for {@code Callable}, {@code WebAsyncTask} and {@code CompletionStage} results (a {@code
+ * Callable}'s work runs shielded from Spring MVC's interrupt at the timeout: {@link
+ * UninterruptedWork}; a {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, the
+ * key kept claimed all the same: {@link #ownTimeout}) and for an application's own {@code
+ * DeferredResult} (seen through a copy, whose timeout the guard answers; its own timeout callback
+ * and timeout result are not used).
  */
 final class AsyncTimeouts
     implements CallableProcessingInterceptor, DeferredResultProcessingInterceptor {
@@ -46,15 +49,40 @@ final class AsyncTimeouts
 
   @Override
   public <T> Object handleTimeout(NativeWebRequest request, Callable<T> task) throws Exception {
-    return timedOut(request) ? RESPONSE_HANDLED : RESULT_NONE;
+    if (timedOut(request)) {
+      return RESPONSE_HANDLED;
+    }
+    // the result came just before the timeout: it is the answer (a timeout would drop it)
+    Object early = call.earlyResult();
+    return early == EndpointCall.NO_RESULT ? RESULT_NONE : early;
+  }
+
+  /**
+   * A {@code WebAsyncTask}'s own timeout callback is about to answer the client (it runs ahead of
+   * this interceptor): the call is detached as at any timeout, the key stays claimed and the task's
+   * late result is stored, while the client gets the application's timeout answer.
+   *
+   * @return the task's result if it came just before the timeout (the answer), else {@link
+   *     #RESULT_NONE} (the application's callback answers)
+   */
+  Object ownTimeout(HttpServletRequest servletRequest, HttpServletResponse servletResponse) {
+    CapturingResponse capture =
+        WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    if (capture != null && call.detach(LateResponse.of(servletRequest, handler, capture.limit()))) {
+      capture.discard(); // the application's timeout answer goes to the client as it is
+      log.debug("An idempotent endpoint's task timed out; its work goes on, the key claimed");
+      return RESULT_NONE;
+    }
+    Object early = call.earlyResult();
+    return early == EndpointCall.NO_RESULT ? RESULT_NONE : early;
   }
 
   @Override
   public <T> boolean handleTimeout(NativeWebRequest request, DeferredResult<T> deferredResult)
       throws Exception {
-    // a CompletionStage (adapted to a DeferredResult by Spring MVC) reports its late result itself;
-    // an application's own DeferredResult expires with its request, so its late value is lost to
-    // the guard: it keeps Spring's timeout handling (503, the key released)
+    // a CompletionStage (adapted to a DeferredResult by Spring MVC) and an application's own
+    // DeferredResult (seen through a copy: IdempotentEndpointAdvisor) report their late results
+    // themselves; any other keeps Spring's timeout handling (503, the key released)
     return !call.lateResultObserved() || !timedOut(request);
   }
 

@@ -10,6 +10,12 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.LoggerFactory;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.http.HttpStatusCode;
+import org.springframework.http.ProblemDetail;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.ErrorResponse;
+import org.springframework.web.bind.annotation.ResponseStatus;
 
 /**
  * One claimed {@link IdempotentEndpoint} request, from the claim (in the interceptor) to the
@@ -31,6 +37,10 @@ final class EndpointCall {
   private PendingCall.@Nullable Scope mdc;
   private volatile @Nullable LateResponse late;
   private volatile boolean lateResultObserved;
+  private @Nullable Object earlyResult = NO_RESULT; // guarded by this
+
+  /** {@link #earlyResult} before a result came. */
+  static final Object NO_RESULT = new Object();
 
   EndpointCall(PendingCall<StoredResponse> call, List<String> headers, Duration maxWait) {
     this.call = call;
@@ -62,10 +72,11 @@ final class EndpointCall {
    * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
    * #lateResult}), is rendered with {@code late} and stored.
    *
-   * @return false if the call was already reported or its handler never started
+   * @return false if the call was already reported, its handler never started, or its result came
+   *     already (it is the request's answer: {@link #earlyResult})
    */
   synchronized boolean detach(LateResponse late) {
-    if (reported.get() || !handlerStarted || this.late != null) {
+    if (reported.get() || !handlerStarted || this.late != null || earlyResult != NO_RESULT) {
       return false;
     }
     this.late = late;
@@ -74,22 +85,40 @@ final class EndpointCall {
 
   /**
    * The async result of a handler, called for every one; stored (or, for a failure, released) only
-   * if its request timed out before it came ({@link #detach}).
+   * if its request timed out before it came ({@link #detach}). A failure is resolved to a status as
+   * on the synchronous path ({@link #statusOf}): a 4xx that is kept is stored with its problem
+   * detail (a {@code ResponseStatusException(404)} is a stored 404), anything else releases.
    */
   void lateResult(@Nullable Object result) {
-    LateResponse response = late;
-    if (response == null || !reported.compareAndSet(false, true)) {
+    LateResponse response;
+    synchronized (this) {
+      response = late;
+      if (response == null) {
+        earlyResult =
+            result; // on its way to the request's own dispatch; a timeout must not drop it
+        return;
+      }
+    }
+    if (!reported.compareAndSet(false, true)) {
       return;
     }
+    Object toRender = result;
     if (result instanceof Throwable failure) {
-      call.fail(
-          new NotStored(
-              "the async result failed after its request timed out: "
-                  + failure.getClass().getName()));
-      return;
+      int status = statusOf(failure);
+      if (!isStored(status)) {
+        call.fail(
+            new NotStored(
+                "the async result failed after its request timed out: "
+                    + failure.getClass().getName()
+                    + " (status "
+                    + status
+                    + ")"));
+        return;
+      }
+      toRender = ResponseEntity.status(status).body(problemOf(failure, status));
     }
     try {
-      StoredResponse stored = response.render(result, headers);
+      StoredResponse stored = response.render(toRender, headers);
       if (isStored(stored.status())) {
         call.complete(stored);
       } else {
@@ -100,6 +129,14 @@ final class EndpointCall {
           .warn("The late result of a timed-out idempotent request could not be stored", e);
       throw e;
     }
+  }
+
+  /**
+   * The async result that came before any timeout ({@link #lateResult}), or {@link #NO_RESULT}: a
+   * timeout that races with it answers with it.
+   */
+  synchronized @Nullable Object earlyResult() {
+    return earlyResult;
   }
 
   /**
@@ -187,6 +224,30 @@ final class EndpointCall {
     } finally {
       response.release();
     }
+  }
+
+  /**
+   * The status Spring MVC resolves {@code failure} to, as on the synchronous path: an {@link
+   * ErrorResponse}'s (a {@code ResponseStatusException}'s), a {@link ResponseStatus} on its class,
+   * else 500.
+   */
+  static int statusOf(Throwable failure) {
+    if (failure instanceof ErrorResponse error) {
+      return error.getStatusCode().value();
+    }
+    ResponseStatus annotated =
+        AnnotatedElementUtils.findMergedAnnotation(failure.getClass(), ResponseStatus.class);
+    return annotated != null ? annotated.code().value() : 500;
+  }
+
+  private static ProblemDetail problemOf(Throwable failure, int status) {
+    if (failure instanceof ErrorResponse error) {
+      return error.getBody();
+    }
+    ResponseStatus annotated =
+        AnnotatedElementUtils.findMergedAnnotation(failure.getClass(), ResponseStatus.class);
+    String reason = annotated != null && !annotated.reason().isEmpty() ? annotated.reason() : null;
+    return ProblemDetail.forStatusAndDetail(HttpStatusCode.valueOf(status), reason);
   }
 
   /** 2xx, 3xx and 4xx are final answers, except the 4xx that mean "try again". */

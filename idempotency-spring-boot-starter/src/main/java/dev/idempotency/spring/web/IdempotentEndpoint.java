@@ -30,6 +30,13 @@ import java.lang.annotation.Target;
  *   <li>an async handler ({@code Callable}, {@code DeferredResult}, {@code CompletableFuture},
  *       {@code WebAsyncTask}) is guarded as a synchronous one: its response is stored when the
  *       async result has been written;
+ *   <li>a container async timeout ends the request, not the send: the client gets {@code 409} with
+ *       {@code Retry-After} (or a {@code WebAsyncTask}'s own {@code onTimeout} answer), the key
+ *       stays claimed, and the result is stored when the work ends. A {@code Callable}'s work is
+ *       not interrupted by Spring's cancel at the timeout; a late failure that maps to a kept 4xx
+ *       ({@code ResponseStatusException(404)}) is stored, a 5xx releases. An application's own
+ *       {@code DeferredResult} too: the guard answers its timeout, and the value set later is
+ *       stored (its own timeout callback and timeout result are not used);
  *   <li>a response larger than {@code idempotency.http.max-response-size} reaches the first client
  *       whole but is not stored: a repeat gets {@code 422} ({@code /problems/response-not-stored},
  *       no {@code Retry-After}), the handler not running again;

@@ -1,17 +1,29 @@
 package dev.idempotency.spring.web;
 
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.lang.reflect.Field;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.function.Consumer;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
+import org.springframework.beans.factory.DisposableBean;
 import org.springframework.core.Ordered;
+import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.context.request.ServletRequestAttributes;
+import org.springframework.web.context.request.async.CallableProcessingInterceptor;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncTask;
+import org.springframework.web.context.request.async.WebAsyncUtils;
 
 /**
  * Sees an {@link IdempotentEndpoint} handler method start: an advice on the method itself, so it
@@ -20,13 +32,29 @@ import org.springframework.web.context.request.RequestContextHolder;
  * started is stored. It is the innermost advice ({@link Ordered#LOWEST_PRECEDENCE}), so that a call
  * refused by method security around it is not counted as started either. The Spring Boot
  * auto-configuration registers it as an infrastructure bean.
+ *
+ * <p>A returned {@code Callable} (or a {@code WebAsyncTask}'s callable) runs on a thread of its own
+ * while Spring MVC's task waits for it, deaf to the interrupt with which Spring MVC cancels the
+ * task at a container async timeout: the send goes on, its outcome is recorded and the retry gets
+ * it replayed. A {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, and the
+ * key stays claimed until the task's work ends, as at any timeout.
  */
-public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
+public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
+    implements DisposableBean {
 
   private static final long serialVersionUID = 1L;
 
   private final transient Pointcut pointcut =
       new AnnotationMatchingPointcut(null, IdempotentEndpoint.class, true);
+
+  private static final @Nullable Field TASK_CALLABLE = taskField("callable");
+  private static final @Nullable Field TASK_TIMEOUT_CALLBACK = taskField("timeoutCallback");
+  private static final @Nullable Field RESULT_TIMEOUT = resultField("timeoutValue");
+  private static final @Nullable Field RESULT_ERROR_CALLBACK = resultField("errorCallback");
+  private static final @Nullable Field RESULT_COMPLETION_CALLBACK =
+      resultField("completionCallback");
+
+  private final transient UninterruptedWork work = new UninterruptedWork();
 
   private final transient MethodInterceptor advice =
       invocation -> {
@@ -36,6 +64,20 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
                 instanceof EndpointCall call) {
           call.handlerStarted();
           Object returned = invocation.proceed();
+          Class<?> returnType = invocation.getMethod().getReturnType();
+          if (returned instanceof Callable<?> callable
+              && returnType.isAssignableFrom(Callable.class)) {
+            return work.shield(callable);
+          }
+          if (returned instanceof WebAsyncTask<?> task) {
+            shield(task, request);
+            return task;
+          }
+          if (returned instanceof DeferredResult<?> own
+              && own.getClass() == DeferredResult.class
+              && returnType == DeferredResult.class) {
+            return observed(own, call);
+          }
           if (returned instanceof CompletionStage<?> stage) {
             // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it:
             // it gets a copy, and the handler's own stage tells a timed-out call its result
@@ -56,6 +98,102 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
         }
         return invocation.proceed();
       };
+
+  /**
+   * Runs the task's callable shielded from Spring MVC's interrupt ({@link UninterruptedWork}), and
+   * has its own timeout callback, if any, keep the key claimed ({@link AsyncTimeouts#ownTimeout}).
+   * {@code WebAsyncTask} offers no way to replace either, so its fields are set reflectively; where
+   * that is refused, the task is left as it is.
+   */
+  private void shield(WebAsyncTask<?> task, RequestAttributes request) {
+    if (TASK_CALLABLE == null || TASK_TIMEOUT_CALLBACK == null) {
+      return;
+    }
+    ReflectionUtils.setField(TASK_CALLABLE, task, work.shield(task.getCallable()));
+    Object own = ReflectionUtils.getField(TASK_TIMEOUT_CALLBACK, task);
+    if (own instanceof Callable<?> callback
+        && request instanceof ServletRequestAttributes servlet
+        && servlet.getResponse() != null
+        && WebAsyncUtils.getAsyncManager(servlet.getRequest())
+                .getCallableInterceptor(AsyncTimeouts.KEY)
+            instanceof AsyncTimeouts timeouts) {
+      HttpServletRequest servletRequest = servlet.getRequest();
+      HttpServletResponse servletResponse = servlet.getResponse();
+      Callable<Object> guarded =
+          () -> {
+            Object early = timeouts.ownTimeout(servletRequest, servletResponse);
+            return early != CallableProcessingInterceptor.RESULT_NONE ? early : callback.call();
+          };
+      ReflectionUtils.setField(TASK_TIMEOUT_CALLBACK, task, guarded);
+    }
+  }
+
+  /**
+   * The handler's own {@code DeferredResult}, seen through a copy that Spring MVC gets: at a
+   * timeout Spring MVC expires the result it drives, so a value the application sets later would be
+   * lost to the guard. The application's result is never started, so it never expires: its value,
+   * whenever set, reaches the copy (the client's answer, if it still waits) and the call (stored
+   * after a timeout). The application's error and completion callbacks run with the copy's; its own
+   * timeout callback and timeout result are not used: the guard answers a timeout (409, the key
+   * claimed).
+   */
+  private static DeferredResult<Object> observed(DeferredResult<?> own, EndpointCall call) {
+    Object timeout = RESULT_TIMEOUT == null ? null : ReflectionUtils.getField(RESULT_TIMEOUT, own);
+    DeferredResult<Object> copy = new DeferredResult<>(timeout instanceof Long t ? t : null);
+    copy.onError(failure -> forward(own, RESULT_ERROR_CALLBACK, failure));
+    copy.onCompletion(() -> forward(own, RESULT_COMPLETION_CALLBACK, null));
+    call.observesLateResult();
+    own.setResultHandler(
+        value -> {
+          copy.setResult(value);
+          call.lateResult(value);
+        });
+    return copy;
+  }
+
+  /** Runs one of the application's {@code DeferredResult} callbacks, if it set it. */
+  @SuppressWarnings("unchecked")
+  private static void forward(
+      DeferredResult<?> own, @Nullable Field callbackField, @Nullable Throwable failure) {
+    Object callback = callbackField == null ? null : ReflectionUtils.getField(callbackField, own);
+    if (callback instanceof Runnable runnable) {
+      runnable.run();
+    } else if (callback instanceof Consumer<?> consumer) {
+      ((Consumer<Throwable>) consumer).accept(failure);
+    }
+  }
+
+  private static @Nullable Field resultField(String name) {
+    Field field = ReflectionUtils.findField(DeferredResult.class, name);
+    if (field == null) {
+      return null;
+    }
+    try {
+      field.setAccessible(true);
+      return field;
+    } catch (RuntimeException e) {
+      return null;
+    }
+  }
+
+  private static @Nullable Field taskField(String name) {
+    Field field = ReflectionUtils.findField(WebAsyncTask.class, name, Callable.class);
+    if (field == null) {
+      return null;
+    }
+    try {
+      field.setAccessible(true);
+      return field;
+    } catch (RuntimeException e) {
+      return null;
+    }
+  }
+
+  /** Stops the threads that ran shielded work; work still running goes on. */
+  @Override
+  public void destroy() {
+    work.shutdown();
+  }
 
   /** A copy of {@code stage} that the method may return, or null. */
   private static @Nullable Object copyOf(CompletionStage<?> stage, Class<?> returnType) {

@@ -93,6 +93,73 @@ public class AsyncController {
     return () -> CompletableFuture.supplyAsync(() -> sent("slow-callable", run), PROVIDER).join();
   }
 
+  /**
+   * The provider call as a real client makes it: the provider has the request at once (counted),
+   * and the caller blocks, interruptibly, for its answer (2 s).
+   */
+  private ResponseEntity<Map<String, Object>> interruptibleSend(String kind, int run) {
+    providerSends.incrementAndGet();
+    try {
+      CompletableFuture.runAsync(() -> {}, PROVIDER).get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("the provider call was interrupted", e);
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw new IllegalStateException(e);
+    }
+    return created(kind, run);
+  }
+
+  @PostMapping("/async/slow/interruptible-callable")
+  @IdempotentEndpoint
+  public Callable<ResponseEntity<Map<String, Object>>> slowInterruptibleCallable() {
+    int run = runs.increment();
+    return () -> interruptibleSend("slow-interruptible-callable", run);
+  }
+
+  @PostMapping("/async/slow/interruptible-task")
+  @IdempotentEndpoint
+  public WebAsyncTask<ResponseEntity<Map<String, Object>>> slowInterruptibleTask() {
+    int run = runs.increment();
+    return new WebAsyncTask<>(() -> interruptibleSend("slow-interruptible-task", run));
+  }
+
+  /** A task with its own timeout answer, which the client gets; the key stays claimed. */
+  @PostMapping("/async/slow/task-on-timeout")
+  @IdempotentEndpoint
+  public WebAsyncTask<ResponseEntity<Map<String, Object>>> slowTaskWithItsOwnTimeout() {
+    int run = runs.increment();
+    WebAsyncTask<ResponseEntity<Map<String, Object>>> task =
+        new WebAsyncTask<>(() -> interruptibleSend("slow-task-on-timeout", run));
+    task.onTimeout(() -> ResponseEntity.status(503).body(Map.of("retry", "later")));
+    return task;
+  }
+
+  /** The application's own DeferredResult, set by its provider call 2 s later. */
+  @PostMapping("/async/slow/deferred")
+  @IdempotentEndpoint
+  public DeferredResult<ResponseEntity<Map<String, Object>>> slowDeferred() {
+    int run = runs.increment();
+    DeferredResult<ResponseEntity<Map<String, Object>>> result = new DeferredResult<>();
+    providerSends.incrementAndGet();
+    PROVIDER.execute(() -> result.setResult(created("slow-deferred", run)));
+    return result;
+  }
+
+  /** A send that then fails with a 404 (the recipient is gone), 2 s after the call. */
+  @PostMapping("/async/slow/not-found")
+  @IdempotentEndpoint
+  public CompletableFuture<ResponseEntity<Map<String, Object>>> slowNotFound() {
+    runs.increment();
+    return CompletableFuture.supplyAsync(
+        () -> {
+          providerSends.incrementAndGet();
+          throw new org.springframework.web.server.ResponseStatusException(
+              org.springframework.http.HttpStatus.NOT_FOUND, "the recipient is gone");
+        },
+        PROVIDER);
+  }
+
   /** An async result that fails: nothing maps the exception, so a 500. */
   @PostMapping("/async/failing")
   @IdempotentEndpoint

@@ -5,8 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.spring.app.AsyncController;
 import dev.idempotency.spring.app.NotifyTestApplication;
 import java.net.http.HttpResponse;
-import java.util.ArrayList;
-import java.util.List;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -27,28 +26,79 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
   @Autowired AsyncController controller;
 
   @ParameterizedTest
-  @ValueSource(strings = {"future", "callable"})
+  @ValueSource(
+      strings = {"future", "callable", "interruptible-callable", "interruptible-task", "deferred"})
   void aTimedOutRequestKeepsItsKeyAndItsRetryGetsTheStoredResponse(String kind) throws Exception {
     String key = EndpointClient.newKey();
     String path = "/async/slow/" + kind;
     int sendsBefore = controller.providerSends();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");
-    List<HttpResponse<byte[]>> retries = new ArrayList<>();
-    long deadline = System.nanoTime() + 60_000_000_000L;
-    do {
-      retries.add(post(path, key, "{}"));
-    } while (retries.get(retries.size() - 1).statusCode() == 409 && System.nanoTime() < deadline);
-    HttpResponse<byte[]> replay = retries.get(retries.size() - 1);
+    HttpResponse<byte[]> replay = retryUntilAnswered(path, key);
 
     assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
     assertThat(EndpointClient.header(timedOut, "Retry-After")).isNotNull();
     assertThat(EndpointClient.text(timedOut)).contains("/problems/request-in-progress");
+    assertReplayed(replay, kind);
+    assertThat(controller.providerSends() - sendsBefore).as("one provider send").isEqualTo(1);
+    assertThat(runs()).as("the handler ran once").isEqualTo(1);
+  }
+
+  /**
+   * A {@code WebAsyncTask} with its own timeout answer: the client gets that answer, and the key
+   * stays claimed until the send ends, its response stored and replayed.
+   */
+  @Test
+  void aTaskWithItsOwnTimeoutAnswerKeepsItsKeyToo() throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/async/slow/task-on-timeout";
+    int sendsBefore = controller.providerSends();
+
+    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> replay = retryUntilAnswered(path, key);
+
+    assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(503);
+    assertReplayed(replay, "task-on-timeout");
+    assertThat(controller.providerSends() - sendsBefore).as("one provider send").isEqualTo(1);
+    assertThat(runs()).as("the handler ran once").isEqualTo(1);
+  }
+
+  /**
+   * A late failure that maps to a 4xx ({@code ResponseStatusException(404)}) is stored as the
+   * synchronous path would store it: the retry gets the 404 replayed, no second send.
+   */
+  @Test
+  void aLateFailureThatMapsToA4xxIsStored() throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/async/slow/not-found";
+    int sendsBefore = controller.providerSends();
+
+    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> replay = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> again = post(path, key, "{}");
+
+    assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
+    assertThat(replay.statusCode()).as(EndpointClient.text(replay)).isEqualTo(404);
+    assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(again.statusCode()).isEqualTo(404);
+    assertThat(controller.providerSends() - sendsBefore).as("one provider send").isEqualTo(1);
+    assertThat(runs()).as("the handler ran once").isEqualTo(1);
+  }
+
+  /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
+  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
+    HttpResponse<byte[]> last;
+    long deadline = System.nanoTime() + 15_000_000_000L;
+    do {
+      last = post(path, key, "{}");
+    } while (last.statusCode() == 409 && System.nanoTime() < deadline);
+    return last;
+  }
+
+  private static void assertReplayed(HttpResponse<byte[]> replay, String kind) {
     assertThat(replay.statusCode()).as(EndpointClient.text(replay)).isEqualTo(201);
     assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).isEqualTo("true");
     assertThat(EndpointClient.text(replay)).contains("\"id\":\"slow-" + kind + "_");
     assertThat(EndpointClient.header(replay, "Location")).startsWith("/async/slow-" + kind + "_");
-    assertThat(controller.providerSends() - sendsBefore).as("one provider send").isEqualTo(1);
-    assertThat(runs()).as("the handler ran once").isEqualTo(1);
   }
 }
