@@ -39,6 +39,7 @@ public final class IdempotencyActuatorAutoConfiguration {
    * The endpoint.
    *
    * @param guard the guard
+   * @param environment the settings, checked for access granted to the endpoint by the way
    * @return the endpoint
    */
   @Bean
