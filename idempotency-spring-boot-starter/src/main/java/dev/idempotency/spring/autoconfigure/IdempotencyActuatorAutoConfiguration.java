@@ -36,11 +36,12 @@ public final class IdempotencyActuatorAutoConfiguration {
   public IdempotencyActuatorAutoConfiguration() {}
 
   /**
-   * The endpoint.
+   * The endpoint, read-only unless its own access property says otherwise.
    *
    * @param guard the guard
-   * @param environment the settings, checked for access granted to the endpoint by the way
+   * @param environment the application's settings, checked for access granted by the way
    * @return the endpoint
+   * @throws IllegalStateException if a broader setting would make the endpoint unrestricted
    */
   @Bean
   @ConditionalOnMissingBean
