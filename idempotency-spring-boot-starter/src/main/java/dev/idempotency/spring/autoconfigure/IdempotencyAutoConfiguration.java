@@ -47,8 +47,9 @@ import org.springframework.core.type.AnnotationMetadata;
  *
  * <p>The store is a {@link KeyStore} bean if there is one; else what {@code idempotency.store}
  * names; else ({@code auto}) JDBC on the application's {@link DataSource} (durable, preferred),
- * else Redis on its Lettuce connection (Spring Data Redis) or {@link RedisClient} bean, else in
- * memory, with a warning that records then live in one JVM. The choice is logged at INFO.
+ * else Redis on its Lettuce connection (Spring Data Redis) or {@link RedisClient} bean, else
+ * DynamoDB on its {@code DynamoDbClient} bean, else in memory, with a warning that records then
+ * live in one JVM. The choice is logged at INFO.
  */
 @AutoConfiguration(
     afterName = {
@@ -66,7 +67,11 @@ import org.springframework.core.type.AnnotationMetadata;
     })
 @ConditionalOnClass(IdempotencyGuard.class)
 @EnableConfigurationProperties(IdempotencyProperties.class)
-@Import({StoreConfigurations.Jdbc.class, StoreConfigurations.Redis.class})
+@Import({
+  StoreConfigurations.Jdbc.class,
+  StoreConfigurations.Redis.class,
+  StoreConfigurations.DynamoDb.class
+})
 public final class IdempotencyAutoConfiguration {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotencyAutoConfiguration.class);
@@ -123,7 +128,7 @@ public final class IdempotencyAutoConfiguration {
 
   /**
    * The store: the one {@code idempotency.store} names, or in {@code auto} the first there is of
-   * JDBC, Redis and memory.
+   * JDBC, Redis, DynamoDB and memory.
    *
    * @param properties the properties
    * @param candidates the stores the application could use
@@ -144,6 +149,7 @@ public final class IdempotencyAutoConfiguration {
       chosen =
           find(available, StoreType.JDBC)
               .or(() -> find(available, StoreType.REDIS))
+              .or(() -> find(available, StoreType.DYNAMODB))
               .orElseGet(() -> memory(properties, observers, true));
     } else if (wanted == StoreType.MEMORY) {
       chosen = memory(properties, observers, false);
@@ -156,12 +162,7 @@ public final class IdempotencyAutoConfiguration {
                           "idempotency.store="
                               + wanted.name().toLowerCase(Locale.ROOT)
                               + " but the application has no "
-                              + (wanted == StoreType.JDBC
-                                  ? "single DataSource bean"
-                                  : "Lettuce connection factory or RedisClient bean")
-                              + " (or the "
-                              + (wanted == StoreType.JDBC ? "idempotency-jdbc" : "lettuce-core")
-                              + " classes)"));
+                              + missing(wanted)));
     }
     log.info(
         "Idempotency store: {} ({}){}",
@@ -194,6 +195,16 @@ public final class IdempotencyAutoConfiguration {
               + operation
               + "' is not an operation name (1 to 64 characters of [A-Za-z0-9_.-])");
     }
+  }
+
+  private static String missing(StoreType wanted) {
+    return switch (wanted) {
+      case JDBC -> "single DataSource bean (or the idempotency-jdbc classes)";
+      case DYNAMODB ->
+          "single DynamoDbClient bean (or the idempotency-dynamodb classes: add"
+              + " dev.idempotency:idempotency-dynamodb and an AWS SDK HTTP client)";
+      default -> "Lettuce connection factory or RedisClient bean (or the lettuce-core classes)";
+    };
   }
 
   private static Optional<StoreCandidate> find(List<StoreCandidate> candidates, StoreType type) {

@@ -15,7 +15,8 @@ public class IdempotencyProperties {
 
   /**
    * The store of records: auto (JDBC on the application's DataSource if it has one, else Redis on
-   * its Lettuce connection, else in memory), memory, jdbc or redis. A KeyStore bean wins over all.
+   * its Lettuce connection, else DynamoDB on its DynamoDbClient, else in memory), memory, jdbc,
+   * redis or dynamodb. A KeyStore bean wins over all.
    */
   private StoreType store = StoreType.AUTO;
 
@@ -59,6 +60,7 @@ public class IdempotencyProperties {
   private final Memory memory = new Memory();
   private final Jdbc jdbc = new Jdbc();
   private final Redis redis = new Redis();
+  private final DynamoDb dynamodb = new DynamoDb();
   private final Http http = new Http();
 
   /**
@@ -259,6 +261,15 @@ public class IdempotencyProperties {
   }
 
   /**
+   * The DynamoDB store's settings.
+   *
+   * @return the settings
+   */
+  public DynamoDb getDynamodb() {
+    return dynamodb;
+  }
+
+  /**
    * The HTTP settings of {@code @IdempotentEndpoint}.
    *
    * @return the settings
@@ -269,14 +280,19 @@ public class IdempotencyProperties {
 
   /** Which store to use. */
   public enum StoreType {
-    /** JDBC if there is a DataSource, else Redis if there is Lettuce, else in memory. */
+    /**
+     * JDBC if there is a DataSource, else Redis if there is Lettuce, else DynamoDB if there is a
+     * DynamoDbClient, else in memory.
+     */
     AUTO,
     /** In this JVM's memory: one instance only. */
     MEMORY,
     /** The application's DataSource. */
     JDBC,
     /** The application's Redis, through Lettuce. */
-    REDIS
+    REDIS,
+    /** The application's DynamoDB, through its AWS SDK {@code DynamoDbClient} bean. */
+    DYNAMODB
   }
 
   /** When to create the JDBC store's table. */
@@ -625,6 +641,145 @@ public class IdempotencyProperties {
      */
     public void setOperationTimeout(Duration operationTimeout) {
       this.operationTimeout = operationTimeout;
+    }
+  }
+
+  /** The DynamoDB store's settings (idempotency-dynamodb, on the application's DynamoDbClient). */
+  public static class DynamoDb {
+
+    /** The table: partition key "id" (string), TTL attribute "expiration". */
+    private String tableName = "idempotency";
+
+    /**
+     * Whether to create the table (on-demand capacity, TTL on) at startup when it is missing. Off
+     * by default: create it with your infrastructure code, and a missing table fails the start.
+     */
+    private boolean createTableIfMissing = false;
+
+    /**
+     * The prefix of every key in the table, for tables shared by applications: up to 64 characters
+     * of [A-Za-z0-9_:.-].
+     */
+    private String keyPrefix = "";
+
+    /** The most one store operation may take, all attempts included. */
+    private Duration operationTimeout = Duration.ofSeconds(2);
+
+    /**
+     * The most one attempt (one HTTP request to DynamoDB) may take; not longer than the operation
+     * timeout.
+     */
+    private Duration attemptTimeout = Duration.ofSeconds(1);
+
+    /** Attempts per operation, retries of throttling and transient errors included (1 to 10). */
+    private int maxAttempts = 3;
+
+    /**
+     * The table name.
+     *
+     * @return the name
+     */
+    public String getTableName() {
+      return tableName;
+    }
+
+    /**
+     * Sets the table name.
+     *
+     * @param tableName the name
+     */
+    public void setTableName(String tableName) {
+      this.tableName = tableName;
+    }
+
+    /**
+     * Whether the table is created at startup when missing.
+     *
+     * @return whether to create it
+     */
+    public boolean isCreateTableIfMissing() {
+      return createTableIfMissing;
+    }
+
+    /**
+     * Sets whether the table is created at startup when missing.
+     *
+     * @param createTableIfMissing whether to create it
+     */
+    public void setCreateTableIfMissing(boolean createTableIfMissing) {
+      this.createTableIfMissing = createTableIfMissing;
+    }
+
+    /**
+     * The key prefix.
+     *
+     * @return the prefix
+     */
+    public String getKeyPrefix() {
+      return keyPrefix;
+    }
+
+    /**
+     * Sets the key prefix.
+     *
+     * @param keyPrefix the prefix
+     */
+    public void setKeyPrefix(String keyPrefix) {
+      this.keyPrefix = keyPrefix;
+    }
+
+    /**
+     * The operation timeout.
+     *
+     * @return the timeout
+     */
+    public Duration getOperationTimeout() {
+      return operationTimeout;
+    }
+
+    /**
+     * Sets the operation timeout.
+     *
+     * @param operationTimeout the timeout
+     */
+    public void setOperationTimeout(Duration operationTimeout) {
+      this.operationTimeout = operationTimeout;
+    }
+
+    /**
+     * The attempt timeout.
+     *
+     * @return the timeout
+     */
+    public Duration getAttemptTimeout() {
+      return attemptTimeout;
+    }
+
+    /**
+     * Sets the attempt timeout.
+     *
+     * @param attemptTimeout the timeout
+     */
+    public void setAttemptTimeout(Duration attemptTimeout) {
+      this.attemptTimeout = attemptTimeout;
+    }
+
+    /**
+     * The attempts per operation.
+     *
+     * @return the attempts
+     */
+    public int getMaxAttempts() {
+      return maxAttempts;
+    }
+
+    /**
+     * Sets the attempts per operation.
+     *
+     * @param maxAttempts the attempts
+     */
+    public void setMaxAttempts(int maxAttempts) {
+      this.maxAttempts = maxAttempts;
     }
   }
 

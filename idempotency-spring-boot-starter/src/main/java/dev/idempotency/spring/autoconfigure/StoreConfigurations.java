@@ -1,6 +1,7 @@
 package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.dynamodb.DynamoDbKeyStore;
 import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.redis.RedisKeyStore;
 import dev.idempotency.spi.KeyStore;
@@ -23,13 +24,15 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandi
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
+import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 
 /**
  * The stores the starter can build on what the application already has, each offered to {@link
  * IdempotencyAutoConfiguration#idempotencyKeyStore} as a {@link StoreCandidate}: JDBC on its {@link
- * DataSource} (with the table's check at startup and the scheduled purge), and Redis on its Lettuce
- * client. Imported by {@link IdempotencyAutoConfiguration}, as Spring Boot's own {@code
- * DataSourceConfiguration} is by its auto-configuration.
+ * DataSource} (with the table's check at startup and the scheduled purge), Redis on its Lettuce
+ * client, and DynamoDB on its {@code DynamoDbClient} (with the table's check at startup). Imported
+ * by {@link IdempotencyAutoConfiguration}, as Spring Boot's own {@code DataSourceConfiguration} is
+ * by its auto-configuration.
  */
 final class StoreConfigurations {
 
@@ -205,6 +208,74 @@ final class StoreConfigurations {
               return candidate(client, "", properties).store().get();
             });
       }
+    }
+  }
+
+  /** The DynamoDB store on the application's {@link DynamoDbClient}. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass({DynamoDbKeyStore.class, DynamoDbClient.class})
+  @ConditionalOnSingleCandidate(DynamoDbClient.class)
+  static class DynamoDb {
+
+    @Bean
+    StoreCandidate idempotencyDynamoDbStoreCandidate(
+        DynamoDbClient client, IdempotencyProperties properties) {
+      IdempotencyProperties.DynamoDb dynamo = properties.getDynamodb();
+      return new StoreCandidate(
+          StoreType.DYNAMODB,
+          "the application's DynamoDbClient, table " + dynamo.getTableName(),
+          () -> checked(client, dynamo));
+    }
+
+    private static DynamoDbKeyStore.Builder builder(
+        DynamoDbClient client, IdempotencyProperties.DynamoDb dynamo) {
+      return DynamoDbKeyStore.builder(client)
+          .tableName(dynamo.getTableName())
+          .keyPrefix(dynamo.getKeyPrefix())
+          .operationTimeout(dynamo.getOperationTimeout())
+          .attemptTimeout(dynamo.getAttemptTimeout())
+          .maxAttempts(dynamo.getMaxAttempts());
+    }
+
+    /**
+     * Checks the table when DynamoDB answers (creating it where {@code create-table-if-missing} is
+     * on): a missing table fails the start with what to do. DynamoDB that does not answer does not
+     * stop the start, as for JDBC: calls fail closed until it does.
+     */
+    static DynamoDbKeyStore checked(DynamoDbClient client, IdempotencyProperties.DynamoDb dynamo) {
+      DynamoDbKeyStore store = builder(client, dynamo).build();
+      boolean exists;
+      try {
+        exists = store.tableExists();
+      } catch (KeyStoreException e) {
+        log.warn(
+            "DynamoDB did not answer at startup ({}): the application starts, its idempotent"
+                + " calls fail closed (503) until DynamoDB answers; table {} was not checked{}",
+            Jdbc.rootMessage(e),
+            dynamo.getTableName(),
+            dynamo.isCreateTableIfMissing()
+                ? " nor created (it is created at the next start)"
+                : "");
+        log.debug("DynamoDB's failure at startup", e);
+        return store;
+      }
+      if (exists) {
+        return store;
+      }
+      if (dynamo.isCreateTableIfMissing()) {
+        return builder(client, dynamo).createTableIfMissing(true).build();
+      }
+      throw new IllegalStateException(
+          "The idempotency DynamoDB table "
+              + dynamo.getTableName()
+              + " does not exist (or these credentials cannot describe it), and"
+              + " idempotency.dynamodb.create-table-if-missing is false. Create it with your"
+              + " infrastructure code (partition key \""
+              + DynamoDbKeyStore.DEFAULT_PARTITION_KEY
+              + "\" of type S, TTL on attribute \""
+              + DynamoDbKeyStore.DEFAULT_TTL_ATTRIBUTE
+              + "\"; docs/stores.md), or set idempotency.dynamodb.create-table-if-missing=true to"
+              + " create it at startup");
     }
   }
 }
