@@ -77,6 +77,9 @@ class StagedArtifactsTest {
             Set.of(
                 "io.micrometer:micrometer-core",
                 "org.springframework:spring-webmvc",
+                "org.springframework:spring-webflux",
+                "io.projectreactor:reactor-core",
+                "org.springframework:spring-jdbc",
                 "jakarta.servlet:jakarta.servlet-api",
                 "org.springframework.data:spring-data-redis",
                 "io.lettuce:lettuce-core",
