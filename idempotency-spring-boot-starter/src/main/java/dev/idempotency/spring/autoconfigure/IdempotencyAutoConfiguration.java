@@ -218,8 +218,8 @@ public final class IdempotencyAutoConfiguration {
     if (warn) {
       log.warn(
           "Idempotency records are kept in this JVM's memory: they are lost on restart and not"
-              + " shared with other instances. Give the application a DataSource or Redis, or set"
-              + " idempotency.store=memory to choose this on purpose");
+              + " shared with other instances. Give the application a DataSource, Redis or a"
+              + " DynamoDbClient, or set idempotency.store=memory to choose this on purpose");
     }
     return new StoreCandidate(
         StoreType.MEMORY,
