@@ -3,6 +3,7 @@ package dev.idempotency;
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spi.ClaimResult;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -39,6 +40,23 @@ final class CallEvents {
   IdempotencyObserver.CallObservation start() {
     observation = settings.observers.onCallStart(operation, settings.store.kind());
     return observation;
+  }
+
+  /**
+   * Runs a blocking call's body on this thread under its observation: started here, its scope open
+   * around the body, ended with the body's failure (or none) whichever way it leaves.
+   */
+  <R> R observed(Supplier<R> body) {
+    IdempotencyObserver.CallObservation started = start();
+    Throwable failure = null;
+    try (IdempotencyObserver.Scope scope = started.openScope()) {
+      return body.get();
+    } catch (RuntimeException | Error e) {
+      failure = e;
+      throw e;
+    } finally {
+      started.onEnd(failure);
+    }
   }
 
   /** Nanoseconds since the call began. */

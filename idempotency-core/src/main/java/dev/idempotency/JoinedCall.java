@@ -45,16 +45,7 @@ final class JoinedCall<T> {
   }
 
   Outcome<T> run() {
-    IdempotencyObserver.CallObservation observation = call.events.start();
-    Throwable failure = null;
-    try (IdempotencyObserver.Scope scope = observation.openScope()) {
-      return claimAndSend();
-    } catch (RuntimeException | Error e) {
-      failure = e;
-      throw e;
-    } finally {
-      observation.onEnd(failure);
-    }
+    return call.events.observed(this::claimAndSend);
   }
 
   private Outcome<T> claimAndSend() {
