@@ -86,6 +86,26 @@ class E2eCheckerTest {
     assertThat(report.ok()).isFalse();
   }
 
+  /**
+   * A broker restart is no excuse either: the store stayed up, so a record redelivered after a
+   * failed offset commit must be replayed, not sent again.
+   */
+  @Test
+  void aSecondSendAcrossABrokerRestartFails() {
+    E2eChecker.Report report =
+        check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 1, 90, 100, "msg-1"),
+                    new Send("k", "pk", 1, 1, 5_000, 5_010, "msg-2")),
+                List.of(call("k", "SENT", "msg-2", 6_000)),
+                List.of(new Fault("BROKER_RESTART", 0, 150, 4_000))),
+            Map.of("k", List.of(new Answer(false, BODY_2))));
+
+    assertThat(report.duplicates.brokenDuplicates).hasSize(1);
+    assertThat(report.ok()).isFalse();
+  }
+
   /** SIGKILL between the provider's accept and the outcome write: the allowed duplicate. */
   @Test
   void aSecondSendAfterTheOwnerWasKilledIsAllowed() {

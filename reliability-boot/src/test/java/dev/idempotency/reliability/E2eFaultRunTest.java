@@ -20,7 +20,9 @@ class E2eFaultRunTest {
 
   @Test
   void noKeySentTwiceWithoutAnAllowedCauseAndNothingLost() throws Exception {
-    long seed = Long.getLong("e2e.seed", 11);
+    // seed 10's first round starts with a broker restart, a store outage and a SIGTERM, which fit
+    // in 30 s on a busy machine (a kill follows when there is time)
+    long seed = Long.getLong("e2e.seed", 10);
     Duration duration = Duration.ofSeconds(Long.getLong("e2e.seconds", 30));
     Path dir = Path.of("target", "e2e-runs", "seed-" + seed + "-" + System.currentTimeMillis());
     Files.createDirectories(dir);

@@ -1,6 +1,7 @@
 package dev.idempotency.reliability;
 
 import dev.idempotency.reliability.app.OrderListener;
+import dev.idempotency.testservers.FreePorts;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -9,6 +10,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.TimeUnit;
+import kafka.server.BrokerServer;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -24,7 +26,8 @@ import org.springframework.kafka.test.EmbeddedKafkaKraftBroker;
  * The run's Kafka side: a real broker in this JVM (KRaft, spring-kafka-test's), a producer that
  * publishes a new key to {@link OrderListener#TOPIC} every {@code everyMillis} (the key in the
  * {@code Idempotency-Key} header and as the value), and, afterwards, which keys the broker
- * considers consumed: those below the listener group's committed offset.
+ * considers consumed: those below the listener group's committed offset. The broker listens on a
+ * fixed port, so that it can be {@linkplain #restartBroker restarted} on the same address and data.
  */
 final class KafkaOrders implements AutoCloseable {
 
@@ -36,6 +39,9 @@ final class KafkaOrders implements AutoCloseable {
 
   KafkaOrders() {
     broker = new EmbeddedKafkaKraftBroker(1, 1, OrderListener.TOPIC);
+    // a fixed port (kafkaPorts is not applied to a KRaft broker here), kept across a restart
+    broker.brokerProperty(
+        "listeners", "EXTERNAL://localhost:" + FreePorts.next() + ",CONTROLLER://localhost:0");
     broker.afterPropertiesSet();
     Properties props = new Properties();
     props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers());
@@ -76,6 +82,19 @@ final class KafkaOrders implements AutoCloseable {
     return new ArrayList<>(keysByOffset.values());
   }
 
+  /** The topic's end offset, as the broker reports it. */
+  long latestOffset() throws Exception {
+    try (Admin admin =
+        Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers()))) {
+      return admin
+          .listOffsets(Map.of(PARTITION, OffsetSpec.latest()))
+          .all()
+          .get(30, TimeUnit.SECONDS)
+          .get(PARTITION)
+          .offset();
+    }
+  }
+
   /**
    * Waits (bounded) until the listener's group has committed every record published, then returns
    * the keys below its committed offset: what the broker considers consumed.
@@ -86,14 +105,7 @@ final class KafkaOrders implements AutoCloseable {
     long deadline = System.nanoTime() + bound.toNanos();
     try (Admin admin =
         Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers()))) {
-      long latest =
-          admin
-              .listOffsets(Map.of(PARTITION, OffsetSpec.latest()))
-              .all()
-              .get(30, TimeUnit.SECONDS)
-              .get(PARTITION)
-              .offset();
-      end = Math.max(end, latest);
+      end = Math.max(end, latestOffset());
       while (System.nanoTime() < deadline) {
         OffsetAndMetadata offset =
             admin
@@ -115,6 +127,23 @@ final class KafkaOrders implements AutoCloseable {
       }
     }
     return consumed;
+  }
+
+  /**
+   * Stops the broker (the KRaft controller beside it stays up), keeps it down for {@code down}, and
+   * starts it again on the same port and log directory; returns once it serves again.
+   */
+  void restartBroker(Duration down) throws Exception {
+    for (BrokerServer server : broker.getCluster().brokers().values()) {
+      server.shutdown();
+      server.awaitShutdown();
+    }
+    // the outage's length, not a wait for something
+    TimeUnit.MILLISECONDS.sleep(down.toMillis());
+    for (BrokerServer server : broker.getCluster().brokers().values()) {
+      server.startup();
+    }
+    broker.getCluster().waitForReadyBrokers();
   }
 
   @Override
