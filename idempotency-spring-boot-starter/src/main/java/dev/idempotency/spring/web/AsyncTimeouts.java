@@ -83,7 +83,17 @@ final class AsyncTimeouts
     // a CompletionStage (adapted to a DeferredResult by Spring MVC) and an application's own
     // DeferredResult (seen through a copy: IdempotentEndpointAdvisor) report their late results
     // themselves; any other keeps Spring's timeout handling (503, the key released)
-    return !call.lateResultObserved() || !timedOut(request);
+    if (!call.lateResultObserved() || timedOut(request)) {
+      return !call.lateResultObserved();
+    }
+    // the result came just before the timeout, and Spring MVC's copy of it is not set yet: it is
+    // the answer (Spring's timeout would answer 503 and release a key whose send happened)
+    Object early = call.earlyResult();
+    if (early != EndpointCall.NO_RESULT) {
+      deferredResult.setErrorResult(early); // a value or a failure, as Spring's adapter sets it
+      return false;
+    }
+    return true;
   }
 
   @Override

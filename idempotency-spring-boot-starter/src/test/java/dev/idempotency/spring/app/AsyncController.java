@@ -160,6 +160,60 @@ public class AsyncController {
         PROVIDER);
   }
 
+  /**
+   * The race the end-to-end run met: the handler's future completes (the provider sent, 100 ms in)
+   * and the guard hears of it at once, but the copy Spring MVC waits on completes only once {@link
+   * #openRaceGate} is called, so the container timeout (1 s) fires in between.
+   */
+  @PostMapping("/async/race/future")
+  @IdempotentEndpoint
+  public CompletableFuture<ResponseEntity<Map<String, Object>>> racingFuture() {
+    int run = runs.increment();
+    GatedCopyFuture<ResponseEntity<Map<String, Object>>> future = new GatedCopyFuture<>(raceGate);
+    CompletableFuture.runAsync(
+        () -> future.complete(sent("race-future", run)),
+        CompletableFuture.delayedExecutor(100, TimeUnit.MILLISECONDS));
+    return future;
+  }
+
+  private volatile CompletableFuture<Void> raceGate = new CompletableFuture<>();
+
+  /** Lets the copies of {@link #racingFuture} complete; later ones wait for the next call. */
+  public void openRaceGate() {
+    CompletableFuture<Void> gate = raceGate;
+    raceGate = new CompletableFuture<>();
+    gate.complete(null);
+  }
+
+  /**
+   * A future whose {@link #copy()} completes only after a gate opens, on another thread: its own
+   * dependents (the guard's) hear of its result first.
+   */
+  static final class GatedCopyFuture<T> extends CompletableFuture<T> {
+    private final CompletableFuture<Void> gate;
+
+    GatedCopyFuture(CompletableFuture<Void> gate) {
+      this.gate = gate;
+    }
+
+    @Override
+    public CompletableFuture<T> copy() {
+      CompletableFuture<T> copy = new CompletableFuture<>();
+      whenComplete(
+          (value, failure) ->
+              gate.orTimeout(10, TimeUnit.SECONDS)
+                  .whenComplete(
+                      (opened, timedOut) -> {
+                        if (failure != null) {
+                          copy.completeExceptionally(failure);
+                        } else {
+                          copy.complete(value);
+                        }
+                      }));
+      return copy;
+    }
+  }
+
   /** An async result that fails: nothing maps the exception, so a 500. */
   @PostMapping("/async/failing")
   @IdempotentEndpoint

@@ -85,6 +85,32 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
     assertThat(runs()).as("the handler ran once").isEqualTo(1);
   }
 
+  /**
+   * The result came (the provider sent) but Spring MVC had not yet seen it when the container
+   * timeout fired: the result is the answer and is stored, not a 503 that releases the key (the
+   * end-to-end run's seed 7 sent a key twice this way, on a loaded machine).
+   */
+  @Test
+  void aResultThatCameJustBeforeTheTimeoutIsTheAnswerAndIsStored() throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/async/race/future";
+    int sendsBefore = controller.providerSends();
+
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      controller.openRaceGate();
+    }
+    HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
+
+    assertThat(first.statusCode()).as(EndpointClient.text(first)).isEqualTo(201);
+    assertThat(retry.statusCode()).as(EndpointClient.text(retry)).isEqualTo(201);
+    assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(EndpointClient.text(retry)).isEqualTo(EndpointClient.text(first));
+    assertThat(controller.providerSends() - sendsBefore).as("one provider send").isEqualTo(1);
+  }
+
   /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
   private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
     HttpResponse<byte[]> last;
