@@ -126,4 +126,10 @@ final class EndpointKeys {
       return null;
     }
   }
+
+  /** A low-cardinality operation name: the method and the path pattern, as a metrics tag allows. */
+  static String operation(String method, String pattern) {
+    String name = ("http." + method + pattern).replaceAll("[^A-Za-z0-9_.-]", "_");
+    return name.length() <= 64 ? name : name.substring(0, 64);
+  }
 }

@@ -188,7 +188,9 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
         IdempotencyRequest.of(scoped, endpoint.ttl())
             .withFingerprint(fingerprint)
             .withOperation(
-                endpoint.name() != null ? endpoint.name() : operation(request.getMethod(), path));
+                endpoint.name() != null
+                    ? endpoint.name()
+                    : EndpointKeys.operation(request.getMethod(), path));
     PendingCall<StoredResponse> call =
         PendingCall.claim(guard, idempotency, StoredResponse.CODEC, maxWait);
     if (!call.claimed()) {
@@ -354,11 +356,5 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
         "response-not-stored",
         detail,
         stored != null ? Map.of("original-status", stored.status()) : Map.of());
-  }
-
-  /** A low-cardinality operation name: the method and the path pattern, as a metrics tag allows. */
-  static String operation(String method, String pattern) {
-    String name = ("http." + method + pattern).replaceAll("[^A-Za-z0-9_.-]", "_");
-    return name.length() <= 64 ? name : name.substring(0, 64);
   }
 }

@@ -196,7 +196,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                               endpoint,
                               IdempotencyRequest.of(scoped, endpoint.ttl())
                                   .withFingerprint(
-                                      RequestFingerprint.ofBody(
+                                      BodyFingerprint.ofBody(
                                           request.getPath().value(),
                                           request.getURI().getRawQuery(),
                                           Objects.toString(
@@ -209,7 +209,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                                   .withOperation(
                                       endpoint.name() != null
                                           ? endpoint.name()
-                                          : IdempotentEndpointInterceptor.operation(method, path)),
+                                          : EndpointKeys.operation(method, path)),
                               bytes))
                   .onErrorResume(
                       DataBufferLimitException.class,

@@ -23,9 +23,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
-import org.springframework.http.MediaType;
 
 /**
  * What makes two requests under one key the same request: the path and query, and the body. A JSON
@@ -33,11 +30,10 @@ import org.springframework.http.MediaType;
  * sorted by name, a multipart body by its parts (name, file name, content type and a digest of the
  * content; sorted by name, in order within a name), anything else by its bytes. Form and multipart
  * bodies are read as the container parsed them, so {@code getParameter} and {@code getParts} keep
- * working for the handler.
+ * working for the handler. The servlet side: the body alone is {@link BodyFingerprint}'s, which the
+ * WebFlux filter uses without the servlet API on the class path.
  */
 final class RequestFingerprint {
-
-  private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointFilter.class);
 
   private RequestFingerprint() {}
 
@@ -79,37 +75,11 @@ final class RequestFingerprint {
       if (bytes == null) {
         throw new BodyTooLarge();
       }
-      if (bytes.length > 0 && isJson(request.getContentType())) {
-        what.append("json:").append(json(bytes, json));
+      if (bytes.length > 0 && BodyFingerprint.isJson(request.getContentType())) {
+        what.append("json:").append(BodyFingerprint.json(bytes, json));
       } else {
         what.append("bytes:").append(RequestFingerprints.ofBytes(bytes));
       }
-    }
-    return RequestFingerprints.ofBytes(what.toString().getBytes(StandardCharsets.UTF_8));
-  }
-
-  /**
-   * The fingerprint of a request whose body is held in memory (Spring WebFlux): the path, the query
-   * and the body, canonical JSON for a JSON body, its bytes otherwise.
-   *
-   * @param path the request's path
-   * @param query the raw query, or null
-   * @param contentType the body's content type, or null
-   * @param bytes the body
-   * @param json the application's JSON mapper, or null (JSON then counts by its bytes)
-   */
-  static String ofBody(
-      String path,
-      @Nullable String query,
-      @Nullable String contentType,
-      byte[] bytes,
-      @Nullable JsonCodecs json) {
-    StringBuilder what = new StringBuilder();
-    what.append(path).append('?').append(Objects.toString(query, "")).append('\n');
-    if (bytes.length > 0 && isJson(contentType)) {
-      what.append("json:").append(json(bytes, json));
-    } else {
-      what.append("bytes:").append(RequestFingerprints.ofBytes(bytes));
     }
     return RequestFingerprints.ofBytes(what.toString().getBytes(StandardCharsets.UTF_8));
   }
@@ -146,29 +116,5 @@ final class RequestFingerprint {
       in.transferTo(java.io.OutputStream.nullOutputStream());
     }
     return HexFormat.of().formatHex(sha256.digest());
-  }
-
-  private static String json(byte[] bytes, @Nullable JsonCodecs json) {
-    if (json != null) {
-      try {
-        return JsonFingerprints.of(json.readTree(bytes));
-      } catch (IOException | IllegalArgumentException notJson) {
-        log.debug("A JSON body that does not parse is fingerprinted by its bytes", notJson);
-      }
-    }
-    return RequestFingerprints.ofBytes(bytes);
-  }
-
-  private static boolean isJson(@Nullable String type) {
-    if (type == null) {
-      return false;
-    }
-    try {
-      MediaType media = MediaType.parseMediaType(type);
-      return media.isCompatibleWith(MediaType.APPLICATION_JSON)
-          || media.getSubtype().endsWith("+json");
-    } catch (IllegalArgumentException unparsable) {
-      return false;
-    }
   }
 }
