@@ -33,13 +33,13 @@ import javax.sql.DataSource;
  * One client process of a joined-transaction fault run (SPEC section 17): many threads, each in a
  * loop of one application transaction on its own connection, in which {@code executeInTransaction}
  * claims a key and its sender inserts an outbox row ({@link OutboxTable}) and returns the row's id;
- * then the application does a little more work and commits, or (one time in twenty) rolls the whole
- * transaction back. Keys come from the sliding key space of {@link FaultRunChild}, half of them
- * hot, so that several threads and processes enqueue the same key at once. One sender in ten holds
- * its transaction open for 1.5 to 2.5 leases after the insert (so that kills, pauses, cuts and
- * restarts land inside open transactions), and a few fail after the insert. The guard's clock jumps
- * by up to ten seconds either way every 2 to 5 s (the store runs on database time). It runs until
- * the file {@code stop} appears in its directory.
+ * then the application works on (20 to 200 ms after a first enqueue, up to 20 ms after a replay)
+ * and commits, or (one time in twenty) rolls the whole transaction back. Keys come from the sliding
+ * key space of {@link FaultRunChild}, half of them hot, so that several threads and processes
+ * enqueue the same key at once. One sender in ten holds its transaction open for 1.5 to 2.5 leases
+ * after the insert (so that kills, pauses, cuts and restarts land inside open transactions), and a
+ * few fail after the insert. The guard's clock jumps by up to ten seconds either way every 2 to 5 s
+ * (the store runs on database time). It runs until the file {@code stop} appears in its directory.
  *
  * <p>What it logs: every enqueue its senders made (the {@code sends-} log, whether or not it
  * committed), every call's outcome as the application saw it ({@code SENT} or {@code REPLAYED} with
@@ -150,11 +150,10 @@ public final class OutboxFaultRunChild {
     return FaultRunChild.keyName(base + offset);
   }
 
-  /** One application transaction: the guarded enqueue, a little more work, commit or rollback. */
+  /** One application transaction: the guarded enqueue, some more work, commit or rollback. */
   private void call(Random random) throws IOException {
     String key = key(random);
     boolean rollBack = random.nextInt(100) < 5;
-    long moreWork = random.nextInt(20);
     // the id this call's sender enqueued, for its failure's log line
     AtomicReference<String> enqueued = new AtomicReference<>();
     try (Connection connection = dataSource.getConnection()) {
@@ -167,7 +166,9 @@ public final class OutboxFaultRunChild {
                 IdempotencyRequest.of(key, FaultRunChild.TTL),
                 ResultCodec.string(),
                 ctx -> enqueue(connection, ctx, random, enqueued));
-        Thread.sleep(moreWork);
+        // the application's own work after the guarded call, in the same transaction: after a first
+        // enqueue, long enough that kills and cuts land between the enqueue and the commit
+        Thread.sleep(outcome.replayed() ? random.nextInt(20) : 20 + random.nextInt(180));
         if (rollBack) {
           connection.rollback();
           logCall(key, kind(outcome) + "_ROLLED_BACK", outcome.value());
