@@ -15,9 +15,11 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * The randomized fault run, short and seeded, on every shared store; and the same run on a
- * deliberately broken store, which the checker must fail. Each run appends its row to {@code
- * target/fault-runs.md}. The long run is the same test with more time (docs/guarantees.md).
+ * The randomized fault run, short and seeded, on every shared store, and in the joined-transaction
+ * mode on PostgreSQL and MariaDB (no duplicate enqueue at all); and the same runs on a deliberately
+ * broken store and a deliberately broken enqueue, which the checkers must fail. Each run appends
+ * its row to {@code target/fault-runs.md}. The long run is the same test with more time
+ * (docs/guarantees.md).
  *
  * <p>{@code @Isolated}: its clients and nemesis load both cores, and its 800 ms leases must not
  * compete with another test class for them.
