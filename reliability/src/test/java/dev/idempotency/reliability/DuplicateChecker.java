@@ -88,6 +88,9 @@ final class DuplicateChecker {
     final List<String> stuck = new ArrayList<>();
     int abandoned;
 
+    /** Joined runs only ({@link OutboxChecker}): enqueues rolled back because a kill ended them. */
+    long killedInFlight;
+
     /**
      * The longest time while the nemesis ran in which no call succeeded (sent or replayed), in ms:
      * a store restart or a cut shows here for its length; a harness that stalled shows as most of
@@ -146,7 +149,8 @@ final class DuplicateChecker {
           + " stuck="
           + stuck
           + " abandoned="
-          + abandoned;
+          + abandoned
+          + (killedInFlight > 0 ? " killedInFlight=" + killedInFlight : "");
     }
   }
 

@@ -7,6 +7,7 @@ import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.IdempotencyStoredFailureException;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.TakeoverPolicy;
+import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.reliability.FaultHistory.Fault;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.testservers.EmbeddedRedisCluster;
@@ -29,7 +30,9 @@ import java.util.stream.Collectors;
  * key space while a seeded nemesis kills and restarts them, pauses them past their lease, restarts
  * the store (persistence on), and delays or cuts the network through a proxy; the children jump
  * their own clocks. Afterwards the run settles, probes every key, and hands the whole history to
- * {@link DuplicateChecker}.
+ * {@link DuplicateChecker}. On a joined store ({@link StoreKind#joined()}) the clients are {@link
+ * OutboxFaultRunChild}ren, each call an enqueue inside an application transaction, the nemesis the
+ * same, and the end is {@link OutboxProbe} and {@link OutboxChecker} instead.
  *
  * <p>Same seed, same schedule of faults: the nemesis draws its choices and its waits from it (the
  * interleaving of the clients' threads stays the machine's).
@@ -42,7 +45,18 @@ final class FaultRun {
     POSTGRESQL_CLIENT_TIME,
     MARIADB,
     REDIS,
-    REDIS_CLUSTER
+    REDIS_CLUSTER,
+    /**
+     * PostgreSQL, every call joined to an application transaction that enqueues an outbox row
+     * ({@link OutboxFaultRunChild}), checked by {@link OutboxChecker}: no duplicate enqueue at all.
+     */
+    POSTGRESQL_JOINED,
+    /** MariaDB, joined as {@link #POSTGRESQL_JOINED}. */
+    MARIADB_JOINED;
+
+    boolean joined() {
+      return this == POSTGRESQL_JOINED || this == MARIADB_JOINED;
+    }
   }
 
   record Settings(
@@ -98,7 +112,9 @@ final class FaultRun {
       return switch (settings.store()) {
         case POSTGRESQL -> onPostgres("");
         case POSTGRESQL_CLIENT_TIME -> onPostgres(FaultRunChild.CLIENT_TIME);
-        case MARIADB -> onMariaDb();
+        case POSTGRESQL_JOINED -> onPostgres(OutboxFaultRunChild.JOINED);
+        case MARIADB -> onMariaDb("");
+        case MARIADB_JOINED -> onMariaDb(OutboxFaultRunChild.JOINED);
         case REDIS -> onRedis();
         case REDIS_CLUSTER -> onCluster();
       };
@@ -126,13 +142,13 @@ final class FaultRun {
     }
   }
 
-  private DuplicateChecker.Report onMariaDb() throws Exception {
+  private DuplicateChecker.Report onMariaDb(String prefix) throws Exception {
     try (EmbeddedMariaDb mariadb = new EmbeddedMariaDb();
         DelayProxy proxy = new DelayProxy(mariadb.port())) {
       String viaProxy =
           mariadb.url().replace(":" + mariadb.port() + "/", ":" + proxy.port() + "/")
               + "&connectTimeout=5000&socketTimeout=60000";
-      return run(viaProxy, mariadb.url(), proxy, mariadb::restart);
+      return run(prefix + viaProxy, prefix + mariadb.url(), proxy, mariadb::restart);
     }
   }
 
@@ -174,6 +190,9 @@ final class FaultRun {
     // create the table once, before the clients race to
     long began = System.nanoTime();
     KeyStore direct = Stores.open(directSpec, 2);
+    if (settings.store().joined()) {
+      OutboxTable.create(((JdbcKeyStore) direct).dataSource().orElseThrow());
+    }
     startMillis = System.currentTimeMillis();
     for (int i = 0; i < settings.processes(); i++) {
       startChild(clientSpec);
@@ -229,12 +248,23 @@ final class FaultRun {
     }
     long stopped = System.nanoTime();
     Thread.sleep(lease + 300); // every lease the clients held has run out
+    if (settings.store().joined()) {
+      DuplicateChecker.Report report =
+          OutboxProbe.settleAndCheck((JdbcKeyStore) direct, dir, lastKey());
+      printPhases(began, ready, faultsEnded, stopped);
+      return report;
+    }
     List<String> stuck = new ArrayList<>();
     // the probe reads every key the clients could have used
     int abandoned = probe(direct, stuck);
     Files.writeString(
         dir.resolve("settled.txt"), abandoned + "\n" + String.join("\n", stuck) + "\n");
-    // where a run's time goes, for whoever shortens the build next
+    printPhases(began, ready, faultsEnded, stopped);
+    return DuplicateChecker.check(FaultHistory.read(dir), stuck, abandoned);
+  }
+
+  /** Where a run's time goes, for whoever shortens the build next. */
+  private static void printPhases(long began, long ready, long faultsEnded, long stopped) {
     System.out.printf(
         "phases: clients ready %d ms, faults %d ms, clients stopped %d ms, settled and probed %d"
             + " ms%n",
@@ -242,7 +272,12 @@ final class FaultRun {
         (faultsEnded - ready) / 1_000_000,
         (stopped - faultsEnded) / 1_000_000,
         (System.nanoTime() - stopped) / 1_000_000);
-    return DuplicateChecker.check(FaultHistory.read(dir), stuck, abandoned);
+  }
+
+  /** The last key the clients could have used (the key space slides, see {@link FaultRunChild}). */
+  private long lastKey() {
+    return (System.currentTimeMillis() - startMillis) / FaultRunChild.KEY_EVERY_MILLIS
+        + settings.keys();
   }
 
   /**
@@ -259,9 +294,7 @@ final class FaultRun {
             .inFlightWait(Duration.ZERO)
             .build();
     int abandoned = 0;
-    long lastKey =
-        (System.currentTimeMillis() - startMillis) / FaultRunChild.KEY_EVERY_MILLIS
-            + settings.keys();
+    long lastKey = lastKey();
     for (long i = 0; i <= lastKey; i++) {
       String key = FaultRunChild.keyName(i);
       try {
@@ -280,7 +313,9 @@ final class FaultRun {
 
   private void startChild(String spec) throws IOException {
     int process = nextProcess++;
-    List<String> command = ChildJvm.javaCommand(192, FaultRunChild.class);
+    List<String> command =
+        ChildJvm.javaCommand(
+            192, settings.store().joined() ? OutboxFaultRunChild.class : FaultRunChild.class);
     command.addAll(
         List.of(
             spec,
@@ -365,8 +400,15 @@ final class FaultRun {
    * @throws IOException if it cannot be read
    */
   public static void main(String[] args) throws IOException {
-    // a run from before settled.txt was written counts as settled
     Path dir = Path.of(args[0]);
+    if (Files.exists(dir.resolve(OutboxProbe.ROWS_FILE))) {
+      DuplicateChecker.Report joined = OutboxProbe.recheck(dir);
+      System.out.println(DuplicateChecker.Report.header());
+      System.out.println(joined.row(dir.getFileName().toString()));
+      System.out.println(joined);
+      return;
+    }
+    // a run from before settled.txt was written counts as settled
     Path settledFile = dir.resolve("settled.txt");
     List<String> settled =
         Files.exists(settledFile) ? Files.readAllLines(settledFile) : List.of("0");

@@ -116,7 +116,7 @@ public final class FaultRunChild {
     keys = Integer.parseInt(args[5]);
     hotKeys = Integer.parseInt(args[6]);
     startMillis = Long.parseLong(args[9]);
-    KeyStore store = openRetrying(spec);
+    KeyStore store = openRetrying(spec, 8);
     if (args[8].equals("no-renewal")) {
       store = new RenewalDroppingStore(store);
     }
@@ -138,11 +138,11 @@ public final class FaultRunChild {
    * Opens the store, trying again for up to two minutes: a client started while the store restarts
    * or the network is cut keeps trying, as a supervised service would.
    */
-  private static KeyStore openRetrying(String spec) {
+  static KeyStore openRetrying(String spec, int poolSize) {
     long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(2);
     while (true) {
       try {
-        return Stores.open(spec, 8);
+        return Stores.open(spec, poolSize);
       } catch (RuntimeException e) {
         if (System.nanoTime() > deadline) {
           throw e;
@@ -439,7 +439,7 @@ public final class FaultRunChild {
     write(callLog, call.line(), false);
   }
 
-  private static String name(Throwable e) {
+  static String name(Throwable e) {
     if (e instanceof IdempotencyInProgressException) {
       return "IN_PROGRESS";
     }
@@ -582,7 +582,7 @@ public final class FaultRunChild {
    * file channel closes itself when written on an interrupted thread, so the interrupt a sender
    * left on its thread is set aside for the write.
    */
-  private static void write(FileChannel channel, String line, boolean sync) throws IOException {
+  static void write(FileChannel channel, String line, boolean sync) throws IOException {
     ByteBuffer bytes = ByteBuffer.wrap((line + "\n").getBytes(StandardCharsets.UTF_8));
     boolean interrupted = Thread.interrupted();
     try {

@@ -15,9 +15,11 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * The randomized fault run, short and seeded, on every shared store; and the same run on a
- * deliberately broken store, which the checker must fail. Each run appends its row to {@code
- * target/fault-runs.md}. The long run is the same test with more time (docs/guarantees.md).
+ * The randomized fault run, short and seeded, on every shared store, and in the joined-transaction
+ * mode on PostgreSQL and MariaDB (no duplicate enqueue at all); and the same runs on a deliberately
+ * broken store and a deliberately broken enqueue, which the checkers must fail. Each run appends
+ * its row to {@code target/fault-runs.md}. The long run is the same test with more time
+ * (docs/guarantees.md).
  *
  * <p>{@code @Isolated}: its clients and nemesis load both cores, and its 800 ms leases must not
  * compete with another test class for them.
@@ -35,18 +37,22 @@ class FaultRunTest {
   private static final Duration BROKEN_RUN = Duration.ofSeconds(10);
 
   /**
+   * The joined run with its outbox row committed apart, on purpose: one time in twenty the
+   * application rolls back after the enqueue, so duplicates come within seconds whatever the faults
+   * (35 in 10 s, seed 17), and a few seconds keep the build short.
+   */
+  private static final Duration BROKEN_JOINED_RUN = Duration.ofSeconds(5);
+
+  /**
    * No fault stops every client for long: a store restart takes seconds, a cut at most 2 s, a pause
    * one process. A run where no call succeeds for this long has stalled.
    */
   private static final long QUIET_LIMIT_MILLIS = 15_000;
 
   @ParameterizedTest
-  @EnumSource(StoreKind.class)
+  @EnumSource(value = StoreKind.class, names = ".*_JOINED", mode = EnumSource.Mode.MATCH_NONE)
   void everySendIsAccountedForAndEveryDuplicateHasAnAllowedCause(StoreKind store) throws Exception {
-    String only = System.getProperty("faultrun.stores");
-    org.junit.jupiter.api.Assumptions.assumeTrue(
-        only == null || java.util.List.of(only.split(",")).contains(store.name().toLowerCase()),
-        "faultrun.stores=" + only);
+    assumeSelected(store);
     Path dir = runDirectory(store.name().toLowerCase());
     DuplicateChecker.Report report =
         new FaultRun(Settings.shortRun(store, SEED).lasting(SHORT), dir).run();
@@ -61,6 +67,33 @@ class FaultRunTest {
     assertThat(report.brokenDuplicates).as("duplicates without an allowed cause").isEmpty();
     assertThat(report.badResults).as("results no send produced").isEmpty();
     assertThat(report.stuck).as("keys still held after the run settled").isEmpty();
+  }
+
+  /**
+   * The joined-transaction mode (SPEC section 17): each call enqueues an outbox row inside the
+   * application's transaction, and the checker allows no duplicate enqueue at all, kills included;
+   * every call that committed or replayed got the id of its key's one row.
+   */
+  @ParameterizedTest
+  @EnumSource(value = StoreKind.class, names = ".*_JOINED", mode = EnumSource.Mode.MATCH_ALL)
+  void joinedEnqueuesAreNeverDuplicatedNorLostKillsIncluded(StoreKind store) throws Exception {
+    assumeSelected(store);
+    Path dir = runDirectory(store.name().toLowerCase());
+    DuplicateChecker.Report report =
+        new FaultRun(Settings.shortRun(store, SEED).lasting(SHORT), dir).run();
+    record(store.name().toLowerCase(), report);
+
+    assertThat(report.sends).as("outbox rows committed").isGreaterThan(50);
+    assertThat(report.replays).as("committed enqueues replayed").isGreaterThan(50);
+    assertThat(report.longestQuietMillis)
+        .as("the longest time in which no call succeeded (a stalled harness shows here)")
+        .isLessThan(QUIET_LIMIT_MILLIS);
+    assertThat(report.faults)
+        .as("the nemesis killed a client (seed %d's first fault is a kill; see docs)", SEED)
+        .containsKey("KILL");
+    assertThat(report.brokenDuplicates).as("duplicate enqueues").isEmpty();
+    assertThat(report.badResults).as("lost enqueues, or ids never committed").isEmpty();
+    assertThat(report.stuck).as("keys still locked after the run settled").isEmpty();
   }
 
   /**
@@ -80,6 +113,36 @@ class FaultRunTest {
 
     assertThat(report.ok()).isFalse();
     assertThat(report.brokenDuplicates).isNotEmpty();
+  }
+
+  /**
+   * The joined run on PostgreSQL with a deliberately broken enqueue: the sender inserts the outbox
+   * row on another connection in auto-commit, so the row commits apart from the key's record. A
+   * kill inside the transaction, or the application's own rollback, then leaves a row whose key a
+   * retry enqueues again, and the checker must fail the run.
+   */
+  @Test
+  void theCheckerFailsAJoinedRunWhoseOutboxRowCommitsApart() throws Exception {
+    Path dir = runDirectory("postgresql_joined-outbox-apart");
+    DuplicateChecker.Report report =
+        new FaultRun(
+                Settings.shortRun(StoreKind.POSTGRESQL_JOINED, SEED)
+                    .lasting(BROKEN_JOINED_RUN)
+                    .broken(OutboxFaultRunChild.SEPARATE_OUTBOX),
+                dir)
+            .run();
+    record("postgresql_joined, outbox row committed apart on purpose", report);
+
+    assertThat(report.ok()).isFalse();
+    assertThat(report.brokenDuplicates).as("duplicate enqueues").isNotEmpty();
+  }
+
+  /** Runs only the stores named in {@code -Dfaultrun.stores}, if it is set. */
+  private static void assumeSelected(StoreKind store) {
+    String only = System.getProperty("faultrun.stores");
+    org.junit.jupiter.api.Assumptions.assumeTrue(
+        only == null || java.util.List.of(only.split(",")).contains(store.name().toLowerCase()),
+        "faultrun.stores=" + only);
   }
 
   /** The run's history stays in target/fault-runs/NAME for reading after a failure. */

@@ -14,13 +14,17 @@ import java.util.Arrays;
 
 /**
  * Opens a store from a text spec, the same way in the test JVM and in child JVMs: a JDBC URL (a
- * pooled data source, database time; prefixed with {@code clienttime:}, the guard's clock), {@code
- * redis://host:port}, or {@code cluster:uri,uri,...}.
+ * pooled data source, database time; prefixed with {@code clienttime:}, the guard's clock; prefixed
+ * with {@code joined:}, the same store for a joined-transaction run, see {@link
+ * OutboxFaultRunChild}), {@code redis://host:port}, or {@code cluster:uri,uri,...}.
  */
 final class Stores {
   private Stores() {}
 
   static KeyStore open(String spec, int poolSize) {
+    if (spec.startsWith(OutboxFaultRunChild.JOINED)) {
+      spec = spec.substring(OutboxFaultRunChild.JOINED.length());
+    }
     boolean clientTime = spec.startsWith(FaultRunChild.CLIENT_TIME);
     if (clientTime) {
       spec = spec.substring(FaultRunChild.CLIENT_TIME.length());
