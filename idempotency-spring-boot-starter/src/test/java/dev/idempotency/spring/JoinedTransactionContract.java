@@ -1,9 +1,12 @@
 package dev.idempotency.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
+import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.spring.JoinedOutboxApp.Notifications;
 import dev.idempotency.spring.JoinedOutboxApp.Outbox;
 import dev.idempotency.spring.app.NotifyTestApplication;
@@ -28,6 +31,8 @@ import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * {@code @Idempotent(joinTransaction = true)} in a running Boot application over real HTTP, on the
@@ -222,6 +227,34 @@ abstract class JoinedTransactionContract {
     assertThat(outbox.runs() - before).isEqualTo(2);
     assertThat(outboxRows(key)).isEqualTo(1);
     assertThat(records(key)).isEqualTo(1);
+  }
+
+  @Test
+  void aTransactionOnAnotherDataSourceFailsTheCallNamingBothAndWritesNothing() throws Exception {
+    String key = newKey();
+    assertThat(outboxRows(key)).isZero();
+    int before = outbox.runs();
+    String storeDataSource =
+        String.valueOf(((JdbcKeyStore) guard.store()).dataSource().orElseThrow());
+
+    try (HikariDataSource other = new HikariDataSource()) {
+      other.setJdbcUrl("jdbc:h2:mem:other-" + UUID.randomUUID() + ";DB_CLOSE_DELAY=-1");
+      other.setPoolName("other-datasource");
+      TransactionTemplate onOther =
+          new TransactionTemplate(new DataSourceTransactionManager(other));
+
+      assertThatThrownBy(() -> onOther.execute(status -> outbox.enqueue(key, "555")))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContainingAll(
+              "joined.enqueue",
+              "joinTransaction = true",
+              "does not hold the idempotency store's DataSource (" + storeDataSource + ")",
+              "it holds HikariDataSource (other-datasource)",
+              "nothing ran");
+    }
+    assertThat(outbox.runs()).as("the method did not run").isEqualTo(before);
+    assertThat(outboxRows(key)).isZero();
+    assertThat(records(key)).isZero();
   }
 
   @Test
