@@ -25,7 +25,8 @@ import org.springframework.scheduling.annotation.EnableScheduling;
  *
  * <p>Run it on PostgreSQL with {@code mvn -q -pl examples-spring-boot -am compile exec:java
  * -Dexamples.skipDemo=true -Ddemo.main=dev.idempotency.examples.outbox.OutboxApplication
- * -Dexec.args="--spring.datasource.url=jdbc:postgresql://localhost/notify?user=app"}.
+ * -Dexec.args="--spring.datasource.url=jdbc:postgresql://localhost/notify?user=app"}; without a URL
+ * it runs on an in-memory H2.
  */
 @SpringBootApplication
 @PropertySource("classpath:outbox.properties")

@@ -57,6 +57,9 @@ public class OutboxRelay {
    */
   public int relayOnce() {
     Integer sent = transactions.execute(status -> sendBatch(outbox.lockUnsent(BATCH)));
+    if (sent != null && sent > 0) {
+      log.info("the relay sent {} outbox rows", sent); // a count: no key, no result
+    }
     return sent == null ? 0 : sent;
   }
 
