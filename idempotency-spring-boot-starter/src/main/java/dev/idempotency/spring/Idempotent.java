@@ -113,7 +113,9 @@ public @interface Idempotent {
    * Refused at startup on a store that is not a {@code JdbcKeyStore} on a {@code DataSource}, on a
    * method returning a {@code CompletionStage} or a {@code Mono}, and on a method that is itself
    * {@code @Transactional} (its own transaction would begin inside the guard: call it from inside a
-   * transaction instead). Default {@code false}: the usual mode, outside the transaction.
+   * transaction instead), and in an application without spring-jdbc on its class path (optional in
+   * the starter; {@code spring-boot-starter-jdbc} brings it). Default {@code false}: the usual
+   * mode, outside the transaction.
    *
    * @return {@code true} to join the caller's transaction
    */

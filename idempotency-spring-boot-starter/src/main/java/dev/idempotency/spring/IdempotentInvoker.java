@@ -19,6 +19,7 @@ import java.util.function.Supplier;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.support.AopUtils;
+import org.springframework.util.ClassUtils;
 
 /**
  * Runs one call of an {@link Idempotent} method through the guard once its key is known: the method
@@ -78,15 +79,41 @@ public final class IdempotentInvoker {
 
   /**
    * Refuses at startup the {@link Idempotent#joinTransaction()} methods found so far when the
-   * guard's store cannot join a Spring transaction.
+   * guard's store cannot join a Spring transaction, or spring-jdbc is missing.
    *
-   * @throws IllegalStateException naming the first such method and the store
+   * @param classLoader the application's class loader, where spring-jdbc must be found
+   * @throws IllegalStateException naming the first such method and the store or the dependency
    */
-  void requireJoinableStore() {
+  void requireJoinableStore(@Nullable ClassLoader classLoader) {
     for (IdempotentMethod method : methods.joining()) {
+      requireSpringJdbc(method, classLoader);
       JoinedCalls.requireJoinableStore(method, guard.get().store());
     }
   }
+
+  /**
+   * Refuses a joining method when spring-jdbc (optional in the starter) or spring-tx is missing,
+   * before {@link JoinedCalls}, which needs them, is loaded.
+   */
+  private static void requireSpringJdbc(IdempotentMethod method, @Nullable ClassLoader loader) {
+    for (String required : SPRING_JDBC_CLASSES) {
+      if (!ClassUtils.isPresent(required, loader)) {
+        throw new IllegalStateException(
+            method.where()
+                + " has joinTransaction = true, but spring-jdbc is not on the classpath ("
+                + required
+                + " is missing): joining a transaction takes its connection through Spring's"
+                + " DataSourceUtils; add the dependency org.springframework:spring-jdbc (Spring"
+                + " Boot's spring-boot-starter-jdbc brings it), or remove joinTransaction");
+      }
+    }
+  }
+
+  /** What {@link JoinedCalls} uses of spring-jdbc and spring-tx. */
+  private static final String[] SPRING_JDBC_CLASSES = {
+    "org.springframework.jdbc.datasource.DataSourceUtils",
+    "org.springframework.transaction.support.TransactionSynchronizationManager"
+  };
 
   /**
    * Whether an invocation is of an {@link Idempotent} method.

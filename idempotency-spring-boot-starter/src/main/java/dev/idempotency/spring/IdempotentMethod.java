@@ -63,6 +63,17 @@ final class IdempotentMethod {
   /** The index of a {@link SendContext} parameter, which the call's context replaces; or -1. */
   final int sendContextIndex;
 
+  /** The method as messages name it: {@code @Idempotent(name = "n") on a.B.send(..)}. */
+  String where() {
+    return "@Idempotent(name = \""
+        + name
+        + "\") on "
+        + userClass.getName()
+        + "."
+        + method.getName()
+        + "(..)";
+  }
+
   private final Expression key;
   private final String keySource;
   private final @Nullable Expression fingerprint;

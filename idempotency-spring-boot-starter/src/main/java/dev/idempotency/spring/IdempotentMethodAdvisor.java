@@ -11,6 +11,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
+import org.springframework.beans.factory.BeanClassLoaderAware;
 import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.BeanFactoryAware;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -35,7 +36,7 @@ import org.springframework.core.Ordered;
  * not create the guard, its store and its data source early too.
  */
 public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
-    implements SmartInitializingSingleton, BeanFactoryAware {
+    implements SmartInitializingSingleton, BeanFactoryAware, BeanClassLoaderAware {
 
   private static final long serialVersionUID = 1L;
 
@@ -122,6 +123,12 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
   }
 
   private transient @Nullable ListableBeanFactory beanFactory;
+  private transient @Nullable ClassLoader beanClassLoader;
+
+  @Override
+  public void setBeanClassLoader(ClassLoader classLoader) {
+    this.beanClassLoader = classLoader;
+  }
 
   @Override
   public void setBeanFactory(BeanFactory beanFactory) {
@@ -132,8 +139,8 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
    * Once the application has started: if it has {@link Idempotent} methods, no transaction advisor
    * may run outside this one (an application that sets {@code @EnableTransactionManagement(order =
    * ...)} lower than {@link #DEFAULT_ORDER}), or an outcome could be recorded before a commit that
-   * fails; and a method with {@link Idempotent#joinTransaction()} needs a {@code JdbcKeyStore} on a
-   * {@code DataSource}.
+   * fails; and a method with {@link Idempotent#joinTransaction()} needs spring-jdbc on the
+   * application's class path and a {@code JdbcKeyStore} on a {@code DataSource}.
    *
    * @throws IllegalStateException naming both orders, or the joining method and the store
    */
@@ -142,7 +149,7 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
     if (beanFactory == null || !methods.anyFound()) {
       return;
     }
-    invoker.requireJoinableStore();
+    invoker.requireJoinableStore(beanClassLoader);
     TransactionAdvisors.requireOutside(beanFactory, getOrder(), "@Idempotent");
   }
 

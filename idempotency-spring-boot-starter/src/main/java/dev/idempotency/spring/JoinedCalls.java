@@ -8,6 +8,7 @@ import dev.idempotency.Sender;
 import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.spi.KeyStore;
 import java.sql.Connection;
+import java.util.List;
 import javax.sql.DataSource;
 import org.springframework.jdbc.datasource.ConnectionHolder;
 import org.springframework.jdbc.datasource.DataSourceUtils;
@@ -48,20 +49,22 @@ final class JoinedCalls {
     DataSource dataSource = dataSourceOf(method, store);
     if (!TransactionSynchronizationManager.isActualTransactionActive()) {
       throw new IllegalStateException(
-          where(method)
+          method.where()
               + " has joinTransaction = true, but no transaction is active on this thread: call it"
               + " from inside a Spring-managed transaction (a @Transactional method or a"
               + " TransactionTemplate) on the store's DataSource; nothing ran");
     }
     if (!(TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder)) {
       throw new IllegalStateException(
-          where(method)
+          method.where()
               + " has joinTransaction = true, but the active transaction does not hold the"
               + " idempotency store's DataSource ("
               + dataSource
-              + "): it is on another DataSource or resource; run it under a transaction manager"
-              + " of the store's DataSource (DataSourceTransactionManager, JdbcTransactionManager,"
-              + " or JpaTransactionManager on it); nothing ran");
+              + "): it holds "
+              + heldResources()
+              + "; run it under a transaction manager of the store's DataSource"
+              + " (DataSourceTransactionManager, JdbcTransactionManager, or JpaTransactionManager"
+              + " on it); nothing ran");
     }
     Connection connection = DataSourceUtils.getConnection(dataSource);
     try {
@@ -74,7 +77,7 @@ final class JoinedCalls {
   private static DataSource dataSourceOf(IdempotentMethod method, KeyStore store) {
     if (!(store instanceof JdbcKeyStore jdbc)) {
       throw new IllegalStateException(
-          where(method)
+          method.where()
               + " has joinTransaction = true, but the idempotency store is "
               + store.kind()
               + ", not the JDBC store: only a JdbcKeyStore on the application's DataSource can"
@@ -84,19 +87,19 @@ final class JoinedCalls {
         .orElseThrow(
             () ->
                 new IllegalStateException(
-                    where(method)
+                    method.where()
                         + " has joinTransaction = true, but the JdbcKeyStore was not built on a"
                         + " DataSource, so no Spring transaction can hold it; build it with"
                         + " JdbcKeyStore.builder(dataSource)"));
   }
 
-  private static String where(IdempotentMethod method) {
-    return "@Idempotent(name = \""
-        + method.name
-        + "\") on "
-        + method.userClass.getName()
-        + "."
-        + method.method.getName()
-        + "(..)";
+  /** What the active transaction holds (its DataSources), for the message of a wrong one. */
+  private static String heldResources() {
+    List<String> held =
+        TransactionSynchronizationManager.getResourceMap().keySet().stream()
+            .map(String::valueOf)
+            .sorted()
+            .toList();
+    return held.isEmpty() ? "no DataSource" : String.join(", ", held);
   }
 }

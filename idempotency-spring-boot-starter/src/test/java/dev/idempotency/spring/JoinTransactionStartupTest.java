@@ -9,6 +9,7 @@ import javax.sql.DataSource;
 import org.h2.jdbcx.JdbcDataSource;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.core.NestedExceptionUtils;
 import org.springframework.transaction.annotation.Transactional;
@@ -40,8 +41,16 @@ class JoinTransactionStartupTest {
     return h2;
   }
 
-  static class Joining {
+  // public: under a FilteredClassLoader, the CGLIB proxy is defined in another class loader
+  public static class Joining {
     @Idempotent(key = "#orderId", joinTransaction = true)
+    public String send(String orderId) {
+      return orderId;
+    }
+  }
+
+  public static class NotJoining {
+    @Idempotent(key = "#orderId")
     public String send(String orderId) {
       return orderId;
     }
@@ -122,5 +131,27 @@ class JoinTransactionStartupTest {
         JoiningInTransactionalClass.class,
         "is itself @Transactional",
         "call it from inside a transaction");
+  }
+
+  @Test
+  void aJoiningMethodWithoutSpringJdbcFailsTheStartNamingTheDependency() {
+    failsWith(
+        onJdbc().withClassLoader(new FilteredClassLoader("org.springframework.jdbc")),
+        Joining.class,
+        "joinTransaction = true",
+        "spring-jdbc is not on the classpath",
+        "org.springframework:spring-jdbc");
+  }
+
+  @Test
+  void withoutSpringJdbcAMethodThatDoesNotJoinStillStarts() {
+    onJdbc()
+        .withClassLoader(new FilteredClassLoader("org.springframework.jdbc"))
+        .withBean(NotJoining.class)
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              assertThat(context.getBean(NotJoining.class).send("o-1")).isEqualTo("o-1");
+            });
   }
 }
