@@ -61,7 +61,8 @@ import reactor.util.context.ContextView;
  * <ol>
  *   <li>The key header is checked and scoped (method, path pattern, principal of the exchange,
  *       which Spring Security's reactive context sets) as on MVC: 400 problems.
- *   <li>The body is read up to the limit (413 past it) and fingerprinted (canonical JSON).
+ *   <li>The body is read up to the limit (413 past it) and fingerprinted: canonical JSON, a form by
+ *       its parameters, a multipart body by its parts, whatever its boundary.
  *   <li>The guard's non-blocking {@link IdempotencyGuard#executeForOutcomeAsync} claims the key; a
  *       repeat is answered from the store byte for byte with {@code Idempotent-Replayed: true}, a
  *       refusal as a problem (409 with {@code Retry-After}, 422, 503).
@@ -205,30 +206,24 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                 return chain.filter(exchange);
               }
               String scoped = ((EndpointKeys.Key) checked).scoped();
+              String operation =
+                  endpoint.name() != null
+                      ? endpoint.name()
+                      : IdempotentEndpointInterceptor.operation(method, path);
               return body(request)
                   .flatMap(
                       bytes ->
-                          claimed(
-                              exchange,
-                              chain,
-                              endpoint,
-                              IdempotencyRequest.of(scoped, endpoint.ttl())
-                                  .withFingerprint(
-                                      RequestFingerprint.ofBody(
-                                          request.getPath().value(),
-                                          request.getURI().getRawQuery(),
-                                          Objects.toString(
-                                              request
-                                                  .getHeaders()
-                                                  .getFirst(HttpHeaders.CONTENT_TYPE),
-                                              null),
-                                          bytes,
-                                          json.get()))
-                                  .withOperation(
-                                      endpoint.name() != null
-                                          ? endpoint.name()
-                                          : IdempotentEndpointInterceptor.operation(method, path)),
-                              bytes))
+                          ReactiveRequestFingerprint.of(exchange, bytes, json.get(), readers.get())
+                              .flatMap(
+                                  fingerprint ->
+                                      claimed(
+                                          exchange,
+                                          chain,
+                                          endpoint,
+                                          IdempotencyRequest.of(scoped, endpoint.ttl())
+                                              .withFingerprint(fingerprint)
+                                              .withOperation(operation),
+                                          bytes)))
                   .onErrorResume(
                       DataBufferLimitException.class,
                       tooLarge ->

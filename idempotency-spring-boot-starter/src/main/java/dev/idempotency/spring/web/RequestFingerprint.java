@@ -121,6 +121,20 @@ final class RequestFingerprint {
     return RequestFingerprints.ofBytes(what.toString().getBytes(StandardCharsets.UTF_8));
   }
 
+  /**
+   * The fingerprint of a multipart request whose parts were described elsewhere (Spring WebFlux):
+   * the path, the query and the parts, each as {@link #multipart} describes a part.
+   *
+   * @param path the request's path
+   * @param query the raw query, or null
+   * @param parts the parts' descriptions, sorted by name, in order within a name
+   */
+  static String ofParts(String path, @Nullable String query, List<Object> parts) {
+    String what =
+        path + '?' + Objects.toString(query, "") + '\n' + "multipart:" + JsonFingerprints.of(parts);
+    return RequestFingerprints.ofBytes(what.getBytes(StandardCharsets.UTF_8));
+  }
+
   /** The content type if it is a form's, else null. */
   private static @Nullable MediaType formType(@Nullable String type) {
     if (type == null) {
