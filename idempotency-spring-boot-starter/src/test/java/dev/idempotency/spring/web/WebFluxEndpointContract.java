@@ -7,7 +7,12 @@ import dev.idempotency.spring.fluxapp.FluxEndpointApplication;
 import dev.idempotency.spring.fluxapp.FluxNotifyController;
 import dev.idempotency.spring.reactive.BlockingCalls;
 import dev.idempotency.spring.reactive.NettyServer;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -67,5 +72,40 @@ abstract class WebFluxEndpointContract extends RunningApplication
   @Test
   void theApplicationRunsOnTheExpectedStoreOnNetty() {
     assertThat(store).isInstanceOf(expectedStore());
+  }
+
+  @Test
+  void aClientThatGoesAwayMidSendDoesNotStopTheSendAndARetryGetsItsResponse() throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch slowProvider = new CountDownLatch(1);
+    holdHandlers(slowProvider);
+    byte[] body = StatusCases.BODY.getBytes(StandardCharsets.UTF_8);
+    try (Socket client = new Socket("127.0.0.1", port)) {
+      String head =
+          "POST /notify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              + "Idempotency-Key: "
+              + key
+              + "\r\nContent-Length: "
+              + body.length
+              + "\r\n\r\n";
+      OutputStream out = client.getOutputStream();
+      out.write(head.getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      assertThat(awaitAHeldHandler()).as("the send started").isTrue();
+    } // the client goes away while the handler runs
+    slowProvider.countDown();
+
+    HttpResponse<byte[]> retry = post("/notify", key, StatusCases.BODY);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
+      Thread.sleep(20); // the send is still being recorded: ask again
+      retry = post("/notify", key, StatusCases.BODY);
+    }
+
+    assertThat(retry.statusCode()).as(EndpointClient.text(retry)).isEqualTo(201);
+    assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(EndpointClient.text(retry)).contains("\"notification_id\":\"n_");
+    assertThat(runs()).as("one send: the one whose client went away").isEqualTo(1);
   }
 }
