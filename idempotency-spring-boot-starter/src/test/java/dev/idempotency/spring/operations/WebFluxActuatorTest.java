@@ -70,6 +70,14 @@ class WebFluxActuatorTest {
         .run();
   }
 
+  /**
+   * The health body with the idempotency contributor in this status, its keys in either order (Boot
+   * 3.5 writes status first, Boot 4's Jackson 3 sorts details first).
+   */
+  private static String idempotencyHealth(String status) {
+    return "(?s).*\"idempotency\":\\{(\"details\":\\{[^{}]*\\},)?\"status\":\"" + status + "\".*";
+  }
+
   private static String path(String key) {
     return "/actuator/idempotency?key=" + URLEncoder.encode(key, StandardCharsets.UTF_8);
   }
@@ -113,7 +121,7 @@ class WebFluxActuatorTest {
       assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
       assertThat(repeat.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(health.statusCode()).as(health.body()).isEqualTo(200);
-      assertThat(health.body()).contains("\"idempotency\":{\"status\":\"UP\"");
+      assertThat(health.body()).matches(idempotencyHealth("UP"));
       assertThat(sent.statusCode()).as(sent.body()).isEqualTo(200);
       assertThat(sent.body()).contains("\"statistic\":\"COUNT\",\"value\":1.0");
       assertThat(replayed.body()).contains("\"statistic\":\"COUNT\",\"value\":1.0");
@@ -132,7 +140,7 @@ class WebFluxActuatorTest {
 
       assertThat(read.statusCode()).as(read.body()).isEqualTo(503);
       assertThat(health.statusCode()).as(health.body()).isEqualTo(503);
-      assertThat(health.body()).contains("\"idempotency\":{\"status\":\"DOWN\"");
+      assertThat(health.body()).matches(idempotencyHealth("DOWN"));
       assertThat(call.statusCode()).as(call.body()).isEqualTo(503);
     }
   }
