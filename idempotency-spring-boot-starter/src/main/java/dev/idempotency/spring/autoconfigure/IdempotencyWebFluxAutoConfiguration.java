@@ -4,6 +4,7 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.web.IdempotentEndpointWebFilter;
 import dev.idempotency.spring.web.IdempotentEndpoints;
+import dev.idempotency.spring.web.ReactiveSendContextArgumentResolver;
 import java.util.List;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
@@ -13,8 +14,12 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.context.annotation.Bean;
+import org.springframework.http.codec.ServerCodecConfigurer;
 import org.springframework.web.reactive.DispatcherHandler;
+import org.springframework.web.reactive.config.WebFluxConfigurer;
+import org.springframework.web.reactive.result.method.annotation.ArgumentResolverConfigurer;
 import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerMapping;
+import org.springframework.web.server.WebExceptionHandler;
 
 /**
  * Auto-configuration of {@link dev.idempotency.spring.web.IdempotentEndpoint} for Spring WebFlux:
@@ -65,6 +70,9 @@ public final class IdempotencyWebFluxAutoConfiguration {
    * @param mappings the application's annotated-controller mappings
    * @param json the application's JSON codecs, for fingerprints of JSON bodies
    * @param properties the properties
+   * @param exceptionHandlers the application's {@code WebExceptionHandler}s, which answer a guarded
+   *     handler's error inside the filter
+   * @param codecs the application's codecs, for a guarded request's form and multipart data
    * @return the filter
    */
   @Bean
@@ -74,7 +82,9 @@ public final class IdempotencyWebFluxAutoConfiguration {
       IdempotentEndpoints endpoints,
       ObjectProvider<RequestMappingHandlerMapping> mappings,
       ObjectProvider<JsonCodecs> json,
-      IdempotencyProperties properties) {
+      IdempotencyProperties properties,
+      ObjectProvider<WebExceptionHandler> exceptionHandlers,
+      ObjectProvider<ServerCodecConfigurer> codecs) {
     IdempotencyProperties.Http http = properties.getHttp();
     return new IdempotentEndpointWebFilter(
         guard,
@@ -84,6 +94,24 @@ public final class IdempotencyWebFluxAutoConfiguration {
         http.getHeader(),
         http.getMinKeyLength(),
         http.getMaxBodySize().toBytes(),
-        http.getMaxResponseSize().toBytes());
+        http.getMaxResponseSize().toBytes(),
+        () -> List.copyOf(exceptionHandlers.orderedStream().toList()),
+        () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders()));
+  }
+
+  /**
+   * Lets WebFlux handler methods take a {@link dev.idempotency.SendContext} parameter.
+   *
+   * @return the configurer
+   */
+  @Bean
+  @ConditionalOnMissingBean(name = "idempotencyWebFluxConfigurer")
+  public WebFluxConfigurer idempotencyWebFluxConfigurer() {
+    return new WebFluxConfigurer() {
+      @Override
+      public void configureArgumentResolvers(ArgumentResolverConfigurer configurer) {
+        configurer.addCustomResolver(new ReactiveSendContextArgumentResolver());
+      }
+    };
   }
 }

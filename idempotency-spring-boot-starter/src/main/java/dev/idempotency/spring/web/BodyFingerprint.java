@@ -4,8 +4,14 @@ import dev.idempotency.RequestFingerprints;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.JsonFingerprints;
 import java.io.IOException;
+import java.net.URLDecoder;
+import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -24,7 +30,8 @@ final class BodyFingerprint {
 
   /**
    * The fingerprint of a request whose body is held in memory (Spring WebFlux): the path, the query
-   * and the body, canonical JSON for a JSON body, its bytes otherwise.
+   * and the body, canonical JSON for a JSON body, a form by its parameters sorted by name (as on
+   * Spring MVC), its bytes otherwise.
    *
    * @param path the request's path
    * @param query the raw query, or null
@@ -40,12 +47,70 @@ final class BodyFingerprint {
       @Nullable JsonCodecs json) {
     StringBuilder what = new StringBuilder();
     what.append(path).append('?').append(Objects.toString(query, "")).append('\n');
-    if (bytes.length > 0 && isJson(contentType)) {
+    MediaType form = formType(contentType);
+    String parameters = form != null ? form(bytes, form) : null;
+    if (parameters != null) {
+      what.append("form:").append(parameters);
+    } else if (bytes.length > 0 && isJson(contentType)) {
       what.append("json:").append(json(bytes, json));
     } else {
       what.append("bytes:").append(RequestFingerprints.ofBytes(bytes));
     }
     return RequestFingerprints.ofBytes(what.toString().getBytes(StandardCharsets.UTF_8));
+  }
+
+  /**
+   * The fingerprint of a multipart request whose parts were described elsewhere (Spring WebFlux):
+   * the path, the query and the parts, each described as {@link RequestFingerprint} describes a
+   * servlet request's part.
+   *
+   * @param path the request's path
+   * @param query the raw query, or null
+   * @param parts the parts' descriptions, sorted by name, in order within a name
+   */
+  static String ofParts(String path, @Nullable String query, List<Object> parts) {
+    String what =
+        path + '?' + Objects.toString(query, "") + '\n' + "multipart:" + JsonFingerprints.of(parts);
+    return RequestFingerprints.ofBytes(what.getBytes(StandardCharsets.UTF_8));
+  }
+
+  /** The content type if it is a form's, else null. */
+  private static @Nullable MediaType formType(@Nullable String type) {
+    if (type == null) {
+      return null;
+    }
+    try {
+      MediaType media = MediaType.parseMediaType(type);
+      return media.isCompatibleWith(MediaType.APPLICATION_FORM_URLENCODED) ? media : null;
+    } catch (IllegalArgumentException unparsable) {
+      return null;
+    }
+  }
+
+  /**
+   * A form body's parameters, sorted by name, in order within a name; null if it is not one (a
+   * malformed escape), which then counts by its bytes.
+   */
+  private static @Nullable String form(byte[] bytes, MediaType type) {
+    Charset charset = type.getCharset() != null ? type.getCharset() : StandardCharsets.UTF_8;
+    Map<String, List<String>> sorted = new TreeMap<>();
+    try {
+      for (String pair : new String(bytes, charset).split("&")) {
+        if (pair.isEmpty()) {
+          continue;
+        }
+        int equals = pair.indexOf('=');
+        String name = equals < 0 ? pair : pair.substring(0, equals);
+        String value = equals < 0 ? "" : pair.substring(equals + 1);
+        sorted
+            .computeIfAbsent(URLDecoder.decode(name, charset), n -> new ArrayList<>())
+            .add(URLDecoder.decode(value, charset));
+      }
+    } catch (IllegalArgumentException malformed) {
+      log.debug("A form body with a malformed escape is fingerprinted by its bytes", malformed);
+      return null;
+    }
+    return JsonFingerprints.of(sorted);
   }
 
   static String json(byte[] bytes, @Nullable JsonCodecs json) {

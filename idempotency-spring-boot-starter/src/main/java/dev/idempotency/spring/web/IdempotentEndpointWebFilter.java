@@ -8,7 +8,6 @@ import dev.idempotency.SendContext;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.PendingCall;
 import java.security.Principal;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -18,29 +17,30 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
-import org.reactivestreams.Publisher;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.core.Ordered;
-import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.core.io.buffer.DataBufferLimitException;
 import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpStatusCode;
 import org.springframework.http.MediaType;
+import org.springframework.http.codec.HttpMessageReader;
 import org.springframework.http.server.reactive.ServerHttpRequest;
-import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
 import org.springframework.http.server.reactive.ServerHttpResponse;
-import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.reactive.HandlerMapping;
 import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerMapping;
 import org.springframework.web.server.ServerWebExchange;
+import org.springframework.web.server.WebExceptionHandler;
 import org.springframework.web.server.WebFilter;
 import org.springframework.web.server.WebFilterChain;
+import org.springframework.web.server.WebHandler;
+import org.springframework.web.server.handler.ExceptionHandlingWebHandler;
 import org.springframework.web.util.pattern.PathPattern;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
+import reactor.util.context.ContextView;
 
 /**
  * {@link IdempotentEndpoint} on Spring WebFlux annotated controllers: the rules of the Spring MVC
@@ -61,14 +61,22 @@ import reactor.core.publisher.Mono;
  * <ol>
  *   <li>The key header is checked and scoped (method, path pattern, principal of the exchange,
  *       which Spring Security's reactive context sets) as on MVC: 400 problems.
- *   <li>The body is read up to the limit (413 past it) and fingerprinted (canonical JSON).
+ *   <li>The body is read up to the limit (413 past it) and fingerprinted: canonical JSON, a form by
+ *       its parameters, a multipart body by its parts, whatever its boundary.
  *   <li>The guard's non-blocking {@link IdempotencyGuard#executeForOutcomeAsync} claims the key; a
  *       repeat is answered from the store byte for byte with {@code Idempotent-Replayed: true}, a
  *       refusal as a problem (409 with {@code Retry-After}, 422, 503).
- *   <li>Once claimed, the handler runs on a decorated exchange. The response is held until it is
- *       known, then written to the client and stored if its status is 2xx, 3xx or a 4xx other than
- *       408, 409, 425 and 429; otherwise the key is released. The handler's run is subscribed on
- *       its own: a client that goes away does not cancel it, and its outcome is still recorded.
+ *   <li>Once claimed, the handler runs on a decorated exchange ({@code ReplayedExchange}: the body
+ *       again, form and multipart data parsed from it). The response is held until it is known
+ *       ({@code CapturingServerResponse}), then written to the client and stored if its status is
+ *       2xx, 3xx or a 4xx other than 408, 409, 425 and 429; otherwise the key is released. An error
+ *       that escapes the handler is answered inside the filter by the application's {@code
+ *       WebExceptionHandler}s (Boot's error handler: a {@code ResponseStatusException(404)} is a
+ *       stored 404, an unmapped exception a released 500), so the answer stored is the one the
+ *       client got. A request refused before the handler method ran (binding, decoding or
+ *       validation, {@code HandlerRefusals}) is released, not stored. The handler's run is
+ *       subscribed on its own: a client that goes away does not cancel it, and its outcome is still
+ *       recorded.
  * </ol>
  *
  * <p>Thread-safe.
@@ -97,6 +105,8 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
   private final int minKeyLength;
   private final int maxBodyBytes;
   private final long maxResponseBytes;
+  private final Supplier<List<WebExceptionHandler>> exceptionHandlers;
+  private final Supplier<List<HttpMessageReader<?>>> readers;
 
   /**
    * Creates the filter.
@@ -109,6 +119,10 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
    * @param minKeyLength the shortest key accepted
    * @param maxBodyBytes the largest body read for the fingerprint; a larger one is refused (413)
    * @param maxResponseBytes the largest response body stored; a larger one is sent but not stored
+   * @param exceptionHandlers the application's {@code WebExceptionHandler}s in order, which answer
+   *     an error of a guarded handler inside the filter, so that their answer is the one stored
+   * @param readers the application's HTTP message readers, which parse a guarded request's form and
+   *     multipart data from the body read for the fingerprint
    */
   public IdempotentEndpointWebFilter(
       IdempotencyGuard guard,
@@ -118,7 +132,9 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       String headerName,
       int minKeyLength,
       long maxBodyBytes,
-      long maxResponseBytes) {
+      long maxResponseBytes,
+      Supplier<List<WebExceptionHandler>> exceptionHandlers,
+      Supplier<List<HttpMessageReader<?>>> readers) {
     this.guard = Objects.requireNonNull(guard, "guard must not be null");
     this.endpoints = Objects.requireNonNull(endpoints, "endpoints must not be null");
     this.mappings = Objects.requireNonNull(mappings, "mappings must not be null");
@@ -137,6 +153,9 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       throw new IllegalArgumentException("maxResponseBytes must not be negative");
     }
     this.maxResponseBytes = maxResponseBytes;
+    this.exceptionHandlers =
+        Objects.requireNonNull(exceptionHandlers, "exceptionHandlers must not be null");
+    this.readers = Objects.requireNonNull(readers, "readers must not be null");
   }
 
   @Override
@@ -170,7 +189,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
             ? parsed.getPatternString()
             : request.getPath().pathWithinApplication().value();
     String method = request.getMethod().name();
-    List<String> fields = values(request.getHeaders(), headerName);
+    List<String> fields = CapturingServerResponse.values(request.getHeaders(), headerName);
     return exchange
         .getPrincipal()
         .map(Principal::getName)
@@ -187,30 +206,22 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                 return chain.filter(exchange);
               }
               String scoped = ((EndpointKeys.Key) checked).scoped();
+              String operation =
+                  endpoint.name() != null ? endpoint.name() : EndpointKeys.operation(method, path);
               return body(request)
                   .flatMap(
                       bytes ->
-                          claimed(
-                              exchange,
-                              chain,
-                              endpoint,
-                              IdempotencyRequest.of(scoped, endpoint.ttl())
-                                  .withFingerprint(
-                                      BodyFingerprint.ofBody(
-                                          request.getPath().value(),
-                                          request.getURI().getRawQuery(),
-                                          Objects.toString(
-                                              request
-                                                  .getHeaders()
-                                                  .getFirst(HttpHeaders.CONTENT_TYPE),
-                                              null),
-                                          bytes,
-                                          json.get()))
-                                  .withOperation(
-                                      endpoint.name() != null
-                                          ? endpoint.name()
-                                          : EndpointKeys.operation(method, path)),
-                              bytes))
+                          ReactiveRequestFingerprint.of(exchange, bytes, json.get(), readers.get())
+                              .flatMap(
+                                  fingerprint ->
+                                      claimed(
+                                          exchange,
+                                          chain,
+                                          endpoint,
+                                          IdempotencyRequest.of(scoped, endpoint.ttl())
+                                              .withFingerprint(fingerprint)
+                                              .withOperation(operation),
+                                          bytes)))
                   .onErrorResume(
                       DataBufferLimitException.class,
                       tooLarge ->
@@ -253,31 +264,8 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                       StoredResponse.CODEC,
                       context -> {
                         ran.set(true);
-                        CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
-                        ServerWebExchange decorated =
-                            exchange
-                                .mutate()
-                                .request(new ReplayedBody(exchange.getRequest(), body))
-                                .response(
-                                    new Capturing(
-                                        exchange.getResponse(), endpoint.headers(), captured))
-                                .build();
-                        decorated.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
-                        // subscribed on its own: a client that goes away does not cancel the send
-                        chain
-                            .filter(decorated)
-                            .contextWrite(reactorContext)
-                            .subscribe(
-                                null,
-                                error -> {
-                                  captured.completeExceptionally(error);
-                                  handled.completeExceptionally(error);
-                                },
-                                () -> {
-                                  captured.complete(null);
-                                  handled.complete(null);
-                                });
-                        return captured.thenCompose(IdempotentEndpointWebFilter::storable);
+                        return handle(
+                            exchange, chain, endpoint, body, context, reactorContext, handled);
                       })
                   .toCompletableFuture();
           return Mono.fromFuture(outcome.thenApply(o -> o), true)
@@ -309,8 +297,64 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
         });
   }
 
-  /** A response worth keeping, or a failure that releases the key (5xx, transient 4xx). */
-  private static CompletableFuture<StoredResponse> storable(@Nullable StoredResponse response) {
+  /**
+   * Runs the handler on an exchange that replays the body and captures the response. Its run is
+   * subscribed on its own: a client that goes away does not cancel the send. An error that escapes
+   * the handler is answered here by the application's {@code WebExceptionHandler}s (Boot's error
+   * handler, say), as WebFlux would answer it outside the filter, so that the answer the client
+   * gets is the one stored or released.
+   */
+  private CompletableFuture<StoredResponse> handle(
+      ServerWebExchange exchange,
+      WebFilterChain chain,
+      IdempotentEndpoints.Endpoint endpoint,
+      byte[] body,
+      SendContext context,
+      ContextView reactorContext,
+      CompletableFuture<Void> handled) {
+    CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
+    AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
+    ReplayedExchange replayed =
+        ReplayedExchange.of(
+            exchange,
+            body,
+            new CapturingServerResponse(
+                exchange.getResponse(), endpoint.headers(), maxResponseBytes, captured),
+            readers.get());
+    replayed.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
+    WebHandler handler =
+        decorated ->
+            chain
+                .filter(decorated)
+                .doOnError(error -> refusedBeforeTheHandler.set(HandlerRefusals.isRefusal(error)));
+    new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
+        .handle(replayed)
+        .onErrorResume(error -> replayed.cleanupMultipart().then(Mono.error(error)))
+        .then(Mono.defer(replayed::cleanupMultipart))
+        .contextWrite(reactorContext)
+        .subscribe(
+            null,
+            error -> {
+              captured.completeExceptionally(error);
+              handled.completeExceptionally(error);
+            },
+            () -> {
+              captured.complete(null);
+              handled.complete(null);
+            });
+    return captured.thenCompose(response -> storable(response, refusedBeforeTheHandler.get()));
+  }
+
+  /**
+   * A response worth keeping, or a failure that releases the key: a 5xx, a transient 4xx, or a
+   * request refused before the handler method ran (binding, decoding, validation).
+   */
+  private static CompletableFuture<StoredResponse> storable(
+      @Nullable StoredResponse response, boolean refusedBeforeTheHandler) {
+    if (refusedBeforeTheHandler) {
+      return CompletableFuture.failedFuture(
+          new IllegalStateException("refused before the handler ran: releases the key"));
+    }
     if (response == null) {
       return CompletableFuture.failedFuture(
           new CompletionException(new IllegalStateException("the handler wrote no response")));
@@ -349,117 +393,5 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       headers.set(HttpHeaders.RETRY_AFTER, problem.retryAfter());
     }
     return response.writeWith(Mono.fromSupplier(() -> response.bufferFactory().wrap(bytes)));
-  }
-
-  /**
-   * A header's values, one per field, by a call that links on Spring Framework 6 and 7 alike
-   * ({@code HttpHeaders} stopped being a {@code Map} in 7, so {@code getOrEmpty(Object)} and {@code
-   * get(Object)} are gone there; {@code forEach} exists in both).
-   */
-  private static List<String> values(HttpHeaders headers, String name) {
-    List<String> found = new ArrayList<>();
-    headers.forEach(
-        (header, values) -> {
-          if (header.equalsIgnoreCase(name)) {
-            found.addAll(values);
-          }
-        });
-    return found;
-  }
-
-  /** The request with its body, read for the fingerprint, handed to the handler again. */
-  private static final class ReplayedBody extends ServerHttpRequestDecorator {
-    private final byte[] body;
-
-    ReplayedBody(ServerHttpRequest delegate, byte[] body) {
-      super(delegate);
-      this.body = body;
-    }
-
-    @Override
-    public Flux<DataBuffer> getBody() {
-      return Flux.defer(() -> Flux.just(bufferFactory().wrap(body)));
-    }
-
-    private org.springframework.core.io.buffer.DataBufferFactory bufferFactory() {
-      return org.springframework.core.io.buffer.DefaultDataBufferFactory.sharedInstance;
-    }
-  }
-
-  /**
-   * The response, held until its body is complete: then captured for the store (status, {@code
-   * Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie}) and written.
-   */
-  private final class Capturing extends ServerHttpResponseDecorator {
-    private final List<String> listedHeaders;
-    private final CompletableFuture<StoredResponse> captured;
-
-    Capturing(
-        ServerHttpResponse delegate,
-        List<String> listedHeaders,
-        CompletableFuture<StoredResponse> captured) {
-      super(delegate);
-      this.listedHeaders = listedHeaders;
-      this.captured = captured;
-    }
-
-    @Override
-    public Mono<Void> writeWith(Publisher<? extends DataBuffer> body) {
-      return Flux.from(body)
-          .collectList()
-          .flatMap(
-              buffers -> {
-                long size = 0;
-                for (DataBuffer buffer : buffers) {
-                  size += buffer.readableByteCount();
-                }
-                byte[] bytes = null;
-                if (size <= maxResponseBytes) {
-                  bytes = new byte[(int) size];
-                  java.nio.ByteBuffer target = java.nio.ByteBuffer.wrap(bytes);
-                  int at = 0;
-                  for (DataBuffer buffer : buffers) {
-                    int length = buffer.readableByteCount();
-                    buffer.toByteBuffer(buffer.readPosition(), target, at, length);
-                    at += length;
-                  }
-                }
-                captured.complete(capture(bytes));
-                return getDelegate().writeWith(Flux.fromIterable(buffers));
-              });
-    }
-
-    @Override
-    public Mono<Void> writeAndFlushWith(Publisher<? extends Publisher<? extends DataBuffer>> body) {
-      return writeWith(Flux.from(body).concatMap(Flux::from));
-    }
-
-    @Override
-    public Mono<Void> setComplete() {
-      return Mono.defer(
-          () -> {
-            captured.complete(capture(new byte[0]));
-            return getDelegate().setComplete();
-          });
-    }
-
-    private StoredResponse capture(byte @Nullable [] body) {
-      HttpHeaders headers = getHeaders();
-      List<Map.Entry<String, String>> kept = new ArrayList<>();
-      MediaType type = headers.getContentType();
-      if (type != null) {
-        kept.add(Map.entry("Content-Type", type.toString()));
-      }
-      List<String> names = new ArrayList<>();
-      names.add("Location");
-      names.addAll(listedHeaders);
-      for (String name : names) {
-        for (String value : values(headers, name)) {
-          kept.add(Map.entry(name, value));
-        }
-      }
-      HttpStatusCode status = getStatusCode();
-      return new StoredResponse(status != null ? status.value() : 200, List.copyOf(kept), body);
-    }
   }
 }

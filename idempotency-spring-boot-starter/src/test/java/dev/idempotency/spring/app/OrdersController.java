@@ -107,4 +107,15 @@ public class OrdersController {
     String head = "report run " + run + "\n";
     return head + "x".repeat(Math.max(0, bytes - head.length()));
   }
+
+  /** Exceptions that the application's advice maps: over quota (403) or provider down (503). */
+  @PostMapping("/messages/{outcome}")
+  @IdempotentEndpoint
+  public Map<String, Object> message(@PathVariable String outcome) {
+    int run = runs.increment();
+    if ("over-quota".equals(outcome)) {
+      throw new QuotaAdvice.QuotaExceeded("monthly quota used (run " + run + ")");
+    }
+    throw new QuotaAdvice.ProviderOutage("provider unreachable (run " + run + ")");
+  }
 }

@@ -41,12 +41,23 @@ public final class BlockingCalls {
     return List.copyOf(FROM_THE_SDK);
   }
 
-  /** Whether a frame of the SDK's main code (not of these tests) is on the stack. */
+  /**
+   * Whether the blocking call is the SDK's: walking from the blocking call towards the thread's
+   * start, a frame of the SDK's main code comes before WebFlux's {@code DispatcherHandler}. Code
+   * that the dispatcher runs (argument resolution, validation, the application's handler) blocks on
+   * its own account, even when the SDK's filter subscribed it on an event loop, as WebFlux itself
+   * would; the tests' own applications and support are not the SDK either.
+   */
   private static boolean fromTheSdk(StackTraceElement[] stack) {
     for (StackTraceElement frame : stack) {
       String name = frame.getClassName();
+      if (name.startsWith("org.springframework.web.reactive.")) {
+        return false;
+      }
       if (name.startsWith("dev.idempotency.")
           && !name.startsWith("dev.idempotency.spring.reactive.")
+          && !name.startsWith("dev.idempotency.spring.fluxapp.")
+          && !name.startsWith("dev.idempotency.spring.app.")
           && !name.startsWith("dev.idempotency.testservers.")) {
         return true;
       }

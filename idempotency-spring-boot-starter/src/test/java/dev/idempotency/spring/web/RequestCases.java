@@ -21,18 +21,22 @@ interface RequestCases extends EndpointClient {
   String BOUNDARY = "----idempotency-test-boundary";
 
   static HttpRequest.BodyPublisher multipart(String fileContent, String caption) {
+    return multipart(BOUNDARY, fileContent, caption);
+  }
+
+  static HttpRequest.BodyPublisher multipart(String boundary, String fileContent, String caption) {
     String body =
         "--"
-            + BOUNDARY
+            + boundary
             + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"list.csv\"\r\n"
             + "Content-Type: text/csv\r\n\r\n"
             + fileContent
             + "\r\n--"
-            + BOUNDARY
+            + boundary
             + "\r\nContent-Disposition: form-data; name=\"caption\"\r\n\r\n"
             + caption
             + "\r\n--"
-            + BOUNDARY
+            + boundary
             + "--\r\n";
     return HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8);
   }
@@ -70,6 +74,28 @@ interface RequestCases extends EndpointClient {
         .contains("\"file\":\"list.csv\"");
     assertThat(repeat.body()).isEqualTo(first.body());
     assertThat(header(repeat, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  default void aRetryOfAnUploadWithAnotherBoundaryIsTheSameRequest() throws Exception {
+    String key = newKey();
+
+    HttpResponse<byte[]> first = upload(key, "+15550100042", "june list");
+    HttpResponse<byte[]> retry =
+        send(
+            "POST",
+            "/uploads",
+            key,
+            "multipart/form-data; boundary=another-boundary-of-the-retry",
+            multipart("another-boundary-of-the-retry", "+15550100042", "june list"));
+
+    assertThat(first.statusCode()).as(text(first)).isEqualTo(200);
+    assertThat(retry.statusCode())
+        .as("clients pick a new boundary per request: the parts are the request")
+        .isEqualTo(200);
+    assertThat(retry.body()).isEqualTo(first.body());
+    assertThat(header(retry, "Idempotent-Replayed")).isEqualTo("true");
     assertThat(runs()).isEqualTo(1);
   }
 

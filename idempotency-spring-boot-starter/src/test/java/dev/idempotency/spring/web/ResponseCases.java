@@ -97,6 +97,37 @@ interface ResponseCases extends EndpointClient {
   }
 
   @Test
+  default void anExceptionThatTheApplicationsAdviceMapsToA4xxIsStoredAndReplayed()
+      throws Exception {
+    String key = newKey();
+
+    HttpResponse<byte[]> first = post("/messages/over-quota", key, "");
+    HttpResponse<byte[]> repeat = post("/messages/over-quota", key, "");
+
+    assertThat(first.statusCode()).isEqualTo(403);
+    assertThat(text(first)).contains("monthly quota used (run ");
+    assertThat(repeat.statusCode()).isEqualTo(403);
+    assertThat(repeat.body()).isEqualTo(first.body());
+    assertThat(header(repeat, "Content-Type")).isEqualTo(header(first, "Content-Type")).isNotNull();
+    assertThat(header(repeat, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(runs()).isEqualTo(1);
+  }
+
+  @Test
+  default void anExceptionThatTheApplicationsAdviceMapsToA5xxReleasesTheKey() throws Exception {
+    String key = newKey();
+
+    HttpResponse<byte[]> first = post("/messages/provider-outage", key, "");
+    HttpResponse<byte[]> retry = post("/messages/provider-outage", key, "");
+
+    assertThat(first.statusCode()).isEqualTo(503);
+    assertThat(retry.statusCode()).isEqualTo(503);
+    assertThat(text(retry)).contains("provider unreachable (run ");
+    assertThat(header(retry, "Idempotent-Replayed")).isNull();
+    assertThat(runs()).as("the retry ran the handler again").isEqualTo(2);
+  }
+
+  @Test
   default void aMalformedBodyRefusedBeforeTheHandlerIsNotStored() throws Exception {
     String key = newKey();
     String fixed = "{\"email\":\"ada@example.com\"}";

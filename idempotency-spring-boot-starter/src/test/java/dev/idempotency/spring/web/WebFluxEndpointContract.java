@@ -1,0 +1,111 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spring.fluxapp.FluxEndpointApplication;
+import dev.idempotency.spring.fluxapp.FluxNotifyController;
+import dev.idempotency.spring.reactive.BlockingCalls;
+import dev.idempotency.spring.reactive.NettyServer;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Import;
+
+/**
+ * The Spring MVC endpoint's cases ({@link StatusCases}, {@link ResponseCases}, {@link
+ * RequestCases}) against {@code @IdempotentEndpoint} on Spring WebFlux: a WebFlux application on
+ * Reactor Netty that answers the same paths the same ways, over real HTTP, on a real store (each
+ * subclass picks one), with BlockHound failing any blocking call of the SDK on an event loop. The
+ * MVC async handler types ({@link AsyncCases}) have no WebFlux counterpart: every WebFlux handler
+ * here returns a {@code Mono} or a value.
+ */
+@SpringBootTest(
+    classes = FluxEndpointApplication.class,
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    properties = {
+      "spring.main.web-application-type=reactive",
+      "idempotency.in-flight-wait=200ms",
+      "idempotency.http.max-body-size=4KB",
+      "idempotency.http.max-response-size=8KB",
+      "server.error.include-message=always", // Boot 3.5
+      "spring.web.error.include-message=always" // Boot 4.0
+    })
+@Import(NettyServer.class)
+abstract class WebFluxEndpointContract extends RunningApplication
+    implements StatusCases, ResponseCases, RequestCases {
+
+  @Autowired FluxNotifyController controller;
+  @Autowired KeyStore store;
+
+  /** The store this variant must be running on. */
+  abstract Class<? extends KeyStore> expectedStore();
+
+  @BeforeAll
+  static void blockHound() {
+    BlockingCalls.install();
+  }
+
+  @AfterEach
+  void nothingBlockedANonBlockingThread() {
+    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+  }
+
+  @Override
+  public void holdHandlers(CountDownLatch latch) {
+    controller.gate(latch);
+  }
+
+  @Override
+  public boolean awaitAHeldHandler() throws InterruptedException {
+    return controller.awaitAtTheGate();
+  }
+
+  @Test
+  void theApplicationRunsOnTheExpectedStoreOnNetty() {
+    assertThat(store).isInstanceOf(expectedStore());
+  }
+
+  @Test
+  void aClientThatGoesAwayMidSendDoesNotStopTheSendAndARetryGetsItsResponse() throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch slowProvider = new CountDownLatch(1);
+    holdHandlers(slowProvider);
+    byte[] body = StatusCases.BODY.getBytes(StandardCharsets.UTF_8);
+    try (Socket client = new Socket("127.0.0.1", port)) {
+      String head =
+          "POST /notify HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              + "Idempotency-Key: "
+              + key
+              + "\r\nContent-Length: "
+              + body.length
+              + "\r\n\r\n";
+      OutputStream out = client.getOutputStream();
+      out.write(head.getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      assertThat(awaitAHeldHandler()).as("the send started").isTrue();
+    } // the client goes away while the handler runs
+    slowProvider.countDown();
+
+    HttpResponse<byte[]> retry = post("/notify", key, StatusCases.BODY);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
+      Thread.sleep(20); // the send is still being recorded: ask again
+      retry = post("/notify", key, StatusCases.BODY);
+    }
+
+    assertThat(retry.statusCode()).as(EndpointClient.text(retry)).isEqualTo(201);
+    assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(EndpointClient.text(retry)).contains("\"notification_id\":\"n_");
+    assertThat(runs()).as("one send: the one whose client went away").isEqualTo(1);
+  }
+}
