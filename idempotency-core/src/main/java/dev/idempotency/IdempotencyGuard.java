@@ -806,8 +806,10 @@ public final class IdempotencyGuard implements AutoCloseable {
      * the caller's thread never blocks, and where a batch's outcomes are written in the background.
      * Lease renewal never runs here: each guard renews on two threads of its own, so that a busy
      * executor never lets a live send be taken over. Size it like the store's connection pool.
-     * Default: a pool of 16 daemon threads named {@code idempotency-store-io-N}, shared by every
-     * guard.
+     * Default: the guard's own pool of up to 16 daemon threads named {@code
+     * idempotency-g<guard>-store-io-N}, created as work arrives and shut down by {@link
+     * IdempotencyGuard#close()}; an executor given here is the application's, never shut down by
+     * the guard.
      *
      * @param executor the executor
      * @return this builder
