@@ -16,6 +16,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.admin.Admin;
@@ -184,6 +186,52 @@ class KafkaTransactionTest {
     } finally {
       registry.getListenerContainer(KafkaTransactionListeners.BATCH).stop();
     }
+  }
+
+  /**
+   * SPEC 15: a delivery whose key is in flight elsewhere comes back later and is never given up, in
+   * a container transaction too, where the container's after-rollback processor decides what
+   * becomes of a delivery rolled back (Spring Kafka's default: ten tries, then the record is
+   * skipped).
+   */
+  @Test
+  void aDeliveryInFlightElsewhereComesBackUntilItIsReplayedAndIsNeverSkipped() throws Exception {
+    String event = unique("in-flight");
+    CountDownLatch started = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    CompletableFuture<String> elsewhere = new CompletableFuture<>();
+    CompletableFuture.runAsync(
+        () -> {
+          try {
+            elsewhere.complete(
+                guard.execute(
+                    IdempotencyKey.of(KafkaTransactionListeners.RECORD, event),
+                    Duration.ofHours(1),
+                    context -> {
+                      started.countDown();
+                      release.await();
+                      return "sent-elsewhere";
+                    }));
+          } catch (RuntimeException e) {
+            elsewhere.completeExceptionally(e);
+          }
+        });
+    assertThat(started.await(30, TimeUnit.SECONDS)).isTrue();
+    try {
+      publish("idem.tx", event);
+      await(
+          "12 deferrals, more than the after-rollback processor's ten tries",
+          () ->
+              events.count(Type.IN_PROGRESS_CONFLICT, KafkaTransactionListeners.RECORD, event)
+                  >= 12);
+    } finally {
+      release.countDown();
+    }
+    assertThat(elsewhere.get(30, TimeUnit.SECONDS)).isEqualTo("sent-elsewhere");
+    await(
+        "the replay",
+        () -> events.count(Type.REPLAYED, KafkaTransactionListeners.RECORD, event) >= 1);
+    assertThat(sends.runs(event)).as("the listener never ran for the key").isZero();
   }
 
   /** Waits for a send's outcome to be recorded, then proves it by a replay through the store. */
