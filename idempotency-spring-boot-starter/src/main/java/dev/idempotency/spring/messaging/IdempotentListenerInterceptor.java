@@ -43,6 +43,9 @@ import org.springframework.aop.support.AopUtils;
  *       per chunk); the listener gets the messages to send, in order, up to the first one that must
  *       come back later; their outcomes are recorded before the container acknowledges; what failed
  *       or must come back is reported as the container expects ({@link Delivery}).
+ *   <li>In a listener container's transaction ({@link ContainerTransactions}) the outcomes of what
+ *       ran wait for its end: a record listener runs through {@link OutcomesAfterCommit}, a batch
+ *       records its successes once the transaction committed, and releases them if it did not.
  * </ol>
  */
 final class IdempotentListenerInterceptor implements MethodInterceptor {
