@@ -132,8 +132,9 @@ class JmsTransactionTest {
 
     assertRecorded(event);
     await("the message it sent, committed", () -> sentOn().contains(event));
+    long replays = events.count(Type.REPLAYED, RECORD, event);
     template.convertAndSend("idem.tx", event);
-    await("the replay", () -> events.count(Type.REPLAYED, RECORD, event) == 1);
+    await("the repeat replayed", () -> events.count(Type.REPLAYED, RECORD, event) > replays);
     assertThat(sends.runs(event)).as("the listener ran for the first delivery only").isEqualTo(1);
     assertThat(sentOn()).containsOnlyOnce(event);
   }

@@ -152,10 +152,11 @@ class KafkaTransactionTest {
     await("the produced record committed", () -> produced().contains(event));
 
     // the broker delivers it again: the group's offset is moved back to it
+    long replays = events.count(Type.REPLAYED, KafkaTransactionListeners.RECORD, event);
     redeliverFrom(KafkaTransactionListeners.RECORD, "idem.tx", offset);
     await(
-        "the replay",
-        () -> events.count(Type.REPLAYED, KafkaTransactionListeners.RECORD, event) == 1);
+        "the redelivery replayed",
+        () -> events.count(Type.REPLAYED, KafkaTransactionListeners.RECORD, event) > replays);
     assertThat(sends.runs(event)).as("the listener ran for the first delivery only").isEqualTo(1);
     assertThat(produced()).containsOnlyOnce(event);
   }
