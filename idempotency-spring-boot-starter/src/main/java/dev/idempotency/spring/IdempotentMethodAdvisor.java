@@ -133,6 +133,12 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
   @Override
   public void setBeanFactory(BeanFactory beanFactory) {
     this.beanFactory = beanFactory instanceof ListableBeanFactory listable ? listable : null;
+    if (beanFactory
+        instanceof
+        org.springframework.beans.factory.config.ConfigurableListableBeanFactory configurable) {
+      // one namespace registry for @Idempotent and @IdempotentListener methods
+      methods.shareDefaultNames(DefaultOperationNames.sharedIn(configurable));
+    }
   }
 
   /**

@@ -28,8 +28,10 @@ final class IdempotentMethods {
 
   private final Map<AnnotatedElementKey, Optional<IdempotentMethod>> methods =
       new ConcurrentHashMap<>();
-  private final DefaultOperationNames defaultNames =
-      new DefaultOperationNames("@Idempotent", "one could return the other's result");
+  private static final String ANNOTATION = "@Idempotent";
+  private static final String CONSEQUENCE = "one could return the other's result";
+  private volatile DefaultOperationNames defaultNames =
+      new DefaultOperationNames(ANNOTATION, CONSEQUENCE);
   private final Map<IdempotentMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
   private final SpelExpressionParser parser = new SpelExpressionParser();
   private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
@@ -46,6 +48,14 @@ final class IdempotentMethods {
       Function<@Nullable String, Duration> ttlOf, Supplier<@Nullable Duration> lease) {
     this.ttlOf = ttlOf;
     this.lease = lease;
+  }
+
+  /**
+   * Registers default names in the application's registry, which {@code @IdempotentListener}
+   * methods share: called before any method is found.
+   */
+  void shareDefaultNames(DefaultOperationNames shared) {
+    defaultNames = shared.forAnnotation(ANNOTATION, CONSEQUENCE);
   }
 
   /**

@@ -66,6 +66,29 @@ import java.lang.annotation.Target;
  * {@code @Transactional} an outcome is recorded only after the commit succeeded, and a failed
  * commit releases the key; an application whose transaction advisor is ordered outside the guard
  * fails at startup. The provider key of a send is {@link IdempotentDelivery#context()}'s.
+ *
+ * <p><b>Container transactions.</b> Where the listener container commits a transaction after the
+ * listener returned, the outcome waits for that commit: recorded once it committed, released if it
+ * rolled back or its commit failed, so that the broker's redelivery runs the listener again (and
+ * redoes its transactional work) instead of being acknowledged as a replay. The key stays claimed,
+ * its lease renewed, meanwhile.
+ *
+ * <ul>
+ *   <li>Kafka with a transaction manager on the container (Spring Boot sets its {@code
+ *       KafkaTransactionManager} with {@code spring.kafka.producer.transaction-id-prefix}): the
+ *       starter wraps it, and the outcome waits for the container's transaction (the consumer
+ *       offsets and the records the listener produced); record and batch listeners.
+ *   <li>JMS with a transacted session (Spring Boot's default, with no transaction manager; also
+ *       with a {@code JmsTransactionManager}): the session is committed as soon as the listener
+ *       returned (its acknowledgement and what the listener sent in it), then the outcome is
+ *       recorded; a commit that fails releases the key and reaches the container, which rolls back.
+ *   <li>Any Spring-managed transaction with synchronization active around the listener (JTA, a JDBC
+ *       or JPA transaction manager): that transaction.
+ *   <li>Not covered: RabbitMQ's {@code channelTransacted} (with or without a {@code
+ *       RabbitTransactionManager}, which, like Spring's Kafka and JMS ones, activates no
+ *       synchronization): Spring AMQP commits the channel after the listener with nothing the
+ *       starter can wait on, so the outcome is recorded when the listener returns.
+ * </ul>
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)

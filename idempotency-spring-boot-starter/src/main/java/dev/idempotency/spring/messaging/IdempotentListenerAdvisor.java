@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spring.DefaultOperationNames;
 import dev.idempotency.spring.IdempotentMethodAdvisor;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.TransactionAdvisors;
@@ -137,6 +138,12 @@ public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor
   @Override
   public void setBeanFactory(BeanFactory beanFactory) {
     this.beanFactory = beanFactory instanceof ListableBeanFactory listable ? listable : null;
+    if (beanFactory
+        instanceof
+        org.springframework.beans.factory.config.ConfigurableListableBeanFactory configurable) {
+      // one namespace registry for @Idempotent and @IdempotentListener methods
+      methods.shareDefaultNames(DefaultOperationNames.sharedIn(configurable));
+    }
   }
 
   /**

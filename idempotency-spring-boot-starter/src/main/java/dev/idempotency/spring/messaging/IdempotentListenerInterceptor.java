@@ -43,6 +43,9 @@ import org.springframework.aop.support.AopUtils;
  *       per chunk); the listener gets the messages to send, in order, up to the first one that must
  *       come back later; their outcomes are recorded before the container acknowledges; what failed
  *       or must come back is reported as the container expects ({@link Delivery}).
+ *   <li>In a listener container's transaction ({@link ContainerTransactions}) the outcomes of what
+ *       ran wait for its end: a record listener runs through {@link OutcomesAfterCommit}, a batch
+ *       records its successes once the transaction committed, and releases them if it did not.
  * </ol>
  */
 final class IdempotentListenerInterceptor implements MethodInterceptor {
@@ -101,10 +104,17 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     Throwable[] thrown = new Throwable[1];
     try {
       Outcome<Object> outcome =
-          guard
-              .get()
-              .executeForOutcome(
-                  request, codec(method), context -> run(invocation, context, thrown));
+          ContainerTransactions.active()
+              ? OutcomesAfterCommit.execute(
+                  guard.get(),
+                  request,
+                  codec(method),
+                  method.name,
+                  context -> run(invocation, context, thrown))
+              : guard
+                  .get()
+                  .executeForOutcome(
+                      request, codec(method), context -> run(invocation, context, thrown));
       if (outcome.replayed()) {
         Messages.acknowledgeSkipped(arguments);
         log.debug(
@@ -311,15 +321,40 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     }
 
     Object result = null;
+    // in a container's transaction the outcomes wait for its end: recorded after the commit, and
+    // released (record() releases what was never reported) after a rollback
+    boolean inTransaction = !run.isEmpty() && ContainerTransactions.active();
+    List<Batch.Item> sent = new ArrayList<>();
     try {
       if (!run.isEmpty()) {
         result =
-            runBatch(invocation, method, arguments, run, runItems, runIndexes, batch, failures);
+            runBatch(
+                invocation, method, arguments, run, runItems, runIndexes, batch, failures, sent);
       } else if (stopCause == null) {
         Messages.acknowledgeSkipped(arguments);
       }
     } finally {
-      batch.record();
+      if (inTransaction) {
+        ContainerTransactions.onCompletion(
+            new ContainerTransactions.Completion() {
+              @Override
+              public void committed() {
+                recordBatch(batch, sent);
+              }
+
+              @Override
+              public void rolledBack() {
+                log.debug(
+                    "Listener {} released the keys of a batch of {}: the container's transaction"
+                        + " did not commit",
+                    method.name,
+                    size);
+                batch.record();
+              }
+            });
+      } else {
+        recordBatch(batch, sent);
+      }
     }
     if (stopCause != null) {
       throw failures.failedAt(polledIndex(positions, stop), stopCause);
@@ -357,6 +392,18 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     return refused; // a stored failure to dead-letter, an unknown outcome (strict mode), ...
   }
 
+  /** Reports the messages sent as succeeded, and writes the batch's outcomes. */
+  private static void recordBatch(Batch<String> batch, List<Batch.Item> sent) {
+    for (Batch.Item item : sent) {
+      batch.succeeded(item, null);
+    }
+    batch.record();
+  }
+
+  /**
+   * Runs the listener with the messages to send; adds to {@code sent} those it sent (all of them,
+   * or those before the one a failure names), and reports a named failure to the batch.
+   */
   private static @Nullable Object runBatch(
       MethodInvocation invocation,
       ListenerMethod method,
@@ -365,7 +412,8 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
       List<Batch.Item> runItems,
       List<Integer> runIndexes,
       Batch<String> batch,
-      Delivery.BatchFailures failures)
+      Delivery.BatchFailures failures,
+      List<Batch.Item> sent)
       throws Throwable {
     IdentityHashMap<Object, SendContext> contexts = new IdentityHashMap<>();
     for (int i = 0; i < run.size(); i++) {
@@ -388,18 +436,14 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
             "Listener {} failed a batch of {}; its keys are released", method.name, run.size());
         throw failure;
       }
-      for (int i = 0; i < failed; i++) {
-        batch.succeeded(runItems.get(i), null);
-      }
+      sent.addAll(runItems.subList(0, failed));
       batch.failed(runItems.get(failed), causeOf(failure));
       throw failures.failedAt(runIndexes.get(failed), causeOf(failure));
     } finally {
       IdempotentDelivery.restoreBatch(previous);
       arguments[method.batchIndex] = original;
     }
-    for (Batch.Item item : runItems) {
-      batch.succeeded(item, null);
-    }
+    sent.addAll(runItems);
     return result;
   }
 

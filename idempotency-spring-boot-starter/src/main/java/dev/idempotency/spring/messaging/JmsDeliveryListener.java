@@ -32,7 +32,13 @@ import org.springframework.jms.listener.SessionAwareMessageListener;
  *       in property {@value #DEFERRALS}, which grows the delay. Messages of another type than text,
  *       bytes or map are rolled back instead;
  *   <li>every other failure goes on to the container unchanged (rollback; the broker's redelivery
- *       and dead-letter settings apply).
+ *       and dead-letter settings apply);
+ *   <li>in a session the container transacts itself (Spring Boot's default: {@code
+ *       sessionTransacted}, no transaction manager), the outcome of a listener that ran waits for
+ *       the session's commit ({@link ContainerTransactions}): the session is committed here once
+ *       the listener returned (its acknowledgement and what the listener sent in it), then the
+ *       outcome is recorded; a commit that fails releases the key and goes on to the container,
+ *       which rolls back, and the broker delivers the message again.
  * </ul>
  */
 final class JmsDeliveryListener implements SessionAwareMessageListener<Message> {
@@ -51,10 +57,33 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
   }
 
   @Override
-  @SuppressWarnings("unchecked")
   public void onMessage(Message message, Session session) throws JMSException {
     Delivery previous =
         Delivery.bind(new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH));
+    // a session the container transacts itself: no Spring synchronization tells of its commit
+    boolean local =
+        session != null && session.getTransacted() && !ContainerTransactions.springSynchronized();
+    List<ContainerTransactions.Completion> outer =
+        local ? ContainerTransactions.beginLocal() : null;
+    boolean listenerReturned = false;
+    try {
+      invokeDelegate(message, session);
+      listenerReturned = true;
+    } finally {
+      Delivery.restore(previous);
+      if (local) {
+        List<ContainerTransactions.Completion> completions = ContainerTransactions.endLocal(outer);
+        if (!listenerReturned) {
+          ContainerTransactions.complete(completions, false);
+        } else if (!completions.isEmpty()) {
+          commitThenComplete(session, completions);
+        }
+      }
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private void invokeDelegate(Message message, Session session) throws JMSException {
     try {
       if (delegate instanceof SessionAwareMessageListener<?> aware) {
         ((SessionAwareMessageListener<Message>) aware).onMessage(message, session);
@@ -66,9 +95,23 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
       if (deferral == null || !sendAgainLater(message, session)) {
         throw failure;
       }
-    } finally {
-      Delivery.restore(previous);
     }
+  }
+
+  /**
+   * Commits the session now, before the outcome is recorded (the container's own commit after this
+   * finds nothing left to commit); a commit that fails releases the key and reaches the container,
+   * which rolls the session back, so the broker delivers the message again.
+   */
+  private static void commitThenComplete(
+      Session session, List<ContainerTransactions.Completion> completions) throws JMSException {
+    try {
+      session.commit();
+    } catch (JMSException | RuntimeException | Error failure) {
+      ContainerTransactions.complete(completions, false);
+      throw failure;
+    }
+    ContainerTransactions.complete(completions, true);
   }
 
   private static Map<String, Object> properties(Message message) throws JMSException {

@@ -136,8 +136,30 @@ public final class ListenerContainerHooks {
                               kafka) {
                         kafka.setCommonErrorHandler(
                             KafkaDeliveries.errorHandler(kafka.getCommonErrorHandler(), backOff));
+                        observeTransactions(kafka.getContainerProperties());
                       }
                     }));
+  }
+
+  /**
+   * Wraps a Kafka container's transaction manager, if it has one, so that an outcome waits for the
+   * container's commit ({@link ContainerTransactionManager}).
+   */
+  @SuppressWarnings({"deprecation", "unchecked", "rawtypes"})
+  private static void observeTransactions(
+      org.springframework.kafka.listener.ContainerProperties properties) {
+    org.springframework.kafka.transaction.KafkaAwareTransactionManager kafkaAware =
+        properties.getKafkaAwareTransactionManager();
+    if (kafkaAware != null) {
+      properties.setKafkaAwareTransactionManager(
+          (org.springframework.kafka.transaction.KafkaAwareTransactionManager)
+              ContainerTransactionManager.wrap(kafkaAware));
+    }
+    org.springframework.transaction.PlatformTransactionManager manager =
+        properties.getTransactionManager();
+    if (manager != null) {
+      properties.setTransactionManager(ContainerTransactionManager.wrap(manager));
+    }
   }
 
   /**

@@ -30,10 +30,11 @@ final class ListenerMethods {
   private final Supplier<Boolean> acknowledgeStoredFailure;
   private final Function<@Nullable String, Duration> ttlOf;
   private final Supplier<@Nullable Duration> lease;
-  private final DefaultOperationNames defaultNames =
-      new DefaultOperationNames(
-          "@IdempotentListener",
-          "a delivery to one could be acknowledged as a replay of the other's without being sent");
+  private static final String ANNOTATION = "@IdempotentListener";
+  private static final String CONSEQUENCE =
+      "a delivery to one could be acknowledged as a replay of the other's without being sent";
+  private volatile DefaultOperationNames defaultNames =
+      new DefaultOperationNames(ANNOTATION, CONSEQUENCE);
 
   /**
    * @param ttlOf the window of listeners that name none, by operation name, asked as listeners are
@@ -50,6 +51,14 @@ final class ListenerMethods {
     this.acknowledgeStoredFailure = acknowledgeStoredFailure;
     this.ttlOf = ttlOf;
     this.lease = lease;
+  }
+
+  /**
+   * Registers default names in the application's registry, which {@code @Idempotent} methods share:
+   * called before any listener is found.
+   */
+  void shareDefaultNames(DefaultOperationNames shared) {
+    defaultNames = shared.forAnnotation(ANNOTATION, CONSEQUENCE);
   }
 
   /**

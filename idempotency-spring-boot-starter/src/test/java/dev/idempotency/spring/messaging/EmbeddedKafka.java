@@ -4,11 +4,11 @@ import org.springframework.kafka.test.EmbeddedKafkaKraftBroker;
 
 /**
  * A real Kafka broker in this JVM (KRaft, spring-kafka-test's), started once on first use with the
- * messaging tests' topics and stopped when the JVM exits.
+ * messaging tests' topics, able to run transactions, and stopped when the JVM exits.
  */
 public final class EmbeddedKafka {
 
-  /** The topics: each listener's, and its dead-letter topic. */
+  /** The topics: each listener's, and its dead-letter or output topic. */
   public static final String[] TOPICS = {
     "idem.record", "idem.record.DLT",
     "idem.dead-letter", "idem.dead-letter.DLT",
@@ -16,7 +16,9 @@ public final class EmbeddedKafka {
     "idem.keyed", "idem.keyed.DLT",
     "idem.batch", "idem.batch.DLT",
     "idem.filtered", "idem.filtered.DLT",
-    "idem.crash", "idem.example"
+    "idem.crash", "idem.example",
+    "idem.tx", "idem.tx.out",
+    "idem.tx-batch", "idem.tx-batch.DLT"
   };
 
   private static EmbeddedKafkaKraftBroker broker;
@@ -27,6 +29,11 @@ public final class EmbeddedKafka {
   public static synchronized String bootstrapServers() {
     if (broker == null) {
       EmbeddedKafkaKraftBroker started = new EmbeddedKafkaKraftBroker(1, 1, TOPICS);
+      // one broker: transactions need their state topic with one replica
+      started.brokerProperties(
+          java.util.Map.of(
+              "transaction.state.log.replication.factor", "1",
+              "transaction.state.log.min.isr", "1"));
       started.afterPropertiesSet();
       broker = started;
       Runtime.getRuntime().addShutdownHook(new Thread(started::destroy));

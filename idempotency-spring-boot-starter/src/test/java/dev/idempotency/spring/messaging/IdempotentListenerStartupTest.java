@@ -77,6 +77,13 @@ class IdempotentListenerStartupTest {
     }
   }
 
+  static class Api {
+    static class OrderShippedListener {
+      @Idempotent(key = "#event")
+      public void onMessage(String event) {}
+    }
+  }
+
   static class ShortTtl {
     @IdempotentListener(key = "#event", ttl = "30s")
     public void onEvent(String event) {}
@@ -161,6 +168,35 @@ class IdempotentListenerStartupTest {
                       Sms.OrderShippedListener.class.getName() + ".onMessage(String)",
                       "@IdempotentListener(name = ");
             });
+  }
+
+  /** SPEC 13 and 15: one key namespace, whichever annotation each method has. */
+  @Test
+  void anIdempotentMethodAndAListenerWithOneDefaultNameFailTheStartNamingBoth() {
+    for (Class<?>[] order :
+        List.of(
+            new Class<?>[] {Api.OrderShippedListener.class, Sms.OrderShippedListener.class},
+            new Class<?>[] {Sms.OrderShippedListener.class, Api.OrderShippedListener.class})) {
+      runner
+          .withBean(order[0])
+          .withBean(order[1])
+          .run(
+              context -> {
+                assertThat(context).hasFailed();
+                assertThat(context.getStartupFailure())
+                    .rootCause()
+                    .hasMessageContainingAll(
+                        "have the same default name 'OrderShippedListener.onMessage'",
+                        "@Idempotent method "
+                            + Api.OrderShippedListener.class.getName()
+                            + ".onMessage(String)",
+                        "@IdempotentListener method "
+                            + Sms.OrderShippedListener.class.getName()
+                            + ".onMessage(String)",
+                        "@Idempotent(name = ",
+                        "@IdempotentListener(name = ");
+              });
+    }
   }
 
   @Test

@@ -1,0 +1,83 @@
+package dev.idempotency.spring.messaging.jms;
+
+import jakarta.jms.Connection;
+import jakarta.jms.ConnectionFactory;
+import jakarta.jms.JMSException;
+import jakarta.jms.Session;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.springframework.beans.factory.config.BeanPostProcessor;
+import org.springframework.util.ClassUtils;
+
+/**
+ * Wraps the application's JMS connection factory (Spring Boot's, on the embedded Artemis broker) so
+ * that the commit of a transacted session fails once for the deliveries of the events a test names:
+ * it throws instead of committing, as a broker that refused the commit does; the session itself is
+ * Artemis's, and the container's rollback of it is real, so the broker redelivers.
+ */
+final class FailingSessionCommits implements BeanPostProcessor {
+
+  private final Set<String> failNext = ConcurrentHashMap.newKeySet();
+  private final ThreadLocal<String> running = new ThreadLocal<>();
+
+  /** The next commit of a session in which {@code event} ran fails. */
+  void failNextCommitOf(String event) {
+    failNext.add(event);
+  }
+
+  /** Called by a listener: the session on this thread runs {@code event}. */
+  void running(String event) {
+    running.set(event);
+  }
+
+  @Override
+  public Object postProcessAfterInitialization(Object bean, String beanName) {
+    return bean instanceof ConnectionFactory factory
+        ? wrap(factory, ConnectionFactory.class)
+        : bean;
+  }
+
+  /**
+   * A proxy with every interface of the target (so that Spring's {@code SmartConnectionFactory} and
+   * {@code SessionProxy} still tell what they tell), which passes every call on.
+   */
+  private <T> T wrap(T target, Class<T> type) {
+    return type.cast(
+        Proxy.newProxyInstance(
+            type.getClassLoader(),
+            ClassUtils.getAllInterfacesForClass(target.getClass()),
+            (proxy, method, arguments) -> {
+              if (method.getName().equals("equals") && method.getParameterCount() == 1) {
+                return proxy == arguments[0];
+              }
+              if (method.getName().equals("hashCode") && method.getParameterCount() == 0) {
+                return System.identityHashCode(proxy);
+              }
+              if (type == Session.class && method.getName().equals("commit")) {
+                String event = running.get();
+                running.remove();
+                if (event != null && failNext.remove(event)) {
+                  throw new JMSException(
+                      "the commit of the session of " + event + " failed (test)");
+                }
+              } else if (type == Session.class && method.getName().equals("rollback")) {
+                running.remove();
+              }
+              Object result;
+              try {
+                result = method.invoke(target, arguments);
+              } catch (InvocationTargetException e) {
+                throw e.getCause();
+              }
+              if (result instanceof Session session) {
+                return wrap(session, Session.class);
+              }
+              if (result instanceof Connection connection) {
+                return wrap(connection, Connection.class);
+              }
+              return result;
+            }));
+  }
+}
