@@ -84,10 +84,10 @@ import java.lang.annotation.Target;
  *       recorded; a commit that fails releases the key and reaches the container, which rolls back.
  *   <li>Any Spring-managed transaction with synchronization active around the listener (JTA, a JDBC
  *       or JPA transaction manager): that transaction.
- *   <li>Not covered: RabbitMQ's {@code channelTransacted} (with or without a {@code
+ *   <li>Refused at startup: RabbitMQ's {@code channelTransacted} (with or without a {@code
  *       RabbitTransactionManager}, which, like Spring's Kafka and JMS ones, activates no
  *       synchronization): Spring AMQP commits the channel after the listener with nothing the
- *       starter can wait on, so the outcome is recorded when the listener returns.
+ *       starter can wait on, so the outcome would be recorded before a commit that may fail.
  * </ul>
  */
 @Target(ElementType.METHOD)

@@ -191,10 +191,13 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * Refuses, before any starts, a Spring AMQP listener container with {@code MANUAL}
-   * acknowledgement whose listener is an {@link IdempotentListener}: a replay does not run the
-   * listener, so nothing would acknowledge the message, and the consumer would stall once its
-   * prefetch filled.
+   * Refuses, before any starts, a Spring AMQP listener container whose listener is an {@link
+   * IdempotentListener} and that the starter cannot support safely: with {@code MANUAL}
+   * acknowledgement a replay does not run the listener, so nothing would acknowledge the message,
+   * and the consumer would stall once its prefetch filled; with a transacted channel ({@code
+   * channelTransacted}, which a {@code RabbitTransactionManager} implies) Spring AMQP commits the
+   * channel after the listener returned, with nothing the starter can wait on, so an outcome would
+   * be recorded before a commit that may fail, and the redelivery acknowledged as a replay.
    *
    * @param registries the application's registry, if it has one
    * @return the lifecycle
@@ -207,14 +210,30 @@ public final class ListenerContainerHooks {
             registries
                 .orderedStream()
                 .flatMap(registry -> registry.getListenerContainers().stream())
-                .forEach(ListenerContainerHooks::refuseManualAcknowledgement));
+                .forEach(ListenerContainerHooks::refuseUnsupported));
   }
 
-  private static void refuseManualAcknowledgement(Object container) {
+  private static void refuseUnsupported(Object container) {
     if (!(container
-            instanceof
-            org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer rabbit)
-        || !rabbit.getAcknowledgeMode().isManual()) {
+        instanceof
+        org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer rabbit)) {
+      return;
+    }
+    String unsupported;
+    if (rabbit.getAcknowledgeMode().isManual()) {
+      unsupported =
+          "MANUAL acknowledgement, which is not supported: a replay does not run the listener, so"
+              + " nothing would acknowledge it and the consumer would stall once its prefetch"
+              + " filled. Use AUTO acknowledgement (the default; the starter acknowledges replays"
+              + " and rejects poison messages itself)";
+    } else if (rabbit.isChannelTransacted()) {
+      unsupported =
+          "a transacted channel (channelTransacted, or a RabbitTransactionManager), which is not"
+              + " supported: Spring AMQP commits the channel after the listener returned, with"
+              + " nothing the starter can wait on, so an outcome would be recorded before a commit"
+              + " that may fail, and the redelivery acknowledged as a replay. Use a channel that"
+              + " is not transacted (the default) for this listener's container";
+    } else {
       return;
     }
     Object listener = rabbit.getMessageListener();
@@ -254,10 +273,8 @@ public final class ListenerContainerHooks {
                 + specific.getName()
                 + "(..) runs in RabbitMQ listener container '"
                 + rabbit.getListenerId()
-                + "' with MANUAL acknowledgement, which is not supported: a replay does not run"
-                + " the listener, so nothing would acknowledge it and the consumer would stall"
-                + " once its prefetch filled. Use AUTO acknowledgement (the default; the starter"
-                + " acknowledges replays and rejects poison messages itself)");
+                + "' with "
+                + unsupported);
       }
     }
   }

@@ -18,6 +18,8 @@ import org.springframework.core.NestedExceptionUtils;
  * RabbitMQ's {@code MANUAL} acknowledgement is not supported (a replay does not run the listener,
  * which would have acknowledged it): an application that sets it on an {@link IdempotentListener}
  * fails at startup, whether on the listener or for every container; other listeners may keep it.
+ * Nor is a transacted channel (the channel's commit comes after the outcome was recorded, with
+ * nothing the starter can wait on): it fails the start too.
  */
 class RabbitManualAcknowledgementTest {
 
@@ -40,6 +42,20 @@ class RabbitManualAcknowledgementTest {
     public void onEvent(String event) {}
   }
 
+  /** Every container's channel transacted, as an application's own factory may set it. */
+  public static class TransactedChannels {
+    @Bean
+    org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory
+        rabbitListenerContainerFactory(
+            org.springframework.amqp.rabbit.connection.ConnectionFactory connections) {
+      var factory =
+          new org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory();
+      factory.setConnectionFactory(connections);
+      factory.setChannelTransacted(true);
+      return factory;
+    }
+  }
+
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   static class App {
@@ -50,7 +66,11 @@ class RabbitManualAcknowledgementTest {
   }
 
   private static ConfigurableApplicationContext start(Class<?> listener, String... properties) {
-    return new SpringApplicationBuilder(App.class, listener)
+    return start(new Class<?>[] {App.class, listener}, properties);
+  }
+
+  private static ConfigurableApplicationContext start(Class<?>[] sources, String... properties) {
+    return new SpringApplicationBuilder(sources)
         .web(org.springframework.boot.WebApplicationType.NONE)
         .properties(
             "spring.rabbitmq.host=127.0.0.1",
@@ -86,6 +106,23 @@ class RabbitManualAcknowledgementTest {
                 org.assertj.core.api.Assertions.assertThat(
                         NestedExceptionUtils.getMostSpecificCause(failure))
                     .hasMessageContaining("MANUAL acknowledgement, which is not supported"));
+  }
+
+  @Test
+  void aTransactedChannelUnderAnIdempotentListenerFailsTheStart() {
+    assertThatThrownBy(
+            () ->
+                start(new Class<?>[] {App.class, TransactedChannels.class, AutoListener.class})
+                    .close())
+        .satisfies(
+            failure ->
+                org.assertj.core.api.Assertions.assertThat(
+                        NestedExceptionUtils.getMostSpecificCause(failure))
+                    .hasMessageContainingAll(
+                        "@IdempotentListener on " + AutoListener.class.getName() + ".onEvent",
+                        "'rabbit-auto'",
+                        "transacted channel",
+                        "not supported"));
   }
 
   @Test
