@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -63,13 +64,34 @@ public final class Dynalite implements AutoCloseable {
    * @throws InterruptedException if interrupted while waiting for it
    */
   public Dynalite(int port) throws IOException, InterruptedException {
+    this(port, null);
+  }
+
+  /**
+   * Starts dynalite on the given port, keeping its tables and items in {@code dataDirectory}
+   * (LevelDB, {@code --path}) when that is not null: a server killed and started again on the same
+   * directory has them still. The caller owns the directory; {@link #close()} leaves it.
+   *
+   * @param port the port on 127.0.0.1
+   * @param dataDirectory where the data lives, or null for memory only
+   * @throws IOException if it cannot be installed or started
+   * @throws InterruptedException if interrupted while waiting for it
+   */
+  public Dynalite(int port, Path dataDirectory) throws IOException, InterruptedException {
     long started = System.nanoTime();
     Path executable = installed();
     this.port = port;
     this.dir = Files.createTempDirectory("idem-dynalite");
+    List<String> command =
+        new ArrayList<>(
+            List.of(
+                executable.toString(), "--host", "127.0.0.1", "--port", Integer.toString(port)));
+    if (dataDirectory != null) {
+      Files.createDirectories(dataDirectory);
+      command.addAll(List.of("--path", dataDirectory.toString()));
+    }
     ProcessBuilder builder =
-        new ProcessBuilder(
-                executable.toString(), "--host", "127.0.0.1", "--port", Integer.toString(port))
+        new ProcessBuilder(command)
             .redirectErrorStream(true)
             .redirectOutput(dir.resolve("dynalite.out").toFile());
     process = builder.start();
@@ -244,6 +266,19 @@ public final class Dynalite implements AutoCloseable {
    */
   public long startMillis() {
     return startMillis;
+  }
+
+  /**
+   * Kills the server with {@code SIGKILL}, as a crash: no shutdown. Its data directory, if it has
+   * one, stays as the kill left it.
+   *
+   * @throws InterruptedException if interrupted while waiting for it to die
+   */
+  public void kill() throws InterruptedException {
+    process.destroyForcibly();
+    if (!process.waitFor(30, TimeUnit.SECONDS)) {
+      throw new IllegalStateException("dynalite (pid " + process.pid() + ") did not die");
+    }
   }
 
   /** Stops the server by its process id and deletes its temporary directory. */
