@@ -5,7 +5,7 @@
 #   reliability/fault-run.sh --minutes 4 --seed 7                  every store, 4 minutes each
 #   reliability/fault-run.sh --minutes 1 --seed 3 --stores redis   only the stores named (comma-separated:
 #                                                                  postgresql, postgresql_client_time,
-#                                                                  mariadb, redis, redis_cluster)
+#                                                                  mariadb, redis, redis_cluster, dynamodb)
 #
 # Each run's history stays in reliability/target/fault-runs/<store>-<seed>/, the table of every run in
 # reliability/target/fault-runs.md. The exit status is Maven's: non-zero if the checker failed a store.

@@ -42,7 +42,13 @@ final class FaultRun {
     POSTGRESQL_CLIENT_TIME,
     MARIADB,
     REDIS,
-    REDIS_CLUSTER
+    REDIS_CLUSTER,
+    /**
+     * DynamoDB on dynalite (data on disk, killed with {@code SIGKILL} and restarted), through the
+     * proxy; on the guard's clock, as DynamoDB always is, so its clients' clocks move as on {@link
+     * #POSTGRESQL_CLIENT_TIME}.
+     */
+    DYNAMODB
   }
 
   record Settings(
@@ -101,6 +107,7 @@ final class FaultRun {
         case MARIADB -> onMariaDb();
         case REDIS -> onRedis();
         case REDIS_CLUSTER -> onCluster();
+        case DYNAMODB -> onDynamoDb();
       };
     } finally {
       children.forEach(Process::destroyForcibly);
@@ -146,6 +153,20 @@ final class FaultRun {
           () -> {
             redis.kill();
             redis.start();
+          });
+    }
+  }
+
+  private DuplicateChecker.Report onDynamoDb() throws Exception {
+    try (RestartableDynalite dynalite = new RestartableDynalite();
+        DelayProxy proxy = new DelayProxy(dynalite.port)) {
+      return run(
+          FaultRunChild.CLIENT_TIME + DynamoDbStores.spec(proxy.port()),
+          dynalite.spec(),
+          proxy,
+          () -> {
+            dynalite.kill();
+            dynalite.start();
           });
     }
   }
