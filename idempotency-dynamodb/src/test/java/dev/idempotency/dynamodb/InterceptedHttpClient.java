@@ -35,6 +35,8 @@ final class InterceptedHttpClient implements SdkHttpClient {
   private final AtomicLong answeredWithError = new AtomicLong();
   private final Map<String, Consumer<JsonNode>> beforeNext = new ConcurrentHashMap<>();
   private final AtomicReference<ConditionFailureItems> itemsOnFailure = new AtomicReference<>();
+  private final Map<String, String> loseReply = new ConcurrentHashMap<>();
+  private final AtomicLong repliesLost = new AtomicLong();
 
   InterceptedHttpClient(SdkHttpClient delegate) {
     this.delegate = delegate;
@@ -61,6 +63,19 @@ final class InterceptedHttpClient implements SdkHttpClient {
     itemsOnFailure.set(items);
   }
 
+  /**
+   * Lets the next request of {@code operation} whose JSON body contains {@code bodyContains} reach
+   * DynamoDB, then loses its reply (the connection breaks after the write was applied), so that the
+   * SDK sends it again.
+   */
+  void loseTheReplyOfNext(String operation, String bodyContains) {
+    loseReply.put(operation, bodyContains);
+  }
+
+  long repliesLost() {
+    return repliesLost.get();
+  }
+
   long answeredWithError() {
     return answeredWithError.get();
   }
@@ -85,6 +100,12 @@ final class InterceptedHttpClient implements SdkHttpClient {
     Consumer<JsonNode> action = beforeNext.remove(operation);
     if (action != null) {
       action.accept(JsonNodeParser.create().parse(body(request)));
+    }
+    String lose = loseReply.get(operation);
+    if (lose != null
+        && new String(body(request), StandardCharsets.UTF_8).contains(lose)
+        && loseReply.remove(operation, lose)) {
+      return replyLost(request);
     }
     String error = errorType.get();
     ConditionFailureItems items = itemsOnFailure.get();
@@ -132,6 +153,26 @@ final class InterceptedHttpClient implements SdkHttpClient {
           body = in.readAllBytes();
         }
         return items.answer(requestBody, response, body);
+      }
+
+      @Override
+      public void abort() {
+        real.abort();
+      }
+    };
+  }
+
+  private ExecutableHttpRequest replyLost(HttpExecuteRequest request) {
+    ExecutableHttpRequest real = delegate.prepareRequest(request);
+    return new ExecutableHttpRequest() {
+      @Override
+      public HttpExecuteResponse call() throws IOException {
+        HttpExecuteResponse applied = real.call();
+        try (InputStream in = applied.responseBody().orElseThrow()) {
+          in.readAllBytes();
+        }
+        repliesLost.incrementAndGet();
+        throw new IOException("Connection reset (the reply was lost, injected by the test)");
       }
 
       @Override
