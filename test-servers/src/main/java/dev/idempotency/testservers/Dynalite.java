@@ -29,7 +29,9 @@ import java.util.stream.Stream;
  *
  * <p>What dynalite does not emulate (seen with 4.0.0): {@code ReturnValuesOnConditionCheckFailure}
  * is accepted but returns no item, transactions and {@code UpdateTimeToLive} answer {@code
- * UnknownOperationException}, expired items are never deleted, and nothing is ever throttled.
+ * UnknownOperationException}, expired items are never deleted, and nothing is ever throttled. It
+ * also exits on a request its client aborts mid-body; the server started here drops that request
+ * instead and goes on, as DynamoDB does.
  */
 public final class Dynalite implements AutoCloseable {
 
@@ -37,6 +39,23 @@ public final class Dynalite implements AutoCloseable {
   public static final String VERSION = "4.0.0";
 
   private static final long START_TIMEOUT_SECONDS = 120;
+
+  /**
+   * dynalite 4.0.0 throws the error of a request whose client went away mid-body ({@code req.on(
+   * 'error', err => { throw err })}), which ends the whole server: a client whose attempt timed out
+   * on a loaded machine, or a process killed mid-request, took every later test's server with it.
+   * Real DynamoDB drops such a request and serves the others; so does this, preloaded into node.
+   */
+  private static final String SURVIVE_ABORTED_REQUESTS =
+      "process.on('uncaughtException', function (err) {\n"
+          + "  if (err && err.code === 'ECONNRESET') {\n"
+          + "    console.error('dynalite: dropped a request its client aborted: ' + err.message)\n"
+          + "    return\n"
+          + "  }\n"
+          + "  console.error((err && err.stack) || err)\n"
+          + "  process.exit(1)\n"
+          + "})\n";
+
   private static final long INSTALL_TIMEOUT_SECONDS = 600;
 
   private static Dynalite shared;
@@ -82,10 +101,21 @@ public final class Dynalite implements AutoCloseable {
     Path executable = installed();
     this.port = port;
     this.dir = Files.createTempDirectory("idem-dynalite");
+    Path survivesAborts = dir.resolve("survive-aborted-requests.js");
+    Files.writeString(survivesAborts, SURVIVE_ABORTED_REQUESTS, StandardCharsets.UTF_8);
+    // node runs dynalite's own script (the one behind the executable) with the guard preloaded
+    Path script = executable.toRealPath();
     List<String> command =
         new ArrayList<>(
             List.of(
-                executable.toString(), "--host", "127.0.0.1", "--port", Integer.toString(port)));
+                "node",
+                "--require",
+                survivesAborts.toString(),
+                script.toString(),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                Integer.toString(port)));
     if (dataDirectory != null) {
       Files.createDirectories(dataDirectory);
       command.addAll(List.of("--path", dataDirectory.toString()));
@@ -266,6 +296,15 @@ public final class Dynalite implements AutoCloseable {
    */
   public long startMillis() {
     return startMillis;
+  }
+
+  /**
+   * Whether the server process is still running.
+   *
+   * @return {@code true} while it runs
+   */
+  public boolean isAlive() {
+    return process.isAlive();
   }
 
   /**
