@@ -5,7 +5,7 @@
 #   reliability/fault-run.sh --minutes 4 --seed 7                  every store, 4 minutes each
 #   reliability/fault-run.sh --minutes 1 --seed 3 --stores redis   only the stores named (comma-separated:
 #                                                                  postgresql, postgresql_client_time,
-#                                                                  mariadb, redis, redis_cluster,
+#                                                                  mariadb, redis, redis_cluster, dynamodb,
 #                                                                  postgresql_joined, mariadb_joined)
 #
 # postgresql_joined and mariadb_joined are the joined-transaction mode (docs/guarantees.md): every

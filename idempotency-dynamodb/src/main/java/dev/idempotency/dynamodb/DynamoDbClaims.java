@@ -36,7 +36,9 @@ import software.amazon.awssdk.services.dynamodb.model.ReturnValuesOnConditionChe
  *       accepts the parameter but returns no item), one consistent {@code GetItem} reads it;
  *   <li>an in-progress item whose lease has lapsed is taken over by one {@code UpdateItem} on
  *       condition that it still holds the owner token and lease deadline that were read;
- *   <li>a condition that fails because the item changed meanwhile starts again from step 1.
+ *   <li>a condition that fails because the item changed meanwhile starts again from step 1;
+ *   <li>an item in progress under this claim's own owner token is this claim: its put or takeover
+ *       was applied, its reply lost, and the SDK's repeat of it refused.
  * </ol>
  *
  * <p>A batch reads its keys first with consistent {@code BatchGetItem}s (100 keys each), answers
@@ -88,6 +90,12 @@ final class DynamoDbClaims {
         }
       }
       StoredRecord record = Items.record(Objects.requireNonNull(item));
+      if (record.state() == RecordState.IN_PROGRESS
+          && request.ownerToken().equals(Items.text(item, OWNER))) {
+        // this claim's own put or takeover, applied although its reply was lost: the SDK's repeat
+        // of it was refused by the item it had written
+        return new ClaimResult.Claimed(record.attempt(), record.attempt() > 1);
+      }
       boolean leaseExpired =
           record.state() == RecordState.IN_PROGRESS && record.leaseDeadline().toEpochMilli() <= now;
       if (leaseExpired

@@ -144,6 +144,8 @@ final class DynamoDbWrites {
    * may have run ahead: a renewal lost to it would let another process take over a live send): one
    * request while the new lease ends inside the window; when it ends past the window (DynamoDB's
    * update expressions have no {@code max}), a second request that moves the window's end with it.
+   * That one's condition admits a window that already ends with the new lease, so that the SDK's
+   * repeat of it after a lost reply (the write applied) is a renewal, not a lost claim.
    */
   boolean extend(ExtendRequest request) {
     long now = request.now().toEpochMilli();
@@ -170,7 +172,7 @@ final class DynamoDbWrites {
     return extend(
         request.keyId(),
         "SET #lease_until = :lease, #retain_until = :lease, #ttl = :ttl",
-        FENCE + " AND #retain_until < :lease",
+        FENCE + " AND #retain_until <= :lease",
         names,
         values);
   }

@@ -79,6 +79,13 @@ class CrashWindowTest {
   }
 
   @Test
+  void dynamodb() throws Exception {
+    try (RestartableDynalite dynalite = new RestartableDynalite()) {
+      measure("dynamodb (dynalite 4.0.0, on disk)", Stores.open(dynalite.spec(), 1));
+    }
+  }
+
+  @Test
   void redis() throws Exception {
     try (RestartableRedis redis = new RestartableRedis(true)) {
       measure("redis (AOF, appendfsync always)", Stores.open(redis.uri(), 1));

@@ -71,6 +71,10 @@ final class DelayProxy implements AutoCloseable {
       }
       try {
         Socket server = new Socket("127.0.0.1", targetPort);
+        // each chunk goes on at once, as it came: with Nagle's algorithm a request written in two
+        // parts (HTTP's headers, then its body) waits for the delayed ACK of the first, 40 ms
+        client.setTcpNoDelay(true);
+        server.setTcpNoDelay(true);
         sockets.add(client);
         sockets.add(server);
         threads.submit(() -> pump(client, server));

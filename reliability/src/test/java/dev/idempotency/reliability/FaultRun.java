@@ -47,6 +47,12 @@ final class FaultRun {
     REDIS,
     REDIS_CLUSTER,
     /**
+     * DynamoDB on dynalite (data on disk, killed with {@code SIGKILL} and restarted), through the
+     * proxy; on the guard's clock, as DynamoDB always is, so its clients' clocks move as on {@link
+     * #POSTGRESQL_CLIENT_TIME}.
+     */
+    DYNAMODB,
+    /**
      * PostgreSQL, every call joined to an application transaction that enqueues an outbox row
      * ({@link OutboxFaultRunChild}), checked by {@link OutboxChecker}: no duplicate enqueue at all.
      */
@@ -117,6 +123,7 @@ final class FaultRun {
         case MARIADB_JOINED -> onMariaDb(OutboxFaultRunChild.JOINED);
         case REDIS -> onRedis();
         case REDIS_CLUSTER -> onCluster();
+        case DYNAMODB -> onDynamoDb();
       };
     } finally {
       children.forEach(Process::destroyForcibly);
@@ -162,6 +169,20 @@ final class FaultRun {
           () -> {
             redis.kill();
             redis.start();
+          });
+    }
+  }
+
+  private DuplicateChecker.Report onDynamoDb() throws Exception {
+    try (RestartableDynalite dynalite = new RestartableDynalite();
+        DelayProxy proxy = new DelayProxy(dynalite.port)) {
+      return run(
+          FaultRunChild.CLIENT_TIME + DynamoDbStores.spec(proxy.port()),
+          dynalite.spec(),
+          proxy,
+          () -> {
+            dynalite.kill();
+            dynalite.start();
           });
     }
   }

@@ -43,6 +43,11 @@ class LeaseRenewalCrashTest {
   }
 
   @Test
+  void dynamodb(@TempDir Path dir) throws Exception {
+    SharedStores.dynamodb(spec -> renewedThenKilled("dynamodb", spec, dir));
+  }
+
+  @Test
   void redisCluster(@TempDir Path dir) throws Exception {
     SharedStores.redisCluster(spec -> renewedThenKilled("redis cluster", spec, dir));
   }

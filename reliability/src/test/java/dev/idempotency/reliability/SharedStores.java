@@ -5,7 +5,8 @@ import java.util.stream.Collectors;
 
 /**
  * Starts each store that processes can share, for as long as one test needs it, and hands the test
- * its spec for {@link Stores#open}: PostgreSQL, MariaDB, Redis and a three-master Redis Cluster.
+ * its spec for {@link Stores#open}: PostgreSQL, MariaDB, Redis, a three-master Redis Cluster and
+ * DynamoDB (dynalite).
  */
 final class SharedStores {
   private SharedStores() {}
@@ -30,6 +31,12 @@ final class SharedStores {
   static void redis(OnStore test) throws Exception {
     try (RestartableRedis redis = new RestartableRedis(false)) {
       test.run(redis.uri());
+    }
+  }
+
+  static void dynamodb(OnStore test) throws Exception {
+    try (RestartableDynalite dynalite = new RestartableDynalite()) {
+      test.run(dynalite.spec());
     }
   }
 

@@ -16,7 +16,9 @@ import java.util.Arrays;
  * Opens a store from a text spec, the same way in the test JVM and in child JVMs: a JDBC URL (a
  * pooled data source, database time; prefixed with {@code clienttime:}, the guard's clock; prefixed
  * with {@code joined:}, the same store for a joined-transaction run, see {@link
- * OutboxFaultRunChild}), {@code redis://host:port}, or {@code cluster:uri,uri,...}.
+ * OutboxFaultRunChild}), {@code redis://host:port}, {@code cluster:uri,uri,...}, or {@code
+ * dynamodb:http://host:port} (a dynalite; always the guard's clock, DynamoDB has no other, so a
+ * fault run prefixes it with {@code clienttime:} too).
  */
 final class Stores {
   private Stores() {}
@@ -28,6 +30,9 @@ final class Stores {
     boolean clientTime = spec.startsWith(FaultRunChild.CLIENT_TIME);
     if (clientTime) {
       spec = spec.substring(FaultRunChild.CLIENT_TIME.length());
+    }
+    if (spec.startsWith(DynamoDbStores.PREFIX)) {
+      return DynamoDbStores.open(spec);
     }
     if (spec.startsWith("jdbc:")) {
       HikariConfig config = new HikariConfig();

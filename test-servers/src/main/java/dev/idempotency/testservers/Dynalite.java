@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -28,7 +29,9 @@ import java.util.stream.Stream;
  *
  * <p>What dynalite does not emulate (seen with 4.0.0): {@code ReturnValuesOnConditionCheckFailure}
  * is accepted but returns no item, transactions and {@code UpdateTimeToLive} answer {@code
- * UnknownOperationException}, expired items are never deleted, and nothing is ever throttled.
+ * UnknownOperationException}, expired items are never deleted, and nothing is ever throttled. It
+ * also exits on a request its client aborts mid-body; the server started here drops that request
+ * instead and goes on, as DynamoDB does.
  */
 public final class Dynalite implements AutoCloseable {
 
@@ -36,6 +39,23 @@ public final class Dynalite implements AutoCloseable {
   public static final String VERSION = "4.0.0";
 
   private static final long START_TIMEOUT_SECONDS = 120;
+
+  /**
+   * dynalite 4.0.0 throws the error of a request whose client went away mid-body ({@code req.on(
+   * 'error', err => { throw err })}), which ends the whole server: a client whose attempt timed out
+   * on a loaded machine, or a process killed mid-request, took every later test's server with it.
+   * Real DynamoDB drops such a request and serves the others; so does this, preloaded into node.
+   */
+  private static final String SURVIVE_ABORTED_REQUESTS =
+      "process.on('uncaughtException', function (err) {\n"
+          + "  if (err && err.code === 'ECONNRESET') {\n"
+          + "    console.error('dynalite: dropped a request its client aborted: ' + err.message)\n"
+          + "    return\n"
+          + "  }\n"
+          + "  console.error((err && err.stack) || err)\n"
+          + "  process.exit(1)\n"
+          + "})\n";
+
   private static final long INSTALL_TIMEOUT_SECONDS = 600;
 
   private static Dynalite shared;
@@ -63,13 +83,45 @@ public final class Dynalite implements AutoCloseable {
    * @throws InterruptedException if interrupted while waiting for it
    */
   public Dynalite(int port) throws IOException, InterruptedException {
+    this(port, null);
+  }
+
+  /**
+   * Starts dynalite on the given port, keeping its tables and items in {@code dataDirectory}
+   * (LevelDB, {@code --path}) when that is not null: a server killed and started again on the same
+   * directory has them still. The caller owns the directory; {@link #close()} leaves it.
+   *
+   * @param port the port on 127.0.0.1
+   * @param dataDirectory where the data lives, or null for memory only
+   * @throws IOException if it cannot be installed or started
+   * @throws InterruptedException if interrupted while waiting for it
+   */
+  public Dynalite(int port, Path dataDirectory) throws IOException, InterruptedException {
     long started = System.nanoTime();
     Path executable = installed();
     this.port = port;
     this.dir = Files.createTempDirectory("idem-dynalite");
+    Path survivesAborts = dir.resolve("survive-aborted-requests.js");
+    Files.writeString(survivesAborts, SURVIVE_ABORTED_REQUESTS, StandardCharsets.UTF_8);
+    // node runs dynalite's own script (the one behind the executable) with the guard preloaded
+    Path script = executable.toRealPath();
+    List<String> command =
+        new ArrayList<>(
+            List.of(
+                "node",
+                "--require",
+                survivesAborts.toString(),
+                script.toString(),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                Integer.toString(port)));
+    if (dataDirectory != null) {
+      Files.createDirectories(dataDirectory);
+      command.addAll(List.of("--path", dataDirectory.toString()));
+    }
     ProcessBuilder builder =
-        new ProcessBuilder(
-                executable.toString(), "--host", "127.0.0.1", "--port", Integer.toString(port))
+        new ProcessBuilder(command)
             .redirectErrorStream(true)
             .redirectOutput(dir.resolve("dynalite.out").toFile());
     process = builder.start();
@@ -244,6 +296,28 @@ public final class Dynalite implements AutoCloseable {
    */
   public long startMillis() {
     return startMillis;
+  }
+
+  /**
+   * Whether the server process is still running.
+   *
+   * @return {@code true} while it runs
+   */
+  public boolean isAlive() {
+    return process.isAlive();
+  }
+
+  /**
+   * Kills the server with {@code SIGKILL}, as a crash: no shutdown. Its data directory, if it has
+   * one, stays as the kill left it.
+   *
+   * @throws InterruptedException if interrupted while waiting for it to die
+   */
+  public void kill() throws InterruptedException {
+    process.destroyForcibly();
+    if (!process.waitFor(30, TimeUnit.SECONDS)) {
+      throw new IllegalStateException("dynalite (pid " + process.pid() + ") did not die");
+    }
   }
 
   /** Stops the server by its process id and deletes its temporary directory. */
