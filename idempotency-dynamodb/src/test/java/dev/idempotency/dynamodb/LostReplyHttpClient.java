@@ -20,6 +20,9 @@ final class LostReplyHttpClient implements SdkHttpClient {
   private final SdkHttpClient delegate;
   private final Map<String, AtomicInteger> repliesToLose = new ConcurrentHashMap<>();
   private final AtomicInteger lost = new AtomicInteger();
+  private final java.util.concurrent.atomic.AtomicReference<String> lostBodyText =
+      new java.util.concurrent.atomic.AtomicReference<>();
+  private final Map<String, AtomicInteger> sent = new ConcurrentHashMap<>();
 
   LostReplyHttpClient(SdkHttpClient delegate) {
     this.delegate = delegate;
@@ -30,8 +33,19 @@ final class LostReplyHttpClient implements SdkHttpClient {
     repliesToLose.computeIfAbsent(operation, o -> new AtomicInteger()).addAndGet(count);
   }
 
+  /** Loses the reply of the next request whose JSON body contains this text (once). */
+  void loseNextReplyTo(String bodyText) {
+    lostBodyText.set(bodyText);
+  }
+
   int lost() {
     return lost.get();
+  }
+
+  /** Requests of this operation sent so far. */
+  int sent(String operation) {
+    AtomicInteger count = sent.get(operation);
+    return count == null ? 0 : count.get();
   }
 
   @Override
@@ -39,9 +53,14 @@ final class LostReplyHttpClient implements SdkHttpClient {
     String target =
         request.httpRequest().firstMatchingHeader("X-Amz-Target").orElse("unknown.unknown");
     String operation = target.substring(target.indexOf('.') + 1);
+    sent.computeIfAbsent(operation, o -> new AtomicInteger()).incrementAndGet();
     ExecutableHttpRequest real = delegate.prepareRequest(request);
     AtomicInteger budget = repliesToLose.get(operation);
-    if (budget == null || budget.getAndUpdate(n -> Math.max(0, n - 1)) <= 0) {
+    boolean byOperation = budget != null && budget.getAndUpdate(n -> Math.max(0, n - 1)) > 0;
+    String text = lostBodyText.get();
+    boolean byBody =
+        text != null && body(request).contains(text) && lostBodyText.compareAndSet(text, null);
+    if (!byOperation && !byBody) {
       return real;
     }
     return new ExecutableHttpRequest() {
@@ -62,6 +81,17 @@ final class LostReplyHttpClient implements SdkHttpClient {
         real.abort();
       }
     };
+  }
+
+  private static String body(HttpExecuteRequest request) {
+    if (request.contentStreamProvider().isEmpty()) {
+      return "";
+    }
+    try (InputStream in = request.contentStreamProvider().get().newStream()) {
+      return new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
   }
 
   @Override
