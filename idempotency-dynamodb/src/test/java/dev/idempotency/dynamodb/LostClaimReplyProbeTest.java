@@ -153,4 +153,34 @@ class LostClaimReplyProbeTest {
       assertThat(attempts).containsExactly(2);
     }
   }
+
+  /**
+   * No connection lost, only a slow reply: the claim is applied, its reply comes after the store's
+   * attempt timeout, and the SDK retries it. Fails on the code of issue 40 as the lost reply does.
+   */
+  @Test
+  void aClaimWhoseReplyCameAfterTheAttemptTimeoutStillSendsOnce() {
+    MutableClock clock = new MutableClock(Instant.now());
+    String key = "slow-put:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    try (DynamoDbKeyStore slowStore =
+            DynamoDbKeyStore.builder(client)
+                .tableName("idempotency-lost-reply")
+                .operationTimeout(Duration.ofSeconds(10))
+                .attemptTimeout(Duration.ofMillis(500))
+                .build();
+        IdempotencyGuard guard =
+            IdempotencyGuard.builder()
+                .store(slowStore)
+                .clock(clock)
+                .lease(LEASE)
+                .inFlightWait(Duration.ofSeconds(1))
+                .build()) {
+      http.delayNextReply("PutItem", 3_000);
+      String result = guard.execute(key, TTL, ctx -> "sent " + sends.incrementAndGet());
+
+      assertThat(result).isEqualTo("sent 1");
+      assertThat(sends).hasValue(1);
+    }
+  }
 }

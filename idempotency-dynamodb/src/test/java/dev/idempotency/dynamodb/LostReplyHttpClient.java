@@ -20,6 +20,7 @@ final class LostReplyHttpClient implements SdkHttpClient {
   private final SdkHttpClient delegate;
   private final Map<String, AtomicInteger> repliesToLose = new ConcurrentHashMap<>();
   private final AtomicInteger lost = new AtomicInteger();
+  private final Map<String, Long> delayed = new ConcurrentHashMap<>();
   private final java.util.concurrent.atomic.AtomicReference<String> lostBodyText =
       new java.util.concurrent.atomic.AtomicReference<>();
   private final Map<String, AtomicInteger> sent = new ConcurrentHashMap<>();
@@ -31,6 +32,14 @@ final class LostReplyHttpClient implements SdkHttpClient {
   /** Loses the replies of the next {@code count} requests of this operation ({@code PutItem}). */
   void loseNextReplies(String operation, int count) {
     repliesToLose.computeIfAbsent(operation, o -> new AtomicInteger()).addAndGet(count);
+  }
+
+  /**
+   * Holds the reply of the next request of this operation for {@code millis} after dynalite has
+   * answered (a slow network or store), longer than the store's attempt timeout in the tests.
+   */
+  void delayNextReply(String operation, long millis) {
+    delayed.put(operation, millis);
   }
 
   /** Loses the reply of the next request whose JSON body contains this text (once). */
@@ -60,6 +69,26 @@ final class LostReplyHttpClient implements SdkHttpClient {
     String text = lostBodyText.get();
     boolean byBody =
         text != null && body(request).contains(text) && lostBodyText.compareAndSet(text, null);
+    Long delay = delayed.remove(operation);
+    if (delay != null) {
+      return new ExecutableHttpRequest() {
+        @Override
+        public HttpExecuteResponse call() throws IOException {
+          HttpExecuteResponse response = real.call(); // applied and answered
+          long until =
+              System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(delay);
+          while (System.nanoTime() < until && !Thread.currentThread().isInterrupted()) {
+            java.util.concurrent.locks.LockSupport.parkNanos(until - System.nanoTime());
+          }
+          return response;
+        }
+
+        @Override
+        public void abort() {
+          real.abort();
+        }
+      };
+    }
     if (!byOperation && !byBody) {
       return real;
     }
