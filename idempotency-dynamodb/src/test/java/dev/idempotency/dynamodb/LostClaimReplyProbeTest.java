@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.IdempotencyException;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.TakeoverPolicy;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.tck.ForwardingKeyStore;
 import dev.idempotency.tck.MutableClock;
@@ -182,5 +184,50 @@ class LostClaimReplyProbeTest {
       assertThat(result).isEqualTo("sent 1");
       assertThat(sends).hasValue(1);
     }
+  }
+
+  /**
+   * The same at the SPI, alone and in a batch: the store answers Existing (its own item) for a
+   * claim it made. Fails on the code of issue 40.
+   */
+  @Test
+  void theStoreReportsItsOwnClaimAsClaimedAloneAndInABatch() {
+    Instant now = Instant.now();
+    ClaimRequest alone =
+        new ClaimRequest(
+            "alone" + UUID.randomUUID().toString().replace("-", ""),
+            "owner-1",
+            "",
+            now,
+            LEASE,
+            TTL,
+            true,
+            null);
+    http.loseNextReplies("PutItem", 1);
+    ClaimResult single = store.claim(alone);
+
+    List<ClaimRequest> batch = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      batch.add(
+          new ClaimRequest(
+              "batch" + i + UUID.randomUUID().toString().replace("-", ""),
+              "owner-b" + i,
+              "",
+              now,
+              LEASE,
+              TTL,
+              true,
+              null));
+    }
+    http.loseNextReplies("PutItem", 1);
+    List<ClaimResult> batched = store.claimAll(batch);
+
+    org.assertj.core.api.SoftAssertions.assertSoftly(
+        soft -> {
+          soft.assertThat(single).as("alone").isInstanceOf(ClaimResult.Claimed.class);
+          soft.assertThat(batched)
+              .as("in a batch")
+              .allMatch(result -> result instanceof ClaimResult.Claimed);
+        });
   }
 }
