@@ -36,7 +36,10 @@ import software.amazon.awssdk.services.dynamodb.model.ReturnValuesOnConditionChe
  *       accepts the parameter but returns no item), one consistent {@code GetItem} reads it;
  *   <li>an in-progress item whose lease has lapsed is taken over by one {@code UpdateItem} on
  *       condition that it still holds the owner token and lease deadline that were read;
- *   <li>a condition that fails because the item changed meanwhile starts again from step 1.
+ *   <li>a condition that fails because the item changed meanwhile starts again from step 1;
+ *   <li>an item that holds this claim's own owner token and lease is this claim's own write: the
+ *       put or takeover was applied, its reply lost or late, and the SDK's retry refused by it. The
+ *       claim succeeded (owner tokens are unique per claim, so no other caller's item matches).
  * </ol>
  *
  * <p>A batch reads its keys first with consistent {@code BatchGetItem}s (100 keys each), answers
@@ -80,12 +83,18 @@ final class DynamoDbClaims {
           put(request, now);
           return new ClaimResult.Claimed(1, false);
         } catch (ConditionalCheckFailedException e) {
-          item = e.hasItem() && !e.item().isEmpty() ? e.item() : writes.read(request.keyId());
+          item = writes.itemAfter(e, request.keyId());
           if (Items.absentAt(item, now)) {
             itemKnown = false; // deleted or ended between the put and the read: put again
             continue;
           }
         }
+      }
+      if (Items.claimedBy(item, request)) {
+        // this claim's own write, applied although its reply was lost or came after the attempt
+        // timeout: the SDK's retry was refused by it. No other request holds this owner token.
+        int attempt = Items.attempt(Objects.requireNonNull(item));
+        return new ClaimResult.Claimed(attempt, attempt > 1);
       }
       StoredRecord record = Items.record(Objects.requireNonNull(item));
       boolean leaseExpired =
@@ -93,11 +102,15 @@ final class DynamoDbClaims {
       if (leaseExpired
           && request.takeOverExpiredLease()
           && record.fingerprint().equals(request.fingerprint())) {
-        if (takeOver(request, item, record, now)) {
+        try {
+          takeOver(request, item, record, now);
           return new ClaimResult.Claimed(record.attempt() + 1, true);
+        } catch (ConditionalCheckFailedException e) {
+          // changed since it was read, or this takeover's own write refused the SDK's retry
+          item = writes.itemAfter(e, request.keyId());
+          itemKnown = true;
+          continue;
         }
-        itemKnown = false;
-        continue;
       }
       return new ClaimResult.Existing(record, leaseExpired);
     }
@@ -130,8 +143,12 @@ final class DynamoDbClaims {
                             .overrideConfiguration(requests.override())));
   }
 
-  /** Takes over a lapsed lease; false if the item changed since it was read. */
-  private boolean takeOver(
+  /**
+   * Takes over a lapsed lease, on condition that the item still holds what was read.
+   *
+   * @throws ConditionalCheckFailedException if it does not
+   */
+  private void takeOver(
       ClaimRequest request, Map<String, AttributeValue> item, StoredRecord record, long now) {
     long lease = now + request.lease().toMillis();
     long retain = Math.max(record.retentionDeadline().toEpochMilli(), lease);
@@ -151,31 +168,28 @@ final class DynamoDbClaims {
     values.put(":seen_owner", item.get(OWNER));
     values.put(":seen_lease", item.get(LEASE_UNTIL));
     values.put(":in_progress", string(RecordState.IN_PROGRESS.name()));
-    try {
-      requests.send(
-          "take over",
-          () ->
-              requests
-                  .client()
-                  .updateItem(
-                      update ->
-                          update
-                              .tableName(requests.table())
-                              .key(items.key(request.keyId()))
-                              .updateExpression(
-                                  "SET #owner = :owner, #attempt = :attempt,"
-                                      + " #lease_until = :lease, #retain_until = :retain,"
-                                      + " #ttl = :ttl")
-                              .conditionExpression(
-                                  "#owner = :seen_owner AND #lease_until = :seen_lease"
-                                      + " AND #state = :in_progress")
-                              .expressionAttributeNames(names)
-                              .expressionAttributeValues(values)
-                              .overrideConfiguration(requests.override())));
-      return true;
-    } catch (ConditionalCheckFailedException e) {
-      return false;
-    }
+    requests.send(
+        "take over",
+        () ->
+            requests
+                .client()
+                .updateItem(
+                    update ->
+                        update
+                            .tableName(requests.table())
+                            .key(items.key(request.keyId()))
+                            .updateExpression(
+                                "SET #owner = :owner, #attempt = :attempt,"
+                                    + " #lease_until = :lease, #retain_until = :retain,"
+                                    + " #ttl = :ttl")
+                            .conditionExpression(
+                                "#owner = :seen_owner AND #lease_until = :seen_lease"
+                                    + " AND #state = :in_progress")
+                            .expressionAttributeNames(names)
+                            .expressionAttributeValues(values)
+                            .returnValuesOnConditionCheckFailure(
+                                ReturnValuesOnConditionCheckFailure.ALL_OLD)
+                            .overrideConfiguration(requests.override())));
   }
 
   /**

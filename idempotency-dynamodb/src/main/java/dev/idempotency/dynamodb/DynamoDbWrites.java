@@ -60,6 +60,14 @@ final class DynamoDbWrites {
   }
 
   /**
+   * The item that refused a condition: the one DynamoDB returned with the failure ({@code
+   * ALL_OLD}), else (dynalite returns none) read consistently; null if there is none.
+   */
+  @Nullable Map<String, AttributeValue> itemAfter(ConditionalCheckFailedException e, String keyId) {
+    return e.hasItem() && !e.item().isEmpty() ? e.item() : read(keyId);
+  }
+
+  /**
    * Writes the outcome; if the condition fails, the item that failed it tells whether this owner
    * already wrote this very outcome (a retry whose first reply was lost).
    */
@@ -102,8 +110,7 @@ final class DynamoDbWrites {
                               .overrideConfiguration(requests.override())));
       return true;
     } catch (ConditionalCheckFailedException e) {
-      Map<String, AttributeValue> item =
-          e.hasItem() && !e.item().isEmpty() ? e.item() : read(request.keyId());
+      Map<String, AttributeValue> item = itemAfter(e, request.keyId());
       if (item == null || !request.ownerToken().equals(Items.text(item, OWNER))) {
         return false;
       }

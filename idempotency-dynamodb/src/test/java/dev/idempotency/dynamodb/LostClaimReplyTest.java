@@ -24,13 +24,15 @@ import org.junit.jupiter.api.TestInstance;
 import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 
 /**
- * Probe (issue 40): a conditional write that dynalite applied but whose reply was lost, retried by
- * the SDK's own retry strategy. The retry fails its condition on the item the first attempt wrote,
- * and the store reads its own claim as another caller's: the guard waits for itself, nobody sends,
- * and the key stays in progress until the lease lapses (in strict mode, for the whole window).
+ * Issue 40: a claim (conditional {@code PutItem}) or takeover ({@code UpdateItem}) that dynalite
+ * applied but whose reply was lost or came after the attempt timeout, retried by the SDK's own
+ * retry strategy. The retry fails its condition on the item the first attempt wrote; the store
+ * recognises its own owner token and lease there and answers Claimed. Before the fix it read its
+ * own claim as another caller's: the guard waited for itself, nobody sent, and the key stayed in
+ * progress until the lease lapsed (in strict mode, for the whole window).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class LostClaimReplyProbeTest {
+class LostClaimReplyTest {
 
   private static final Duration TTL = Duration.ofHours(1);
   private static final Duration LEASE = Duration.ofSeconds(30);
@@ -68,7 +70,7 @@ class LostClaimReplyProbeTest {
         .build();
   }
 
-  /** Fails on the code of issue 40: IdempotencyInProgressException, and nothing sent. */
+  /** Failed before the fix of issue 40: IdempotencyInProgressException, and nothing sent. */
   @Test
   void aClaimWhosePutReplyWasLostStillSendsOnce() {
     MutableClock clock = new MutableClock(Instant.now());
@@ -86,8 +88,8 @@ class LostClaimReplyProbeTest {
 
   /**
    * Strict mode: the orphaned claim is never taken over, so a key whose message was never sent
-   * stays refused (outcome unknown) for the whole window. Fails on the code of issue 40: no send at
-   * all across the call and its retry after the lease.
+   * stays refused (outcome unknown) for the whole window. Failed before the fix of issue 40: no
+   * send at all across the call and its retry after the lease.
    */
   @Test
   void inStrictModeALostPutReplyDoesNotLoseTheSendForTheWindow() {
@@ -111,8 +113,8 @@ class LostClaimReplyProbeTest {
 
   /**
    * A takeover (UpdateItem) whose reply was lost: the retry fails its condition on the owner token
-   * the first attempt wrote, the claim starts again and finds its own fresh lease. Fails on the
-   * code of issue 40: IdempotencyInProgressException, and nothing sent.
+   * the first attempt wrote, and the store finds its own fresh lease there. Failed before the fix
+   * of issue 40: IdempotencyInProgressException, and nothing sent.
    */
   @Test
   void aTakeoverWhoseReplyWasLostStillSendsOnce() {
@@ -158,7 +160,8 @@ class LostClaimReplyProbeTest {
 
   /**
    * No connection lost, only a slow reply: the claim is applied, its reply comes after the store's
-   * attempt timeout, and the SDK retries it. Fails on the code of issue 40 as the lost reply does.
+   * attempt timeout, and the SDK retries it. Failed before the fix of issue 40 as the lost reply
+   * does.
    */
   @Test
   void aClaimWhoseReplyCameAfterTheAttemptTimeoutStillSendsOnce() {
@@ -188,7 +191,7 @@ class LostClaimReplyProbeTest {
 
   /**
    * The same at the SPI, alone and in a batch: the store answers Existing (its own item) for a
-   * claim it made. Fails on the code of issue 40.
+   * claim it made. Failed before the fix of issue 40.
    */
   @Test
   void theStoreReportsItsOwnClaimAsClaimedAloneAndInABatch() {
