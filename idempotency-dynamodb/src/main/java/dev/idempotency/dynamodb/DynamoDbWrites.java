@@ -151,6 +151,9 @@ final class DynamoDbWrites {
    * may have run ahead: a renewal lost to it would let another process take over a live send): one
    * request while the new lease ends inside the window; when it ends past the window (DynamoDB's
    * update expressions have no {@code max}), a second request that moves the window's end with it.
+   * Both are safe to repeat: a retry of either, after the first attempt was applied but its reply
+   * lost, meets its own condition again ({@code retain_until >= :lease}, {@code retain_until <=
+   * :lease}) and writes the same values.
    */
   boolean extend(ExtendRequest request) {
     long now = request.now().toEpochMilli();
@@ -177,7 +180,7 @@ final class DynamoDbWrites {
     return extend(
         request.keyId(),
         "SET #lease_until = :lease, #retain_until = :lease, #ttl = :ttl",
-        FENCE + " AND #retain_until < :lease",
+        FENCE + " AND #retain_until <= :lease",
         names,
         values);
   }

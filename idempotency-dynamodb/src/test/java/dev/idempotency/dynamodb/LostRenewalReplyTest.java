@@ -23,20 +23,21 @@ import org.junit.jupiter.api.TestInstance;
 import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 
 /**
- * Probe (issue 40): a lease renewal that ends past the window is the second, non-idempotent form of
- * {@code extend} ({@code SET lease, retain_until = :lease} on condition {@code retain_until <
- * :lease}). If dynalite applies it and the reply is lost, the SDK's retry fails that condition on
- * the item the first attempt wrote and the store answers false: the guard believes its live claim
- * lost, stops renewing it, and another caller takes it over while the first still sends.
+ * Issue 40: a lease renewal that ends past the window is the second form of {@code extend} ({@code
+ * SET lease, retain_until = :lease}). If dynalite applies it and the reply is lost, the SDK retries
+ * it; the retry must meet its condition again and the store answer true. Before the fix the
+ * condition was {@code retain_until < :lease}, the retry failed it on the item the first attempt
+ * wrote, and the store answered false: the guard believed its live claim lost, stopped renewing it,
+ * and another caller took it over while the first still sent.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class LostRenewalReplyProbeTest {
+class LostRenewalReplyTest {
 
   private static final Duration LEASE = Duration.ofSeconds(2);
   private static final Duration TTL = Duration.ofSeconds(3);
 
-  /** The condition of the renewal that moves the window's end (DynamoDbWrites.extend). */
-  private static final String SECOND_FORM = "#retain_until < :lease";
+  /** The update of the renewal that moves the window's end (DynamoDbWrites.extend). */
+  private static final String SECOND_FORM = "#retain_until = :lease";
 
   private LostReplyHttpClient http;
   private DynamoDbClient client;
@@ -61,7 +62,9 @@ class LostRenewalReplyProbeTest {
     client.close();
   }
 
-  /** Fails on the code of issue 40: extend answers false, the lease it wrote notwithstanding. */
+  /**
+   * Failed before the fix of issue 40: extend answers false, the lease it wrote notwithstanding.
+   */
   @Test
   void aRenewalPastTheWindowWhoseReplyWasLostIsStillARenewal() {
     Instant t0 = Instant.ofEpochMilli(System.currentTimeMillis());
@@ -82,8 +85,8 @@ class LostRenewalReplyProbeTest {
 
   /**
    * What the false answer costs: the guard stops renewing a live send, and a repeat after the lease
-   * it would have renewed takes the key over and sends again. Fails on the code of issue 40 with
-   * two sends.
+   * it would have renewed takes the key over and sends again. Failed before the fix of issue 40
+   * with two sends.
    */
   @Test
   void aLostRenewalReplyDoesNotLetARepeatSendAgainWhileTheFirstStillSends() throws Exception {
