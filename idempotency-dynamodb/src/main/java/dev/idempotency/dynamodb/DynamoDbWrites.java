@@ -17,6 +17,7 @@ import java.time.Instant;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import org.jspecify.annotations.Nullable;
 import software.amazon.awssdk.services.dynamodb.model.AttributeValue;
@@ -221,8 +222,24 @@ final class DynamoDbWrites {
     return Optional.of(Items.record(item));
   }
 
-  /** Deletes a settled record inside its window; refuses one in progress. */
+  /**
+   * Deletes a settled record inside its window; refuses one in progress:
+   *
+   * <ol>
+   *   <li>one consistent {@code GetItem}: no settled record inside its window, nothing to delete;
+   *   <li>one {@code DeleteItem} on condition that the item still holds the owner token read, is
+   *       settled and inside its window;
+   *   <li>if that condition fails, the record read is gone (a settled record changes no more): it
+   *       was deleted by this request's first attempt, whose reply was lost and which the SDK
+   *       retried, or at the same moment by another forget of it; either way it is deleted.
+   * </ol>
+   */
   boolean delete(String keyId, Instant now) {
+    Map<String, AttributeValue> item = read(keyId);
+    if (Items.absentAt(item, now.toEpochMilli()) || IN_PROGRESS.equals(Items.text(item, STATE))) {
+      return false;
+    }
+    String owner = Objects.requireNonNull(Items.text(item, OWNER));
     try {
       requests.send(
           "forget",
@@ -235,20 +252,31 @@ final class DynamoDbWrites {
                               .tableName(requests.table())
                               .key(items.key(keyId))
                               .conditionExpression(
-                                  "attribute_exists(#state) AND #state <> :in_progress"
+                                  "#owner = :owner AND #state <> :in_progress"
                                       + " AND #retain_until > :now")
                               .expressionAttributeNames(
-                                  Map.of("#state", STATE, "#retain_until", RETAIN_UNTIL))
+                                  Map.of(
+                                      "#owner",
+                                      OWNER,
+                                      "#state",
+                                      STATE,
+                                      "#retain_until",
+                                      RETAIN_UNTIL))
                               .expressionAttributeValues(
                                   Map.of(
+                                      ":owner",
+                                      string(owner),
                                       ":in_progress",
                                       string(IN_PROGRESS),
                                       ":now",
                                       number(now.toEpochMilli())))
+                              .returnValuesOnConditionCheckFailure(
+                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
                               .overrideConfiguration(requests.override())));
       return true;
     } catch (ConditionalCheckFailedException e) {
-      return false;
+      Map<String, AttributeValue> current = itemAfter(e, keyId);
+      return current == null || !owner.equals(Items.text(current, OWNER));
     }
   }
 }
