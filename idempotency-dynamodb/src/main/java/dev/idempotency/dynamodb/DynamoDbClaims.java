@@ -246,16 +246,21 @@ final class DynamoDbClaims {
       }
       for (int round = 0; !keys.isEmpty(); round++) {
         if (round == MAX_ROUNDS) {
+          // fail closed: nothing of the batch has been claimed yet
           throw new KeyStoreException(
               "DynamoDB store: a batch read on table "
                   + requests.table()
-                  + " left keys unprocessed "
+                  + " still had "
+                  + keys.size()
+                  + " keys unprocessed after "
                   + MAX_ROUNDS
-                  + " times (throttled)",
+                  + " rounds (DynamoDB leaves keys unprocessed when it throttles the table or when"
+                  + " a response would exceed its size limit, as large results can); nothing was"
+                  + " claimed",
               null);
         }
         if (round > 0) {
-          // unprocessed keys mean the table is throttling the batch: back off before asking again
+          // unprocessed keys (throttling or a response's size limit): back off before asking again
           java.util.concurrent.locks.LockSupport.parkNanos(
               java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(Math.min(1_000, 25L << round)));
         }
