@@ -36,7 +36,8 @@ import software.amazon.awssdk.services.dynamodb.model.ReturnValuesOnConditionChe
  *       accepts the parameter but returns no item), one consistent {@code GetItem} reads it;
  *   <li>an in-progress item whose lease has lapsed is taken over by one {@code UpdateItem} on
  *       condition that it still holds the owner token and lease deadline that were read;
- *   <li>a condition that fails because the item changed meanwhile starts again from step 1;
+ *   <li>a takeover whose condition fails (the item changed meanwhile) goes on from the item that
+ *       refused it, or from step 1 if it is gone;
  *   <li>an item that holds this claim's own owner token and lease is this claim's own write: the
  *       put or takeover was applied, its reply lost or late, and the SDK's retry refused by it. The
  *       claim succeeded (owner tokens are unique per claim, so no other caller's item matches).
