@@ -36,9 +36,11 @@ import software.amazon.awssdk.services.dynamodb.model.ReturnValuesOnConditionChe
  *       accepts the parameter but returns no item), one consistent {@code GetItem} reads it;
  *   <li>an in-progress item whose lease has lapsed is taken over by one {@code UpdateItem} on
  *       condition that it still holds the owner token and lease deadline that were read;
- *   <li>a condition that fails because the item changed meanwhile starts again from step 1;
- *   <li>an item in progress under this claim's own owner token is this claim: its put or takeover
- *       was applied, its reply lost, and the SDK's repeat of it refused.
+ *   <li>a takeover whose condition fails (the item changed meanwhile) goes on from the item that
+ *       refused it, or from step 1 if it is gone;
+ *   <li>an item that holds this claim's own owner token and lease is this claim's own write: the
+ *       put or takeover was applied, its reply lost or late, and the SDK's retry refused by it. The
+ *       claim succeeded (owner tokens are unique per claim, so no other caller's item matches).
  * </ol>
  *
  * <p>A batch reads its keys first with consistent {@code BatchGetItem}s (100 keys each), answers
@@ -82,30 +84,34 @@ final class DynamoDbClaims {
           put(request, now);
           return new ClaimResult.Claimed(1, false);
         } catch (ConditionalCheckFailedException e) {
-          item = e.hasItem() && !e.item().isEmpty() ? e.item() : writes.read(request.keyId());
+          item = writes.itemAfter(e, request.keyId());
           if (Items.absentAt(item, now)) {
             itemKnown = false; // deleted or ended between the put and the read: put again
             continue;
           }
         }
       }
-      StoredRecord record = Items.record(Objects.requireNonNull(item));
-      if (record.state() == RecordState.IN_PROGRESS
-          && request.ownerToken().equals(Items.text(item, OWNER))) {
-        // this claim's own put or takeover, applied although its reply was lost: the SDK's repeat
-        // of it was refused by the item it had written
-        return new ClaimResult.Claimed(record.attempt(), record.attempt() > 1);
+      if (Items.claimedBy(item, request)) {
+        // this claim's own write, applied although its reply was lost or came after the attempt
+        // timeout: the SDK's retry was refused by it. No other request holds this owner token.
+        int attempt = Items.attempt(Objects.requireNonNull(item));
+        return new ClaimResult.Claimed(attempt, attempt > 1);
       }
+      StoredRecord record = Items.record(Objects.requireNonNull(item));
       boolean leaseExpired =
           record.state() == RecordState.IN_PROGRESS && record.leaseDeadline().toEpochMilli() <= now;
       if (leaseExpired
           && request.takeOverExpiredLease()
           && record.fingerprint().equals(request.fingerprint())) {
-        if (takeOver(request, item, record, now)) {
+        try {
+          takeOver(request, item, record, now);
           return new ClaimResult.Claimed(record.attempt() + 1, true);
+        } catch (ConditionalCheckFailedException e) {
+          // changed since it was read, or this takeover's own write refused the SDK's retry
+          item = writes.itemAfter(e, request.keyId());
+          itemKnown = true;
+          continue;
         }
-        itemKnown = false;
-        continue;
       }
       return new ClaimResult.Existing(record, leaseExpired);
     }
@@ -138,8 +144,12 @@ final class DynamoDbClaims {
                             .overrideConfiguration(requests.override())));
   }
 
-  /** Takes over a lapsed lease; false if the item changed since it was read. */
-  private boolean takeOver(
+  /**
+   * Takes over a lapsed lease, on condition that the item still holds what was read.
+   *
+   * @throws ConditionalCheckFailedException if it does not
+   */
+  private void takeOver(
       ClaimRequest request, Map<String, AttributeValue> item, StoredRecord record, long now) {
     long lease = now + request.lease().toMillis();
     long retain = Math.max(record.retentionDeadline().toEpochMilli(), lease);
@@ -159,31 +169,28 @@ final class DynamoDbClaims {
     values.put(":seen_owner", item.get(OWNER));
     values.put(":seen_lease", item.get(LEASE_UNTIL));
     values.put(":in_progress", string(RecordState.IN_PROGRESS.name()));
-    try {
-      requests.send(
-          "take over",
-          () ->
-              requests
-                  .client()
-                  .updateItem(
-                      update ->
-                          update
-                              .tableName(requests.table())
-                              .key(items.key(request.keyId()))
-                              .updateExpression(
-                                  "SET #owner = :owner, #attempt = :attempt,"
-                                      + " #lease_until = :lease, #retain_until = :retain,"
-                                      + " #ttl = :ttl")
-                              .conditionExpression(
-                                  "#owner = :seen_owner AND #lease_until = :seen_lease"
-                                      + " AND #state = :in_progress")
-                              .expressionAttributeNames(names)
-                              .expressionAttributeValues(values)
-                              .overrideConfiguration(requests.override())));
-      return true;
-    } catch (ConditionalCheckFailedException e) {
-      return false;
-    }
+    requests.send(
+        "take over",
+        () ->
+            requests
+                .client()
+                .updateItem(
+                    update ->
+                        update
+                            .tableName(requests.table())
+                            .key(items.key(request.keyId()))
+                            .updateExpression(
+                                "SET #owner = :owner, #attempt = :attempt,"
+                                    + " #lease_until = :lease, #retain_until = :retain,"
+                                    + " #ttl = :ttl")
+                            .conditionExpression(
+                                "#owner = :seen_owner AND #lease_until = :seen_lease"
+                                    + " AND #state = :in_progress")
+                            .expressionAttributeNames(names)
+                            .expressionAttributeValues(values)
+                            .returnValuesOnConditionCheckFailure(
+                                ReturnValuesOnConditionCheckFailure.ALL_OLD)
+                            .overrideConfiguration(requests.override())));
   }
 
   /**
@@ -240,16 +247,21 @@ final class DynamoDbClaims {
       }
       for (int round = 0; !keys.isEmpty(); round++) {
         if (round == MAX_ROUNDS) {
+          // fail closed: nothing of the batch has been claimed yet
           throw new KeyStoreException(
               "DynamoDB store: a batch read on table "
                   + requests.table()
-                  + " left keys unprocessed "
+                  + " still had "
+                  + keys.size()
+                  + " keys unprocessed after "
                   + MAX_ROUNDS
-                  + " times (throttled)",
+                  + " rounds (DynamoDB leaves keys unprocessed when it throttles the table or when"
+                  + " a response would exceed its size limit, as large results can); nothing was"
+                  + " claimed",
               null);
         }
         if (round > 0) {
-          // unprocessed keys mean the table is throttling the batch: back off before asking again
+          // unprocessed keys (throttling or a response's size limit): back off before asking again
           java.util.concurrent.locks.LockSupport.parkNanos(
               java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(Math.min(1_000, 25L << round)));
         }

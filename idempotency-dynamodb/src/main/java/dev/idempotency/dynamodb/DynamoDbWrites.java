@@ -17,6 +17,7 @@ import java.time.Instant;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import org.jspecify.annotations.Nullable;
 import software.amazon.awssdk.services.dynamodb.model.AttributeValue;
@@ -57,6 +58,14 @@ final class DynamoDbWrites {
                                 .consistentRead(true)
                                 .overrideConfiguration(requests.override())));
     return response.hasItem() && !response.item().isEmpty() ? response.item() : null;
+  }
+
+  /**
+   * The item that refused a condition: the one DynamoDB returned with the failure ({@code
+   * ALL_OLD}), else (dynalite returns none) read consistently; null if there is none.
+   */
+  @Nullable Map<String, AttributeValue> itemAfter(ConditionalCheckFailedException e, String keyId) {
+    return e.hasItem() && !e.item().isEmpty() ? e.item() : read(keyId);
   }
 
   /**
@@ -102,8 +111,7 @@ final class DynamoDbWrites {
                               .overrideConfiguration(requests.override())));
       return true;
     } catch (ConditionalCheckFailedException e) {
-      Map<String, AttributeValue> item =
-          e.hasItem() && !e.item().isEmpty() ? e.item() : read(request.keyId());
+      Map<String, AttributeValue> item = itemAfter(e, request.keyId());
       if (item == null || !request.ownerToken().equals(Items.text(item, OWNER))) {
         return false;
       }
@@ -144,8 +152,9 @@ final class DynamoDbWrites {
    * may have run ahead: a renewal lost to it would let another process take over a live send): one
    * request while the new lease ends inside the window; when it ends past the window (DynamoDB's
    * update expressions have no {@code max}), a second request that moves the window's end with it.
-   * That one's condition admits a window that already ends with the new lease, so that the SDK's
-   * repeat of it after a lost reply (the write applied) is a renewal, not a lost claim.
+   * Both are safe to repeat: a retry of either, after the first attempt was applied but its reply
+   * lost, meets its own condition again ({@code retain_until >= :lease}, {@code retain_until <=
+   * :lease}) and writes the same values.
    */
   boolean extend(ExtendRequest request) {
     long now = request.now().toEpochMilli();
@@ -213,8 +222,24 @@ final class DynamoDbWrites {
     return Optional.of(Items.record(item));
   }
 
-  /** Deletes a settled record inside its window; refuses one in progress. */
+  /**
+   * Deletes a settled record inside its window; refuses one in progress:
+   *
+   * <ol>
+   *   <li>one consistent {@code GetItem}: no settled record inside its window, nothing to delete;
+   *   <li>one {@code DeleteItem} on condition that the item still holds the owner token read, is
+   *       settled and inside its window;
+   *   <li>if that condition fails, the record read is gone (a settled record changes no more): it
+   *       was deleted by this request's first attempt, whose reply was lost and which the SDK
+   *       retried, or at the same moment by another forget of it; either way it is deleted.
+   * </ol>
+   */
   boolean delete(String keyId, Instant now) {
+    Map<String, AttributeValue> item = read(keyId);
+    if (Items.absentAt(item, now.toEpochMilli()) || IN_PROGRESS.equals(Items.text(item, STATE))) {
+      return false;
+    }
+    String owner = Objects.requireNonNull(Items.text(item, OWNER));
     try {
       requests.send(
           "forget",
@@ -227,20 +252,31 @@ final class DynamoDbWrites {
                               .tableName(requests.table())
                               .key(items.key(keyId))
                               .conditionExpression(
-                                  "attribute_exists(#state) AND #state <> :in_progress"
+                                  "#owner = :owner AND #state <> :in_progress"
                                       + " AND #retain_until > :now")
                               .expressionAttributeNames(
-                                  Map.of("#state", STATE, "#retain_until", RETAIN_UNTIL))
+                                  Map.of(
+                                      "#owner",
+                                      OWNER,
+                                      "#state",
+                                      STATE,
+                                      "#retain_until",
+                                      RETAIN_UNTIL))
                               .expressionAttributeValues(
                                   Map.of(
+                                      ":owner",
+                                      string(owner),
                                       ":in_progress",
                                       string(IN_PROGRESS),
                                       ":now",
                                       number(now.toEpochMilli())))
+                              .returnValuesOnConditionCheckFailure(
+                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
                               .overrideConfiguration(requests.override())));
       return true;
     } catch (ConditionalCheckFailedException e) {
-      return false;
+      Map<String, AttributeValue> current = itemAfter(e, keyId);
+      return current == null || !owner.equals(Items.text(current, OWNER));
     }
   }
 }

@@ -85,13 +85,30 @@ final class Items {
             : state == RecordState.IN_PROGRESS ? null : new byte[0];
     return new StoredRecord(
         state,
-        Integer.parseInt(item.get(ATTEMPT).n()),
+        attempt(item),
         fingerprint == null ? "" : fingerprint.s(),
         payload,
         Instant.ofEpochMilli(millis(item, CREATED_AT)),
         completedAt == null ? null : Instant.ofEpochMilli(Long.parseLong(completedAt.n())),
         Instant.ofEpochMilli(millis(item, LEASE_UNTIL)),
         Instant.ofEpochMilli(millis(item, RETAIN_UNTIL)));
+  }
+
+  /**
+   * Whether an item is this claim's own write (its first {@code PutItem} or its takeover): in
+   * progress, under this request's owner token, with the lease this request wrote. Owner tokens are
+   * unique per claim, so no other request's item matches.
+   */
+  static boolean claimedBy(@Nullable Map<String, AttributeValue> item, ClaimRequest request) {
+    return item != null
+        && request.ownerToken().equals(text(item, OWNER))
+        && RecordState.IN_PROGRESS.name().equals(text(item, STATE))
+        && item.containsKey(LEASE_UNTIL)
+        && millis(item, LEASE_UNTIL) == request.now().toEpochMilli() + request.lease().toMillis();
+  }
+
+  static int attempt(Map<String, AttributeValue> item) {
+    return Integer.parseInt(item.get(ATTEMPT).n());
   }
 
   /** Whether an item is absent or past its window at {@code now} (as good as absent). */

@@ -52,6 +52,9 @@ class DynamoDbCostTest {
     store =
         DynamoDbKeyStore.builder(client)
             .tableName("idempotency-cost")
+            // generous: an attempt timed out on a busy machine is retried, and a retry is counted
+            .operationTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
+            .attemptTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
             .createTableIfMissing(true)
             .build();
   }

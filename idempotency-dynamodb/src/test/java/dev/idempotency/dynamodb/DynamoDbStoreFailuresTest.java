@@ -103,6 +103,54 @@ class DynamoDbStoreFailuresTest {
     }
   }
 
+  /**
+   * DynamoDB leaves keys of a batch read unprocessed when it throttles, and also when a response
+   * would pass its size limit: dynalite answers about 1 MB a round (DynamoDB 16 MB), so 60 results
+   * of 400,000 bytes need more rounds than the store's 16. The batch fails closed and says what
+   * happened; before the fix of issue 40 it said "throttled".
+   */
+  @Test
+  void aBatchReadLeftWithUnprocessedKeysSaysSoAndClaimsNothing() {
+    InterceptedHttpClient http = new InterceptedHttpClient(DynaliteClients.http().build());
+    try (DynamoDbClient client = DynaliteClients.client(Dynalite.shared().endpoint(), http);
+        DynamoDbKeyStore store =
+            DynamoDbKeyStore.builder(client)
+                .tableName("idempotency-large-batch")
+                .operationTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
+                .attemptTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
+                .createTableIfMissing(true)
+                .build()) {
+      byte[] payload = new byte[DynamoDbKeyStore.DEFAULT_MAX_PAYLOAD_BYTES];
+      java.util.Arrays.fill(payload, (byte) 7);
+      java.util.List<ClaimRequest> batch = new java.util.ArrayList<>();
+      for (int i = 0; i < 60; i++) {
+        ClaimRequest request = claim();
+        assertThat(store.claim(request)).isInstanceOf(ClaimResult.Claimed.class);
+        assertThat(
+                store.complete(
+                    new dev.idempotency.spi.CompleteRequest(
+                        request.keyId(),
+                        request.ownerToken(),
+                        dev.idempotency.spi.RecordState.COMPLETED,
+                        payload,
+                        request.now())))
+            .isTrue();
+        batch.add(request.withOwnerToken(UUID.randomUUID().toString()));
+      }
+      ClaimRequest absent = claim();
+      batch.add(absent);
+      http.resetCounts();
+
+      assertThatThrownBy(() -> store.claimAll(batch))
+          .isInstanceOf(KeyStoreException.class)
+          .hasMessageContaining("idempotency-large-batch")
+          .hasMessageContaining("keys unprocessed after 16 rounds")
+          .hasMessageContaining("nothing was claimed");
+      assertThat(http.counts()).containsEntry("BatchGetItem", 16L).doesNotContainKey("PutItem");
+      assertThat(store.find(absent.keyId(), absent.now())).isEmpty();
+    }
+  }
+
   @Test
   void anEndpointNobodyListensOnIsAKeyStoreExceptionWithinTheBound() {
     URI nowhere = URI.create("http://127.0.0.1:" + FreePorts.next());
