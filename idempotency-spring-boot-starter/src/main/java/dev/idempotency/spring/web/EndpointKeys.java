@@ -5,6 +5,7 @@ import dev.idempotency.IdempotencyKeyHeader;
 import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
+import org.springframework.core.MethodParameter;
 import org.springframework.http.HttpStatus;
 
 /**
@@ -131,5 +132,25 @@ final class EndpointKeys {
   static String operation(String method, String pattern) {
     String name = ("http." + method + pattern).replaceAll("[^A-Za-z0-9_.-]", "_");
     return name.length() <= 64 ? name : name.substring(0, 64);
+  }
+
+  /**
+   * A handler's {@code SendContext} argument, on either web stack: the call's context, or null for
+   * an endpoint whose key is optional called without one (not guarded).
+   *
+   * @throws IllegalStateException if the handler was called without a guarded call's context
+   */
+  static @Nullable Object sendContext(MethodParameter parameter, @Nullable Object context) {
+    if (context == null) {
+      IdempotentEndpoint endpoint = parameter.getMethodAnnotation(IdempotentEndpoint.class);
+      if (endpoint != null && !endpoint.required()) {
+        return null; // called without a key: not guarded
+      }
+      throw new IllegalStateException(
+          parameter.getExecutable()
+              + " takes a SendContext, which only @IdempotentEndpoint handlers called with an"
+              + " Idempotency-Key get");
+    }
+    return context;
   }
 }

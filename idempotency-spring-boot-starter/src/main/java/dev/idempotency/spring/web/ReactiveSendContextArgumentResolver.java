@@ -35,17 +35,7 @@ public final class ReactiveSendContextArgumentResolver
   @Override
   public @Nullable Object resolveArgumentValue(
       MethodParameter parameter, BindingContext bindingContext, ServerWebExchange exchange) {
-    Object context = exchange.getAttribute(IdempotentEndpointWebFilter.SEND_CONTEXT_ATTRIBUTE);
-    if (context == null) {
-      IdempotentEndpoint endpoint = parameter.getMethodAnnotation(IdempotentEndpoint.class);
-      if (endpoint != null && !endpoint.required()) {
-        return null; // called without a key: not guarded
-      }
-      throw new IllegalStateException(
-          parameter.getExecutable()
-              + " takes a SendContext, which only @IdempotentEndpoint handlers called with an"
-              + " Idempotency-Key get");
-    }
-    return context;
+    return EndpointKeys.sendContext(
+        parameter, exchange.getAttribute(IdempotentEndpointWebFilter.SEND_CONTEXT_ATTRIBUTE));
   }
 }

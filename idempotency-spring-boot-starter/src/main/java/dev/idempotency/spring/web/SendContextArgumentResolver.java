@@ -39,19 +39,9 @@ public final class SendContextArgumentResolver implements HandlerMethodArgumentR
       ModelAndViewContainer container,
       NativeWebRequest request,
       WebDataBinderFactory binderFactory) {
-    Object context =
+    return EndpointKeys.sendContext(
+        parameter,
         request.getAttribute(
-            IdempotentEndpointFilter.SEND_CONTEXT_ATTRIBUTE, RequestAttributes.SCOPE_REQUEST);
-    if (context == null) {
-      IdempotentEndpoint endpoint = parameter.getMethodAnnotation(IdempotentEndpoint.class);
-      if (endpoint != null && !endpoint.required()) {
-        return null; // called without a key: not guarded
-      }
-      throw new IllegalStateException(
-          parameter.getExecutable()
-              + " takes a SendContext, which only @IdempotentEndpoint handlers called with an"
-              + " Idempotency-Key get");
-    }
-    return context;
+            IdempotentEndpointFilter.SEND_CONTEXT_ATTRIBUTE, RequestAttributes.SCOPE_REQUEST));
   }
 }
