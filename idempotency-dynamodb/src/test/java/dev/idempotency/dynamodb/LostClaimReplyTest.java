@@ -10,18 +10,13 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.tck.ForwardingKeyStore;
 import dev.idempotency.tck.MutableClock;
-import dev.idempotency.testservers.Dynalite;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
-import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 
 /**
  * Issue 40: a claim (conditional {@code PutItem}) or takeover ({@code UpdateItem}) that dynalite
@@ -31,33 +26,14 @@ import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
  * own claim as another caller's: the guard waited for itself, nobody sent, and the key stayed in
  * progress until the lease lapsed (in strict mode, for the whole window).
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class LostClaimReplyTest {
+class LostClaimReplyTest extends LostReplyStore {
 
   private static final Duration TTL = Duration.ofHours(1);
   private static final Duration LEASE = Duration.ofSeconds(30);
 
-  private LostReplyHttpClient http;
-  private DynamoDbClient client;
-  private DynamoDbKeyStore store;
-
-  @BeforeAll
-  void start() {
-    http = new LostReplyHttpClient(DynaliteClients.http().build());
-    client = DynaliteClients.client(Dynalite.shared().endpoint(), http);
-    store =
-        DynamoDbKeyStore.builder(client)
-            .tableName("idempotency-lost-reply")
-            .operationTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
-            .attemptTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
-            .createTableIfMissing(true)
-            .build();
-  }
-
-  @AfterAll
-  void stop() {
-    store.close();
-    client.close();
+  @Override
+  String tableName() {
+    return "idempotency-lost-reply";
   }
 
   private IdempotencyGuard guard(MutableClock clock, TakeoverPolicy policy) {

@@ -8,7 +8,6 @@ import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.tck.MutableClock;
-import dev.idempotency.testservers.Dynalite;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
@@ -16,11 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
-import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 
 /**
  * Issue 40: a lease renewal that ends past the window is the second form of {@code extend} ({@code
@@ -30,8 +25,7 @@ import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
  * wrote, and the store answered false: the guard believed its live claim lost, stopped renewing it,
  * and another caller took it over while the first still sent.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class LostRenewalReplyTest {
+class LostRenewalReplyTest extends LostReplyStore {
 
   private static final Duration LEASE = Duration.ofSeconds(2);
   private static final Duration TTL = Duration.ofSeconds(3);
@@ -39,27 +33,9 @@ class LostRenewalReplyTest {
   /** The update of the renewal that moves the window's end (DynamoDbWrites.extend). */
   private static final String SECOND_FORM = "#retain_until = :lease";
 
-  private LostReplyHttpClient http;
-  private DynamoDbClient client;
-  private DynamoDbKeyStore store;
-
-  @BeforeAll
-  void start() {
-    http = new LostReplyHttpClient(DynaliteClients.http().build());
-    client = DynaliteClients.client(Dynalite.shared().endpoint(), http);
-    store =
-        DynamoDbKeyStore.builder(client)
-            .tableName("idempotency-lost-renewal")
-            .operationTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
-            .attemptTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
-            .createTableIfMissing(true)
-            .build();
-  }
-
-  @AfterAll
-  void stop() {
-    store.close();
-    client.close();
+  @Override
+  String tableName() {
+    return "idempotency-lost-renewal";
   }
 
   /**

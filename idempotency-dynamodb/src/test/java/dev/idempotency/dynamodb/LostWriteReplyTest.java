@@ -10,48 +10,24 @@ import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.RecordState;
-import dev.idempotency.testservers.Dynalite;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
-import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 
 /**
  * The writes after a claim whose reply dynalite sent and the test lost, so that the SDK retried a
  * request that had been applied: complete and release (which held before issue 40's fixes), and
  * forget, which answered false for a record it had deleted.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class LostWriteReplyTest {
+class LostWriteReplyTest extends LostReplyStore {
 
   private static final Duration TTL = Duration.ofHours(1);
 
-  private LostReplyHttpClient http;
-  private DynamoDbClient client;
-  private DynamoDbKeyStore store;
-
-  @BeforeAll
-  void start() {
-    http = new LostReplyHttpClient(DynaliteClients.http().build());
-    client = DynaliteClients.client(Dynalite.shared().endpoint(), http);
-    store =
-        DynamoDbKeyStore.builder(client)
-            .tableName("idempotency-lost-reply")
-            .operationTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
-            .attemptTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
-            .createTableIfMissing(true)
-            .build();
-  }
-
-  @AfterAll
-  void stop() {
-    store.close();
-    client.close();
+  @Override
+  String tableName() {
+    return "idempotency-lost-reply";
   }
 
   @Test
