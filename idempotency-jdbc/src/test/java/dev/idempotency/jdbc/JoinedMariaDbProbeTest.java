@@ -127,11 +127,13 @@ class JoinedMariaDbProbeTest {
                 }
               }
             });
-    awaitALockingTransaction();
+    awaitALockingTransactionOrTheAnswer(repeat);
     providerAnswers.countDown();
 
     assertThat(first.get(60, TimeUnit.SECONDS)).isEqualTo("provider-id-1");
-    repeat.get(60, TimeUnit.SECONDS);
+    assertThat(repeat.get(60, TimeUnit.SECONDS))
+        .as("the joined repeat of a key in flight in the usual mode")
+        .isInstanceOf(IdempotencyInProgressException.class);
 
     clock.advance(Duration.ofMinutes(2)); // past the 30 s lease, inside the window
     usual.execute(
@@ -146,10 +148,16 @@ class JoinedMariaDbProbeTest {
     assertThat(sends).as("sends of one key, with no crash").hasValue(1);
   }
 
-  /** Polls InnoDB until an open transaction holds a row lock: the joined repeat's read. */
-  private void awaitALockingTransaction() throws Exception {
+  /**
+   * Polls InnoDB until an open transaction holds a row lock (the joined repeat's read, while it
+   * waits), or the repeat has answered and rolled back.
+   */
+  private void awaitALockingTransactionOrTheAnswer(Future<?> repeat) throws Exception {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
     while (System.nanoTime() < deadline) {
+      if (repeat.isDone()) {
+        return;
+      }
       try (Connection connection = pool.getConnection();
           Statement statement = connection.createStatement();
           ResultSet locking =
