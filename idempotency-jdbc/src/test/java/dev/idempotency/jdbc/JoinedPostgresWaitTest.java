@@ -24,7 +24,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probes of joined transactions (issue 38) on a real PostgreSQL.
+ * Regression tests of joined transactions (issue 38) on a real PostgreSQL; both failed before their
+ * fixes.
  *
  * <p>SPEC 17: a concurrent repeat "waits at most {@code inFlightWait} ... and never holds a
  * connection longer than that"): on PostgreSQL {@code lock_timeout} bounds each lock wait, not the
@@ -39,7 +40,7 @@ import org.junit.jupiter.api.TestInstance;
  * in-flight key gives {@link IdempotencyInProgressException} (409) after {@code inFlightWait}.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class JoinedPostgresProbeTest {
+class JoinedPostgresWaitTest {
 
   private static final Duration TTL = Duration.ofHours(1);
   private static final Duration IN_FLIGHT_WAIT = Duration.ofSeconds(6);
@@ -129,7 +130,8 @@ class JoinedPostgresProbeTest {
       repeat.get(60, TimeUnit.SECONDS);
     }
 
-    // fails today: about 4 s + 6 s, a second full lock_timeout on the repeat that took the key
+    // failed before the fix: about 4 s + 6 s, a second full lock_timeout on the repeat that took
+    // the key
     assertThat(gaveUp).as("the repeat that gave up").isInstanceOf(Duration.class);
     assertThat((Duration) gaveUp)
         .as("how long a repeat waited (and held its connection)")
@@ -212,7 +214,8 @@ class JoinedPostgresProbeTest {
     }
     joined.get(60, TimeUnit.SECONDS);
 
-    // fails today: KeyStoreException (SQLState 57014, the statement cancelled) after about 5 s
+    // failed before the fix: KeyStoreException (SQLState 57014, the statement cancelled) after
+    // about 5 s
     assertThat(repeat).isInstanceOf(IdempotencyInProgressException.class);
   }
 }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.KeyStoreException;
 import dev.idempotency.tck.MutableClock;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -19,16 +20,17 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe (issue 38, a door left open): a sender that commits the caller's transaction itself (a
- * helper that commits, a framework's nested commit) is accepted. The claim commits as an
- * in-progress record with a lease, together with the outbox row; the caller's later rollback
- * removes only the outcome. Once that lease has run out, the retry takes the key over and enqueues
- * a second row: a duplicate with no crash at all. {@code JoinedCall} means to catch this ("was it
- * rolled back or committed inside the sender?"), but the fenced outcome write still finds its row
- * after a commit, so the check never fires.
+ * Regression test (issue 38, a door left open). Before the fix, a sender that commits the caller's
+ * transaction itself (a helper that commits, a framework's nested commit) was accepted. The claim
+ * commits as an in-progress record with a lease, together with the outbox row; the caller's later
+ * rollback removes only the outcome. Once that lease has run out, the retry takes the key over and
+ * enqueues a second row: a duplicate with no crash at all. {@code JoinedCall} means to catch this
+ * ("was it rolled back or committed inside the sender?"), but the fenced outcome write still finds
+ * its row after a commit, so the check never fired. Now the call fails, and the outcome is recorded
+ * outside the transaction, so the retry replays it.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class JoinedSenderCommitsProbeTest {
+class JoinedSenderCommitsTest {
 
   private static final Duration TTL = Duration.ofHours(24);
 
@@ -79,8 +81,9 @@ class JoinedSenderCommitsProbeTest {
               connection.commit(); // the misuse
               return id;
             });
-      } catch (RuntimeException refused) {
-        // refusing the misuse is one acceptable answer
+        throw new AssertionError("a sender that commits the transaction was accepted");
+      } catch (KeyStoreException refused) {
+        assertThat(refused).hasMessageContaining("the sender committed the caller's transaction");
       }
       connection.rollback(); // e.g. a later step of the caller failed
       connection.setAutoCommit(true);
@@ -95,7 +98,8 @@ class JoinedSenderCommitsProbeTest {
       connection.setAutoCommit(true);
     }
 
-    // fails today: 2 rows, the retry took the committed in-progress claim over and enqueued again
+    // failed before the fix: 2 rows, the retry took the committed in-progress claim over and
+    // enqueued again
     assertThat(rows(key)).as("outbox rows of one key, with no crash").isEqualTo(1);
   }
 

@@ -27,15 +27,17 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe (issue 38, mixing modes on one key, SPEC 1: a duplicate without a crash). On MariaDB a
- * joined call that finds a usual-mode record in progress waits for it by reading it with {@code
- * LOCK IN SHARE MODE}, and keeps that shared lock until its transaction ends. The usual owner's
- * outcome write (an update of that row) then waits on the waiter, is cancelled after the store's
- * operation timeout, every attempt, and is given up ("outcome not recorded"): the record stays in
- * progress, and once its lease runs out the next repeat takes it over and sends again.
+ * Regression test (issue 38, mixing modes on one key, SPEC 1: a duplicate without a crash). Before
+ * the fix, on MariaDB a joined call that finds a usual-mode record in progress waits for it by
+ * reading it with {@code LOCK IN SHARE MODE}, and keeps that shared lock until its transaction
+ * ends. The usual owner's outcome write (an update of that row) then waits on the waiter, is
+ * cancelled after the store's operation timeout, every attempt, and is given up ("outcome not
+ * recorded"): the record stays in progress, and once its lease runs out the next repeat takes it
+ * over and sends again. Now the joined repeat answers in progress at once (and the test rolls it
+ * back), so the outcome is recorded and the later repeat replays it.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class JoinedMariaDbProbeTest {
+class JoinedMixedModesMariaDbTest {
 
   private static final Duration TTL = Duration.ofHours(1);
 
@@ -144,7 +146,8 @@ class JoinedMariaDbProbeTest {
           return "provider-id-2";
         });
 
-    // fails today: 2, the first send's outcome was never recorded and the repeat took it over
+    // failed before the fix: 2, the first send's outcome was never recorded and the repeat took it
+    // over
     assertThat(sends).as("sends of one key, with no crash").hasValue(1);
   }
 

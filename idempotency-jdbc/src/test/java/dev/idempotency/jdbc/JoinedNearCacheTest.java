@@ -18,13 +18,14 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe (issue 38): a second guarded call on the same key inside one joined transaction replays the
- * first call's uncommitted record, and the near cache keeps that replay. After the transaction
- * rolls back, the retry is answered from the cache with the id of an outbox row that never
- * committed: the caller is told "done" and nothing is enqueued.
+ * Regression test (issue 38). Before the fix, a second guarded call on the same key inside one
+ * joined transaction replayed the first call's uncommitted record, and the near cache kept that
+ * replay. After the transaction rolled back, the retry was answered from the cache with the id of
+ * an outbox row that never committed: the caller was told "done" and nothing was enqueued. Joined
+ * calls now neither read nor fill the near cache.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class JoinedNearCacheProbeTest {
+class JoinedNearCacheTest {
 
   private static final Duration TTL = Duration.ofHours(24);
 
@@ -82,7 +83,8 @@ class JoinedNearCacheProbeTest {
       connection.setAutoCommit(true);
     }
 
-    // fails today: the retry replays the rolled-back id from the near cache; no row, no record
+    // failed before the fix: the retry replays the rolled-back id from the near cache; no row, no
+    // record
     assertThat(rows(key)).as("outbox rows after the retry committed").isEqualTo(1);
     assertThat(guard.find(key)).as("the retry's committed record").isPresent();
     assertThat(retried).isEqualTo(idOf(key));
