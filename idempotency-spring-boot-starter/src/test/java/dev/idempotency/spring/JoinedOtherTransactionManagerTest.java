@@ -1,6 +1,7 @@
 package dev.idempotency.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
@@ -17,23 +18,24 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * Probe (issue 38, SPEC 17: a transaction on another DataSource is refused, never silently
- * ignored). The caller's transaction is on another DataSource; before the joining method, it read
- * the store's DataSource through a {@code JdbcTemplate}, which, with synchronization active, binds
- * a plain (non-transactional) connection holder for the store's DataSource. {@code JoinedCalls}
- * takes that holder for a transaction on the store's DataSource. With the pool's auto-commit off (a
- * common Hikari setting beside JPA) nothing refuses the join: the method runs, the caller gets the
- * row's id, and when the other transaction completes Spring closes the store's connection, which
- * the pool rolls back. The key's record and the row are gone: the caller was told "done" with
- * nothing committed, and the retry enqueues again.
+ * Regression test (issue 38, SPEC 17: a transaction on another DataSource is refused, never
+ * silently ignored). The caller's transaction is on another DataSource; before the joining method,
+ * it read the store's DataSource through a {@code JdbcTemplate}, which, with synchronization
+ * active, binds a plain (non-transactional) connection holder for the store's DataSource. {@code
+ * JoinedCalls} takes that holder for a transaction on the store's DataSource. With the pool's
+ * auto-commit off (a common Hikari setting beside JPA) nothing refuses the join: the method runs,
+ * the caller gets the row's id, and when the other transaction completes Spring closes the store's
+ * connection, which the pool rolls back. The key's record and the row are gone: the caller was told
+ * "done" with nothing committed, and the retry enqueues again. That was so before the fix; now such
+ * a holder is refused.
  */
 @SpringBootTest(
-    classes = {NotifyTestApplication.class, JoinedOtherTransactionManagerProbeTest.Config.class},
+    classes = {NotifyTestApplication.class, JoinedOtherTransactionManagerTest.Config.class},
     properties = {
       "spring.datasource.url=jdbc:h2:mem:joined-other-tm;DB_CLOSE_DELAY=-1",
       "spring.datasource.hikari.auto-commit=false"
     })
-class JoinedOtherTransactionManagerProbeTest {
+class JoinedOtherTransactionManagerTest {
 
   @TestConfiguration
   @Import(JoinedTransactionIdempotentTest.Outbox.class)
@@ -44,7 +46,7 @@ class JoinedOtherTransactionManagerProbeTest {
   @Autowired IdempotencyGuard guard;
 
   @Test
-  void aTransactionOfAnotherDataSourceIsRefusedOrTheEnqueueCommits() {
+  void aTransactionOfAnotherDataSourceIsRefusedThoughTheStoresConnectionWasRead() {
     jdbc.execute(
         "create table if not exists joined_outbox"
             + " (id varchar(64) primary key, request_key varchar(200), phone varchar(32))");
@@ -54,27 +56,24 @@ class JoinedOtherTransactionManagerProbeTest {
         new TransactionTemplate(new DataSourceTransactionManager(otherDatabase));
     String key = "k-" + UUID.randomUUID();
 
-    String id;
-    try {
-      id =
-          otherTransaction.execute(
-              status -> {
-                jdbc.queryForObject("select count(*) from joined_outbox", Integer.class);
-                return outbox.enqueue(key, "555");
-              });
-    } catch (IllegalStateException refused) {
-      return; // refusing the join is the right answer
-    }
+    assertThatThrownBy(
+            () ->
+                otherTransaction.execute(
+                    status -> {
+                      jdbc.queryForObject("select count(*) from joined_outbox", Integer.class);
+                      return outbox.enqueue(key, "555");
+                    }))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("does not hold the idempotency store's DataSource");
 
-    // fails today: accepted, answered with an id, and nothing of it committed
-    assertThat(id).isNotNull();
+    // failed before the fix: accepted, answered with an id, and nothing of it committed
     assertThat(
             jdbc.queryForObject(
                 "select count(*) from joined_outbox where request_key = ?", Integer.class, key))
-        .as("the outbox row of a call that returned its id")
-        .isEqualTo(1);
+        .as("outbox rows of a refused call")
+        .isZero();
     assertThat(guard.find(IdempotencyKey.of("joined.enqueue", key)))
-        .as("the key's record of a call that returned")
-        .isPresent();
+        .as("the key's record of a refused call")
+        .isEmpty();
   }
 }
