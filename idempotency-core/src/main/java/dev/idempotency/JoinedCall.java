@@ -70,7 +70,10 @@ final class JoinedCall<T> {
     long askedAtMono = GuardSettings.monoNow();
     Optional<ClaimResult> result;
     try {
-      result = transaction.claim(claim, call.settings.inFlightWait);
+      // the SPI takes a positive wait: an inFlightWait of zero waits a millisecond
+      java.time.Duration lockWait = call.settings.inFlightWait;
+      result =
+          transaction.claim(claim, lockWait.isZero() ? java.time.Duration.ofMillis(1) : lockWait);
     } catch (RuntimeException e) {
       throw call.joinedStoreFailed("claim", e);
     }
