@@ -44,6 +44,7 @@ final class JdbcJoinedTransaction implements JoinedTransaction {
 
   private static final Logger log = LoggerFactory.getLogger(JdbcKeyStore.class);
   private static final int MAX_ROUNDS = 16;
+  private static final Duration MAX_CANCEL_GRACE = Duration.ofSeconds(1);
 
   /** The statements of joined transactions, prepared once per store. */
   record JoinedStatements(
@@ -75,6 +76,12 @@ final class JdbcJoinedTransaction implements JoinedTransaction {
   private final StatementWatchdog watchdog;
 
   /**
+   * How long past the call's wait a claim's statement may still run before it is cancelled: a
+   * statement that is slow rather than waiting on a lock is not cut at a short wait.
+   */
+  private final Duration cancelGrace;
+
+  /**
    * What each claim of this transaction saw of it, by owner token: see {@link #sameTransaction}.
    */
   private final Map<String, Object> marks = new HashMap<>();
@@ -88,6 +95,8 @@ final class JdbcJoinedTransaction implements JoinedTransaction {
     this.connection = connection;
     this.statements = statements;
     this.watchdog = new StatementWatchdog(operationTimeout);
+    this.cancelGrace =
+        operationTimeout.compareTo(MAX_CANCEL_GRACE) < 0 ? operationTimeout : MAX_CANCEL_GRACE;
   }
 
   @Override
@@ -136,16 +145,17 @@ final class JdbcJoinedTransaction implements JoinedTransaction {
 
   /**
    * The claim itself. Each round sets the lock wait to what is left of the call's, and its
-   * statements are cancelled when that has run out: a lock wait restarts for each transaction that
-   * holds the key in turn (PostgreSQL's within one statement), and only the deadline bounds the
-   * whole. A lock wait that runs out is thrown, as the database reports it.
+   * statements are cancelled when that has run out (plus at most a second of grace): a lock wait
+   * restarts for each transaction that holds the key in turn (PostgreSQL's within one statement),
+   * and only the deadline bounds the whole. A lock wait that runs out is thrown, as the database
+   * reports it.
    */
   private ClaimResult claimWithin(long deadline, ClaimRequest request) {
     for (int round = 0; round < MAX_ROUNDS; round++) {
       long left = Math.max(deadline - System.nanoTime(), 1_000_000L);
       Object value = statements.sql().lockWaitValue(Duration.ofNanos(left));
       statements.setLockWait().execute(connection, watchdog, name -> value);
-      StatementWatchdog waiting = new StatementWatchdog(Duration.ofNanos(left));
+      StatementWatchdog waiting = new StatementWatchdog(Duration.ofNanos(left).plus(cancelGrace));
       if (statements.sql().insertClaim(connection, waiting, request)) {
         return new ClaimResult.Claimed(1, false);
       }

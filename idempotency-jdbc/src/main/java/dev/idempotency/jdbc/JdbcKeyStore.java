@@ -363,10 +363,10 @@ public final class JdbcKeyStore implements KeyStore {
    * seconds rounded up, H2's {@code LOCK_TIMEOUT}, each restored after the claim). On PostgreSQL a
    * lock wait that ran out aborts the transaction; on every database, roll back after the guard
    * threw. The guard's statements run on the caller's connection under this store's operation
-   * timeout (the claim's waiting statements under what is left of the lock wait); the store never
-   * commits, rolls back or closes it, and neither may the sender: a sender that commits or rolls
-   * back the transaction makes the call fail (after a commit the outcome is recorded outside the
-   * transaction, so that a repeat replays it).
+   * timeout (the claim's waiting statements under what is left of the lock wait, plus at most a
+   * second); the store never commits, rolls back or closes it, and neither may the sender: a sender
+   * that commits or rolls back the transaction makes the call fail (after a commit the outcome is
+   * recorded outside the transaction, so that a repeat replays it).
    *
    * @param connection a connection with an open transaction (auto-commit off)
    * @return the joined transaction, for this connection's current transaction only

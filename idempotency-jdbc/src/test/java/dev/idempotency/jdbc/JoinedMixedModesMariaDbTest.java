@@ -152,8 +152,10 @@ class JoinedMixedModesMariaDbTest {
   }
 
   /**
-   * Polls InnoDB until an open transaction holds a row lock (the joined repeat's read, while it
-   * waits), or the repeat has answered and rolled back.
+   * Polls InnoDB until another session's transaction holds locks (the joined repeat's: the usual
+   * send's claim committed), or the repeat has answered and rolled back. It counts lock structures:
+   * with {@code trx_rows_locked > 0}, as first written, a run here never saw the repeat's
+   * transaction.
    */
   private void awaitALockingTransactionOrTheAnswer(Future<?> repeat) throws Exception {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
@@ -165,7 +167,8 @@ class JoinedMixedModesMariaDbTest {
           Statement statement = connection.createStatement();
           ResultSet locking =
               statement.executeQuery(
-                  "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_rows_locked > 0")) {
+                  "SELECT COUNT(*) FROM information_schema.innodb_trx"
+                      + " WHERE trx_mysql_thread_id <> CONNECTION_ID() AND trx_lock_structs > 0")) {
         locking.next();
         if (locking.getInt(1) > 0) {
           return;
