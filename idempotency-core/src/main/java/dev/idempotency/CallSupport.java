@@ -75,6 +75,10 @@ final class CallSupport<T> {
 
   private long waitStartNanos;
   private long pollNanos = FIRST_POLL_NANOS;
+
+  /** Whether replays may fill (and be answered from) the guard's near cache. */
+  private boolean usesNearCache = true;
+
   final CallEvents events;
 
   CallSupport(GuardSettings settings, IdempotencyRequest request, ResultCodec<T> codec) {
@@ -237,10 +241,19 @@ final class CallSupport<T> {
     Outcome<T> outcome =
         new Outcome<>(
             Payloads.decode(keyId, record.payload(), codec), true, record.attempt(), true);
-    if (settings.nearCache != null) {
+    if (settings.nearCache != null && usesNearCache) {
       settings.nearCache.put(keyId, record, settings.clock.instant());
     }
     return outcome;
+  }
+
+  /**
+   * Keeps this call away from the near cache: a joined call may read its own transaction's
+   * uncommitted record, which a rollback takes back, so it neither fills the cache nor answers from
+   * it.
+   */
+  void bypassNearCache() {
+    usesNearCache = false;
   }
 
   /**
@@ -249,7 +262,7 @@ final class CallSupport<T> {
    * store decides, and refuses the reuse).
    */
   Outcome<T> nearCacheReplay() {
-    if (settings.nearCache == null) {
+    if (settings.nearCache == null || !usesNearCache) {
       return null;
     }
     NearCache.Entry entry = settings.nearCache.get(keyId);
@@ -268,6 +281,15 @@ final class CallSupport<T> {
   IdempotencyInProgressException lockWaitRanOut(long waitedNanos) {
     events.emit(Type.IN_PROGRESS_CONFLICT, 0, waitedNanos, null);
     return IdempotencyInProgressException.afterWaiting(keyId, Duration.ofNanos(waitedNanos), null);
+  }
+
+  /**
+   * A joined claim found the key claimed and in flight in the usual mode: the call answers at once,
+   * since waiting would hold the caller's transaction (and, on some databases, a lock on the row
+   * that the owner's outcome write needs) open.
+   */
+  IdempotencyInProgressException inFlightOutsideTransaction(int attempt) {
+    return inProgress(attempt, null);
   }
 
   /**

@@ -8,7 +8,6 @@ import dev.idempotency.spi.JoinedTransaction;
 import dev.idempotency.spi.RecordState;
 import java.time.Instant;
 import java.util.Optional;
-import java.util.concurrent.TimeUnit;
 
 /**
  * One run of {@link IdempotencyGuard#executeInTransaction}, on the caller's thread and inside the
@@ -17,15 +16,20 @@ import java.util.concurrent.TimeUnit;
  * <ol>
  *   <li>claim the key in the transaction, waiting at most {@code inFlightWait} for another
  *       transaction that holds it (the database's lock timeout);
- *   <li>a committed record is replayed (or refused) as in the usual mode, without writing;
+ *   <li>a committed record is replayed (or refused) as in the usual mode, without writing; one in
+ *       progress (a call of the usual mode is sending it) is answered at once with {@link
+ *       IdempotencyInProgressException}: waiting would keep the caller's transaction open, and on
+ *       MySQL and H2 its read lock on the row, which the owner's outcome write waits for;
  *   <li>if claimed, run the sender, which writes through the same transaction;
  *   <li>write the outcome in the transaction; if the sender threw, delete the claim (or store a
  *       permanent failure), so that the key is not left claimed if the caller commits anyway.
  * </ol>
  *
- * No lease, renewal, takeover of this call's own claim, retry of the outcome's write or fail-open
- * applies: the transaction commits or rolls back the claim, the sender's writes and the outcome as
- * one, so a failure to write the outcome is thrown, for the caller to roll back.
+ * The near cache is neither read nor filled: the transaction may see its own uncommitted record,
+ * which a rollback takes back. No lease, renewal, takeover of this call's own claim, retry of the
+ * outcome's write or fail-open applies: the transaction commits or rolls back the claim, the
+ * sender's writes and the outcome as one, so a failure to write the outcome is thrown, for the
+ * caller to roll back.
  */
 final class JoinedCall<T> {
 
@@ -40,6 +44,7 @@ final class JoinedCall<T> {
       ResultCodec<T> codec,
       Sender<T> sender) {
     this.call = new CallSupport<>(settings, request, codec);
+    this.call.bypassNearCache();
     this.transaction = transaction;
     this.sender = sender;
   }
@@ -49,45 +54,37 @@ final class JoinedCall<T> {
   }
 
   private Outcome<T> claimAndSend() {
-    Outcome<T> cached = call.nearCacheReplay();
-    if (cached != null) {
-      return cached;
-    }
     long startNanos = System.nanoTime();
-    long waitNanos = call.settings.inFlightWait.toNanos();
-    while (true) {
-      long remaining = Math.max(waitNanos - (System.nanoTime() - startNanos), 1_000_000L);
-      Instant now = call.settings.clock.instant();
-      ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
-      long askedAt = call.settings.leaseNow(now);
-      long askedAtMono = GuardSettings.monoNow();
-      Optional<ClaimResult> result;
-      try {
-        result = transaction.claim(claim, java.time.Duration.ofNanos(remaining));
-      } catch (RuntimeException e) {
-        throw call.joinedStoreFailed("claim", e);
-      }
-      if (result.isEmpty()) {
-        throw call.lockWaitRanOut(System.nanoTime() - startNanos);
-      }
-      if (result.get() instanceof ClaimResult.Failed failed) {
-        throw call.joinedStoreFailed("claim", failed.error());
-      }
-      CallSupport.Next<T> next = call.decide(claim, askedAt, askedAtMono, result.get(), null, true);
-      if (next instanceof CallSupport.Send<T> send) {
-        return sendInTransaction(send.claim());
-      } else if (next instanceof CallSupport.Replay<T> replay) {
-        return replay.outcome();
-      } else if (next instanceof CallSupport.Refuse<T> refuse) {
-        throw refuse.error();
-      }
-      // a committed record in progress: a call of the usual mode is sending it; wait as it would
-      try {
-        TimeUnit.NANOSECONDS.sleep(((CallSupport.Wait<T>) next).nanos());
-      } catch (InterruptedException e) {
-        throw call.interruptedWhileWaiting(e);
-      }
+    Instant now = call.settings.clock.instant();
+    ClaimRequest claim = call.claimRequest(CallSupport.newOwnerToken(), now);
+    long askedAt = call.settings.leaseNow(now);
+    long askedAtMono = GuardSettings.monoNow();
+    Optional<ClaimResult> result;
+    try {
+      // the SPI takes a positive wait: an inFlightWait of zero waits a millisecond
+      java.time.Duration lockWait = call.settings.inFlightWait;
+      result =
+          transaction.claim(claim, lockWait.isZero() ? java.time.Duration.ofMillis(1) : lockWait);
+    } catch (RuntimeException e) {
+      throw call.joinedStoreFailed("claim", e);
     }
+    if (result.isEmpty()) {
+      throw call.lockWaitRanOut(System.nanoTime() - startNanos);
+    }
+    if (result.get() instanceof ClaimResult.Failed failed) {
+      throw call.joinedStoreFailed("claim", failed.error());
+    }
+    CallSupport.Next<T> next = call.decide(claim, askedAt, askedAtMono, result.get(), null, true);
+    if (next instanceof CallSupport.Send<T> send) {
+      return sendInTransaction(send.claim());
+    } else if (next instanceof CallSupport.Replay<T> replay) {
+      return replay.outcome();
+    } else if (next instanceof CallSupport.Refuse<T> refuse) {
+      throw refuse.error();
+    }
+    // a committed record in progress: a call of the usual mode is sending it (see the class doc)
+    int attempt = ((ClaimResult.Existing) result.get()).record().attempt();
+    throw call.inFlightOutsideTransaction(attempt);
   }
 
   private Outcome<T> sendInTransaction(Claim claim) {
@@ -109,17 +106,39 @@ final class JoinedCall<T> {
       throw call.joinedStoreFailed("record the outcome of", rollBackNotice(e));
     }
     if (!written) {
-      throw call.joinedStoreFailed(
-          "record the outcome of",
-          new KeyStoreException(
-              "The caller's transaction no longer holds the claim of key "
-                  + call.keyId
-                  + " (was it rolled back or committed inside the sender?); roll the transaction"
-                  + " back",
-              null));
+      throw call.joinedStoreFailed("record the outcome of", claimLost(claim, payload));
     }
     call.events.emit(Type.COMPLETED, attempt, sendNanos, null);
     return new Outcome<>(value, false, attempt, true);
+  }
+
+  /**
+   * The transaction no longer holds the claim: the sender rolled it back, or committed it. A
+   * committed claim would stay in progress and be taken over, sending again, after its lease; so
+   * the outcome is recorded outside the transaction, fenced by the owner token (a no-op after a
+   * rollback), and the call fails either way.
+   */
+  private KeyStoreException claimLost(Claim claim, byte[] payload) {
+    boolean committed;
+    try {
+      committed =
+          transaction.store().complete(call.complete(claim, RecordState.COMPLETED, payload));
+    } catch (RuntimeException e) {
+      return new KeyStoreException(
+          "The caller's transaction no longer holds the claim of key "
+              + call.keyId
+              + " (was it rolled back or committed inside the sender?), and the outcome could not"
+              + " be recorded outside it either; roll the transaction back",
+          e);
+    }
+    String what =
+        committed
+            ? "the sender committed the caller's transaction, and with it the claim and what it"
+                + " had written: the outcome is recorded, so a retry replays it, but a sender must"
+                + " not commit or roll back the transaction it joins"
+            : "the transaction no longer holds the claim (was it rolled back inside the sender?)";
+    return new KeyStoreException(
+        "Key " + call.keyId + ": " + what + "; roll the transaction back", null);
   }
 
   private KeyStoreException rollBackNotice(RuntimeException failure) {

@@ -39,6 +39,17 @@ final class H2Statements extends Statements {
   }
 
   @Override
+  String transactionId() {
+    return "SELECT CAST(TRANSACTION_ID() AS VARCHAR)";
+  }
+
+  /** {@code STATEMENT_WAS_CANCELED} (57014, its SQLState HY008). */
+  @Override
+  boolean isCancelled(java.sql.SQLException failure) {
+    return failure.getErrorCode() == 57014;
+  }
+
+  @Override
   String readLockWait() {
     return "SELECT CAST(LOCK_TIMEOUT() AS VARCHAR)";
   }

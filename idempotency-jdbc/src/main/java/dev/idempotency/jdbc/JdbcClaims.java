@@ -3,9 +3,13 @@ package dev.idempotency.jdbc;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
 import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Instant;
 import java.util.Optional;
+import org.jdbi.v3.core.JdbiException;
 
 /**
  * The single-key claim: insert the row if the key is absent, else read it; then reclaim a row past
@@ -33,7 +37,16 @@ final class JdbcClaims {
 
   ClaimResult claim(Connection connection, ClaimRequest request) {
     for (int round = 0; round < MAX_ROUNDS; round++) {
-      Rows.InsertOrRow seen = sql.insertOrRead(connection, watchdog, request);
+      Rows.InsertOrRow seen;
+      try {
+        seen = sql.insertOrRead(connection, watchdog, request);
+      } catch (JdbiException e) {
+        ClaimResult held = heldByATransaction(connection, request, e);
+        if (held == null) {
+          throw e;
+        }
+        return held;
+      }
       if (seen.inserted()) {
         return new ClaimResult.Claimed(1, false);
       }
@@ -55,6 +68,48 @@ final class JdbcClaims {
             + MAX_ROUNDS
             + " races in a row",
         null);
+  }
+
+  /**
+   * The claim's insert waited on a lock until it timed out or was cancelled: another transaction
+   * holds the key, an application's transaction that joined it ({@link JdbcJoinedTransaction}) and
+   * is still open. That is a key in flight (the caller waits, then gets its 409), not a store
+   * failure: a plain read, which waits on no lock, tells them apart. No committed row means an
+   * uncommitted insert holds the key: it is reported in progress as this request would have claimed
+   * it (a committed row past its window, which the transaction is reclaiming, too). A live
+   * committed row is reported as it is: in progress, or settled and replayed. A read that fails too
+   * (the database stalled) leaves the original failure to be thrown.
+   *
+   * @return the result, or null if the failure was not a lock wait
+   */
+  private ClaimResult heldByATransaction(
+      Connection connection, ClaimRequest request, JdbiException failure) {
+    SQLException cause = SqlExecutor.findSqlException(failure);
+    if (cause == null || !(sql.isLockWaitTimeout(cause) || sql.isCancelled(cause))) {
+      return null;
+    }
+    Optional<Rows.Row> committed;
+    try {
+      committed = sql.selectRow(connection, watchdog, request.keyId(), request.now());
+    } catch (JdbiException readFailed) {
+      failure.addSuppressed(readFailed);
+      return null;
+    }
+    if (committed.isPresent() && !committed.get().pastWindow()) {
+      return new ClaimResult.Existing(committed.get().record(), false);
+    }
+    Instant now = request.now();
+    return new ClaimResult.Existing(
+        new StoredRecord(
+            RecordState.IN_PROGRESS,
+            1,
+            request.fingerprint(),
+            null,
+            now,
+            null,
+            now.plus(request.lease()),
+            now.plus(request.retention())),
+        false);
   }
 
   /**

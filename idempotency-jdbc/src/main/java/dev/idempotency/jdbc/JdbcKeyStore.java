@@ -349,15 +349,24 @@ public final class JdbcKeyStore implements KeyStore {
    * //     store.joining(handle.getConnection()), key, ttl, ctx -> insert(handle)));
    * }</pre>
    *
-   * <p>The connection must reach the database and table of this store. The claim is an insert of
-   * the key's row: uncommitted, it is visible to no other transaction; a concurrent claim of the
-   * key waits on its lock until this transaction ends, at most the guard's {@code inFlightWait}
-   * (set per claim as the database's lock timeout: PostgreSQL's {@code lock_timeout} for the
-   * transaction, MySQL/MariaDB's {@code innodb_lock_wait_timeout} in whole seconds rounded up, H2's
-   * {@code LOCK_TIMEOUT}, each restored after the claim). On PostgreSQL a lock wait that ran out
-   * aborts the transaction; on every database, roll back after the guard threw. The guard's
-   * statements run on the caller's connection under this store's operation timeout (plus the lock
-   * wait for the claim); the store never commits, rolls back or closes it.
+   * <p>The connection must reach the database and table of this store, and this is the caller's
+   * responsibility: the store does not check it. A connection to another database that has a table
+   * of the same name is accepted, and the record then commits there, where the usual mode, {@code
+   * find} and {@code forget} never look, so the next usual-mode call of the key sends again. (A
+   * JDBC URL or user names no database reliably: pools, proxies and host aliases reach one database
+   * under many URLs, and one URL may reach another schema through the search path.)
+   *
+   * <p>The claim is an insert of the key's row: uncommitted, it is visible to no other transaction;
+   * a concurrent claim of the key waits on its lock until this transaction ends, at most the
+   * guard's {@code inFlightWait} (set per claim as the database's lock timeout: PostgreSQL's {@code
+   * lock_timeout} for the transaction, MySQL/MariaDB's {@code innodb_lock_wait_timeout} in whole
+   * seconds rounded up, H2's {@code LOCK_TIMEOUT}, each restored after the claim). On PostgreSQL a
+   * lock wait that ran out aborts the transaction; on every database, roll back after the guard
+   * threw. The guard's statements run on the caller's connection under this store's operation
+   * timeout (the claim's waiting statements under what is left of the lock wait, plus at most a
+   * second); the store never commits, rolls back or closes it, and neither may the sender: a sender
+   * that commits or rolls back the transaction makes the call fail (after a commit the outcome is
+   * recorded outside the transaction, so that a repeat replays it).
    *
    * @param connection a connection with an open transaction (auto-commit off)
    * @return the joined transaction, for this connection's current transaction only

@@ -61,6 +61,12 @@ final class MySqlStatements extends Statements {
     return failure.getErrorCode() == 1205;
   }
 
+  /** {@code ER_QUERY_INTERRUPTED} (1317): the watchdog's cancel. */
+  @Override
+  boolean isCancelled(java.sql.SQLException failure) {
+    return failure.getErrorCode() == 1317;
+  }
+
   /**
    * A locking read: under InnoDB's repeatable read a plain select reads the transaction's snapshot,
    * which may predate the commit of the row the insert just waited for.

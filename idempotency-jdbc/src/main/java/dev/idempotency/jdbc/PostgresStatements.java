@@ -180,6 +180,11 @@ final class PostgresStatements extends Statements {
    * from eleven million.
    */
   @Override
+  String transactionId() {
+    return "SELECT CAST(txid_current_if_assigned() AS TEXT)";
+  }
+
+  @Override
   String readLockWait() {
     return "SELECT current_setting('lock_timeout')";
   }

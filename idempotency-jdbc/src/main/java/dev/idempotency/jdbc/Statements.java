@@ -156,6 +156,20 @@ abstract class Statements {
   /** Whether a failure is this database's "lock wait timed out". */
   abstract boolean isLockWaitTimeout(java.sql.SQLException failure);
 
+  /** Whether a failure is this database's "statement cancelled" (the watchdog's cancel). */
+  boolean isCancelled(java.sql.SQLException failure) {
+    return "57014".equals(failure.getSQLState());
+  }
+
+  /**
+   * Reads the id of the open transaction as one string column (null while it has written nothing),
+   * so that a joined call can tell whether its sender committed the transaction; or {@code null}
+   * where the dialect has none for every user, and a savepoint tells instead.
+   */
+  String transactionId() {
+    return null;
+  }
+
   /**
    * The single-row select, as a read of the latest committed row inside a transaction: where a
    * plain select reads the transaction's snapshot (MySQL's repeatable read), a locking read.

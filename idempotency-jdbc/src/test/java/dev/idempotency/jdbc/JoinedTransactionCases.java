@@ -229,6 +229,66 @@ abstract class JoinedTransactionCases {
     assertThat(rows(key)).isEqualTo(1);
   }
 
+  /**
+   * A sender that commits the caller's transaction (a misuse) committed the claim and its row: the
+   * call fails, the outcome is recorded outside the transaction, and a repeat replays the row's id
+   * instead of taking the claim over after its lease and enqueuing again.
+   */
+  @Test
+  void aSenderThatCommitsTheTransactionFailsAndARepeatReplaysWhatCommitted() throws Exception {
+    String key = key();
+    String[] enqueued = new String[1];
+    try (Connection connection = dataSource().getConnection()) {
+      connection.setAutoCommit(false);
+      assertThatThrownBy(
+              () ->
+                  guard.executeInTransaction(
+                      store.joining(connection),
+                      key,
+                      TTL,
+                      ctx -> {
+                        enqueued[0] = enqueue(connection, key);
+                        connection.commit();
+                        return enqueued[0];
+                      }))
+          .isInstanceOf(KeyStoreException.class)
+          .hasMessageContaining("the sender committed the caller's transaction");
+      connection.rollback();
+      connection.setAutoCommit(true);
+    }
+    assertThat(rows(key)).isEqualTo(1);
+    assertThat(inTransaction(guard, key)).isEqualTo(enqueued[0]);
+    assertThat(rows(key)).isEqualTo(1);
+  }
+
+  /** A sender that rolls the caller's transaction back fails the call; the retry enqueues. */
+  @Test
+  void aSenderThatRollsTheTransactionBackFailsAndTheRetryRuns() throws Exception {
+    String key = key();
+    try (Connection connection = dataSource().getConnection()) {
+      connection.setAutoCommit(false);
+      assertThatThrownBy(
+              () ->
+                  guard.executeInTransaction(
+                      store.joining(connection),
+                      key,
+                      TTL,
+                      ctx -> {
+                        String id = enqueue(connection, key);
+                        connection.rollback();
+                        return id;
+                      }))
+          .isInstanceOf(KeyStoreException.class)
+          .hasMessageContaining("no longer holds the claim");
+      connection.rollback();
+      connection.setAutoCommit(true);
+    }
+    assertThat(rows(key)).isZero();
+    assertThat(guard.find(key)).isEmpty();
+    inTransaction(guard, key);
+    assertThat(rows(key)).isEqualTo(1);
+  }
+
   @Test
   void aSenderThatThrowsLeavesNoClaimEvenIfTheCallerCommitsAnyway() throws Exception {
     String key = key();
@@ -476,6 +536,34 @@ abstract class JoinedTransactionCases {
       first.commit();
       first.setAutoCommit(true);
       assertThat(inTransaction(impatient, key)).isEqualTo(id);
+    }
+    assertThat(rows(key)).isEqualTo(1);
+  }
+
+  /**
+   * A usual-mode repeat of a key an open joined transaction holds waits on the row's lock until the
+   * operation timeout ends that wait: a key in flight (409), not a store failure; after the commit
+   * it replays the committed id.
+   */
+  @Test
+  void aUsualRepeatOfAKeyInAnOpenJoinedTransactionIsInProgressThenReplays() throws Exception {
+    String key = key();
+    JdbcKeyStore quick =
+        JdbcKeyStore.builder(dataSource())
+            .tableName(recordTable())
+            .operationTimeout(Duration.ofSeconds(1))
+            .build();
+    try (IdempotencyGuard usual =
+            IdempotencyGuard.builder().store(quick).inFlightWait(Duration.ofMillis(500)).build();
+        Connection first = dataSource().getConnection()) {
+      first.setAutoCommit(false);
+      String id =
+          guard.executeInTransaction(store.joining(first), key, TTL, ctx -> enqueue(first, key));
+      Throwable thrown = catchThrowable(() -> usual.execute(key, TTL, ctx -> "sent"));
+      assertThat(thrown).isInstanceOf(IdempotencyInProgressException.class);
+      first.commit();
+      first.setAutoCommit(true);
+      assertThat(usual.execute(key, TTL, ctx -> "sent again")).isEqualTo(id);
     }
     assertThat(rows(key)).isEqualTo(1);
   }

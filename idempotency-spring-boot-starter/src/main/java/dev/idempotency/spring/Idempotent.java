@@ -108,10 +108,12 @@ public @interface Idempotent {
    * ({@code JdbcTemplate}, JPA) and the outcome then commit or roll back together, so a rolled-back
    * call leaves no record and its retry runs again, and a committed one is replayed. The method
    * must be called inside a transaction (the caller's {@code @Transactional} or a {@code
-   * TransactionTemplate}) that holds the store's {@code DataSource}; a call without one fails with
-   * an {@link IllegalStateException} naming the method, and never runs in the usual mode instead.
-   * Refused at startup on a store that is not a {@code JdbcKeyStore} on a {@code DataSource}, on a
-   * method returning a {@code CompletionStage} or a {@code Mono}, and on a method that is itself
+   * TransactionTemplate}) that holds the store's {@code DataSource} (a transaction manager's, not a
+   * connection Spring bound for a {@code JdbcTemplate} read under another transaction manager's
+   * transaction, which nothing would commit); a call without one fails with an {@link
+   * IllegalStateException} naming the method, and never runs in the usual mode instead. Refused at
+   * startup on a store that is not a {@code JdbcKeyStore} on a {@code DataSource}, on a method
+   * returning a {@code CompletionStage} or a {@code Mono}, and on a method that is itself
    * {@code @Transactional} (its own transaction would begin inside the guard: call it from inside a
    * transaction instead), and in an application without spring-jdbc on its class path (optional in
    * the starter; {@code spring-boot-starter-jdbc} brings it). Default {@code false}: the usual

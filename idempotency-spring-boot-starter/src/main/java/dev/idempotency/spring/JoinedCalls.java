@@ -7,6 +7,7 @@ import dev.idempotency.ResultCodec;
 import dev.idempotency.Sender;
 import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.spi.KeyStore;
+import java.lang.reflect.Method;
 import java.sql.Connection;
 import java.util.List;
 import javax.sql.DataSource;
@@ -21,6 +22,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * method, so that the starter runs without spring-jdbc otherwise. Stateless.
  */
 final class JoinedCalls {
+
+  /** {@code ConnectionHolder.isTransactionActive()}, or null where it cannot be called. */
+  private static final Method TRANSACTION_ACTIVE = transactionActiveMethod();
 
   private JoinedCalls() {}
 
@@ -54,7 +58,9 @@ final class JoinedCalls {
               + " from inside a Spring-managed transaction (a @Transactional method or a"
               + " TransactionTemplate) on the store's DataSource; nothing ran");
     }
-    if (!(TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder)) {
+    if (!(TransactionSynchronizationManager.getResource(dataSource)
+            instanceof ConnectionHolder holder)
+        || !boundByTransaction(holder)) {
       throw new IllegalStateException(
           method.where()
               + " has joinTransaction = true, but the active transaction does not hold the"
@@ -62,7 +68,8 @@ final class JoinedCalls {
               + dataSource
               + "): it holds "
               + heldResources()
-              + "; run it under a transaction manager of the store's DataSource"
+              + " (a connection of the store's that a JdbcTemplate read meanwhile is not its"
+              + " transaction); run it under a transaction manager of the store's DataSource"
               + " (DataSourceTransactionManager, JdbcTransactionManager, or JpaTransactionManager"
               + " on it); nothing ran");
     }
@@ -71,6 +78,37 @@ final class JoinedCalls {
       return guard.executeInTransaction(store.joining(connection), request, codec, sender);
     } finally {
       DataSourceUtils.releaseConnection(connection, dataSource);
+    }
+  }
+
+  /**
+   * Whether a bound holder is a transaction's on the store's {@code DataSource}, not one that
+   * {@code DataSourceUtils} bound for a plain read (a {@code JdbcTemplate} call while another
+   * transaction manager's transaction synchronizes the thread): that one is marked synchronized
+   * with the transaction but never committed, so a call joined to it would return and leave
+   * nothing. A {@code DataSourceTransactionManager} (or {@code JdbcTransactionManager}) marks its
+   * holder transaction-active; a {@code JpaTransactionManager} binds one it does not mark
+   * synchronized. Spring exposes the mark only to subclasses, hence the reflection; where it cannot
+   * be read, every bound holder is taken as before.
+   */
+  static boolean boundByTransaction(ConnectionHolder holder) {
+    if (!holder.isSynchronizedWithTransaction() || TRANSACTION_ACTIVE == null) {
+      return true;
+    }
+    try {
+      return (boolean) TRANSACTION_ACTIVE.invoke(holder);
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return true;
+    }
+  }
+
+  private static Method transactionActiveMethod() {
+    try {
+      Method method = ConnectionHolder.class.getDeclaredMethod("isTransactionActive");
+      method.setAccessible(true);
+      return method;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return null;
     }
   }
 
