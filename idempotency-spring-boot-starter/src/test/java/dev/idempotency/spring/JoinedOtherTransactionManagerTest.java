@@ -38,11 +38,11 @@ import org.springframework.transaction.support.TransactionTemplate;
 class JoinedOtherTransactionManagerTest {
 
   @TestConfiguration
-  @Import(JoinedTransactionIdempotentTest.Outbox.class)
+  @Import(JoinedOutboxApp.Outbox.class)
   static class Config {}
 
   @Autowired JdbcTemplate jdbc;
-  @Autowired JoinedTransactionIdempotentTest.Outbox outbox;
+  @Autowired JoinedOutboxApp.Outbox outbox;
   @Autowired IdempotencyGuard guard;
 
   @Test
