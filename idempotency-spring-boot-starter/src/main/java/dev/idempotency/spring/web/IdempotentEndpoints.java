@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -22,8 +23,10 @@ import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.BeanFactoryAware;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.util.ClassUtils;
+import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
 
@@ -150,6 +153,25 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
                 + " or remove the parameter");
       }
       return;
+    }
+    Class<?> returned = method.getReturnType();
+    if (!CompletionStage.class.isAssignableFrom(returned)
+        && ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned) != null) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns "
+              + returned.getName()
+              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
+              + " would be released while its send runs, and a retry would send again; return a"
+              + " CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux");
+    }
+    if (DeferredResult.class.isAssignableFrom(returned) && returned != DeferredResult.class) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns "
+              + returned.getName()
+              + ", a subclass of DeferredResult, which is not supported: at a container timeout"
+              + " its key would be released while its send runs; return DeferredResult itself");
     }
     if (Modifier.isFinal(method.getModifiers()) || Modifier.isPrivate(method.getModifiers())) {
       throw new IllegalStateException(

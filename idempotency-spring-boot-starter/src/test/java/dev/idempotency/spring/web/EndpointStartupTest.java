@@ -85,6 +85,27 @@ class EndpointStartupTest {
   }
 
   @RestController
+  static class MonoHandler {
+    @PostMapping("/send")
+    @IdempotentEndpoint
+    public reactor.core.publisher.Mono<Map<String, Object>> send() {
+      return reactor.core.publisher.Mono.just(Map.of());
+    }
+  }
+
+  static class OwnDeferredResult<T>
+      extends org.springframework.web.context.request.async.DeferredResult<T> {}
+
+  @RestController
+  static class DeferredResultSubclassHandler {
+    @PostMapping("/send")
+    @IdempotentEndpoint
+    public OwnDeferredResult<Map<String, Object>> send() {
+      return new OwnDeferredResult<>();
+    }
+  }
+
+  @RestController
   static class Fine {
     @PostMapping("/send")
     @IdempotentEndpoint(name = "sms-send", ttl = "72h", headers = "X-Notification-Id")
@@ -133,6 +154,17 @@ class EndpointStartupTest {
   @Test
   void aNameThatIsNotAnOperationNameFails() {
     failsWith(BadName.class, "the name 'send sms' must be 1 to 64 characters");
+  }
+
+  /** From the adversarial probe: a timeout released the key while the send ran (2 sends). */
+  @Test
+  void aSpringMvcEndpointReturningAMonoFails() {
+    failsWith(MonoHandler.class, "reactor.core.publisher.Mono", "does not support", "toFuture()");
+  }
+
+  @Test
+  void aSpringMvcEndpointReturningADeferredResultSubclassFails() {
+    failsWith(DeferredResultSubclassHandler.class, "a subclass of DeferredResult");
   }
 
   @Test
