@@ -44,8 +44,9 @@ import org.springframework.aop.support.AopUtils;
  *       come back later; their outcomes are recorded before the container acknowledges; what failed
  *       or must come back is reported as the container expects ({@link Delivery}).
  *   <li>In a listener container's transaction ({@link ContainerTransactions}) the outcomes of what
- *       ran wait for its end: a record listener runs through {@link OutcomesAfterCommit}, a batch
- *       records its successes once the transaction committed, and releases them if it did not.
+ *       ran wait for its end: a record listener runs through {@link OutcomesAfterCommit} (shared
+ *       with {@code Idempotent} listener methods), a batch records its successes once the
+ *       transaction committed, and releases them if it did not.
  * </ol>
  */
 final class IdempotentListenerInterceptor implements MethodInterceptor {
@@ -104,17 +105,12 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     Throwable[] thrown = new Throwable[1];
     try {
       Outcome<Object> outcome =
-          ContainerTransactions.active()
-              ? OutcomesAfterCommit.execute(
-                  guard.get(),
-                  request,
-                  codec(method),
-                  method.name,
-                  context -> run(invocation, context, thrown))
-              : guard
-                  .get()
-                  .executeForOutcome(
-                      request, codec(method), context -> run(invocation, context, thrown));
+          OutcomesAfterCommit.executeForOutcome(
+              guard.get(),
+              request,
+              codec(method),
+              method.name,
+              context -> run(invocation, context, thrown));
       if (outcome.replayed()) {
         Messages.acknowledgeSkipped(arguments);
         log.debug(
