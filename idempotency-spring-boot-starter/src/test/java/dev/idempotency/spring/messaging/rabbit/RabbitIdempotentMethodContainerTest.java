@@ -1,11 +1,13 @@
 package dev.idempotency.spring.messaging.rabbit;
 
+import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.spring.Idempotent;
 import dev.idempotency.testservers.RabbitMqServer;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Queue;
+import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -36,6 +38,27 @@ class RabbitIdempotentMethodContainerTest {
     @RabbitListener(id = "rabbit-method-method", queues = QUEUE)
     @Idempotent(name = "rabbit-method-method", key = "#event")
     public void onEvent(String event) {}
+  }
+
+  /** A class-level listener whose guarded method is its {@code @RabbitHandler}. */
+  @RabbitListener(id = "rabbit-method-manual-class", queues = QUEUE, ackMode = "MANUAL")
+  public static class ManualClassListener {
+    @RabbitHandler
+    @Idempotent(name = "rabbit-method-manual-class", key = "#event")
+    public void onEvent(String event) {}
+  }
+
+  /**
+   * A class-level listener whose handler is not guarded, beside a guarded public method that the
+   * container never calls: nothing to refuse.
+   */
+  @RabbitListener(id = "rabbit-method-manual-helper", queues = QUEUE, ackMode = "MANUAL")
+  public static class ManualClassListenerWithGuardedHelper {
+    @RabbitHandler
+    public void onEvent(String event) {}
+
+    @Idempotent(name = "rabbit-method-helper", key = "#event")
+    public void notAHandler(String event) {}
   }
 
   /** Every container's channel transacted, as an application's own factory may set it. */
@@ -108,5 +131,25 @@ class RabbitIdempotentMethodContainerTest {
         App.class,
         TransactedChannels.class,
         MethodListener.class);
+  }
+
+  @Test
+  void manualAcknowledgementUnderIdempotentOnARabbitHandlerFailsTheStart() {
+    assertRefused(
+        new String[] {
+          "@Idempotent on " + ManualClassListener.class.getName() + ".onEvent(..)",
+          "container 'rabbit-method-manual-class'",
+          "MANUAL acknowledgement"
+        },
+        App.class,
+        ManualClassListener.class);
+  }
+
+  @Test
+  void aClassLevelListenerWhoseHandlerIsNotGuardedStartsUnderManualAcknowledgement() {
+    try (ConfigurableApplicationContext context =
+        start(App.class, ManualClassListenerWithGuardedHelper.class)) {
+      assertThat(context.isRunning()).as("the application started").isTrue();
+    }
   }
 }
