@@ -7,6 +7,8 @@ import dev.idempotency.Outcome;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.SendContext;
 import dev.idempotency.SendFailedException;
+import dev.idempotency.Sender;
+import dev.idempotency.spring.messaging.OutcomesAfterCommit;
 import java.lang.reflect.UndeclaredThrowableException;
 import java.time.Duration;
 import java.util.Objects;
@@ -31,7 +33,9 @@ import org.springframework.util.ClassUtils;
  *
  * <ul>
  *   <li>A method returning a value (or {@code void}) runs on the calling thread inside {@link
- *       IdempotencyGuard#executeForOutcome}.
+ *       IdempotencyGuard#executeForOutcome}; a listener method (Spring Kafka, JMS, Spring AMQP) in
+ *       a listener container's transaction has its outcome recorded after that transaction
+ *       committed, and released if it did not ({@link OutcomesAfterCommit}).
  *   <li>A method returning a {@code CompletionStage} runs on the calling thread too (a {@link
  *       PendingCall}): the caller waits for the claim as for any guarded call, the body sees the
  *       caller's thread-locals (security context, MDC, request attributes, transaction), and the
@@ -180,19 +184,18 @@ public final class IdempotentInvoker {
       ResultCodec<Object> codec)
       throws Throwable {
     Throwable[] thrown = new Throwable[1];
+    Sender<Object> body = context -> proceed(method, invocation, context, thrown);
     try {
-      Outcome<Object> outcome =
-          method.joinTransaction
-              ? JoinedCalls.execute(
-                  method,
-                  guard.get(),
-                  request,
-                  codec,
-                  context -> proceed(method, invocation, context, thrown))
-              : guard
-                  .get()
-                  .executeForOutcome(
-                      request, codec, context -> proceed(method, invocation, context, thrown));
+      Outcome<Object> outcome;
+      if (method.joinTransaction) {
+        outcome = JoinedCalls.execute(method, guard.get(), request, codec, body);
+      } else if (method.listener) {
+        // in a listener container's transaction, recorded after its commit
+        outcome =
+            OutcomesAfterCommit.executeForOutcome(guard.get(), request, codec, method.name, body);
+      } else {
+        outcome = guard.get().executeForOutcome(request, codec, body);
+      }
       return method.kind == IdempotentMethod.Kind.VOID ? null : outcome.value();
     } catch (SendFailedException e) {
       throw ownFailure(e, thrown);

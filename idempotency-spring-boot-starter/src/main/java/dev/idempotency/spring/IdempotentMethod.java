@@ -63,6 +63,12 @@ final class IdempotentMethod {
   /** The index of a {@link SendContext} parameter, which the call's context replaces; or -1. */
   final int sendContextIndex;
 
+  /**
+   * Whether the method is a message listener (Spring Kafka's, JMS's or Spring AMQP's listener
+   * annotation): in a listener container's transaction its outcome waits for the commit.
+   */
+  final boolean listener;
+
   /** The method as messages name it: {@code @Idempotent(name = "n") on a.B.send(..)}. */
   String where() {
     return "@Idempotent(name = \""
@@ -95,6 +101,7 @@ final class IdempotentMethod {
       boolean joinTransaction) {
     this.method = method;
     this.joinTransaction = joinTransaction;
+    this.listener = isListener(method);
     this.userClass = userClass;
     this.name = name;
     this.defaultName = defaultName;
@@ -231,6 +238,24 @@ final class IdempotentMethod {
               + " it from inside a transaction (the caller's @Transactional method or a"
               + " TransactionTemplate)");
     }
+  }
+
+  /** The listener annotations, known by name: each framework is optional. */
+  private static final String[] LISTENER_ANNOTATIONS = {
+    "org.springframework.kafka.annotation.KafkaListener",
+    "org.springframework.kafka.annotation.KafkaHandler",
+    "org.springframework.jms.annotation.JmsListener",
+    "org.springframework.amqp.rabbit.annotation.RabbitListener",
+    "org.springframework.amqp.rabbit.annotation.RabbitHandler"
+  };
+
+  private static boolean isListener(Method method) {
+    for (String name : LISTENER_ANNOTATIONS) {
+      if (AnnotatedElementUtils.hasAnnotation(method, annotationClass(name))) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** Spring's or Jakarta's {@code @Transactional}, known by name: spring-tx is optional. */

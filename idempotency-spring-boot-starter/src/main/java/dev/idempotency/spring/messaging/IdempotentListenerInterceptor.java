@@ -1,7 +1,5 @@
 package dev.idempotency.spring.messaging;
 
-import dev.idempotency.Batch;
-import dev.idempotency.IdempotencyException;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyKey;
@@ -14,12 +12,6 @@ import dev.idempotency.SendContext;
 import dev.idempotency.SendFailedException;
 import dev.idempotency.spring.JsonCodecs;
 import java.lang.reflect.UndeclaredThrowableException;
-import java.time.Duration;
-import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.IdentityHashMap;
-import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
@@ -39,13 +31,10 @@ import org.springframework.aop.support.AopUtils;
  *       store that cannot be asked, becomes a {@link DeferredDeliveryException} (not acknowledged,
  *       back later); a stored failure is acknowledged or rethrown as the listener chose; the
  *       listener's own failure releases the key and reaches the container unchanged.
- *   <li>A batch listener: the batch's keys are claimed together ({@code claimBatch}, one round trip
- *       per chunk); the listener gets the messages to send, in order, up to the first one that must
- *       come back later; their outcomes are recorded before the container acknowledges; what failed
- *       or must come back is reported as the container expects ({@link Delivery}).
- *   <li>In a listener container's transaction ({@link ContainerTransactions}) the outcomes of what
- *       ran wait for its end: a record listener runs through {@link OutcomesAfterCommit}, a batch
- *       records its successes once the transaction committed, and releases them if it did not.
+ *   <li>A batch listener: {@link ListenerBatches}.
+ *   <li>In a listener container's transaction ({@link ContainerTransactions}) the outcome of a
+ *       record listener that ran waits for its end ({@link OutcomesAfterCommit}, shared with {@code
+ *       Idempotent} listener methods): recorded after the commit, released if it did not commit.
  * </ol>
  */
 final class IdempotentListenerInterceptor implements MethodInterceptor {
@@ -56,12 +45,14 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
   private final Supplier<IdempotencyGuard> guard;
   private final Supplier<JsonCodecs> json;
   private final Map<ListenerMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
+  private final ListenerBatches batches;
 
   IdempotentListenerInterceptor(
       ListenerMethods methods, Supplier<IdempotencyGuard> guard, Supplier<JsonCodecs> json) {
     this.methods = methods;
     this.guard = guard;
     this.json = json;
+    this.batches = new ListenerBatches(guard);
   }
 
   @Override
@@ -77,7 +68,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     }
     Delivery delivery = Delivery.current();
     if (method.batchIndex >= 0) {
-      return batch(invocation, method, delivery);
+      return batches.run(invocation, method, delivery);
     }
     return record(invocation, method, delivery);
   }
@@ -92,8 +83,6 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
                 : json.get().codecFor(m.resultType));
   }
 
-  // ---- record listeners ----
-
   private @Nullable Object record(
       MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
       throws Throwable {
@@ -104,17 +93,12 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     Throwable[] thrown = new Throwable[1];
     try {
       Outcome<Object> outcome =
-          ContainerTransactions.active()
-              ? OutcomesAfterCommit.execute(
-                  guard.get(),
-                  request,
-                  codec(method),
-                  method.name,
-                  context -> run(invocation, context, thrown))
-              : guard
-                  .get()
-                  .executeForOutcome(
-                      request, codec(method), context -> run(invocation, context, thrown));
+          OutcomesAfterCommit.executeForOutcome(
+              guard.get(),
+              request,
+              codec(method),
+              method.name,
+              context -> run(invocation, context, thrown));
       if (outcome.replayed()) {
         Messages.acknowledgeSkipped(arguments);
         log.debug(
@@ -181,7 +165,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     }
   }
 
-  private static DeferredDeliveryException deferred(
+  static DeferredDeliveryException deferred(
       ListenerMethod method, String keyDigest, String reason, Throwable cause) {
     log.info(
         "Listener {} deferred a delivery of key {}: {}; it is not acknowledged and comes back later",
@@ -198,257 +182,5 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
       return cause;
     }
     return error;
-  }
-
-  // ---- batch listeners ----
-
-  /** What became of one message of a batch before the listener ran. */
-  private enum Fate {
-    SEND,
-    REPLAYED,
-    DUPLICATE,
-    ACKNOWLEDGED_FAILURE
-  }
-
-  private @Nullable Object batch(
-      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
-      throws Throwable {
-    Object[] arguments = invocation.getArguments();
-    List<?> elements = (List<?>) arguments[method.batchIndex];
-    if (elements == null || elements.isEmpty()) {
-      return invocation.proceed();
-    }
-    Delivery.BatchFailures failures =
-        delivery != null && delivery.batch() ? delivery.failures() : Delivery.WHOLE_BATCH;
-    int size = elements.size();
-    String[] keys = new String[size];
-    Map<String, Integer> first = new LinkedHashMap<>();
-    List<IdempotencyRequest> requests = new ArrayList<>();
-    Duration ttl = method.ttl;
-    // a message whose key cannot be used is a poison message: the batch stops there, as it does
-    // for a message that must come back later, and the container's dead-letter path takes it
-    int poison = size;
-    InvalidIdempotencyKeyException poisonCause = null;
-    // where each element sits among the messages the container polled (a filter may drop some)
-    int[] positions = delivery != null && delivery.batch() ? delivery.positionsOf(elements) : null;
-    for (int i = 0; i < size && poison == size; i++) {
-      Object element = elements.get(i);
-      Map<String, Object> headers =
-          positions != null && delivery != null
-              ? delivery.headersOf(positions[i])
-              : orEmpty(Messages.headersOf(element));
-      try {
-        keys[i] = method.elementKey(Messages.payloadOf(element), headers);
-      } catch (InvalidIdempotencyKeyException e) {
-        poison = i;
-        poisonCause = e;
-        continue;
-      }
-      if (first.putIfAbsent(keys[i], i) == null) {
-        requests.add(IdempotencyRequest.of(keys[i], ttl).withOperation(method.name));
-      }
-    }
-
-    if (requests.isEmpty()) {
-      // the first message is the poison one
-      throw failures.failedAt(polledIndex(positions, 0), poisonCause);
-    }
-    Batch<String> batch;
-    try {
-      batch = guard.get().claimBatch(requests, ResultCodec.string());
-    } catch (KeyStoreException e) {
-      throw failures.failedAt(
-          polledIndex(positions, 0), deferred(method, "store", "the store could not be asked", e));
-    }
-    Map<String, Batch.Item> toSend = new HashMap<>();
-    for (Batch.Item item : batch.toSend()) {
-      toSend.put(item.key(), item);
-    }
-
-    // The messages to run, in order, up to the first that must come back later or fail.
-    List<Object> run = new ArrayList<>();
-    List<Batch.Item> runItems = new ArrayList<>();
-    List<Integer> runIndexes = new ArrayList<>();
-    int stop = size;
-    RuntimeException stopCause = null;
-    int replays = 0;
-    for (int i = 0; i < size && stop == size; i++) {
-      if (i == poison) {
-        stop = i;
-        stopCause = poisonCause;
-        continue;
-      }
-      String key = keys[i];
-      Batch.Item item = toSend.get(key);
-      Fate fate;
-      if (first.get(key) != i) {
-        fate = Fate.DUPLICATE;
-      } else if (item != null) {
-        fate = Fate.SEND;
-      } else if (batch.replayed().containsKey(key)) {
-        fate = Fate.REPLAYED;
-      } else {
-        IdempotencyException refused = batch.refused().get(key);
-        if (refused instanceof IdempotencyStoredFailureException stored
-            && method.acknowledgeStoredFailure) {
-          log.info(
-              "Listener {} acknowledged a message of key {} without running: its first delivery"
-                  + " failed permanently ({})",
-              method.name,
-              stored.keyDigest(),
-              stored.failureType());
-          fate = Fate.ACKNOWLEDGED_FAILURE;
-        } else {
-          stop = i;
-          stopCause = stopCause(method, key, refused);
-          continue;
-        }
-      }
-      if (fate == Fate.SEND) {
-        run.add(elements.get(i));
-        runItems.add(item);
-        runIndexes.add(polledIndex(positions, i));
-      } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
-        replays++;
-      }
-    }
-    if (replays > 0) {
-      log.debug(
-          "Listener {} skipped {} message(s) of a batch of {}: sent before",
-          method.name,
-          replays,
-          size);
-    }
-
-    Object result = null;
-    // in a container's transaction the outcomes wait for its end: recorded after the commit, and
-    // released (record() releases what was never reported) after a rollback
-    boolean inTransaction = !run.isEmpty() && ContainerTransactions.active();
-    List<Batch.Item> sent = new ArrayList<>();
-    try {
-      if (!run.isEmpty()) {
-        result =
-            runBatch(
-                invocation, method, arguments, run, runItems, runIndexes, batch, failures, sent);
-      } else if (stopCause == null) {
-        Messages.acknowledgeSkipped(arguments);
-      }
-    } finally {
-      if (inTransaction) {
-        ContainerTransactions.onCompletion(
-            new ContainerTransactions.Completion() {
-              @Override
-              public void committed() {
-                recordBatch(batch, sent);
-              }
-
-              @Override
-              public void rolledBack() {
-                log.debug(
-                    "Listener {} released the keys of a batch of {}: the container's transaction"
-                        + " did not commit",
-                    method.name,
-                    size);
-                batch.record();
-              }
-            });
-      } else {
-        recordBatch(batch, sent);
-      }
-    }
-    if (stopCause != null) {
-      throw failures.failedAt(polledIndex(positions, stop), stopCause);
-    }
-    return result;
-  }
-
-  /**
-   * Element {@code i}'s index among the messages the container polled, or {@code i} itself where
-   * that is unknown: no earlier polled message is then left undone (each was filtered out or came
-   * before element {@code i} in the listener's list).
-   */
-  private static int polledIndex(int @Nullable [] positions, int i) {
-    return positions != null ? positions[i] : i;
-  }
-
-  private static Map<String, Object> orEmpty(@Nullable Map<String, Object> headers) {
-    return headers == null ? Map.of() : headers;
-  }
-
-  /** Why message {@code key} of a batch may not run now: deferred, or refused. */
-  private static RuntimeException stopCause(
-      ListenerMethod method, String key, @Nullable IdempotencyException refused) {
-    String digest = IdempotencyKey.digest(key);
-    if (refused == null) {
-      return deferred(
-          method,
-          digest,
-          "the key is being sent by another consumer",
-          IdempotencyInProgressException.afterWaiting(digest, Duration.ZERO, null));
-    }
-    if (refused instanceof KeyStoreException storeFailure) {
-      return deferred(method, "store", "the store could not be asked; nothing ran", storeFailure);
-    }
-    return refused; // a stored failure to dead-letter, an unknown outcome (strict mode), ...
-  }
-
-  /** Reports the messages sent as succeeded, and writes the batch's outcomes. */
-  private static void recordBatch(Batch<String> batch, List<Batch.Item> sent) {
-    for (Batch.Item item : sent) {
-      batch.succeeded(item, null);
-    }
-    batch.record();
-  }
-
-  /**
-   * Runs the listener with the messages to send; adds to {@code sent} those it sent (all of them,
-   * or those before the one a failure names), and reports a named failure to the batch.
-   */
-  private static @Nullable Object runBatch(
-      MethodInvocation invocation,
-      ListenerMethod method,
-      Object[] arguments,
-      List<Object> run,
-      List<Batch.Item> runItems,
-      List<Integer> runIndexes,
-      Batch<String> batch,
-      Delivery.BatchFailures failures,
-      List<Batch.Item> sent)
-      throws Throwable {
-    IdentityHashMap<Object, SendContext> contexts = new IdentityHashMap<>();
-    for (int i = 0; i < run.size(); i++) {
-      contexts.put(run.get(i), runItems.get(i).context());
-    }
-    Object original = arguments[method.batchIndex];
-    arguments[method.batchIndex] = run;
-    Map<Object, SendContext> previous = IdempotentDelivery.bindBatch(contexts);
-    Object result;
-    try {
-      result = invocation.proceed();
-    } catch (Throwable failure) {
-      int failed =
-          failure instanceof BatchDeliveryFailedException ours && ours.index() < run.size()
-              ? ours.index()
-              : failures.indexIn(failure, run);
-      if (failed < 0) {
-        // nothing says which messages went out: every key is released, the batch comes back
-        log.debug(
-            "Listener {} failed a batch of {}; its keys are released", method.name, run.size());
-        throw failure;
-      }
-      sent.addAll(runItems.subList(0, failed));
-      batch.failed(runItems.get(failed), causeOf(failure));
-      throw failures.failedAt(runIndexes.get(failed), causeOf(failure));
-    } finally {
-      IdempotentDelivery.restoreBatch(previous);
-      arguments[method.batchIndex] = original;
-    }
-    sent.addAll(runItems);
-    return result;
-  }
-
-  /** The cause a batch failure names (the listener's own exception), or the failure itself. */
-  private static Throwable causeOf(Throwable failure) {
-    return failure.getCause() != null ? failure.getCause() : failure;
   }
 }

@@ -192,12 +192,8 @@ public final class ListenerContainerHooks {
 
   /**
    * Refuses, before any starts, a Spring AMQP listener container whose listener is an {@link
-   * IdempotentListener} and that the starter cannot support safely: with {@code MANUAL}
-   * acknowledgement a replay does not run the listener, so nothing would acknowledge the message,
-   * and the consumer would stall once its prefetch filled; with a transacted channel ({@code
-   * channelTransacted}, which a {@code RabbitTransactionManager} implies) Spring AMQP commits the
-   * channel after the listener returned, with nothing the starter can wait on, so an outcome would
-   * be recorded before a commit that may fail, and the redelivery acknowledged as a replay.
+   * IdempotentListener} or an {@link dev.idempotency.spring.Idempotent} method and that the starter
+   * cannot support safely: {@code MANUAL} acknowledgement, or a transacted channel.
    *
    * @param registries the application's registry, if it has one
    * @return the lifecycle
@@ -210,73 +206,7 @@ public final class ListenerContainerHooks {
             registries
                 .orderedStream()
                 .flatMap(registry -> registry.getListenerContainers().stream())
-                .forEach(ListenerContainerHooks::refuseUnsupported));
-  }
-
-  private static void refuseUnsupported(Object container) {
-    if (!(container
-        instanceof
-        org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer rabbit)) {
-      return;
-    }
-    String unsupported;
-    if (rabbit.getAcknowledgeMode().isManual()) {
-      unsupported =
-          "MANUAL acknowledgement, which is not supported: a replay does not run the listener, so"
-              + " nothing would acknowledge it and the consumer would stall once its prefetch"
-              + " filled. Use AUTO acknowledgement (the default; the starter acknowledges replays"
-              + " and rejects poison messages itself)";
-    } else if (rabbit.isChannelTransacted()) {
-      unsupported =
-          "a transacted channel (channelTransacted, or a RabbitTransactionManager), which is not"
-              + " supported: Spring AMQP commits the channel after the listener returned, with"
-              + " nothing the starter can wait on, so an outcome would be recorded before a commit"
-              + " that may fail, and the redelivery acknowledged as a replay. Use a channel that"
-              + " is not transacted (the default) for this listener's container";
-    } else {
-      return;
-    }
-    Object listener = rabbit.getMessageListener();
-    java.lang.reflect.Method getter =
-        listener == null
-            ? null
-            : org.springframework.util.ReflectionUtils.findMethod(
-                listener.getClass(), "getHandlerAdapter");
-    if (getter == null) {
-      return; // not an annotated listener method
-    }
-    org.springframework.util.ReflectionUtils.makeAccessible(getter);
-    Object adapter = org.springframework.util.ReflectionUtils.invokeMethod(getter, listener);
-    if (!(adapter
-        instanceof org.springframework.amqp.rabbit.listener.adapter.HandlerAdapter handler)) {
-      return;
-    }
-    Object bean = handler.getBean();
-    Class<?> type = org.springframework.aop.support.AopUtils.getTargetClass(bean);
-    java.util.List<java.lang.reflect.Method> candidates = new java.util.ArrayList<>();
-    try {
-      candidates.add(handler.getMethodFor(null));
-    } catch (RuntimeException classLevelListener) {
-      // @RabbitHandler methods: chosen by payload type; look at them all
-      candidates.addAll(java.util.Arrays.asList(type.getMethods()));
-    }
-    for (java.lang.reflect.Method method : candidates) {
-      java.lang.reflect.Method specific =
-          org.springframework.aop.support.AopUtils.getMostSpecificMethod(method, type);
-      if (specific != null
-          && org.springframework.core.annotation.AnnotatedElementUtils.hasAnnotation(
-              specific, IdempotentListener.class)) {
-        throw new IllegalStateException(
-            "@IdempotentListener on "
-                + org.springframework.util.ClassUtils.getUserClass(type).getName()
-                + "."
-                + specific.getName()
-                + "(..) runs in RabbitMQ listener container '"
-                + rabbit.getListenerId()
-                + "' with "
-                + unsupported);
-      }
-    }
+                .forEach(UnsupportedRabbitContainers::refuse));
   }
 
   /**

@@ -17,14 +17,28 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A record listener's delivery in a listener container's transaction ({@link
- * ContainerTransactions}): the listener runs on the container's thread as the guard's sender would,
- * through a {@link PendingCall}, but its outcome waits for the transaction's end: recorded after
- * the commit, released after a rollback or a failed commit. The guard renews the key's lease
- * meanwhile. Answers without a run (a replay, a key in flight, a stored failure, a store failure)
- * are the guard's own, as {@link IdempotencyGuard#executeForOutcome} gives them. Stateless.
+ * Runs one guarded delivery of a listener so that its outcome is recorded only once the listener
+ * container's transaction committed: shared by {@link IdempotentListener} record listeners and by
+ * {@link dev.idempotency.spring.Idempotent} methods that are listener methods (Spring Kafka's,
+ * JMS's and Spring AMQP's listener annotations).
+ *
+ * <ul>
+ *   <li>Outside a listener container's transaction (a Kafka container's transaction, a transacted
+ *       JMS session, a Spring-managed transaction around the listener): the guard's own {@link
+ *       IdempotencyGuard#executeForOutcome}; the outcome is recorded when the listener returns.
+ *   <li>Inside one: the listener runs on the container's thread as the guard's sender would,
+ *       through a {@link PendingCall}, but its outcome waits for the transaction's end: recorded
+ *       after the commit, released after a rollback or a failed commit. The guard renews the key's
+ *       lease meanwhile. Answers without a run (a replay, a key in flight, a stored failure, a
+ *       store failure) are the guard's own, as {@link IdempotencyGuard#executeForOutcome} gives
+ *       them.
+ * </ul>
+ *
+ * <p>For the starter's integrations; applications use {@link IdempotentListener} or {@link
+ * dev.idempotency.spring.Idempotent}. Stateless and thread-safe; the transaction it waits for is
+ * the one bound to the calling thread.
  */
-final class OutcomesAfterCommit {
+public final class OutcomesAfterCommit {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
@@ -34,12 +48,36 @@ final class OutcomesAfterCommit {
   private OutcomesAfterCommit() {}
 
   /**
-   * Runs the listener if the guard claims the key, and has its outcome wait for the transaction.
+   * Runs a listener's delivery through the guard; in a listener container's transaction, its
+   * outcome waits for the transaction's end.
    *
-   * @return the guard's answer; for a run, the listener's value, not yet recorded
-   * @throws Throwable the guard's refusal, or what the listener threw (its key released first)
+   * @param guard the guard
+   * @param request the delivery's key, window, operation and fingerprint
+   * @param codec the codec of the listener's result
+   * @param listener the listener's name, for the log and the release's cause
+   * @param listenerRun runs the listener with the call's context
+   * @return the guard's answer; for a run in a transaction, the listener's value, not yet recorded
+   * @throws Throwable the guard's refusal, or what the listener threw (its key released first);
+   *     outside a transaction, a checked exception of the listener arrives wrapped as the guard
+   *     wraps it ({@link dev.idempotency.SendFailedException})
    */
-  static Outcome<Object> execute(
+  public static Outcome<Object> executeForOutcome(
+      IdempotencyGuard guard,
+      IdempotencyRequest request,
+      ResultCodec<Object> codec,
+      String listener,
+      Sender<Object> listenerRun)
+      throws Throwable {
+    if (!ContainerTransactions.active()) {
+      return guard.executeForOutcome(request, codec, listenerRun);
+    }
+    return afterCommit(guard, request, codec, listener, listenerRun);
+  }
+
+  /**
+   * Runs the listener if the guard claims the key, and has its outcome wait for the transaction.
+   */
+  private static Outcome<Object> afterCommit(
       IdempotencyGuard guard,
       IdempotencyRequest request,
       ResultCodec<Object> codec,

@@ -1,0 +1,129 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.spring.Idempotent;
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+import org.springframework.amqp.rabbit.annotation.RabbitHandler;
+import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
+import org.springframework.amqp.rabbit.listener.adapter.HandlerAdapter;
+import org.springframework.aop.support.AopUtils;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.util.ClassUtils;
+import org.springframework.util.ReflectionUtils;
+
+/**
+ * Refuses, before it starts, a Spring AMQP listener container whose listener method is guarded
+ * ({@link IdempotentListener}, or {@link Idempotent} on the {@code @RabbitListener} method) and
+ * that the starter cannot support safely. Used by {@link ListenerContainerHooks}.
+ *
+ * <ul>
+ *   <li>{@code MANUAL} acknowledgement: a replay does not run the listener, so nothing would
+ *       acknowledge the message, and the consumer would stall once its prefetch filled.
+ *   <li>A transacted channel ({@code channelTransacted}, which a {@code RabbitTransactionManager}
+ *       implies): Spring AMQP commits the channel after the listener returned, with nothing the
+ *       starter can wait on, so an outcome would be recorded before a commit that may fail, and the
+ *       redelivery acknowledged as a replay.
+ * </ul>
+ */
+final class UnsupportedRabbitContainers {
+
+  private static final String MANUAL_ACKNOWLEDGEMENT =
+      "MANUAL acknowledgement, which is not supported: a replay does not run the listener, so"
+          + " nothing would acknowledge it and the consumer would stall once its prefetch"
+          + " filled. Use AUTO acknowledgement (the default; the starter acknowledges replays"
+          + " and rejects poison messages itself)";
+
+  private static final String TRANSACTED_CHANNEL =
+      "a transacted channel (channelTransacted, or a RabbitTransactionManager), which is not"
+          + " supported: Spring AMQP commits the channel after the listener returned, with"
+          + " nothing the starter can wait on, so an outcome would be recorded before a commit"
+          + " that may fail, and the redelivery acknowledged as a replay. Use a channel that"
+          + " is not transacted (the default) for this listener's container";
+
+  private UnsupportedRabbitContainers() {}
+
+  /**
+   * Refuses {@code container} if it is a Spring AMQP container the starter cannot support and its
+   * listener method is guarded.
+   *
+   * @throws IllegalStateException naming the annotation, the method, the container, what is not
+   *     supported and what to use instead
+   */
+  static void refuse(Object container) {
+    if (!(container instanceof AbstractMessageListenerContainer rabbit)) {
+      return;
+    }
+    String unsupported;
+    if (rabbit.getAcknowledgeMode().isManual()) {
+      unsupported = MANUAL_ACKNOWLEDGEMENT;
+    } else if (rabbit.isChannelTransacted()) {
+      unsupported = TRANSACTED_CHANNEL;
+    } else {
+      return;
+    }
+    HandlerAdapter handler = handlerOf(rabbit.getMessageListener());
+    if (handler == null) {
+      return; // not an annotated listener method
+    }
+    Class<?> type = AopUtils.getTargetClass(handler.getBean());
+    List<Method> candidates = new ArrayList<>();
+    boolean classLevel = false;
+    try {
+      candidates.add(handler.getMethodFor(null));
+    } catch (RuntimeException classLevelListener) {
+      // @RabbitHandler methods: chosen by payload type; look at them all
+      classLevel = true;
+      candidates.addAll(Arrays.asList(type.getMethods()));
+    }
+    for (Method method : candidates) {
+      Method specific = AopUtils.getMostSpecificMethod(method, type);
+      String guard = specific == null ? null : guardOf(specific, classLevel);
+      if (guard != null) {
+        throw new IllegalStateException(
+            guard
+                + " on "
+                + ClassUtils.getUserClass(type).getName()
+                + "."
+                + specific.getName()
+                + "(..) runs in RabbitMQ listener container '"
+                + rabbit.getListenerId()
+                + "' with "
+                + unsupported);
+      }
+    }
+  }
+
+  /** The adapter of an annotated listener method's listener, or {@code null}. */
+  private static @Nullable HandlerAdapter handlerOf(@Nullable Object listener) {
+    Method getter =
+        listener == null
+            ? null
+            : ReflectionUtils.findMethod(listener.getClass(), "getHandlerAdapter");
+    if (getter == null) {
+      return null;
+    }
+    ReflectionUtils.makeAccessible(getter);
+    return ReflectionUtils.invokeMethod(getter, listener) instanceof HandlerAdapter handler
+        ? handler
+        : null;
+  }
+
+  /**
+   * The annotation that guards a listener method, or {@code null}: {@link Idempotent} counts on a
+   * class-level listener only on its {@code @RabbitHandler} methods (its other public methods are
+   * not called by the container).
+   */
+  private static @Nullable String guardOf(Method method, boolean classLevel) {
+    if (AnnotatedElementUtils.hasAnnotation(method, IdempotentListener.class)) {
+      return "@IdempotentListener";
+    }
+    if (AnnotatedElementUtils.hasAnnotation(method, Idempotent.class)
+        && (!classLevel || AnnotatedElementUtils.hasAnnotation(method, RabbitHandler.class))) {
+      return "@Idempotent";
+    }
+    return null;
+  }
+}

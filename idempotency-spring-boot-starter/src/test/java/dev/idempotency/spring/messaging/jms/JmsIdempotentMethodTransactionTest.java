@@ -1,0 +1,131 @@
+package dev.idempotency.spring.messaging.jms;
+
+import static dev.idempotency.spring.messaging.Polling.await;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.spring.Idempotent;
+import dev.idempotency.spring.messaging.Events;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import jakarta.jms.JMSException;
+import jakarta.jms.MessageProducer;
+import jakarta.jms.Session;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.jms.annotation.JmsListener;
+import org.springframework.jms.core.JmsTemplate;
+import org.springframework.test.annotation.DirtiesContext;
+
+/**
+ * {@code @Idempotent} on a {@code @JmsListener} whose session Spring Boot's container transacts, on
+ * a real ActiveMQ Artemis broker (issue 37, SPEC 15 and 16): its outcome waits for the session's
+ * commit, as an {@code IdempotentListener}'s does ({@code JmsTransactionTest}). A commit that fails
+ * releases the key, so the broker's redelivery runs the listener again (the message it sent in the
+ * rolled-back session is sent again); a delivery whose session committed is recorded, and a repeat
+ * of its key is a replay.
+ */
+@SpringBootTest(
+    classes = JmsIdempotentMethodTransactionTest.App.class,
+    properties = {
+      "spring.artemis.mode=embedded",
+      "spring.artemis.embedded.enabled=true",
+      "spring.artemis.embedded.queues=idem.method.tx,idem.method.tx.out",
+      "idempotency.in-flight-wait=50ms",
+      "spring.main.banner-mode=off"
+    })
+@DirtiesContext
+class JmsIdempotentMethodTransactionTest {
+
+  static final String NAME = "jms-tx-method";
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class App {
+    @Bean
+    static FailingSessionCommits failingSessionCommits() {
+      return new FailingSessionCommits();
+    }
+
+    @Bean
+    MethodListener methodListener(FailingSessionCommits commits) {
+      return new MethodListener(commits);
+    }
+  }
+
+  /** Guarded with {@code @Idempotent}; sends the event on in its session. */
+  public static class MethodListener {
+    final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+    private final FailingSessionCommits commits;
+
+    MethodListener(FailingSessionCommits commits) {
+      this.commits = commits;
+    }
+
+    @JmsListener(id = NAME, destination = "idem.method.tx")
+    @Idempotent(name = NAME, key = "#event")
+    public void onEvent(String event, Session session) throws JMSException {
+      runs.computeIfAbsent(event, e -> new AtomicInteger()).incrementAndGet();
+      try (MessageProducer producer =
+          session.createProducer(session.createQueue("idem.method.tx.out"))) {
+        producer.send(session.createTextMessage(event));
+      }
+      commits.running(event);
+    }
+
+    int runs(String event) {
+      AtomicInteger count = runs.get(event);
+      return count == null ? 0 : count.get();
+    }
+  }
+
+  @Autowired Events events;
+  @Autowired FailingSessionCommits commits;
+  @Autowired JmsTemplate template;
+  @Autowired MethodListener listener;
+
+  @Test
+  void aDeliveryWhoseSessionFailedToCommitRunsAgainWhenTheBrokerRedeliversIt() throws Exception {
+    String event = "commit-fails-" + UUID.randomUUID().toString().substring(0, 8);
+    commits.failNextCommitOf(event);
+    template.convertAndSend("idem.method.tx", event);
+
+    await(
+        "the redelivery after the failed commit, run or replayed",
+        () -> listener.runs(event) >= 2 || events.count(Type.REPLAYED, NAME, event) > 0);
+    assertThat(events.count(Type.REPLAYED, NAME, event))
+        .as(
+            "the redelivery of a delivery whose session rolled back is not a replay (runs %d)",
+            listener.runs(event))
+        .isZero();
+    assertThat(listener.runs(event)).as("the listener ran again for the redelivery").isEqualTo(2);
+    assertThat(events.count(Type.RELEASED, NAME, event))
+        .as("the rolled-back delivery released its key")
+        .isEqualTo(1);
+    await(
+        "the second run's outcome recorded after its commit",
+        () -> events.count(Type.COMPLETED, NAME, event) == 1);
+  }
+
+  @Test
+  void aDeliveryWhoseSessionCommittedIsRecordedAndARepeatIsAReplay() throws Exception {
+    String event = "commits-" + UUID.randomUUID().toString().substring(0, 8);
+    template.convertAndSend("idem.method.tx", event);
+    await(
+        "the outcome recorded after the commit",
+        () -> events.count(Type.COMPLETED, NAME, event) == 1);
+
+    template.convertAndSend("idem.method.tx", event);
+    await("the repeat replayed", () -> events.count(Type.REPLAYED, NAME, event) == 1);
+    assertThat(listener.runs(event)).as("the listener ran for the first message only").isEqualTo(1);
+  }
+}
