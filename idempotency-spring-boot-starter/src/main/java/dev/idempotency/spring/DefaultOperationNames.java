@@ -1,10 +1,16 @@
 package dev.idempotency.spring;
 
 import java.lang.reflect.Method;
+import java.util.Arrays;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Predicate;
+import org.jspecify.annotations.Nullable;
+import org.springframework.aop.scope.ScopedProxyUtils;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.util.ReflectionUtils;
 
 /**
  * The default operation names (the class's simple name and the method's, {@code
@@ -13,7 +19,14 @@ import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
  * so the second is refused when it is found, that is while the application starts. One registry per
  * application, {@link #sharedIn}, serves {@link Idempotent} and {@code @IdempotentListener}
  * together, each through its {@link #forAnnotation view}, so that an {@code @Idempotent} method and
- * a listener never share a namespace either. For the starter's integrations; thread-safe.
+ * a listener never share a namespace either.
+ *
+ * <p>A default name belongs to a class, not to a bean: two beans of one class (one notifier per
+ * channel) would share it, so the second bean is refused too ({@link #registerBean}). Putting the
+ * bean's name into the default name instead would silently move a bean's keys to a new namespace
+ * whenever the bean is renamed, or a second bean of its class is added (every key in the window
+ * sent again); a name given on the annotation says that its beans share one namespace on purpose.
+ * For the starter's integrations; thread-safe.
  */
 public final class DefaultOperationNames {
 
@@ -23,6 +36,7 @@ public final class DefaultOperationNames {
   private final String annotation;
   private final String consequence;
   private final Map<String, Owner> owners;
+  private final Map<String, String> beans;
 
   private record Owner(String annotation, Method method, Class<?> userClass) {}
 
@@ -34,13 +48,15 @@ public final class DefaultOperationNames {
    *     the other's result"})
    */
   public DefaultOperationNames(String annotation, String consequence) {
-    this(annotation, consequence, new ConcurrentHashMap<>());
+    this(annotation, consequence, new ConcurrentHashMap<>(), new ConcurrentHashMap<>());
   }
 
-  private DefaultOperationNames(String annotation, String consequence, Map<String, Owner> owners) {
+  private DefaultOperationNames(
+      String annotation, String consequence, Map<String, Owner> owners, Map<String, String> beans) {
     this.annotation = Objects.requireNonNull(annotation, "annotation must not be null");
     this.consequence = Objects.requireNonNull(consequence, "consequence must not be null");
     this.owners = owners;
+    this.beans = beans;
   }
 
   /**
@@ -71,7 +87,7 @@ public final class DefaultOperationNames {
    * @return the view
    */
   public DefaultOperationNames forAnnotation(String annotation, String consequence) {
-    return new DefaultOperationNames(annotation, consequence, owners);
+    return new DefaultOperationNames(annotation, consequence, owners, beans);
   }
 
   /**
@@ -116,6 +132,65 @@ public final class DefaultOperationNames {
             + consequence
             + "; give each its own "
             + fix);
+  }
+
+  /**
+   * Registers a bean of a class with annotated methods, as it is proxied at startup (its name is
+   * Spring AOP's {@code ProxyCreationContext.getCurrentProxiedBeanName()}); the same bean may be
+   * registered again. A second bean of the class is refused if any of the class's annotated methods
+   * has a default name.
+   *
+   * @param beanName the bean's name, or null when no bean is being proxied (nothing is registered)
+   * @param userClass the class of the bean (not a proxy class)
+   * @param defaultNamed whether a method of the class is annotated and has a default name
+   * @throws IllegalStateException naming both beans, the methods and how to fix it
+   */
+  public void registerBean(
+      @Nullable String beanName, Class<?> userClass, Predicate<Method> defaultNamed) {
+    if (beanName == null) {
+      return;
+    }
+    String bean =
+        ScopedProxyUtils.isScopedTarget(beanName)
+            ? ScopedProxyUtils.getOriginalBeanName(beanName)
+            : beanName;
+    String first = beans.putIfAbsent(annotation + " " + userClass.getName(), bean);
+    if (first == null || first.equals(bean)) {
+      return;
+    }
+    List<Method> methods =
+        Arrays.stream(
+                ReflectionUtils.getUniqueDeclaredMethods(
+                    userClass, ReflectionUtils.USER_DECLARED_METHODS))
+            .filter(defaultNamed)
+            .toList();
+    if (methods.isEmpty()) {
+      return; // every annotated method names its namespace: shared by both beans on purpose
+    }
+    StringBuilder named = new StringBuilder();
+    for (Method method : methods) {
+      named.append(named.length() > 0 ? ", " : "");
+      named.append(describe(method, userClass)).append(" (default name '");
+      named.append(userClass.getSimpleName()).append('.').append(method.getName()).append("')");
+    }
+    throw new IllegalStateException(
+        "beans '"
+            + first
+            + "' and '"
+            + bean
+            + "' are both "
+            + userClass.getName()
+            + ", whose "
+            + annotation
+            + (methods.size() == 1 ? " method " : " methods ")
+            + named
+            + " would give both beans one key namespace, so "
+            + consequence
+            + ". A default name is the class's, not the bean's (so that renaming a bean never"
+            + " changes its keys): give each bean its own class (a subclass is enough), or set "
+            + annotation
+            + "(name = \"...\") if the beans are meant to share one namespace, and put what tells"
+            + " them apart in the key");
   }
 
   /**

@@ -9,6 +9,7 @@ import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
+import org.springframework.aop.framework.autoproxy.ProxyCreationContext;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
 import org.springframework.beans.factory.BeanClassLoaderAware;
@@ -21,10 +22,10 @@ import org.springframework.core.Ordered;
 /**
  * The Spring AOP advisor behind {@link Idempotent}: a pointcut that matches annotated methods
  * (checking each annotation when its bean is proxied, so that a wrong expression, a window not
- * longer than the lease or two methods with one default name fail the application at startup), and
- * the interceptor that runs them through the guard. The Spring Boot auto-configuration registers
- * it; register it yourself, as an infrastructure bean with an auto-proxy creator, to use it without
- * Boot.
+ * longer than the lease, two methods with one default name or two beans of one class with a
+ * default-named method fail the application at startup), and the interceptor that runs them through
+ * the guard. The Spring Boot auto-configuration registers it; register it yourself, as an
+ * infrastructure bean with an auto-proxy creator, to use it without Boot.
  *
  * <p><b>Order.</b> The advisor's order is {@link #DEFAULT_ORDER}, before Spring's transaction
  * advisor ({@link Ordered#LOWEST_PRECEDENCE} unless the application changes it): on a method that
@@ -53,7 +54,13 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
       new StaticMethodMatcherPointcut() {
         @Override
         public boolean matches(Method method, Class<?> targetClass) {
-          return methods.find(method, targetClass) != null;
+          // read first: finding a method may create (and proxy) other beans
+          String beanName = ProxyCreationContext.getCurrentProxiedBeanName();
+          if (methods.find(method, targetClass) == null) {
+            return false;
+          }
+          methods.registerBean(beanName, targetClass); // two beans of one class: refused
+          return true;
         }
       };
 

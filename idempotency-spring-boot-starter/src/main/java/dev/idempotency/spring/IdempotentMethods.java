@@ -15,12 +15,13 @@ import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.util.ClassUtils;
 
 /**
  * Finds, checks and remembers the {@link Idempotent} methods of the application's beans. Two
  * different methods whose default names are equal (the same simple class name in two packages, or
- * overloads) are refused when the second is found, that is while the application starts: they would
- * share one key namespace.
+ * overloads), or two beans of one class with a default-named method, are refused when the second is
+ * found, that is while the application starts: they would share one key namespace.
  */
 final class IdempotentMethods {
 
@@ -92,7 +93,23 @@ final class IdempotentMethods {
     return Optional.of(found);
   }
 
-  /** Whether any annotated method was found so far. */
+  /**
+   * Registers the bean being proxied, a bean of {@code targetClass}: a second bean of a class with
+   * a default-named method is refused ({@link DefaultOperationNames#registerBean}).
+   *
+   * @param beanName the bean's name, or null when no bean is being proxied
+   * @throws IllegalStateException naming both beans
+   */
+  void registerBean(@Nullable String beanName, Class<?> targetClass) {
+    defaultNames.registerBean(
+        beanName,
+        ClassUtils.getUserClass(targetClass),
+        method -> {
+          IdempotentMethod found = find(method, targetClass);
+          return found != null && found.defaultName;
+        });
+  }
+
   /** The methods found so far that join the caller's transaction. */
   java.util.List<IdempotentMethod> joining() {
     return methods.values().stream()
@@ -102,6 +119,7 @@ final class IdempotentMethods {
         .toList();
   }
 
+  /** Whether any annotated method was found so far. */
   boolean anyFound() {
     return methods.values().stream().anyMatch(Optional::isPresent);
   }

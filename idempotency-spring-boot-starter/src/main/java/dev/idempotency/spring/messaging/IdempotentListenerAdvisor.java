@@ -13,6 +13,7 @@ import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
+import org.springframework.aop.framework.autoproxy.ProxyCreationContext;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
 import org.springframework.beans.factory.BeanFactory;
@@ -51,7 +52,13 @@ public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor
       new StaticMethodMatcherPointcut() {
         @Override
         public boolean matches(Method method, Class<?> targetClass) {
-          return methods.find(method, targetClass) != null;
+          // read first: finding a listener may create (and proxy) other beans
+          String beanName = ProxyCreationContext.getCurrentProxiedBeanName();
+          if (methods.find(method, targetClass) == null) {
+            return false;
+          }
+          methods.registerBean(beanName, targetClass); // two beans of one class: refused
+          return true;
         }
       };
 

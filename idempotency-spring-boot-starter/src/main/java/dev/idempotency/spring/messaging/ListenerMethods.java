@@ -16,9 +16,12 @@ import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.util.ClassUtils;
 
 /**
  * Finds, checks and remembers the {@link IdempotentListener} methods of the application's beans.
+ * Two different listeners with one default name, or two beans of one class with a default-named
+ * listener, are refused while the application starts: they would share one key namespace.
  */
 final class ListenerMethods {
 
@@ -111,6 +114,23 @@ final class ListenerMethods {
       defaultNames.register(found.name, found.method, found.userClass);
     }
     return Optional.of(found);
+  }
+
+  /**
+   * Registers the bean being proxied, a bean of {@code targetClass}: a second bean of a class with
+   * a default-named listener is refused ({@link DefaultOperationNames#registerBean}).
+   *
+   * @param beanName the bean's name, or null when no bean is being proxied
+   * @throws IllegalStateException naming both beans
+   */
+  void registerBean(@Nullable String beanName, Class<?> targetClass) {
+    defaultNames.registerBean(
+        beanName,
+        ClassUtils.getUserClass(targetClass),
+        method -> {
+          ListenerMethod found = find(method, targetClass);
+          return found != null && found.defaultName;
+        });
   }
 
   /** Whether any annotated listener was found so far. */

@@ -38,6 +38,19 @@ final class EndpointCall {
   private volatile @Nullable LateResponse late;
   private volatile boolean lateResultObserved;
   private @Nullable Object earlyResult = NO_RESULT; // guarded by this
+  private Work work = Work.NONE; // guarded by this
+
+  /** The handler's {@code Callable} work, queued in Spring MVC's async executor. */
+  private enum Work {
+    /** No {@code Callable} (a synchronous handler, a stage, a {@code DeferredResult}). */
+    NONE,
+    /** Returned, its task not yet run by the executor. */
+    QUEUED,
+    /** Its task began: from now on its send may happen. */
+    STARTED,
+    /** Its task was cancelled at a timeout before it began: it never runs. */
+    ABANDONED
+  }
 
   /** {@link #earlyResult} before a result came. */
   static final Object NO_RESULT = new Object();
@@ -51,6 +64,24 @@ final class EndpointCall {
   /** The handler method was entered: its response is the endpoint's answer. */
   void handlerStarted() {
     handlerStarted = true;
+  }
+
+  /** The handler returned {@code Callable} work, which Spring MVC's async executor will run. */
+  synchronized void workQueued() {
+    work = Work.QUEUED;
+  }
+
+  /**
+   * The {@code Callable} work is about to begin on its task thread.
+   *
+   * @return false if a timeout abandoned it first (Spring MVC cancelled its task): it must not run
+   */
+  synchronized boolean workStarts() {
+    if (work == Work.ABANDONED) {
+      return false;
+    }
+    work = Work.STARTED;
+    return true;
   }
 
   boolean reported() {
@@ -72,11 +103,19 @@ final class EndpointCall {
    * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
    * #lateResult}), is rendered with {@code late} and stored.
    *
-   * @return false if the call was already reported, its handler never started, or its result came
-   *     already (it is the request's answer: {@link #earlyResult})
+   * <p>{@code Callable} work still queued in Spring MVC's async executor is abandoned instead: at a
+   * timeout Spring MVC cancels its task, so it never runs and nothing is sent; the request's own
+   * end releases the key ({@link #finish}), so that a retry runs the handler again.
+   *
+   * @return false if the call was already reported, its handler never started, its result came
+   *     already (it is the request's answer: {@link #earlyResult}) or its work never began
    */
   synchronized boolean detach(LateResponse late) {
     if (reported.get() || !handlerStarted || this.late != null || earlyResult != NO_RESULT) {
+      return false;
+    }
+    if (work == Work.QUEUED) {
+      work = Work.ABANDONED;
       return false;
     }
     this.late = late;
@@ -213,6 +252,8 @@ final class EndpointCall {
       int status = response.getStatus();
       if (!handlerStarted) {
         call.fail(new NotStored("the handler did not start (status " + status + ")"));
+      } else if (workAbandoned()) {
+        call.fail(new NotStored("the handler's work timed out before it began (" + status + ")"));
       } else if (!isStored(status)) {
         call.fail(new NotStored("status " + status + " is not stored"));
       } else {
@@ -224,6 +265,10 @@ final class EndpointCall {
     } finally {
       response.release();
     }
+  }
+
+  private synchronized boolean workAbandoned() {
+    return work == Work.ABANDONED;
   }
 
   /**

@@ -37,7 +37,9 @@ import org.springframework.web.context.request.async.WebAsyncUtils;
  * while Spring MVC's task waits for it, deaf to the interrupt with which Spring MVC cancels the
  * task at a container async timeout: the send goes on, its outcome is recorded and the retry gets
  * it replayed. A {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, and the
- * key stays claimed until the task's work ends, as at any timeout.
+ * key stays claimed until the task's work ends, as at any timeout. A task still queued in Spring
+ * MVC's async executor at the timeout is cancelled by Spring MVC and never runs: nothing was sent,
+ * so its key is released and the client's retry runs the handler again.
  */
 public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     implements DisposableBean {
@@ -67,10 +69,10 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
           Class<?> returnType = invocation.getMethod().getReturnType();
           if (returned instanceof Callable<?> callable
               && returnType.isAssignableFrom(Callable.class)) {
-            return work.shield(callable);
+            return work.shield(callable, call);
           }
           if (returned instanceof WebAsyncTask<?> task) {
-            shield(task, request);
+            shield(task, request, call);
             return task;
           }
           if (returned instanceof DeferredResult<?> own
@@ -105,11 +107,11 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
    * {@code WebAsyncTask} offers no way to replace either, so its fields are set reflectively; where
    * that is refused, the task is left as it is.
    */
-  private void shield(WebAsyncTask<?> task, RequestAttributes request) {
+  private void shield(WebAsyncTask<?> task, RequestAttributes request, EndpointCall call) {
     if (TASK_CALLABLE == null || TASK_TIMEOUT_CALLBACK == null) {
       return;
     }
-    ReflectionUtils.setField(TASK_CALLABLE, task, work.shield(task.getCallable()));
+    ReflectionUtils.setField(TASK_CALLABLE, task, work.shield(task.getCallable(), call));
     Object own = ReflectionUtils.getField(TASK_TIMEOUT_CALLBACK, task);
     if (own instanceof Callable<?> callback
         && request instanceof ServletRequestAttributes servlet

@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import java.util.Map;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -22,9 +23,11 @@ import org.springframework.web.context.request.RequestContextHolder;
  * an interrupt ({@code future.cancel(true)}) before any timeout handler runs; a provider call that
  * is interruptible ({@code HttpClient.send}) would then fail after the provider got the request,
  * and the key would be released or never reported. Shielded so, the send goes on and its outcome is
- * recorded (SPEC 13, 16). The work sees the waiting thread's MDC, locale and request attributes.
- * The pool grows with the waiting threads (one worker per waiting task, so it is bounded by Spring
- * MVC's own async executor) and its idle threads end after a minute.
+ * recorded (SPEC 13, 16). Work whose task was still queued in Spring MVC's async executor at the
+ * timeout never runs (Spring MVC cancelled the task; the key is released: {@link EndpointCall}).
+ * The work sees the waiting thread's MDC, locale and request attributes. The pool grows with the
+ * waiting threads (one worker per waiting task, so it is bounded by Spring MVC's own async
+ * executor) and its idle threads end after a minute.
  */
 final class UninterruptedWork {
 
@@ -46,9 +49,17 @@ final class UninterruptedWork {
             });
   }
 
-  /** {@code work}, run on a worker thread and awaited uninterruptibly by the caller of the copy. */
-  <V> Callable<V> shield(Callable<V> work) {
+  /**
+   * {@code work}, run on a worker thread and awaited uninterruptibly by the caller of the copy; not
+   * run at all if a timeout abandoned it before its task began ({@link EndpointCall#detach}).
+   */
+  <V> Callable<V> shield(Callable<V> work, EndpointCall call) {
+    call.workQueued();
     return () -> {
+      if (!call.workStarts()) {
+        // Spring MVC cancelled the task at a timeout as it began: nothing was sent
+        throw new CancellationException("the request timed out before its work began");
+      }
       Map<String, String> mdc = MDC.getCopyOfContextMap();
       LocaleContext locale = LocaleContextHolder.getLocaleContext();
       RequestAttributes attributes = RequestContextHolder.getRequestAttributes();

@@ -1,0 +1,184 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.annotation.Import;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.async.WebAsyncTask;
+
+/**
+ * Issue 37 (SPEC 13, 16): a {@code Callable} endpoint (or a {@code WebAsyncTask}) whose task is
+ * still queued in Spring MVC's async executor (Boot's {@code applicationTaskExecutor}, here one
+ * thread, held by another request) when the container async timeout fires. Spring MVC cancels the
+ * queued task, so the handler's work never runs: nothing was sent, so the key is released (the
+ * timed-out client gets Spring's 503, or the task's own timeout answer) and the retry sends once.
+ * It used to answer 409 and keep the key claimed, its lease renewed, waiting for a result that
+ * never came: every retry got 409. A task that started before the timeout keeps its key claimed
+ * (AsyncTimeoutEndpointTest).
+ */
+@SpringBootTest(
+    classes = QueuedCallableTimeoutTest.QueuedApp.class,
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    properties = {
+      "idempotency.store=memory",
+      "spring.mvc.async.request-timeout=1s",
+      "spring.task.execution.pool.core-size=1",
+      "spring.task.execution.pool.max-size=1"
+    })
+class QueuedCallableTimeoutTest {
+
+  private static final HttpClient HTTP =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+
+  @LocalServerPort int port;
+  @Autowired QueueState state;
+
+  @ParameterizedTest
+  @CsvSource({"/queued/callable, 503", "/queued/task-on-timeout, 202"})
+  void aTaskCancelledInTheExecutorQueueReleasesItsKeyAndTheRetrySendsOnce(
+      String path, int timedOutStatus) throws Exception {
+    int sendsBefore = state.sends.get();
+    int enteredBefore = state.handlerEntered.get();
+    CountDownLatch release = new CountDownLatch(1);
+    state.release = release;
+    state.blockStarted = new CountDownLatch(1);
+    // the only task thread is busy with another (not guarded) request's work
+    CompletableFuture<HttpResponse<byte[]>> blocking = postAsync("/queued/block", null);
+    assertThat(state.blockStarted.await(30, TimeUnit.SECONDS))
+        .as("the blocking task holds the executor's only thread")
+        .isTrue();
+
+    String key = "\"" + UUID.randomUUID() + "\"";
+    HttpResponse<byte[]> timedOut;
+    try {
+      timedOut = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    } finally {
+      release.countDown();
+    }
+    blocking.get(30, TimeUnit.SECONDS);
+    assertThat(timedOut.statusCode()).as(text(timedOut)).isEqualTo(timedOutStatus);
+    assertThat(state.sends.get() - sendsBefore).as("the queued work never ran").isZero();
+
+    // the executor is free again (once the blocking task sees its release): bounded polling, 20 s
+    HttpResponse<byte[]> last;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    do {
+      last = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    } while (last.statusCode() != 201 && System.nanoTime() < deadline);
+
+    assertThat(last.statusCode())
+        .as(
+            "a retry once the executor was free (handler entered %d times, work run %d times): %s",
+            state.handlerEntered.get() - enteredBefore, state.sends.get() - sendsBefore, text(last))
+        .isEqualTo(201);
+    assertThat(last.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(state.sends.get() - sendsBefore).as("one provider send").isEqualTo(1);
+
+    HttpResponse<byte[]> replay = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    assertThat(replay.statusCode()).as(text(replay)).isEqualTo(201);
+    assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(state.sends.get() - sendsBefore).as("still one provider send").isEqualTo(1);
+  }
+
+  private CompletableFuture<HttpResponse<byte[]>> postAsync(String path, String key) {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+            .timeout(Duration.ofSeconds(60))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString("{}"));
+    if (key != null) {
+      request.header("Idempotency-Key", key);
+    }
+    return HTTP.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+  }
+
+  private static String text(HttpResponse<byte[]> response) {
+    return response.statusCode() + " " + new String(response.body());
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @Import({QueueController.class, QueueState.class})
+  static class QueuedApp {}
+
+  /** What the controller did (a bean of its own: the guarded controller is a proxy). */
+  static class QueueState {
+    volatile CountDownLatch blockStarted = new CountDownLatch(1);
+    volatile CountDownLatch release = new CountDownLatch(1);
+    final AtomicInteger handlerEntered = new AtomicInteger();
+    final AtomicInteger sends = new AtomicInteger();
+  }
+
+  @RestController
+  static class QueueController {
+    private final QueueState state;
+
+    QueueController(QueueState state) {
+      this.state = state;
+    }
+
+    /**
+     * Not guarded: holds the async executor's only thread until the test releases it, through its
+     * own request's timeout (whose interrupt it ignores, as a slow blocking call would).
+     */
+    @PostMapping("/queued/block")
+    public Callable<String> block() {
+      CountDownLatch started = state.blockStarted;
+      CountDownLatch release = state.release;
+      return () -> {
+        started.countDown();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (release.getCount() > 0 && System.nanoTime() < deadline) {
+          try {
+            release.await(100, TimeUnit.MILLISECONDS);
+          } catch (InterruptedException timeoutCancel) {
+            // Spring MVC's cancel at this request's own timeout: keep the thread busy regardless
+          }
+        }
+        return "done";
+      };
+    }
+
+    @PostMapping("/queued/callable")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> callable() {
+      state.handlerEntered.incrementAndGet();
+      return this::send;
+    }
+
+    @PostMapping("/queued/task-on-timeout")
+    @IdempotentEndpoint
+    public WebAsyncTask<ResponseEntity<Map<String, Object>>> task() {
+      state.handlerEntered.incrementAndGet();
+      WebAsyncTask<ResponseEntity<Map<String, Object>>> task = new WebAsyncTask<>(this::send);
+      task.onTimeout(() -> ResponseEntity.status(202).body(Map.of("queued", true)));
+      return task;
+    }
+
+    private ResponseEntity<Map<String, Object>> send() {
+      int n = state.sends.incrementAndGet();
+      return ResponseEntity.status(201).body(Map.of("send", n));
+    }
+  }
+}
