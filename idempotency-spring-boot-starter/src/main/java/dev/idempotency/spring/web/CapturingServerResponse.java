@@ -1,5 +1,6 @@
 package dev.idempotency.spring.web;
 
+import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,9 +23,10 @@ import reactor.core.publisher.Mono;
  * store (status, {@code Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie})
  * and written. Whoever writes it (the handler's result, an {@code ExceptionHandler}, a {@code
  * WebExceptionHandler}) is captured alike. Never more than the bound is held: a body that grows
- * past it, and a stream its writer flushes element by element (server-sent events), go to the
- * client as they come and are captured without their body (a retry gets {@code 422
- * response-not-stored}).
+ * past it goes to the client as it comes and is captured without its body (a retry gets {@code 422
+ * response-not-stored}). A stream its writer flushes element by element (server-sent events) is not
+ * held at all: it goes to the client as it comes, a copy kept up to the bound, and is captured when
+ * it ends (with the copy) or grows past the bound (without a body).
  */
 final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
@@ -65,16 +67,20 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
   /**
    * A body its writer flushes element by element (server-sent events, NDJSON: a stream that may
-   * never end) goes to the client as it comes and is captured without its body, so a retry is told
-   * the response was not kept rather than waiting for the end of a stream.
+   * never end) goes to the client as it comes, and a copy of it is kept up to the bound: once the
+   * whole stream is written it is captured with that copy, or, once it grows past the bound,
+   * captured at once without its body.
    */
   @Override
   public Mono<Void> writeAndFlushWith(Publisher<? extends Publisher<? extends DataBuffer>> body) {
-    return getDelegate()
-        .writeAndFlushWith(
-            Flux.from(body)
-                .doOnNext(element -> captured.complete(capture(null)))
-                .doOnComplete(() -> captured.complete(capture(null))));
+    return Mono.defer(
+        () -> {
+          StreamCopy copy = new StreamCopy();
+          return getDelegate()
+              .writeAndFlushWith(
+                  Flux.from(body).map(element -> Flux.from(element).doOnNext(copy::add)))
+              .doOnSuccess(written -> copy.complete());
+        });
   }
 
   @Override
@@ -152,6 +158,34 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
     synchronized void releaseHeld() {
       buffers.forEach(DataBufferUtils::release);
       buffers.clear();
+    }
+  }
+
+  /** A copy of a stream's bytes as they pass, up to the bound. */
+  private final class StreamCopy {
+    private @Nullable ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+
+    /** Copies a buffer on its way to the client; past the bound, captures without the body. */
+    synchronized void add(DataBuffer buffer) {
+      if (bytes == null) {
+        return;
+      }
+      int length = buffer.readableByteCount();
+      if (bytes.size() + (long) length > maxResponseBytes) {
+        bytes = null; // past the bound: recorded as answered, the body not kept
+        captured.complete(capture(null));
+        return;
+      }
+      byte[] chunk = new byte[length];
+      buffer.toByteBuffer(buffer.readPosition(), ByteBuffer.wrap(chunk), 0, length);
+      bytes.writeBytes(chunk);
+    }
+
+    /** The whole stream was written: captures it with its body, if it was kept. */
+    synchronized void complete() {
+      if (bytes != null) {
+        captured.complete(capture(bytes.toByteArray()));
+      }
     }
   }
 

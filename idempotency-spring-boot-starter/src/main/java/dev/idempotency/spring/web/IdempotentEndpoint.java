@@ -41,8 +41,8 @@ import java.lang.annotation.Target;
  *       whole but is not stored: a repeat gets {@code 422} ({@code /problems/response-not-stored},
  *       no {@code Retry-After}), the handler not running again. No more than that size is held
  *       back: past it the body goes to the client as it comes. On Spring WebFlux a stream written
- *       element by element (server-sent events, NDJSON) is never held: it reaches the client as it
- *       comes and is recorded as answered without its body, like a response too large to keep;
+ *       element by element (server-sent events, NDJSON) is never held back: it reaches the client
+ *       as it comes, its key claimed until it ends, and is stored if it ends within that size;
  *   <li>errors are RFC 9457 {@code application/problem+json}: a missing ({@link #required()}),
  *       malformed, too short or too long key {@code 400}, a body over {@code
  *       idempotency.http.max-body-size} {@code 413}, a repeat while the first is still running

@@ -38,11 +38,12 @@ import reactor.core.publisher.Sinks;
 /**
  * A guarded WebFlux handler that streams its response ({@code Flux} body, server-sent events) in a
  * real application on Reactor Netty: the response is never held whole in memory. A stream written
- * element by element (server-sent events) reaches the client as it comes; any other body is held up
- * to {@code idempotency.http.max-response-size} and, past it, sent on as it comes. Either is
- * recorded as answered without its body, so a retry is told so (422) instead of sending again. The
- * handlers stream from sinks the test drives, so "before the stream ended" is a fact, not a guess
- * about speed.
+ * element by element (server-sent events) reaches the client as it comes, its key claimed until it
+ * ends, and is then stored and replayed; any other body is held up to {@code
+ * idempotency.http.max-response-size}. Past that bound either goes on to the client as it comes and
+ * is recorded as answered without its body, so a retry is told so (422) instead of sending again.
+ * The handlers stream from sinks the test drives, so "before the stream ended" is a fact, not a
+ * guess about speed.
  */
 class WebFluxStreamingResponseTest {
 
@@ -100,6 +101,7 @@ class WebFluxStreamingResponseTest {
             "server.address", "127.0.0.1",
             "idempotency.store", "memory",
             "idempotency.http.max-response-size", "1KB",
+            "idempotency.in-flight-wait", "100ms",
             "spring.main.banner-mode", "off",
             "spring.jmx.enabled", "false"));
     application = builder.run();
@@ -141,12 +143,28 @@ class WebFluxStreamingResponseTest {
         .get(WAIT_SECONDS, TimeUnit.SECONDS);
   }
 
+  /**
+   * A repeat once the first request's outcome is recorded: the first is recorded just after its
+   * last bytes are written (a stream) or as it passes the bound, so a repeat in between is told it
+   * is in flight (409); polled, bounded.
+   */
+  private static HttpResponse<String> settled(String path, String key) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+    HttpResponse<String> repeat = CLIENT.send(post(path, key), stringBody());
+    while (repeat.statusCode() == 409 && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+      repeat = CLIENT.send(post(path, key), stringBody());
+    }
+    return repeat;
+  }
+
   private static String id() {
     return UUID.randomUUID().toString();
   }
 
   @Test
-  void serverSentEventsReachTheClientAsTheyComeAndARetryIsToldTheyWereNotKept() throws Exception {
+  void serverSentEventsReachTheClientAsTheyComeAndOnceEndedAreReplayedByteForByte()
+      throws Exception {
     String id = id();
     String key = id();
     streams.sink(id).tryEmitNext("first").orThrow();
@@ -160,15 +178,46 @@ class WebFluxStreamingResponseTest {
         .hasValueSatisfying(type -> assertThat(type).startsWith("text/event-stream"));
     assertThat(within(lines::readLine)).isEqualTo("data:first");
     assertThat(within(lines::readLine)).isEmpty();
+    // while the stream is open the key stays claimed: a repeat is told so, nothing runs again
+    HttpResponse<String> meanwhile = CLIENT.send(post("/events/" + id, key), stringBody());
+    assertThat(meanwhile.statusCode()).isEqualTo(409);
     streams.sink(id).tryEmitNext("second").orThrow();
     assertThat(within(lines::readLine)).isEqualTo("data:second");
     streams.sink(id).tryEmitComplete().orThrow();
     assertThat(within(lines::readLine)).isEmpty();
     assertThat(within(() -> String.valueOf(lines.readLine()))).isEqualTo("null");
 
-    HttpResponse<String> retry = CLIENT.send(post("/events/" + id, key), stringBody());
+    HttpResponse<String> retry = settled("/events/" + id, key);
+    assertThat(retry.statusCode()).isEqualTo(200);
+    assertThat(retry.body()).isEqualTo("data:first\n\ndata:second\n\n");
+    assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(streams.runs(id)).isEqualTo(1);
+  }
+
+  @Test
+  void serverSentEventsPastTheResponseLimitAreSentAndARetryIsToldTheyWereNotKept()
+      throws Exception {
+    String id = id();
+    String key = id();
+    String big = "x".repeat(2_000); // past the 1 KB limit
+    streams.sink(id).tryEmitNext(big).orThrow();
+
+    HttpResponse<InputStream> response = opened("/events/" + id, key);
+    BufferedReader lines =
+        new BufferedReader(new InputStreamReader(response.body(), StandardCharsets.UTF_8));
+
+    assertThat(within(lines::readLine)).isEqualTo("data:" + big);
+    HttpResponse<String> meanwhile = settled("/events/" + id, key);
+    assertThat(meanwhile.statusCode()).isEqualTo(422);
+    assertThat(meanwhile.body()).contains("response-not-stored");
+    streams.sink(id).tryEmitNext("end").orThrow();
+    assertThat(within(lines::readLine)).isEmpty();
+    assertThat(within(lines::readLine)).isEqualTo("data:end");
+    streams.sink(id).tryEmitComplete().orThrow();
+
+    HttpResponse<String> retry = settled("/events/" + id, key);
     assertThat(retry.statusCode()).isEqualTo(422);
-    assertThat(retry.body()).contains("response-not-stored");
+    assertThat(retry.body()).contains("response-not-stored", "200");
     assertThat(streams.runs(id)).isEqualTo(1);
   }
 
@@ -189,7 +238,7 @@ class WebFluxStreamingResponseTest {
     assertThat(within(() -> new String(response.body().readAllBytes(), StandardCharsets.UTF_8)))
         .isEqualTo("end");
 
-    HttpResponse<String> retry = CLIENT.send(post("/report/" + id, key), stringBody());
+    HttpResponse<String> retry = settled("/report/" + id, key);
     assertThat(retry.statusCode()).isEqualTo(422);
     assertThat(retry.body()).contains("response-not-stored", "200");
     assertThat(streams.runs(id)).isEqualTo(1);
