@@ -1,5 +1,6 @@
 package dev.idempotency.spring.web;
 
+import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -8,6 +9,7 @@ import java.util.concurrent.CompletableFuture;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpStatusCode;
 import org.springframework.http.MediaType;
@@ -18,9 +20,13 @@ import reactor.core.publisher.Mono;
 
 /**
  * The WebFlux response of a guarded handler, held until its body is complete: then captured for the
- * store (status, {@code Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie};
- * the body only up to the bound) and written. Whoever writes it (the handler's result, an {@code
- * ExceptionHandler}, a {@code WebExceptionHandler}) is captured alike.
+ * store (status, {@code Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie})
+ * and written. Whoever writes it (the handler's result, an {@code ExceptionHandler}, a {@code
+ * WebExceptionHandler}) is captured alike. Never more than the bound is held: a body that grows
+ * past it goes to the client as it comes and is captured without its body (a retry gets {@code 422
+ * response-not-stored}). A stream its writer flushes element by element (server-sent events) is not
+ * held at all: it goes to the client as it comes, a copy kept up to the bound, and is captured when
+ * it ends (with the copy) or grows past the bound (without a body).
  */
 final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
@@ -39,35 +45,42 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
     this.captured = captured;
   }
 
+  /**
+   * Holds the body back until it ends, then captures it and writes it; a body that grows past the
+   * bound is sent on as it comes (what was held first) and captured without its body, so that no
+   * more than the bound is ever held.
+   */
   @Override
   public Mono<Void> writeWith(Publisher<? extends DataBuffer> body) {
-    return Flux.from(body)
-        .collectList()
-        .flatMap(
-            buffers -> {
-              long size = 0;
-              for (DataBuffer buffer : buffers) {
-                size += buffer.readableByteCount();
-              }
-              byte[] bytes = null;
-              if (size <= maxResponseBytes) {
-                bytes = new byte[(int) size];
-                ByteBuffer target = ByteBuffer.wrap(bytes);
-                int at = 0;
-                for (DataBuffer buffer : buffers) {
-                  int length = buffer.readableByteCount();
-                  buffer.toByteBuffer(buffer.readPosition(), target, at, length);
-                  at += length;
-                }
-              }
-              captured.complete(capture(bytes));
-              return getDelegate().writeWith(Flux.fromIterable(buffers));
-            });
+    return Mono.defer(
+        () -> {
+          HeldBody held = new HeldBody();
+          Flux<DataBuffer> bounded =
+              Flux.<DataBuffer>from(body)
+                  .concatMapIterable(held::add)
+                  .concatWith(Flux.defer(() -> Flux.fromIterable(held.complete())))
+                  .doFinally(signal -> held.releaseHeld())
+                  .doOnDiscard(DataBuffer.class, DataBufferUtils::release);
+          return getDelegate().writeWith(bounded);
+        });
   }
 
+  /**
+   * A body its writer flushes element by element (server-sent events, NDJSON: a stream that may
+   * never end) goes to the client as it comes, and a copy of it is kept up to the bound: once the
+   * whole stream is written it is captured with that copy, or, once it grows past the bound,
+   * captured at once without its body.
+   */
   @Override
   public Mono<Void> writeAndFlushWith(Publisher<? extends Publisher<? extends DataBuffer>> body) {
-    return writeWith(Flux.from(body).concatMap(Flux::from));
+    return Mono.defer(
+        () -> {
+          StreamCopy copy = new StreamCopy();
+          return getDelegate()
+              .writeAndFlushWith(
+                  Flux.from(body).map(element -> Flux.from(element).doOnNext(copy::add)))
+              .doOnSuccess(written -> copy.complete());
+        });
   }
 
   @Override
@@ -96,6 +109,84 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
     }
     HttpStatusCode status = getStatusCode();
     return new StoredResponse(status != null ? status.value() : 200, List.copyOf(kept), body);
+  }
+
+  /** The body held back so far, until it ends or grows past the bound. */
+  private final class HeldBody {
+    private List<DataBuffer> buffers = new ArrayList<>();
+    private long size;
+    private boolean passedOn;
+
+    /** Holds a buffer back, or answers what is to be written now. */
+    synchronized List<DataBuffer> add(DataBuffer buffer) {
+      if (passedOn) {
+        return List.of(buffer);
+      }
+      buffers.add(buffer);
+      size += buffer.readableByteCount();
+      if (size <= maxResponseBytes) {
+        return List.of();
+      }
+      passedOn = true; // past the bound: recorded as answered, the body not kept
+      captured.complete(capture(null));
+      List<DataBuffer> held = buffers;
+      buffers = new ArrayList<>();
+      return held;
+    }
+
+    /** At the body's end: captures what was held (unless it was passed on) and hands it out. */
+    synchronized List<DataBuffer> complete() {
+      if (passedOn) {
+        return List.of();
+      }
+      byte[] bytes = new byte[(int) size];
+      ByteBuffer target = ByteBuffer.wrap(bytes);
+      int at = 0;
+      for (DataBuffer buffer : buffers) {
+        int length = buffer.readableByteCount();
+        buffer.toByteBuffer(buffer.readPosition(), target, at, length);
+        at += length;
+      }
+      captured.complete(capture(bytes));
+      passedOn = true;
+      List<DataBuffer> held = buffers;
+      buffers = new ArrayList<>();
+      return held;
+    }
+
+    /** Releases what is still held when the body ends early (an error, a cancel). */
+    synchronized void releaseHeld() {
+      buffers.forEach(DataBufferUtils::release);
+      buffers.clear();
+    }
+  }
+
+  /** A copy of a stream's bytes as they pass, up to the bound. */
+  private final class StreamCopy {
+    private @Nullable ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+
+    /** Copies a buffer on its way to the client; past the bound, captures without the body. */
+    synchronized void add(DataBuffer buffer) {
+      if (bytes == null) {
+        return;
+      }
+      int length = buffer.readableByteCount();
+      if (bytes.size() + (long) length > maxResponseBytes) {
+        bytes = null; // past the bound: recorded as answered, the body not kept
+        captured.complete(capture(null));
+        return;
+      }
+      byte[] chunk = new byte[length];
+      buffer.toByteBuffer(buffer.readPosition(), ByteBuffer.wrap(chunk), 0, length);
+      bytes.writeBytes(chunk);
+    }
+
+    /** The whole stream was written: captures it with its body, if it was kept. */
+    synchronized void complete() {
+      if (bytes != null) {
+        captured.complete(capture(bytes.toByteArray()));
+      }
+    }
   }
 
   /**

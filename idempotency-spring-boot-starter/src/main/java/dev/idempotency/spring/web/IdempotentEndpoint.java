@@ -39,7 +39,10 @@ import java.lang.annotation.Target;
  *       stored (its own timeout callback and timeout result are not used);
  *   <li>a response larger than {@code idempotency.http.max-response-size} reaches the first client
  *       whole but is not stored: a repeat gets {@code 422} ({@code /problems/response-not-stored},
- *       no {@code Retry-After}), the handler not running again;
+ *       no {@code Retry-After}), the handler not running again. No more than that size is held
+ *       back: past it the body goes to the client as it comes. On Spring WebFlux a stream written
+ *       element by element (server-sent events, NDJSON) is never held back: it reaches the client
+ *       as it comes, its key claimed until it ends, and is stored if it ends within that size;
  *   <li>errors are RFC 9457 {@code application/problem+json}: a missing ({@link #required()}),
  *       malformed, too short or too long key {@code 400}, a body over {@code
  *       idempotency.http.max-body-size} {@code 413}, a repeat while the first is still running
@@ -47,10 +50,12 @@ import java.lang.annotation.Target;
  *       store unavailable {@code 503} (nothing ran).
  * </ul>
  *
- * <p>Mistakes visible at startup fail the application: a ttl that is not a duration or not longer
- * than the lease, a name that is not an operation name, {@code Set-Cookie} in {@link #headers()}, a
- * handler method that Spring AOP cannot advise (final), a {@code SendContext} parameter on a
- * handler without this annotation.
+ * <p>Mistakes visible at startup fail the application, on Spring MVC and on Spring WebFlux alike: a
+ * ttl that is not a duration or not longer than the lease, a name that is not an operation name,
+ * {@code Set-Cookie} in {@link #headers()}, a {@code SendContext} parameter on a handler without
+ * this annotation; on Spring MVC also a handler method that Spring AOP cannot advise (final) and a
+ * reactive return type or a subclass of {@code DeferredResult} (WebFlux needs neither check: its
+ * endpoint is a web filter, and reactive types are its own).
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)

@@ -4,40 +4,33 @@ import dev.idempotency.IdempotencyKey;
 import dev.idempotency.SendContext;
 import dev.idempotency.spring.TtlAttribute;
 import java.lang.reflect.Method;
-import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
-import org.springframework.aop.framework.Advised;
-import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.BeanFactoryAware;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.SmartInitializingSingleton;
-import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.util.ClassUtils;
-import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.method.HandlerMethod;
-import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
 
 /**
  * The application's {@link IdempotentEndpoint} handler methods: each annotation read and checked
  * once, and all of them checked when the application has started (every singleton created), so that
- * a mistake fails the start instead of a request: a ttl that is not a duration or not longer than
- * the lease, a name that is not an operation name, {@code Set-Cookie} among the headers, a handler
- * that Spring AOP cannot advise (so the start of the handler could not be seen), a {@link
- * SendContext} parameter on a handler without the annotation. The Spring Boot auto-configuration
- * registers it. Thread-safe.
+ * a mistake fails the start instead of a request, on Spring MVC and on Spring WebFlux: a ttl that
+ * is not a duration or not longer than the lease, a name that is not an operation name, {@code
+ * Set-Cookie} among the headers, a {@link SendContext} parameter on a handler without the
+ * annotation; on Spring MVC also a handler that Spring AOP cannot advise (so the start of the
+ * handler could not be seen) and a return type the MVC endpoint cannot guard ({@link
+ * EndpointStartupChecks}). The Spring Boot auto-configuration registers it. Thread-safe.
  */
 public final class IdempotentEndpoints implements SmartInitializingSingleton, BeanFactoryAware {
 
@@ -126,83 +119,21 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
     return Optional.of(new Endpoint(where, name, ttl, annotation.required(), List.copyOf(headers)));
   }
 
-  /** Checks every handler method of the application's request mappings. */
+  /**
+   * Checks every handler method of the application's request mappings, Spring MVC's and Spring
+   * WebFlux's alike ({@link EndpointStartupChecks} says which checks apply to which stack, and
+   * why).
+   *
+   * @throws IllegalStateException naming the first handler method found wrong, and its mistake
+   */
   @Override
   public void afterSingletonsInstantiated() {
-    if (beanFactory == null
-        || !org.springframework.util.ClassUtils.isPresent(
-            "org.springframework.web.servlet.DispatcherServlet", getClass().getClassLoader())) {
-      return; // a WebFlux application without Spring MVC: no MVC mappings to check
-    }
-    for (RequestMappingHandlerMapping mapping :
-        beanFactory.getBeansOfType(RequestMappingHandlerMapping.class, false, false).values()) {
-      for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
-        check(handler);
-      }
+    if (beanFactory != null) {
+      new EndpointStartupChecks(this, beanFactory).checkAll();
     }
   }
 
-  private void check(HandlerMethod handler) {
-    Endpoint endpoint = find(handler);
-    Method method = handler.getMethod();
-    if (endpoint == null) {
-      if (Arrays.asList(method.getParameterTypes()).contains(SendContext.class)) {
-        throw new IllegalStateException(
-            describe(method)
-                + " takes a SendContext, which only @IdempotentEndpoint handlers get; annotate it"
-                + " or remove the parameter");
-      }
-      return;
-    }
-    Class<?> returned = method.getReturnType();
-    if (!CompletionStage.class.isAssignableFrom(returned)
-        && ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned) != null) {
-      throw new IllegalStateException(
-          endpoint.where()
-              + " returns "
-              + returned.getName()
-              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
-              + " would be released while its send runs, and a retry would send again; return a"
-              + " CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux");
-    }
-    if (DeferredResult.class.isAssignableFrom(returned) && returned != DeferredResult.class) {
-      throw new IllegalStateException(
-          endpoint.where()
-              + " returns "
-              + returned.getName()
-              + ", a subclass of DeferredResult, which is not supported: at a container timeout"
-              + " its key would be released while its send runs; return DeferredResult itself");
-    }
-    if (Modifier.isFinal(method.getModifiers()) || Modifier.isPrivate(method.getModifiers())) {
-      throw new IllegalStateException(
-          endpoint.where()
-              + ": the method is "
-              + (Modifier.isPrivate(method.getModifiers()) ? "private" : "final")
-              + ", so Spring AOP cannot see the handler start, and the response could never be"
-              + " stored; make it public and not final");
-    }
-    Object bean = handler.getBean();
-    if (bean instanceof String beanName) {
-      if (beanFactory == null || !beanFactory.isSingleton(beanName)) {
-        return; // created per request or scope: checked when it is
-      }
-      bean = beanFactory.getBean(beanName);
-    }
-    boolean advised =
-        AopUtils.isAopProxy(bean)
-            && bean instanceof Advised proxy
-            && Arrays.stream(proxy.getAdvisors())
-                .anyMatch(advisor -> advisor instanceof IdempotentEndpointAdvisor);
-    if (!advised) {
-      throw new IllegalStateException(
-          endpoint.where()
-              + ": its bean is not advised by the IdempotentEndpointAdvisor (is its class final,"
-              + " or the auto-proxy creator off?), so the handler start cannot be seen and the"
-              + " response could never be stored");
-    }
-  }
-
-  private static String describe(Method method) {
+  static String describe(Method method) {
     StringBuilder text =
         new StringBuilder(ClassUtils.getUserClass(method.getDeclaringClass()).getName())
             .append('.')

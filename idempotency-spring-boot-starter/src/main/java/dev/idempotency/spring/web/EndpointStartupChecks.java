@@ -1,0 +1,166 @@
+package dev.idempotency.spring.web;
+
+import dev.idempotency.SendContext;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletionStage;
+import org.jspecify.annotations.Nullable;
+import org.springframework.aop.framework.Advised;
+import org.springframework.aop.support.AopUtils;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.core.ReactiveAdapterRegistry;
+import org.springframework.util.ClassUtils;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.method.HandlerMethod;
+
+/**
+ * The start-time checks of the application's {@link IdempotentEndpoint} handler methods, run by
+ * {@link IdempotentEndpoints} once every singleton exists, over the annotated-controller mappings
+ * of Spring MVC and of Spring WebFlux. The first mistake found fails the start, naming the handler.
+ *
+ * <p>On both stacks: the annotation itself (a ttl that is not a duration or not longer than the
+ * lease, a name that is not an operation name, {@code Set-Cookie} among the replayed headers), and
+ * a {@link SendContext} parameter on a handler without the annotation (nothing would ever give it a
+ * context).
+ *
+ * <p>On Spring MVC only, since they guard what only the MVC endpoint relies on:
+ *
+ * <ul>
+ *   <li>a reactive return type ({@code Mono}, {@code Flux}) or a subclass of {@code
+ *       DeferredResult}: at a servlet container's async timeout such a result's key would be
+ *       released while its send runs. WebFlux has no container timeout: a reactive type is its own
+ *       idiom, and {@code DeferredResult} is a Spring MVC type it never runs;
+ *   <li>a handler that Spring AOP cannot advise (a final or private method, a bean without the
+ *       {@code IdempotentEndpointAdvisor}): the MVC endpoint sees the handler start through that
+ *       advice. The WebFlux endpoint is a {@code WebFilter} that finds the handler through the
+ *       mapping and needs no proxy, so a final method is guarded all the same.
+ * </ul>
+ */
+final class EndpointStartupChecks {
+
+  private final IdempotentEndpoints endpoints;
+  private final ListableBeanFactory beanFactory;
+
+  EndpointStartupChecks(IdempotentEndpoints endpoints, ListableBeanFactory beanFactory) {
+    this.endpoints = endpoints;
+    this.beanFactory = beanFactory;
+  }
+
+  /** Checks the handler methods of every request mapping of the stacks on the class path. */
+  void checkAll() {
+    ClassLoader loader = getClass().getClassLoader();
+    if (ClassUtils.isPresent("org.springframework.web.servlet.DispatcherServlet", loader)) {
+      SpringMvcMappings.handlers(beanFactory).forEach(this::springMvc);
+    }
+    if (ClassUtils.isPresent("org.springframework.web.reactive.DispatcherHandler", loader)) {
+      WebFluxMappings.handlers(beanFactory).forEach(this::webFlux);
+    }
+  }
+
+  /** A Spring WebFlux handler method: the checks of both stacks. */
+  void webFlux(HandlerMethod handler) {
+    annotationAndSendContext(handler);
+  }
+
+  /** A Spring MVC handler method: the checks of both stacks, then the MVC endpoint's own. */
+  void springMvc(HandlerMethod handler) {
+    IdempotentEndpoints.Endpoint endpoint = annotationAndSendContext(handler);
+    if (endpoint == null) {
+      return;
+    }
+    Method method = handler.getMethod();
+    Class<?> returned = method.getReturnType();
+    if (!CompletionStage.class.isAssignableFrom(returned)
+        && ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned) != null) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns "
+              + returned.getName()
+              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
+              + " would be released while its send runs, and a retry would send again; return a"
+              + " CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux");
+    }
+    if (DeferredResult.class.isAssignableFrom(returned) && returned != DeferredResult.class) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns "
+              + returned.getName()
+              + ", a subclass of DeferredResult, which is not supported: at a container timeout"
+              + " its key would be released while its send runs; return DeferredResult itself");
+    }
+    if (Modifier.isFinal(method.getModifiers()) || Modifier.isPrivate(method.getModifiers())) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + ": the method is "
+              + (Modifier.isPrivate(method.getModifiers()) ? "private" : "final")
+              + ", so Spring AOP cannot see the handler start, and the response could never be"
+              + " stored; make it public and not final");
+    }
+    Object bean = handler.getBean();
+    if (bean instanceof String beanName) {
+      if (!beanFactory.isSingleton(beanName)) {
+        return; // created per request or scope: checked when it is
+      }
+      bean = beanFactory.getBean(beanName);
+    }
+    boolean advised =
+        AopUtils.isAopProxy(bean)
+            && bean instanceof Advised proxy
+            && Arrays.stream(proxy.getAdvisors())
+                .anyMatch(advisor -> advisor instanceof IdempotentEndpointAdvisor);
+    if (!advised) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + ": its bean is not advised by the IdempotentEndpointAdvisor (is its class final,"
+              + " or the auto-proxy creator off?), so the handler start cannot be seen and the"
+              + " response could never be stored");
+    }
+  }
+
+  /** The endpoint a handler is (its annotation read and checked), or null if not annotated. */
+  private IdempotentEndpoints.@Nullable Endpoint annotationAndSendContext(HandlerMethod handler) {
+    IdempotentEndpoints.Endpoint endpoint = endpoints.find(handler);
+    Method method = handler.getMethod();
+    if (endpoint == null && Arrays.asList(method.getParameterTypes()).contains(SendContext.class)) {
+      throw new IllegalStateException(
+          IdempotentEndpoints.describe(method)
+              + " takes a SendContext, which only @IdempotentEndpoint handlers get; annotate it"
+              + " or remove the parameter");
+    }
+    return endpoint;
+  }
+
+  /** Spring MVC's mappings, in a class of their own: loaded only where Spring MVC is. */
+  private static final class SpringMvcMappings {
+    static List<HandlerMethod> handlers(ListableBeanFactory beanFactory) {
+      return beanFactory
+          .getBeansOfType(
+              org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping
+                  .class,
+              false,
+              false)
+          .values()
+          .stream()
+          .flatMap(mapping -> mapping.getHandlerMethods().values().stream())
+          .toList();
+    }
+  }
+
+  /** Spring WebFlux's mappings, in a class of their own: loaded only where WebFlux is. */
+  private static final class WebFluxMappings {
+    static List<HandlerMethod> handlers(ListableBeanFactory beanFactory) {
+      return beanFactory
+          .getBeansOfType(
+              org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerMapping
+                  .class,
+              false,
+              false)
+          .values()
+          .stream()
+          .flatMap(mapping -> mapping.getHandlerMethods().values().stream())
+          .toList();
+    }
+  }
+}
