@@ -20,7 +20,8 @@ import reactor.core.publisher.Mono;
  * The WebFlux response of a guarded handler, held until its body is complete: then captured for the
  * store (status, {@code Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie};
  * the body only up to the bound) and written. Whoever writes it (the handler's result, an {@code
- * ExceptionHandler}, a {@code WebExceptionHandler}) is captured alike.
+ * ExceptionHandler}, a {@code WebExceptionHandler}, or the filter completing a response that nobody
+ * wrote) is captured alike; the first of these wins.
  */
 final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
@@ -74,7 +75,9 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   public Mono<Void> setComplete() {
     return Mono.defer(
         () -> {
-          captured.complete(capture(new byte[0]));
+          if (!captured.isDone()) {
+            captured.complete(capture(new byte[0]));
+          }
           return getDelegate().setComplete();
         });
   }

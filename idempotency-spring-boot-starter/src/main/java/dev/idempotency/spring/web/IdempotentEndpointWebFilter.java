@@ -314,13 +314,10 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       CompletableFuture<Void> handled) {
     CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
     AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
-    ReplayedExchange replayed =
-        ReplayedExchange.of(
-            exchange,
-            body,
-            new CapturingServerResponse(
-                exchange.getResponse(), endpoint.headers(), maxResponseBytes, captured),
-            readers.get());
+    CapturingServerResponse response =
+        new CapturingServerResponse(
+            exchange.getResponse(), endpoint.headers(), maxResponseBytes, captured);
+    ReplayedExchange replayed = ReplayedExchange.of(exchange, body, response, readers.get());
     replayed.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
     WebHandler handler =
         decorated ->
@@ -329,6 +326,12 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                 .doOnError(error -> refusedBeforeTheHandler.set(HandlerRefusals.isRefusal(error)));
     new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
         .handle(replayed)
+        // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus, a
+        // status set on the ServerHttpResponse parameter) leaves its response unwritten: WebFlux's
+        // HttpWebHandlerAdapter completes the server's response after the whole chain, past this
+        // decorator. Complete it here, as that adapter would, so that it is captured (a response
+        // already written or completed is left as it is).
+        .then(Mono.defer(response::setComplete))
         .onErrorResume(error -> replayed.cleanupMultipart().then(Mono.error(error)))
         .then(Mono.defer(replayed::cleanupMultipart))
         .contextWrite(reactorContext)
