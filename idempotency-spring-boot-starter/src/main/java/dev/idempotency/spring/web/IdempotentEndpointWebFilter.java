@@ -73,10 +73,12 @@ import reactor.util.context.ContextView;
  *       that escapes the handler is answered inside the filter by the application's {@code
  *       WebExceptionHandler}s (Boot's error handler: a {@code ResponseStatusException(404)} is a
  *       stored 404, an unmapped exception a released 500), so the answer stored is the one the
- *       client got. A request refused before the handler method ran (binding, decoding or
- *       validation, {@code HandlerRefusals}) is released, not stored. The handler's run is
- *       subscribed on its own: a client that goes away does not cancel it, and its outcome is still
- *       recorded.
+ *       client got. A request whose handler method was not invoked ({@link
+ *       IdempotentEndpointInvocations}: WebFlux refused it while binding, decoding or validating
+ *       its arguments, whoever answered the refusal) is released, not stored; once the method was
+ *       invoked, its answer follows the rules above, whatever its exception type. The handler's run
+ *       is subscribed on its own: a client that goes away does not cancel it, and its outcome is
+ *       still recorded.
  * </ol>
  *
  * <p>Thread-safe.
@@ -107,6 +109,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
   private final long maxResponseBytes;
   private final Supplier<List<WebExceptionHandler>> exceptionHandlers;
   private final Supplier<List<HttpMessageReader<?>>> readers;
+  private final IdempotentEndpointInvocations invocations;
 
   /**
    * Creates the filter.
@@ -123,6 +126,9 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
    *     an error of a guarded handler inside the filter, so that their answer is the one stored
    * @param readers the application's HTTP message readers, which parse a guarded request's form and
    *     multipart data from the body read for the fingerprint
+   * @param invocations the advisor that sees the handler methods invoked; it must advise the
+   *     application's controllers (a response of a handler method it did not see invoked is not
+   *     stored)
    */
   public IdempotentEndpointWebFilter(
       IdempotencyGuard guard,
@@ -134,7 +140,8 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       long maxBodyBytes,
       long maxResponseBytes,
       Supplier<List<WebExceptionHandler>> exceptionHandlers,
-      Supplier<List<HttpMessageReader<?>>> readers) {
+      Supplier<List<HttpMessageReader<?>>> readers,
+      IdempotentEndpointInvocations invocations) {
     this.guard = Objects.requireNonNull(guard, "guard must not be null");
     this.endpoints = Objects.requireNonNull(endpoints, "endpoints must not be null");
     this.mappings = Objects.requireNonNull(mappings, "mappings must not be null");
@@ -156,6 +163,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
     this.exceptionHandlers =
         Objects.requireNonNull(exceptionHandlers, "exceptionHandlers must not be null");
     this.readers = Objects.requireNonNull(readers, "readers must not be null");
+    this.invocations = Objects.requireNonNull(invocations, "invocations must not be null");
   }
 
   @Override
@@ -314,6 +322,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       CompletableFuture<Void> handled) {
     CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
     AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
+    long invocationsBefore = invocations.count(endpoint.method());
     CapturingServerResponse response =
         new CapturingServerResponse(
             exchange.getResponse(), endpoint.headers(), maxResponseBytes, captured);
@@ -323,7 +332,10 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
         decorated ->
             chain
                 .filter(decorated)
-                .doOnError(error -> refusedBeforeTheHandler.set(HandlerRefusals.isRefusal(error)));
+                .doOnError(
+                    error ->
+                        refusedBeforeTheHandler.set(
+                            HandlerRefusals.isArgumentRefusal(error, endpoint.method())));
     new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
         .handle(replayed)
         // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus, a
@@ -345,18 +357,25 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
               captured.complete(null);
               handled.complete(null);
             });
-    return captured.thenCompose(response -> storable(response, refusedBeforeTheHandler.get()));
+    return captured.thenCompose(
+        written ->
+            storable(
+                written,
+                refusedBeforeTheHandler.get()
+                    || invocations.count(endpoint.method()) == invocationsBefore));
   }
 
   /**
    * A response worth keeping, or a failure that releases the key: a 5xx, a transient 4xx, or a
-   * request refused before the handler method ran (binding, decoding, validation).
+   * request whose handler method was not invoked (refused while WebFlux bound, decoded or validated
+   * its arguments, whoever answered the refusal: Boot's error handler or the application's own
+   * {@code @ExceptionHandler}).
    */
   private static CompletableFuture<StoredResponse> storable(
-      @Nullable StoredResponse response, boolean refusedBeforeTheHandler) {
-    if (refusedBeforeTheHandler) {
+      @Nullable StoredResponse response, boolean notInvoked) {
+    if (notInvoked) {
       return CompletableFuture.failedFuture(
-          new IllegalStateException("refused before the handler ran: releases the key"));
+          new IllegalStateException("the handler method was not invoked: releases the key"));
     }
     if (response == null) {
       return CompletableFuture.failedFuture(

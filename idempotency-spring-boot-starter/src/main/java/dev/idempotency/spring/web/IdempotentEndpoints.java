@@ -49,9 +49,15 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
    * @param ttl the window
    * @param required whether the key is required
    * @param headers the response headers to store besides Content-Type and Location
+   * @param method the handler method
    */
   record Endpoint(
-      String where, @Nullable String name, Duration ttl, boolean required, List<String> headers) {}
+      String where,
+      @Nullable String name,
+      Duration ttl,
+      boolean required,
+      List<String> headers,
+      Method method) {}
 
   private final Map<Method, Optional<Endpoint>> endpoints = new ConcurrentHashMap<>();
   private final Function<@Nullable String, Duration> ttlOf;
@@ -123,26 +129,50 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
       headers.add(header.strip());
     }
     Duration ttl = TtlAttribute.parse(where, annotation.ttl(), name, ttlOf, lease.get());
-    return Optional.of(new Endpoint(where, name, ttl, annotation.required(), List.copyOf(headers)));
+    return Optional.of(
+        new Endpoint(where, name, ttl, annotation.required(), List.copyOf(headers), method));
   }
 
-  /** Checks every handler method of the application's request mappings. */
+  /** Checks every handler method of the application's request mappings, MVC and WebFlux. */
   @Override
   public void afterSingletonsInstantiated() {
-    if (beanFactory == null
-        || !org.springframework.util.ClassUtils.isPresent(
-            "org.springframework.web.servlet.DispatcherServlet", getClass().getClassLoader())) {
-      return; // a WebFlux application without Spring MVC: no MVC mappings to check
+    if (beanFactory == null) {
+      return;
     }
-    for (RequestMappingHandlerMapping mapping :
-        beanFactory.getBeansOfType(RequestMappingHandlerMapping.class, false, false).values()) {
+    ClassLoader loader = getClass().getClassLoader();
+    if (org.springframework.util.ClassUtils.isPresent(
+        "org.springframework.web.servlet.DispatcherServlet", loader)) {
+      for (RequestMappingHandlerMapping mapping :
+          beanFactory.getBeansOfType(RequestMappingHandlerMapping.class, false, false).values()) {
+        for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
+          check(handler, IdempotentEndpointAdvisor.class);
+        }
+      }
+    }
+    if (org.springframework.util.ClassUtils.isPresent(
+        "org.springframework.web.reactive.DispatcherHandler", loader)) {
+      checkWebFlux(beanFactory);
+    }
+  }
+
+  /** A WebFlux handler's response is stored only if the handler was seen invoked. */
+  private void checkWebFlux(ListableBeanFactory beans) {
+    for (var mapping :
+        beans
+            .getBeansOfType(
+                org.springframework.web.reactive.result.method.annotation
+                    .RequestMappingHandlerMapping.class,
+                false,
+                false)
+            .values()) {
       for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
-        check(handler);
+        check(handler, IdempotentEndpointInvocations.class);
       }
     }
   }
 
-  private void check(HandlerMethod handler) {
+  private void check(HandlerMethod handler, Class<?> advisorType) {
+    boolean mvc = advisorType == IdempotentEndpointAdvisor.class;
     Endpoint endpoint = find(handler);
     Method method = handler.getMethod();
     if (endpoint == null) {
@@ -155,7 +185,8 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
       return;
     }
     Class<?> returned = method.getReturnType();
-    if (!CompletionStage.class.isAssignableFrom(returned)
+    if (mvc
+        && !CompletionStage.class.isAssignableFrom(returned)
         && ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned) != null) {
       throw new IllegalStateException(
           endpoint.where()
@@ -165,7 +196,9 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
               + " would be released while its send runs, and a retry would send again; return a"
               + " CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux");
     }
-    if (DeferredResult.class.isAssignableFrom(returned) && returned != DeferredResult.class) {
+    if (mvc
+        && DeferredResult.class.isAssignableFrom(returned)
+        && returned != DeferredResult.class) {
       throw new IllegalStateException(
           endpoint.where()
               + " returns "
@@ -191,12 +224,13 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
     boolean advised =
         AopUtils.isAopProxy(bean)
             && bean instanceof Advised proxy
-            && Arrays.stream(proxy.getAdvisors())
-                .anyMatch(advisor -> advisor instanceof IdempotentEndpointAdvisor);
+            && Arrays.stream(proxy.getAdvisors()).anyMatch(advisorType::isInstance);
     if (!advised) {
       throw new IllegalStateException(
           endpoint.where()
-              + ": its bean is not advised by the IdempotentEndpointAdvisor (is its class final,"
+              + ": its bean is not advised by the "
+              + advisorType.getSimpleName()
+              + " (is its class final,"
               + " or the auto-proxy creator off?), so the handler start cannot be seen and the"
               + " response could never be stored");
     }
