@@ -28,16 +28,23 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   private final List<String> listedHeaders;
   private final long maxResponseBytes;
   private final CompletableFuture<StoredResponse> captured;
+  private final Mono<Void> recorded;
 
+  /**
+   * @param recorded completes when the captured response may go to the client: at once for one that
+   *     is stored, once the release is recorded for one that is not
+   */
   CapturingServerResponse(
       ServerHttpResponse delegate,
       List<String> listedHeaders,
       long maxResponseBytes,
-      CompletableFuture<StoredResponse> captured) {
+      CompletableFuture<StoredResponse> captured,
+      Mono<Void> recorded) {
     super(delegate);
     this.listedHeaders = listedHeaders;
     this.maxResponseBytes = maxResponseBytes;
     this.captured = captured;
+    this.recorded = recorded;
   }
 
   @Override
@@ -62,7 +69,8 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
                 }
               }
               captured.complete(capture(bytes));
-              return getDelegate().writeWith(Flux.fromIterable(buffers));
+              return recorded.then(
+                  Mono.defer(() -> getDelegate().writeWith(Flux.fromIterable(buffers))));
             });
   }
 
@@ -78,7 +86,7 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
           if (!captured.isDone()) {
             captured.complete(capture(new byte[0]));
           }
-          return getDelegate().setComplete();
+          return recorded.then(Mono.defer(getDelegate()::setComplete));
         });
   }
 

@@ -8,12 +8,14 @@ import dev.idempotency.SendContext;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.PendingCall;
 import java.security.Principal;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
@@ -98,6 +100,9 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
   public static final int ORDER = Ordered.LOWEST_PRECEDENCE - 10;
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointWebFilter.class);
+
+  /** How long a released answer waits for its release to be recorded before it is sent anyway. */
+  private static final Duration RELEASE_WAIT = Duration.ofSeconds(10);
 
   private final IdempotencyGuard guard;
   private final IdempotentEndpoints endpoints;
@@ -265,6 +270,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
         reactorContext -> {
           AtomicBoolean ran = new AtomicBoolean();
           CompletableFuture<Void> handled = new CompletableFuture<>();
+          CompletableFuture<Void> recorded = new CompletableFuture<>();
           CompletableFuture<Outcome<StoredResponse>> outcome =
               guard
                   .executeForOutcomeAsync(
@@ -273,9 +279,17 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                       context -> {
                         ran.set(true);
                         return handle(
-                            exchange, chain, endpoint, body, context, reactorContext, handled);
+                            exchange,
+                            chain,
+                            endpoint,
+                            body,
+                            context,
+                            reactorContext,
+                            handled,
+                            recorded);
                       })
                   .toCompletableFuture();
+          outcome.whenComplete((answered, failure) -> recorded.complete(null));
           return Mono.fromFuture(outcome.thenApply(o -> o), true)
               .flatMap(
                   answered ->
@@ -319,13 +333,20 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       byte[] body,
       SendContext context,
       ContextView reactorContext,
-      CompletableFuture<Void> handled) {
+      CompletableFuture<Void> handled,
+      CompletableFuture<Void> recorded) {
     CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
     AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
     long invocationsBefore = invocations.count(endpoint.method());
     CapturingServerResponse response =
         new CapturingServerResponse(
-            exchange.getResponse(), endpoint.headers(), maxResponseBytes, captured);
+            exchange.getResponse(),
+            endpoint.headers(),
+            maxResponseBytes,
+            captured,
+            Mono.fromFuture(recorded, true)
+                .timeout(RELEASE_WAIT)
+                .onErrorResume(TimeoutException.class, late -> Mono.empty()));
     ReplayedExchange replayed = ReplayedExchange.of(exchange, body, response, readers.get());
     replayed.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
     WebHandler handler =
@@ -358,11 +379,20 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
               handled.complete(null);
             });
     return captured.thenCompose(
-        written ->
-            storable(
-                written,
-                refusedBeforeTheHandler.get()
-                    || invocations.count(endpoint.method()) == invocationsBefore));
+        written -> {
+          CompletableFuture<StoredResponse> decision =
+              storable(
+                  written,
+                  refusedBeforeTheHandler.get()
+                      || invocations.count(endpoint.method()) == invocationsBefore);
+          if (!decision.isCompletedExceptionally()) {
+            // a stored answer goes out at once: a repeat waits for it as a request in flight. A
+            // released one waits until the release is recorded (RELEASE_WAIT at most), so that the
+            // client's corrected retry under the same key runs instead of meeting the old claim
+            recorded.complete(null);
+          }
+          return decision;
+        });
   }
 
   /**
