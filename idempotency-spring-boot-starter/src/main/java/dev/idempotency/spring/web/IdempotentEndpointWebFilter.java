@@ -71,8 +71,10 @@ import reactor.util.context.ContextView;
  *   <li>Once claimed, the handler runs on a decorated exchange ({@code ReplayedExchange}: the body
  *       again, form and multipart data parsed from it). The response is held until it is known
  *       ({@code CapturingServerResponse}), then written to the client and stored if its status is
- *       2xx, 3xx or a 4xx other than 408, 409, 425 and 429; otherwise the key is released. An error
- *       that escapes the handler is answered inside the filter by the application's {@code
+ *       2xx, 3xx or a 4xx other than 408, 409, 425 and 429; otherwise the key is released, and the
+ *       answer is written once the release is recorded. A response that nothing wrote (a {@code
+ *       void} or {@code Mono<Void>} handler) is completed by the filter, so it is captured. An
+ *       error that escapes the handler is answered inside the filter by the application's {@code
  *       WebExceptionHandler}s (Boot's error handler: a {@code ResponseStatusException(404)} is a
  *       stored 404, an unmapped exception a released 500), so the answer stored is the one the
  *       client got. A request whose handler method was not invoked ({@link
