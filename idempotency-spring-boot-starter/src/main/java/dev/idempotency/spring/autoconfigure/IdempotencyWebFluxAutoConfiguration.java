@@ -2,11 +2,13 @@ package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.web.IdempotentEndpointInvocations;
 import dev.idempotency.spring.web.IdempotentEndpointWebFilter;
 import dev.idempotency.spring.web.IdempotentEndpoints;
 import dev.idempotency.spring.web.ReactiveSendContextArgumentResolver;
 import java.util.List;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -14,6 +16,8 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.context.annotation.Role;
 import org.springframework.http.codec.ServerCodecConfigurer;
 import org.springframework.web.reactive.DispatcherHandler;
 import org.springframework.web.reactive.config.WebFluxConfigurer;
@@ -23,9 +27,10 @@ import org.springframework.web.server.WebExceptionHandler;
 
 /**
  * Auto-configuration of {@link dev.idempotency.spring.web.IdempotentEndpoint} for Spring WebFlux:
- * the {@link IdempotentEndpointWebFilter} around the annotated handler methods. Applies to reactive
- * web applications only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so
- * that an application gets the beans of its own stack and never the other's.
+ * the {@link IdempotentEndpointWebFilter} around the annotated handler methods, and the {@link
+ * IdempotentEndpointInvocations} advisor that sees them invoked. Applies to reactive web
+ * applications only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so that
+ * an application gets the beans of its own stack and never the other's.
  */
 @AutoConfiguration(
     after = IdempotencyAutoConfiguration.class,
@@ -36,6 +41,7 @@ import org.springframework.web.server.WebExceptionHandler;
 @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
 @ConditionalOnClass(DispatcherHandler.class)
 @ConditionalOnBean(IdempotencyGuard.class)
+@Import(IdempotencyAutoConfiguration.IdempotentMethodsConfiguration.AutoProxy.class)
 public final class IdempotencyWebFluxAutoConfiguration {
 
   /** Created by Spring Boot. */
@@ -63,6 +69,18 @@ public final class IdempotencyWebFluxAutoConfiguration {
   }
 
   /**
+   * Sees the handler methods invoked: an infrastructure advisor, applied by the auto-proxy creator.
+   *
+   * @return the advisor
+   */
+  @Bean
+  @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+  @ConditionalOnMissingBean
+  public static IdempotentEndpointInvocations idempotentEndpointInvocations() {
+    return new IdempotentEndpointInvocations();
+  }
+
+  /**
    * The filter that claims, replays and refuses.
    *
    * @param guard the guard
@@ -73,6 +91,7 @@ public final class IdempotencyWebFluxAutoConfiguration {
    * @param exceptionHandlers the application's {@code WebExceptionHandler}s, which answer a guarded
    *     handler's error inside the filter
    * @param codecs the application's codecs, for a guarded request's form and multipart data
+   * @param invocations the advisor that sees the handler methods invoked
    * @return the filter
    */
   @Bean
@@ -84,7 +103,8 @@ public final class IdempotencyWebFluxAutoConfiguration {
       ObjectProvider<JsonCodecs> json,
       IdempotencyProperties properties,
       ObjectProvider<WebExceptionHandler> exceptionHandlers,
-      ObjectProvider<ServerCodecConfigurer> codecs) {
+      ObjectProvider<ServerCodecConfigurer> codecs,
+      IdempotentEndpointInvocations invocations) {
     IdempotencyProperties.Http http = properties.getHttp();
     return new IdempotentEndpointWebFilter(
         guard,
@@ -96,7 +116,8 @@ public final class IdempotencyWebFluxAutoConfiguration {
         http.getMaxBodySize().toBytes(),
         http.getMaxResponseSize().toBytes(),
         () -> List.copyOf(exceptionHandlers.orderedStream().toList()),
-        () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders()));
+        () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders()),
+        invocations);
   }
 
   /**

@@ -22,27 +22,36 @@ import reactor.core.publisher.Mono;
  * The WebFlux response of a guarded handler, held until its body is complete: then captured for the
  * store (status, {@code Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie})
  * and written. Whoever writes it (the handler's result, an {@code ExceptionHandler}, a {@code
- * WebExceptionHandler}) is captured alike. Never more than the bound is held: a body that grows
- * past it goes to the client as it comes and is captured without its body (a retry gets {@code 422
- * response-not-stored}). A stream its writer flushes element by element (server-sent events) is not
- * held at all: it goes to the client as it comes, a copy kept up to the bound, and is captured when
- * it ends (with the copy) or grows past the bound (without a body).
+ * WebExceptionHandler}, or the filter completing a response that nobody wrote) is captured alike;
+ * the first of these wins. A held response goes to the client once {@code recorded} says so: at
+ * once if it is stored, once its key's release is recorded if not. Never more than the bound is
+ * held: a body that grows past it goes to the client as it comes and is captured without its body
+ * (a retry gets {@code 422 response-not-stored}). A stream its writer flushes element by element
+ * (server-sent events) is not held at all: it goes to the client as it comes, a copy kept up to the
+ * bound, and is captured when it ends (with the copy) or grows past the bound (without a body).
  */
 final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
   private final List<String> listedHeaders;
   private final long maxResponseBytes;
   private final CompletableFuture<StoredResponse> captured;
+  private final Mono<Void> recorded;
 
+  /**
+   * @param recorded completes when the captured response may go to the client: at once for one that
+   *     is stored, once the release is recorded for one that is not
+   */
   CapturingServerResponse(
       ServerHttpResponse delegate,
       List<String> listedHeaders,
       long maxResponseBytes,
-      CompletableFuture<StoredResponse> captured) {
+      CompletableFuture<StoredResponse> captured,
+      Mono<Void> recorded) {
     super(delegate);
     this.listedHeaders = listedHeaders;
     this.maxResponseBytes = maxResponseBytes;
     this.captured = captured;
+    this.recorded = recorded;
   }
 
   /**
@@ -58,7 +67,12 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
           Flux<DataBuffer> bounded =
               Flux.<DataBuffer>from(body)
                   .concatMapIterable(held::add)
-                  .concatWith(Flux.defer(() -> Flux.fromIterable(held.complete())))
+                  .concatWith(
+                      Flux.defer(
+                          () -> {
+                            List<DataBuffer> rest = held.complete();
+                            return recorded.thenMany(Flux.fromIterable(rest));
+                          }))
                   .doFinally(signal -> held.releaseHeld())
                   .doOnDiscard(DataBuffer.class, DataBufferUtils::release);
           return getDelegate().writeWith(bounded);
@@ -87,8 +101,10 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   public Mono<Void> setComplete() {
     return Mono.defer(
         () -> {
-          captured.complete(capture(new byte[0]));
-          return getDelegate().setComplete();
+          if (!captured.isDone()) {
+            captured.complete(capture(new byte[0]));
+          }
+          return recorded.then(Mono.defer(getDelegate()::setComplete));
         });
   }
 

@@ -25,18 +25,16 @@ import org.springframework.web.method.HandlerMethod;
  * a {@link SendContext} parameter on a handler without the annotation (nothing would ever give it a
  * context).
  *
- * <p>On Spring MVC only, since they guard what only the MVC endpoint relies on:
+ * <p>On both stacks too: a handler that Spring AOP cannot advise (a final or private method, a bean
+ * without the stack's advisor). The MVC endpoint sees the handler start through the {@code
+ * IdempotentEndpointAdvisor}; the WebFlux endpoint stores a response only if {@code
+ * IdempotentEndpointInvocations} saw the handler method invoked, so without that advice no response
+ * could ever be stored.
  *
- * <ul>
- *   <li>a reactive return type ({@code Mono}, {@code Flux}) or a subclass of {@code
- *       DeferredResult}: at a servlet container's async timeout such a result's key would be
- *       released while its send runs. WebFlux has no container timeout: a reactive type is its own
- *       idiom, and {@code DeferredResult} is a Spring MVC type it never runs;
- *   <li>a handler that Spring AOP cannot advise (a final or private method, a bean without the
- *       {@code IdempotentEndpointAdvisor}): the MVC endpoint sees the handler start through that
- *       advice. The WebFlux endpoint is a {@code WebFilter} that finds the handler through the
- *       mapping and needs no proxy, so a final method is guarded all the same.
- * </ul>
+ * <p>On Spring MVC only: a reactive return type ({@code Mono}, {@code Flux}) or a subclass of
+ * {@code DeferredResult}: at a servlet container's async timeout such a result's key would be
+ * released while its send runs. WebFlux has no container timeout: a reactive type is its own idiom,
+ * and {@code DeferredResult} is a Spring MVC type it never runs.
  */
 final class EndpointStartupChecks {
 
@@ -61,7 +59,10 @@ final class EndpointStartupChecks {
 
   /** A Spring WebFlux handler method: the checks of both stacks. */
   void webFlux(HandlerMethod handler) {
-    annotationAndSendContext(handler);
+    IdempotentEndpoints.Endpoint endpoint = annotationAndSendContext(handler);
+    if (endpoint != null) {
+      advisable(endpoint, handler, IdempotentEndpointInvocations.class);
+    }
   }
 
   /** A Spring MVC handler method: the checks of both stacks, then the MVC endpoint's own. */
@@ -90,6 +91,13 @@ final class EndpointStartupChecks {
               + ", a subclass of DeferredResult, which is not supported: at a container timeout"
               + " its key would be released while its send runs; return DeferredResult itself");
     }
+    advisable(endpoint, handler, IdempotentEndpointAdvisor.class);
+  }
+
+  /** The handler's bean is advised by the stack's advisor, and its method can be advised. */
+  private void advisable(
+      IdempotentEndpoints.Endpoint endpoint, HandlerMethod handler, Class<?> advisorType) {
+    Method method = handler.getMethod();
     if (Modifier.isFinal(method.getModifiers()) || Modifier.isPrivate(method.getModifiers())) {
       throw new IllegalStateException(
           endpoint.where()
@@ -108,13 +116,13 @@ final class EndpointStartupChecks {
     boolean advised =
         AopUtils.isAopProxy(bean)
             && bean instanceof Advised proxy
-            && Arrays.stream(proxy.getAdvisors())
-                .anyMatch(advisor -> advisor instanceof IdempotentEndpointAdvisor);
+            && Arrays.stream(proxy.getAdvisors()).anyMatch(advisorType::isInstance);
     if (!advised) {
       throw new IllegalStateException(
           endpoint.where()
-              + ": its bean is not advised by the IdempotentEndpointAdvisor (is its class final,"
-              + " or the auto-proxy creator off?), so the handler start cannot be seen and the"
+              + ": its bean is not advised by the "
+              + advisorType.getSimpleName()
+              + " (is its class final, or the auto-proxy creator off?), so the handler start cannot be seen and the"
               + " response could never be stored");
     }
   }

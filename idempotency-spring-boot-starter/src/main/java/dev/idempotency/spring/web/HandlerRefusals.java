@@ -1,24 +1,29 @@
 package dev.idempotency.spring.web;
 
+import java.lang.reflect.Method;
+import org.springframework.core.MethodParameter;
 import org.springframework.web.method.annotation.HandlerMethodValidationException;
 import org.springframework.web.server.ServerWebInputException;
-import org.springframework.web.server.UnsupportedMediaTypeStatusException;
 
 /**
- * Errors by which Spring WebFlux refuses a request before the handler method runs: its body could
- * not be decoded or bound, a parameter is missing or invalid, its arguments failed validation, its
- * content type is not accepted. On Spring MVC the guard learns that the handler started; WebFlux
- * offers no such hook, so these errors stand for "the handler did not run", and such a response is
- * not stored (the client may fix its request and send it again under the same key). A handler that
- * throws one of them itself is treated the same.
+ * Errors by which Spring WebFlux refused a request while resolving or validating the arguments of a
+ * given handler method, before invoking it: a {@code ServerWebInputException} that names one of the
+ * method's parameters (its body could not be decoded or bound, a parameter is missing or invalid)
+ * or a {@code HandlerMethodValidationException} of the method. The exception type alone says
+ * nothing: a handler that has sent may throw a {@code ServerWebInputException} of its own, and its
+ * answer is then final. {@link IdempotentEndpointInvocations} is the main evidence; this one holds
+ * when another request to the same method was invoked at the same time.
  */
 final class HandlerRefusals {
 
   private HandlerRefusals() {}
 
-  static boolean isRefusal(Throwable error) {
-    return error instanceof ServerWebInputException
-        || error instanceof UnsupportedMediaTypeStatusException
-        || error instanceof HandlerMethodValidationException;
+  static boolean isArgumentRefusal(Throwable error, Method method) {
+    if (error instanceof ServerWebInputException input) {
+      MethodParameter parameter = input.getMethodParameter();
+      return parameter != null && method.equals(parameter.getMethod());
+    }
+    return error instanceof HandlerMethodValidationException validation
+        && method.equals(validation.getMethod());
   }
 }

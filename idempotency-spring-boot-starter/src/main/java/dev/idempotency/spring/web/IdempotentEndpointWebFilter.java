@@ -8,12 +8,14 @@ import dev.idempotency.SendContext;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.PendingCall;
 import java.security.Principal;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
@@ -69,14 +71,18 @@ import reactor.util.context.ContextView;
  *   <li>Once claimed, the handler runs on a decorated exchange ({@code ReplayedExchange}: the body
  *       again, form and multipart data parsed from it). The response is held until it is known
  *       ({@code CapturingServerResponse}), then written to the client and stored if its status is
- *       2xx, 3xx or a 4xx other than 408, 409, 425 and 429; otherwise the key is released. An error
- *       that escapes the handler is answered inside the filter by the application's {@code
+ *       2xx, 3xx or a 4xx other than 408, 409, 425 and 429; otherwise the key is released, and the
+ *       answer is written once the release is recorded. A response that nothing wrote (a {@code
+ *       void} or {@code Mono<Void>} handler) is completed by the filter, so it is captured. An
+ *       error that escapes the handler is answered inside the filter by the application's {@code
  *       WebExceptionHandler}s (Boot's error handler: a {@code ResponseStatusException(404)} is a
  *       stored 404, an unmapped exception a released 500), so the answer stored is the one the
- *       client got. A request refused before the handler method ran (binding, decoding or
- *       validation, {@code HandlerRefusals}) is released, not stored. The handler's run is
- *       subscribed on its own: a client that goes away does not cancel it, and its outcome is still
- *       recorded.
+ *       client got. A request whose handler method was not invoked ({@link
+ *       IdempotentEndpointInvocations}: WebFlux refused it while binding, decoding or validating
+ *       its arguments, whoever answered the refusal) is released, not stored; once the method was
+ *       invoked, its answer follows the rules above, whatever its exception type. The handler's run
+ *       is subscribed on its own: a client that goes away does not cancel it, and its outcome is
+ *       still recorded.
  * </ol>
  *
  * <p>Thread-safe.
@@ -97,6 +103,9 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointWebFilter.class);
 
+  /** How long a released answer waits for its release to be recorded before it is sent anyway. */
+  private static final Duration RELEASE_WAIT = Duration.ofSeconds(10);
+
   private final IdempotencyGuard guard;
   private final IdempotentEndpoints endpoints;
   private final Supplier<List<RequestMappingHandlerMapping>> mappings;
@@ -107,6 +116,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
   private final long maxResponseBytes;
   private final Supplier<List<WebExceptionHandler>> exceptionHandlers;
   private final Supplier<List<HttpMessageReader<?>>> readers;
+  private final IdempotentEndpointInvocations invocations;
 
   /**
    * Creates the filter.
@@ -123,6 +133,9 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
    *     an error of a guarded handler inside the filter, so that their answer is the one stored
    * @param readers the application's HTTP message readers, which parse a guarded request's form and
    *     multipart data from the body read for the fingerprint
+   * @param invocations the advisor that sees the handler methods invoked; it must advise the
+   *     application's controllers (a response of a handler method it did not see invoked is not
+   *     stored)
    */
   public IdempotentEndpointWebFilter(
       IdempotencyGuard guard,
@@ -134,7 +147,8 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       long maxBodyBytes,
       long maxResponseBytes,
       Supplier<List<WebExceptionHandler>> exceptionHandlers,
-      Supplier<List<HttpMessageReader<?>>> readers) {
+      Supplier<List<HttpMessageReader<?>>> readers,
+      IdempotentEndpointInvocations invocations) {
     this.guard = Objects.requireNonNull(guard, "guard must not be null");
     this.endpoints = Objects.requireNonNull(endpoints, "endpoints must not be null");
     this.mappings = Objects.requireNonNull(mappings, "mappings must not be null");
@@ -156,6 +170,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
     this.exceptionHandlers =
         Objects.requireNonNull(exceptionHandlers, "exceptionHandlers must not be null");
     this.readers = Objects.requireNonNull(readers, "readers must not be null");
+    this.invocations = Objects.requireNonNull(invocations, "invocations must not be null");
   }
 
   @Override
@@ -257,6 +272,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
         reactorContext -> {
           AtomicBoolean ran = new AtomicBoolean();
           CompletableFuture<Void> handled = new CompletableFuture<>();
+          CompletableFuture<Void> recorded = new CompletableFuture<>();
           CompletableFuture<Outcome<StoredResponse>> outcome =
               guard
                   .executeForOutcomeAsync(
@@ -265,9 +281,17 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                       context -> {
                         ran.set(true);
                         return handle(
-                            exchange, chain, endpoint, body, context, reactorContext, handled);
+                            exchange,
+                            chain,
+                            endpoint,
+                            body,
+                            context,
+                            reactorContext,
+                            handled,
+                            recorded);
                       })
                   .toCompletableFuture();
+          outcome.whenComplete((answered, failure) -> recorded.complete(null));
           return Mono.fromFuture(outcome.thenApply(o -> o), true)
               .flatMap(
                   answered ->
@@ -311,24 +335,38 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       byte[] body,
       SendContext context,
       ContextView reactorContext,
-      CompletableFuture<Void> handled) {
+      CompletableFuture<Void> handled,
+      CompletableFuture<Void> recorded) {
     CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
     AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
-    ReplayedExchange replayed =
-        ReplayedExchange.of(
-            exchange,
-            body,
-            new CapturingServerResponse(
-                exchange.getResponse(), endpoint.headers(), maxResponseBytes, captured),
-            readers.get());
+    long invocationsBefore = invocations.count(endpoint.method());
+    CapturingServerResponse response =
+        new CapturingServerResponse(
+            exchange.getResponse(),
+            endpoint.headers(),
+            maxResponseBytes,
+            captured,
+            Mono.fromFuture(recorded, true)
+                .timeout(RELEASE_WAIT)
+                .onErrorResume(TimeoutException.class, late -> Mono.empty()));
+    ReplayedExchange replayed = ReplayedExchange.of(exchange, body, response, readers.get());
     replayed.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
     WebHandler handler =
         decorated ->
             chain
                 .filter(decorated)
-                .doOnError(error -> refusedBeforeTheHandler.set(HandlerRefusals.isRefusal(error)));
+                .doOnError(
+                    error ->
+                        refusedBeforeTheHandler.set(
+                            HandlerRefusals.isArgumentRefusal(error, endpoint.method())));
     new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
         .handle(replayed)
+        // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus, a
+        // status set on the ServerHttpResponse parameter) leaves its response unwritten: WebFlux's
+        // HttpWebHandlerAdapter completes the server's response after the whole chain, past this
+        // decorator. Complete it here, as that adapter would, so that it is captured (a response
+        // already written or completed is left as it is).
+        .then(Mono.defer(response::setComplete))
         .onErrorResume(error -> replayed.cleanupMultipart().then(Mono.error(error)))
         .then(Mono.defer(replayed::cleanupMultipart))
         .contextWrite(reactorContext)
@@ -342,18 +380,34 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
               captured.complete(null);
               handled.complete(null);
             });
-    return captured.thenCompose(response -> storable(response, refusedBeforeTheHandler.get()));
+    return captured.thenCompose(
+        written -> {
+          CompletableFuture<StoredResponse> decision =
+              storable(
+                  written,
+                  refusedBeforeTheHandler.get()
+                      || invocations.count(endpoint.method()) == invocationsBefore);
+          if (!decision.isCompletedExceptionally()) {
+            // a stored answer goes out at once: a repeat waits for it as a request in flight. A
+            // released one waits until the release is recorded (RELEASE_WAIT at most), so that the
+            // client's corrected retry under the same key runs instead of meeting the old claim
+            recorded.complete(null);
+          }
+          return decision;
+        });
   }
 
   /**
    * A response worth keeping, or a failure that releases the key: a 5xx, a transient 4xx, or a
-   * request refused before the handler method ran (binding, decoding, validation).
+   * request whose handler method was not invoked (refused while WebFlux bound, decoded or validated
+   * its arguments, whoever answered the refusal: Boot's error handler or the application's own
+   * {@code @ExceptionHandler}).
    */
   private static CompletableFuture<StoredResponse> storable(
-      @Nullable StoredResponse response, boolean refusedBeforeTheHandler) {
-    if (refusedBeforeTheHandler) {
+      @Nullable StoredResponse response, boolean notInvoked) {
+    if (notInvoked) {
       return CompletableFuture.failedFuture(
-          new IllegalStateException("refused before the handler ran: releases the key"));
+          new IllegalStateException("the handler method was not invoked: releases the key"));
     }
     if (response == null) {
       return CompletableFuture.failedFuture(

@@ -42,9 +42,15 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
    * @param ttl the window
    * @param required whether the key is required
    * @param headers the response headers to store besides Content-Type and Location
+   * @param method the handler method
    */
   record Endpoint(
-      String where, @Nullable String name, Duration ttl, boolean required, List<String> headers) {}
+      String where,
+      @Nullable String name,
+      Duration ttl,
+      boolean required,
+      List<String> headers,
+      Method method) {}
 
   private final Map<Method, Optional<Endpoint>> endpoints = new ConcurrentHashMap<>();
   private final Function<@Nullable String, Duration> ttlOf;
@@ -116,7 +122,8 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
       headers.add(header.strip());
     }
     Duration ttl = TtlAttribute.parse(where, annotation.ttl(), name, ttlOf, lease.get());
-    return Optional.of(new Endpoint(where, name, ttl, annotation.required(), List.copyOf(headers)));
+    return Optional.of(
+        new Endpoint(where, name, ttl, annotation.required(), List.copyOf(headers), method));
   }
 
   /**

@@ -17,6 +17,7 @@ import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.server.ResponseStatusException;
+import org.springframework.web.server.ServerWebInputException;
 import org.springframework.web.servlet.view.RedirectView;
 
 /**
@@ -87,6 +88,17 @@ public class OrdersController {
   public ResponseEntity<Map<String, Object>> signUp(@Valid @RequestBody Signup signup) {
     return ResponseEntity.status(HttpStatus.CREATED)
         .body(Map.of("signup", "s_" + runs.increment(), "email", signup.email()));
+  }
+
+  /**
+   * Sends, then fails with the exception type WebFlux uses for its own input refusals: the handler
+   * ran, so its 400 is a final answer (issue 39).
+   */
+  @PostMapping("/orders/sent-then-refused")
+  @IdempotentEndpoint
+  public Map<String, Object> sentThenRefused() {
+    throw new ServerWebInputException(
+        "the provider rejected the phone number (run " + runs.increment() + ")");
   }
 
   /** A sign-up request. */

@@ -17,6 +17,7 @@ import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.server.ResponseStatusException;
+import org.springframework.web.server.ServerWebInputException;
 import reactor.core.publisher.Mono;
 
 /**
@@ -102,6 +103,21 @@ public class FluxOrdersController {
   public ResponseEntity<Map<String, Object>> signUp(@Valid @RequestBody Signup signup) {
     return ResponseEntity.status(HttpStatus.CREATED)
         .body(Map.of("signup", "s_" + runs.increment(), "email", signup.email()));
+  }
+
+  /**
+   * Sends, then fails with the exception type WebFlux uses for its own input refusals: the handler
+   * ran, so its 400 is a final answer (issue 39).
+   */
+  @PostMapping("/orders/sent-then-refused")
+  @IdempotentEndpoint
+  public Mono<Map<String, Object>> sentThenRefused() {
+    return Mono.fromSupplier(runs::increment)
+        .flatMap(
+            run ->
+                Mono.error(
+                    new ServerWebInputException(
+                        "the provider rejected the phone number (run " + run + ")")));
   }
 
   /** A sign-up request. */

@@ -160,6 +160,41 @@ interface ResponseCases extends EndpointClient {
     assertThat(runs()).isEqualTo(1);
   }
 
+  @Test
+  default void aHandlerThatSentAndThenFailsWithAnInputErrorIsStoredNotRunAgain() throws Exception {
+    String key = newKey();
+
+    HttpResponse<byte[]> first = post("/orders/sent-then-refused", key, ORDER);
+    HttpResponse<byte[]> repeat = post("/orders/sent-then-refused", key, ORDER);
+
+    assertThat(first.statusCode()).isEqualTo(400);
+    assertThat(text(first)).contains("the provider rejected the phone number (run ");
+    assertThat(repeat.statusCode()).isEqualTo(400);
+    assertThat(repeat.body()).isEqualTo(first.body());
+    assertThat(header(repeat, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(runs()).as("the handler ran (and sent) once: its 400 is final").isEqualTo(1);
+  }
+
+  @Test
+  default void aRefusalThatTheApplicationAnswersItselfIsNotStored() throws Exception {
+    String key = newKey();
+    String fixed = "{\"email\":\"lin@example.com\"}";
+
+    HttpResponse<byte[]> invalid = post("/signups/answered", key, "{\"email\":\" \"}");
+    HttpResponse<byte[]> corrected = post("/signups/answered", key, fixed);
+    HttpResponse<byte[]> repeat = post("/signups/answered", key, fixed);
+
+    assertThat(invalid.statusCode()).as("the application's own answer").isEqualTo(422);
+    assertThat(text(invalid)).contains("invalid sign-up");
+    assertThat(corrected.statusCode())
+        .as("the handler never ran: the corrected request runs, it is not a 422 replay")
+        .isEqualTo(201);
+    assertThat(header(corrected, "Idempotent-Replayed")).isNull();
+    assertThat(repeat.statusCode()).isEqualTo(201);
+    assertThat(header(repeat, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(runs()).isEqualTo(1);
+  }
+
   @ParameterizedTest
   @ValueSource(ints = {408, 409, 425, 429})
   default void aTryAgainStatusReleasesTheKey(int status) throws Exception {

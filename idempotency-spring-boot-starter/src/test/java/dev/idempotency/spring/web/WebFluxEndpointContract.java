@@ -22,11 +22,11 @@ import org.springframework.context.annotation.Import;
 
 /**
  * The Spring MVC endpoint's cases ({@link StatusCases}, {@link ResponseCases}, {@link
- * RequestCases}) against {@code @IdempotentEndpoint} on Spring WebFlux: a WebFlux application on
- * Reactor Netty that answers the same paths the same ways, over real HTTP, on a real store (each
- * subclass picks one), with BlockHound failing any blocking call of the SDK on an event loop. The
- * MVC async handler types ({@link AsyncCases}) have no WebFlux counterpart: every WebFlux handler
- * here returns a {@code Mono} or a value.
+ * RequestCases}, and on WebFlux only {@link NoBodyCases}) against {@code @IdempotentEndpoint} on
+ * Spring WebFlux: a WebFlux application on Reactor Netty that answers the same paths the same ways,
+ * over real HTTP, on a real store (each subclass picks one), with BlockHound failing any blocking
+ * call of the SDK on an event loop. The MVC async handler types ({@link AsyncCases}) have no
+ * WebFlux counterpart: every WebFlux handler here returns a {@code Mono} or a value.
  */
 @SpringBootTest(
     classes = FluxEndpointApplication.class,
@@ -41,7 +41,7 @@ import org.springframework.context.annotation.Import;
     })
 @Import(NettyServer.class)
 abstract class WebFluxEndpointContract extends RunningApplication
-    implements StatusCases, ResponseCases, RequestCases {
+    implements StatusCases, ResponseCases, RequestCases, NoBodyCases {
 
   @Autowired FluxNotifyController controller;
   @Autowired KeyStore store;

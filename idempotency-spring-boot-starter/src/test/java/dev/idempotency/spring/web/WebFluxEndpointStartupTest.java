@@ -78,12 +78,12 @@ class WebFluxEndpointStartupTest {
     }
   }
 
-  /** Reactive types and a final method are WebFlux's own idiom: they must not fail the start. */
+  /** Reactive types are WebFlux's own idiom: they must not fail the start. */
   @RestController
   static class Fine {
     @PostMapping("/send")
     @IdempotentEndpoint(name = "sms-send", ttl = "72h", headers = "X-Notification-Id")
-    public final Mono<Map<String, Object>> send(SendContext context) {
+    public Mono<Map<String, Object>> send(SendContext context) {
       return Mono.just(Map.of("key", context.providerKey()));
     }
   }
