@@ -9,11 +9,6 @@ package dev.idempotency.spring.suite;
  */
 public record Answer(int status, String body, String retryAfter) {
 
-  /** Whether the key's send ran for this call or was replayed: a 200 naming the send. */
-  public boolean sent(String key) {
-    return status == 200 && body.contains("sent-" + key + "-");
-  }
-
   /** Whether this is a repeat refused while the first call still sends: 409 with Retry-After. */
   public boolean inProgress() {
     return status == 409 && retryAfter != null;

@@ -21,9 +21,6 @@ public interface EntryPoint {
   /** The stack that serves this entry point. */
   Stack stack();
 
-  /** The name the guard namespaces this entry point's keys with, or null for an endpoint. */
-  String operation();
-
   /**
    * Calls the entry point of the application on {@code port} once with {@code key}, as a client.
    *

@@ -16,34 +16,27 @@ import java.time.Duration;
  * {@code @Idempotent} method.
  */
 public enum HttpEntryPoint implements EntryPoint {
-  ENDPOINT(Stack.MVC, "/suite/endpoint", null),
-  ENDPOINT_ASYNC(Stack.MVC, "/suite/endpoint-async", null),
-  METHOD(Stack.MVC, "/suite/method", "suite-method"),
-  METHOD_ASYNC(Stack.MVC, "/suite/method-async", "suite-method-async"),
-  WEBFLUX_ENDPOINT(Stack.WEBFLUX, "/suite/webflux-endpoint", null),
-  MONO_METHOD(Stack.WEBFLUX, "/suite/mono-method", "suite-mono-method");
+  ENDPOINT(Stack.MVC, "/suite/endpoint"),
+  ENDPOINT_ASYNC(Stack.MVC, "/suite/endpoint-async"),
+  METHOD(Stack.MVC, "/suite/method"),
+  METHOD_ASYNC(Stack.MVC, "/suite/method-async"),
+  WEBFLUX_ENDPOINT(Stack.WEBFLUX, "/suite/webflux-endpoint"),
+  MONO_METHOD(Stack.WEBFLUX, "/suite/mono-method");
 
   private static final HttpClient HTTP =
       HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
 
   private final Stack stack;
   private final String path;
-  private final String operation;
 
-  HttpEntryPoint(Stack stack, String path, String operation) {
+  HttpEntryPoint(Stack stack, String path) {
     this.stack = stack;
     this.path = path;
-    this.operation = operation;
   }
 
   @Override
   public Stack stack() {
     return stack;
-  }
-
-  @Override
-  public String operation() {
-    return operation;
   }
 
   @Override
