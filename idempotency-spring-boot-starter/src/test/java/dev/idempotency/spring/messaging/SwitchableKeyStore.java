@@ -8,7 +8,11 @@ import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * The application's store in the messaging tests: the real in-memory store, which a test can make
@@ -19,29 +23,50 @@ public final class SwitchableKeyStore implements KeyStore {
   public final AtomicBoolean down = new AtomicBoolean();
 
   /** How often a claim reached the store (one per key of a batch), counted while up or down. */
-  public final java.util.concurrent.atomic.AtomicInteger claims =
-      new java.util.concurrent.atomic.AtomicInteger();
+  public final AtomicInteger claims = new AtomicInteger();
+
+  /** How often a call reached the store while it was down, and was refused. */
+  public final AtomicInteger refused = new AtomicInteger();
+
+  /**
+   * If set, the next claim is made at once but its answer comes back only when this latch opens (at
+   * most a minute later): a slow network, or a paused process. Used once.
+   */
+  public final AtomicReference<CountDownLatch> heldClaimAnswer = new AtomicReference<>();
 
   private final KeyStore delegate = InMemoryKeyStore.builder().build();
 
   private void check() {
     if (down.get()) {
+      refused.incrementAndGet();
       throw new KeyStoreException("the store is down (test)", null);
     }
+  }
+
+  private <R> R late(R answer) {
+    CountDownLatch held = heldClaimAnswer.getAndSet(null);
+    if (held != null) {
+      try {
+        held.await(1, TimeUnit.MINUTES);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    return answer;
   }
 
   @Override
   public ClaimResult claim(ClaimRequest request) {
     claims.incrementAndGet();
     check();
-    return delegate.claim(request);
+    return late(delegate.claim(request));
   }
 
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {
     claims.addAndGet(requests.size());
     check();
-    return delegate.claimAll(requests);
+    return late(delegate.claimAll(requests));
   }
 
   @Override

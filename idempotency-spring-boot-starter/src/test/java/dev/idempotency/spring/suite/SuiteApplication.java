@@ -5,13 +5,8 @@ import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import dev.idempotency.spring.web.IdempotentEndpoint;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
@@ -21,91 +16,39 @@ import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
 
 /**
- * The entry-point suite's application: one provider behind each of the starter's HTTP-reachable
- * entry points, on the real in-memory store that a test can make fail as a stopped server does.
+ * The entry-point suite's Spring MVC application (on Tomcat): one {@link SuiteProvider} behind each
+ * of the starter's servlet entry points, on the real in-memory store that a test can make fail as a
+ * stopped server does. {@link Stack#MVC} starts it.
  */
 @SpringBootConfiguration(proxyBeanMethods = false)
 @EnableAutoConfiguration
 public class SuiteApplication {
 
-  /** The store, unless a test registered one that outlives the application (a restart). */
+  /** The store, unless the test registered one that outlives the application (a restart). */
   @Bean
   @ConditionalOnMissingBean
   SwitchableKeyStore switchableKeyStore() {
     return new SwitchableKeyStore();
   }
 
-  /** The provider, unless a test registered one that outlives the application. */
+  /** The provider, unless the test registered one that outlives the application. */
   @Bean
   @ConditionalOnMissingBean
-  Provider provider() {
-    return new Provider();
+  SuiteProvider suiteProvider() {
+    return new SuiteProvider();
   }
 
   @Bean
-  Sender sender(Provider provider) {
+  Sender sender(SuiteProvider provider) {
     return new Sender(provider);
-  }
-
-  /** The stand-in provider: counts each send per key, and can hold sends until released. */
-  public static final class Provider {
-    private final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
-    private final AtomicReference<CountDownLatch> hold = new AtomicReference<>();
-    private final AtomicReference<CountDownLatch> entered = new AtomicReference<>();
-
-    /** Sends for {@code key}: waits while held (at most a minute), then counts the send. */
-    String send(String key) {
-      CountDownLatch held = hold.get();
-      CountDownLatch in = entered.get();
-      if (in != null) {
-        in.countDown();
-      }
-      if (held != null) {
-        try {
-          if (!held.await(60, TimeUnit.SECONDS)) {
-            throw new IllegalStateException("the test never released the provider");
-          }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new IllegalStateException("the provider's send was interrupted", e);
-        }
-      }
-      int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
-      return "sent-" + key + "-" + n;
-    }
-
-    /** Holds the sends that start from now on; returns a latch counted down when one starts. */
-    CountDownLatch hold(CountDownLatch release) {
-      return hold(release, 1);
-    }
-
-    /** Holds the sends that start from now on; the latch returned counts {@code sends} starting. */
-    CountDownLatch hold(CountDownLatch release, int sends) {
-      CountDownLatch in = new CountDownLatch(sends);
-      entered.set(in);
-      hold.set(release);
-      return in;
-    }
-
-    /** Stops holding sends. */
-    void stopHolding() {
-      hold.set(null);
-      entered.set(null);
-    }
-
-    /** How often the provider sent for {@code key}. */
-    int sends(String key) {
-      AtomicInteger count = sends.get(key);
-      return count == null ? 0 : count.get();
-    }
   }
 
   /** {@code @Idempotent} methods, blocking and async, keyed by the caller's key. */
   public static class Sender {
     private static final Executor ASYNC = Executors.newCachedThreadPool();
-    private final Provider provider;
+    private final SuiteProvider provider;
 
-    Sender(Provider provider) {
+    Sender(SuiteProvider provider) {
       this.provider = provider;
     }
 
@@ -121,16 +64,17 @@ public class SuiteApplication {
   }
 
   /**
-   * The entry points over HTTP: two endpoints and two handlers calling guarded methods (a member
-   * class of the configuration, registered with it).
+   * The entry points over HTTP: two endpoints, and two handlers calling guarded methods whose
+   * refusals {@code IdempotencyExceptionHandler} answers (a member class of the configuration,
+   * registered with it).
    */
   @RestController
   public static class SuiteController {
     private static final Executor ASYNC = Executors.newCachedThreadPool();
-    private final Provider provider;
+    private final SuiteProvider provider;
     private final Sender sender;
 
-    SuiteController(Provider provider, Sender sender) {
+    SuiteController(SuiteProvider provider, Sender sender) {
       this.provider = provider;
       this.sender = sender;
     }

@@ -1,0 +1,87 @@
+package dev.idempotency.spring.suite;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * The stand-in provider behind every entry point of the suite: it counts each send per key, can
+ * hold the sends that start until the test releases them, and can have the application interrupt
+ * the thread a send runs on. Like many provider clients, a held send does not stop for an
+ * interrupt: it finishes, and leaves the thread's interrupt status set.
+ */
+public final class SuiteProvider {
+  private final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
+  private final AtomicReference<CountDownLatch> hold = new AtomicReference<>();
+  private final AtomicReference<CountDownLatch> entered = new AtomicReference<>();
+  private final AtomicBoolean interruptSenders = new AtomicBoolean();
+
+  /** Sends for {@code key}: waits while held (at most two minutes), then counts the send. */
+  public String send(String key) {
+    CountDownLatch in = entered.get();
+    if (in != null) {
+      in.countDown();
+    }
+    if (interruptSenders.get()) {
+      Thread.currentThread().interrupt(); // the application interrupts the thread mid-send
+    }
+    CountDownLatch held = hold.get();
+    if (held != null) {
+      awaitUninterruptibly(held);
+    }
+    int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+    return "sent-" + key + "-" + n;
+  }
+
+  private static void awaitUninterruptibly(CountDownLatch latch) {
+    boolean interrupted = false;
+    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(2);
+    try {
+      while (latch.getCount() > 0) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          throw new IllegalStateException("the test never released the provider");
+        }
+        try {
+          latch.await(left, TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+          interrupted = true; // a provider call that does not stop for interrupts
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** Holds the sends that start from now on; the latch returned counts {@code sends} starting. */
+  public CountDownLatch hold(CountDownLatch release, int sends) {
+    CountDownLatch in = new CountDownLatch(sends);
+    entered.set(in);
+    hold.set(release);
+    return in;
+  }
+
+  /** Whether each send from now on has its thread interrupted by the application, mid-send. */
+  public void interruptSenders(boolean interrupt) {
+    interruptSenders.set(interrupt);
+  }
+
+  /** Stops holding and interrupting sends. */
+  public void reset() {
+    hold.set(null);
+    entered.set(null);
+    interruptSenders.set(false);
+  }
+
+  /** How often the provider sent for {@code key}. */
+  public int sends(String key) {
+    AtomicInteger count = sends.get(key);
+    return count == null ? 0 : count.get();
+  }
+}

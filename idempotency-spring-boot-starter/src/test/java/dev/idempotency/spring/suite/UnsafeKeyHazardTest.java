@@ -1,0 +1,49 @@
+package dev.idempotency.spring.suite;
+
+import static dev.idempotency.spring.suite.Stack.PROVIDER;
+import static dev.idempotency.spring.suite.Stack.STORE;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.util.List;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * SPEC 16, a key that is not safe, on every entry point: one of 1,024 characters (allowed as a
+ * plain key, too long once the entry point's name or scope is added), one of 2,000 characters, and
+ * one holding a control character (a tab, the one an HTTP header can carry). Each is refused
+ * clearly (400, naming the key), nothing is sent, the store is never asked.
+ *
+ * <p>Excluded: {@link HttpEntryPoint#MONO_METHOD}. Its refusal is clear and nothing is sent, but it
+ * is thrown by the call that builds the {@code Mono} instead of signalled by the {@code Mono}, so
+ * the application's {@code onErrorResume} never sees it and WebFlux answers 500: an open finding,
+ * {@link MonoMethodUnsafeKeyOpenFindingTest}.
+ */
+class UnsafeKeyHazardTest extends HazardTest {
+
+  static final List<String> UNSAFE_KEYS =
+      List.of("k".repeat(1_024), "k".repeat(2_000), "otp:user\t42");
+
+  static List<EntryPoint> entryPointsButTheMonoMethod() {
+    return entryPoints().stream().filter(entry -> entry != HttpEntryPoint.MONO_METHOD).toList();
+  }
+
+  @ParameterizedTest
+  @MethodSource("entryPointsButTheMonoMethod")
+  void aKeyThatIsNotSafeIsRefusedClearlyWithoutAskingTheStore(EntryPoint entry) throws Exception {
+    assertRefusedClearly(entry);
+  }
+
+  /** Calls {@code entry} with each unsafe key and checks it was refused clearly, nothing sent. */
+  static void assertRefusedClearly(EntryPoint entry) throws Exception {
+    for (String key : UNSAFE_KEYS) {
+      int claimsBefore = STORE.claims.get();
+      Answer refused = entry.call(key);
+      String which = key.length() + " characters: " + refused;
+      assertThat(refused.status()).as(which).isEqualTo(400);
+      assertThat(refused.body()).as(which).containsIgnoringCase("key");
+      assertThat(PROVIDER.sends(key)).as(which).isZero();
+      assertThat(STORE.claims.get()).as("the store never asked, " + which).isEqualTo(claimsBefore);
+    }
+  }
+}
