@@ -22,6 +22,20 @@ final class IdempotentMethodInterceptor implements MethodInterceptor {
     if (method == null) {
       return invocation.proceed();
     }
+    if (method.kind == IdempotentMethod.Kind.MONO) {
+      try {
+        return guarded(method, invocation);
+      } catch (RuntimeException refused) {
+        // a key or fingerprint refused before anything ran is the Mono's error, not a throw from
+        // the call that builds it: an application handles a Mono's errors on the Mono
+        return MonoCalls.refused(refused);
+      }
+    }
+    return guarded(method, invocation);
+  }
+
+  private @Nullable Object guarded(IdempotentMethod method, MethodInvocation invocation)
+      throws Throwable {
     String key = method.keyValue(invocation.getThis(), invocation.getArguments());
     return invoker.invoke(invocation, key, invoker.fingerprintOf(method, invocation));
   }

@@ -76,6 +76,14 @@ final class MonoCalls {
         });
   }
 
+  /**
+   * A call refused before anything ran (its key or fingerprint), as the {@code Mono} the method
+   * returns: each subscription gets the refusal as its error.
+   */
+  static Mono<Object> refused(RuntimeException refusal) {
+    return Mono.error(refusal);
+  }
+
   /** Runs the method and subscribes to its {@code Mono} with the subscriber's context. */
   private static CompletableFuture<@Nullable Object> send(
       IdempotentMethod method,

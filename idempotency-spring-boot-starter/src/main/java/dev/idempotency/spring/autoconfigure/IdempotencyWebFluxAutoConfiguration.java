@@ -2,6 +2,7 @@ package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.web.IdempotencyExceptionHandler;
 import dev.idempotency.spring.web.IdempotentEndpointInvocations;
 import dev.idempotency.spring.web.IdempotentEndpointWebFilter;
 import dev.idempotency.spring.web.IdempotentEndpoints;
@@ -14,6 +15,7 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
@@ -27,8 +29,9 @@ import org.springframework.web.server.WebExceptionHandler;
 
 /**
  * Auto-configuration of {@link dev.idempotency.spring.web.IdempotentEndpoint} for Spring WebFlux:
- * the {@link IdempotentEndpointWebFilter} around the annotated handler methods, and the {@link
- * IdempotentEndpointInvocations} advisor that sees them invoked. Applies to reactive web
+ * the {@link IdempotentEndpointWebFilter} around the annotated handler methods, the {@link
+ * IdempotentEndpointInvocations} advisor that sees them invoked, and the {@link
+ * IdempotencyExceptionHandler} for {@code @Idempotent} methods' refusals. Applies to reactive web
  * applications only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so that
  * an application gets the beans of its own stack and never the other's.
  */
@@ -46,6 +49,23 @@ public final class IdempotencyWebFluxAutoConfiguration {
 
   /** Created by Spring Boot. */
   public IdempotencyWebFluxAutoConfiguration() {}
+
+  /**
+   * The guard's refusals that reach a controller (from an {@code @Idempotent} method it called),
+   * answered as problems (400, 422, 409, 503), as on Spring MVC: the advice is stack-neutral.
+   *
+   * @return the advice
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  @ConditionalOnProperty(
+      prefix = "idempotency.http",
+      name = "problem-details",
+      havingValue = "true",
+      matchIfMissing = true)
+  public IdempotencyExceptionHandler idempotencyExceptionHandler() {
+    return new IdempotencyExceptionHandler();
+  }
 
   /**
    * The annotated handler methods.

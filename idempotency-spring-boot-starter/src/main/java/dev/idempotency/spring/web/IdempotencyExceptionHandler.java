@@ -19,9 +19,9 @@ import org.springframework.web.bind.annotation.ControllerAdvice;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 
 /**
- * Answers the guard's refusals that reach a Spring MVC controller (from an {@code @Idempotent}
- * method it called, or from the guard itself) as the {@link IdempotentEndpoint} answers them,
- * instead of a generic 500:
+ * Answers the guard's refusals that reach a controller, Spring MVC's or Spring WebFlux's (from an
+ * {@code @Idempotent} method it called, or from the guard itself) as the {@link IdempotentEndpoint}
+ * answers them, instead of a generic 500:
  *
  * <ul>
  *   <li>{@link InvalidKeyException} (an {@code @Idempotent} call's key is blank, too long, holds

@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
@@ -16,6 +17,30 @@ import reactor.core.publisher.Mono;
 public class ReactiveNotifyController {
 
   private final AtomicInteger sends = new AtomicInteger();
+  private final ReactiveMailer mailer;
+
+  /**
+   * @param mailer the {@code @Idempotent} provider client of the unannotated handlers
+   */
+  public ReactiveNotifyController(ReactiveMailer mailer) {
+    this.mailer = mailer;
+  }
+
+  /**
+   * Not an idempotent endpoint: calls an {@code @Idempotent} method whose refusals the starter's
+   * exception handler answers.
+   */
+  @PostMapping("/orders/{order}/mail")
+  public Mono<ReactiveMailer.Sent> mail(@PathVariable String order) {
+    return mailer.send(order);
+  }
+
+  /** As {@link #mail}, with a send that answers when the test says so. */
+  @PostMapping("/orders/{order}/held")
+  public Mono<ReactiveMailer.Sent> held(@PathVariable String order) {
+    return mailer.held(order);
+  }
+
   private final AtomicInteger outages = new AtomicInteger();
 
   /** How many sends the handlers made. */

@@ -38,6 +38,7 @@ class WebFluxEndpointTest {
 
   @LocalServerPort int port;
   @Autowired ReactiveNotifyController controller;
+  @Autowired ReactiveMailer mailer;
   @Autowired ApplicationContext context;
 
   @BeforeAll
@@ -184,5 +185,38 @@ class WebFluxEndpointTest {
     assertThat(repeat.body()).isEqualTo(retried.body());
     assertThat(repeat.headers().firstValue("Idempotent-Replayed")).hasValue("true");
     assertThat(controller.sends() - before).isEqualTo(2);
+  }
+
+  @Test
+  void anIdempotentMethodsUnsafeKeyIsA400ProblemNotA500() throws Exception {
+    int before = mailer.runs();
+
+    HttpResponse<String> refused = post("/orders/" + "k".repeat(2_000) + "/mail", null, "");
+
+    assertThat(refused.statusCode()).as(refused.body()).isEqualTo(400);
+    assertThat(refused.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+    assertThat(refused.body()).contains("/problems/malformed-key");
+    assertThat(mailer.runs()).as("nothing sent").isEqualTo(before);
+  }
+
+  @Test
+  void anIdempotentMethodInProgressIsA409ProblemWithRetryAfter() throws Exception {
+    String order = key();
+    int before = mailer.runs();
+    CompletableFuture<HttpResponse<String>> first =
+        CLIENT.sendAsync(
+            request("/orders/" + order + "/held", null, ""), HttpResponse.BodyHandlers.ofString());
+    long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+    while (mailer.runs() == before) {
+      assertThat(System.nanoTime()).as("the first send started within 30 s").isLessThan(deadline);
+      Thread.sleep(10);
+    }
+    HttpResponse<String> repeat = post("/orders/" + order + "/held", null, "");
+    mailer.answer(order, new ReactiveMailer.Sent("sent-held", order));
+
+    assertThat(repeat.statusCode()).as(repeat.body()).isEqualTo(409);
+    assertThat(repeat.headers().firstValue("Retry-After")).isPresent();
+    assertThat(repeat.body()).contains("/problems/request-in-progress");
+    assertThat(first.get().statusCode()).isEqualTo(200);
   }
 }

@@ -14,22 +14,16 @@ import org.junit.jupiter.params.provider.MethodSource;
  * one holding a control character (a tab, the one an HTTP header can carry). Each is refused
  * clearly (400, naming the key), nothing is sent, the store is never asked.
  *
- * <p>Excluded: {@link HttpEntryPoint#MONO_METHOD}. Its refusal is clear and nothing is sent, but it
- * is thrown by the call that builds the {@code Mono} instead of signalled by the {@code Mono}, so
- * the application's {@code onErrorResume} never sees it and WebFlux answers 500: an open finding,
- * {@link MonoMethodUnsafeKeyOpenFindingTest}.
+ * <p>On {@link HttpEntryPoint#MONO_METHOD} the refusal is the {@code Mono}'s error, so the
+ * application's {@code onErrorResume} answers it ({@link MonoMethodUnsafeKeyTest}).
  */
 class UnsafeKeyHazardTest extends HazardTest {
 
   static final List<String> UNSAFE_KEYS =
       List.of("k".repeat(1_024), "k".repeat(2_000), "otp:user\t42");
 
-  static List<EntryPoint> entryPointsButTheMonoMethod() {
-    return entryPoints().stream().filter(entry -> entry != HttpEntryPoint.MONO_METHOD).toList();
-  }
-
   @ParameterizedTest
-  @MethodSource("entryPointsButTheMonoMethod")
+  @MethodSource("dev.idempotency.spring.suite.HazardTest#entryPoints")
   void aKeyThatIsNotSafeIsRefusedClearlyWithoutAskingTheStore(EntryPoint entry) throws Exception {
     assertRefusedClearly(entry);
   }
