@@ -7,7 +7,8 @@
 # Build first (once): mvn -B -ntp install -DskipTests -Dpublish.skip=true -pl idempotency-spring-boot-starter -am
 # Then:               benchmarks/http/run.sh [output dir]
 # Settings (environment), PROFILE_OPTS (see start) too: STACKS="mvc webflux" STORES="memory redis" CONNECTIONS="32 64" ROUNDS=3
-#   DURATION=8s WARMUP=5s WRK_THREADS=2 MVN_ARGS="-B -ntp" JAVA_OPTS="-Xmx512m" REDIS_SERVER=redis-server
+#   DURATION=8s WARMUP=5s WRK_THREADS=2 MVN_ARGS="-B -ntp" JAVA_OPTS="-Xmx1g" REDIS_SERVER=redis-server
+#   MEMORY_MAXIMUM_SIZE=1000000 (the in-memory store holds every key of a run: no eviction, no WARN per evicted key)
 # Needs wrk (Debian package wrk) and redis-server (Debian package redis-server) on the PATH.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ DURATION=${DURATION:-8s}
 WARMUP=${WARMUP:-5s}
 WRK_THREADS=${WRK_THREADS:-2}
 MVN_ARGS=${MVN_ARGS:-"-B -ntp"}
-JAVA_OPTS=${JAVA_OPTS:-"-Xmx512m"}
+JAVA_OPTS=${JAVA_OPTS:-"-Xmx1g"}
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 PROFILE_OPTS=${PROFILE_OPTS:-}
 mkdir -p "$out"
@@ -63,6 +64,7 @@ start() { # stack store
   java $JAVA_OPTS ${PROFILE_OPTS//%s/$1-$2} -cp "$classpath" dev.idempotency.benchmarks.http.HttpBenchApplication \
     --server.port="$port" --spring.main.web-application-type="$type" \
     --idempotency.store="$2" --spring.data.redis.port="$redis_port" \
+    --idempotency.memory.maximum-size="${MEMORY_MAXIMUM_SIZE:-1000000}" \
     > "$out/app-$1-$2.log" 2>&1 &
   app_pid=$!
   for _ in $(seq 1 360); do
