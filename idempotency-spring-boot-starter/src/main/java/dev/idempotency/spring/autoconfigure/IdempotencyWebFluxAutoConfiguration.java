@@ -15,6 +15,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.context.annotation.Bean;
 import org.springframework.http.codec.ServerCodecConfigurer;
+import org.springframework.util.function.SingletonSupplier;
 import org.springframework.web.reactive.DispatcherHandler;
 import org.springframework.web.reactive.config.WebFluxConfigurer;
 import org.springframework.web.reactive.result.method.annotation.ArgumentResolverConfigurer;
@@ -86,17 +87,19 @@ public final class IdempotencyWebFluxAutoConfiguration {
       ObjectProvider<WebExceptionHandler> exceptionHandlers,
       ObjectProvider<ServerCodecConfigurer> codecs) {
     IdempotencyProperties.Http http = properties.getHttp();
+    // each looked up at the first request, once the context is refreshed, not on every request
     return new IdempotentEndpointWebFilter(
         guard,
         endpoints,
-        () -> List.copyOf(mappings.orderedStream().toList()),
-        json::getIfAvailable,
+        SingletonSupplier.of(() -> List.copyOf(mappings.orderedStream().toList())),
+        SingletonSupplier.of(json::getIfAvailable),
         http.getHeader(),
         http.getMinKeyLength(),
         http.getMaxBodySize().toBytes(),
         http.getMaxResponseSize().toBytes(),
-        () -> List.copyOf(exceptionHandlers.orderedStream().toList()),
-        () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders()));
+        SingletonSupplier.of(() -> List.copyOf(exceptionHandlers.orderedStream().toList())),
+        SingletonSupplier.of(
+            () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders())));
   }
 
   /**
