@@ -1,4 +1,4 @@
--- wrk script: POST with an Idempotency-Key taken in turn from a fixed set of 1,000 (replays, once the warm-up has stored them).
+-- wrk script: POST with an Idempotency-Key taken in turn from a fixed set of 1,000 (replays, once prime.py has stored them).
 -- wrk ... -s replay.lua <url> -- <run id>
 local threads = {}
 local counter = 0

@@ -2,12 +2,12 @@
 # What @IdempotentEndpoint costs over HTTP: the plain handler against the guarded one, same work,
 # same store, measured with wrk, alternately (plain, guarded, plain, guarded, ...) so that the load
 # of a shared machine falls on both alike. First sends (a new key per request) and replays (a fixed
-# set of 1,000 keys, stored during the warm-up), at each connection count, on each stack and store.
+# set of 1,000 keys, stored by prime.py first), at each connection count, on each stack and store.
 #
 # Build first (once): mvn -B -ntp install -DskipTests -Dpublish.skip=true -pl idempotency-spring-boot-starter -am
 # Then:               benchmarks/http/run.sh [output dir]
 # Settings (environment), PROFILE_OPTS (see start) too: STACKS="mvc webflux" STORES="memory redis" CONNECTIONS="32 64" ROUNDS=3
-#   DURATION=8s WARMUP=5s WRK_THREADS=2 MVN_ARGS="-B -ntp" JAVA_OPTS="-Xmx1g" REDIS_SERVER=redis-server
+#   DURATION=8s WARMUP=5s APP_WARMUP=20s WRK_THREADS=2 MVN_ARGS="-B -ntp" JAVA_OPTS="-Xmx1g" REDIS_SERVER=redis-server
 #   MEMORY_MAXIMUM_SIZE=1000000 (the in-memory store holds every key of a run: no eviction, no WARN per evicted key)
 # Needs wrk (Debian package wrk) and redis-server (Debian package redis-server) on the PATH.
 set -euo pipefail
@@ -19,6 +19,7 @@ CONNECTIONS=${CONNECTIONS:-"32 64"}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-8s}
 WARMUP=${WARMUP:-5s}
+APP_WARMUP=${APP_WARMUP:-20s}
 WRK_THREADS=${WRK_THREADS:-2}
 MVN_ARGS=${MVN_ARGS:-"-B -ntp"}
 JAVA_OPTS=${JAVA_OPTS:-"-Xmx1g"}
@@ -93,10 +94,16 @@ run=$(date +%s)
 for stack in $STACKS; do
   for store in $STORES; do
     start "$stack" "$store"
+    # the application's warm-up (JIT), on both handlers
+    measure "$stack" "$store" first-send 32 plain 0 "$APP_WARMUP" "$run-warm" no
+    measure "$stack" "$store" first-send 32 guarded 0 "$APP_WARMUP" "$run-warm" no
     for connections in $CONNECTIONS; do
       for mode in first-send replay; do
         id="$run-$stack-$store-$connections-$mode"
-        # warm-up: JIT, pools; for replays it also stores the fixed keys
+        if [ "$mode" = replay ]; then
+          python3 "$here/prime.py" "http://127.0.0.1:$port/guarded" "$id" # stores the fixed keys
+        fi
+        # warm-up at this connection count
         measure "$stack" "$store" "$mode" "$connections" plain 0 "$WARMUP" "$id" no
         measure "$stack" "$store" "$mode" "$connections" guarded 0 "$WARMUP" "$id" no
         for round in $(seq 1 "$ROUNDS"); do
