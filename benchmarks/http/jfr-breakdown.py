@@ -48,12 +48,12 @@ def frames(event):
     stack = event["values"].get("stackTrace") or {}
     for frame in stack.get("frames", []):
         method = frame["method"]
-        yield method["type"]["name"] + "." + method["name"]
+        yield method["type"]["name"].replace("/", ".") + "." + method["name"]
 
 
 def main(path):
     raw = subprocess.run(
-        ["jfr", "print", "--json", "--stack-depth", "96", "--events", "jdk.ExecutionSample", path],
+        ["jfr", "print", "--json", "--stack-depth", "300", "--events", "jdk.ExecutionSample", path],
         check=True, capture_output=True, text=True).stdout
     events = json.loads(raw)["recording"]["events"]
     total = len(events)

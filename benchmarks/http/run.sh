@@ -4,8 +4,7 @@
 # of a shared machine falls on both alike. First sends (a new key per request) and replays (a fixed
 # set of 1,000 keys, stored by prime.py first), at each connection count, on each stack and store.
 #
-# Build first (once): mvn -B -ntp install -DskipTests -Dpublish.skip=true -pl idempotency-spring-boot-starter -am
-# Then:               benchmarks/http/run.sh [output dir]
+# Run:  benchmarks/http/run.sh [output dir]   (it builds this tree's SDK and the application first)
 # Settings (environment), PROFILE_OPTS (see start) too: STACKS="mvc webflux" STORES="memory redis" CONNECTIONS="32 64" ROUNDS=3
 #   DURATION=8s WARMUP=5s APP_WARMUP=20s WRK_THREADS=2 MVN_ARGS="-B -ntp" JAVA_OPTS="-Xmx1g" REDIS_SERVER=redis-server
 #   MEMORY_MAXIMUM_SIZE=1000000 (the in-memory store holds every key of a run: no eviction, no WARN per evicted key)
@@ -31,8 +30,10 @@ results=$out/results.tsv
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# builds the SDK of this tree with the application (the reactor's jars, nothing installed); the
+# last module built, this one, writes the class path
 # shellcheck disable=SC2086
-mvn $MVN_ARGS -q -f "$here/pom.xml" package dependency:build-classpath \
+mvn $MVN_ARGS -q -f "$here/../../pom.xml" -pl benchmarks/http -am package dependency:build-classpath \
   -DskipTests -Dmdep.outputFile="$here/target/classpath.txt"
 classpath="$here/target/classes:$(cat "$here/target/classpath.txt")"
 
