@@ -32,10 +32,14 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # builds the SDK of this tree with the application (the reactor's jars, nothing installed); the
 # last module built, this one, writes the class path
-# shellcheck disable=SC2086
-mvn $MVN_ARGS -q -f "$here/../../pom.xml" -pl benchmarks/http -am package dependency:build-classpath \
-  -DskipTests -Dmdep.outputFile="$here/target/classpath.txt"
-classpath="$here/target/classes:$(cat "$here/target/classpath.txt")"
+# (CLASSPATH_FILE: a class path written before, to run without building)
+if [ -z "${CLASSPATH_FILE:-}" ]; then
+  # shellcheck disable=SC2086
+  mvn $MVN_ARGS -q -f "$here/../../pom.xml" -pl benchmarks/http -am package dependency:build-classpath \
+    -DskipTests -Dmdep.outputFile="$here/target/classpath.txt"
+  CLASSPATH_FILE=$here/target/classpath.txt
+fi
+classpath="$here/target/classes:$(cat "$CLASSPATH_FILE")"
 
 app_pid=""
 redis_pid=""
