@@ -12,9 +12,9 @@ import java.util.concurrent.Executor;
 /**
  * One non-blocking run of {@link IdempotencyGuard#executeForOutcomeAsync}: the steps of {@link
  * GuardedCall}, driven by the same {@link CallSupport} decisions, chained as stages. Every step
- * after a store or a sender answered runs on the guard's async executor (see {@link Stages}), never
- * on a store's I/O thread; waiting for an in-flight call schedules the next poll instead of parking
- * a thread.
+ * after a store or a sender answered runs on the call's executor (the guard's async executor, or
+ * the caller's waiting thread; see {@link Stages}), never on a store's I/O thread; waiting for an
+ * in-flight call schedules the next poll instead of parking a thread.
  */
 final class AsyncGuardedCall<T> {
 
@@ -26,10 +26,11 @@ final class AsyncGuardedCall<T> {
       GuardSettings settings,
       IdempotencyRequest request,
       ResultCodec<T> codec,
-      AsyncSender<T> sender) {
+      AsyncSender<T> sender,
+      Executor executor) {
     this.call = new CallSupport<>(settings, request, codec);
     this.sender = sender;
-    this.executor = settings.asyncExecutor;
+    this.executor = executor;
   }
 
   CompletableFuture<Outcome<T>> run() {

@@ -297,14 +297,50 @@ public final class IdempotencyGuard implements AutoCloseable {
    */
   public <T> CompletionStage<Outcome<T>> executeForOutcomeAsync(
       IdempotencyRequest request, ResultCodec<T> codec, AsyncSender<T> sender) {
+    return executeForOutcomeAsync(request, codec, sender, settings.asyncExecutor);
+  }
+
+  /**
+   * Like {@link #executeForOutcomeAsync(IdempotencyRequest, ResultCodec, AsyncSender)}, with the
+   * steps after a store or the sender answered run on {@code continueOn} rather than on {@link
+   * Builder#asyncExecutor(Executor)}: for an integration whose caller waits for this call on a
+   * thread of its own (a servlet request thread) and runs its steps there while it waits, which
+   * saves a hand-over to another thread per step. A task {@code continueOn} rejects ({@link
+   * java.util.concurrent.RejectedExecutionException}), because nobody waits any more, runs on the
+   * guard's async executor instead. {@code continueOn} must never run a task on the thread that
+   * submits it (that may be a store's I/O thread).
+   *
+   * @param request the key, window and fingerprint
+   * @param codec encodes and decodes the result
+   * @param sender the non-blocking provider call
+   * @param continueOn where the call's steps run, falling back to the guard's async executor
+   * @param <T> the result type
+   * @return the outcome
+   */
+  public <T> CompletionStage<Outcome<T>> executeForOutcomeAsync(
+      IdempotencyRequest request,
+      ResultCodec<T> codec,
+      AsyncSender<T> sender,
+      Executor continueOn) {
     Objects.requireNonNull(request, "request must not be null");
     Objects.requireNonNull(codec, "codec must not be null");
     Objects.requireNonNull(sender, "sender must not be null");
+    Objects.requireNonNull(continueOn, "continueOn must not be null");
     requireLeaseShorterThan(request.ttl());
     enter();
+    Executor executor =
+        continueOn == settings.asyncExecutor
+            ? continueOn
+            : task -> {
+              try {
+                continueOn.execute(task);
+              } catch (java.util.concurrent.RejectedExecutionException nobodyWaits) {
+                settings.asyncExecutor.execute(task);
+              }
+            };
     CompletableFuture<Outcome<T>> outcome;
     try {
-      outcome = new AsyncGuardedCall<>(settings, request, codec, sender).run();
+      outcome = new AsyncGuardedCall<>(settings, request, codec, sender, executor).run();
     } catch (RuntimeException | Error e) {
       settings.inFlight.exit();
       throw e;

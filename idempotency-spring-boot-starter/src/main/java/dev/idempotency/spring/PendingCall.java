@@ -13,8 +13,6 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.MDC;
@@ -59,13 +57,14 @@ public final class PendingCall<T> {
   private final CompletableFuture<T> work = new CompletableFuture<>();
   private final CompletableFuture<Outcome<T>> outcome;
   private volatile boolean claimedHere;
+  private final WaitingThreadExecutor steps = new WaitingThreadExecutor();
 
   /** What the sender saw when the guard handed it the key: its context and the MDC it set. */
   private record Claimed(SendContext context, Map<String, String> mdc) {}
 
   private PendingCall(IdempotencyGuard guard, IdempotencyRequest request, ResultCodec<T> codec) {
     this.outcome =
-        guard.executeForOutcomeAsync(request, codec, this::handOver).toCompletableFuture();
+        guard.executeForOutcomeAsync(request, codec, this::handOver, steps).toCompletableFuture();
   }
 
   /**
@@ -116,15 +115,10 @@ public final class PendingCall<T> {
   }
 
   private void awaitDecision(Duration maxWait) {
-    try {
-      CompletableFuture.anyOf(claimed, outcome).get(maxWait.toNanos(), TimeUnit.NANOSECONDS);
-    } catch (ExecutionException refused) {
-      // the outcome failed without a send: outcome() reports it
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (TimeoutException e) {
-      // neither claimed nor answered in time: abandoned below
-    }
+    // the guard's steps (after the store answered) run here meanwhile; a failed outcome (a refusal
+    // without a send) is reported by outcome(); neither claimed nor answered in time: abandoned
+    // below
+    steps.runWhileWaiting(CompletableFuture.anyOf(claimed, outcome), maxWait, () -> {});
     if (claimed.isDone()) {
       claimedHere = true;
       return;
@@ -216,6 +210,30 @@ public final class PendingCall<T> {
    */
   public void fail(Throwable failure) {
     work.completeExceptionally(Objects.requireNonNull(failure, "failure must not be null"));
+  }
+
+  /**
+   * {@link #complete}, then waits until the outcome is written, at most {@code maxWait}; the
+   * guard's steps of this call (encoding, the store's write) run on this thread meanwhile. Returns
+   * early, with the interrupt flag set, if the thread is interrupted.
+   *
+   * @param value the result, may be null
+   * @param maxWait the longest wait
+   */
+  public void completeAndAwait(@Nullable T value, Duration maxWait) {
+    steps.runWhileWaiting(outcome, maxWait, () -> complete(value));
+  }
+
+  /**
+   * {@link #fail}, then waits until the key is released (or the failure stored), at most {@code
+   * maxWait}, as {@link #completeAndAwait} does.
+   *
+   * @param failure what the work threw
+   * @param maxWait the longest wait
+   */
+  public void failAndAwait(Throwable failure, Duration maxWait) {
+    Objects.requireNonNull(failure, "failure must not be null");
+    steps.runWhileWaiting(outcome, maxWait, () -> fail(failure));
   }
 
   /**

@@ -21,6 +21,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
 import org.springframework.http.codec.ServerCodecConfigurer;
+import org.springframework.util.function.SingletonSupplier;
 import org.springframework.web.reactive.DispatcherHandler;
 import org.springframework.web.reactive.config.WebFluxConfigurer;
 import org.springframework.web.reactive.result.method.annotation.ArgumentResolverConfigurer;
@@ -126,17 +127,19 @@ public final class IdempotencyWebFluxAutoConfiguration {
       ObjectProvider<ServerCodecConfigurer> codecs,
       IdempotentEndpointInvocations invocations) {
     IdempotencyProperties.Http http = properties.getHttp();
+    // each looked up at the first request, once the context is refreshed, not on every request
     return new IdempotentEndpointWebFilter(
         guard,
         endpoints,
-        () -> List.copyOf(mappings.orderedStream().toList()),
-        json::getIfAvailable,
+        SingletonSupplier.of(() -> List.copyOf(mappings.orderedStream().toList())),
+        SingletonSupplier.of(json::getIfAvailable),
         http.getHeader(),
         http.getMinKeyLength(),
         http.getMaxBodySize().toBytes(),
         http.getMaxResponseSize().toBytes(),
-        () -> List.copyOf(exceptionHandlers.orderedStream().toList()),
-        () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders()),
+        SingletonSupplier.of(() -> List.copyOf(exceptionHandlers.orderedStream().toList())),
+        SingletonSupplier.of(
+            () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders())),
         invocations);
   }
 

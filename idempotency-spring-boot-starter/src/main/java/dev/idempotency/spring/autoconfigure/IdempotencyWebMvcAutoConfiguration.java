@@ -27,6 +27,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.Ordered;
+import org.springframework.util.function.SingletonSupplier;
 import org.springframework.web.method.support.HandlerMethodArgumentResolver;
 import org.springframework.web.servlet.DispatcherServlet;
 import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
@@ -178,7 +179,7 @@ public final class IdempotencyWebMvcAutoConfiguration {
         guard,
         endpoints,
         scope,
-        json::getIfAvailable,
+        SingletonSupplier.of(json::getIfAvailable), // looked up once, not on every request
         http.getHeader(),
         http.getMinKeyLength(),
         http.getMaxBodySize().toBytes(),

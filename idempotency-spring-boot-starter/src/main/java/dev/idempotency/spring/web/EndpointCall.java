@@ -4,9 +4,6 @@ import dev.idempotency.spring.PendingCall;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.LoggerFactory;
@@ -227,8 +224,7 @@ final class EndpointCall {
    */
   void release(String why) {
     if (late == null && reported.compareAndSet(false, true)) {
-      call.fail(new NotStored(why));
-      awaitOutcome();
+      call.failAndAwait(new NotStored(why), maxWait);
     }
   }
 
@@ -250,18 +246,22 @@ final class EndpointCall {
         return;
       }
       int status = response.getStatus();
+      // each waits (bounded) for the outcome: a retry the client sends at once finds the key
+      // stored or free
       if (!handlerStarted) {
-        call.fail(new NotStored("the handler did not start (status " + status + ")"));
+        call.failAndAwait(
+            new NotStored("the handler did not start (status " + status + ")"), maxWait);
       } else if (workAbandoned()) {
-        call.fail(new NotStored("the handler's work timed out before it began (" + status + ")"));
+        call.failAndAwait(
+            new NotStored("the handler's work timed out before it began (" + status + ")"),
+            maxWait);
       } else if (!isStored(status)) {
-        call.fail(new NotStored("status " + status + " is not stored"));
+        call.failAndAwait(new NotStored("status " + status + " is not stored"), maxWait);
       } else {
         byte[] body = response.overflowed() ? null : response.body();
         StoredResponse stored = StoredResponse.capture(response, body, headers);
-        call.complete(bodySeen ? stored : stored.withoutBody());
+        call.completeAndAwait(bodySeen ? stored : stored.withoutBody(), maxWait);
       }
-      awaitOutcome(); // a retry the client sends at once finds the key stored or free
     } finally {
       response.release();
     }
@@ -306,16 +306,6 @@ final class EndpointCall {
         && status != 409
         && status != 425
         && status != 429;
-  }
-
-  private void awaitOutcome() {
-    try {
-      call.outcome().get(maxWait.toNanos(), TimeUnit.NANOSECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (ExecutionException | TimeoutException e) {
-      // the client gets its response anyway; the guard has reported what went wrong
-    }
   }
 
   /** Why a response was not stored: the key is released with it. */
