@@ -116,7 +116,7 @@ final class AsyncGuardedCall<T> {
                       : CompletableFuture.<Outcome<T>>failedFuture(call.lateClaimRefused(claim)),
               executor);
     } else if (next instanceof CallSupport.SendUnclaimed<T>) {
-      return startSend(1).thenApply(value -> new Outcome<>(value, false, 1, false));
+      return startSend(call.context(1)).thenApply(value -> new Outcome<>(value, false, 1, false));
     } else if (next instanceof CallSupport.Replay<T> replay) {
       return CompletableFuture.completedFuture(replay.outcome());
     } else if (next instanceof CallSupport.Refuse<T> refuse) {
@@ -126,9 +126,9 @@ final class AsyncGuardedCall<T> {
         .thenCompose(ignored -> attempt());
   }
 
-  private CompletableFuture<T> startSend(int attempt) {
-    try (MdcScope mdc = call.mdc(attempt)) {
-      CompletionStage<T> stage = sender.send(call.context(attempt));
+  private CompletableFuture<T> startSend(SendContext context) {
+    try (MdcScope mdc = call.mdc(context.attempt())) {
+      CompletionStage<T> stage = sender.send(context);
       if (stage == null) {
         return CompletableFuture.failedFuture(
             new NullPointerException("the AsyncSender returned a null stage"));
@@ -144,7 +144,7 @@ final class AsyncGuardedCall<T> {
     call.startSend(claim);
     Instant sendStart = call.settings.clock.instant();
     return Stages.<T, Outcome<T>>continueOn(
-            startSend(attempt),
+            startSend(call.context(claim)),
             (value, error) -> {
               long sendNanos = call.sendFinished(claim, sendStart);
               if (error != null) {

@@ -322,6 +322,14 @@ final class CallSupport<T> {
   }
 
   /**
+   * The context of a send under this claim, whose {@link SendContext#leaseHeld()} asks {@link
+   * #readyToSend} again: for a sender that hands its work on and starts it later.
+   */
+  SendContext context(Claim claim) {
+    return SendContext.lazy(request.key(), claim.attempt, () -> readyToSend(claim));
+  }
+
+  /**
    * Whether the sender may run under this claim: never with less than the keeper's margin (a
    * quarter lease) left. A claim the store answered after more than half its lease, or with less
    * than the margin left, is renewed first, fenced, on the calling thread (see {@link

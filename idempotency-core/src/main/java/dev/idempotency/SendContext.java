@@ -2,6 +2,7 @@ package dev.idempotency;
 
 import java.util.Objects;
 import java.util.UUID;
+import java.util.function.BooleanSupplier;
 
 /**
  * What a {@link Sender} knows about the send it performs. The provider key and UUID are derived
@@ -13,6 +14,7 @@ public final class SendContext {
   private final int attempt;
   private volatile String providerKey;
   private volatile UUID providerUuid;
+  private final BooleanSupplier leaseHeld;
 
   /**
    * Creates a context with given provider keys (for tests and adapters).
@@ -29,6 +31,11 @@ public final class SendContext {
   }
 
   private SendContext(String key, int attempt) {
+    this(key, attempt, () -> true);
+  }
+
+  private SendContext(String key, int attempt, BooleanSupplier leaseHeld) {
+    this.leaseHeld = leaseHeld;
     this.key = Objects.requireNonNull(key, "key");
     if (attempt < 1) {
       throw new IllegalArgumentException("attempt must be at least 1, was " + attempt);
@@ -39,6 +46,26 @@ public final class SendContext {
   /** The guard's context: provider keys derived from the key on first use. */
   static SendContext lazy(String key, int attempt) {
     return new SendContext(key, attempt);
+  }
+
+  /** The guard's context of a send under a claim, which {@link #leaseHeld()} checks again. */
+  static SendContext lazy(String key, int attempt, BooleanSupplier leaseHeld) {
+    return new SendContext(key, attempt, leaseHeld);
+  }
+
+  /**
+   * Whether the guard still holds this send's key, checked now: its lease has not lapsed and was
+   * not taken over, and is renewed (fenced, a blocking store call) if it is due. The guard checks
+   * this itself just before it calls the sender; a sender that hands its work on and starts the
+   * provider call later (a task queued on an executor) checks it again just before that call and
+   * sends nothing if it is {@code false}, since another caller may have taken the key over. Always
+   * {@code true} for a context the guard did not make (tests, adapters) and for a send without a
+   * claim (fail-open).
+   *
+   * @return {@code true} if a provider call may start now under this key
+   */
+  public boolean leaseHeld() {
+    return leaseHeld.getAsBoolean();
   }
 
   /**

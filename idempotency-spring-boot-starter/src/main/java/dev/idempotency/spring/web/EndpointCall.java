@@ -81,6 +81,15 @@ final class EndpointCall {
     return true;
   }
 
+  /**
+   * Whether the key's lease still holds for the work about to begin (renewed now if it is due): a
+   * task that waited in Spring MVC's queue longer than the lease, or while renewals failed, must
+   * not send, since another request may have taken the key over.
+   */
+  boolean leaseHeld() {
+    return !call.claimed() || call.context().leaseHeld();
+  }
+
   boolean reported() {
     return reported.get() || late != null;
   }

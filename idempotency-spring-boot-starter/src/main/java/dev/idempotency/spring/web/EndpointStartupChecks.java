@@ -5,6 +5,7 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.framework.Advised;
@@ -31,10 +32,12 @@ import org.springframework.web.method.HandlerMethod;
  * IdempotentEndpointInvocations} saw the handler method invoked, so without that advice no response
  * could ever be stored.
  *
- * <p>On Spring MVC only: a reactive return type ({@code Mono}, {@code Flux}) or a subclass of
- * {@code DeferredResult}: at a servlet container's async timeout such a result's key would be
- * released while its send runs. WebFlux has no container timeout: a reactive type is its own idiom,
- * and {@code DeferredResult} is a Spring MVC type it never runs.
+ * <p>On Spring MVC only: a reactive return type ({@code Mono}, {@code Flux}), a subclass of {@code
+ * DeferredResult}, or a declared subtype of {@code Callable}: at a servlet container's async
+ * timeout such a result's key would be released while its send runs (or, for a {@code Callable}
+ * subtype, its work cut off by Spring MVC's interrupt, or kept claimed though it never ran).
+ * WebFlux has no container timeout: a reactive type is its own idiom, and {@code DeferredResult} is
+ * a Spring MVC type it never runs.
  */
 final class EndpointStartupChecks {
 
@@ -90,6 +93,16 @@ final class EndpointStartupChecks {
               + returned.getName()
               + ", a subclass of DeferredResult, which is not supported: at a container timeout"
               + " its key would be released while its send runs; return DeferredResult itself");
+    }
+    if (Callable.class.isAssignableFrom(returned) && returned != Callable.class) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns "
+              + returned.getName()
+              + ", a subtype of Callable, which is not supported: its work cannot be shielded from"
+              + " Spring MVC's interrupt at a timeout (a send cut off after the provider accepted"
+              + " it would be released and sent again), nor released if its task never ran; declare"
+              + " the return type Callable");
     }
     advisable(endpoint, handler, IdempotentEndpointAdvisor.class);
   }

@@ -1,5 +1,6 @@
 package dev.idempotency.spring.web;
 
+import dev.idempotency.KeyStoreException;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CancellationException;
@@ -24,10 +25,11 @@ import org.springframework.web.context.request.RequestContextHolder;
  * is interruptible ({@code HttpClient.send}) would then fail after the provider got the request,
  * and the key would be released or never reported. Shielded so, the send goes on and its outcome is
  * recorded (SPEC 13, 16). Work whose task was still queued in Spring MVC's async executor at the
- * timeout never runs (Spring MVC cancelled the task; the key is released: {@link EndpointCall}).
- * The work sees the waiting thread's MDC, locale and request attributes. The pool grows with the
- * waiting threads (one worker per waiting task, so it is bounded by Spring MVC's own async
- * executor) and its idle threads end after a minute.
+ * timeout never runs (Spring MVC cancelled the task; the key is released: {@link EndpointCall}),
+ * nor does work whose key's lease lapsed while it waited (answered 503; SPEC 16: never send on a
+ * lapsed lease). The work sees the waiting thread's MDC, locale and request attributes. The pool
+ * grows with the waiting threads (one worker per waiting task, so it is bounded by Spring MVC's own
+ * async executor) and its idle threads end after a minute.
  */
 final class UninterruptedWork {
 
@@ -59,6 +61,13 @@ final class UninterruptedWork {
       if (!call.workStarts()) {
         // Spring MVC cancelled the task at a timeout as it began: nothing was sent
         throw new CancellationException("the request timed out before its work began");
+      }
+      if (!call.leaseHeld()) {
+        // it waited in the queue while its lease lapsed (or could not be renewed): another request
+        // may hold the key now; answered 503, nothing sent, the key released if still ours
+        throw new KeyStoreException(
+            "the key's lease lapsed while the request's work waited to begin; nothing was sent",
+            null);
       }
       Map<String, String> mdc = MDC.getCopyOfContextMap();
       LocaleContext locale = LocaleContextHolder.getLocaleContext();
