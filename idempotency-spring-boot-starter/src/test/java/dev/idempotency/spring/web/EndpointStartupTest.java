@@ -105,6 +105,17 @@ class EndpointStartupTest {
     }
   }
 
+  interface SendTask extends java.util.concurrent.Callable<Map<String, Object>> {}
+
+  @RestController
+  static class CallableSubtypeHandler {
+    @PostMapping("/send")
+    @IdempotentEndpoint
+    public SendTask send() {
+      return Map::of;
+    }
+  }
+
   @RestController
   static class Fine {
     @PostMapping("/send")
@@ -165,6 +176,11 @@ class EndpointStartupTest {
   @Test
   void aSpringMvcEndpointReturningADeferredResultSubclassFails() {
     failsWith(DeferredResultSubclassHandler.class, "a subclass of DeferredResult");
+  }
+
+  @Test
+  void aSpringMvcEndpointDeclaredToReturnASubtypeOfCallableFails() {
+    failsWith(CallableSubtypeHandler.class, "a subtype of Callable");
   }
 
   @Test
