@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import java.lang.reflect.Method;
 import org.springframework.core.MethodParameter;
+import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.web.method.annotation.HandlerMethodValidationException;
 import org.springframework.web.server.ServerWebInputException;
 
@@ -12,7 +13,10 @@ import org.springframework.web.server.ServerWebInputException;
  * or a {@code HandlerMethodValidationException} of the method. The exception type alone says
  * nothing: a handler that has sent may throw a {@code ServerWebInputException} of its own, and its
  * answer is then final. {@link IdempotentEndpointInvocations} is the main evidence; this one holds
- * when another request to the same method was invoked at the same time.
+ * when another request to the same method was invoked at the same time. A parameter of a reactive
+ * type ({@code @RequestBody Flux<Item>}, {@code Mono<Order>}) is decoded and validated after the
+ * method was invoked, as the handler subscribes to it: its refusal comes after the handler may have
+ * sent, so it is the handler's answer, not a refusal before it ran.
  */
 final class HandlerRefusals {
 
@@ -21,7 +25,10 @@ final class HandlerRefusals {
   static boolean isArgumentRefusal(Throwable error, Method method) {
     if (error instanceof ServerWebInputException input) {
       MethodParameter parameter = input.getMethodParameter();
-      return parameter != null && method.equals(parameter.getMethod());
+      return parameter != null
+          && method.equals(parameter.getMethod())
+          && ReactiveAdapterRegistry.getSharedInstance().getAdapter(parameter.getParameterType())
+              == null;
     }
     return error instanceof HandlerMethodValidationException validation
         && method.equals(validation.getMethod());
