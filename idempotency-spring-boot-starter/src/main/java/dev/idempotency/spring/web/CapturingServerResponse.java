@@ -92,7 +92,9 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
           StreamCopy copy = new StreamCopy();
           return getDelegate()
               .writeAndFlushWith(
-                  Flux.from(body).map(element -> Flux.from(element).doOnNext(copy::add)))
+                  Flux.from(body)
+                      .map(element -> Flux.from(element).doOnNext(copy::add))
+                      .doOnCancel(copy::cut))
               .doOnSuccess(written -> copy.complete());
         });
   }
@@ -195,6 +197,18 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
       byte[] chunk = new byte[length];
       buffer.toByteBuffer(buffer.readPosition(), ByteBuffer.wrap(chunk), 0, length);
       bytes.writeBytes(chunk);
+    }
+
+    /**
+     * The stream was cancelled before its end (the client went away): what was copied is not the
+     * whole answer, so it is captured without its body (a retry gets {@code 422
+     * response-not-stored}, never a replay cut short, nor a second run).
+     */
+    synchronized void cut() {
+      if (bytes != null) {
+        bytes = null;
+        captured.complete(capture(null));
+      }
     }
 
     /** The whole stream was written: captures it with its body, if it was kept. */
