@@ -12,6 +12,7 @@ import org.springframework.aop.framework.Advised;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.core.ReactiveAdapterRegistry;
+import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.util.ClassUtils;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.method.HandlerMethod;
@@ -144,6 +145,9 @@ final class EndpointStartupChecks {
   private IdempotentEndpoints.@Nullable Endpoint annotationAndSendContext(HandlerMethod handler) {
     IdempotentEndpoints.Endpoint endpoint = endpoints.find(handler);
     Method method = handler.getMethod();
+    if (endpoint == null) {
+      annotatedOnlyBehindAnInterface(handler);
+    }
     if (endpoint == null && Arrays.asList(method.getParameterTypes()).contains(SendContext.class)) {
       throw new IllegalStateException(
           IdempotentEndpoints.describe(method)
@@ -151,6 +155,35 @@ final class EndpointStartupChecks {
               + " or remove the parameter");
     }
     return endpoint;
+  }
+
+  /**
+   * A handler mapped through an interface of a JDK proxy whose implementing method, not the
+   * interface's, carries the annotation: the request reaches the interface method, so the endpoint
+   * would silently not be guarded (every repeat would send again).
+   */
+  private void annotatedOnlyBehindAnInterface(HandlerMethod handler) {
+    Object bean = handler.getBean();
+    if (bean instanceof String beanName) {
+      if (!beanFactory.isSingleton(beanName)) {
+        return;
+      }
+      bean = beanFactory.getBean(beanName);
+    }
+    if (!AopUtils.isJdkDynamicProxy(bean)) {
+      return;
+    }
+    Method implementation =
+        AopUtils.getMostSpecificMethod(handler.getMethod(), AopUtils.getTargetClass(bean));
+    if (!implementation.equals(handler.getMethod())
+        && AnnotatedElementUtils.hasAnnotation(implementation, IdempotentEndpoint.class)) {
+      throw new IllegalStateException(
+          IdempotentEndpoints.describe(implementation)
+              + " carries @IdempotentEndpoint, but its bean is a JDK proxy mapped through the"
+              + " interface method, which does not: the endpoint would not be guarded; annotate the"
+              + " interface method too, or let Spring proxy classes"
+              + " (spring.aop.proxy-target-class=true)");
+    }
   }
 
   /** Spring MVC's mappings, in a class of their own: loaded only where Spring MVC is. */
