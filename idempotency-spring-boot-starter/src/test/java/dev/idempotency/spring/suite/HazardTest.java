@@ -16,12 +16,33 @@ import org.junit.jupiter.api.AfterEach;
  * application starts ({@code operations.StartWithoutStoreTest}); a name that is not safe (default
  * names shared by two methods: {@code IdempotentMethodStartupTest}, {@code
  * IdempotentListenerStartupTest}).
+ *
+ * <p>Listeners ({@link ListenerEntryPoint}: the broker is the caller) run the hazards that apply to
+ * them: a store down at the delivery ({@code StoreDownHazardTest}), a key that is not safe (the
+ * poison-message path, {@code UnsafeKeyHazardTest}), a shutdown mid-send ({@code
+ * ShutdownHazardTest}). Not run on listeners, and why:
+ *
+ * <ul>
+ *   <li>a store down in the middle of a send: not yet (the HTTP case has no broker-specific part);
+ *   <li>the caller gives up: a broker does not give up on a delivery; its equivalent, a redelivery
+ *       while the first delivery's send runs, cannot reach the listener's own consumer, which
+ *       handles one delivery of a partition or queue at a time; the same key in flight on another
+ *       consumer is {@code ListenerContract#aDeliveryInFlightElsewhereComesBackWithBackoff...};
+ *   <li>a lease lapsing before the send, and an interrupted thread: not yet on listeners (no
+ *       listener case of either exists; the interrupt would land on the container's consumer
+ *       thread, which needs an application of the test's own).
+ * </ul>
  */
 abstract class HazardTest {
 
   /** The entry points of the suite, for {@code @MethodSource}. */
   static List<EntryPoint> entryPoints() {
     return EntryPoint.all();
+  }
+
+  /** The listener entry points of the suite, for {@code @MethodSource}. */
+  static List<ListenerEntryPoint> listenerEntryPoints() {
+    return ListenerEntryPoint.all();
   }
 
   @AfterEach
