@@ -42,8 +42,22 @@ final class KafkaListenerApplication implements ListenerApplication {
     this.topic = topic;
   }
 
-  static KafkaListenerApplication start(
+  static KafkaListenerApplication record(
       SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String topic) {
+    return start(store, provider, closing, topic, false);
+  }
+
+  static KafkaListenerApplication batch(
+      SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String topic) {
+    return start(store, provider, closing, topic, true);
+  }
+
+  private static KafkaListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String topic,
+      boolean batch) {
     List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
     properties.addAll(
         List.of(
@@ -51,6 +65,7 @@ final class KafkaListenerApplication implements ListenerApplication {
             "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
             "spring.kafka.consumer.auto-offset-reset=earliest",
             "suite.kafka.topic=" + topic,
+            "suite.kafka.batch=" + batch,
             "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
             "logging.level.dev.idempotency=WARN"));
     ConfigurableApplicationContext context =

@@ -10,13 +10,17 @@ import java.util.concurrent.CountDownLatch;
  * delivery (consumed and acknowledged, redelivered, or dead-lettered); the sends are counted by the
  * {@link SuiteProvider} behind it, as behind the {@link EntryPoint HTTP entry points}.
  *
- * <p>Implemented: the Kafka record listener (on the messaging tests' shared in-JVM broker) and the
- * RabbitMQ listener (on the messaging tests' shared server). Not yet: the Kafka batch and JMS
- * listeners (their hazards are still only their broker's {@code ListenerContract}).
+ * <p>Implemented: the Kafka record and batch listeners (on the messaging tests' shared in-JVM
+ * broker), the JMS listener (on an embedded Artemis of its application's own) and the RabbitMQ
+ * listener (on the messaging tests' shared server).
  */
 public enum ListenerEntryPoint {
   /** A Kafka {@code @KafkaListener} record listener. */
-  KAFKA_RECORD(SuiteKafkaApplication.LISTENER, KafkaListenerApplication::start),
+  KAFKA_RECORD(SuiteKafkaApplication.LISTENER, KafkaListenerApplication::record),
+  /** A Kafka batch listener ({@code @KafkaListener(batch = "true")}). */
+  KAFKA_BATCH(SuiteKafkaApplication.BATCH_LISTENER, KafkaListenerApplication::batch),
+  /** A JMS {@code @JmsListener} (transacted session, the broker's redelivery). */
+  JMS(SuiteJmsApplication.LISTENER, JmsListenerApplication::start),
   /** A RabbitMQ {@code @RabbitListener} (Boot's defaults: a failed delivery is requeued). */
   RABBIT(SuiteRabbitApplication.LISTENER, RabbitListenerApplication::start);
 
@@ -50,7 +54,12 @@ public enum ListenerEntryPoint {
    */
   public synchronized ListenerApplication shared() {
     if (shared == null) {
-      shared = start(Stack.STORE, Stack.PROVIDER, new CountDownLatch(1), "idem.suite.shared");
+      shared =
+          start(
+              Stack.STORE,
+              Stack.PROVIDER,
+              new CountDownLatch(1),
+              "idem.suite.shared-" + name().toLowerCase(java.util.Locale.ROOT));
     }
     return shared;
   }

@@ -21,7 +21,8 @@ import org.junit.jupiter.params.provider.MethodSource;
  *       acknowledged, never dead-lettered), one send once the store answers, and a republished
  *       message is a replay;
  *   <li>down in the middle of a send, and back before the send ends (the lease's renewal met the
- *       outage): the send's outcome is recorded, one send, the repeat replays it.
+ *       outage): the send's outcome is recorded, one send, the repeat replays it (on a listener:
+ *       the delivery acknowledged, a republished message replayed).
  * </ul>
  */
 class StoreDownHazardTest extends HazardTest {
@@ -87,6 +88,37 @@ class StoreDownHazardTest extends HazardTest {
 
     STORE.down.set(false);
     Waits.await("the send once the store answers", () -> PROVIDER.sends(key) == 1);
+    application.awaitAcknowledged();
+    application.publish(key, key);
+    Waits.await(
+        "the repeat replayed",
+        () -> application.events().count(Type.REPLAYED, entry.operation(), key) == 1);
+    application.awaitAcknowledged();
+    assertThat(PROVIDER.sends(key)).as("one provider send").isEqualTo(1);
+    assertThat(application.deadLettered()).doesNotContain(key);
+  }
+
+  @ParameterizedTest
+  @MethodSource("dev.idempotency.spring.suite.HazardTest#listenerEntryPoints")
+  void aStoreDownMidDeliveryAndBackBeforeItEndsRecordsTheOutcome(ListenerEntryPoint entry)
+      throws Exception {
+    ListenerApplication application = entry.shared();
+    String key = Waits.newKey(entry);
+    CountDownLatch release = new CountDownLatch(1);
+    CountDownLatch started = PROVIDER.hold(release, 1);
+    application.publish(key, key);
+    assertThat(started.await(Waits.SECONDS, TimeUnit.SECONDS)).as("the send started").isTrue();
+
+    int refusedBefore = STORE.refused.get();
+    STORE.down.set(true);
+    Waits.await(
+        "the lease's renewal to meet the outage", () -> STORE.refused.get() > refusedBefore);
+    STORE.down.set(false);
+    release.countDown();
+
+    Waits.await(
+        "the outcome recorded",
+        () -> application.events().count(Type.COMPLETED, entry.operation(), key) == 1);
     application.awaitAcknowledged();
     application.publish(key, key);
     Waits.await(
