@@ -26,13 +26,15 @@ import org.junit.jupiter.api.AfterEach;
  * why:
  *
  * <ul>
- *   *
  *   <li>the caller gives up: a broker does not give up on a delivery; its equivalent, a redelivery
  *       while the first delivery's send runs, cannot reach the listener's own consumer, which
  *       handles one delivery of a partition or queue at a time; the same key in flight on another
- *       consumer is {@code ListenerContract#aDeliveryInFlightElsewhereComesBackWithBackoff...};
- *   <li>a lease lapsing before the send: not yet on listeners (a second caller must take the lapsed
- *       key over while the listener's consumer thread waits for its claim's answer).
+ *       consumer is {@code
+ *       ListenerContract#aDeliveryInFlightElsewhereComesBackWithBackoffAndIsNeverDeadLettered};
+ *   <li>a lease lapsing before the send: not yet on listeners. A draft (another consumer, the
+ *       application's guard called directly, takes the key over while the delivery's claim is
+ *       answered late) passed on every listener on Boot 3.5, but on Boot 4.0 the Kafka record
+ *       listener's key was never taken over within 90 s; not diagnosed, so not in the suite.
  * </ul>
  */
 abstract class HazardTest {
