@@ -9,9 +9,9 @@ import java.util.List;
  * key, and what the caller got. Each hazard test runs over {@link #all()}; the sends are counted by
  * the {@link SuiteProvider} behind every entry point.
  *
- * <p>Only entry points reached over HTTP are implemented (the MVC and WebFlux stacks). The
- * listeners' hazards are still each broker's {@code ListenerContract} (not yet an implementation of
- * this interface whose caller is the broker's redelivery).
+ * <p>These are the entry points reached over HTTP (the MVC and WebFlux stacks). The listeners,
+ * whose caller is the broker, are {@link ListenerEntryPoint}: a message published with the key
+ * stands for a call, what became of the delivery for its answer.
  */
 public interface EntryPoint {
 

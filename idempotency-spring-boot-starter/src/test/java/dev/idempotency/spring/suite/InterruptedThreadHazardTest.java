@@ -3,7 +3,11 @@ package dev.idempotency.spring.suite;
 import static dev.idempotency.spring.suite.Stack.PROVIDER;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.io.IOException;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -37,6 +41,61 @@ class InterruptedThreadHazardTest extends HazardTest {
       assertThat(first.body()).isEqualTo(repeat.body());
     }
     assertThat(PROVIDER.sends(key)).as("one provider send").isEqualTo(1);
+  }
+
+  /**
+   * On a listener: the container's consumer thread is interrupted mid-send. The outcome is recorded
+   * all the same, the delivery acknowledged, and the message published again is a replay: one send,
+   * nothing dead-lettered. An application of the test's own, since the interrupt lands on its
+   * consumer thread.
+   */
+  @ParameterizedTest
+  @MethodSource("listenerEntryPointsButJmsAndKafkaBatch")
+  void anInterruptMidDeliveryStillRecordsTheOutcome(ListenerEntryPoint entry) throws Exception {
+    assertAnInterruptMidDeliveryStillRecordsTheOutcome(entry);
+  }
+
+  /**
+   * The listener entry points but {@link ListenerEntryPoint#JMS} and {@link
+   * ListenerEntryPoint#KAFKA_BATCH}, whose outcome is not recorded: an open finding, {@link
+   * ListenerInterruptedThreadOpenFindingTest}.
+   */
+  static java.util.List<ListenerEntryPoint> listenerEntryPointsButJmsAndKafkaBatch() {
+    return listenerEntryPoints().stream()
+        .filter(entry -> entry != ListenerEntryPoint.JMS && entry != ListenerEntryPoint.KAFKA_BATCH)
+        .toList();
+  }
+
+  /**
+   * Interrupts the consumer thread of an application of {@code entry} mid-send; checks the rest.
+   */
+  static void assertAnInterruptMidDeliveryStillRecordsTheOutcome(ListenerEntryPoint entry)
+      throws Exception {
+    SuiteProvider provider = new SuiteProvider();
+    String key = Waits.newKey(entry);
+    try (ListenerApplication application =
+        entry.start(
+            new SwitchableKeyStore(),
+            provider,
+            new CountDownLatch(1),
+            "idem.suite." + UUID.randomUUID())) {
+      provider.interruptSenders(true);
+      application.publish(key, key);
+      Waits.await("the send", () -> provider.sends(key) >= 1);
+      provider.interruptSenders(false);
+      Waits.await(
+          "the outcome recorded",
+          () -> application.events().count(Type.COMPLETED, entry.operation(), key) == 1);
+      application.awaitAcknowledged();
+
+      application.publish(key, key);
+      Waits.await(
+          "the replay",
+          () -> application.events().count(Type.REPLAYED, entry.operation(), key) >= 1);
+      application.awaitAcknowledged();
+      assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
+      assertThat(application.deadLettered()).isEmpty();
+    }
   }
 
   /**

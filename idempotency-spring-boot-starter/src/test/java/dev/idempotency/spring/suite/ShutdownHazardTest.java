@@ -2,16 +2,19 @@ package dev.idempotency.spring.suite;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.MethodSource;
 import org.springframework.context.ConfigurableApplicationContext;
 
 /**
@@ -69,6 +72,49 @@ class ShutdownHazardTest extends HazardTest {
           assertThat(answered.body()).as(entry + ": the first answer").isEqualTo(replay.body());
         }
       }
+    }
+  }
+
+  /**
+   * On a listener: the application shuts down while a delivery's send runs; the shutdown waits for
+   * it, its outcome is recorded, and the message published again to the restarted application (as a
+   * producer's retry, or a redelivery) is a replay: one provider send, nothing dead-lettered.
+   */
+  @ParameterizedTest
+  @MethodSource("dev.idempotency.spring.suite.HazardTest#listenerEntryPoints")
+  void aShutdownMidDeliveryRecordsTheSendAndAfterTheRestartTheMessageIsAReplay(
+      ListenerEntryPoint entry) throws Exception {
+    SwitchableKeyStore store = new SwitchableKeyStore();
+    SuiteProvider provider = new SuiteProvider();
+    CountDownLatch closing = new CountDownLatch(1);
+    String destination = "idem.suite." + UUID.randomUUID();
+    String key = Waits.newKey(entry);
+    CountDownLatch release = new CountDownLatch(1);
+    CountDownLatch started = provider.hold(release, 1);
+    ListenerApplication first = entry.start(store, provider, closing, destination);
+    first.publish(key, key);
+    assertThat(started.await(Waits.SECONDS, TimeUnit.SECONDS)).as("the send started").isTrue();
+
+    CompletableFuture<Void> closed = CompletableFuture.runAsync(first::close);
+    assertThat(closing.await(Waits.SECONDS, TimeUnit.SECONDS)).as("the shutdown began").isTrue();
+    assertThat(closed).as("the shutdown waits for the send").isNotDone();
+    release.countDown();
+    closed.get(Waits.SECONDS, TimeUnit.SECONDS);
+    provider.reset();
+    assertThat(provider.sends(key)).as("its send finished").isEqualTo(1);
+
+    try (ListenerApplication second =
+        entry.start(store, provider, new CountDownLatch(1), destination)) {
+      second.publish(key, key);
+      Waits.await(
+          "the message replayed",
+          () -> second.events().count(Type.REPLAYED, entry.operation(), key) >= 1);
+      second.awaitAcknowledged();
+      assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
+      assertThat(second.events().count(Type.CLAIMED, entry.operation(), key))
+          .as("nothing claimed again after the restart")
+          .isZero();
+      assertThat(second.deadLettered()).isEmpty();
     }
   }
 

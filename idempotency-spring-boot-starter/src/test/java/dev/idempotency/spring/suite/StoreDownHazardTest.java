@@ -4,6 +4,7 @@ import static dev.idempotency.spring.suite.Stack.PROVIDER;
 import static dev.idempotency.spring.suite.Stack.STORE;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.IdempotencyEvent.Type;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -16,9 +17,12 @@ import org.junit.jupiter.params.provider.MethodSource;
  *
  * <ul>
  *   <li>down at the call: refused (503), nothing sent; once it answers again, one send, and a
- *       repeat replays it;
+ *       repeat replays it; on a listener, each delivery refused by the store is redelivered (never
+ *       acknowledged, never dead-lettered), one send once the store answers, and a republished
+ *       message is a replay;
  *   <li>down in the middle of a send, and back before the send ends (the lease's renewal met the
- *       outage): the send's outcome is recorded, one send, the repeat replays it.
+ *       outage): the send's outcome is recorded, one send, the repeat replays it (on a listener:
+ *       the delivery acknowledged, a republished message replayed).
  * </ul>
  */
 class StoreDownHazardTest extends HazardTest {
@@ -64,6 +68,65 @@ class StoreDownHazardTest extends HazardTest {
     Answer repeat = Waits.callUntil(() -> entry.call(key), Answer::inProgress);
     assertThat(repeat.body()).as("the repeat replays").isEqualTo(answer.body());
     assertThat(PROVIDER.sends(key)).as("one provider send").isEqualTo(1);
+  }
+
+  @ParameterizedTest
+  @MethodSource("dev.idempotency.spring.suite.HazardTest#listenerEntryPoints")
+  void aStoreDownAtTheDeliveryLeavesItUnacknowledgedThenOnceItAnswersSendsOnce(
+      ListenerEntryPoint entry) throws Exception {
+    ListenerApplication application = entry.shared();
+    String key = Waits.newKey(entry);
+    STORE.down.set(true);
+    application.publish(key, key);
+    Waits.await(
+        "three deliveries refused by the store",
+        () -> application.events().count(Type.STORE_ERROR, entry.operation(), key) >= 3);
+    assertThat(PROVIDER.sends(key)).isZero();
+    assertThat(application.deadLettered())
+        .as("not dead-lettered for an outage")
+        .doesNotContain(key);
+
+    STORE.down.set(false);
+    Waits.await("the send once the store answers", () -> PROVIDER.sends(key) == 1);
+    application.awaitAcknowledged();
+    application.publish(key, key);
+    Waits.await(
+        "the repeat replayed",
+        () -> application.events().count(Type.REPLAYED, entry.operation(), key) == 1);
+    application.awaitAcknowledged();
+    assertThat(PROVIDER.sends(key)).as("one provider send").isEqualTo(1);
+    assertThat(application.deadLettered()).doesNotContain(key);
+  }
+
+  @ParameterizedTest
+  @MethodSource("dev.idempotency.spring.suite.HazardTest#listenerEntryPoints")
+  void aStoreDownMidDeliveryAndBackBeforeItEndsRecordsTheOutcome(ListenerEntryPoint entry)
+      throws Exception {
+    ListenerApplication application = entry.shared();
+    String key = Waits.newKey(entry);
+    CountDownLatch release = new CountDownLatch(1);
+    CountDownLatch started = PROVIDER.hold(release, 1);
+    application.publish(key, key);
+    assertThat(started.await(Waits.SECONDS, TimeUnit.SECONDS)).as("the send started").isTrue();
+
+    int refusedBefore = STORE.refused.get();
+    STORE.down.set(true);
+    Waits.await(
+        "the lease's renewal to meet the outage", () -> STORE.refused.get() > refusedBefore);
+    STORE.down.set(false);
+    release.countDown();
+
+    Waits.await(
+        "the outcome recorded",
+        () -> application.events().count(Type.COMPLETED, entry.operation(), key) == 1);
+    application.awaitAcknowledged();
+    application.publish(key, key);
+    Waits.await(
+        "the repeat replayed",
+        () -> application.events().count(Type.REPLAYED, entry.operation(), key) == 1);
+    application.awaitAcknowledged();
+    assertThat(PROVIDER.sends(key)).as("one provider send").isEqualTo(1);
+    assertThat(application.deadLettered()).doesNotContain(key);
   }
 
   private static Answer call(EntryPoint entry, String key) {

@@ -4,6 +4,7 @@ import static dev.idempotency.spring.suite.Stack.PROVIDER;
 import static dev.idempotency.spring.suite.Stack.STORE;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.util.Collections;
 import java.util.List;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -26,6 +27,33 @@ class UnsafeKeyHazardTest extends HazardTest {
   @MethodSource("dev.idempotency.spring.suite.HazardTest#entryPoints")
   void aKeyThatIsNotSafeIsRefusedClearlyWithoutAskingTheStore(EntryPoint entry) throws Exception {
     assertRefusedClearly(entry);
+  }
+
+  /**
+   * On a listener, each unsafe key (in the message's Idempotency-Key header) makes a poison
+   * message: dead-lettered once, acknowledged (no redelivery loop), nothing sent, the store never
+   * asked.
+   */
+  @ParameterizedTest
+  @MethodSource("listenerEntryPoints")
+  void aKeyThatIsNotSafeMakesAPoisonMessageDeadLetteredOnceWithoutAskingTheStore(
+      ListenerEntryPoint entry) throws Exception {
+    ListenerApplication application = entry.shared();
+    for (String key : UNSAFE_KEYS) {
+      String payload = Waits.newKey(entry);
+      String which = key.length() + " characters";
+      int claimsBefore = STORE.claims.get();
+      application.publish(key, payload);
+      Waits.await(
+          "the poison message dead-lettered", () -> application.deadLettered().contains(payload));
+      application.awaitAcknowledged();
+      assertThat(Collections.frequency(application.deadLettered(), payload))
+          .as("dead-lettered once, " + which)
+          .isEqualTo(1);
+      assertThat(PROVIDER.sends(payload)).as(which).isZero();
+      assertThat(PROVIDER.sends(key)).as(which).isZero();
+      assertThat(STORE.claims.get()).as("the store never asked, " + which).isEqualTo(claimsBefore);
+    }
   }
 
   /** Calls {@code entry} with each unsafe key and checks it was refused clearly, nothing sent. */

@@ -14,7 +14,7 @@ final class Waits {
   private Waits() {}
 
   /** A key used by no other call: the entry point's name and a random part. */
-  static String newKey(EntryPoint entry) {
+  static String newKey(Object entry) {
     return entry.toString().toLowerCase() + "-" + UUID.randomUUID();
   }
 

@@ -1,0 +1,152 @@
+package dev.idempotency.spring.suite;
+
+import dev.idempotency.spring.messaging.EmbeddedKafka;
+import dev.idempotency.spring.messaging.Events;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.Consumer;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.context.ApplicationListener;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.event.ContextClosedEvent;
+import org.springframework.kafka.core.ConsumerFactory;
+import org.springframework.kafka.core.KafkaAdmin;
+import org.springframework.kafka.core.KafkaTemplate;
+
+/**
+ * A {@link SuiteKafkaApplication} on the shared in-JVM broker: published to with the application's
+ * own template, its acknowledgement read as its group's committed offset, its dead letters read
+ * from the {@code .DLT} topic.
+ */
+final class KafkaListenerApplication implements ListenerApplication {
+
+  private final ConfigurableApplicationContext context;
+  private final String topic;
+
+  private KafkaListenerApplication(ConfigurableApplicationContext context, String topic) {
+    this.context = context;
+    this.topic = topic;
+  }
+
+  static KafkaListenerApplication record(
+      SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String topic) {
+    return start(store, provider, closing, topic, false);
+  }
+
+  static KafkaListenerApplication batch(
+      SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String topic) {
+    return start(store, provider, closing, topic, true);
+  }
+
+  private static KafkaListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String topic,
+      boolean batch) {
+    List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
+    properties.addAll(
+        List.of(
+            "spring.main.web-application-type=none",
+            "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
+            "spring.kafka.consumer.auto-offset-reset=earliest",
+            "suite.kafka.topic=" + topic,
+            "suite.kafka.batch=" + batch,
+            "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
+            "logging.level.dev.idempotency=WARN"));
+    ConfigurableApplicationContext context =
+        new SpringApplicationBuilder(SuiteKafkaApplication.class)
+            .properties(properties.toArray(String[]::new))
+            .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
+            .initializers(
+                started -> {
+                  started.getBeanFactory().registerSingleton("switchableKeyStore", store);
+                  started.getBeanFactory().registerSingleton("suiteProvider", provider);
+                })
+            .run();
+    return new KafkaListenerApplication(context, topic);
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public void publish(String key, String payload) throws Exception {
+    ProducerRecord<String, String> record = new ProducerRecord<>(topic, payload);
+    record.headers().add("Idempotency-Key", key.getBytes(StandardCharsets.UTF_8));
+    KafkaTemplate<String, String> template = context.getBean(KafkaTemplate.class);
+    template.send(record).get(30, TimeUnit.SECONDS);
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public List<String> deadLettered() {
+    ConsumerFactory<String, String> consumers = context.getBean(ConsumerFactory.class);
+    TopicPartition partition = new TopicPartition(topic + ".DLT", 0);
+    List<String> payloads = new ArrayList<>();
+    try (Consumer<String, String> consumer =
+        consumers.createConsumer("suite-dlt-reader-" + UUID.randomUUID(), null)) {
+      consumer.assign(List.of(partition));
+      consumer.seekToBeginning(List.of(partition));
+      long end = consumer.endOffsets(List.of(partition)).get(partition);
+      while (consumer.position(partition) < end) {
+        for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
+          payloads.add(record.value());
+        }
+      }
+    }
+    return payloads;
+  }
+
+  /** The group's committed offset reaches the end of the topic. */
+  @Override
+  public void awaitAcknowledged() throws Exception {
+    TopicPartition partition = new TopicPartition(topic, 0);
+    try (Admin admin =
+        Admin.create(context.getBean(KafkaAdmin.class).getConfigurationProperties())) {
+      long end =
+          admin
+              .listOffsets(Map.of(partition, OffsetSpec.latest()))
+              .partitionResult(partition)
+              .get(30, TimeUnit.SECONDS)
+              .offset();
+      Waits.await(
+          "the committed offset at " + end,
+          () -> {
+            try {
+              OffsetAndMetadata committed =
+                  admin
+                      .listConsumerGroupOffsets(topic)
+                      .partitionsToOffsetAndMetadata()
+                      .get(30, TimeUnit.SECONDS)
+                      .get(partition);
+              return committed != null && committed.offset() >= end;
+            } catch (Exception e) {
+              throw new IllegalStateException(e);
+            }
+          });
+    }
+  }
+
+  @Override
+  public Events events() {
+    return context.getBean(Events.class);
+  }
+
+  @Override
+  public void close() {
+    context.close();
+  }
+}

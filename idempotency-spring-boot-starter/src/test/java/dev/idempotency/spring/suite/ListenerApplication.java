@@ -1,0 +1,24 @@
+package dev.idempotency.spring.suite;
+
+import dev.idempotency.spring.messaging.Events;
+import java.util.List;
+
+/** A running application of a {@link ListenerEntryPoint}, as its broker's client sees it. */
+public interface ListenerApplication extends AutoCloseable {
+
+  /** Publishes {@code payload} to the listener with {@code key} in its Idempotency-Key header. */
+  void publish(String key, String payload) throws Exception;
+
+  /** The payloads of the listener's dead-letter destination, in order. */
+  List<String> deadLettered();
+
+  /** Waits (bounded) until nothing of the listener's destination is left unacknowledged. */
+  void awaitAcknowledged() throws Exception;
+
+  /** The guard's events in this application. */
+  Events events();
+
+  /** Closes the application, as on SIGTERM. */
+  @Override
+  void close();
+}

@@ -1,0 +1,118 @@
+package dev.idempotency.spring.suite;
+
+import dev.idempotency.spring.messaging.Events;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import dev.idempotency.testservers.RabbitMqServer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.rabbit.core.RabbitAdmin;
+import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.context.ApplicationListener;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.event.ContextClosedEvent;
+
+/**
+ * A {@link SuiteRabbitApplication} on the shared RabbitMQ server: published to with its {@code
+ * RabbitTemplate}, acknowledged once its queue holds nothing (ready or unacknowledged), its dead
+ * letters drained from {@code <queue>.dlq}.
+ */
+final class RabbitListenerApplication implements ListenerApplication {
+
+  private final ConfigurableApplicationContext context;
+  private final String queue;
+  private final List<String> deadLetters = new CopyOnWriteArrayList<>();
+
+  private RabbitListenerApplication(ConfigurableApplicationContext context, String queue) {
+    this.context = context;
+    this.queue = queue;
+  }
+
+  static RabbitListenerApplication start(
+      SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String queue) {
+    List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
+    properties.addAll(
+        List.of(
+            "spring.main.web-application-type=none",
+            "spring.rabbitmq.host=127.0.0.1",
+            "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
+            "suite.destination=" + queue,
+            "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
+            "logging.level.dev.idempotency=WARN"));
+    ConfigurableApplicationContext context =
+        new SpringApplicationBuilder(SuiteRabbitApplication.class)
+            .properties(properties.toArray(String[]::new))
+            .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
+            .initializers(
+                started -> {
+                  started.getBeanFactory().registerSingleton("switchableKeyStore", store);
+                  started.getBeanFactory().registerSingleton("suiteProvider", provider);
+                })
+            .run();
+    return new RabbitListenerApplication(context, queue);
+  }
+
+  @Override
+  public void publish(String key, String payload) {
+    context
+        .getBean(RabbitTemplate.class)
+        .convertAndSend(
+            "",
+            queue,
+            payload,
+            message -> {
+              message.getMessageProperties().setHeader("Idempotency-Key", key);
+              return message;
+            });
+  }
+
+  /** Drains the dead-letter queue into what this application has seen of it. */
+  @Override
+  public synchronized List<String> deadLettered() {
+    RabbitTemplate template = context.getBean(RabbitTemplate.class);
+    Message message;
+    while ((message = template.receive(queue + ".dlq")) != null) {
+      deadLetters.add(new String(message.getBody(), StandardCharsets.UTF_8));
+    }
+    return Collections.unmodifiableList(new ArrayList<>(deadLetters));
+  }
+
+  /**
+   * The queue is empty, and stays empty once the consumer stops (a message delivered and not yet
+   * acknowledged would be back in it).
+   */
+  @Override
+  public void awaitAcknowledged() throws Exception {
+    RabbitAdmin admin = context.getBean(RabbitAdmin.class);
+    Waits.await("an empty queue", () -> admin.getQueueInfo(queue).getMessageCount() == 0);
+    var container =
+        context
+            .getBean(RabbitListenerEndpointRegistry.class)
+            .getListenerContainer(SuiteRabbitApplication.LISTENER);
+    container.stop();
+    try {
+      if (admin.getQueueInfo(queue).getMessageCount() != 0) {
+        throw new AssertionError("messages left in " + queue + " once the consumer stopped");
+      }
+    } finally {
+      container.start();
+    }
+  }
+
+  @Override
+  public Events events() {
+    return context.getBean(Events.class);
+  }
+
+  @Override
+  public void close() {
+    context.close();
+  }
+}

@@ -1,0 +1,78 @@
+package dev.idempotency.spring.suite;
+
+import dev.idempotency.spring.messaging.Events;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import org.springframework.amqp.core.Declarables;
+import org.springframework.amqp.core.Queue;
+import org.springframework.amqp.core.QueueBuilder;
+import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.context.annotation.Bean;
+
+/**
+ * The entry-point suite's RabbitMQ application, on the messaging tests' shared server ({@code
+ * RabbitMqServer.shared()}): one {@code @RabbitListener} keyed by the {@code Idempotency-Key}
+ * header, sending its payload through the {@link SuiteProvider}, with Boot's defaults (a failed
+ * delivery is requeued); its queue dead-letters to {@code <queue>.dlq}, as the RabbitMQ messaging
+ * test's queues do.
+ */
+@SpringBootConfiguration(proxyBeanMethods = false)
+@EnableAutoConfiguration
+public class SuiteRabbitApplication {
+
+  /** The listener's name, the operation of its keys. */
+  static final String LISTENER = "suite-rabbit";
+
+  /** The store, unless the test registered one that outlives the application (a restart). */
+  @Bean
+  @ConditionalOnMissingBean
+  SwitchableKeyStore switchableKeyStore() {
+    return new SwitchableKeyStore();
+  }
+
+  /** The provider, unless the test registered one that outlives the application. */
+  @Bean
+  @ConditionalOnMissingBean
+  SuiteProvider suiteProvider() {
+    return new SuiteProvider();
+  }
+
+  @Bean
+  Events events() {
+    return new Events();
+  }
+
+  @Bean
+  Declarables queues(@Value("${suite.destination}") String queue) {
+    return new Declarables(
+        QueueBuilder.nonDurable(queue)
+            .deadLetterExchange("")
+            .deadLetterRoutingKey(queue + ".dlq")
+            .build(),
+        new Queue(queue + ".dlq", false));
+  }
+
+  @Bean
+  MessageListener messageListener(SuiteProvider provider) {
+    return new MessageListener(provider);
+  }
+
+  /** The listener: the payload is what it sends, the header its key. */
+  public static class MessageListener {
+    private final SuiteProvider provider;
+
+    MessageListener(SuiteProvider provider) {
+      this.provider = provider;
+    }
+
+    @RabbitListener(id = LISTENER, queues = "${suite.destination}")
+    @IdempotentListener(name = LISTENER)
+    public void receive(String payload) {
+      provider.send(payload);
+    }
+  }
+}
