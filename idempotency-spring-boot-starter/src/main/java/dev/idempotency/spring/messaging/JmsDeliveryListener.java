@@ -105,13 +105,24 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
    */
   private static void commitThenComplete(
       Session session, List<ContainerTransactions.Completion> completions) throws JMSException {
+    // an interrupt the application left on this thread (a provider client interrupted mid-send)
+    // would fail the commit after the broker took it, and the outcome of a send that happened
+    // would never be recorded: the commit and the record run with the interrupt held back, which
+    // is restored after them
+    boolean interrupted = Thread.interrupted();
     try {
-      session.commit();
-    } catch (JMSException | RuntimeException | Error failure) {
-      ContainerTransactions.complete(completions, false);
-      throw failure;
+      try {
+        session.commit();
+      } catch (JMSException | RuntimeException | Error failure) {
+        ContainerTransactions.complete(completions, false);
+        throw failure;
+      }
+      ContainerTransactions.complete(completions, true);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
-    ContainerTransactions.complete(completions, true);
   }
 
   private static Map<String, Object> properties(Message message) throws JMSException {

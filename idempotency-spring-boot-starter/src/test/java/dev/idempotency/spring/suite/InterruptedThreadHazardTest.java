@@ -50,19 +50,18 @@ class InterruptedThreadHazardTest extends HazardTest {
    * consumer thread.
    */
   @ParameterizedTest
-  @MethodSource("listenerEntryPointsButJmsAndKafkaBatch")
+  @MethodSource("listenerEntryPointsButKafkaBatch")
   void anInterruptMidDeliveryStillRecordsTheOutcome(ListenerEntryPoint entry) throws Exception {
     assertAnInterruptMidDeliveryStillRecordsTheOutcome(entry);
   }
 
   /**
-   * The listener entry points but {@link ListenerEntryPoint#JMS} and {@link
-   * ListenerEntryPoint#KAFKA_BATCH}, whose outcome is not recorded: an open finding, {@link
-   * ListenerInterruptedThreadOpenFindingTest}.
+   * The listener entry points but {@link ListenerEntryPoint#KAFKA_BATCH}, whose outcome is not
+   * recorded: an open finding, {@link ListenerInterruptedThreadOpenFindingTest}.
    */
-  static java.util.List<ListenerEntryPoint> listenerEntryPointsButJmsAndKafkaBatch() {
+  static java.util.List<ListenerEntryPoint> listenerEntryPointsButKafkaBatch() {
     return listenerEntryPoints().stream()
-        .filter(entry -> entry != ListenerEntryPoint.JMS && entry != ListenerEntryPoint.KAFKA_BATCH)
+        .filter(entry -> entry != ListenerEntryPoint.KAFKA_BATCH)
         .toList();
   }
 
