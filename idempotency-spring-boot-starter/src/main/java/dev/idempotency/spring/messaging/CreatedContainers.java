@@ -1,7 +1,10 @@
 package dev.idempotency.spring.messaging;
 
+import java.lang.reflect.Modifier;
 import java.util.function.Consumer;
 import org.aopalliance.intercept.MethodInterceptor;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.framework.ProxyFactory;
 import org.springframework.aop.support.DefaultPointcutAdvisor;
@@ -21,6 +24,7 @@ import org.springframework.aop.support.NameMatchMethodPointcut;
  */
 final class CreatedContainers {
 
+  private static final Logger LOG = LoggerFactory.getLogger(CreatedContainers.class);
   private static final String CREATE = "createListenerContainer";
 
   private CreatedContainers() {}
@@ -30,7 +34,8 @@ final class CreatedContainers {
    *
    * @param factory a listener container factory bean
    * @param onCreated the hooks for one container; what it throws fails the container's creation
-   * @return a proxy of the factory's class, or the factory itself if it already was a proxy
+   * @return a proxy of the factory's class, or the factory itself if it already was a proxy (then
+   *     advised) or its class is final (then not advised, with a warning)
    */
   static Object observe(Object factory, Consumer<Object> onCreated) {
     NameMatchMethodPointcut pointcut = new NameMatchMethodPointcut();
@@ -46,6 +51,14 @@ final class CreatedContainers {
     DefaultPointcutAdvisor advisor = new DefaultPointcutAdvisor(pointcut, hooks);
     if (factory instanceof Advised advised && !advised.isFrozen()) {
       advised.addAdvisor(advisor);
+      return factory;
+    }
+    if (Modifier.isFinal(factory.getClass().getModifiers())) {
+      LOG.warn(
+          "listener container factory {} is a final class, so it cannot be advised: containers"
+              + " it creates after the application started (the listeners of @Lazy beans) do not"
+              + " get the idempotency starter's hooks; make the class non-final",
+          factory.getClass().getName());
       return factory;
     }
     ProxyFactory proxy = new ProxyFactory(factory);
