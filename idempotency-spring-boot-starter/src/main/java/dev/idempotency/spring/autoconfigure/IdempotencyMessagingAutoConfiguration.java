@@ -101,8 +101,8 @@ public final class IdempotencyMessagingAutoConfiguration {
     @Bean
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
     @ConditionalOnMissingBean(name = "idempotencyKafkaContainerFactories")
-    static BeanPostProcessor idempotencyKafkaContainerFactories() {
-      return ListenerContainerHooks.kafkaContainerFactories();
+    static BeanPostProcessor idempotencyKafkaContainerFactories(Environment environment) {
+      return ListenerContainerHooks.kafkaContainerFactories(backOff(environment));
     }
 
     @Bean
@@ -142,6 +142,13 @@ public final class IdempotencyMessagingAutoConfiguration {
   @ConditionalOnClass(
       name = {"org.springframework.jms.config.JmsListenerEndpointRegistry", "jakarta.jms.Message"})
   static class JmsConfiguration {
+
+    @Bean
+    @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+    @ConditionalOnMissingBean(name = "idempotencyJmsContainerFactories")
+    static BeanPostProcessor idempotencyJmsContainerFactories(Environment environment) {
+      return ListenerContainerHooks.jmsContainerFactories(backOff(environment));
+    }
 
     @Bean
     @ConditionalOnMissingBean(name = "idempotencyJmsContainers")

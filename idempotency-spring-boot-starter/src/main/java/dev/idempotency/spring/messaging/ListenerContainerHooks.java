@@ -8,19 +8,24 @@ import org.springframework.context.SmartLifecycle;
 /**
  * Where the starter installs each broker's part of {@link IdempotentListener}: on the listener
  * container factories (Spring AMQP's advice chain, Spring Kafka's interceptors), as they are
- * created, and on the listener containers themselves (Spring Kafka's error handler, the JMS
- * listener), after they are registered and before they start. Created by the auto-configuration.
+ * created, and on the listener containers themselves (Spring Kafka's error handler and transaction
+ * manager, the JMS listener, the refusal of unsupported RabbitMQ containers): as each factory
+ * creates one ({@link CreatedContainers}, so containers registered after the start get them too),
+ * and again, to the same effect, over the registries' containers before they start. Created by the
+ * auto-configuration.
  */
 public final class ListenerContainerHooks {
 
   private ListenerContainerHooks() {}
 
   /**
-   * Adds the Kafka interceptor to every Spring Kafka listener container factory.
+   * Adds the Kafka interceptor to every Spring Kafka listener container factory, and the container
+   * hooks of {@link #kafkaContainers} to every container it creates, also after the start.
    *
+   * @param backOff the retry backoff of deferred deliveries
    * @return the post-processor
    */
-  public static BeanPostProcessor kafkaContainerFactories() {
+  public static BeanPostProcessor kafkaContainerFactories(DeliveryBackOff backOff) {
     return new BeanPostProcessor() {
       @Override
       @SuppressWarnings({"unchecked", "rawtypes"})
@@ -50,6 +55,8 @@ public final class ListenerContainerHooks {
                     : new org.springframework.kafka.listener.CompositeBatchInterceptor(
                         batch, ours));
           }
+          return CreatedContainers.observe(
+              factory, container -> kafkaContainer(container, backOff));
         }
         return bean;
       }
@@ -81,7 +88,8 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * Puts the RabbitMQ advice first in every Spring AMQP listener container factory's advice chain.
+   * Puts the RabbitMQ advice first in every Spring AMQP listener container factory's advice chain,
+   * and refuses as {@link #rabbitContainers} does each container it creates, also after the start.
    *
    * @param backOff the pause before a deferred delivery is requeued
    * @return the post-processor
@@ -98,7 +106,7 @@ public final class ListenerContainerHooks {
           int length = chain == null ? 0 : chain.length;
           for (int i = 0; i < length; i++) {
             if (chain[i] instanceof RabbitDeliveryAdvice) {
-              return bean;
+              return CreatedContainers.observe(factory, UnsupportedRabbitContainers::refuse);
             }
           }
           org.aopalliance.aop.Advice[] withOurs = new org.aopalliance.aop.Advice[length + 1];
@@ -107,6 +115,7 @@ public final class ListenerContainerHooks {
             System.arraycopy(chain, 0, withOurs, 1, length);
           }
           factory.setAdviceChain(withOurs);
+          return CreatedContainers.observe(factory, UnsupportedRabbitContainers::refuse);
         }
         return bean;
       }
@@ -128,17 +137,18 @@ public final class ListenerContainerHooks {
             registries
                 .orderedStream()
                 .flatMap(registry -> registry.getListenerContainers().stream())
-                .forEach(
-                    container -> {
-                      if (container
-                          instanceof
-                          org.springframework.kafka.listener.AbstractMessageListenerContainer<?, ?>
-                              kafka) {
-                        kafka.setCommonErrorHandler(
-                            KafkaDeliveries.errorHandler(kafka.getCommonErrorHandler(), backOff));
-                        observeTransactions(kafka.getContainerProperties());
-                      }
-                    }));
+                .forEach(container -> kafkaContainer(container, backOff)));
+  }
+
+  /** The Kafka hooks of one container; applying them twice changes nothing. */
+  private static void kafkaContainer(Object container, DeliveryBackOff backOff) {
+    if (container
+        instanceof
+        org.springframework.kafka.listener.AbstractMessageListenerContainer<?, ?> kafka) {
+      kafka.setCommonErrorHandler(
+          KafkaDeliveries.errorHandler(kafka.getCommonErrorHandler(), backOff));
+      observeTransactions(kafka.getContainerProperties());
+    }
   }
 
   /**
@@ -177,17 +187,35 @@ public final class ListenerContainerHooks {
             registries
                 .orderedStream()
                 .flatMap(registry -> registry.getListenerContainers().stream())
-                .forEach(
-                    container -> {
-                      if (container
-                              instanceof
-                              org.springframework.jms.listener.AbstractMessageListenerContainer jms
-                          && jms.getMessageListener() != null
-                          && !(jms.getMessageListener() instanceof JmsDeliveryListener)) {
-                        jms.setupMessageListener(
-                            new JmsDeliveryListener(jms.getMessageListener(), backOff));
-                      }
-                    }));
+                .forEach(container -> jmsContainer(container, backOff)));
+  }
+
+  /**
+   * Applies the hooks of {@link #jmsContainers} to every container a JMS listener container factory
+   * creates, also after the start (the listener of a {@code @Lazy} bean).
+   *
+   * @param backOff the delivery delay of deferred deliveries
+   * @return the post-processor
+   */
+  public static BeanPostProcessor jmsContainerFactories(DeliveryBackOff backOff) {
+    return new BeanPostProcessor() {
+      @Override
+      public Object postProcessAfterInitialization(Object bean, String beanName)
+          throws BeansException {
+        return bean instanceof org.springframework.jms.config.AbstractJmsListenerContainerFactory
+            ? CreatedContainers.observe(bean, container -> jmsContainer(container, backOff))
+            : bean;
+      }
+    };
+  }
+
+  /** The JMS hooks of one container; applying them twice changes nothing. */
+  private static void jmsContainer(Object container, DeliveryBackOff backOff) {
+    if (container instanceof org.springframework.jms.listener.AbstractMessageListenerContainer jms
+        && jms.getMessageListener() != null
+        && !(jms.getMessageListener() instanceof JmsDeliveryListener)) {
+      jms.setupMessageListener(new JmsDeliveryListener(jms.getMessageListener(), backOff));
+    }
   }
 
   /**

@@ -1,0 +1,69 @@
+package dev.idempotency.spring.messaging;
+
+import java.lang.reflect.Modifier;
+import java.util.function.Consumer;
+import org.aopalliance.intercept.MethodInterceptor;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.aop.framework.Advised;
+import org.springframework.aop.framework.ProxyFactory;
+import org.springframework.aop.support.DefaultPointcutAdvisor;
+import org.springframework.aop.support.NameMatchMethodPointcut;
+
+/**
+ * Applies the starter's container hooks to every listener container a factory creates, as it is
+ * created and before its registry starts it: so a container registered after the application
+ * started (the listener of a {@code @Lazy} bean) gets them too. Used by {@link
+ * ListenerContainerHooks}.
+ *
+ * <p>Spring Kafka, Spring JMS and Spring AMQP each create a container in their factory's {@code
+ * createListenerContainer(endpoint)}, which also sets up the endpoint's listener, its
+ * acknowledgement mode and the factory's properties; the registry starts the container only after
+ * it returned. The hooks must be safe to apply twice: the start-up hooks run over the same
+ * containers again.
+ */
+final class CreatedContainers {
+
+  private static final Logger LOG = LoggerFactory.getLogger(CreatedContainers.class);
+  private static final String CREATE = "createListenerContainer";
+
+  private CreatedContainers() {}
+
+  /**
+   * The factory, advised so that {@code onCreated} sees each container it creates.
+   *
+   * @param factory a listener container factory bean
+   * @param onCreated the hooks for one container; what it throws fails the container's creation
+   * @return a proxy of the factory's class, or the factory itself if it already was a proxy (then
+   *     advised) or its class is final (then not advised, with a warning)
+   */
+  static Object observe(Object factory, Consumer<Object> onCreated) {
+    NameMatchMethodPointcut pointcut = new NameMatchMethodPointcut();
+    pointcut.setMappedName(CREATE);
+    MethodInterceptor hooks =
+        invocation -> {
+          Object container = invocation.proceed();
+          if (container != null && invocation.getArguments().length == 1) {
+            onCreated.accept(container);
+          }
+          return container;
+        };
+    DefaultPointcutAdvisor advisor = new DefaultPointcutAdvisor(pointcut, hooks);
+    if (factory instanceof Advised advised && !advised.isFrozen()) {
+      advised.addAdvisor(advisor);
+      return factory;
+    }
+    if (Modifier.isFinal(factory.getClass().getModifiers())) {
+      LOG.warn(
+          "listener container factory {} is a final class, so it cannot be advised: containers"
+              + " it creates after the application started (the listeners of @Lazy beans) do not"
+              + " get the idempotency starter's hooks; make the class non-final",
+          factory.getClass().getName());
+      return factory;
+    }
+    ProxyFactory proxy = new ProxyFactory(factory);
+    proxy.setProxyTargetClass(true);
+    proxy.addAdvisor(advisor);
+    return proxy.getProxy(factory.getClass().getClassLoader());
+  }
+}
