@@ -120,12 +120,9 @@ final class EndpointStartupChecks {
               + ", so Spring AOP cannot see the handler start, and the response could never be"
               + " stored; make it public and not final");
     }
-    Object bean = handler.getBean();
-    if (bean instanceof String beanName) {
-      if (!beanFactory.isSingleton(beanName)) {
-        return; // created per request or scope: checked when it is
-      }
-      bean = beanFactory.getBean(beanName);
+    Object bean = singleton(handler);
+    if (bean == null) {
+      return; // created per request or scope: checked when it is
     }
     boolean advised =
         AopUtils.isAopProxy(bean)
@@ -163,14 +160,8 @@ final class EndpointStartupChecks {
    * would silently not be guarded (every repeat would send again).
    */
   private void annotatedOnlyBehindAnInterface(HandlerMethod handler) {
-    Object bean = handler.getBean();
-    if (bean instanceof String beanName) {
-      if (!beanFactory.isSingleton(beanName)) {
-        return;
-      }
-      bean = beanFactory.getBean(beanName);
-    }
-    if (!AopUtils.isJdkDynamicProxy(bean)) {
+    Object bean = singleton(handler);
+    if (bean == null || !AopUtils.isJdkDynamicProxy(bean)) {
       return;
     }
     Method implementation =
@@ -184,6 +175,15 @@ final class EndpointStartupChecks {
               + " interface method too, or let Spring proxy classes"
               + " (spring.aop.proxy-target-class=true)");
     }
+  }
+
+  /** The handler's bean, or null if it is not a singleton (created per request or scope). */
+  private @Nullable Object singleton(HandlerMethod handler) {
+    Object bean = handler.getBean();
+    if (bean instanceof String beanName) {
+      return beanFactory.isSingleton(beanName) ? beanFactory.getBean(beanName) : null;
+    }
+    return bean;
   }
 
   /** Spring MVC's mappings, in a class of their own: loaded only where Spring MVC is. */
