@@ -26,7 +26,10 @@ public final class Jackson2JsonCodecs implements JsonCodecs {
         mapper
             .readerFor(Object.class)
             .with(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-            .with(DeserializationFeature.USE_BIG_INTEGER_FOR_INTS);
+            .with(DeserializationFeature.USE_BIG_INTEGER_FOR_INTS)
+            // a body of two JSON values, which WebFlux decodes into a Flux of both, is not one
+            // value: it must not be fingerprinted by its first (it then counts by its bytes)
+            .with(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
   }
 
   @Override

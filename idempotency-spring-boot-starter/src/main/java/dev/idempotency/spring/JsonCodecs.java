@@ -29,7 +29,10 @@ public interface JsonCodecs {
    *
    * @param json the document
    * @return the value
-   * @throws IOException if it is not JSON
+   * @throws IOException if it is not JSON, or not one value: anything but whitespace after the
+   *     value (a second value, as in a stream of JSON values, which Spring WebFlux decodes into a
+   *     {@code Flux} of all of them) must fail, so that the body is not fingerprinted by its first
+   *     value only
    */
   Object readTree(byte[] json) throws IOException;
 }

@@ -128,4 +128,34 @@ class WebFluxValidatedStreamTest {
     assertThat(retry.headers().firstValue(IdempotentEndpointWebFilter.REPLAYED_HEADER))
         .contains("true");
   }
+
+  /**
+   * A JSON body of several top-level values ({@code {..}\n{..}}, as {@code application/json}),
+   * which WebFlux decodes into a {@code Flux<Item>} of all of them, is fingerprinted by all of them
+   * (found by an adversarial probe, branch probe39c): another request under the same key whose
+   * second value differs is a key reuse ({@code 422}), not a replay of the first request's answer
+   * while its own second recipient is never sent to. Before the fix the fingerprint read the first
+   * value and ignored the rest.
+   */
+  @Test
+  void aBodyOfConcatenatedJsonValuesIsFingerprintedByAllOfThem() throws Exception {
+    String key = "values-" + UUID.randomUUID();
+    String a = "a-" + key + "@example.com";
+    String b = "b-" + key + "@example.com";
+    String c = "c-" + key + "@example.com";
+
+    HttpResponse<String> first = post(key, "{\"to\":\"" + a + "\"}\n{\"to\":\"" + b + "\"}");
+    assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+    assertThat(batch.sent(b)).as("WebFlux decodes both values").isEqualTo(1);
+    HttpResponse<String> same = post(key, "{\"to\":\"" + a + "\"}\n{\"to\":\"" + b + "\"}");
+    assertThat(same.headers().firstValue(IdempotentEndpointWebFilter.REPLAYED_HEADER))
+        .as("the same body is still the same request")
+        .contains("true");
+
+    HttpResponse<String> other = post(key, "{\"to\":\"" + a + "\"}\n{\"to\":\"" + c + "\"}");
+
+    assertThat(other.statusCode()).as(other.body()).isEqualTo(422);
+    assertThat(batch.sent(c)).isZero();
+    assertThat(batch.sent(a)).isEqualTo(1);
+  }
 }
