@@ -6,13 +6,16 @@ import java.lang.reflect.Modifier;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.core.ReactiveAdapterRegistry;
+import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.http.HttpEntity;
 import org.springframework.util.ClassUtils;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.method.HandlerMethod;
@@ -41,6 +44,16 @@ import org.springframework.web.method.HandlerMethod;
  * a Spring MVC type it never runs.
  */
 final class EndpointStartupChecks {
+
+  /** Spring Framework 6's {@code ListenableFuture}, gone in 7; null where it is not present. */
+  private static final @Nullable Class<?> LISTENABLE_FUTURE =
+      ClassUtils.isPresent(
+              "org.springframework.util.concurrent.ListenableFuture",
+              EndpointStartupChecks.class.getClassLoader())
+          ? ClassUtils.resolveClassName(
+              "org.springframework.util.concurrent.ListenableFuture",
+              EndpointStartupChecks.class.getClassLoader())
+          : null;
 
   private final IdempotentEndpoints endpoints;
   private final ListableBeanFactory beanFactory;
@@ -75,7 +88,17 @@ final class EndpointStartupChecks {
     if (endpoint == null) {
       return;
     }
-    Method method = handler.getMethod();
+    refuseUnguardedReturnType(endpoint, handler.getMethod());
+    advisable(endpoint, handler, IdempotentEndpointAdvisor.class);
+  }
+
+  /**
+   * Refuses a Spring MVC handler's return type whose async result the endpoint cannot follow across
+   * a container timeout: its key would be released while its send runs, and a retry would send
+   * again.
+   */
+  private static void refuseUnguardedReturnType(
+      IdempotentEndpoints.Endpoint endpoint, Method method) {
     Class<?> returned = method.getReturnType();
     if (!CompletionStage.class.isAssignableFrom(returned)
         && ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned) != null) {
@@ -86,6 +109,44 @@ final class EndpointStartupChecks {
               + ", which a Spring MVC endpoint does not support: at a container timeout its key"
               + " would be released while its send runs, and a retry would send again; return a"
               + " CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux");
+    }
+    Class<?> entityBody =
+        HttpEntity.class.isAssignableFrom(returned)
+            ? ResolvableType.forMethodReturnType(method)
+                .as(HttpEntity.class)
+                .getGeneric(0)
+                .resolve()
+            : null;
+    if (entityBody != null
+        && ReactiveAdapterRegistry.getSharedInstance().getAdapter(entityBody) != null) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns a "
+              + returned.getSimpleName()
+              + " of "
+              + entityBody.getName()
+              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
+              + " would be released while its send runs, and a retry would send again; return a"
+              + " CompletableFuture of the entity, or serve it from Spring WebFlux");
+    }
+    if (CompletionStage.class.isAssignableFrom(returned)
+        && returned != CompletionStage.class
+        && returned != CompletableFuture.class) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns "
+              + returned.getName()
+              + ", a subtype of CompletionStage, which is not supported: its late result is not"
+              + " followed across a container timeout (its key would be released while its send"
+              + " runs); declare the return type CompletableFuture or CompletionStage");
+    }
+    if (LISTENABLE_FUTURE != null && LISTENABLE_FUTURE.isAssignableFrom(returned)) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + " returns "
+              + returned.getName()
+              + ", a ListenableFuture, which is not supported: its late result is not followed"
+              + " across a container timeout; return listenableFuture.completable()");
     }
     if (DeferredResult.class.isAssignableFrom(returned) && returned != DeferredResult.class) {
       throw new IllegalStateException(
@@ -105,7 +166,6 @@ final class EndpointStartupChecks {
               + " it would be released and sent again), nor released if its task never ran; declare"
               + " the return type Callable");
     }
-    advisable(endpoint, handler, IdempotentEndpointAdvisor.class);
   }
 
   /** The handler's bean is advised by the stack's advisor, and its method can be advised. */

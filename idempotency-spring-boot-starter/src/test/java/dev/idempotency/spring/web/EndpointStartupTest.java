@@ -105,6 +105,26 @@ class EndpointStartupTest {
     }
   }
 
+  static class OwnFuture<T> extends java.util.concurrent.CompletableFuture<T> {}
+
+  @RestController
+  static class CompletableFutureSubclassHandler {
+    @PostMapping("/send")
+    @IdempotentEndpoint
+    public OwnFuture<Map<String, Object>> send() {
+      return new OwnFuture<>();
+    }
+  }
+
+  @RestController
+  static class EntityOfMonoHandler {
+    @PostMapping("/send")
+    @IdempotentEndpoint
+    public org.springframework.http.ResponseEntity<reactor.core.publisher.Mono<String>> send() {
+      return org.springframework.http.ResponseEntity.ok(reactor.core.publisher.Mono.just("sent"));
+    }
+  }
+
   interface SendTask extends java.util.concurrent.Callable<Map<String, Object>> {}
 
   @RestController
@@ -176,6 +196,21 @@ class EndpointStartupTest {
   @Test
   void aSpringMvcEndpointReturningADeferredResultSubclassFails() {
     failsWith(DeferredResultSubclassHandler.class, "a subclass of DeferredResult");
+  }
+
+  /**
+   * Found by the probe37c re-probe: such a handler started, and at a container timeout its key was
+   * released while its send ran (two provider sends for one key).
+   */
+  @Test
+  void aSpringMvcEndpointReturningACompletableFutureSubclassFails() {
+    failsWith(CompletableFutureSubclassHandler.class, "OwnFuture", "a subtype of CompletionStage");
+  }
+
+  /** Found by the probe37c re-probe: as a plain {@code Mono}, released at a container timeout. */
+  @Test
+  void aSpringMvcEndpointReturningAResponseEntityOfAMonoFails() {
+    failsWith(EntityOfMonoHandler.class, "ResponseEntity of reactor.core.publisher.Mono");
   }
 
   @Test
