@@ -455,7 +455,10 @@ public final class IdempotencyGuard implements AutoCloseable {
 
   /**
    * Reports what the store holds for a key, without changing anything: for support ("was this sent,
-   * when, at which attempt?") and operators. The key is validated as {@code execute} does.
+   * when, at which attempt?") and operators. The key is validated as {@code execute} does. While
+   * the store is known to fail (a call or lookup failed and it has not answered since), it is not
+   * asked: the lookup fails at once with {@link KeyStoreException}, as {@code execute} does, until
+   * the guard's own probe sees it answer again.
    *
    * @param key the idempotency key
    * @return the record, or empty if the key was never claimed or its window has passed
@@ -467,21 +470,24 @@ public final class IdempotencyGuard implements AutoCloseable {
   public Optional<IdempotencyRecord> find(String key) {
     String keyId = Digests.keyId(IdempotencyKey.requireValid(key));
     requireOpen();
-    try {
-      return settings.store.find(keyId, settings.clock.instant()).map(IdempotencyRecord::of);
-    } catch (KeyStoreException e) {
-      throw e;
-    } catch (UnsupportedOperationException e) {
-      throw e;
-    } catch (RuntimeException e) {
-      throw new KeyStoreException("The key store failed to read key " + keyId, e);
-    }
+    return settings.outages.singleRecord(
+        "a lookup failed",
+        () -> {
+          try {
+            return settings.store.find(keyId, settings.clock.instant()).map(IdempotencyRecord::of);
+          } catch (KeyStoreException | UnsupportedOperationException e) {
+            throw e;
+          } catch (RuntimeException e) {
+            throw new KeyStoreException("The key store failed to read a key", e);
+          }
+        });
   }
 
   /**
    * Forgets a key that was sent (or failed for good), so that the next call with it sends again: an
    * operator's deliberate resend. A key in progress is refused, since its owner may be sending
-   * right now; a key the store does not hold is not there to forget.
+   * right now; a key the store does not hold is not there to forget. While the store is known to
+   * fail, it is not asked: {@link KeyStoreException} at once, as for {@link #find}.
    *
    * @param key the idempotency key
    * @return {@code true} if a completed or failed record was deleted; {@code false} if the key is
@@ -494,14 +500,18 @@ public final class IdempotencyGuard implements AutoCloseable {
   public boolean forget(String key) {
     String keyId = Digests.keyId(IdempotencyKey.requireValid(key));
     requireOpen();
-    boolean deleted;
-    try {
-      deleted = settings.store.delete(keyId, settings.clock.instant());
-    } catch (KeyStoreException | UnsupportedOperationException e) {
-      throw e;
-    } catch (RuntimeException e) {
-      throw new KeyStoreException("The key store failed to forget key " + keyId, e);
-    }
+    boolean deleted =
+        settings.outages.singleRecord(
+            "a deletion failed",
+            () -> {
+              try {
+                return settings.store.delete(keyId, settings.clock.instant());
+              } catch (KeyStoreException | UnsupportedOperationException e) {
+                throw e;
+              } catch (RuntimeException e) {
+                throw new KeyStoreException("The key store failed to forget a key", e);
+              }
+            });
     if (settings.nearCache != null) {
       settings.nearCache.remove(keyId);
     }

@@ -23,9 +23,10 @@ import org.slf4j.LoggerFactory;
  *       is not flooded as it comes back. Meanwhile one probe at a time, on a thread of the guard's
  *       own, reads a record that does not exist ({@link KeyStore#find}): 50 ms after the failure,
  *       then twice as long after each failed probe, at most a second apart.
- *   <li><b>Half-open</b>: once a probe is answered, the next claim goes to the store (one at a
- *       time; the others are still refused). Its answer closes the breaker, with one INFO line
- *       saying how many operations failed meanwhile; its failure opens it again.
+ *   <li><b>Half-open</b>: once a probe is answered, the next claim (or lookup or deletion of one
+ *       record, {@link #singleRecord}) goes to the store (one at a time; the others are still
+ *       refused). Its answer closes the breaker, with one INFO line saying how many operations
+ *       failed meanwhile; its failure opens it again.
  * </ol>
  *
  * A store that cannot read single records is probed by that trial claim alone, after the same
@@ -170,6 +171,49 @@ final class StoreOutages {
    * after a probe was answered).
    */
   KeyStoreException refusal() {
+    return refusal("nothing was sent");
+  }
+
+  /**
+   * A lookup or a deletion of one record ({@code find}, {@code forget}) through the breaker, as a
+   * claim goes: refused at once while the store is known to fail ({@link #refusal(String)}), the
+   * trial once a probe was answered, and its answer or failure closes or opens the breaker. So an
+   * operator's lookup, or a health check, during an outage gets its answer at once instead of
+   * waiting the store's own bound each time, and never floods a store that comes back.
+   *
+   * @param what what failed, for the outage's WARN line ({@code "a lookup failed"})
+   * @param operation the store call, which throws {@link KeyStoreException} when the store fails
+   *     (or {@link UnsupportedOperationException}, which says nothing of the store's health)
+   */
+  <R> R singleRecord(String what, Supplier<R> operation) {
+    KeyStoreException refused = refusal("the store was not asked");
+    if (refused != null) {
+      throw refused;
+    }
+    boolean ended = false;
+    try {
+      R answer = operation.get();
+      ended = true;
+      storeAnswered();
+      return answer;
+    } catch (KeyStoreException failure) {
+      if (!Thread.currentThread().isInterrupted()) {
+        ended = true;
+        storeFailed(what, failure);
+      }
+      throw failure;
+    } finally {
+      if (!ended) {
+        claimAbandoned(); // no verdict on the store (unsupported, interrupted, an Error)
+      }
+    }
+  }
+
+  /**
+   * {@link #refusal()} for an operation whose caller is told {@code consequence} ({@code "nothing
+   * was sent"}).
+   */
+  private KeyStoreException refusal(String consequence) {
     int current = state.get();
     if (current == CLOSED) {
       return null;
@@ -191,7 +235,9 @@ final class StoreOutages {
             + storeKind
             + " key store is failing ("
             + failuresSinceLastAnswer.get()
-            + " operations in a row); nothing was sent. Last failure: "
+            + " operations in a row); "
+            + consequence
+            + ". Last failure: "
             + (cause == null ? "unknown" : describe(cause)),
         cause);
   }

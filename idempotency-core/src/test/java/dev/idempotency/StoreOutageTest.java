@@ -156,6 +156,12 @@ class StoreOutageTest {
       failIfDown();
       return delegate.find(keyId, now);
     }
+
+    @Override
+    public boolean delete(String keyId, java.time.Instant now) {
+      failIfDown();
+      return delegate.delete(keyId, now);
+    }
   }
 
   /**

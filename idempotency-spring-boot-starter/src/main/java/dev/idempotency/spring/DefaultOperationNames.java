@@ -1,15 +1,21 @@
 package dev.idempotency.spring;
 
+import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.BiConsumer;
 import java.util.function.Predicate;
 import org.jspecify.annotations.Nullable;
 import org.springframework.aop.scope.ScopedProxyUtils;
+import org.springframework.beans.BeansException;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.annotation.AnnotationUtils;
+import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 
 /**
@@ -22,11 +28,13 @@ import org.springframework.util.ReflectionUtils;
  * a listener never share a namespace either.
  *
  * <p>A default name belongs to a class, not to a bean: two beans of one class (one notifier per
- * channel) would share it, so the second bean is refused too ({@link #registerBean}). Putting the
- * bean's name into the default name instead would silently move a bean's keys to a new namespace
- * whenever the bean is renamed, or a second bean of its class is added (every key in the window
- * sent again); a name given on the annotation says that its beans share one namespace on purpose.
- * For the starter's integrations; thread-safe.
+ * channel) would share it, so the second bean is refused too ({@link #registerBean}), at startup
+ * even when it is created later ({@code @Lazy}): {@link #registerBeanDefinitions} reads the classes
+ * of the bean definitions without creating a bean. Putting the bean's name into the default name
+ * instead would silently move a bean's keys to a new namespace whenever the bean is renamed, or a
+ * second bean of its class is added (every key in the window sent again); a name given on the
+ * annotation says that its beans share one namespace on purpose. For the starter's integrations;
+ * thread-safe.
  */
 public final class DefaultOperationNames {
 
@@ -191,6 +199,51 @@ public final class DefaultOperationNames {
             + annotation
             + "(name = \"...\") if the beans are meant to share one namespace, and put what tells"
             + " them apart in the key");
+  }
+
+  /**
+   * Registers, from the application's bean definitions and without creating a bean, every bean
+   * whose class has a method with {@code annotation}: so that a second bean of such a class is
+   * refused when the application starts even if it is created only later ({@code @Lazy}, a
+   * prototype), not at its first use. A bean registered after the start is still checked when it is
+   * proxied ({@link #registerBean}). The class is the one the definition predicts ({@code
+   * BeanFactory.getType(name, false)}, no factory bean initialised): a bean declared through an
+   * interface that the annotated class implements is checked when it is proxied.
+   *
+   * @param beanFactory the application's bean factory
+   * @param annotation the annotation of the methods looked for
+   * @param register called with each such bean's name and class (its {@code registerBean})
+   * @throws IllegalStateException if {@code register} refuses a bean
+   */
+  public static void registerBeanDefinitions(
+      ConfigurableListableBeanFactory beanFactory,
+      Class<? extends Annotation> annotation,
+      BiConsumer<String, Class<?>> register) {
+    for (String name : beanFactory.getBeanDefinitionNames()) {
+      Class<?> type;
+      try {
+        if (beanFactory.getBeanDefinition(name).isAbstract()) {
+          continue;
+        }
+        type = beanFactory.getType(name, false);
+      } catch (BeansException | LinkageError unpredictable) {
+        continue; // its class cannot be told without creating it: checked when it is proxied
+      }
+      if (type != null && hasAnnotatedMethod(ClassUtils.getUserClass(type), annotation)) {
+        register.accept(name, ClassUtils.getUserClass(type));
+      }
+    }
+  }
+
+  private static boolean hasAnnotatedMethod(
+      Class<?> userClass, Class<? extends Annotation> annotation) {
+    if (!AnnotationUtils.isCandidateClass(userClass, annotation)) {
+      return false;
+    }
+    return Arrays.stream(
+            ReflectionUtils.getUniqueDeclaredMethods(
+                userClass, ReflectionUtils.USER_DECLARED_METHODS))
+        .anyMatch(method -> AnnotatedElementUtils.hasAnnotation(method, annotation));
   }
 
   /**

@@ -149,16 +149,27 @@ public final class IdempotentMethodAdvisor extends AbstractPointcutAdvisor
   }
 
   /**
-   * Once the application has started: if it has {@link Idempotent} methods, no transaction advisor
-   * may run outside this one (an application that sets {@code @EnableTransactionManagement(order =
-   * ...)} lower than {@link #DEFAULT_ORDER}), or an outcome could be recorded before a commit that
-   * fails; and a method with {@link Idempotent#joinTransaction()} needs spring-jdbc on the
-   * application's class path and a {@code JdbcKeyStore} on a {@code DataSource}.
+   * Once the application has started: two beans of one class with a default-named {@link
+   * Idempotent} method fail it, even where one is not created yet ({@code @Lazy}; {@link
+   * DefaultOperationNames#registerBeanDefinitions}); if it has {@link Idempotent} methods, no
+   * transaction advisor may run outside this one (an application that sets
+   * {@code @EnableTransactionManagement(order = ...)} lower than {@link #DEFAULT_ORDER}), or an
+   * outcome could be recorded before a commit that fails; and a method with {@link
+   * Idempotent#joinTransaction()} needs spring-jdbc on the application's class path and a {@code
+   * JdbcKeyStore} on a {@code DataSource}.
    *
-   * @throws IllegalStateException naming both orders, or the joining method and the store
+   * @throws IllegalStateException naming both beans, both orders, or the joining method and the
+   *     store
    */
   @Override
   public void afterSingletonsInstantiated() {
+    if (beanFactory
+        instanceof
+        org.springframework.beans.factory.config.ConfigurableListableBeanFactory configurable) {
+      // beans not created yet (@Lazy): two of one class with a default-named method fail the start
+      DefaultOperationNames.registerBeanDefinitions(
+          configurable, Idempotent.class, methods::registerBean);
+    }
     if (beanFactory == null || !methods.anyFound()) {
       return;
     }

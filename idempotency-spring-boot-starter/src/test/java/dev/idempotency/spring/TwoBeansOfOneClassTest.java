@@ -1,6 +1,7 @@
 package dev.idempotency.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
 import dev.idempotency.spring.autoconfigure.IdempotencyMessagingAutoConfiguration;
@@ -12,6 +13,9 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Lazy;
+import org.springframework.context.support.GenericApplicationContext;
+import org.springframework.core.NestedExceptionUtils;
 
 /**
  * Issue 37 (SPEC 13, 15): two beans of one class (one notifier per channel) have one default name
@@ -134,6 +138,88 @@ class TwoBeansOfOneClassTest {
     ChannelListener emailListener() {
       return new ChannelListener();
     }
+  }
+
+  /** The second bean {@code @Lazy}: created at its first use, long after the start. */
+  @Configuration(proxyBeanMethods = false)
+  static class OneChannelLazy {
+    @Bean
+    Notifier smsNotifier() {
+      return new Notifier("sms");
+    }
+
+    @Bean
+    @Lazy
+    Notifier emailNotifier() {
+      return new Notifier("email");
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class OneListenerLazy {
+    @Bean
+    ChannelListener smsListener() {
+      return new ChannelListener();
+    }
+
+    @Bean
+    @Lazy
+    ChannelListener emailListener() {
+      return new ChannelListener();
+    }
+  }
+
+  /**
+   * Issue 37: the second bean {@code @Lazy} was refused only at its first use (the first send of
+   * the running application failed), not at the start: the bean definitions' classes are checked
+   * when the application starts, without creating the lazy bean.
+   */
+  @Test
+  void aLazySecondBeanOfOneClassFailsTheStartNamingBothBeans() {
+    runner
+        .withUserConfiguration(OneChannelLazy.class)
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
+                  .hasMessageContainingAll(
+                      "beans 'smsNotifier' and 'emailNotifier'",
+                      Notifier.class.getName() + ".send(String)",
+                      "default name 'Notifier.send'");
+            });
+  }
+
+  @Test
+  void aLazySecondListenerBeanOfOneClassFailsTheStartNamingBothBeans() {
+    runner
+        .withUserConfiguration(OneListenerLazy.class)
+        .run(
+            context -> {
+              assertThat(context).hasFailed();
+              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
+                  .hasMessageContainingAll(
+                      "beans 'smsListener' and 'emailListener'",
+                      ChannelListener.class.getName() + ".onEvent(String)",
+                      "default name 'ChannelListener.onEvent'");
+            });
+  }
+
+  /** A bean registered after the start is refused when it is created: the fallback. */
+  @Test
+  void aSecondBeanRegisteredAfterTheStartIsRefusedWhenItIsCreated() {
+    runner
+        .withBean("smsNotifier", Notifier.class, () -> new Notifier("sms"))
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              GenericApplicationContext running =
+                  (GenericApplicationContext) context.getSourceApplicationContext();
+              running.registerBean("emailNotifier", Notifier.class, () -> new Notifier("email"));
+
+              assertThatThrownBy(() -> running.getBean("emailNotifier"))
+                  .rootCause()
+                  .hasMessageContaining("beans 'smsNotifier' and 'emailNotifier'");
+            });
   }
 
   @Test

@@ -11,6 +11,12 @@ import org.jspecify.annotations.Nullable;
  * What the health contributors report, on either Spring Boot line: the store's kind, and whether it
  * answered a read of one key (a key no call uses, so the check changes nothing). A store that
  * cannot read single records is reported as unknown.
+ *
+ * <p>The read goes through the guard's circuit breaker ({@link IdempotencyGuard#find}): while the
+ * store is known to fail, the check answers down at once with the last failure's cause, without
+ * asking the store, however often it is polled; once the guard's own probe sees the store answer,
+ * the next check (or call) is the one trial that closes the breaker, so the check never floods a
+ * store that comes back.
  */
 public final class StoreHealth {
 
@@ -70,19 +76,16 @@ public final class StoreHealth {
     return new LinkedHashMap<>();
   }
 
+  /**
+   * The failure's root cause ({@code ConnectException: Connection refused}): what went wrong, and
+   * never a key or a key's digest, which the messages of the failures around it may name.
+   */
   private static String describe(Throwable e) {
     Throwable root = e;
     while (root.getCause() != null && root.getCause() != root) {
       root = root.getCause();
     }
-    @Nullable String message = e.getMessage();
-    if (root == e) {
-      return e.getClass().getSimpleName() + (message == null ? "" : ": " + message);
-    }
-    return (message == null ? e.getClass().getSimpleName() : message)
-        + " ("
-        + root.getClass().getSimpleName()
-        + (root.getMessage() == null ? "" : ": " + root.getMessage())
-        + ")";
+    @Nullable String message = root.getMessage();
+    return root.getClass().getSimpleName() + (message == null ? "" : ": " + message);
   }
 }

@@ -15,7 +15,6 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
@@ -32,9 +31,10 @@ import org.springframework.web.server.WebExceptionHandler;
  * Auto-configuration of {@link dev.idempotency.spring.web.IdempotentEndpoint} for Spring WebFlux:
  * the {@link IdempotentEndpointWebFilter} around the annotated handler methods, the {@link
  * IdempotentEndpointInvocations} advisor that sees them invoked, and the {@link
- * IdempotencyExceptionHandler} for {@code @Idempotent} methods' refusals. Applies to reactive web
- * applications only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so that
- * an application gets the beans of its own stack and never the other's.
+ * IdempotencyExceptionHandler} for {@code @Idempotent} methods' refusals (defined once for both
+ * stacks, {@code IdempotencyProblemDetailsConfiguration}). Applies to reactive web applications
+ * only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so that an
+ * application gets the beans of its own stack and never the other's.
  */
 @AutoConfiguration(
     after = IdempotencyAutoConfiguration.class,
@@ -45,28 +45,14 @@ import org.springframework.web.server.WebExceptionHandler;
 @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
 @ConditionalOnClass(DispatcherHandler.class)
 @ConditionalOnBean(IdempotencyGuard.class)
-@Import(IdempotencyAutoConfiguration.IdempotentMethodsConfiguration.AutoProxy.class)
+@Import({
+  IdempotencyAutoConfiguration.IdempotentMethodsConfiguration.AutoProxy.class,
+  IdempotencyProblemDetailsConfiguration.class
+})
 public final class IdempotencyWebFluxAutoConfiguration {
 
   /** Created by Spring Boot. */
   public IdempotencyWebFluxAutoConfiguration() {}
-
-  /**
-   * The guard's refusals that reach a controller (from an {@code @Idempotent} method it called),
-   * answered as problems (400, 422, 409, 503), as on Spring MVC: the advice is stack-neutral.
-   *
-   * @return the advice
-   */
-  @Bean
-  @ConditionalOnMissingBean
-  @ConditionalOnProperty(
-      prefix = "idempotency.http",
-      name = "problem-details",
-      havingValue = "true",
-      matchIfMissing = true)
-  public IdempotencyExceptionHandler idempotencyExceptionHandler() {
-    return new IdempotencyExceptionHandler();
-  }
 
   /**
    * The annotated handler methods.

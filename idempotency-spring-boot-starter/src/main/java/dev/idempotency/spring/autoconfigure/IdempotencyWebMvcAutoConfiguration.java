@@ -38,7 +38,9 @@ import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
  * {@link IdempotentEndpointInterceptor} that claims a request once its handler is chosen, the
  * {@link IdempotentEndpointAdvisor} that sees the handler start, and the {@link
  * IdempotentEndpointFilter} (late in the filter chain, after security) that follows the request
- * through its async and error dispatches to the response its client gets.
+ * through its async and error dispatches to the response its client gets; and the {@link
+ * IdempotencyExceptionHandler} for {@code @Idempotent} methods' refusals, defined once for both
+ * stacks ({@code IdempotencyProblemDetailsConfiguration}).
  */
 @AutoConfiguration(
     after = IdempotencyAutoConfiguration.class,
@@ -49,7 +51,10 @@ import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
 @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
 @ConditionalOnClass(DispatcherServlet.class)
 @ConditionalOnBean(IdempotencyGuard.class)
-@Import(IdempotencyAutoConfiguration.IdempotentMethodsConfiguration.AutoProxy.class)
+@Import({
+  IdempotencyAutoConfiguration.IdempotentMethodsConfiguration.AutoProxy.class,
+  IdempotencyProblemDetailsConfiguration.class
+})
 public final class IdempotencyWebMvcAutoConfiguration {
 
   /** The filter's order: after every ordered filter of the application and of Spring Security. */
@@ -60,22 +65,6 @@ public final class IdempotencyWebMvcAutoConfiguration {
 
   /** Created by Spring Boot. */
   public IdempotencyWebMvcAutoConfiguration() {}
-
-  /**
-   * The guard's refusals that reach a controller, answered as problems (422, 409, 503).
-   *
-   * @return the advice
-   */
-  @Bean
-  @ConditionalOnMissingBean
-  @org.springframework.boot.autoconfigure.condition.ConditionalOnProperty(
-      prefix = "idempotency.http",
-      name = "problem-details",
-      havingValue = "true",
-      matchIfMissing = true)
-  public IdempotencyExceptionHandler idempotencyExceptionHandler() {
-    return new IdempotencyExceptionHandler();
-  }
 
   /**
    * The filter, registered for the request, async and error dispatches.

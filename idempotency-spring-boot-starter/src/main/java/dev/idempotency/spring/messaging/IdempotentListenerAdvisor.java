@@ -154,13 +154,22 @@ public final class IdempotentListenerAdvisor extends AbstractPointcutAdvisor
   }
 
   /**
-   * Once the application has started: if it has {@link IdempotentListener} methods, no transaction
-   * advisor may run outside this one, or an outcome could be recorded before a commit that fails.
+   * Once the application has started: two beans of one class with a default-named {@link
+   * IdempotentListener} method fail it, even where one is not created yet ({@code @Lazy}; {@link
+   * DefaultOperationNames#registerBeanDefinitions}); if it has {@link IdempotentListener} methods,
+   * no transaction advisor may run outside this one, or an outcome could be recorded before a
+   * commit that fails.
    *
-   * @throws IllegalStateException naming both orders
+   * @throws IllegalStateException naming both beans, or both orders
    */
   @Override
   public void afterSingletonsInstantiated() {
+    if (beanFactory
+        instanceof
+        org.springframework.beans.factory.config.ConfigurableListableBeanFactory configurable) {
+      DefaultOperationNames.registerBeanDefinitions(
+          configurable, IdempotentListener.class, methods::registerBean);
+    }
     if (beanFactory == null || !methods.anyFound()) {
       return;
     }

@@ -64,6 +64,10 @@ class StartWithoutStoreTest {
       long start = System.nanoTime();
       HttpResponse<String> down = Apps.notify(app, key);
       long downMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      System.out.printf(
+          "[outage figures] postgresql down since the start, Spring Boot %s: the first guarded"
+              + " request answered %d in %d ms%n",
+          org.springframework.boot.SpringBootVersion.getVersion(), down.statusCode(), downMillis);
       HttpResponse<String> health = Apps.get(app, "/actuator/health/idempotency");
       int runsBefore = runs.get();
       HttpResponse<String> failOpen =

@@ -120,8 +120,8 @@ public class SuiteWebFluxApplication {
     }
 
     /**
-     * Calls the guarded method; the application answers its refusals itself (the starter's {@code
-     * IdempotencyExceptionHandler} is Spring MVC's), with the statuses the MVC stack uses.
+     * Calls the guarded method; the application answers its refusals itself, with the statuses the
+     * MVC stack uses (its own handling, before the starter's {@code IdempotencyExceptionHandler}).
      */
     @PostMapping("/suite/mono-method")
     public Mono<ResponseEntity<Map<String, String>>> method(

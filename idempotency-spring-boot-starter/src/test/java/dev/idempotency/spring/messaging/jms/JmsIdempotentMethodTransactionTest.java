@@ -15,12 +15,14 @@ import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
+import org.springframework.context.annotation.Lazy;
 import org.springframework.jms.annotation.JmsListener;
 import org.springframework.jms.core.JmsTemplate;
 import org.springframework.test.annotation.DirtiesContext;
@@ -31,14 +33,16 @@ import org.springframework.test.annotation.DirtiesContext;
  * commit, as an {@code IdempotentListener}'s does ({@code JmsTransactionTest}). A commit that fails
  * releases the key, so the broker's redelivery runs the listener again (the message it sent in the
  * rolled-back session is sent again); a delivery whose session committed is recorded, and a repeat
- * of its key is a replay.
+ * of its key is a replay. The same listener on a {@code @Lazy} bean, created after the application
+ * started (Spring JMS then registers and starts its container at once), waits for the commit too
+ * (issue 37's regression).
  */
 @SpringBootTest(
     classes = JmsIdempotentMethodTransactionTest.App.class,
     properties = {
       "spring.artemis.mode=embedded",
       "spring.artemis.embedded.enabled=true",
-      "spring.artemis.embedded.queues=idem.method.tx,idem.method.tx.out",
+      "spring.artemis.embedded.queues=idem.method.tx,idem.method.tx.out,idem.lazy.tx,idem.lazy.tx.out",
       "idempotency.in-flight-wait=50ms",
       "spring.main.banner-mode=off"
     })
@@ -46,6 +50,7 @@ import org.springframework.test.annotation.DirtiesContext;
 class JmsIdempotentMethodTransactionTest {
 
   static final String NAME = "jms-tx-method";
+  static final String LAZY_NAME = "jms-lazy-tx-method";
 
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
@@ -60,23 +65,26 @@ class JmsIdempotentMethodTransactionTest {
     MethodListener methodListener(FailingSessionCommits commits) {
       return new MethodListener(commits);
     }
+
+    @Bean
+    @Lazy
+    LazyListener lazyListener(FailingSessionCommits commits) {
+      return new LazyListener(commits);
+    }
   }
 
-  /** Guarded with {@code @Idempotent}; sends the event on in its session. */
-  public static class MethodListener {
+  /** A listener's work: sends the event on in its session, and counts its runs. */
+  abstract static class Runs {
     final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
     private final FailingSessionCommits commits;
 
-    MethodListener(FailingSessionCommits commits) {
+    Runs(FailingSessionCommits commits) {
       this.commits = commits;
     }
 
-    @JmsListener(id = NAME, destination = "idem.method.tx")
-    @Idempotent(name = NAME, key = "#event")
-    public void onEvent(String event, Session session) throws JMSException {
+    void run(String event, Session session, String out) throws JMSException {
       runs.computeIfAbsent(event, e -> new AtomicInteger()).incrementAndGet();
-      try (MessageProducer producer =
-          session.createProducer(session.createQueue("idem.method.tx.out"))) {
+      try (MessageProducer producer = session.createProducer(session.createQueue(out))) {
         producer.send(session.createTextMessage(event));
       }
       commits.running(event);
@@ -88,32 +96,71 @@ class JmsIdempotentMethodTransactionTest {
     }
   }
 
+  /** Guarded with {@code @Idempotent}; sends the event on in its session. */
+  public static class MethodListener extends Runs {
+    MethodListener(FailingSessionCommits commits) {
+      super(commits);
+    }
+
+    @JmsListener(id = NAME, destination = "idem.method.tx")
+    @Idempotent(name = NAME, key = "#event")
+    public void onEvent(String event, Session session) throws JMSException {
+      run(event, session, "idem.method.tx.out");
+    }
+  }
+
+  /** The same on a {@code @Lazy} bean: its container is created when the bean is. */
+  public static class LazyListener extends Runs {
+    LazyListener(FailingSessionCommits commits) {
+      super(commits);
+    }
+
+    @JmsListener(id = LAZY_NAME, destination = "idem.lazy.tx")
+    @Idempotent(name = LAZY_NAME, key = "#event")
+    public void onEvent(String event, Session session) throws JMSException {
+      run(event, session, "idem.lazy.tx.out");
+    }
+  }
+
   @Autowired Events events;
   @Autowired FailingSessionCommits commits;
   @Autowired JmsTemplate template;
   @Autowired MethodListener listener;
+  @Autowired ObjectProvider<LazyListener> lazyListeners;
 
   @Test
   void aDeliveryWhoseSessionFailedToCommitRunsAgainWhenTheBrokerRedeliversIt() throws Exception {
+    assertACommitThatFailsRunsAgain(listener, NAME, "idem.method.tx");
+  }
+
+  @Test
+  void aLazyListenerWhoseSessionFailedToCommitRunsAgainWhenTheBrokerRedeliversIt()
+      throws Exception {
+    LazyListener lazy = lazyListeners.getObject(); // created now: its container starts now
+    assertACommitThatFailsRunsAgain(lazy, LAZY_NAME, "idem.lazy.tx");
+  }
+
+  private void assertACommitThatFailsRunsAgain(Runs listener, String name, String queue)
+      throws Exception {
     String event = "commit-fails-" + UUID.randomUUID().toString().substring(0, 8);
     commits.failNextCommitOf(event);
-    template.convertAndSend("idem.method.tx", event);
+    template.convertAndSend(queue, event);
 
     await(
         "the redelivery after the failed commit, run or replayed",
-        () -> listener.runs(event) >= 2 || events.count(Type.REPLAYED, NAME, event) > 0);
-    assertThat(events.count(Type.REPLAYED, NAME, event))
+        () -> listener.runs(event) >= 2 || events.count(Type.REPLAYED, name, event) > 0);
+    assertThat(events.count(Type.REPLAYED, name, event))
         .as(
             "the redelivery of a delivery whose session rolled back is not a replay (runs %d)",
             listener.runs(event))
         .isZero();
     assertThat(listener.runs(event)).as("the listener ran again for the redelivery").isEqualTo(2);
-    assertThat(events.count(Type.RELEASED, NAME, event))
+    assertThat(events.count(Type.RELEASED, name, event))
         .as("the rolled-back delivery released its key")
         .isEqualTo(1);
     await(
         "the second run's outcome recorded after its commit",
-        () -> events.count(Type.COMPLETED, NAME, event) == 1);
+        () -> events.count(Type.COMPLETED, name, event) == 1);
   }
 
   @Test
