@@ -8,6 +8,7 @@ import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.io.IOException;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -54,18 +55,32 @@ class InterruptedThreadHazardTest extends HazardTest {
   @ParameterizedTest
   @MethodSource("dev.idempotency.spring.suite.HazardTest#listenerEntryPoints")
   void anInterruptMidDeliveryStillRecordsTheOutcome(ListenerEntryPoint entry) throws Exception {
-    assertAnInterruptMidDeliveryStillRecordsTheOutcome(entry);
+    assertAnInterruptMidDeliveryStillRecordsTheOutcome(entry, entry.operation(), entry::start);
   }
 
   /**
-   * Interrupts the consumer thread of an application of {@code entry} mid-send; checks the rest.
+   * The same on an {@code @Idempotent} {@code @RabbitListener} method (rather than an {@code
+   * IdempotentListener}): its consumer thread, left interrupted, stopped its container.
    */
-  private static void assertAnInterruptMidDeliveryStillRecordsTheOutcome(ListenerEntryPoint entry)
+  @Test
+  void anInterruptMidDeliveryOfAnIdempotentRabbitListenerMethodStillRecordsTheOutcome()
       throws Exception {
+    assertAnInterruptMidDeliveryStillRecordsTheOutcome(
+        "rabbit-idempotent-method",
+        SuiteRabbitApplication.METHOD_LISTENER,
+        RabbitListenerApplication::idempotentMethod);
+  }
+
+  /**
+   * Interrupts the consumer thread of an application ({@code starter}; its listener's operation
+   * {@code operation}, its keys named after {@code entry}) mid-send; checks the rest.
+   */
+  private static void assertAnInterruptMidDeliveryStillRecordsTheOutcome(
+      Object entry, String operation, ListenerEntryPoint.Starter starter) throws Exception {
     SuiteProvider provider = new SuiteProvider();
     String key = Waits.newKey(entry);
     try (ListenerApplication application =
-        entry.start(
+        starter.start(
             new SwitchableKeyStore(),
             provider,
             new CountDownLatch(1),
@@ -76,7 +91,7 @@ class InterruptedThreadHazardTest extends HazardTest {
       provider.interruptSenders(false);
       Waits.await(
           "the outcome recorded",
-          () -> application.events().count(Type.COMPLETED, entry.operation(), key) == 1);
+          () -> application.events().count(Type.COMPLETED, operation, key) == 1);
       String next = Waits.newKey(entry);
       application.publish(next, next);
       Waits.await(
@@ -86,8 +101,7 @@ class InterruptedThreadHazardTest extends HazardTest {
 
       application.publish(key, key);
       Waits.await(
-          "the replay",
-          () -> application.events().count(Type.REPLAYED, entry.operation(), key) >= 1);
+          "the replay", () -> application.events().count(Type.REPLAYED, operation, key) >= 1);
       application.awaitAcknowledged();
       assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
       assertThat(application.deadLettered()).isEmpty();
