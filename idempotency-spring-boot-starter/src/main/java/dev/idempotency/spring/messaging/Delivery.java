@@ -20,13 +20,26 @@ import org.jspecify.annotations.Nullable;
  * @param failures how the container learns which message of a batch failed
  * @param polled the messages as the container polled them (Kafka's records), to find the listener's
  *     elements among; empty where the listener always gets them all
+ * @param onConsumerThread whether the listener runs on a Kafka or RabbitMQ container's consumer
+ *     thread, which must not be left interrupted ({@link ConsumerThreadInterrupts})
  */
 record Delivery(
-    List<Map<String, Object>> headers, boolean batch, BatchFailures failures, List<?> polled) {
+    List<Map<String, Object>> headers,
+    boolean batch,
+    BatchFailures failures,
+    List<?> polled,
+    boolean onConsumerThread) {
 
-  /** A delivery whose listener gets every message the container has. */
-  Delivery(List<Map<String, Object>> headers, boolean batch, BatchFailures failures) {
-    this(headers, batch, failures, List.of());
+  /**
+   * A delivery whose listener gets every message the container has; {@code onConsumerThread} as for
+   * the record's component.
+   */
+  Delivery(
+      List<Map<String, Object>> headers,
+      boolean batch,
+      BatchFailures failures,
+      boolean onConsumerThread) {
+    this(headers, batch, failures, List.of(), onConsumerThread);
   }
 
   private static final ThreadLocal<Delivery> CURRENT = new ThreadLocal<>();

@@ -59,7 +59,8 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
   @Override
   public void onMessage(Message message, Session session) throws JMSException {
     Delivery previous =
-        Delivery.bind(new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH));
+        Delivery.bind(
+            new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH, false));
     // a session the container transacts itself: no Spring synchronization tells of its commit
     boolean local =
         session != null && session.getTransacted() && !ContainerTransactions.springSynchronized();

@@ -83,7 +83,7 @@ final class KafkaDeliveries {
     @Override
     public ConsumerRecord<K, V> intercept(ConsumerRecord<K, V> record, Consumer<K, V> consumer) {
       Delivery.bind(
-          new Delivery(List.of(Messages.kafkaHeaders(record)), false, Delivery.WHOLE_BATCH));
+          new Delivery(List.of(Messages.kafkaHeaders(record)), false, Delivery.WHOLE_BATCH, true));
       return record;
     }
 
@@ -101,7 +101,7 @@ final class KafkaDeliveries {
         polled.add(record);
       }
       // a RecordFilterStrategy may hand the listener fewer: its elements are found among these
-      Delivery.bind(new Delivery(headers, true, BATCH_FAILURES, polled));
+      Delivery.bind(new Delivery(headers, true, BATCH_FAILURES, polled, true));
       return records;
     }
 

@@ -20,7 +20,9 @@ import org.springframework.amqp.core.Message;
  * or batch.
  *
  * <ul>
- *   <li>binds the delivered messages' headers to the thread, for header keys;
+ *   <li>binds the delivered messages' headers to the thread, for header keys, as a delivery on the
+ *       container's consumer thread (an interrupt a guarded send leaves on it is cleared: {@link
+ *       ConsumerThreadInterrupts});
  *   <li>a deferred delivery (the key in flight elsewhere, the store down) waits the messaging
  *       backoff on the consumer's thread, counted per key in this process, and is then requeued
  *       with {@link ImmediateRequeueAmqpException}: whatever the container's retry or requeue
@@ -76,7 +78,7 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   private static Delivery delivery(@Nullable Object data) {
     if (data instanceof Message message) {
       return new Delivery(
-          List.of(message.getMessageProperties().getHeaders()), false, Delivery.WHOLE_BATCH);
+          List.of(message.getMessageProperties().getHeaders()), false, Delivery.WHOLE_BATCH, true);
     }
     List<Map<String, Object>> headers = new ArrayList<>();
     if (data instanceof List<?> messages) {
@@ -87,7 +89,7 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
                 : Map.of());
       }
     }
-    return new Delivery(headers, true, Delivery.WHOLE_BATCH);
+    return new Delivery(headers, true, Delivery.WHOLE_BATCH, true);
   }
 
   private static boolean storedFailureIn(Throwable failure) {

@@ -21,8 +21,7 @@ import org.junit.jupiter.api.AfterEach;
  * them: a store down at the delivery, and in the middle of a send ({@code StoreDownHazardTest}), a
  * key that is not safe (the poison-message path, {@code UnsafeKeyHazardTest}), a shutdown mid-send
  * ({@code ShutdownHazardTest}), an interrupted thread ({@code InterruptedThreadHazardTest}, on an
- * application of the test's own; on the Kafka batch listener the outcome is not recorded, an open
- * finding: {@code ListenerInterruptedThreadOpenFindingTest}). Not run on listeners, and why:
+ * application of the test's own). Not run on listeners, and why:
  *
  * <ul>
  *   <li>the caller gives up: a broker does not give up on a delivery; its equivalent, a redelivery

@@ -8,6 +8,7 @@ import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.io.IOException;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -46,34 +47,40 @@ class InterruptedThreadHazardTest extends HazardTest {
   /**
    * On a listener: the container's consumer thread is interrupted mid-send. The outcome is recorded
    * all the same, the delivery acknowledged, and the message published again is a replay: one send,
-   * nothing dead-lettered. An application of the test's own, since the interrupt lands on its
-   * consumer thread.
+   * nothing dead-lettered; and the container's consumer goes on as before: the next message is
+   * sent, and no poll or commit of the consumer failed on the interrupted thread (a RabbitMQ
+   * consumer left interrupted stopped its container; a Kafka consumer failed every poll). An
+   * application of the test's own, since the interrupt lands on its consumer thread.
    */
   @ParameterizedTest
-  @MethodSource("listenerEntryPointsButKafkaBatch")
+  @MethodSource("dev.idempotency.spring.suite.HazardTest#listenerEntryPoints")
   void anInterruptMidDeliveryStillRecordsTheOutcome(ListenerEntryPoint entry) throws Exception {
-    assertAnInterruptMidDeliveryStillRecordsTheOutcome(entry);
+    assertAnInterruptMidDeliveryStillRecordsTheOutcome(entry, entry.operation(), entry::start);
   }
 
   /**
-   * The listener entry points but {@link ListenerEntryPoint#KAFKA_BATCH}, whose outcome is not
-   * recorded: an open finding, {@link ListenerInterruptedThreadOpenFindingTest}.
+   * The same on an {@code @Idempotent} {@code @RabbitListener} method (rather than an {@code
+   * IdempotentListener}): its consumer thread, left interrupted, stopped its container.
    */
-  static java.util.List<ListenerEntryPoint> listenerEntryPointsButKafkaBatch() {
-    return listenerEntryPoints().stream()
-        .filter(entry -> entry != ListenerEntryPoint.KAFKA_BATCH)
-        .toList();
-  }
-
-  /**
-   * Interrupts the consumer thread of an application of {@code entry} mid-send; checks the rest.
-   */
-  static void assertAnInterruptMidDeliveryStillRecordsTheOutcome(ListenerEntryPoint entry)
+  @Test
+  void anInterruptMidDeliveryOfAnIdempotentRabbitListenerMethodStillRecordsTheOutcome()
       throws Exception {
+    assertAnInterruptMidDeliveryStillRecordsTheOutcome(
+        "rabbit-idempotent-method",
+        SuiteRabbitApplication.METHOD_LISTENER,
+        RabbitListenerApplication::idempotentMethod);
+  }
+
+  /**
+   * Interrupts the consumer thread of an application ({@code starter}; its listener's operation
+   * {@code operation}, its keys named after {@code entry}) mid-send; checks the rest.
+   */
+  private static void assertAnInterruptMidDeliveryStillRecordsTheOutcome(
+      Object entry, String operation, ListenerEntryPoint.Starter starter) throws Exception {
     SuiteProvider provider = new SuiteProvider();
     String key = Waits.newKey(entry);
     try (ListenerApplication application =
-        entry.start(
+        starter.start(
             new SwitchableKeyStore(),
             provider,
             new CountDownLatch(1),
@@ -84,16 +91,23 @@ class InterruptedThreadHazardTest extends HazardTest {
       provider.interruptSenders(false);
       Waits.await(
           "the outcome recorded",
-          () -> application.events().count(Type.COMPLETED, entry.operation(), key) == 1);
+          () -> application.events().count(Type.COMPLETED, operation, key) == 1);
+      String next = Waits.newKey(entry);
+      application.publish(next, next);
+      Waits.await(
+          "the next message's send (the consumer goes on after the interrupted delivery)",
+          () -> provider.sends(next) == 1);
       application.awaitAcknowledged();
 
       application.publish(key, key);
       Waits.await(
-          "the replay",
-          () -> application.events().count(Type.REPLAYED, entry.operation(), key) >= 1);
+          "the replay", () -> application.events().count(Type.REPLAYED, operation, key) >= 1);
       application.awaitAcknowledged();
       assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
       assertThat(application.deadLettered()).isEmpty();
+      assertThat(application.consumerFailures())
+          .as("the consumer's own failures after the interrupted delivery")
+          .isEmpty();
     }
   }
 

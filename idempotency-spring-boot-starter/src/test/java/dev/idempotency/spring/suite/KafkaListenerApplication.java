@@ -141,6 +141,11 @@ final class KafkaListenerApplication implements ListenerApplication {
   }
 
   @Override
+  public List<String> consumerFailures() {
+    return context.getBean(ConsumerFailures.class).seen();
+  }
+
+  @Override
   public Events events() {
     return context.getBean(Events.class);
   }

@@ -15,6 +15,15 @@ public interface ListenerApplication extends AutoCloseable {
   /** Waits (bounded) until nothing of the listener's destination is left unacknowledged. */
   void awaitAcknowledged() throws Exception;
 
+  /**
+   * The container's consumer's own failures outside any listener call (a Kafka poll or commit that
+   * threw), as {@link ConsumerFailures#seen()} gives them; empty where none were seen, or where the
+   * application does not note them (JMS, RabbitMQ).
+   */
+  default List<String> consumerFailures() {
+    return List.of();
+  }
+
   /** The guard's events in this application. */
   Events events();
 

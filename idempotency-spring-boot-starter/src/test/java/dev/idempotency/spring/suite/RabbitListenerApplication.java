@@ -37,6 +37,21 @@ final class RabbitListenerApplication implements ListenerApplication {
 
   static RabbitListenerApplication start(
       SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String queue) {
+    return start(store, provider, closing, queue, false);
+  }
+
+  /** The application with its listener as an {@code @Idempotent} listener method. */
+  static RabbitListenerApplication idempotentMethod(
+      SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String queue) {
+    return start(store, provider, closing, queue, true);
+  }
+
+  private static RabbitListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String queue,
+      boolean idempotentMethod) {
     List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
     properties.addAll(
         List.of(
@@ -44,6 +59,7 @@ final class RabbitListenerApplication implements ListenerApplication {
             "spring.rabbitmq.host=127.0.0.1",
             "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
             "suite.destination=" + queue,
+            "suite.rabbit.idempotent-method=" + idempotentMethod,
             "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
             "logging.level.dev.idempotency=WARN"));
     ConfigurableApplicationContext context =

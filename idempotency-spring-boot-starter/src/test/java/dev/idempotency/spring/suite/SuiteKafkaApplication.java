@@ -6,6 +6,7 @@ import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.util.List;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.common.TopicPartition;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringBootConfiguration;
@@ -18,6 +19,7 @@ import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.listener.CommonErrorHandler;
 import org.springframework.kafka.listener.DeadLetterPublishingRecoverer;
 import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.kafka.listener.MessageListenerContainer;
 import org.springframework.util.backoff.FixedBackOff;
 
 /**
@@ -68,13 +70,32 @@ public class SuiteKafkaApplication {
     return new NewTopic(topic + ".DLT", 1, (short) 1);
   }
 
-  /** The application's own handler: 3 tries, then the dead-letter topic. */
   @Bean
-  CommonErrorHandler errorHandler(KafkaTemplate<Object, Object> template) {
+  ConsumerFailures consumerFailures() {
+    return new ConsumerFailures();
+  }
+
+  /**
+   * The application's own handler: 3 tries, then the dead-letter topic; the consumer's failures
+   * outside the listener (a poll or a commit that threw) are noted in {@code failures}.
+   */
+  @Bean
+  CommonErrorHandler errorHandler(
+      KafkaTemplate<Object, Object> template, ConsumerFailures failures) {
     return new DefaultErrorHandler(
         new DeadLetterPublishingRecoverer(
             template, (record, failure) -> new TopicPartition(record.topic() + ".DLT", 0)),
-        new FixedBackOff(0, 2));
+        new FixedBackOff(0, 2)) {
+      @Override
+      public void handleOtherException(
+          Exception thrownException,
+          Consumer<?, ?> consumer,
+          MessageListenerContainer container,
+          boolean batchListener) {
+        failures.add(String.valueOf(thrownException));
+        super.handleOtherException(thrownException, consumer, container, batchListener);
+      }
+    };
   }
 
   @Bean

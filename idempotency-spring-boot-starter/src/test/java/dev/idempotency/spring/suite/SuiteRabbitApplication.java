@@ -1,5 +1,6 @@
 package dev.idempotency.spring.suite;
 
+import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
@@ -11,6 +12,7 @@ import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.context.annotation.Bean;
 
 /**
@@ -26,6 +28,12 @@ public class SuiteRabbitApplication {
 
   /** The listener's name, the operation of its keys. */
   static final String LISTENER = "suite-rabbit";
+
+  /**
+   * The {@code @Idempotent} listener method's name (property {@code
+   * suite.rabbit.idempotent-method}).
+   */
+  static final String METHOD_LISTENER = "suite-rabbit-method";
 
   /** The store, unless the test registered one that outlives the application (a restart). */
   @Bean
@@ -57,8 +65,18 @@ public class SuiteRabbitApplication {
   }
 
   @Bean
+  @ConditionalOnProperty(
+      name = "suite.rabbit.idempotent-method",
+      havingValue = "false",
+      matchIfMissing = true)
   MessageListener messageListener(SuiteProvider provider) {
     return new MessageListener(provider);
+  }
+
+  @Bean
+  @ConditionalOnProperty(name = "suite.rabbit.idempotent-method", havingValue = "true")
+  IdempotentMethodListener idempotentMethodListener(SuiteProvider provider) {
+    return new IdempotentMethodListener(provider);
   }
 
   /** The listener: the payload is what it sends, the header its key. */
@@ -71,6 +89,24 @@ public class SuiteRabbitApplication {
 
     @RabbitListener(id = LISTENER, queues = "${suite.destination}")
     @IdempotentListener(name = LISTENER)
+    public void receive(String payload) {
+      provider.send(payload);
+    }
+  }
+
+  /**
+   * The listener as an {@code @Idempotent} listener method (property {@code
+   * suite.rabbit.idempotent-method=true}), in the same container: the payload is its key.
+   */
+  public static class IdempotentMethodListener {
+    private final SuiteProvider provider;
+
+    IdempotentMethodListener(SuiteProvider provider) {
+      this.provider = provider;
+    }
+
+    @RabbitListener(id = LISTENER, queues = "${suite.destination}")
+    @Idempotent(name = METHOD_LISTENER, key = "#payload")
     public void receive(String payload) {
       provider.send(payload);
     }

@@ -1,0 +1,71 @@
+package dev.idempotency.spring.messaging;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What becomes of an interrupt that a guarded delivery leaves on a listener container's consumer
+ * thread (Kafka's, RabbitMQ's).
+ *
+ * <p>An application's provider client may return from a send with the thread's interrupt status set
+ * (the application interrupted it mid-send, and the client finished the send all the same). The
+ * guard holds such an interrupt back while it records the outcome and sets it again after, so that
+ * the listener's own code still sees it. Once the guarded delivery returns to the container,
+ * though, no code of the application's runs on that thread before the next delivery, and the
+ * container cannot work on an interrupted thread:
+ *
+ * <ul>
+ *   <li>Kafka's consumer: {@code poll} and {@code commitSync} throw {@code InterruptException} "if
+ *       the calling thread is interrupted before or while this function is called" ({@code
+ *       KafkaConsumer}'s Javadoc), and that exception sets the interrupt status again as it is
+ *       created, so every later poll fails the same way: the container logs "Consumer exception" in
+ *       a hot loop and neither commits nor consumes again. A batch listener's offsets are not even
+ *       stored for the commit (Spring Kafka's {@code acks.put} gives up on an interrupted thread),
+ *       so its messages are never acknowledged. Spring Kafka never interrupts its consumer's thread
+ *       itself (it stops a consumer with {@code wakeup()}).
+ *   <li>Spring AMQP's {@code SimpleMessageListenerContainer}: the consumer's next wait for a
+ *       message throws {@code InterruptedException}, which it takes for a stop: "Stopping container
+ *       from aborted consumer", and the listener consumes nothing more until the application
+ *       restarts the container. Spring AMQP interrupts its consumers itself only while the
+ *       container stops, after its shutdown timeout, when they stop all the same.
+ * </ul>
+ *
+ * So the interrupt, the application's and meant for a send that is over, is cleared as the delivery
+ * returns to the container, with a warning naming the listener (once per listener; then at debug
+ * level). JMS is left alone: its session commit holds the interrupt back and restores it ({@link
+ * JmsDeliveryListener}), and Spring's JMS container goes on with it.
+ *
+ * <p>Thread-safe; used by {@link OutcomesAfterCommit} and {@link ListenerBatches}.
+ */
+final class ConsumerThreadInterrupts {
+
+  private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
+
+  private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
+
+  private ConsumerThreadInterrupts() {}
+
+  /**
+   * Clears an interrupt left on this thread by {@code listener}'s delivery if the delivery came
+   * from a Kafka or RabbitMQ container ({@code delivery}, as bound when it started); elsewhere does
+   * nothing.
+   */
+  static void clearAfterDelivery(@Nullable Delivery delivery, String listener) {
+    if (delivery == null || !delivery.onConsumerThread() || !Thread.interrupted()) {
+      return;
+    }
+    String message =
+        "Listener {} returned with its consumer thread interrupted (interrupted mid-send); the"
+            + " interrupt is cleared before the container acknowledges the delivery: a Kafka"
+            + " consumer fails every poll and commit on an interrupted thread, and a RabbitMQ"
+            + " consumer stops its container";
+    if (WARNED.add(listener)) {
+      log.warn(message, listener);
+    } else {
+      log.debug(message, listener);
+    }
+  }
+}
