@@ -140,11 +140,7 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter
       HttpServletRequest request, HttpServletResponse response, Throwable e) {
     EndpointCall call = callOf(request);
     if (call != null) {
-      CapturingResponse capture = WebUtils.getNativeResponse(response, CapturingResponse.class);
-      if (capture != null) {
-        capture.discard();
-      }
-      call.release("the handler threw " + e.getClass().getName());
+      call.failed(WebUtils.getNativeResponse(response, CapturingResponse.class), e);
     }
   }
 
