@@ -125,6 +125,7 @@ final class EndpointCall {
     if (captured != null
         && handlerStarted
         && captured.passedOn()
+        && isStored(captured.getStatus())
         && (captured.wasCutShort() || isDisconnect(failure))) {
       captured.cutShort();
       recordCutShort(captured);
@@ -292,6 +293,7 @@ final class EndpointCall {
     } else if (captured != null
         && handlerStarted
         && captured.passedOn()
+        && isStored(captured.getStatus())
         && (captured.wasCutShort() || asyncFailure == null)) {
       recordCutShort(captured); // part of it went out; the container ended the rest
     } else {

@@ -1,6 +1,7 @@
 package dev.idempotency.spring.app;
 
 import dev.idempotency.spring.web.IdempotentEndpoint;
+import jakarta.servlet.http.HttpServletResponse;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
@@ -98,10 +99,14 @@ public class StreamingController {
     return ResponseEntity.ok().contentType(MediaType.APPLICATION_NDJSON).body(emitter);
   }
 
-  /** No streaming content type: a stream because of what it returns. */
+  /**
+   * No streaming content type: a stream because of what it returns. It flushes the response, not
+   * only its stream: Spring Framework 7 hands a {@code StreamingResponseBody} a stream whose {@code
+   * flush()} does nothing (unless {@code spring.http.response.flush.enabled}).
+   */
   @PostMapping("/streams/body/{id}")
   @IdempotentEndpoint
-  public StreamingResponseBody body(@PathVariable String id) {
+  public StreamingResponseBody body(@PathVariable String id, HttpServletResponse response) {
     ran(id);
     BlockingQueue<String> queue = queue(chunks, id);
     return (OutputStream out) -> {
@@ -118,6 +123,7 @@ public class StreamingController {
         }
         out.write(chunk.getBytes(StandardCharsets.UTF_8));
         out.flush();
+        response.flushBuffer();
       }
     };
   }
