@@ -49,6 +49,9 @@ final class AsyncTimeouts
 
   @Override
   public <T> Object handleTimeout(NativeWebRequest request, Callable<T> task) throws Exception {
+    if (cutAStream(request)) {
+      return RESULT_NONE; // Spring's timeout handling ends the request; the call is recorded
+    }
     if (timedOut(request)) {
       return RESPONSE_HANDLED;
     }
@@ -80,6 +83,9 @@ final class AsyncTimeouts
   @Override
   public <T> boolean handleTimeout(NativeWebRequest request, DeferredResult<T> deferredResult)
       throws Exception {
+    if (cutAStream(request)) {
+      return true; // Spring's timeout handling ends the stream; the call is recorded
+    }
     // a CompletionStage (adapted to a DeferredResult by Spring MVC) and an application's own
     // DeferredResult (seen through a copy: IdempotentEndpointAdvisor) report their late results
     // themselves; any other keeps Spring's timeout handling (503, the key released)
@@ -98,7 +104,37 @@ final class AsyncTimeouts
 
   @Override
   public <T> void postProcess(NativeWebRequest request, Callable<T> task, Object concurrentResult) {
+    if (concurrentResult instanceof Throwable failure) {
+      call.asyncFailed(failure);
+    }
     call.lateResult(concurrentResult);
+  }
+
+  /** The result of a {@code DeferredResult}, of an emitter's among others: a failure is noted. */
+  @Override
+  public <T> void postProcess(
+      NativeWebRequest request, DeferredResult<T> deferredResult, Object concurrentResult) {
+    if (concurrentResult instanceof Throwable failure) {
+      call.asyncFailed(failure);
+    }
+  }
+
+  /**
+   * A timeout of a response that went out in part (a stream, or a body past the bound): there is no
+   * answer left to give the client, nor one to store; it is cut short, recorded as answered without
+   * its body when the request ends, and Spring's own timeout handling ends it.
+   */
+  private static boolean cutAStream(NativeWebRequest request) {
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    CapturingResponse capture =
+        servletResponse == null
+            ? null
+            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    if (capture == null || !capture.passedOn()) {
+      return false;
+    }
+    capture.cutShort();
+    return true;
   }
 
   /**

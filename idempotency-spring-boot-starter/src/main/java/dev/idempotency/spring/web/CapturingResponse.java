@@ -17,16 +17,27 @@ import org.jspecify.annotations.Nullable;
  * The response of a request the filter follows: a plain pass-through until {@link #startCapture()}
  * (the key was claimed), then the body is held back in memory, up to a bound, so that the filter
  * can store it before the client gets it. A body that outgrows the bound is sent on as it comes
- * ({@link #overflowed()}). {@code sendError} and {@code sendRedirect} go to the container as they
- * are (it renders the error page in an error dispatch); status and headers always live in the
- * wrapped response. Used by one request at a time, as servlet responses are.
+ * ({@link #overflowed()}). A stream is not held at all ({@link #streamed()}): decided at the first
+ * write or flush, by a {@code Content-Type} of {@code text/event-stream} or {@code
+ * application/x-ndjson}, or because the handler returned one ({@link #streamingResult()}), each
+ * write and flush goes to the client as it comes while a copy is kept up to the bound; past it the
+ * copy is dropped and {@code onStreamPastBound} is told. A write or flush the container refuses
+ * (the client went away) marks the response {@link #cutShort()}. {@code sendError} and {@code
+ * sendRedirect} go to the container as they are (it renders the error page in an error dispatch);
+ * status and headers always live in the wrapped response. Used by one request at a time, as servlet
+ * responses are; a stream's writes may come from the application's thread.
  */
 final class CapturingResponse extends HttpServletResponseWrapper {
 
   private final long limit;
   private boolean capturing;
   private @Nullable ByteArrayOutputStream buffer;
-  private boolean overflowed;
+  private volatile boolean overflowed;
+  private boolean decided;
+  private boolean streamingResult;
+  private volatile boolean streamed;
+  private volatile boolean cutShort;
+  private @Nullable Runnable onStreamPastBound;
   private boolean errorSent;
   private boolean redirected;
   private long declaredLength = -1;
@@ -49,8 +60,68 @@ final class CapturingResponse extends HttpServletResponseWrapper {
 
   /** From now on, hold the body back. */
   void startCapture() {
+    startCapture(null);
+  }
+
+  /**
+   * From now on, hold the body back, or copy it if it turns out to be a stream.
+   *
+   * @param onStreamPastBound told when a stream grows past the bound, on the writing thread
+   */
+  void startCapture(@Nullable Runnable onStreamPastBound) {
     capturing = true;
     buffer = new ByteArrayOutputStream(1024);
+    this.onStreamPastBound = onStreamPastBound;
+  }
+
+  /** The handler returned a stream ({@code ResponseBodyEmitter}, {@code StreamingResponseBody}). */
+  void streamingResult() {
+    streamingResult = true;
+  }
+
+  /** Whether the body goes to the client as it comes, as a stream, a copy kept up to the bound. */
+  boolean streamed() {
+    return streamed;
+  }
+
+  /**
+   * Whether the body was cut short after part of it went to the client: a write or flush failed
+   * (the client went away), or the stream was ended by a timeout ({@link #cutShort()}).
+   */
+  boolean wasCutShort() {
+    return cutShort;
+  }
+
+  /** Part of the body went out, and the rest never will: what the client has is not the answer. */
+  void cutShort() {
+    cutShort = true;
+  }
+
+  /** Whether some of the body went to the client already: a stream, or a body past the bound. */
+  boolean passedOn() {
+    return streamed || overflowed;
+  }
+
+  /** At the first write or flush: a stream by its content type or by the handler's result. */
+  private void decide() {
+    if (decided || !capturing) {
+      return;
+    }
+    decided = true;
+    if (streamingResult || isStreamType(getContentType())) {
+      streamed = true;
+      if (declaredLength >= 0) {
+        super.setContentLengthLong(declaredLength);
+      }
+    }
+  }
+
+  private static boolean isStreamType(@Nullable String contentType) {
+    if (contentType == null) {
+      return false;
+    }
+    String type = contentType.split(";", 2)[0].strip().toLowerCase(java.util.Locale.ROOT);
+    return type.equals("text/event-stream") || type.equals("application/x-ndjson");
   }
 
   boolean capturing() {
@@ -85,7 +156,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
     byte[] body = body();
     capturing = false;
     buffer = null;
-    if (overflowed || errorSent || redirected) {
+    if (streamed || overflowed || errorSent || redirected) {
       return;
     }
     HttpServletResponse response = (HttpServletResponse) getResponse();
@@ -104,8 +175,12 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   }
 
   private void write(byte[] bytes, int offset, int length) throws IOException {
-    if (overflowed || buffer == null) {
-      super.getOutputStream().write(bytes, offset, length);
+    decide();
+    if (streamed) {
+      passOn(() -> super.getOutputStream().write(bytes, offset, length));
+      copy(bytes, offset, length);
+    } else if (overflowed || buffer == null) {
+      passOn(() -> super.getOutputStream().write(bytes, offset, length));
     } else {
       buffer.write(bytes, offset, length);
       overflowIfOverTheLimit();
@@ -113,12 +188,41 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   }
 
   private void write(int b) throws IOException {
-    if (overflowed || buffer == null) {
-      super.getOutputStream().write(b);
-    } else {
-      buffer.write(b);
-      overflowIfOverTheLimit();
+    write(new byte[] {(byte) b}, 0, 1);
+  }
+
+  /** Keeps a copy of what a stream sent, up to the bound; past it, drops the copy. */
+  private void copy(byte[] bytes, int offset, int length) {
+    ByteArrayOutputStream copy = buffer;
+    if (copy == null || overflowed) {
+      return;
     }
+    if (copy.size() + (long) length > limit) {
+      buffer = null;
+      overflowed = true; // past the bound: recorded as answered, the body not kept
+      Runnable told = onStreamPastBound;
+      if (told != null) {
+        told.run();
+      }
+      return;
+    }
+    copy.write(bytes, offset, length);
+  }
+
+  /** A write or flush to the client; one the container refuses means the client went away. */
+  private void passOn(Output output) throws IOException {
+    try {
+      output.write();
+    } catch (IOException e) {
+      cutShort = true;
+      throw e;
+    }
+  }
+
+  /** A write or flush of the wrapped response. */
+  @FunctionalInterface
+  private interface Output {
+    void write() throws IOException;
   }
 
   /** Past the limit, what was held back goes to the client, and the rest as it comes. */
@@ -132,7 +236,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
     if (declaredLength >= 0) {
       super.setContentLengthLong(declaredLength);
     }
-    super.getOutputStream().write(held);
+    passOn(() -> super.getOutputStream().write(held));
   }
 
   private void declareLength(String value) {
@@ -174,10 +278,14 @@ final class CapturingResponse extends HttpServletResponseWrapper {
 
   @Override
   public void flushBuffer() throws IOException {
-    if (!capturing || overflowed) {
+    decide();
+    if (writer != null && capturing) {
+      writer.flush(); // into the buffer, or on to the client if it is passed on
+    }
+    if (!capturing) {
       super.flushBuffer();
-    } else if (writer != null) {
-      writer.flush(); // into the buffer; nothing reaches the client yet
+    } else if (passedOn()) {
+      passOn(super::flushBuffer);
     }
   }
 
@@ -205,7 +313,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
 
   @Override
   public void setContentLengthLong(long length) {
-    if (capturing && !overflowed) {
+    if (holding()) {
       declaredLength = length; // set from the body held back, when it is sent
     } else {
       super.setContentLengthLong(length);
@@ -214,7 +322,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
 
   @Override
   public void setHeader(String name, String value) {
-    if (capturing && !overflowed && "Content-Length".equalsIgnoreCase(name)) {
+    if (holding() && "Content-Length".equalsIgnoreCase(name)) {
       declareLength(value);
     } else {
       super.setHeader(name, value);
@@ -223,7 +331,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
 
   @Override
   public void addHeader(String name, String value) {
-    if (capturing && !overflowed && "Content-Length".equalsIgnoreCase(name)) {
+    if (holding() && "Content-Length".equalsIgnoreCase(name)) {
       declareLength(value);
     } else {
       super.addHeader(name, value);
@@ -232,7 +340,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
 
   @Override
   public void setIntHeader(String name, int value) {
-    if (capturing && !overflowed && "Content-Length".equalsIgnoreCase(name)) {
+    if (holding() && "Content-Length".equalsIgnoreCase(name)) {
       declaredLength = value;
     } else {
       super.setIntHeader(name, value);
@@ -255,6 +363,11 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   public void sendRedirect(String location) throws IOException {
     beforeContainerAnswers(false);
     super.sendRedirect(location);
+  }
+
+  /** Whether a body written now would be held back (the stream decision may still come). */
+  private boolean holding() {
+    return capturing && !overflowed && !streamed;
   }
 
   private void beforeContainerAnswers(boolean error) {
@@ -281,8 +394,9 @@ final class CapturingResponse extends HttpServletResponseWrapper {
 
     @Override
     public void flush() throws IOException {
-      if (overflowed) {
-        CapturingResponse.super.getOutputStream().flush();
+      decide();
+      if (passedOn()) {
+        passOn(() -> CapturingResponse.super.getOutputStream().flush());
       }
     }
 

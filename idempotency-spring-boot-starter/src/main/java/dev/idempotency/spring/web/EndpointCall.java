@@ -13,6 +13,8 @@ import org.springframework.http.ProblemDetail;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.ErrorResponse;
 import org.springframework.web.bind.annotation.ResponseStatus;
+import org.springframework.web.context.request.async.AsyncRequestNotUsableException;
+import org.springframework.web.util.DisconnectedClientHelper;
 
 /**
  * One claimed {@link IdempotentEndpoint} request, from the claim (in the interceptor) to the
@@ -31,6 +33,8 @@ final class EndpointCall {
   private final AtomicBoolean reported = new AtomicBoolean();
   private volatile boolean handlerStarted;
   private volatile @Nullable CapturingResponse awaitingErrorPage;
+  private volatile @Nullable CapturingResponse response;
+  private volatile @Nullable Throwable asyncFailure;
   private PendingCall.@Nullable Scope mdc;
   private volatile @Nullable LateResponse late;
   private volatile boolean lateResultObserved;
@@ -61,6 +65,82 @@ final class EndpointCall {
   /** The handler method was entered: its response is the endpoint's answer. */
   void handlerStarted() {
     handlerStarted = true;
+  }
+
+  /**
+   * The claimed request's response: from now on it holds the body back, or, for a stream, copies
+   * it; a stream that grows past the bound is recorded at once ({@link #streamPastBound}).
+   */
+  void capture(CapturingResponse response) {
+    this.response = response;
+    response.startCapture(() -> streamPastBound(response));
+  }
+
+  /** The handler returned a stream ({@code ResponseBodyEmitter}, {@code StreamingResponseBody}). */
+  void returnsAStream() {
+    CapturingResponse captured = response;
+    if (captured != null) {
+      captured.streamingResult();
+    }
+  }
+
+  /**
+   * The async result was a failure (set by the handler, a timeout or the container): a stream that
+   * went out partly and failed because the client went away is cut short, not failed.
+   */
+  void asyncFailed(Throwable failure) {
+    CapturingResponse captured = response;
+    if (captured != null && captured.passedOn() && isDisconnect(failure)) {
+      captured.cutShort();
+    }
+    asyncFailure = failure;
+  }
+
+  /** Whether {@code failure} says the client went away. */
+  static boolean isDisconnect(Throwable failure) {
+    return failure instanceof AsyncRequestNotUsableException
+        || DisconnectedClientHelper.isClientDisconnectedException(failure);
+  }
+
+  /**
+   * A stream grew past the bound: recorded now as answered without its body (a repeat gets {@code
+   * 422 response-not-stored} while it still streams), as WebFlux does; it goes on to the client.
+   */
+  private void streamPastBound(CapturingResponse captured) {
+    if (late != null
+        || !handlerStarted
+        || !isStored(captured.getStatus())
+        || !reported.compareAndSet(false, true)) {
+      return;
+    }
+    call.complete(StoredResponse.capture(captured, null, headers));
+  }
+
+  /**
+   * An exception ended the request's dispatch: a response cut short after part of it went out (the
+   * client went away) is recorded as answered without its body, since the handler answered; any
+   * other failure releases the key.
+   */
+  void failed(@Nullable CapturingResponse captured, Throwable failure) {
+    if (captured != null
+        && handlerStarted
+        && captured.passedOn()
+        && isStored(captured.getStatus())
+        && (captured.wasCutShort() || isDisconnect(failure))) {
+      captured.cutShort();
+      recordCutShort(captured);
+      return;
+    }
+    if (captured != null) {
+      captured.discard();
+    }
+    release("the handler threw " + failure.getClass().getName());
+  }
+
+  private void recordCutShort(CapturingResponse captured) {
+    if (late == null && reported.compareAndSet(false, true)) {
+      call.completeAndAwait(StoredResponse.capture(captured, null, headers), maxWait);
+    }
   }
 
   /** The handler returned {@code Callable} work, which Spring MVC's async executor will run. */
@@ -207,8 +287,15 @@ final class EndpointCall {
       return; // timed out: the async result reports
     }
     CapturingResponse response = awaitingErrorPage;
+    CapturingResponse captured = this.response;
     if (response != null && handlerStarted) {
       finish(response, false);
+    } else if (captured != null
+        && handlerStarted
+        && captured.passedOn()
+        && isStored(captured.getStatus())
+        && (captured.wasCutShort() || asyncFailure == null)) {
+      recordCutShort(captured); // part of it went out; the container ended the rest
     } else {
       release("the request ended without a response to store");
     }
@@ -266,6 +353,13 @@ final class EndpointCall {
             maxWait);
       } else if (!isStored(status)) {
         call.failAndAwait(new NotStored("status " + status + " is not stored"), maxWait);
+      } else if (response.wasCutShort()) {
+        // part of it went out and the rest never will: answered, but not a response to replay
+        call.completeAndAwait(StoredResponse.capture(response, null, headers), maxWait);
+      } else if (response.streamed() && asyncFailure != null) {
+        call.failAndAwait(
+            new NotStored("the handler's stream failed: " + asyncFailure.getClass().getName()),
+            maxWait);
       } else {
         byte[] body = response.overflowed() ? null : response.body();
         StoredResponse stored = StoredResponse.capture(response, body, headers);

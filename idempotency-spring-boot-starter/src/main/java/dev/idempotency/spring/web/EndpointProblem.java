@@ -89,8 +89,8 @@ record EndpointProblem(
 
   /**
    * The first request with this key was processed, but its response could not be stored (larger
-   * than the capture bound or the store's limit): a final, non-retryable answer, so that clients do
-   * not retry in a loop; the handler does not run again.
+   * than the capture bound or the store's limit, or a stream cut short): a final, non-retryable
+   * answer, so that clients do not retry in a loop; the handler does not run again.
    *
    * @param originalStatus the first response's status, if known
    */
@@ -100,8 +100,9 @@ record EndpointProblem(
             + headerName
             + " was already processed"
             + (originalStatus != null ? " (status " + originalStatus + ")" : "")
-            + ", but its response was too large to keep and cannot be repeated; it is not run"
-            + " again. Look its result up, or send a new request with a new key";
+            + ", but its response was not kept (too large to keep, or a stream cut short) and"
+            + " cannot be repeated; it is not run again. Look its result up, or send a new"
+            + " request with a new key";
     return new EndpointProblem(
         HttpStatus.UNPROCESSABLE_ENTITY,
         "response-not-stored",

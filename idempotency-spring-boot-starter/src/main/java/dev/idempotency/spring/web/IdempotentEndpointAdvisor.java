@@ -16,6 +16,7 @@ import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.core.Ordered;
+import org.springframework.http.ResponseEntity;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
@@ -24,6 +25,8 @@ import org.springframework.web.context.request.async.CallableProcessingIntercept
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
+import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
  * Sees an {@link IdempotentEndpoint} handler method start: an advice on the method itself, so it
@@ -67,6 +70,9 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
           call.handlerStarted();
           Object returned = invocation.proceed();
           Class<?> returnType = invocation.getMethod().getReturnType();
+          if (isStream(returned)) {
+            call.returnsAStream();
+          }
           if (returned instanceof Callable<?> callable
               && returnType.isAssignableFrom(Callable.class)) {
             return work.shield(callable, call);
@@ -100,6 +106,12 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
         }
         return invocation.proceed();
       };
+
+  /** A result Spring MVC writes as a stream, flushed piece by piece: passed on as it comes. */
+  private static boolean isStream(@Nullable Object returned) {
+    Object body = returned instanceof ResponseEntity<?> entity ? entity.getBody() : returned;
+    return body instanceof ResponseBodyEmitter || body instanceof StreamingResponseBody;
+  }
 
   /**
    * Runs the task's callable shielded from Spring MVC's interrupt ({@link UninterruptedWork}), and

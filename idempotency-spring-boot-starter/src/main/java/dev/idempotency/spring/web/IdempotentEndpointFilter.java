@@ -20,16 +20,18 @@ import org.springframework.web.util.WebUtils;
  *
  * <ol>
  *   <li>on the request dispatch it wraps the request (its body can then be read twice) and the
- *       response (its body can then be held back); both pass everything through until the {@link
+ *       response (its body can then be held back, or, for a stream such as server-sent events,
+ *       copied on its way to the client); both pass everything through until the {@link
  *       IdempotentEndpointInterceptor} claims a key;
  *   <li>when a dispatch ends with the request's async processing started, it waits for the async
  *       dispatch; when the application called {@code sendError}, for the error dispatch, in which
  *       it captures the error page;
  *   <li>when the response is final, it has it stored (or the key released) and sends it on;
- *   <li>an exception out of the chain releases the key; when the container destroys a request
- *       ({@link ServletRequestListener}) that ended otherwise without a final response, it releases
- *       the key, or, if the handler called sendError and the container wrote its own error page (no
- *       error dispatch), stores the status without a body.
+ *   <li>an exception out of the chain releases the key (unless part of the response went out and
+ *       the client went away: then it is recorded as answered without its body); when the container
+ *       destroys a request ({@link ServletRequestListener}) that ended otherwise without a final
+ *       response, it releases the key, or, if the handler called sendError and the container wrote
+ *       its own error page (no error dispatch), stores the status without a body.
  * </ol>
  *
  * <p>It runs late in the filter chain (after authentication and the like), so that a response the
@@ -58,8 +60,9 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter
   /**
    * Creates the filter.
    *
-   * @param maxResponseBytes the most response body bytes held back to store; a larger body goes to
-   *     the client as it comes, and is not stored
+   * @param maxResponseBytes the most response body bytes held back to store (of a stream, which is
+   *     never held back, the most bytes copied); a larger body goes to the client as it comes, and
+   *     is not stored
    */
   public IdempotentEndpointFilter(long maxResponseBytes) {
     if (maxResponseBytes < 0) {
@@ -140,11 +143,7 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter
       HttpServletRequest request, HttpServletResponse response, Throwable e) {
     EndpointCall call = callOf(request);
     if (call != null) {
-      CapturingResponse capture = WebUtils.getNativeResponse(response, CapturingResponse.class);
-      if (capture != null) {
-        capture.discard();
-      }
-      call.release("the handler threw " + e.getClass().getName());
+      call.failed(WebUtils.getNativeResponse(response, CapturingResponse.class), e);
     }
   }
 

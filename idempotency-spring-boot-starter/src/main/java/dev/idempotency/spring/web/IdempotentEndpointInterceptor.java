@@ -204,7 +204,7 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     async.registerCallableInterceptor(AsyncTimeouts.KEY, timeouts);
     async.registerDeferredResultInterceptor(AsyncTimeouts.KEY, timeouts);
     request.setAttribute(IdempotentEndpointFilter.SEND_CONTEXT_ATTRIBUTE, call.context());
-    capture.startCapture();
+    endpointCall.capture(capture);
     endpointCall.enterMdc();
     return true;
   }
@@ -338,8 +338,8 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
 
   /**
    * The first request with this key was processed, but its response could not be stored (larger
-   * than the capture bound or the store's limit): a final, non-retryable answer, so that clients do
-   * not retry in a loop; the handler does not run again.
+   * than the capture bound or the store's limit, or a stream cut short): a final, non-retryable
+   * answer, so that clients do not retry in a loop; the handler does not run again.
    */
   private void notStored(HttpServletResponse response, @Nullable StoredResponse stored)
       throws IOException {
@@ -348,8 +348,9 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
             + headerName
             + " was already processed"
             + (stored != null ? " (status " + stored.status() + ")" : "")
-            + ", but its response was too large to keep and cannot be repeated; it is not run"
-            + " again. Look its result up, or send a new request with a new key";
+            + ", but its response was not kept (too large to keep, or a stream cut short) and"
+            + " cannot be repeated; it is not run again. Look its result up, or send a new"
+            + " request with a new key";
     Problems.write(
         response,
         HttpStatus.UNPROCESSABLE_ENTITY,

@@ -1,0 +1,359 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.app.NotifyTestApplication;
+import dev.idempotency.spring.app.StreamingController;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.test.context.TestPropertySource;
+import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
+import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
+
+/**
+ * Issues 37 and 39 on Spring MVC (SPEC 1 and 13), real HTTP on Tomcat: a guarded handler that
+ * streams (an {@code SseEmitter}, a {@code ResponseBodyEmitter} of {@code application/x-ndjson}, a
+ * {@code StreamingResponseBody}) reaches the client as it comes, as on WebFlux ({@code
+ * WebFluxStreamingResponseTest}, {@code WebFluxStreamInterruptedTest}), while a copy is kept up to
+ * {@code idempotency.http.max-response-size} (8 KB here): the key stays claimed while it streams
+ * (409), a stream that ends within the bound is stored and replayed byte for byte, one cut short
+ * because the client went away or one past the bound is recorded without its body (422 {@code
+ * response-not-stored}, the handler not run again), and one whose handler fails releases its key.
+ * Before the fix the whole stream was held back until it ended: the client saw nothing. The test
+ * drives each stream itself; it shares {@link MemoryEndpointTest}'s application context.
+ */
+@SpringBootTest(
+    classes = NotifyTestApplication.class,
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    properties = {
+      "idempotency.in-flight-wait=200ms",
+      "idempotency.http.max-body-size=4KB",
+      "idempotency.http.max-response-size=8KB",
+      "server.error.include-message=always", // Boot 3.5
+      "spring.web.error.include-message=always" // Boot 4.0
+    })
+@TestPropertySource(properties = "idempotency.store=memory")
+class MvcStreamingResponseTest extends RunningApplication {
+
+  private static final long WAIT_SECONDS = 30;
+
+  @Autowired StreamingController streams;
+
+  private HttpRequest request(String path, String key) {
+    return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port() + path))
+        .timeout(Duration.ofSeconds(WAIT_SECONDS))
+        .header("Idempotency-Key", key)
+        .POST(HttpRequest.BodyPublishers.noBody())
+        .build();
+  }
+
+  /**
+   * The request, sent; its response's head comes with the stream's first write (Spring MVC commits
+   * it then), which must come while the handler's stream is still open.
+   */
+  private CompletableFuture<HttpResponse<InputStream>> open(String path, String key) {
+    return HTTP.sendAsync(request(path, key), HttpResponse.BodyHandlers.ofInputStream());
+  }
+
+  private static HttpResponse<InputStream> opened(
+      CompletableFuture<HttpResponse<InputStream>> opening) throws Exception {
+    return opening.get(WAIT_SECONDS, TimeUnit.SECONDS);
+  }
+
+  private HttpResponse<String> send(String path, String key) throws Exception {
+    return HTTP.send(request(path, key), HttpResponse.BodyHandlers.ofString());
+  }
+
+  /** A repeat once the first request's outcome is recorded (409 until then); polled, bounded. */
+  private HttpResponse<String> settled(String path, String key) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+    HttpResponse<String> repeat = send(path, key);
+    while (repeat.statusCode() == 409 && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+      repeat = send(path, key);
+    }
+    return repeat;
+  }
+
+  private static <T> T within(Callable<T> read) throws Exception {
+    return CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return read.call();
+              } catch (Exception e) {
+                throw new IllegalStateException(e);
+              }
+            })
+        .get(WAIT_SECONDS, TimeUnit.SECONDS);
+  }
+
+  private static BufferedReader lines(HttpResponse<InputStream> response) {
+    return new BufferedReader(new InputStreamReader(response.body(), StandardCharsets.UTF_8));
+  }
+
+  private static String id() {
+    return UUID.randomUUID().toString();
+  }
+
+  @Test
+  void serverSentEventsReachTheClientAsTheyComeAndOnceEndedAreReplayedByteForByte()
+      throws Exception {
+    String id = id();
+    String key = EndpointClient.newKey();
+    String path = "/streams/events/" + id;
+
+    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
+    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
+    emitter.send(SseEmitter.event().data("first"));
+    HttpResponse<InputStream> response = opened(opening);
+    BufferedReader lines = lines(response);
+
+    assertThat(response.statusCode()).isEqualTo(200);
+    assertThat(response.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(type -> assertThat(type).startsWith("text/event-stream"));
+    assertThat(within(lines::readLine)).isEqualTo("data:first");
+    assertThat(within(lines::readLine)).isEmpty();
+    // while the stream is open the key stays claimed: a repeat is told so, nothing runs again
+    HttpResponse<String> meanwhile = send(path, key);
+    assertThat(meanwhile.statusCode()).as(meanwhile.body()).isEqualTo(409);
+    emitter.send(SseEmitter.event().data("second"));
+    assertThat(within(lines::readLine)).isEqualTo("data:second");
+    emitter.complete();
+    assertThat(within(lines::readLine)).isEmpty();
+    assertThat(within(() -> String.valueOf(lines.readLine()))).isEqualTo("null");
+
+    HttpResponse<String> retry = settled(path, key);
+    assertThat(retry.statusCode()).as(retry.body()).isEqualTo(200);
+    assertThat(retry.body()).isEqualTo("data:first\n\ndata:second\n\n");
+    assertThat(retry.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(type -> assertThat(type).startsWith("text/event-stream"));
+    assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(streams.runs(id)).isEqualTo(1);
+  }
+
+  /**
+   * The client goes away after the first event: the server learns it at a later write, which fails
+   * ({@code ClientAbortException} on Tomcat). Whether the handler then completes its emitter with
+   * that error or leaves the end to Spring MVC, the stream is recorded as answered without its
+   * body: the retry is neither run again nor answered with a stream cut short.
+   */
+  @ParameterizedTest(name = "the handler completes with the error: {0}")
+  @ValueSource(booleans = {true, false})
+  void aClientGoneMidStreamIsNeitherRunAgainNorReplayedAsComplete(boolean completeWithError)
+      throws Exception {
+    String id = id();
+    String key = EndpointClient.newKey();
+    String path = "/streams/events/" + id;
+
+    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
+    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
+    emitter.send(SseEmitter.event().data("first"));
+    HttpResponse<InputStream> response = opened(opening);
+    assertThat(within(lines(response)::readLine)).isEqualTo("data:first");
+    response.body().close(); // the client goes away mid-stream
+
+    IOException gone = null;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+    while (gone == null && System.nanoTime() < deadline) {
+      try {
+        emitter.send(SseEmitter.event().data("more"));
+        Thread.sleep(20);
+      } catch (IOException e) {
+        gone = e; // a write failed: the server saw the connection gone
+      } catch (IllegalStateException e) {
+        break; // Spring MVC completed the emitter already
+      }
+    }
+    if (completeWithError && gone != null) {
+      emitter.completeWithError(gone);
+    }
+
+    HttpResponse<String> retry = settled(path, key);
+    assertThat(retry.statusCode()).as("%s %s", retry.body(), gone).isEqualTo(422);
+    assertThat(retry.body()).contains("response-not-stored");
+    assertThat(streams.runs(id)).isEqualTo(1);
+  }
+
+  /**
+   * An emitter's own timeout ends its stream after events went out: nothing is left to answer the
+   * client with, nor a whole stream to store; it is recorded without its body, not run again.
+   */
+  @Test
+  void aStreamEndedByItsTimeoutIsNeitherRunAgainNorReplayedAsComplete() throws Exception {
+    String id = id();
+    String key = EndpointClient.newKey();
+    String path = "/streams/short/" + id;
+
+    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
+    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
+    emitter.send(SseEmitter.event().data("first"));
+    HttpResponse<InputStream> response = opened(opening);
+    BufferedReader lines = lines(response);
+    assertThat(within(lines::readLine)).isEqualTo("data:first");
+    within(
+        () -> {
+          try {
+            while (lines.readLine() != null) {
+              // until the timeout (1 s) ends the stream
+            }
+          } catch (IOException broken) {
+            // the server may abort the response
+          }
+          return null;
+        });
+
+    HttpResponse<String> retry = settled(path, key);
+    assertThat(retry.statusCode()).as(retry.body()).isEqualTo(422);
+    assertThat(retry.body()).contains("response-not-stored");
+    assertThat(streams.runs(id)).isEqualTo(1);
+  }
+
+  @Test
+  void serverSentEventsPastTheResponseLimitAreSentAndARetryIsToldTheyWereNotKept()
+      throws Exception {
+    String id = id();
+    String key = EndpointClient.newKey();
+    String path = "/streams/events/" + id;
+    String big = "x".repeat(9_000); // past the 8 KB limit
+
+    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
+    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
+    emitter.send(SseEmitter.event().data(big));
+    HttpResponse<InputStream> response = opened(opening);
+    BufferedReader lines = lines(response);
+
+    assertThat(within(lines::readLine)).isEqualTo("data:" + big);
+    HttpResponse<String> meanwhile = settled(path, key);
+    assertThat(meanwhile.statusCode()).as(meanwhile.body()).isEqualTo(422);
+    assertThat(meanwhile.body()).contains("response-not-stored");
+    emitter.send(SseEmitter.event().data("end"));
+    assertThat(within(lines::readLine)).isEmpty();
+    assertThat(within(lines::readLine)).isEqualTo("data:end");
+    emitter.complete();
+
+    HttpResponse<String> retry = settled(path, key);
+    assertThat(retry.statusCode()).isEqualTo(422);
+    assertThat(retry.body()).contains("response-not-stored", "200");
+    assertThat(streams.runs(id)).isEqualTo(1);
+  }
+
+  /**
+   * The handler's own failure after events went out releases its key, as any error does (and as on
+   * WebFlux): the retry runs the handler again.
+   */
+  @Test
+  void aStreamWhoseHandlerFailsAfterEventsWentOutReleasesItsKey() throws Exception {
+    String id = id();
+    String key = EndpointClient.newKey();
+    String path = "/streams/events/" + id;
+
+    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
+    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
+    emitter.send(SseEmitter.event().data("first"));
+    HttpResponse<InputStream> response = opened(opening);
+    BufferedReader lines = lines(response);
+    assertThat(within(lines::readLine)).isEqualTo("data:first");
+    emitter.completeWithError(new IllegalStateException("the provider failed mid-stream"));
+    within(
+        () -> {
+          try {
+            while (lines.readLine() != null) {
+              // drain what the server still sends until the stream ends or breaks
+            }
+          } catch (IOException broken) {
+            // the server may abort the response
+          }
+          return null;
+        });
+
+    CompletableFuture<HttpResponse<String>> retry =
+        CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return settled(path, key);
+              } catch (Exception e) {
+                throw new IllegalStateException(e);
+              }
+            });
+    SseEmitter again = streams.emitter(id, SseEmitter.class); // the retry ran the handler
+    again.send(SseEmitter.event().data("again"));
+    again.complete();
+
+    HttpResponse<String> answer = retry.get(WAIT_SECONDS, TimeUnit.SECONDS);
+    assertThat(answer.statusCode()).as(answer.body()).isEqualTo(200);
+    assertThat(answer.body()).isEqualTo("data:again\n\n");
+    assertThat(answer.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(streams.runs(id)).isEqualTo(2);
+  }
+
+  @Test
+  void anNdjsonEmitterReachesTheClientAsItComesAndIsReplayedByteForByte() throws Exception {
+    String id = id();
+    String key = EndpointClient.newKey();
+    String path = "/streams/ndjson/" + id;
+
+    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
+    ResponseBodyEmitter emitter = streams.emitter(id, ResponseBodyEmitter.class);
+    emitter.send("{\"n\":1}\n");
+    HttpResponse<InputStream> response = opened(opening);
+    BufferedReader lines = lines(response);
+
+    assertThat(response.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(type -> assertThat(type).startsWith("application/x-ndjson"));
+    assertThat(within(lines::readLine)).isEqualTo("{\"n\":1}");
+    emitter.send("{\"n\":2}\n");
+    assertThat(within(lines::readLine)).isEqualTo("{\"n\":2}");
+    emitter.complete();
+    assertThat(within(() -> String.valueOf(lines.readLine()))).isEqualTo("null");
+
+    HttpResponse<String> retry = settled(path, key);
+    assertThat(retry.statusCode()).as(retry.body()).isEqualTo(200);
+    assertThat(retry.body()).isEqualTo("{\"n\":1}\n{\"n\":2}\n");
+    assertThat(retry.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(type -> assertThat(type).startsWith("application/x-ndjson"));
+    assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(streams.runs(id)).isEqualTo(1);
+  }
+
+  /** A {@code StreamingResponseBody} is a stream because of what its handler returns. */
+  @Test
+  void aStreamingResponseBodyReachesTheClientAsItComesAndIsReplayedByteForByte() throws Exception {
+    String id = id();
+    String key = EndpointClient.newKey();
+    String path = "/streams/body/" + id;
+
+    streams.write(id, "line 1\n");
+    HttpResponse<InputStream> response = opened(open(path, key));
+    BufferedReader lines = lines(response);
+
+    assertThat(within(lines::readLine)).isEqualTo("line 1");
+    HttpResponse<String> meanwhile = send(path, key);
+    assertThat(meanwhile.statusCode()).as(meanwhile.body()).isEqualTo(409);
+    streams.write(id, "line 2\n");
+    assertThat(within(lines::readLine)).isEqualTo("line 2");
+    streams.write(id, StreamingController.END);
+    assertThat(within(() -> String.valueOf(lines.readLine()))).isEqualTo("null");
+
+    HttpResponse<String> retry = settled(path, key);
+    assertThat(retry.statusCode()).as(retry.body()).isEqualTo(200);
+    assertThat(retry.body()).isEqualTo("line 1\nline 2\n");
+    assertThat(retry.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(streams.runs(id)).isEqualTo(1);
+  }
+}
