@@ -120,19 +120,22 @@ final class AsyncTimeouts
   }
 
   /**
-   * A timeout of a response that went out in part (a stream, or a body past the bound): there is no
-   * answer left to give the client, nor one to store; it is cut short, recorded as answered without
-   * its body when the request ends, and Spring's own timeout handling ends it.
+   * A timeout of a response that went out in part (a stream, or a body past the bound), or of a
+   * handler that returned a stream (an emitter, a {@code StreamingResponseBody}) before it wrote:
+   * there is no answer left to give the client, nor one to store, and its work may still send; it
+   * is cut short, recorded as answered without its body when the request ends ({@link
+   * EndpointCall#streamTimedOut}), and Spring's own timeout handling ends it.
    */
-  private static boolean cutAStream(NativeWebRequest request) {
+  private boolean cutAStream(NativeWebRequest request) {
     HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
     CapturingResponse capture =
         servletResponse == null
             ? null
             : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
-    if (capture == null || !capture.passedOn()) {
+    if (capture == null || !(capture.passedOn() || capture.returnsAStream())) {
       return false;
     }
+    call.streamTimedOut(capture.getStatus());
     capture.cutShort();
     return true;
   }

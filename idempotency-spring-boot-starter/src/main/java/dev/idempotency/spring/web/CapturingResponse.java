@@ -79,6 +79,11 @@ final class CapturingResponse extends HttpServletResponseWrapper {
     streamingResult = true;
   }
 
+  /** Whether the handler returned a stream ({@link #streamingResult()}). */
+  boolean returnsAStream() {
+    return streamingResult;
+  }
+
   /** Whether the body goes to the client as it comes, as a stream, a copy kept up to the bound. */
   boolean streamed() {
     return streamed;

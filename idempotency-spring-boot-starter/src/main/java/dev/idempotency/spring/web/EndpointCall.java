@@ -35,6 +35,7 @@ final class EndpointCall {
   private volatile @Nullable CapturingResponse awaitingErrorPage;
   private volatile @Nullable CapturingResponse response;
   private volatile @Nullable Throwable asyncFailure;
+  private volatile int streamTimedOutStatus = -1;
   private PendingCall.@Nullable Scope mdc;
   private volatile @Nullable LateResponse late;
   private volatile boolean lateResultObserved;
@@ -94,6 +95,17 @@ final class EndpointCall {
       captured.cutShort();
     }
     asyncFailure = failure;
+  }
+
+  /**
+   * A container async timeout ended the request of a stream (the handler returned one, or part of
+   * its response went out) whose work may still send: Spring answers the client, and the call is
+   * recorded as answered without its body if {@code status}, the response's status when the timeout
+   * came, is one that is stored; a retry then gets {@code 422 response-not-stored}, never a second
+   * send.
+   */
+  void streamTimedOut(int status) {
+    streamTimedOutStatus = status;
   }
 
   /** Whether {@code failure} says the client went away. */
@@ -351,6 +363,9 @@ final class EndpointCall {
         call.failAndAwait(
             new NotStored("the handler's work timed out before it began (" + status + ")"),
             maxWait);
+      } else if (streamTimedOutStatus >= 0 && isStored(streamTimedOutStatus)) {
+        // whatever Spring answered at the timeout (503), the stream's work may still send
+        call.completeAndAwait(StoredResponse.capture(response, null, headers), maxWait);
       } else if (!isStored(status)) {
         call.failAndAwait(new NotStored("status " + status + " is not stored"), maxWait);
       } else if (response.wasCutShort()) {

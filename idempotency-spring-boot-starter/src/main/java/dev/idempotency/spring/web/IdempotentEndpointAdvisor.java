@@ -77,6 +77,16 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
               && returnType.isAssignableFrom(Callable.class)) {
             return work.shield(callable, call);
           }
+          if (returned instanceof StreamingResponseBody body
+              && returnType.isAssignableFrom(StreamingResponseBody.class)) {
+            return work.shield(body, call);
+          }
+          if (returned instanceof ResponseEntity<?> entity
+              && entity.getBody() instanceof StreamingResponseBody body
+              && returnType.isAssignableFrom(ResponseEntity.class)) {
+            return new ResponseEntity<>(
+                work.shield(body, call), entity.getHeaders(), entity.getStatusCode());
+          }
           if (returned instanceof WebAsyncTask<?> task) {
             shield(task, request, call);
             return task;

@@ -1,6 +1,8 @@
 package dev.idempotency.spring.web;
 
 import dev.idempotency.KeyStoreException;
+import java.io.IOException;
+import java.io.OutputStream;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CancellationException;
@@ -11,12 +13,14 @@ import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.MDC;
 import org.springframework.context.i18n.LocaleContext;
 import org.springframework.context.i18n.LocaleContextHolder;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
  * Runs an endpoint's {@code Callable} on a thread of its own, while Spring MVC's task thread waits
@@ -49,6 +53,32 @@ final class UninterruptedWork {
               thread.setDaemon(true);
               return thread;
             });
+  }
+
+  /**
+   * A {@code StreamingResponseBody}, which Spring MVC runs on its async executor as it runs a
+   * {@code Callable} (and interrupts at a timeout), shielded as {@link #shield(Callable,
+   * EndpointCall)} shields one: its writing runs on a worker thread, awaited uninterruptibly.
+   */
+  StreamingResponseBody shield(StreamingResponseBody body, EndpointCall call) {
+    AtomicReference<OutputStream> target = new AtomicReference<>();
+    Callable<Void> writing =
+        shield(
+            () -> {
+              body.writeTo(target.get());
+              return null;
+            },
+            call);
+    return out -> {
+      target.set(out);
+      try {
+        writing.call();
+      } catch (IOException | RuntimeException e) {
+        throw e;
+      } catch (Exception e) {
+        throw new IOException(e);
+      }
+    };
   }
 
   /**
