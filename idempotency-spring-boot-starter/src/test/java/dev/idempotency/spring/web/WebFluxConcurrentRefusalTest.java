@@ -20,7 +20,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.WebApplicationType;
@@ -38,14 +37,14 @@ import reactor.core.publisher.Mono;
 import reactor.core.publisher.Sinks;
 
 /**
- * Probe (issue 39, SPEC 13): a WebFlux {@link IdempotentEndpoint} request refused by validation
- * before its handler ran must be released, not stored, so that the client's corrected retry under
- * the same key runs. When the application's own {@code @RestControllerAdvice} answers the refusal,
- * the filter sees no error and decides "invoked or not" only by comparing the handler method's
- * invocation count before and after; another client's valid request to the same method in between
- * makes the refusal look invoked, and the 400 is stored: the corrected retry is refused 422
- * (fingerprint mismatch) for the whole window. The advice here waits for the test, so "in between"
- * is a fact, not a race the test hopes to win.
+ * Issue 39, SPEC 13: a WebFlux {@link IdempotentEndpoint} request refused by validation before its
+ * handler ran is released, not stored, so that the client's corrected retry under the same key
+ * runs. When the application's own {@code @RestControllerAdvice} answers the refusal, the filter
+ * sees no error and relies on {@link IdempotentEndpointInvocations} alone; when that counted every
+ * invocation of the method, another client's valid request to the same method in between made the
+ * refusal look invoked, and the 400 was stored: the corrected retry was refused 422 (fingerprint
+ * mismatch) for the whole window. The advice here waits for the test, so "in between" is a fact,
+ * not a race the test hopes to win.
  */
 class WebFluxConcurrentRefusalTest {
 
@@ -153,9 +152,11 @@ class WebFluxConcurrentRefusalTest {
     assertThat(orders.sent()).isEqualTo(sentBefore + 1);
   }
 
-  /** The finding: another client's request in between makes the refusal look invoked. */
+  /**
+   * Another client's request to the same handler method, invoked while the refusal waits in the
+   * advice, is that request's invocation, not the refusal's: the refusal is still released.
+   */
   @Test
-  @Tag("open-finding")
   void aRefusalAnsweredByAnAdviceWhileAnotherRequestRunsIsReleased() throws Exception {
     String key = "refused-" + UUID.randomUUID();
     CompletableFuture<HttpResponse<String>> refused =
