@@ -5,13 +5,25 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Subscription;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
 import org.springframework.core.Ordered;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.http.server.reactive.ServerHttpRequest;
+import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
+import org.springframework.web.server.ServerWebExchange;
+import org.springframework.web.server.WebFilterChain;
+import reactor.core.CoreSubscriber;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.Operators;
+import reactor.util.context.Context;
 
 /**
  * Sees a Spring WebFlux {@link IdempotentEndpoint} handler method invoked: an advice on the method
@@ -33,17 +45,20 @@ import org.springframework.core.Ordered;
  * with its request's {@link Expected} for the duration of the subscription ({@link #subscribing}),
  * as Spring MVC binds a request to its thread, and the advice claims the mark: that request was
  * invoked, and no other request's decision is touched. A Reactor {@code Context} entry would not
- * do: the advice cannot read it.
+ * do: the advice cannot read it. A request that the filter does not guard (no key, none required)
+ * is marked too ({@link #unguarded}), while its chain is subscribed and while its body, which the
+ * server delivers as it arrives, reaches the handler's decoders, so that its invocation is not
+ * counted for the guarded ones either.
  *
- * <p>An invocation that finds no mark (an argument that arrived later on another thread, such as a
+ * <p>An invocation that finds no mark (an argument that arrived later from elsewhere, such as a
  * session loaded asynchronously, or an invocation scheduler), or a mark of another method, or a
  * mark already claimed, is counted per method as unattributed, and every request of that method
  * whose handler chain ran meanwhile treats it as possibly its own. That keeps the error on the side
  * of storing a refusal, never of releasing a key whose handler ran. The one case this does not
- * cover: application code that, while the filter subscribes one request's chain (which was then
- * refused before its handler), synchronously completes the arguments of another request to the same
- * method, waiting elsewhere (a batching resolver that dispatches on one request's thread); that
- * other request's invocation is then taken for the refused one's.
+ * cover: application code that, on a thread marked for one request (which was then refused before
+ * its handler), synchronously completes the arguments of another request to the same method,
+ * waiting elsewhere (a batching resolver that dispatches on one request's thread); that other
+ * request's invocation is then taken for the refused one's.
  *
  * <p>Thread-safe.
  */
@@ -95,11 +110,11 @@ public final class IdempotentEndpointInvocations extends AbstractPointcutAdvisor
    * as working for {@code expected}; a mark already there (a chain subscribed from inside
    * another's) is put back afterwards.
    */
-  void subscribing(Expected expected, Runnable subscribe) {
+  <T> T subscribing(Expected expected, Supplier<T> subscribe) {
     Expected outer = subscribing.get();
     subscribing.set(expected);
     try {
-      subscribe.run();
+      return subscribe.get();
     } finally {
       if (outer == null) {
         subscribing.remove();
@@ -107,6 +122,29 @@ public final class IdempotentEndpointInvocations extends AbstractPointcutAdvisor
         subscribing.set(outer);
       }
     }
+  }
+
+  /**
+   * The handler chain of a request to {@code method} that is not guarded (it has no key, and the
+   * endpoint requires none), run with the thread marked for that request while the chain is
+   * subscribed and while its body's signals are delivered (its arguments are decoded as the body
+   * arrives): its invocation is its own, not one that every guarded request to the method running
+   * at the time must count as possibly theirs.
+   */
+  Mono<Void> unguarded(Method method, ServerWebExchange exchange, WebFilterChain chain) {
+    Expected expected = expect(method);
+    ServerWebExchange marked =
+        exchange.mutate().request(new MarkedBody(exchange.getRequest(), expected)).build();
+    return Mono.create(
+        sink ->
+            sink.onCancel(
+                subscribing(
+                    expected,
+                    () ->
+                        chain
+                            .filter(marked)
+                            .contextWrite(sink.contextView())
+                            .subscribe(null, sink::error, sink::success))));
   }
 
   /**
@@ -136,6 +174,66 @@ public final class IdempotentEndpointInvocations extends AbstractPointcutAdvisor
     /** True if this is the request's first invocation of its own method. */
     private boolean claim(Method invokedMethod) {
       return method.equals(invokedMethod) && invoked.compareAndSet(false, true);
+    }
+  }
+
+  /** A request whose body's signals reach its handler with the thread marked for the request. */
+  private final class MarkedBody extends ServerHttpRequestDecorator {
+    private final Expected expected;
+
+    MarkedBody(ServerHttpRequest delegate, Expected expected) {
+      super(delegate);
+      this.expected = expected;
+    }
+
+    @Override
+    public Flux<DataBuffer> getBody() {
+      return super.getBody()
+          .hide()
+          .transform(
+              Operators.<DataBuffer, DataBuffer>lift(
+                  (scannable, actual) -> new MarkedSignals<>(actual, expected)));
+    }
+  }
+
+  /** Delivers each signal to {@code actual} with the thread marked for {@code expected}. */
+  private final class MarkedSignals<T> implements CoreSubscriber<T> {
+    private final CoreSubscriber<? super T> actual;
+    private final Expected expected;
+
+    MarkedSignals(CoreSubscriber<? super T> actual, Expected expected) {
+      this.actual = actual;
+      this.expected = expected;
+    }
+
+    @Override
+    public Context currentContext() {
+      return actual.currentContext();
+    }
+
+    @Override
+    public void onSubscribe(Subscription subscription) {
+      actual.onSubscribe(subscription);
+    }
+
+    @Override
+    public void onNext(T value) {
+      subscribing(expected, () -> deliver(() -> actual.onNext(value)));
+    }
+
+    @Override
+    public void onError(Throwable error) {
+      subscribing(expected, () -> deliver(() -> actual.onError(error)));
+    }
+
+    @Override
+    public void onComplete() {
+      subscribing(expected, () -> deliver(actual::onComplete));
+    }
+
+    private @Nullable Void deliver(Runnable signal) {
+      signal.run();
+      return null;
     }
   }
 }

@@ -218,7 +218,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                 return problem(exchange.getResponse(), refused.problem());
               }
               if (checked instanceof EndpointKeys.Absent) {
-                return chain.filter(exchange);
+                return invocations.unguarded(endpoint.method(), exchange, chain);
               }
               String scoped = ((EndpointKeys.Key) checked).scoped();
               String operation =

@@ -17,6 +17,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -71,6 +72,12 @@ class WebFluxConcurrentRefusalTest {
     public Mono<Map<String, Object>> order(@Valid @RequestBody Order order) {
       return Mono.fromSupplier(() -> Map.of("to", order.to(), "n", sent.incrementAndGet()));
     }
+
+    @PostMapping("/notes")
+    @IdempotentEndpoint(required = false)
+    public Mono<Map<String, Object>> note(@Valid @RequestBody Order order) {
+      return Mono.fromSupplier(() -> Map.of("to", order.to(), "n", sent.incrementAndGet()));
+    }
   }
 
   /** Answers validation refusals itself, once the test lets it. */
@@ -121,12 +128,19 @@ class WebFluxConcurrentRefusalTest {
   }
 
   private static HttpRequest post(String key, String json) {
-    return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/orders"))
-        .timeout(Duration.ofSeconds(30))
-        .header("Idempotency-Key", key)
-        .header("Content-Type", "application/json")
-        .POST(HttpRequest.BodyPublishers.ofString(json))
-        .build();
+    return post("/orders", key, json);
+  }
+
+  private static HttpRequest post(String path, @Nullable String key, String json) {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+            .timeout(Duration.ofSeconds(30))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(json));
+    if (key != null) {
+      request.header("Idempotency-Key", key);
+    }
+    return request.build();
   }
 
   @BeforeEach
@@ -174,6 +188,38 @@ class WebFluxConcurrentRefusalTest {
 
     HttpResponse<String> corrected =
         CLIENT.send(post(key, "{\"to\":\"a@example.com\"}"), HttpResponse.BodyHandlers.ofString());
+
+    assertThat(corrected.statusCode())
+        .as("the corrected retry under the key of a refusal runs: %s", corrected.body())
+        .isEqualTo(200);
+    assertThat(orders.sent()).isEqualTo(sentBefore + 1);
+  }
+
+  /**
+   * A request without a key to an endpoint that requires none runs unguarded; its invocation, while
+   * a guarded request to the same method waits in the advice, is not the refusal's either.
+   */
+  @Test
+  void aRefusalAnsweredByAnAdviceWhileAnUnguardedRequestRunsIsReleased() throws Exception {
+    String key = "refused-" + UUID.randomUUID();
+    CompletableFuture<HttpResponse<String>> refused =
+        CLIENT.sendAsync(
+            post("/notes", key, "{\"to\":\"\"}"), HttpResponse.BodyHandlers.ofString());
+    assertThat(refusals.entered.await(30, TimeUnit.SECONDS)).isTrue();
+
+    HttpResponse<String> unguarded =
+        CLIENT.send(
+            post("/notes", null, "{\"to\":\"b@example.com\"}"),
+            HttpResponse.BodyHandlers.ofString());
+    assertThat(unguarded.statusCode()).isEqualTo(200);
+    refusals.open.tryEmitEmpty();
+    assertThat(refused.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(400);
+    int sentBefore = orders.sent();
+
+    HttpResponse<String> corrected =
+        CLIENT.send(
+            post("/notes", key, "{\"to\":\"a@example.com\"}"),
+            HttpResponse.BodyHandlers.ofString());
 
     assertThat(corrected.statusCode())
         .as("the corrected retry under the key of a refusal runs: %s", corrected.body())
