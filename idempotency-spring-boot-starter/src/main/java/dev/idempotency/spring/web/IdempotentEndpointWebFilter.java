@@ -362,14 +362,11 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
     Mono<Void> run =
         new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
             .handle(replayed)
-            // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus, a
-            // status set on the ServerHttpResponse parameter) leaves its response unwritten:
-            // WebFlux's
-            // HttpWebHandlerAdapter completes the server's response after the whole chain, past
-            // this
-            // decorator. Complete it here, as that adapter would, so that it is captured (a
-            // response
-            // already written or completed is left as it is).
+            // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus,
+            // a status set on the ServerHttpResponse parameter) leaves its response unwritten:
+            // WebFlux's HttpWebHandlerAdapter completes the server's response after the whole
+            // chain, past this decorator. Complete it here, as that adapter would, so that it is
+            // captured (a response already written or completed is left as it is).
             .then(Mono.defer(response::setComplete))
             .onErrorResume(error -> replayed.cleanupMultipart().then(Mono.error(error)))
             .then(Mono.defer(replayed::cleanupMultipart))
