@@ -13,10 +13,11 @@ import org.springframework.web.server.ServerWebInputException;
  * or a {@code HandlerMethodValidationException} of the method. The exception type alone says
  * nothing: a handler that has sent may throw a {@code ServerWebInputException} of its own, and its
  * answer is then final. {@link IdempotentEndpointInvocations} is the main evidence; this one holds
- * when another request to the same method was invoked at the same time. A parameter of a reactive
- * type ({@code @RequestBody Flux<Item>}, {@code Mono<Order>}) is decoded and validated after the
- * method was invoked, as the handler subscribes to it: its refusal comes after the handler may have
- * sent, so it is the handler's answer, not a refusal before it ran.
+ * when that cannot tell (an invocation of the same method it could not attribute to its request
+ * happened at the same time). A parameter of a reactive type ({@code @RequestBody Flux<Item>},
+ * {@code Mono<Order>}) is decoded and validated after the method was invoked, as the handler
+ * subscribes to it: its refusal comes after the handler may have sent, so it is the handler's
+ * answer, not a refusal before it ran.
  */
 final class HandlerRefusals {
 

@@ -218,7 +218,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                 return problem(exchange.getResponse(), refused.problem());
               }
               if (checked instanceof EndpointKeys.Absent) {
-                return chain.filter(exchange);
+                return invocations.unguarded(endpoint.method(), exchange, chain);
               }
               String scoped = ((EndpointKeys.Key) checked).scoped();
               String operation =
@@ -339,7 +339,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
       CompletableFuture<Void> recorded) {
     CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
     AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
-    long invocationsBefore = invocations.count(endpoint.method());
+    IdempotentEndpointInvocations.Expected expected = invocations.expect(endpoint.method());
     CapturingServerResponse response =
         new CapturingServerResponse(
             exchange.getResponse(),
@@ -359,34 +359,40 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                     error ->
                         refusedBeforeTheHandler.set(
                             HandlerRefusals.isArgumentRefusal(error, endpoint.method())));
-    new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
-        .handle(replayed)
-        // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus, a
-        // status set on the ServerHttpResponse parameter) leaves its response unwritten: WebFlux's
-        // HttpWebHandlerAdapter completes the server's response after the whole chain, past this
-        // decorator. Complete it here, as that adapter would, so that it is captured (a response
-        // already written or completed is left as it is).
-        .then(Mono.defer(response::setComplete))
-        .onErrorResume(error -> replayed.cleanupMultipart().then(Mono.error(error)))
-        .then(Mono.defer(replayed::cleanupMultipart))
-        .contextWrite(reactorContext)
-        .subscribe(
-            null,
-            error -> {
-              captured.completeExceptionally(error);
-              handled.completeExceptionally(error);
-            },
-            () -> {
-              captured.complete(null);
-              handled.complete(null);
-            });
+    Mono<Void> run =
+        new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
+            .handle(replayed)
+            // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus,
+            // a status set on the ServerHttpResponse parameter) leaves its response unwritten:
+            // WebFlux's HttpWebHandlerAdapter completes the server's response after the whole
+            // chain, past this decorator. Complete it here, as that adapter would, so that it is
+            // captured (a response already written or completed is left as it is).
+            .then(Mono.defer(response::setComplete))
+            .onErrorResume(error -> replayed.cleanupMultipart().then(Mono.error(error)))
+            .then(Mono.defer(replayed::cleanupMultipart))
+            .contextWrite(reactorContext);
+    // The handler method is invoked inside this subscribe call when its arguments are at hand (the
+    // body was read already): the thread is marked for this request meanwhile, so that only this
+    // request's own invocation counts as its evidence (IdempotentEndpointInvocations says why)
+    invocations.subscribing(
+        expected,
+        () ->
+            run.subscribe(
+                null,
+                error -> {
+                  captured.completeExceptionally(error);
+                  handled.completeExceptionally(error);
+                },
+                () -> {
+                  captured.complete(null);
+                  handled.complete(null);
+                }));
     return captured.thenCompose(
         written -> {
           CompletableFuture<StoredResponse> decision =
               storable(
                   written,
-                  refusedBeforeTheHandler.get()
-                      || invocations.count(endpoint.method()) == invocationsBefore);
+                  refusedBeforeTheHandler.get() || !invocations.mayHaveBeenInvoked(expected));
           if (!decision.isCompletedExceptionally()) {
             // a stored answer goes out at once: a repeat waits for it as a request in flight. A
             // released one waits until the release is recorded (RELEASE_WAIT at most), so that the

@@ -17,10 +17,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.WebApplicationType;
@@ -38,14 +38,14 @@ import reactor.core.publisher.Mono;
 import reactor.core.publisher.Sinks;
 
 /**
- * Probe (issue 39, SPEC 13): a WebFlux {@link IdempotentEndpoint} request refused by validation
- * before its handler ran must be released, not stored, so that the client's corrected retry under
- * the same key runs. When the application's own {@code @RestControllerAdvice} answers the refusal,
- * the filter sees no error and decides "invoked or not" only by comparing the handler method's
- * invocation count before and after; another client's valid request to the same method in between
- * makes the refusal look invoked, and the 400 is stored: the corrected retry is refused 422
- * (fingerprint mismatch) for the whole window. The advice here waits for the test, so "in between"
- * is a fact, not a race the test hopes to win.
+ * Issue 39, SPEC 13: a WebFlux {@link IdempotentEndpoint} request refused by validation before its
+ * handler ran is released, not stored, so that the client's corrected retry under the same key
+ * runs. When the application's own {@code @RestControllerAdvice} answers the refusal, the filter
+ * sees no error and relies on {@link IdempotentEndpointInvocations} alone; when that counted every
+ * invocation of the method, another client's valid request to the same method in between made the
+ * refusal look invoked, and the 400 was stored: the corrected retry was refused 422 (fingerprint
+ * mismatch) for the whole window. The advice here waits for the test, so "in between" is a fact,
+ * not a race the test hopes to win.
  */
 class WebFluxConcurrentRefusalTest {
 
@@ -70,6 +70,12 @@ class WebFluxConcurrentRefusalTest {
     @PostMapping("/orders")
     @IdempotentEndpoint
     public Mono<Map<String, Object>> order(@Valid @RequestBody Order order) {
+      return Mono.fromSupplier(() -> Map.of("to", order.to(), "n", sent.incrementAndGet()));
+    }
+
+    @PostMapping("/notes")
+    @IdempotentEndpoint(required = false)
+    public Mono<Map<String, Object>> note(@Valid @RequestBody Order order) {
       return Mono.fromSupplier(() -> Map.of("to", order.to(), "n", sent.incrementAndGet()));
     }
   }
@@ -122,12 +128,19 @@ class WebFluxConcurrentRefusalTest {
   }
 
   private static HttpRequest post(String key, String json) {
-    return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/orders"))
-        .timeout(Duration.ofSeconds(30))
-        .header("Idempotency-Key", key)
-        .header("Content-Type", "application/json")
-        .POST(HttpRequest.BodyPublishers.ofString(json))
-        .build();
+    return post("/orders", key, json);
+  }
+
+  private static HttpRequest post(String path, @Nullable String key, String json) {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+            .timeout(Duration.ofSeconds(30))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(json));
+    if (key != null) {
+      request.header("Idempotency-Key", key);
+    }
+    return request.build();
   }
 
   @BeforeEach
@@ -153,9 +166,11 @@ class WebFluxConcurrentRefusalTest {
     assertThat(orders.sent()).isEqualTo(sentBefore + 1);
   }
 
-  /** The finding: another client's request in between makes the refusal look invoked. */
+  /**
+   * Another client's request to the same handler method, invoked while the refusal waits in the
+   * advice, is that request's invocation, not the refusal's: the refusal is still released.
+   */
   @Test
-  @Tag("open-finding")
   void aRefusalAnsweredByAnAdviceWhileAnotherRequestRunsIsReleased() throws Exception {
     String key = "refused-" + UUID.randomUUID();
     CompletableFuture<HttpResponse<String>> refused =
@@ -173,6 +188,38 @@ class WebFluxConcurrentRefusalTest {
 
     HttpResponse<String> corrected =
         CLIENT.send(post(key, "{\"to\":\"a@example.com\"}"), HttpResponse.BodyHandlers.ofString());
+
+    assertThat(corrected.statusCode())
+        .as("the corrected retry under the key of a refusal runs: %s", corrected.body())
+        .isEqualTo(200);
+    assertThat(orders.sent()).isEqualTo(sentBefore + 1);
+  }
+
+  /**
+   * A request without a key to an endpoint that requires none runs unguarded; its invocation, while
+   * a guarded request to the same method waits in the advice, is not the refusal's either.
+   */
+  @Test
+  void aRefusalAnsweredByAnAdviceWhileAnUnguardedRequestRunsIsReleased() throws Exception {
+    String key = "refused-" + UUID.randomUUID();
+    CompletableFuture<HttpResponse<String>> refused =
+        CLIENT.sendAsync(
+            post("/notes", key, "{\"to\":\"\"}"), HttpResponse.BodyHandlers.ofString());
+    assertThat(refusals.entered.await(30, TimeUnit.SECONDS)).isTrue();
+
+    HttpResponse<String> unguarded =
+        CLIENT.send(
+            post("/notes", null, "{\"to\":\"b@example.com\"}"),
+            HttpResponse.BodyHandlers.ofString());
+    assertThat(unguarded.statusCode()).isEqualTo(200);
+    refusals.open.tryEmitEmpty();
+    assertThat(refused.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(400);
+    int sentBefore = orders.sent();
+
+    HttpResponse<String> corrected =
+        CLIENT.send(
+            post("/notes", key, "{\"to\":\"a@example.com\"}"),
+            HttpResponse.BodyHandlers.ofString());
 
     assertThat(corrected.statusCode())
         .as("the corrected retry under the key of a refusal runs: %s", corrected.body())
