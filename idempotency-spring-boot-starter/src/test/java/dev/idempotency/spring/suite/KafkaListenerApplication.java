@@ -1,5 +1,6 @@
 package dev.idempotency.spring.suite;
 
+import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.messaging.EmbeddedKafka;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
@@ -143,6 +144,11 @@ final class KafkaListenerApplication implements ListenerApplication {
   @Override
   public Events events() {
     return context.getBean(Events.class);
+  }
+
+  @Override
+  public IdempotencyGuard guard() {
+    return context.getBean(IdempotencyGuard.class);
   }
 
   @Override
