@@ -52,6 +52,7 @@ abstract class HazardTest {
   void restoreTheStoreAndTheProvider() {
     PROVIDER.reset();
     STORE.down.set(false);
+    STORE.renewalsDown.set(false);
     STORE.heldClaimAnswer.set(null);
   }
 }

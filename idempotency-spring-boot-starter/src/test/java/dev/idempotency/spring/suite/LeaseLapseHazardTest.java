@@ -14,6 +14,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
@@ -95,6 +96,46 @@ class LeaseLapseHazardTest extends HazardTest {
     application.awaitAcknowledged();
     assertThat(PROVIDER.sends(key)).as("nothing sent on the lapsed lease").isEqualTo(1);
     assertThat(application.deadLettered()).doesNotContain(key);
+  }
+
+  /**
+   * On a batch listener, the lease of a later message of the batch lapses while an earlier one's
+   * send runs (the store refuses the renewals meanwhile), and another consumer takes that key over
+   * and sends. The batch never sends that message on its lapsed lease, though it was claimed with
+   * the batch: it comes back, and is then a replay. The earlier message's send is recorded: one
+   * send per key, everything acknowledged, nothing dead-lettered.
+   */
+  @ParameterizedTest
+  @EnumSource(value = ListenerEntryPoint.class, names = "KAFKA_BATCH")
+  void aLaterMessageOfABatchWhoseLeaseLapsedMidBatchIsNeverSentOnIt(ListenerEntryPoint entry)
+      throws Exception {
+    KafkaListenerApplication application = (KafkaListenerApplication) entry.shared();
+    String first = Waits.newKey(entry);
+    String second = Waits.newKey(entry);
+    CountDownLatch release = new CountDownLatch(1);
+    CountDownLatch started = PROVIDER.holdNext(release);
+    try {
+      application.publishInOneBatch(first, second);
+      assertThat(started.await(Waits.SECONDS, TimeUnit.SECONDS)).as("the first send").isTrue();
+      STORE.renewalsDown.set(true);
+      Waits.await(
+          "another consumer to take the second key over",
+          () -> anotherConsumerSent(application.guard(), entry, second));
+      STORE.renewalsDown.set(false);
+    } finally {
+      release.countDown();
+    }
+
+    application.awaitAcknowledged();
+    assertThat(PROVIDER.sends(second)).as("nothing sent on the lapsed lease").isEqualTo(1);
+    assertThat(PROVIDER.sends(first)).as("the first message's one send").isEqualTo(1);
+    assertThat(application.events().count(Type.REPLAYED, entry.operation(), second))
+        .as("the second message, back, replayed")
+        .isGreaterThanOrEqualTo(1);
+    assertThat(application.events().count(Type.COMPLETED, entry.operation(), first))
+        .as("the first message's send recorded")
+        .isEqualTo(1);
+    assertThat(application.deadLettered()).doesNotContain(first, second);
   }
 
   /**
