@@ -12,11 +12,12 @@ import dev.idempotency.ResultCodec;
 import dev.idempotency.SendContext;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Supplier;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
@@ -30,7 +31,9 @@ import org.slf4j.LoggerFactory;
  * <ol>
  *   <li>The batch's keys are claimed together ({@code claimBatch}, one round trip per chunk).
  *   <li>The listener gets the messages to send, in order, up to the first one that must come back
- *       later (or whose key cannot be used: a poison message).
+ *       later (or whose key cannot be used: a poison message). Each is handed out by the batch as
+ *       the listener reads it ({@link HandedOutList}), its lease checked then: one whose lease
+ *       lapsed since the claim is never given to the listener, and the batch comes back from it.
  *   <li>Their outcomes are recorded before the container acknowledges; in a listener container's
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}).
@@ -123,14 +126,12 @@ final class ListenerBatches {
           IdempotentListenerInterceptor.deferred(
               method, "store", "the store could not be asked", e));
     }
-    Map<String, Batch.Item> toSend = new HashMap<>();
-    for (Batch.Item item : batch.toSend()) {
-      toSend.put(item.key(), item);
-    }
+    // handed out only as the listener reads each message (HandedOutList), lease checked then
+    Set<String> claimed = new HashSet<>(batch.claimedKeys());
 
     // The messages to run, in order, up to the first that must come back later or fail.
     List<Object> run = new ArrayList<>();
-    List<Batch.Item> runItems = new ArrayList<>();
+    List<String> runKeys = new ArrayList<>();
     List<Integer> runIndexes = new ArrayList<>();
     int stop = size;
     RuntimeException stopCause = null;
@@ -142,11 +143,10 @@ final class ListenerBatches {
         continue;
       }
       String key = keys[i];
-      Batch.Item item = toSend.get(key);
       Fate fate;
       if (first.get(key) != i) {
         fate = Fate.DUPLICATE;
-      } else if (item != null) {
+      } else if (claimed.contains(key)) {
         fate = Fate.SEND;
       } else if (batch.replayed().containsKey(key)) {
         fate = Fate.REPLAYED;
@@ -169,7 +169,7 @@ final class ListenerBatches {
       }
       if (fate == Fate.SEND) {
         run.add(elements.get(i));
-        runItems.add(item);
+        runKeys.add(key);
         runIndexes.add(polledIndex(positions, i));
       } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
         replays++;
@@ -192,7 +192,7 @@ final class ListenerBatches {
       if (!run.isEmpty()) {
         result =
             runBatch(
-                invocation, method, arguments, run, runItems, runIndexes, batch, failures, sent);
+                invocation, method, arguments, run, runKeys, runIndexes, batch, failures, sent);
       } else if (stopCause == null) {
         Messages.acknowledgeSkipped(arguments);
       }
@@ -265,50 +265,90 @@ final class ListenerBatches {
   }
 
   /**
-   * Runs the listener with the messages to send; adds to {@code sent} those it sent (all of them,
-   * or those before the one a failure names), and reports a named failure to the batch.
+   * Runs the listener with the messages to send, each handed out as it reads it ({@link
+   * HandedOutList}); adds to {@code sent} those it read and so may have sent (all of them, or those
+   * before the one a failure names), and reports a named failure to the batch. A message whose
+   * lease lapsed before the listener read it stops the batch there: it comes back, deferred.
    */
   private static @Nullable Object runBatch(
       MethodInvocation invocation,
       ListenerMethod method,
       Object[] arguments,
       List<Object> run,
-      List<Batch.Item> runItems,
+      List<String> runKeys,
       List<Integer> runIndexes,
       Batch<String> batch,
       Delivery.BatchFailures failures,
       List<Batch.Item> sent)
       throws Throwable {
     IdentityHashMap<Object, SendContext> contexts = new IdentityHashMap<>();
-    for (int i = 0; i < run.size(); i++) {
-      contexts.put(run.get(i), runItems.get(i).context());
-    }
+    HandedOutList view =
+        new HandedOutList(
+            run,
+            runKeys,
+            batch,
+            contexts,
+            i ->
+                IdempotentListenerInterceptor.deferred(
+                    method,
+                    IdempotencyKey.digest(runKeys.get(i)),
+                    "its lease lapsed before its send could start (not renewed in time); nothing"
+                        + " was sent",
+                    null));
     Object original = arguments[method.batchIndex];
-    arguments[method.batchIndex] = run;
+    arguments[method.batchIndex] = view;
     Map<Object, SendContext> previous = IdempotentDelivery.bindBatch(contexts);
     Object result;
     try {
       result = invocation.proceed();
     } catch (Throwable failure) {
-      int failed =
+      int named =
           failure instanceof BatchDeliveryFailedException ours && ours.index() < run.size()
               ? ours.index()
               : failures.indexIn(failure, run);
-      if (failed < 0) {
+      int lapsed = view.firstLapsed();
+      if (lapsed >= 0 && (named < 0 ? view.isLapse(failure) : lapsed <= named)) {
+        // the batch comes back from the lapsed message; what was read before the failure is sent
+        addGiven(view, named < 0 ? run.size() : named, sent);
+        Batch.Item failed = named > lapsed ? view.given(named) : null;
+        if (failed != null) {
+          batch.failed(failed, causeOf(failure));
+        }
+        throw failures.failedAt(runIndexes.get(lapsed), view.deferral(lapsed));
+      }
+      if (named < 0) {
         // nothing says which messages went out: every key is released, the batch comes back
         log.debug(
             "Listener {} failed a batch of {}; its keys are released", method.name, run.size());
         throw failure;
       }
-      sent.addAll(runItems.subList(0, failed));
-      batch.failed(runItems.get(failed), causeOf(failure));
-      throw failures.failedAt(runIndexes.get(failed), causeOf(failure));
+      addGiven(view, named, sent);
+      Batch.Item failed = view.given(named);
+      if (failed != null) {
+        batch.failed(failed, causeOf(failure));
+      }
+      throw failures.failedAt(runIndexes.get(named), causeOf(failure));
     } finally {
       IdempotentDelivery.restoreBatch(previous);
       arguments[method.batchIndex] = original;
     }
-    sent.addAll(runItems);
+    addGiven(view, run.size(), sent);
+    int lapsed = view.firstLapsed();
+    if (lapsed >= 0) {
+      // the listener went on past a message whose lease lapsed: it comes back from there
+      throw failures.failedAt(runIndexes.get(lapsed), view.deferral(lapsed));
+    }
     return result;
+  }
+
+  /** Adds to {@code sent} the items of the messages before {@code end} that the listener read. */
+  private static void addGiven(HandedOutList view, int end, List<Batch.Item> sent) {
+    for (int i = 0; i < end; i++) {
+      Batch.Item item = view.given(i);
+      if (item != null) {
+        sent.add(item);
+      }
+    }
   }
 
   /** The cause a batch failure names (the listener's own exception), or the failure itself. */

@@ -22,6 +22,12 @@ public final class SwitchableKeyStore implements KeyStore {
 
   public final AtomicBoolean down = new AtomicBoolean();
 
+  /**
+   * While set, the store refuses renewals ({@code extend}) as a stopped store does, and answers
+   * everything else: a claim's lease runs out while its owner's renewals fail.
+   */
+  public final AtomicBoolean renewalsDown = new AtomicBoolean();
+
   /** How often a claim reached the store (one per key of a batch), counted while up or down. */
   public final AtomicInteger claims = new AtomicInteger();
 
@@ -90,6 +96,10 @@ public final class SwitchableKeyStore implements KeyStore {
   @Override
   public boolean extend(ExtendRequest request) {
     check();
+    if (renewalsDown.get()) {
+      refused.incrementAndGet();
+      throw new KeyStoreException("the store refuses renewals (test)", null);
+    }
     return delegate.extend(request);
   }
 

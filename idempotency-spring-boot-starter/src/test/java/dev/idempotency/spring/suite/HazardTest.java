@@ -21,7 +21,11 @@ import org.junit.jupiter.api.AfterEach;
  * them: a store down at the delivery, and in the middle of a send ({@code StoreDownHazardTest}), a
  * key that is not safe (the poison-message path, {@code UnsafeKeyHazardTest}), a shutdown mid-send
  * ({@code ShutdownHazardTest}), an interrupted thread ({@code InterruptedThreadHazardTest}, on an
- * application of the test's own). Not run on listeners, and why:
+ * application of the test's own), a lease that lapses before the send ({@code
+ * LeaseLapseHazardTest}: a delivery's claim answered after another consumer took the lapsed key
+ * over, on every listener; and on the Kafka batch listener a later message of a batch whose lease
+ * lapsed, its renewals refused, while an earlier message's send ran). Not run on listeners, and
+ * why:
  *
  * <ul>
  *   <li>the caller gives up: a broker does not give up on a delivery; its equivalent, a redelivery
@@ -29,10 +33,10 @@ import org.junit.jupiter.api.AfterEach;
  *       handles one delivery of a partition or queue at a time; the same key in flight on another
  *       consumer is {@code
  *       ListenerContract#aDeliveryInFlightElsewhereComesBackWithBackoffAndIsNeverDeadLettered};
- *   <li>a lease lapsing before the send: not yet on listeners. A draft (another consumer, the
- *       application's guard called directly, takes the key over while the delivery's claim is
- *       answered late) passed on every listener on Boot 3.5, but on Boot 4.0 the Kafka record
- *       listener's key was never taken over within 90 s; not diagnosed, so not in the suite.
+ *   <li>a lease that lapses during a send that already began (its renewals failing for a whole
+ *       lease while the provider call runs), on a listener or any entry point: another consumer may
+ *       then take the key over and send again, the stalled owner's rare duplicate SPEC 5 allows,
+ *       which nothing can take back once the first send began.
  * </ul>
  */
 abstract class HazardTest {
@@ -51,6 +55,7 @@ abstract class HazardTest {
   void restoreTheStoreAndTheProvider() {
     PROVIDER.reset();
     STORE.down.set(false);
+    STORE.renewalsDown.set(false);
     STORE.heldClaimAnswer.set(null);
   }
 }

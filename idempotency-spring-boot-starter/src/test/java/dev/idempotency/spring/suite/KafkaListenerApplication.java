@@ -1,5 +1,6 @@
 package dev.idempotency.spring.suite;
 
+import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.messaging.EmbeddedKafka;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
@@ -7,17 +8,23 @@ import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ApplicationListener;
@@ -26,6 +33,7 @@ import org.springframework.context.event.ContextClosedEvent;
 import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.KafkaAdmin;
 import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.kafka.core.ProducerFactory;
 
 /**
  * A {@link SuiteKafkaApplication} on the shared in-JVM broker: published to with the application's
@@ -90,6 +98,30 @@ final class KafkaListenerApplication implements ListenerApplication {
     template.send(record).get(30, TimeUnit.SECONDS);
   }
 
+  /**
+   * Publishes each key (its own payload too) in one record batch of the topic, so that any fetch of
+   * the listener's consumer gets them all, a batch listener's one batch: a producer of its own that
+   * lingers until it is flushed.
+   */
+  @SuppressWarnings("unchecked")
+  void publishInOneBatch(String... keys) throws Exception {
+    Map<String, Object> configs =
+        new HashMap<>(context.getBean(ProducerFactory.class).getConfigurationProperties());
+    configs.put(ProducerConfig.LINGER_MS_CONFIG, 60_000);
+    try (Producer<String, String> producer = new KafkaProducer<>(configs)) {
+      List<Future<RecordMetadata>> sent = new ArrayList<>();
+      for (String key : keys) {
+        ProducerRecord<String, String> record = new ProducerRecord<>(topic, key);
+        record.headers().add("Idempotency-Key", key.getBytes(StandardCharsets.UTF_8));
+        sent.add(producer.send(record));
+      }
+      producer.flush();
+      for (Future<RecordMetadata> each : sent) {
+        each.get(30, TimeUnit.SECONDS);
+      }
+    }
+  }
+
   @Override
   @SuppressWarnings("unchecked")
   public List<String> deadLettered() {
@@ -148,6 +180,11 @@ final class KafkaListenerApplication implements ListenerApplication {
   @Override
   public Events events() {
     return context.getBean(Events.class);
+  }
+
+  @Override
+  public IdempotencyGuard guard() {
+    return context.getBean(IdempotencyGuard.class);
   }
 
   @Override

@@ -1,5 +1,6 @@
 package dev.idempotency.spring.suite;
 
+import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.messaging.Events;
 import java.util.List;
 
@@ -26,6 +27,12 @@ public interface ListenerApplication extends AutoCloseable {
 
   /** The guard's events in this application. */
   Events events();
+
+  /**
+   * The application's guard: called with a listener's key (its name and the message's key, as
+   * {@code IdempotencyKey.of}), it stands for another instance of the listener consuming elsewhere.
+   */
+  IdempotencyGuard guard();
 
   /** Closes the application, as on SIGTERM. */
   @Override

@@ -1,5 +1,6 @@
 package dev.idempotency.spring.suite;
 
+import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
@@ -125,6 +126,11 @@ final class RabbitListenerApplication implements ListenerApplication {
   @Override
   public Events events() {
     return context.getBean(Events.class);
+  }
+
+  @Override
+  public IdempotencyGuard guard() {
+    return context.getBean(IdempotencyGuard.class);
   }
 
   @Override

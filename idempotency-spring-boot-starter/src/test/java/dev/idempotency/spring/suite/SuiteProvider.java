@@ -19,6 +19,10 @@ public final class SuiteProvider {
   private final AtomicReference<CountDownLatch> hold = new AtomicReference<>();
   private final AtomicReference<CountDownLatch> entered = new AtomicReference<>();
   private final AtomicBoolean interruptSenders = new AtomicBoolean();
+  private final AtomicReference<HeldOnce> holdNext = new AtomicReference<>();
+
+  /** The next send's hold: opened by {@code release}; {@code started} counts it starting. */
+  private record HeldOnce(CountDownLatch release, CountDownLatch started) {}
 
   /** Sends for {@code key}: waits while held (at most two minutes), then counts the send. */
   public String send(String key) {
@@ -28,6 +32,11 @@ public final class SuiteProvider {
     }
     if (interruptSenders.get()) {
       Thread.currentThread().interrupt(); // the application interrupts the thread mid-send
+    }
+    HeldOnce once = holdNext.getAndSet(null);
+    if (once != null) {
+      once.started().countDown();
+      awaitUninterruptibly(once.release());
     }
     CountDownLatch held = hold.get();
     if (held != null) {
@@ -67,6 +76,16 @@ public final class SuiteProvider {
     return in;
   }
 
+  /**
+   * Holds the next send that starts, and only that one, until {@code release} opens; the latch
+   * returned counts it starting.
+   */
+  public CountDownLatch holdNext(CountDownLatch release) {
+    CountDownLatch started = new CountDownLatch(1);
+    holdNext.set(new HeldOnce(release, started));
+    return started;
+  }
+
   /** Whether each send from now on has its thread interrupted by the application, mid-send. */
   public void interruptSenders(boolean interrupt) {
     interruptSenders.set(interrupt);
@@ -75,6 +94,7 @@ public final class SuiteProvider {
   /** Stops holding and interrupting sends. */
   public void reset() {
     hold.set(null);
+    holdNext.set(null);
     entered.set(null);
     interruptSenders.set(false);
   }

@@ -1,0 +1,145 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.Batch;
+import dev.idempotency.SendContext;
+import java.util.AbstractList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.RandomAccess;
+import java.util.function.IntFunction;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The list a batch {@link IdempotentListener} gets: the messages to send, each handed out by the
+ * {@link Batch} only when the listener reads it, so that the batch checks its key's lease (renewed
+ * first, fenced) just before that message's send, as {@link Batch#toSend()} promises, and not once
+ * for the whole list before the first send. A message whose lease lapsed meanwhile (its renewals
+ * failed for a lease, and another consumer may have taken it over) is never given to the listener:
+ * reading it throws the deferral {@link #lapse} makes, and the batch comes back from it.
+ *
+ * <ol>
+ *   <li>Reading element {@code i} hands out, in order, the batch's keys up to element {@code i}'s;
+ *       a key the batch skips (it lapsed) is marked lapsed.
+ *   <li>Each element handed out gets its {@link SendContext} in the contexts the listener reads
+ *       through {@link IdempotentDelivery#context(Object)}.
+ *   <li>Only elements given to the listener (read) count as sent; one handed out but never read is
+ *       left unreported, so the batch releases it.
+ * </ol>
+ *
+ * Reads are synchronized (a listener may read from a parallel stream); unmodifiable.
+ */
+final class HandedOutList extends AbstractList<Object> implements RandomAccess {
+
+  private final List<Object> elements;
+  private final Map<String, Integer> indexOfKey = new HashMap<>();
+  private final Iterator<Batch.Item> toSend;
+  private final Map<Object, SendContext> contexts;
+  private final IntFunction<RuntimeException> lapse;
+  private final Batch.@Nullable Item[] items;
+  private final boolean[] lapsed;
+  private final boolean[] given;
+  private final @Nullable RuntimeException[] deferrals;
+  private int nextToHandOut;
+
+  /**
+   * @param elements the messages to send, in order
+   * @param keys each message's key
+   * @param batch the batch that claimed them, in the same order
+   * @param contexts where each handed-out element's context goes, by identity
+   * @param lapse the deferral of element {@code i}, whose lease lapsed before it was read
+   */
+  HandedOutList(
+      List<Object> elements,
+      List<String> keys,
+      Batch<?> batch,
+      Map<Object, SendContext> contexts,
+      IntFunction<RuntimeException> lapse) {
+    this.elements = elements;
+    for (int i = 0; i < keys.size(); i++) {
+      indexOfKey.put(keys.get(i), i);
+    }
+    this.toSend = batch.toSend().iterator();
+    this.contexts = contexts;
+    this.lapse = lapse;
+    this.items = new Batch.Item[elements.size()];
+    this.lapsed = new boolean[elements.size()];
+    this.given = new boolean[elements.size()];
+    this.deferrals = new RuntimeException[elements.size()];
+  }
+
+  @Override
+  public int size() {
+    return elements.size();
+  }
+
+  @Override
+  public synchronized Object get(int index) {
+    Object element = elements.get(index); // checks the index
+    while (items[index] == null && !lapsed[index]) {
+      if (!toSend.hasNext()) {
+        markLapsedBefore(elements.size()); // the batch handed out none of the rest: all lapsed
+        break;
+      }
+      Batch.Item item = toSend.next();
+      Integer position = indexOfKey.get(item.key());
+      if (position == null) {
+        continue; // not a message of this list (none is)
+      }
+      markLapsedBefore(position); // keys the batch skipped on its way here lapsed
+      items[position] = item;
+      contexts.put(elements.get(position), item.context());
+      nextToHandOut = Math.max(nextToHandOut, position + 1);
+    }
+    if (lapsed[index]) {
+      throw deferral(index);
+    }
+    given[index] = true;
+    return element;
+  }
+
+  private void markLapsedBefore(int position) {
+    for (int i = nextToHandOut; i < position; i++) {
+      if (items[i] == null) {
+        lapsed[i] = true;
+      }
+    }
+    nextToHandOut = Math.max(nextToHandOut, position);
+  }
+
+  /** The first element whose lease lapsed before the listener read it, or -1. */
+  synchronized int firstLapsed() {
+    for (int i = 0; i < lapsed.length; i++) {
+      if (lapsed[i]) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /** The deferral of lapsed element {@code index}: one per element, thrown at each read. */
+  synchronized RuntimeException deferral(int index) {
+    if (deferrals[index] == null) {
+      deferrals[index] = lapse.apply(index);
+    }
+    return deferrals[index];
+  }
+
+  /** Whether {@code failure} is, or was caused by, a deferral this list threw. */
+  synchronized boolean isLapse(Throwable failure) {
+    for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      for (RuntimeException deferral : deferrals) {
+        if (deferral != null && t == deferral) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  /** The item of element {@code index} if the listener read it (it may have been sent), or null. */
+  synchronized Batch.@Nullable Item given(int index) {
+    return given[index] ? items[index] : null;
+  }
+}
