@@ -1,5 +1,6 @@
 package dev.idempotency.spring.web;
 
+import dev.idempotency.AsyncSender;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyRequest;
@@ -273,23 +274,15 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
           AtomicBoolean ran = new AtomicBoolean();
           CompletableFuture<Void> handled = new CompletableFuture<>();
           CompletableFuture<Void> recorded = new CompletableFuture<>();
+          AsyncSender<StoredResponse> sender =
+              context -> {
+                ran.set(true);
+                return handle(
+                    exchange, chain, endpoint, body, context, reactorContext, handled, recorded);
+              };
           CompletableFuture<Outcome<StoredResponse>> outcome =
               guard
-                  .executeForOutcomeAsync(
-                      idempotency,
-                      StoredResponse.CODEC,
-                      context -> {
-                        ran.set(true);
-                        return handle(
-                            exchange,
-                            chain,
-                            endpoint,
-                            body,
-                            context,
-                            reactorContext,
-                            handled,
-                            recorded);
-                      })
+                  .executeForOutcomeAsync(idempotency, StoredResponse.CODEC, sender)
                   .toCompletableFuture();
           outcome.whenComplete((answered, failure) -> recorded.complete(null));
           return Mono.fromFuture(outcome.thenApply(o -> o), true)
@@ -340,15 +333,36 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
     CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
     AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
     long invocationsBefore = invocations.count(endpoint.method());
+    // decided as the response is captured, before it goes to the client: a stored answer goes out
+    // at once (a repeat waits for it as a request in flight), with no timer set up for it. A
+    // released one waits until the release is recorded (RELEASE_WAIT at most), so that the
+    // client's corrected retry under the same key runs instead of meeting the old claim
+    CompletableFuture<StoredResponse> decided =
+        captured.thenCompose(
+            written -> {
+              CompletableFuture<StoredResponse> decision =
+                  storable(
+                      written,
+                      refusedBeforeTheHandler.get()
+                          || invocations.count(endpoint.method()) == invocationsBefore);
+              if (!decision.isCompletedExceptionally()) {
+                recorded.complete(null);
+              }
+              return decision;
+            });
     CapturingServerResponse response =
         new CapturingServerResponse(
             exchange.getResponse(),
             endpoint.headers(),
             maxResponseBytes,
             captured,
-            Mono.fromFuture(recorded, true)
-                .timeout(RELEASE_WAIT)
-                .onErrorResume(TimeoutException.class, late -> Mono.empty()));
+            Mono.defer(
+                () ->
+                    recorded.isDone()
+                        ? Mono.empty()
+                        : Mono.fromFuture(recorded, true)
+                            .timeout(RELEASE_WAIT)
+                            .onErrorResume(TimeoutException.class, late -> Mono.empty())));
     ReplayedExchange replayed = ReplayedExchange.of(exchange, body, response, readers.get());
     replayed.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
     WebHandler handler =
@@ -380,21 +394,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
               captured.complete(null);
               handled.complete(null);
             });
-    return captured.thenCompose(
-        written -> {
-          CompletableFuture<StoredResponse> decision =
-              storable(
-                  written,
-                  refusedBeforeTheHandler.get()
-                      || invocations.count(endpoint.method()) == invocationsBefore);
-          if (!decision.isCompletedExceptionally()) {
-            // a stored answer goes out at once: a repeat waits for it as a request in flight. A
-            // released one waits until the release is recorded (RELEASE_WAIT at most), so that the
-            // client's corrected retry under the same key runs instead of meeting the old claim
-            recorded.complete(null);
-          }
-          return decision;
-        });
+    return decided;
   }
 
   /**
