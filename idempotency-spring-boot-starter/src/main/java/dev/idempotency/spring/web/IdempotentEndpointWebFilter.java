@@ -16,7 +16,6 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.Executor;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
@@ -281,14 +280,9 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                 return handle(
                     exchange, chain, endpoint, body, context, reactorContext, handled, recorded);
               };
-          // once the store answered, the call goes on on the request's event loop (on Reactor
-          // Netty), where the handler runs and the response is written anyway
-          Executor eventLoop = RequestEventLoops.of(exchange.getRequest());
           CompletableFuture<Outcome<StoredResponse>> outcome =
-              (eventLoop != null
-                      ? guard.executeForOutcomeAsync(
-                          idempotency, StoredResponse.CODEC, sender, eventLoop)
-                      : guard.executeForOutcomeAsync(idempotency, StoredResponse.CODEC, sender))
+              guard
+                  .executeForOutcomeAsync(idempotency, StoredResponse.CODEC, sender)
                   .toCompletableFuture();
           outcome.whenComplete((answered, failure) -> recorded.complete(null));
           return Mono.fromFuture(outcome.thenApply(o -> o), true)

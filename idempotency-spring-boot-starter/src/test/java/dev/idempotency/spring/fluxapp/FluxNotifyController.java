@@ -27,7 +27,6 @@ public class FluxNotifyController {
   private final AtomicReference<CountDownLatch> gate = new AtomicReference<>();
   private final AtomicReference<CountDownLatch> entered =
       new AtomicReference<>(new CountDownLatch(1));
-  private volatile String answeredOn = "";
 
   public FluxNotifyController(Runs runs) {
     this.runs = runs;
@@ -42,11 +41,6 @@ public class FluxNotifyController {
   /** Waits (bounded) until a handler run is waiting at the gate. */
   public boolean awaitAtTheGate() throws InterruptedException {
     return entered.get().await(30, TimeUnit.SECONDS);
-  }
-
-  /** The name of the thread that last answered {@code /notify}. */
-  public String answeredOn() {
-    return answeredOn;
   }
 
   private Mono<Void> held() {
@@ -69,7 +63,6 @@ public class FluxNotifyController {
 
   private ResponseEntity<Map<String, Object>> answer(
       Map<String, Object> body, SendContext context) {
-    answeredOn = Thread.currentThread().getName();
     int run = runs.increment();
     if ("invalid".equals(body.get("recipient"))) {
       return ResponseEntity.badRequest().body(Map.of("error", "invalid recipient", "run", run));

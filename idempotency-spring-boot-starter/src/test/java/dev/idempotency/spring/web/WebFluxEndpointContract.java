@@ -137,18 +137,4 @@ abstract class WebFluxEndpointContract extends RunningApplication
     assertThat(runs()).isEqualTo(5);
     assertThat(scheduled).as("tasks scheduled on Reactor's schedulers").hasValue(0);
   }
-
-  /**
-   * A claimed request's handler runs on the request's own event loop, as WebFlux runs any handler,
-   * whichever thread answered the claim (Lettuce's event loop, the JDBC store's pool): not on the
-   * guard's async pool, whose hand-over and then the hand-back of every write to the event loop
-   * cost a thread wake-up each.
-   */
-  @Test
-  void aFirstSendsHandlerRunsOnTheRequestsEventLoop() throws Exception {
-    HttpResponse<byte[]> response = post("/notify", EndpointClient.newKey(), StatusCases.BODY);
-
-    assertThat(response.statusCode()).as(EndpointClient.text(response)).isEqualTo(201);
-    assertThat(controller.answeredOn()).startsWith("reactor-http-");
-  }
 }
