@@ -23,12 +23,12 @@ import reactor.core.publisher.Mono;
  * store (status, {@code Content-Type}, {@code Location}, listed headers, never {@code Set-Cookie})
  * and written. Whoever writes it (the handler's result, an {@code ExceptionHandler}, a {@code
  * WebExceptionHandler}, or the filter completing a response that nobody wrote) is captured alike;
- * the first of these wins. A held response goes to the client once {@code recorded} says so: at
- * once if it is stored, once its key's release is recorded if not. Never more than the bound is
- * held: a body that grows past it goes to the client as it comes and is captured without its body
- * (a retry gets {@code 422 response-not-stored}). A stream its writer flushes element by element
- * (server-sent events) is not held at all: it goes to the client as it comes, a copy kept up to the
- * bound, and is captured when it ends (with the copy) or grows past the bound (without a body).
+ * the first of these wins. A held response goes to the client once {@code recorded} says so: once
+ * its outcome (stored, or its key released) is recorded. Never more than the bound is held: a body
+ * that grows past it goes to the client as it comes and is captured without its body (a retry gets
+ * {@code 422 response-not-stored}). A stream its writer flushes element by element (server-sent
+ * events) is not held at all: it goes to the client as it comes, a copy kept up to the bound, and
+ * is captured when it ends (with the copy) or grows past the bound (without a body).
  */
 final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
@@ -38,8 +38,8 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   private final Mono<Void> recorded;
 
   /**
-   * @param recorded completes when the captured response may go to the client: at once for one that
-   *     is stored, once the release is recorded for one that is not
+   * @param recorded completes when the captured response may go to the client: once its outcome
+   *     (stored, or its key released) is recorded
    */
   CapturingServerResponse(
       ServerHttpResponse delegate,

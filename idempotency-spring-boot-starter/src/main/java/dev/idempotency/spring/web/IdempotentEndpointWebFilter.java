@@ -1,10 +1,12 @@
 package dev.idempotency.spring.web;
 
+import dev.idempotency.AsyncSender;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.Outcome;
 import dev.idempotency.SendContext;
+import dev.idempotency.spi.OperationDeadlines;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.PendingCall;
 import java.security.Principal;
@@ -15,7 +17,6 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
@@ -70,19 +71,19 @@ import reactor.util.context.ContextView;
  *       refusal as a problem (409 with {@code Retry-After}, 422, 503).
  *   <li>Once claimed, the handler runs on a decorated exchange ({@code ReplayedExchange}: the body
  *       again, form and multipart data parsed from it). The response is held until it is known
- *       ({@code CapturingServerResponse}), then written to the client and stored if its status is
- *       2xx, 3xx or a 4xx other than 408, 409, 425 and 429; otherwise the key is released, and the
- *       answer is written once the release is recorded. A response that nothing wrote (a {@code
- *       void} or {@code Mono<Void>} handler) is completed by the filter, so it is captured. An
- *       error that escapes the handler is answered inside the filter by the application's {@code
- *       WebExceptionHandler}s (Boot's error handler: a {@code ResponseStatusException(404)} is a
- *       stored 404, an unmapped exception a released 500), so the answer stored is the one the
- *       client got. A request whose handler method was not invoked ({@link
- *       IdempotentEndpointInvocations}: WebFlux refused it while binding, decoding or validating
- *       its arguments, whoever answered the refusal) is released, not stored; once the method was
- *       invoked, its answer follows the rules above, whatever its exception type. The handler's run
- *       is subscribed on its own: a client that goes away does not cancel it, and its outcome is
- *       still recorded.
+ *       ({@code CapturingServerResponse}), stored if its status is 2xx, 3xx or a 4xx other than
+ *       408, 409, 425 and 429, otherwise the key is released; the answer is written to the client
+ *       once that outcome is recorded (10 s at most), as on Spring MVC. A response that nothing
+ *       wrote (a {@code void} or {@code Mono<Void>} handler) is completed by the filter, so it is
+ *       captured. An error that escapes the handler is answered inside the filter by the
+ *       application's {@code WebExceptionHandler}s (Boot's error handler: a {@code
+ *       ResponseStatusException(404)} is a stored 404, an unmapped exception a released 500), so
+ *       the answer stored is the one the client got. A request whose handler method was not invoked
+ *       ({@link IdempotentEndpointInvocations}: WebFlux refused it while binding, decoding or
+ *       validating its arguments, whoever answered the refusal) is released, not stored; once the
+ *       method was invoked, its answer follows the rules above, whatever its exception type. The
+ *       handler's run is subscribed on its own: a client that goes away does not cancel it, and its
+ *       outcome is still recorded.
  * </ol>
  *
  * <p>Thread-safe.
@@ -103,8 +104,11 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointWebFilter.class);
 
-  /** How long a released answer waits for its release to be recorded before it is sent anyway. */
-  private static final Duration RELEASE_WAIT = Duration.ofSeconds(10);
+  /**
+   * How long a captured answer waits for its outcome (stored or released) to be recorded before it
+   * is sent anyway.
+   */
+  private static final Duration RECORD_WAIT = Duration.ofSeconds(10);
 
   private final IdempotencyGuard guard;
   private final IdempotentEndpoints endpoints;
@@ -273,23 +277,15 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
           AtomicBoolean ran = new AtomicBoolean();
           CompletableFuture<Void> handled = new CompletableFuture<>();
           CompletableFuture<Void> recorded = new CompletableFuture<>();
+          AsyncSender<StoredResponse> sender =
+              context -> {
+                ran.set(true);
+                return handle(
+                    exchange, chain, endpoint, body, context, reactorContext, handled, recorded);
+              };
           CompletableFuture<Outcome<StoredResponse>> outcome =
               guard
-                  .executeForOutcomeAsync(
-                      idempotency,
-                      StoredResponse.CODEC,
-                      context -> {
-                        ran.set(true);
-                        return handle(
-                            exchange,
-                            chain,
-                            endpoint,
-                            body,
-                            context,
-                            reactorContext,
-                            handled,
-                            recorded);
-                      })
+                  .executeForOutcomeAsync(idempotency, StoredResponse.CODEC, sender)
                   .toCompletableFuture();
           outcome.whenComplete((answered, failure) -> recorded.complete(null));
           return Mono.fromFuture(outcome.thenApply(o -> o), true)
@@ -346,9 +342,11 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
             endpoint.headers(),
             maxResponseBytes,
             captured,
-            Mono.fromFuture(recorded, true)
-                .timeout(RELEASE_WAIT)
-                .onErrorResume(TimeoutException.class, late -> Mono.empty()));
+            Mono.defer(
+                () ->
+                    recorded.isDone()
+                        ? Mono.empty()
+                        : Mono.fromFuture(atMostRecordWait(recorded), true)));
     ReplayedExchange replayed = ReplayedExchange.of(exchange, body, response, readers.get());
     replayed.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
     WebHandler handler =
@@ -387,20 +385,26 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
                   captured.complete(null);
                   handled.complete(null);
                 }));
+    // the captured answer goes to the client once its outcome is recorded, as on Spring MVC: a
+    // stored one once it is written (a process that dies after the client got it leaves no key in
+    // progress, whose next retry would be a second send), a released one once the release is (so
+    // that the client's corrected retry under the same key runs instead of meeting the old claim)
     return captured.thenCompose(
-        written -> {
-          CompletableFuture<StoredResponse> decision =
-              storable(
-                  written,
-                  refusedBeforeTheHandler.get() || !invocations.mayHaveBeenInvoked(expected));
-          if (!decision.isCompletedExceptionally()) {
-            // a stored answer goes out at once: a repeat waits for it as a request in flight. A
-            // released one waits until the release is recorded (RELEASE_WAIT at most), so that the
-            // client's corrected retry under the same key runs instead of meeting the old claim
-            recorded.complete(null);
-          }
-          return decision;
-        });
+        written ->
+            storable(
+                written,
+                refusedBeforeTheHandler.get() || !invocations.mayHaveBeenInvoked(expected)));
+  }
+
+  /**
+   * {@code recorded}, completed anyway once {@link #RECORD_WAIT} has passed: watched by {@link
+   * OperationDeadlines}' one sweeping thread, not by a timer task per request.
+   */
+  private static CompletableFuture<Void> atMostRecordWait(CompletableFuture<Void> recorded) {
+    OperationDeadlines.Watch watch =
+        OperationDeadlines.watch(RECORD_WAIT, () -> recorded.complete(null));
+    recorded.whenComplete((done, failure) -> watch.done());
+    return recorded;
   }
 
   /**

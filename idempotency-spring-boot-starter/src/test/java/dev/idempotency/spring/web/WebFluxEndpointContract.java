@@ -13,12 +13,14 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Import;
+import reactor.core.scheduler.Schedulers;
 
 /**
  * The Spring MVC endpoint's cases ({@link StatusCases}, {@link ResponseCases}, {@link
@@ -107,5 +109,32 @@ abstract class WebFluxEndpointContract extends RunningApplication
     assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
     assertThat(EndpointClient.text(retry)).contains("\"notification_id\":\"n_");
     assertThat(runs()).as("one send: the one whose client went away").isEqualTo(1);
+  }
+
+  /**
+   * A stored first send goes to the client without a timer: the wait for its release that an answer
+   * which releases its key needs (bounded by a timeout on Reactor's {@code parallel} scheduler) is
+   * not set up for one that is stored, since it is recorded as it is captured. A timer per request
+   * woke a {@code parallel} thread on every first send.
+   */
+  @Test
+  void aStoredFirstSendSchedulesNoTimerOnReactorsSchedulers() throws Exception {
+    AtomicInteger scheduled = new AtomicInteger();
+    Schedulers.onScheduleHook(
+        "first-send-timers",
+        task -> {
+          scheduled.incrementAndGet();
+          return task;
+        });
+    try {
+      for (int i = 0; i < 5; i++) {
+        HttpResponse<byte[]> response = post("/notify", EndpointClient.newKey(), StatusCases.BODY);
+        assertThat(response.statusCode()).as(EndpointClient.text(response)).isEqualTo(201);
+      }
+    } finally {
+      Schedulers.resetOnScheduleHook("first-send-timers");
+    }
+    assertThat(runs()).isEqualTo(5);
+    assertThat(scheduled).as("tasks scheduled on Reactor's schedulers").hasValue(0);
   }
 }
