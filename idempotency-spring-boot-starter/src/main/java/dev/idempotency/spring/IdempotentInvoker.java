@@ -33,9 +33,11 @@ import org.springframework.util.ClassUtils;
  *
  * <ul>
  *   <li>A method returning a value (or {@code void}) runs on the calling thread inside {@link
- *       IdempotencyGuard#executeForOutcome}; a listener method (Spring Kafka, JMS, Spring AMQP) in
- *       a listener container's transaction has its outcome recorded after that transaction
- *       committed, and released if it did not ({@link OutcomesAfterCommit}).
+ *       IdempotencyGuard#executeForOutcome}; a listener method (Spring Kafka, JMS, Spring AMQP: a
+ *       listener annotation, or an endpoint's method the application registered itself) in a
+ *       listener container's transaction has its outcome recorded after that transaction committed,
+ *       and released if it did not ({@link OutcomesAfterCommit}). A method merely called from a
+ *       listener records when it returns.
  *   <li>A method returning a {@code CompletionStage} runs on the calling thread too (a {@link
  *       PendingCall}): the caller waits for the claim as for any guarded call, the body sees the
  *       caller's thread-locals (security context, MDC, request attributes, transaction), and the
@@ -189,7 +191,7 @@ public final class IdempotentInvoker {
       Outcome<Object> outcome;
       if (method.joinTransaction) {
         outcome = JoinedCalls.execute(method, guard.get(), request, codec, body);
-      } else if (method.listener) {
+      } else if (method.listener()) {
         // in a listener container's transaction, recorded after its commit
         outcome =
             OutcomesAfterCommit.executeForOutcome(guard.get(), request, codec, method.name, body);

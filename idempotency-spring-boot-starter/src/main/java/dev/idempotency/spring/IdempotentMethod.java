@@ -2,6 +2,7 @@ package dev.idempotency.spring;
 
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.SendContext;
+import dev.idempotency.spring.messaging.ListenerEndpointMethods;
 import java.lang.reflect.Method;
 import java.lang.reflect.Type;
 import java.time.Duration;
@@ -63,11 +64,18 @@ final class IdempotentMethod {
   /** The index of a {@link SendContext} parameter, which the call's context replaces; or -1. */
   final int sendContextIndex;
 
+  /** Whether the method carries a listener annotation (Spring Kafka's, JMS's or Spring AMQP's). */
+  private final boolean annotatedListener;
+
   /**
-   * Whether the method is a message listener (Spring Kafka's, JMS's or Spring AMQP's listener
-   * annotation): in a listener container's transaction its outcome waits for the commit.
+   * Whether the method is a message listener: it carries a listener annotation, or a listener
+   * container was created for an endpoint of it ({@link ListenerEndpointMethods}, an endpoint the
+   * application registered itself). In a listener container's transaction its outcome waits for the
+   * commit. A method merely called from a listener is not one.
    */
-  final boolean listener;
+  boolean listener() {
+    return annotatedListener || ListenerEndpointMethods.contains(method);
+  }
 
   /** The method as messages name it: {@code @Idempotent(name = "n") on a.B.send(..)}. */
   String where() {
@@ -101,7 +109,7 @@ final class IdempotentMethod {
       boolean joinTransaction) {
     this.method = method;
     this.joinTransaction = joinTransaction;
-    this.listener = isListener(method);
+    this.annotatedListener = isListener(method);
     this.userClass = userClass;
     this.name = name;
     this.defaultName = defaultName;

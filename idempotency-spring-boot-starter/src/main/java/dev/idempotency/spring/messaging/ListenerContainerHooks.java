@@ -56,7 +56,9 @@ public final class ListenerContainerHooks {
                         batch, ours));
           }
           return CreatedContainers.observe(
-              factory, container -> kafkaContainer(container, backOff));
+              factory,
+              ListenerContainerHooks::kafkaEndpoint,
+              container -> kafkaContainer(container, backOff));
         }
         return bean;
       }
@@ -106,7 +108,10 @@ public final class ListenerContainerHooks {
           int length = chain == null ? 0 : chain.length;
           for (int i = 0; i < length; i++) {
             if (chain[i] instanceof RabbitDeliveryAdvice) {
-              return CreatedContainers.observe(factory, UnsupportedRabbitContainers::refuse);
+              return CreatedContainers.observe(
+                  factory,
+                  ListenerContainerHooks::rabbitEndpoint,
+                  UnsupportedRabbitContainers::refuse);
             }
           }
           org.aopalliance.aop.Advice[] withOurs = new org.aopalliance.aop.Advice[length + 1];
@@ -115,7 +120,8 @@ public final class ListenerContainerHooks {
             System.arraycopy(chain, 0, withOurs, 1, length);
           }
           factory.setAdviceChain(withOurs);
-          return CreatedContainers.observe(factory, UnsupportedRabbitContainers::refuse);
+          return CreatedContainers.observe(
+              factory, ListenerContainerHooks::rabbitEndpoint, UnsupportedRabbitContainers::refuse);
         }
         return bean;
       }
@@ -138,6 +144,42 @@ public final class ListenerContainerHooks {
                 .orderedStream()
                 .flatMap(registry -> registry.getListenerContainers().stream())
                 .forEach(container -> kafkaContainer(container, backOff)));
+  }
+
+  /** Registers the methods of a Spring Kafka method endpoint as listener methods. */
+  private static void kafkaEndpoint(Object endpoint) {
+    if (endpoint
+        instanceof org.springframework.kafka.config.MultiMethodKafkaListenerEndpoint<?, ?> multi) {
+      if (multi.getMethods() != null) {
+        multi
+            .getMethods()
+            .forEach(method -> ListenerEndpointMethods.register(multi.getBean(), method));
+      }
+      ListenerEndpointMethods.register(multi.getBean(), multi.getDefaultMethod());
+    }
+    if (endpoint
+        instanceof org.springframework.kafka.config.MethodKafkaListenerEndpoint<?, ?> method) {
+      ListenerEndpointMethods.register(method.getBean(), method.getMethod());
+    }
+  }
+
+  /** Registers the method of a JMS method endpoint as a listener method. */
+  private static void jmsEndpoint(Object endpoint) {
+    if (endpoint instanceof org.springframework.jms.config.MethodJmsListenerEndpoint method) {
+      ListenerEndpointMethods.register(method.getBean(), method.getMostSpecificMethod());
+    }
+  }
+
+  /**
+   * Registers the method of a Spring AMQP method endpoint as a listener method. Spring AMQP does
+   * not expose the handler methods of a multi-method endpoint: they count as listener methods by
+   * their {@code @RabbitHandler} annotation.
+   */
+  private static void rabbitEndpoint(Object endpoint) {
+    if (endpoint
+        instanceof org.springframework.amqp.rabbit.listener.MethodRabbitListenerEndpoint method) {
+      ListenerEndpointMethods.register(method.getBean(), method.getMethod());
+    }
   }
 
   /** The Kafka hooks of one container; applying them twice changes nothing. */
@@ -203,7 +245,10 @@ public final class ListenerContainerHooks {
       public Object postProcessAfterInitialization(Object bean, String beanName)
           throws BeansException {
         return bean instanceof org.springframework.jms.config.AbstractJmsListenerContainerFactory
-            ? CreatedContainers.observe(bean, container -> jmsContainer(container, backOff))
+            ? CreatedContainers.observe(
+                bean,
+                ListenerContainerHooks::jmsEndpoint,
+                container -> jmsContainer(container, backOff))
             : bean;
       }
     };

@@ -15,8 +15,10 @@ import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -24,7 +26,11 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Lazy;
 import org.springframework.jms.annotation.JmsListener;
+import org.springframework.jms.config.JmsListenerContainerFactory;
+import org.springframework.jms.config.JmsListenerEndpointRegistry;
+import org.springframework.jms.config.MethodJmsListenerEndpoint;
 import org.springframework.jms.core.JmsTemplate;
+import org.springframework.messaging.handler.annotation.support.DefaultMessageHandlerMethodFactory;
 import org.springframework.test.annotation.DirtiesContext;
 
 /**
@@ -35,14 +41,15 @@ import org.springframework.test.annotation.DirtiesContext;
  * rolled-back session is sent again); a delivery whose session committed is recorded, and a repeat
  * of its key is a replay. The same listener on a {@code @Lazy} bean, created after the application
  * started (Spring JMS then registers and starts its container at once), waits for the commit too
- * (issue 37's regression).
+ * (issue 37's regression), and so does an {@code @Idempotent} method whose endpoint the application
+ * registers at runtime.
  */
 @SpringBootTest(
     classes = JmsIdempotentMethodTransactionTest.App.class,
     properties = {
       "spring.artemis.mode=embedded",
       "spring.artemis.embedded.enabled=true",
-      "spring.artemis.embedded.queues=idem.method.tx,idem.method.tx.out,idem.lazy.tx,idem.lazy.tx.out",
+      "spring.artemis.embedded.queues=idem.method.tx,idem.method.tx.out,idem.lazy.tx,idem.lazy.tx.out,idem.registered.tx",
       "idempotency.in-flight-wait=50ms",
       "spring.main.banner-mode=off"
     })
@@ -51,6 +58,7 @@ class JmsIdempotentMethodTransactionTest {
 
   static final String NAME = "jms-tx-method";
   static final String LAZY_NAME = "jms-lazy-tx-method";
+  static final String REGISTERED = "jms-registered-tx-method";
 
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
@@ -120,6 +128,12 @@ class JmsIdempotentMethodTransactionTest {
     public void onEvent(String event, Session session) throws JMSException {
       run(event, session, "idem.lazy.tx.out");
     }
+
+    /** Registered at runtime through a {@code MethodJmsListenerEndpoint}; no annotation. */
+    @Idempotent(name = REGISTERED, key = "#event")
+    public void registered(String event, Session session) throws JMSException {
+      run(event, session, "idem.lazy.tx.out");
+    }
   }
 
   @Autowired Events events;
@@ -127,6 +141,12 @@ class JmsIdempotentMethodTransactionTest {
   @Autowired JmsTemplate template;
   @Autowired MethodListener listener;
   @Autowired ObjectProvider<LazyListener> lazyListeners;
+  @Autowired JmsListenerEndpointRegistry registry;
+  @Autowired BeanFactory beanFactory;
+
+  @Autowired
+  @Qualifier("jmsListenerContainerFactory")
+  JmsListenerContainerFactory<?> factory;
 
   @Test
   void aDeliveryWhoseSessionFailedToCommitRunsAgainWhenTheBrokerRedeliversIt() throws Exception {
@@ -138,6 +158,29 @@ class JmsIdempotentMethodTransactionTest {
       throws Exception {
     LazyListener lazy = lazyListeners.getObject(); // created now: its container starts now
     assertACommitThatFailsRunsAgain(lazy, LAZY_NAME, "idem.lazy.tx");
+  }
+
+  /**
+   * An {@code @Idempotent} method with no {@code @JmsListener} whose endpoint the application
+   * registers after the start ({@code registerListenerContainer(MethodJmsListenerEndpoint, factory,
+   * true)}) is a listener method once the factory created its container: it waits for the commit.
+   */
+  @Test
+  void anEndpointRegisteredAtRuntimeWhoseSessionFailedToCommitRunsAgainWhenRedelivered()
+      throws Exception {
+    LazyListener lazy = lazyListeners.getObject();
+    MethodJmsListenerEndpoint endpoint = new MethodJmsListenerEndpoint();
+    endpoint.setId(REGISTERED);
+    endpoint.setDestination("idem.registered.tx");
+    endpoint.setBean(lazy);
+    endpoint.setMethod(LazyListener.class.getMethod("registered", String.class, Session.class));
+    endpoint.setBeanFactory(beanFactory);
+    DefaultMessageHandlerMethodFactory methods = new DefaultMessageHandlerMethodFactory();
+    methods.afterPropertiesSet();
+    endpoint.setMessageHandlerMethodFactory(methods);
+    registry.registerListenerContainer(endpoint, factory, true);
+
+    assertACommitThatFailsRunsAgain(lazy, REGISTERED, "idem.registered.tx");
   }
 
   private void assertACommitThatFailsRunsAgain(Runs listener, String name, String queue)
