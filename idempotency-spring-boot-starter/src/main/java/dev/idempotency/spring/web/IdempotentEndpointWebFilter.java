@@ -85,6 +85,10 @@ import reactor.util.context.ContextView;
  *       still recorded.
  * </ol>
  *
+ * <p>A filter after this one (ordered after {@link #ORDER}) that changes the request so that it
+ * maps to another handler is refused at dispatch when that handler is guarded ({@link
+ * IdempotentEndpointHandlerAdapter}): it would otherwise run unguarded.
+ *
  * <p>Thread-safe.
  */
 public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
@@ -197,6 +201,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
 
   private Mono<Void> guarded(
       ServerWebExchange exchange, WebFilterChain chain, IdempotentEndpoints.Endpoint endpoint) {
+    IdempotentEndpointHandlerAdapter.decided(exchange, endpoint.method());
     ServerHttpRequest request = exchange.getRequest();
     Object pattern = exchange.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
     String path =

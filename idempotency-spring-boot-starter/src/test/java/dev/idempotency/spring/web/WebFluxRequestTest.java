@@ -254,4 +254,38 @@ class WebFluxRequestTest {
     assertThat(next.headers().firstValue(IdempotentEndpointWebFilter.REPLAYED_HEADER)).isEmpty();
     assertThat(Plain.sent).containsOnlyOnce(to);
   }
+
+  /**
+   * An application filter after the endpoint's that rewrites an old path to a guarded handler's:
+   * the endpoint's filter looked the handler up before the rewrite and found none, so the handler
+   * would run unguarded, every repeat sending again (before the fix: two sends under one key). The
+   * dispatch refuses it instead (fail closed: 500, nothing sent); the handler at its own path is
+   * guarded as always.
+   */
+  @Test
+  void aGuardedHandlerReachedThroughALaterPathRewriteIsRefusedNotRunUnguarded() throws Exception {
+    String key = UUID.randomUUID().toString();
+    String to = "legacy-" + key + "@example.com";
+
+    HttpResponse<String> first = post("/legacy/plain?to=" + to, key, "text/plain", "");
+    HttpResponse<String> repeat = post("/legacy/plain?to=" + to, key, "text/plain", "");
+
+    assertThat(Plain.sent)
+        .as(
+            "nothing sent unguarded (first %s %s, repeat %s, replayed: %s)",
+            first.statusCode(),
+            first.body(),
+            repeat.statusCode(),
+            repeat.headers().firstValue(IdempotentEndpointWebFilter.REPLAYED_HEADER))
+        .doesNotContain(to);
+    assertThat(first.statusCode()).isEqualTo(500);
+    assertThat(repeat.statusCode()).isEqualTo(500);
+
+    HttpResponse<String> guarded = post("/probe/plain?to=" + to, key, "text/plain", "");
+    HttpResponse<String> replayed = post("/probe/plain?to=" + to, key, "text/plain", "");
+    assertThat(guarded.statusCode()).as(guarded.body()).isEqualTo(200);
+    assertThat(replayed.headers().firstValue(IdempotentEndpointWebFilter.REPLAYED_HEADER))
+        .contains("true");
+    assertThat(Plain.sent).containsOnlyOnce(to);
+  }
 }
