@@ -28,7 +28,10 @@ import reactor.core.publisher.Mono;
  * held: a body that grows past it goes to the client as it comes and is captured without its body
  * (a retry gets {@code 422 response-not-stored}). A stream its writer flushes element by element
  * (server-sent events) is not held at all: it goes to the client as it comes, a copy kept up to the
- * bound, and is captured when it ends (with the copy) or grows past the bound (without a body).
+ * bound, and is captured when it ends (with the copy) or grows past the bound (without a body). A
+ * client that goes away ends the request, not the send: the handler's body is drained to its own
+ * end and captured as if it had been written ({@link DetachableBody}); only the handler's own error
+ * fails it.
  */
 final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
@@ -57,12 +60,13 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   /**
    * Holds the body back until it ends, then captures it and writes it; a body that grows past the
    * bound is sent on as it comes (what was held first) and captured without its body, so that no
-   * more than the bound is ever held.
+   * more than the bound is ever held. A client that goes away does not stop the handler's body: it
+   * is drained to its end ({@link DetachableBody}), still captured as above, its buffers released.
    */
   @Override
   public Mono<Void> writeWith(Publisher<? extends DataBuffer> body) {
-    return Mono.defer(
-        () -> {
+    return Mono.deferContextual(
+        context -> {
           HeldBody held = new HeldBody();
           Flux<DataBuffer> bounded =
               Flux.<DataBuffer>from(body)
@@ -75,7 +79,9 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
                           }))
                   .doFinally(signal -> held.releaseHeld())
                   .doOnDiscard(DataBuffer.class, DataBufferUtils::release);
-          return getDelegate().writeWith(bounded);
+          DetachableBody<DataBuffer> detachable =
+              new DetachableBody<>(bounded, context, CapturingServerResponse::release);
+          return detachable.written(getDelegate().writeWith(detachable));
         });
   }
 
@@ -83,20 +89,29 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
    * A body its writer flushes element by element (server-sent events, NDJSON: a stream that may
    * never end) goes to the client as it comes, and a copy of it is kept up to the bound: once the
    * whole stream is written it is captured with that copy, or, once it grows past the bound,
-   * captured at once without its body.
+   * captured at once without its body. A client that goes away does not stop the stream: it is
+   * drained to its end (an endless one runs on until it ends), still copied, and captured by its
+   * own end: with its copy if every element was copied whole, else without its body.
    */
   @Override
   public Mono<Void> writeAndFlushWith(Publisher<? extends Publisher<? extends DataBuffer>> body) {
-    return Mono.defer(
-        () -> {
+    return Mono.deferContextual(
+        context -> {
           StreamCopy copy = new StreamCopy();
-          return getDelegate()
-              .writeAndFlushWith(
-                  Flux.from(body)
-                      .map(element -> Flux.from(element).doOnNext(copy::add))
-                      .doOnCancel(copy::cut))
+          DetachableBody<Publisher<DataBuffer>> detachable =
+              new DetachableBody<>(
+                  Flux.from(body).map(copy::element),
+                  context,
+                  element -> Flux.from(element).doOnNext(DataBufferUtils::release).then());
+          return detachable
+              .written(getDelegate().writeAndFlushWith(detachable))
               .doOnSuccess(written -> copy.complete());
         });
+  }
+
+  private static Mono<Void> release(DataBuffer buffer) {
+    DataBufferUtils.release(buffer);
+    return Mono.empty();
   }
 
   @Override
@@ -182,6 +197,18 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   /** A copy of a stream's bytes as they pass, up to the bound. */
   private final class StreamCopy {
     private @Nullable ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    private long elements;
+    private long copiedWhole;
+
+    /** One element of the stream, copied as it passes; counted as whole once it completes. */
+    synchronized Publisher<DataBuffer> element(Publisher<? extends DataBuffer> element) {
+      elements++;
+      return Flux.<DataBuffer>from(element).doOnNext(this::add).doOnComplete(this::copiedWhole);
+    }
+
+    private synchronized void copiedWhole() {
+      copiedWhole++;
+    }
 
     /** Copies a buffer on its way to the client; past the bound, captures without the body. */
     synchronized void add(DataBuffer buffer) {
@@ -200,21 +227,13 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
     }
 
     /**
-     * The stream was cancelled before its end (the client went away): what was copied is not the
-     * whole answer, so it is captured without its body (a retry gets {@code 422
-     * response-not-stored}, never a replay cut short, nor a second run).
+     * The stream ended: captured with its body if it was kept and every element was copied whole
+     * (an element the server dropped as its client went away was not), else without it (a retry
+     * gets {@code 422 response-not-stored}, never a replay cut short, nor a second run).
      */
-    synchronized void cut() {
-      if (bytes != null) {
-        bytes = null;
-        captured.complete(capture(null));
-      }
-    }
-
-    /** The whole stream was written: captures it with its body, if it was kept. */
     synchronized void complete() {
       if (bytes != null) {
-        captured.complete(capture(bytes.toByteArray()));
+        captured.complete(capture(copiedWhole == elements ? bytes.toByteArray() : null));
       }
     }
   }
