@@ -5,9 +5,13 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
+import org.reactivestreams.Subscriber;
 import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.HttpHeaders;
@@ -17,6 +21,7 @@ import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
+import reactor.core.publisher.Operators;
 
 /**
  * The WebFlux response of a guarded handler, held until its body is complete: then captured for the
@@ -98,13 +103,11 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
     return Mono.deferContextual(
         context -> {
           StreamCopy copy = new StreamCopy();
-          DetachableBody<Publisher<DataBuffer>> detachable =
-              new DetachableBody<>(
-                  Flux.from(body).map(copy::element),
-                  context,
-                  element -> Flux.from(element).doOnNext(DataBufferUtils::release).then());
+          DetachableBody<CopiedElement> detachable =
+              new DetachableBody<>(Flux.from(body).map(copy::element), context, copy::drainUpTo);
           return detachable
               .written(getDelegate().writeAndFlushWith(detachable))
+              .then(Mono.defer(() -> copy.drainUpTo(null)))
               .doOnSuccess(written -> copy.complete());
         });
   }
@@ -197,17 +200,38 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   /** A copy of a stream's bytes as they pass, up to the bound. */
   private final class StreamCopy {
     private @Nullable ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    private final Queue<CopiedElement> untaken = new ConcurrentLinkedQueue<>();
     private long elements;
     private long copiedWhole;
 
     /** One element of the stream, copied as it passes; counted as whole once it completes. */
-    synchronized Publisher<DataBuffer> element(Publisher<? extends DataBuffer> element) {
+    synchronized CopiedElement element(Publisher<? extends DataBuffer> element) {
       elements++;
-      return Flux.<DataBuffer>from(element).doOnNext(this::add).doOnComplete(this::copiedWhole);
+      CopiedElement copied = new CopiedElement(element, this);
+      untaken.add(copied);
+      return copied;
     }
 
     private synchronized void copiedWhole() {
       copiedWhole++;
+    }
+
+    /**
+     * Drains, in order, the elements nobody took up to {@code last} (all if null): one the server
+     * was handed as its client went away and dropped without writing it comes before the ones
+     * drained after it.
+     */
+    Mono<Void> drainUpTo(@Nullable CopiedElement last) {
+      List<CopiedElement> due = new ArrayList<>();
+      synchronized (this) {
+        for (CopiedElement next = untaken.poll(); next != null; next = untaken.poll()) {
+          due.add(next);
+          if (next == last) {
+            break;
+          }
+        }
+      }
+      return Flux.fromIterable(due).concatMap(CopiedElement::drain).then();
     }
 
     /** Copies a buffer on its way to the client; past the bound, captures without the body. */
@@ -235,6 +259,39 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
       if (bytes != null) {
         captured.complete(capture(copiedWhole == elements ? bytes.toByteArray() : null));
       }
+    }
+  }
+
+  /** One element of a stream: taken once, by the server's writer or, once it gave up, the drain. */
+  private static final class CopiedElement implements Publisher<DataBuffer> {
+    private final Publisher<? extends DataBuffer> element;
+    private final StreamCopy copy;
+    private final AtomicBoolean taken = new AtomicBoolean();
+
+    CopiedElement(Publisher<? extends DataBuffer> element, StreamCopy copy) {
+      this.element = element;
+      this.copy = copy;
+    }
+
+    @Override
+    public void subscribe(Subscriber<? super DataBuffer> subscriber) {
+      if (taken.compareAndSet(false, true)) {
+        copy.untaken.remove(this);
+        copied().subscribe(subscriber);
+      } else {
+        Operators.error(subscriber, new IllegalStateException("a stream element is written once"));
+      }
+    }
+
+    /** The element, copied as it passes, unless the server took it: then nothing. */
+    Mono<Void> drain() {
+      return taken.compareAndSet(false, true)
+          ? copied().doOnNext(DataBufferUtils::release).then()
+          : Mono.empty();
+    }
+
+    private Flux<DataBuffer> copied() {
+      return Flux.<DataBuffer>from(element).doOnNext(copy::add).doOnComplete(copy::copiedWhole);
     }
   }
 

@@ -6,6 +6,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Publisher;
 import org.reactivestreams.Subscriber;
 import org.reactivestreams.Subscription;
 import reactor.core.CoreSubscriber;
@@ -27,13 +28,13 @@ import reactor.util.context.ContextView;
  *
  * <p>One subscriber at most; thread-safe.
  */
-final class DetachableBody<T> implements org.reactivestreams.Publisher<T>, CoreSubscriber<T> {
+final class DetachableBody<T> implements Publisher<T>, CoreSubscriber<T> {
 
   private static final int NEW = 0;
   private static final int ATTACHED = 1;
   private static final int DETACHED = 2;
 
-  private final org.reactivestreams.Publisher<? extends T> source;
+  private final Publisher<? extends T> source;
   private final Context context;
   private final Function<? super T, Mono<Void>> drain;
   private final Sinks.Empty<Void> ended = Sinks.empty();
@@ -53,9 +54,7 @@ final class DetachableBody<T> implements org.reactivestreams.Publisher<T>, CoreS
    * @param drain what becomes of an element the server will not take (its end: the element's)
    */
   DetachableBody(
-      org.reactivestreams.Publisher<? extends T> source,
-      ContextView context,
-      Function<? super T, Mono<Void>> drain) {
+      Publisher<? extends T> source, ContextView context, Function<? super T, Mono<Void>> drain) {
     this.source = source;
     this.context = Context.of(context);
     this.drain = drain;
