@@ -3,6 +3,7 @@ package dev.idempotency.spring.autoconfigure;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.web.IdempotencyExceptionHandler;
+import dev.idempotency.spring.web.IdempotentEndpointHandlerAdapter;
 import dev.idempotency.spring.web.IdempotentEndpointInvocations;
 import dev.idempotency.spring.web.IdempotentEndpointWebFilter;
 import dev.idempotency.spring.web.IdempotentEndpoints;
@@ -24,17 +25,19 @@ import org.springframework.util.function.SingletonSupplier;
 import org.springframework.web.reactive.DispatcherHandler;
 import org.springframework.web.reactive.config.WebFluxConfigurer;
 import org.springframework.web.reactive.result.method.annotation.ArgumentResolverConfigurer;
+import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerAdapter;
 import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerMapping;
 import org.springframework.web.server.WebExceptionHandler;
 
 /**
  * Auto-configuration of {@link dev.idempotency.spring.web.IdempotentEndpoint} for Spring WebFlux:
  * the {@link IdempotentEndpointWebFilter} around the annotated handler methods, the {@link
- * IdempotentEndpointInvocations} advisor that sees them invoked, and the {@link
- * IdempotencyExceptionHandler} for {@code @Idempotent} methods' refusals (defined once for both
- * stacks, {@code IdempotencyProblemDetailsConfiguration}). Applies to reactive web applications
- * only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so that an
- * application gets the beans of its own stack and never the other's.
+ * IdempotentEndpointInvocations} advisor that sees them invoked, the {@link
+ * IdempotentEndpointHandlerAdapter} that refuses a guarded handler the filter did not see, and the
+ * {@link IdempotencyExceptionHandler} for {@code @Idempotent} methods' refusals (defined once for
+ * both stacks, {@code IdempotencyProblemDetailsConfiguration}). Applies to reactive web
+ * applications only, as {@link IdempotencyWebMvcAutoConfiguration} applies to servlet ones, so that
+ * an application gets the beans of its own stack and never the other's.
  */
 @AutoConfiguration(
     after = IdempotencyAutoConfiguration.class,
@@ -85,6 +88,22 @@ public final class IdempotencyWebFluxAutoConfiguration {
   @ConditionalOnMissingBean
   public static IdempotentEndpointInvocations idempotentEndpointInvocations() {
     return new IdempotentEndpointInvocations();
+  }
+
+  /**
+   * Refuses a guarded handler reached by a request the filter did not guard (a later filter changed
+   * it); delegates everything else to the annotated-controller adapter.
+   *
+   * @param endpoints the annotated handler methods
+   * @param adapter the application's annotated-controller adapter
+   * @return the adapter
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  public IdempotentEndpointHandlerAdapter idempotentEndpointHandlerAdapter(
+      IdempotentEndpoints endpoints, ObjectProvider<RequestMappingHandlerAdapter> adapter) {
+    return new IdempotentEndpointHandlerAdapter(
+        endpoints, SingletonSupplier.of(adapter::getObject));
   }
 
   /**

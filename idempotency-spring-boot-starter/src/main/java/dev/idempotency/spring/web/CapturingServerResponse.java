@@ -5,9 +5,13 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
+import org.reactivestreams.Subscriber;
 import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.HttpHeaders;
@@ -17,6 +21,7 @@ import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
+import reactor.core.publisher.Operators;
 
 /**
  * The WebFlux response of a guarded handler, held until its body is complete: then captured for the
@@ -28,7 +33,10 @@ import reactor.core.publisher.Mono;
  * that grows past it goes to the client as it comes and is captured without its body (a retry gets
  * {@code 422 response-not-stored}). A stream its writer flushes element by element (server-sent
  * events) is not held at all: it goes to the client as it comes, a copy kept up to the bound, and
- * is captured when it ends (with the copy) or grows past the bound (without a body).
+ * is captured when it ends (with the copy) or grows past the bound (without a body). A client that
+ * goes away ends the request, not the send: the handler's body is drained to its own end and
+ * captured as if it had been written ({@link DetachableBody}); only the handler's own error fails
+ * it.
  */
 final class CapturingServerResponse extends ServerHttpResponseDecorator {
 
@@ -57,12 +65,13 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   /**
    * Holds the body back until it ends, then captures it and writes it; a body that grows past the
    * bound is sent on as it comes (what was held first) and captured without its body, so that no
-   * more than the bound is ever held.
+   * more than the bound is ever held. A client that goes away does not stop the handler's body: it
+   * is drained to its end ({@link DetachableBody}), still captured as above, its buffers released.
    */
   @Override
   public Mono<Void> writeWith(Publisher<? extends DataBuffer> body) {
-    return Mono.defer(
-        () -> {
+    return Mono.deferContextual(
+        context -> {
           HeldBody held = new HeldBody();
           Flux<DataBuffer> bounded =
               Flux.<DataBuffer>from(body)
@@ -75,7 +84,9 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
                           }))
                   .doFinally(signal -> held.releaseHeld())
                   .doOnDiscard(DataBuffer.class, DataBufferUtils::release);
-          return getDelegate().writeWith(bounded);
+          DetachableBody<DataBuffer> detachable =
+              new DetachableBody<>(bounded, context, CapturingServerResponse::release);
+          return detachable.written(getDelegate().writeWith(detachable));
         });
   }
 
@@ -83,20 +94,27 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
    * A body its writer flushes element by element (server-sent events, NDJSON: a stream that may
    * never end) goes to the client as it comes, and a copy of it is kept up to the bound: once the
    * whole stream is written it is captured with that copy, or, once it grows past the bound,
-   * captured at once without its body.
+   * captured at once without its body. A client that goes away does not stop the stream: it is
+   * drained to its end (an endless one runs on until it ends), still copied, and captured by its
+   * own end: with its copy if every element was copied whole, else without its body.
    */
   @Override
   public Mono<Void> writeAndFlushWith(Publisher<? extends Publisher<? extends DataBuffer>> body) {
-    return Mono.defer(
-        () -> {
+    return Mono.deferContextual(
+        context -> {
           StreamCopy copy = new StreamCopy();
-          return getDelegate()
-              .writeAndFlushWith(
-                  Flux.from(body)
-                      .map(element -> Flux.from(element).doOnNext(copy::add))
-                      .doOnCancel(copy::cut))
+          DetachableBody<CopiedElement> detachable =
+              new DetachableBody<>(Flux.from(body).map(copy::element), context, copy::drainUpTo);
+          return detachable
+              .written(getDelegate().writeAndFlushWith(detachable))
+              .then(Mono.defer(() -> copy.drainUpTo(null)))
               .doOnSuccess(written -> copy.complete());
         });
+  }
+
+  private static Mono<Void> release(DataBuffer buffer) {
+    DataBufferUtils.release(buffer);
+    return Mono.empty();
   }
 
   @Override
@@ -182,6 +200,39 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
   /** A copy of a stream's bytes as they pass, up to the bound. */
   private final class StreamCopy {
     private @Nullable ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    private final Queue<CopiedElement> untaken = new ConcurrentLinkedQueue<>();
+    private long elements;
+    private long copiedWhole;
+
+    /** One element of the stream, copied as it passes; counted as whole once it completes. */
+    synchronized CopiedElement element(Publisher<? extends DataBuffer> element) {
+      elements++;
+      CopiedElement copied = new CopiedElement(element, this);
+      untaken.add(copied);
+      return copied;
+    }
+
+    private synchronized void copiedWhole() {
+      copiedWhole++;
+    }
+
+    /**
+     * Drains, in order, the elements nobody took up to {@code last} (all if null): one the server
+     * was handed as its client went away and dropped without writing it comes before the ones
+     * drained after it.
+     */
+    Mono<Void> drainUpTo(@Nullable CopiedElement last) {
+      List<CopiedElement> due = new ArrayList<>();
+      synchronized (this) {
+        for (CopiedElement next = untaken.poll(); next != null; next = untaken.poll()) {
+          due.add(next);
+          if (next == last) {
+            break;
+          }
+        }
+      }
+      return Flux.fromIterable(due).concatMap(CopiedElement::drain).then();
+    }
 
     /** Copies a buffer on its way to the client; past the bound, captures without the body. */
     synchronized void add(DataBuffer buffer) {
@@ -200,22 +251,47 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
     }
 
     /**
-     * The stream was cancelled before its end (the client went away): what was copied is not the
-     * whole answer, so it is captured without its body (a retry gets {@code 422
-     * response-not-stored}, never a replay cut short, nor a second run).
+     * The stream ended: captured with its body if it was kept and every element was copied whole
+     * (an element the server dropped as its client went away was not), else without it (a retry
+     * gets {@code 422 response-not-stored}, never a replay cut short, nor a second run).
      */
-    synchronized void cut() {
+    synchronized void complete() {
       if (bytes != null) {
-        bytes = null;
-        captured.complete(capture(null));
+        captured.complete(capture(copiedWhole == elements ? bytes.toByteArray() : null));
+      }
+    }
+  }
+
+  /** One element of a stream: taken once, by the server's writer or, once it gave up, the drain. */
+  private static final class CopiedElement implements Publisher<DataBuffer> {
+    private final Publisher<? extends DataBuffer> element;
+    private final StreamCopy copy;
+    private final AtomicBoolean taken = new AtomicBoolean();
+
+    CopiedElement(Publisher<? extends DataBuffer> element, StreamCopy copy) {
+      this.element = element;
+      this.copy = copy;
+    }
+
+    @Override
+    public void subscribe(Subscriber<? super DataBuffer> subscriber) {
+      if (taken.compareAndSet(false, true)) {
+        copy.untaken.remove(this);
+        copied().subscribe(subscriber);
+      } else {
+        Operators.error(subscriber, new IllegalStateException("a stream element is written once"));
       }
     }
 
-    /** The whole stream was written: captures it with its body, if it was kept. */
-    synchronized void complete() {
-      if (bytes != null) {
-        captured.complete(capture(bytes.toByteArray()));
-      }
+    /** The element, copied as it passes, unless the server took it: then nothing. */
+    Mono<Void> drain() {
+      return taken.compareAndSet(false, true)
+          ? copied().doOnNext(DataBufferUtils::release).then()
+          : Mono.empty();
+    }
+
+    private Flux<DataBuffer> copied() {
+      return Flux.<DataBuffer>from(element).doOnNext(copy::add).doOnComplete(copy::copiedWhole);
     }
   }
 

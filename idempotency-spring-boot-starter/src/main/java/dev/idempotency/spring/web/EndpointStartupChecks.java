@@ -9,6 +9,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import org.jspecify.annotations.Nullable;
+import org.springframework.aop.Advisor;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -184,11 +185,14 @@ final class EndpointStartupChecks {
     if (bean == null) {
       return; // created per request or scope: checked when it is
     }
-    boolean advised =
-        AopUtils.isAopProxy(bean)
-            && bean instanceof Advised proxy
-            && Arrays.stream(proxy.getAdvisors()).anyMatch(advisorType::isInstance);
-    if (!advised) {
+    Advisor ours =
+        AopUtils.isAopProxy(bean) && bean instanceof Advised proxy
+            ? Arrays.stream(proxy.getAdvisors())
+                .filter(advisorType::isInstance)
+                .findFirst()
+                .orElse(null)
+            : null;
+    if (ours == null) {
       throw new IllegalStateException(
           endpoint.where()
               + ": its bean is not advised by the "
@@ -196,6 +200,32 @@ final class EndpointStartupChecks {
               + " (is its class final, or the auto-proxy creator off?), so the handler start cannot be seen and the"
               + " response could never be stored");
     }
+    innermost((Advised) bean, ours, endpoint);
+  }
+
+  /**
+   * Moves the stack's advisor to the end of the proxy's chain, next to the method: an advisor added
+   * to an existing proxy after the auto-proxy creator made it ({@code
+   * MethodValidationPostProcessor} for a class-level {@code @Validated} controller appends its own)
+   * would otherwise run inside it, and a call it refuses before the method body would count as a
+   * started handler (its refusal stored, the corrected retry refused 422).
+   */
+  private static void innermost(
+      Advised proxy, Advisor ours, IdempotentEndpoints.Endpoint endpoint) {
+    Advisor[] advisors = proxy.getAdvisors();
+    if (advisors[advisors.length - 1] == ours) {
+      return;
+    }
+    if (proxy.isFrozen()) {
+      throw new IllegalStateException(
+          endpoint.where()
+              + ": its proxy is frozen with advice inside the "
+              + ours.getClass().getSimpleName()
+              + ", so a call that advice refuses before the method body (method validation) would"
+              + " count as a started handler and its refusal be stored; do not freeze the proxy");
+    }
+    proxy.removeAdvisor(ours);
+    proxy.addAdvisor(ours);
   }
 
   /** The endpoint a handler is (its annotation read and checked), or null if not annotated. */

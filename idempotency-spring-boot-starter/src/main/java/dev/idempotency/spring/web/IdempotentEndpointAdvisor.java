@@ -32,8 +32,10 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * Sees an {@link IdempotentEndpoint} handler method start: an advice on the method itself, so it
  * runs after Spring MVC bound and validated the arguments (a request refused by binding or
  * validation never reaches it) and before the method's body. Only a response of a handler that
- * started is stored. It is the innermost advice ({@link Ordered#LOWEST_PRECEDENCE}), so that a call
- * refused by method security around it is not counted as started either. The Spring Boot
+ * started is stored. It is the innermost advice ({@link Ordered#LOWEST_PRECEDENCE}, and moved to
+ * the end of the chain at startup past advice added to the proxy later, such as the method
+ * validation of a class-level {@code @Validated} controller), so that a call refused by method
+ * security or method validation around it is not counted as started either. The Spring Boot
  * auto-configuration registers it as an infrastructure bean.
  *
  * <p>A returned {@code Callable} (or a {@code WebAsyncTask}'s callable) runs on a thread of its own

@@ -29,7 +29,9 @@ import reactor.util.context.Context;
  * Sees a Spring WebFlux {@link IdempotentEndpoint} handler method invoked: an advice on the method
  * itself, so it runs after WebFlux resolved, bound and validated the arguments (a request refused
  * there never reaches it) and before the method's body, whatever the method returns. It is the
- * innermost advice ({@link Ordered#LOWEST_PRECEDENCE}), so that a call refused by method security
+ * innermost advice ({@link Ordered#LOWEST_PRECEDENCE}, and moved to the end of the chain at startup
+ * past advice added to the proxy later, such as the method validation of a class-level
+ * {@code @Validated} controller), so that a call refused by method security or method validation
  * around it is not counted either. The Spring Boot auto-configuration registers it as an
  * infrastructure bean for reactive applications; {@link IdempotentEndpointWebFilter} asks it.
  *

@@ -84,7 +84,17 @@ import reactor.util.context.ContextView;
  *       method was invoked, its answer follows the rules above, whatever its exception type. The
  *       handler's run is subscribed on its own: a client that goes away does not cancel it, and its
  *       outcome is still recorded.
+ *   <li>A client that goes away mid-response (a stream, a body past the bound that went out as it
+ *       came) ends the request, not the send: the handler's body is not cancelled but drained to
+ *       its end, with the demand of a live client until then and never more than the bound held,
+ *       and the outcome is recorded from its own end: completed, stored (with its body if it was
+ *       copied whole within the bound); failed by the handler's own error, released. An endless
+ *       stream whose client went away therefore runs on until it ends.
  * </ol>
+ *
+ * <p>A filter after this one (ordered after {@link #ORDER}) that changes the request so that it
+ * maps to another handler is refused at dispatch when that handler is guarded ({@link
+ * IdempotentEndpointHandlerAdapter}): it would otherwise run unguarded.
  *
  * <p>Thread-safe.
  */
@@ -201,6 +211,7 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
 
   private Mono<Void> guarded(
       ServerWebExchange exchange, WebFilterChain chain, IdempotentEndpoints.Endpoint endpoint) {
+    IdempotentEndpointHandlerAdapter.decided(exchange, endpoint.method());
     ServerHttpRequest request = exchange.getRequest();
     Object pattern = exchange.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
     String path =

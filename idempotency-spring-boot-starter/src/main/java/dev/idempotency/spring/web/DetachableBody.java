@@ -1,0 +1,214 @@
+package dev.idempotency.spring.web;
+
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Publisher;
+import org.reactivestreams.Subscriber;
+import org.reactivestreams.Subscription;
+import reactor.core.CoreSubscriber;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.Operators;
+import reactor.core.publisher.Sinks;
+import reactor.util.context.Context;
+import reactor.util.context.ContextView;
+
+/**
+ * The body of a guarded WebFlux response, between the handler's publisher (its source) and the
+ * server that writes it. While the server writes, it passes elements and demand through unchanged
+ * (backpressure towards a live client). When the server gives up (its client went away: it cancels
+ * the body, or its write fails), the cancel does not reach the source: the body detaches and drains
+ * the source to its end, one element at a time, each handed to {@code drain} (which copies what the
+ * capture still needs and releases its buffers), so that the handler's sends go on and the outcome
+ * is recorded from the handler's own end (SPEC 13: a client that goes away ends the request, not
+ * the send). {@link #written} ends with the source's own signal, never with the client's.
+ *
+ * <p>One subscriber at most; thread-safe.
+ */
+final class DetachableBody<T> implements Publisher<T>, CoreSubscriber<T> {
+
+  private static final int NEW = 0;
+  private static final int ATTACHED = 1;
+  private static final int DETACHED = 2;
+
+  private final Publisher<? extends T> source;
+  private final Context context;
+  private final Function<? super T, Mono<Void>> drain;
+  private final Sinks.Empty<Void> ended = Sinks.empty();
+  private final AtomicInteger state = new AtomicInteger(NEW);
+  private final AtomicBoolean draining = new AtomicBoolean();
+  private final Queue<T> pending = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger work = new AtomicInteger();
+  private volatile @Nullable Subscriber<? super T> server;
+  private volatile @Nullable Subscription upstream;
+  private volatile boolean busy;
+  private volatile boolean done;
+  private volatile @Nullable Throwable failure;
+
+  /**
+   * @param source the handler's body
+   * @param context the Reactor context of the write, which the source sees
+   * @param drain what becomes of an element the server will not take (its end: the element's)
+   */
+  DetachableBody(
+      Publisher<? extends T> source, ContextView context, Function<? super T, Mono<Void>> drain) {
+    this.source = source;
+    this.context = Context.of(context);
+    this.drain = drain;
+  }
+
+  /**
+   * The server's {@code write}, ended by the source's own end: complete, or the source's error. An
+   * error or end of the write itself (a closed connection) detaches the body first.
+   */
+  Mono<Void> written(Mono<Void> write) {
+    return Mono.create(
+        sink -> {
+          ended.asMono().subscribe(null, sink::error, sink::success);
+          write.contextWrite(sink.contextView()).subscribe(null, failed -> detach(), this::detach);
+        });
+  }
+
+  @Override
+  public void subscribe(Subscriber<? super T> actual) {
+    if (!state.compareAndSet(NEW, ATTACHED)) {
+      Operators.error(actual, new IllegalStateException("a response body is written once"));
+      return;
+    }
+    server = actual;
+    source.subscribe(this);
+  }
+
+  /** The server is done with the body: the rest of the source is drained, not written. */
+  void detach() {
+    if (state.compareAndSet(NEW, DETACHED)) {
+      source.subscribe(this); // the server never took it: run it here
+      return;
+    }
+    state.set(DETACHED);
+    startDraining();
+  }
+
+  @Override
+  public Context currentContext() {
+    Subscriber<? super T> actual = server;
+    return actual instanceof CoreSubscriber<? super T> core ? core.currentContext() : context;
+  }
+
+  @Override
+  public void onSubscribe(Subscription subscription) {
+    upstream = subscription;
+    Subscriber<? super T> actual = server;
+    if (actual != null) {
+      actual.onSubscribe(new ServerSide());
+    }
+    if (state.get() == DETACHED) {
+      startDraining();
+    }
+  }
+
+  @Override
+  public void onNext(T element) {
+    Subscriber<? super T> actual = server;
+    if (state.get() == ATTACHED && actual != null) {
+      actual.onNext(element);
+      return;
+    }
+    pending.offer(element);
+    drainLoop();
+  }
+
+  @Override
+  public void onError(Throwable error) {
+    failure = error;
+    done = true;
+    Subscriber<? super T> actual = server;
+    if (state.get() == ATTACHED && actual != null) {
+      actual.onError(error);
+    }
+    drainLoop();
+  }
+
+  @Override
+  public void onComplete() {
+    done = true;
+    Subscriber<? super T> actual = server;
+    if (state.get() == ATTACHED && actual != null) {
+      actual.onComplete();
+    }
+    drainLoop();
+  }
+
+  private void startDraining() {
+    Subscription subscription = upstream;
+    if (subscription != null && draining.compareAndSet(false, true)) {
+      subscription.request(1);
+      drainLoop();
+    }
+  }
+
+  /** Drains the pending elements one at a time, then ends with the source. */
+  private void drainLoop() {
+    if (work.getAndIncrement() != 0) {
+      return;
+    }
+    do {
+      if (!busy) {
+        T next = pending.poll();
+        if (next != null) {
+          busy = true;
+          drain
+              .apply(next)
+              .contextWrite(currentContext())
+              .subscribe(null, this::drainFailed, this::drained);
+        } else if (done) {
+          Throwable error = failure;
+          if (error != null) {
+            ended.tryEmitError(error);
+          } else {
+            ended.tryEmitEmpty();
+          }
+        }
+      }
+    } while (work.decrementAndGet() != 0);
+  }
+
+  /** An element that failed on its way (an error of the handler's own): the source's end. */
+  private void drainFailed(Throwable error) {
+    failure = error;
+    done = true;
+    Subscription subscription = upstream;
+    if (subscription != null) {
+      subscription.cancel();
+    }
+    drained();
+  }
+
+  private void drained() {
+    busy = false;
+    Subscription subscription = upstream;
+    if (!done && subscription != null) {
+      subscription.request(1);
+    }
+    drainLoop();
+  }
+
+  /** The subscription the server holds: its demand passes through, its cancel detaches. */
+  private final class ServerSide implements Subscription {
+    @Override
+    public void request(long n) {
+      Subscription subscription = upstream;
+      if (state.get() == ATTACHED && subscription != null) {
+        subscription.request(n);
+      }
+    }
+
+    @Override
+    public void cancel() {
+      detach();
+    }
+  }
+}
