@@ -16,6 +16,8 @@ import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.core.Ordered;
+import org.springframework.core.ReactiveAdapter;
+import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.http.ResponseEntity;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
@@ -94,9 +96,32 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
             return task;
           }
           if (returned instanceof DeferredResult<?> own
-              && own.getClass() == DeferredResult.class
-              && returnType == DeferredResult.class) {
+              && (own.getClass() == DeferredResult.class || returnType == Object.class)
+              && returnType.isAssignableFrom(DeferredResult.class)) {
+            // declared DeferredResult, or Object (or a type variable) with one at runtime, which
+            // the start-time check of declared types cannot see: a copy is just as good a result
             return observed(own, call);
+          }
+          if (returned != null
+              && returnType == Object.class
+              && !(returned instanceof CompletionStage<?>)) {
+            // declared Object (or a type variable), which the start-time check of declared types
+            // cannot see: a single value is followed as a CompletableFuture is; a stream refused
+            ReactiveAdapter adapter =
+                ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned.getClass());
+            if (adapter != null) {
+              if (adapter.isMultiValue()) {
+                throw new IllegalStateException(
+                    "@IdempotentEndpoint "
+                        + invocation.getMethod()
+                        + " returned a "
+                        + returned.getClass().getName()
+                        + ", which a Spring MVC endpoint does not support: at a container timeout"
+                        + " its key would be released while its send runs; serve it from Spring"
+                        + " WebFlux");
+              }
+              returned = SingleValue.toFuture(adapter.toPublisher(returned));
+            }
           }
           if (returned instanceof CompletionStage<?> stage) {
             // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it:
@@ -246,5 +271,39 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
   @Override
   public Advice getAdvice() {
     return advice;
+  }
+
+  /**
+   * A single-value publisher (a {@code Mono}) as a {@code CompletableFuture}: subscribed at once,
+   * as Spring MVC would subscribe it. Loaded only when such a value is returned, so an application
+   * without Reactive Streams on its class path never needs them.
+   */
+  private static final class SingleValue {
+    static CompletableFuture<Object> toFuture(org.reactivestreams.Publisher<?> publisher) {
+      CompletableFuture<Object> future = new CompletableFuture<>();
+      publisher.subscribe(
+          new org.reactivestreams.Subscriber<Object>() {
+            @Override
+            public void onSubscribe(org.reactivestreams.Subscription subscription) {
+              subscription.request(Long.MAX_VALUE);
+            }
+
+            @Override
+            public void onNext(Object value) {
+              future.complete(value);
+            }
+
+            @Override
+            public void onError(Throwable failure) {
+              future.completeExceptionally(failure);
+            }
+
+            @Override
+            public void onComplete() {
+              future.complete(null);
+            }
+          });
+      return future;
+    }
   }
 }
