@@ -35,8 +35,9 @@ import org.slf4j.LoggerFactory;
  *
  * So the interrupt, the application's and meant for a send that is over, is cleared as the delivery
  * returns to the container, with a warning naming the listener (once per listener; then at debug
- * level). JMS is left alone: its session commit holds the interrupt back and restores it ({@link
- * JmsDeliveryListener}), and Spring's JMS container goes on with it.
+ * level). JMS's session commit holds the interrupt back and restores it ({@link
+ * JmsDeliveryListener}), and Spring's JMS container goes on with it; a failed JMS delivery's
+ * interrupt is cleared before the container's rollback ({@link #clearBeforeRollback}).
  *
  * <p>Thread-safe; used by {@link OutcomesAfterCommit} and {@link ListenerBatches}.
  */
@@ -66,6 +67,27 @@ final class ConsumerThreadInterrupts {
       log.warn(message, listener);
     } else {
       log.debug(message, listener);
+    }
+  }
+
+  /**
+   * Clears an interrupt a JMS listener's failed delivery left on this thread, before Spring's JMS
+   * container rolls the session back (so that the broker delivers the message again): a rollback on
+   * an interrupted thread fails, and the message was acknowledged instead (a lost send). Warns once
+   * per listener class, then at debug level.
+   */
+  static void clearBeforeRollback(Object listener) {
+    if (!Thread.interrupted()) {
+      return;
+    }
+    String name = listener.getClass().getName();
+    String message =
+        "JMS listener {} failed with its thread interrupted (interrupted mid-send); the interrupt"
+            + " is cleared so that the session rolls back and the message is delivered again";
+    if (WARNED.add(name)) {
+      log.warn(message, name);
+    } else {
+      log.debug(message, name);
     }
   }
 }

@@ -72,6 +72,12 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
       listenerReturned = true;
     } finally {
       Delivery.restore(previous);
+      if (!listenerReturned) {
+        // the container rolls the session back now, and Artemis's rollback fails on a thread the
+        // application left interrupted (a provider client interrupted mid-send, then failing): the
+        // message was then acknowledged and never delivered again, a lost send
+        ConsumerThreadInterrupts.clearBeforeRollback(delegate);
+      }
       if (local) {
         List<ContainerTransactions.Completion> completions = ContainerTransactions.endLocal(outer);
         if (!listenerReturned) {

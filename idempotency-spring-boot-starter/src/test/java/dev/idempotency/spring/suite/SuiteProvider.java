@@ -24,6 +24,8 @@ public final class SuiteProvider {
   /** The next send's hold: opened by {@code release}; {@code started} counts it starting. */
   private record HeldOnce(CountDownLatch release, CountDownLatch started) {}
 
+  private final AtomicBoolean interruptAndFailNext = new AtomicBoolean();
+
   /** Sends for {@code key}: waits while held (at most two minutes), then counts the send. */
   public String send(String key) {
     CountDownLatch in = entered.get();
@@ -32,6 +34,10 @@ public final class SuiteProvider {
     }
     if (interruptSenders.get()) {
       Thread.currentThread().interrupt(); // the application interrupts the thread mid-send
+    }
+    if (interruptAndFailNext.compareAndSet(true, false)) {
+      Thread.currentThread().interrupt(); // interrupted mid-send, and the send failed: not sent
+      throw new IllegalStateException("the provider call was interrupted and failed");
     }
     HeldOnce once = holdNext.getAndSet(null);
     if (once != null) {
@@ -91,12 +97,18 @@ public final class SuiteProvider {
     interruptSenders.set(interrupt);
   }
 
+  /** The next send has its thread interrupted and fails (nothing sent); the ones after succeed. */
+  public void interruptAndFailNextSend() {
+    interruptAndFailNext.set(true);
+  }
+
   /** Stops holding and interrupting sends. */
   public void reset() {
     hold.set(null);
     holdNext.set(null);
     entered.set(null);
     interruptSenders.set(false);
+    interruptAndFailNext.set(false);
   }
 
   /** How often the provider sent for {@code key}. */
