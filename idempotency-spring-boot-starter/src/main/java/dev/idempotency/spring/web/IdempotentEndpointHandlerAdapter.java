@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import java.lang.reflect.Method;
 import java.util.Objects;
 import java.util.function.Supplier;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.core.Ordered;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.reactive.DispatchExceptionHandler;
@@ -35,14 +36,14 @@ import reactor.core.publisher.Mono;
  * every error, to the application's {@link RequestMappingHandlerAdapter}. Thread-safe.
  */
 public final class IdempotentEndpointHandlerAdapter
-    implements HandlerAdapter, DispatchExceptionHandler, Ordered {
+    implements HandlerAdapter, DispatchExceptionHandler, Ordered, SmartInitializingSingleton {
 
   /** The exchange attribute that names the handler method the endpoint's filter decided about. */
   static final String DECIDED_ATTRIBUTE =
       IdempotentEndpointHandlerAdapter.class.getName() + ".DECIDED";
 
   private final IdempotentEndpoints endpoints;
-  private final Supplier<RequestMappingHandlerAdapter> delegate;
+  private volatile Supplier<RequestMappingHandlerAdapter> delegate;
 
   /**
    * Creates the adapter.
@@ -54,6 +55,17 @@ public final class IdempotentEndpointHandlerAdapter
       IdempotentEndpoints endpoints, Supplier<RequestMappingHandlerAdapter> delegate) {
     this.endpoints = Objects.requireNonNull(endpoints, "endpoints must not be null");
     this.delegate = Objects.requireNonNull(delegate, "delegate must not be null");
+  }
+
+  /**
+   * Looks the delegate up once the context has made its singletons, before the server takes
+   * requests: a first lookup from requests on the event loop would wait for its lock (BlockHound
+   * saw an event loop park there when two first requests came at once).
+   */
+  @Override
+  public void afterSingletonsInstantiated() {
+    RequestMappingHandlerAdapter resolved = delegate.get();
+    delegate = () -> resolved;
   }
 
   /** Marks the exchange as decided about by the endpoint's filter, for {@code method}. */

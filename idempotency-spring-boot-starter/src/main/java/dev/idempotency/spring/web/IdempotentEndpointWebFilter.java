@@ -22,6 +22,7 @@ import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBufferLimitException;
 import org.springframework.core.io.buffer.DataBufferUtils;
@@ -98,7 +99,8 @@ import reactor.util.context.ContextView;
  *
  * <p>Thread-safe.
  */
-public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
+public final class IdempotentEndpointWebFilter
+    implements WebFilter, Ordered, SmartInitializingSingleton {
 
   /** The header that marks a replayed response. */
   public static final String REPLAYED_HEADER = IdempotentEndpointInterceptor.REPLAYED_HEADER;
@@ -122,14 +124,14 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
 
   private final IdempotencyGuard guard;
   private final IdempotentEndpoints endpoints;
-  private final Supplier<List<RequestMappingHandlerMapping>> mappings;
-  private final Supplier<@Nullable JsonCodecs> json;
+  private volatile Supplier<List<RequestMappingHandlerMapping>> mappings;
+  private volatile Supplier<@Nullable JsonCodecs> json;
   private final String headerName;
   private final int minKeyLength;
   private final int maxBodyBytes;
   private final long maxResponseBytes;
-  private final Supplier<List<WebExceptionHandler>> exceptionHandlers;
-  private final Supplier<List<HttpMessageReader<?>>> readers;
+  private volatile Supplier<List<WebExceptionHandler>> exceptionHandlers;
+  private volatile Supplier<List<HttpMessageReader<?>>> readers;
   private final IdempotentEndpointInvocations invocations;
 
   /**
@@ -190,6 +192,24 @@ public final class IdempotentEndpointWebFilter implements WebFilter, Ordered {
   @Override
   public int getOrder() {
     return ORDER;
+  }
+
+  /**
+   * Looks up the application's handler mappings, JSON codecs, exception handlers and readers once
+   * the context has made its singletons, before the server takes requests: a first lookup from
+   * requests on the event loop would wait for its lock (BlockHound saw an event loop park there
+   * when two first requests came at once), and an absent one would be looked up on every request.
+   */
+  @Override
+  public void afterSingletonsInstantiated() {
+    List<RequestMappingHandlerMapping> resolvedMappings = mappings.get();
+    JsonCodecs resolvedJson = json.get();
+    List<WebExceptionHandler> resolvedHandlers = exceptionHandlers.get();
+    List<HttpMessageReader<?>> resolvedReaders = readers.get();
+    mappings = () -> resolvedMappings;
+    json = () -> resolvedJson;
+    exceptionHandlers = () -> resolvedHandlers;
+    readers = () -> resolvedReaders;
   }
 
   @Override
