@@ -52,9 +52,12 @@ import java.util.TreeMap;
  *       process whose clock had been moved ahead of the true time (a {@code CLOCK_AHEAD} fault of
  *       its process that began before that send, and ended at most {@link
  *       #CLOCK_AHEAD_SLACK_MILLIS} before it, for a batch that claims long before it sends), so it
- *       saw a live lease as expired: clock skew, which database or server time prevents. An owner
- *       whose own clock ran ahead and was taken over is never excused: stepping its clock must not
- *       stop it renewing.
+ *       saw a live lease as expired: clock skew, which database or server time prevents. The same
+ *       when such a process took the key and its send failed: its release let a third claim the key
+ *       afresh while the owner it took the key from still sent, two first attempts (its failed send
+ *       logged before the later of them began, and before both only if the owner taken over logged
+ *       its outcome as not recorded). An owner whose own clock ran ahead and was taken over is
+ *       never excused: stepping its clock must not stop it renewing.
  * </ul>
  *
  * These are the cases the SPEC allows (a send whose outcome was never recorded, taken over once the
@@ -236,7 +239,8 @@ final class DuplicateChecker {
                 failedSends.getOrDefault(entry.getKey(), List.of()),
                 sends.get(i - 1),
                 later,
-                history.faults)) {
+                history.faults,
+                notRecorded)) {
           cause = "taker's clock ahead";
         }
 
@@ -356,14 +360,28 @@ final class DuplicateChecker {
   }
 
   /**
-   * Whether a process whose clock was ahead held the key between {@code earlier} and {@code later}
-   * and sent nothing (its send failed, so it released the key): it took the key from the earlier
-   * owner's live lease, clock skew, and its release let the later one claim it afresh.
+   * Whether a process whose clock was ahead held the key before {@code later} and sent nothing (its
+   * send failed, so it released the key): it took the key from the other owner's live lease, clock
+   * skew, and its release let one of the two claim it afresh, so both sent as the same attempt. Its
+   * failed send is logged before {@code later} began, since the release came before the fresh
+   * claim. It may come before {@code earlier} began too: a batch claims its keys first and sends
+   * them one by one, so the owner taken over may send after the taker has taken and released the
+   * key (seed 17 on PostgreSQL with client time). That owner's fenced outcome is then refused,
+   * which such a history needs for the excuse: a release before both sends with both outcomes
+   * recorded took no claim from either.
    */
   private static boolean aheadOwnerBetween(
-      List<Call> failedSends, Send earlier, Send later, List<Fault> faults) {
+      List<Call> failedSends,
+      Send earlier,
+      Send later,
+      List<Fault> faults,
+      Set<String> notRecorded) {
+    boolean ownerRefused =
+        notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())
+            || notRecorded.contains(later.key() + "|" + later.process() + "|" + later.result());
     for (Call failed : failedSends) {
-      if (failed.millis() < earlier.startMillis() || failed.millis() > later.startMillis()) {
+      if (failed.millis() > later.startMillis()
+          || (failed.millis() < earlier.startMillis() && !ownerRefused)) {
         continue;
       }
       for (Fault fault : faults) {

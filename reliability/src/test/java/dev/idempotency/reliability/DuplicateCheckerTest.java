@@ -114,6 +114,66 @@ class DuplicateCheckerTest {
     assertThat(notAhead.brokenDuplicates).hasSize(1);
   }
 
+  /**
+   * Seed 17 on PostgreSQL with client time (fault-key-124): process 1's batch claimed the key and
+   * sent it later; in between, process 0, its clock ahead, took the key over (its WARN at 526), its
+   * send failed (logged at 535) and it released the key, and process 2 claimed it afresh. Both sent
+   * as attempt 1, both after the release, and process 1's outcome, fenced, was refused. The release
+   * before both sends is the clock skew's, but only with that refusal: without it (both outcomes
+   * recorded) nothing says the first claim was taken, and the history stays broken.
+   */
+  @Test
+  void aReleaseByAnOwnerAheadBeforeBothSendsExcusesThemWhenTheTakenOwnerWasRefused() {
+    List<Send> sends =
+        List.of(
+            new Send("fault-key-124", "pk", 1, 1, 674_537, 674_546, "r-1-53"),
+            new Send("fault-key-124", "pk", 1, 2, 674_543, 674_557, "r-2-32"));
+    Call aheadFailed = new Call("fault-key-124", "batch", 0, "SEND_FAILED", null, false, 674_535);
+    Call secondRecorded = new Call("fault-key-124", "batch", 2, "SENT", "r-2-32", true, 674_558);
+    List<Fault> faults = List.of(new Fault("CLOCK_AHEAD", 0, 674_421, 675_911));
+
+    DuplicateChecker.Report refused =
+        DuplicateChecker.check(
+            history(
+                sends,
+                List.of(
+                    aheadFailed,
+                    new Call("fault-key-124", "batch", 1, "SENT", "r-1-53", false, 674_549),
+                    secondRecorded),
+                faults),
+            List.of(),
+            0);
+    DuplicateChecker.Report bothRecorded =
+        DuplicateChecker.check(
+            history(
+                sends,
+                List.of(
+                    aheadFailed,
+                    new Call("fault-key-124", "batch", 1, "SENT", "r-1-53", true, 674_549),
+                    secondRecorded),
+                faults),
+            List.of(),
+            0);
+    DuplicateChecker.Report releasedAfterBoth =
+        DuplicateChecker.check(
+            history(
+                sends,
+                List.of(
+                    new Call("fault-key-124", "batch", 0, "SEND_FAILED", null, false, 674_560),
+                    new Call("fault-key-124", "batch", 1, "SENT", "r-1-53", false, 674_549),
+                    secondRecorded),
+                faults),
+            List.of(),
+            0);
+
+    assertThat(refused.brokenDuplicates).isEmpty();
+    assertThat(refused.allowedDuplicates).containsEntry("taker's clock ahead", 1);
+    assertThat(bothRecorded.brokenDuplicates).as("no owner was refused").hasSize(1);
+    assertThat(releasedAfterBoth.brokenDuplicates)
+        .as("a release after both sends began let neither claim")
+        .hasSize(1);
+  }
+
   @Test
   void aSecondSendWhileTheOwnerLivedAndRecordedIsBroken() {
     DuplicateChecker.Report report =

@@ -9,10 +9,13 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
-import org.junit.jupiter.api.Test;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.BiConsumer;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.parallel.Isolated;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * The randomized fault run, short and seeded, on every shared store, and in the joined-transaction
@@ -22,10 +25,21 @@ import org.junit.jupiter.params.provider.EnumSource;
  * (docs/guarantees.md).
  *
  * <p>{@code @Isolated}: its clients and nemesis load both cores, and its 800 ms leases must not
- * compete with another test class for them.
+ * compete with another test class for them. Its own runs go two at a time ({@link
+ * #CONCURRENT_RUNS}): a run spends most of its time waiting (its nemesis sleeps between faults, its
+ * clients' sends are sleeps, the start of servers and JVMs, the stop, the settling), and every run
+ * is checked as it always was: a client that the host starves for half a lease or more logs it
+ * ({@code STALL}, the same cause as a {@code SIGSTOP}), and a duplicate after it is excused only as
+ * "owner stalled" with its own times, never a live owner that could reach its store.
  */
 @Isolated
 class FaultRunTest {
+
+  /**
+   * How many runs go at once: 2 inside {@code mvn verify} (the ten runs took 180 s one after
+   * another on the busy 2-core machine); {@code -Dfaultrun.concurrent=1} runs them one by one.
+   */
+  private static final int CONCURRENT_RUNS = Integer.getInteger("faultrun.concurrent", 2);
 
   private static final long SEED = FaultRun.configuredSeed(17);
   private static final Duration SHORT = FaultRun.configuredDuration(Duration.ofSeconds(10));
@@ -49,15 +63,22 @@ class FaultRunTest {
    */
   private static final long QUIET_LIMIT_MILLIS = 15_000;
 
-  @ParameterizedTest
-  @EnumSource(value = StoreKind.class, names = ".*_JOINED", mode = EnumSource.Mode.MATCH_NONE)
-  void everySendIsAccountedForAndEveryDuplicateHasAnAllowedCause(StoreKind store) throws Exception {
-    assumeSelected(store);
-    Path dir = runDirectory(store.name().toLowerCase());
-    DuplicateChecker.Report report =
-        new FaultRun(Settings.shortRun(store, SEED).lasting(SHORT), dir).run();
-    record(store.name().toLowerCase(), report);
+  /**
+   * Every store but the joined ones, two runs at a time ({@link #CONCURRENT_RUNS}): one dynamic
+   * test per store, which waits for its own run and checks it.
+   */
+  @TestFactory
+  Stream<DynamicTest> everySendIsAccountedForAndEveryDuplicateHasAnAllowedCause() {
+    List<OverlappedRuns.Run> runs = new ArrayList<>();
+    for (StoreKind store : StoreKind.values()) {
+      if (!store.joined()) {
+        runs.add(storeRun(store, FaultRunTest::assertEverySendAccountedFor));
+      }
+    }
+    return overlapped(runs);
+  }
 
+  private static void assertEverySendAccountedFor(StoreKind store, DuplicateChecker.Report report) {
     assertThat(report.sends).as("the run sent").isGreaterThanOrEqualTo(minimumSends(store));
     assertThat(report.replays).as("the run replayed").isGreaterThanOrEqualTo(minimumReplays(store));
     assertThat(report.longestQuietMillis)
@@ -72,17 +93,21 @@ class FaultRunTest {
   /**
    * The joined-transaction mode (SPEC section 17): each call enqueues an outbox row inside the
    * application's transaction, and the checker allows no duplicate enqueue at all, kills included;
-   * every call that committed or replayed got the id of its key's one row.
+   * every call that committed or replayed got the id of its key's one row. Both stores at once.
    */
-  @ParameterizedTest
-  @EnumSource(value = StoreKind.class, names = ".*_JOINED", mode = EnumSource.Mode.MATCH_ALL)
-  void joinedEnqueuesAreNeverDuplicatedNorLostKillsIncluded(StoreKind store) throws Exception {
-    assumeSelected(store);
-    Path dir = runDirectory(store.name().toLowerCase());
-    DuplicateChecker.Report report =
-        new FaultRun(Settings.shortRun(store, SEED).lasting(SHORT), dir).run();
-    record(store.name().toLowerCase(), report);
+  @TestFactory
+  Stream<DynamicTest> joinedEnqueuesAreNeverDuplicatedNorLostKillsIncluded() {
+    List<OverlappedRuns.Run> runs = new ArrayList<>();
+    for (StoreKind store : StoreKind.values()) {
+      if (store.joined()) {
+        runs.add(storeRun(store, FaultRunTest::assertJoinedEnqueuesExactlyOnce));
+      }
+    }
+    return overlapped(runs);
+  }
 
+  private static void assertJoinedEnqueuesExactlyOnce(
+      StoreKind store, DuplicateChecker.Report report) {
     assertThat(report.sends).as("outbox rows committed").isGreaterThan(50);
     assertThat(report.replays).as("committed enqueues replayed").isGreaterThan(50);
     assertThat(report.longestQuietMillis)
@@ -112,52 +137,78 @@ class FaultRunTest {
   }
 
   /**
-   * The same run on Redis, with a store whose lease renewals silently do nothing: sends longer than
-   * the lease are taken over while their owner is alive and well, and the checker must see those
-   * duplicates as unexplained.
+   * The checker has teeth, both at once: the same run on Redis with a store whose lease renewals
+   * silently do nothing (sends longer than the lease are taken over while their owner is alive and
+   * well, and the checker must see those duplicates as unexplained); and the joined run on
+   * PostgreSQL with a deliberately broken enqueue: the sender inserts the outbox row on another
+   * connection in auto-commit, so the row commits apart from the key's record. A kill inside the
+   * transaction, or the application's own rollback, then leaves a row whose key a retry enqueues
+   * again, and the checker must fail the run.
    */
-  @Test
-  void theCheckerFailsABuildWhoseLeaseRenewalIsBroken() throws Exception {
-    Path dir = runDirectory("redis-renewal-broken");
-    DuplicateChecker.Report report =
-        new FaultRun(
-                Settings.shortRun(StoreKind.REDIS, SEED).lasting(BROKEN_RUN).broken("no-renewal"),
-                dir)
-            .run();
-    record("redis, renewal broken on purpose", report);
+  @TestFactory
+  Stream<DynamicTest> theCheckerFailsDeliberatelyBrokenBuilds() {
+    return overlapped(
+        List.of(
+            OverlappedRuns.Run.of(
+                "theCheckerFailsABuildWhoseLeaseRenewalIsBroken",
+                () -> {
+                  DuplicateChecker.Report report =
+                      run(
+                          "redis-renewal-broken",
+                          "redis, renewal broken on purpose",
+                          Settings.shortRun(StoreKind.REDIS, SEED)
+                              .lasting(BROKEN_RUN)
+                              .broken("no-renewal"));
+                  assertThat(report.ok()).isFalse();
+                  assertThat(report.brokenDuplicates).isNotEmpty();
+                }),
+            OverlappedRuns.Run.of(
+                "theCheckerFailsAJoinedRunWhoseOutboxRowCommitsApart",
+                () -> {
+                  DuplicateChecker.Report report =
+                      run(
+                          "postgresql_joined-outbox-apart",
+                          "postgresql_joined, outbox row committed apart on purpose",
+                          Settings.shortRun(StoreKind.POSTGRESQL_JOINED, SEED)
+                              .lasting(BROKEN_JOINED_RUN)
+                              .broken(OutboxFaultRunChild.SEPARATE_OUTBOX));
+                  assertThat(report.ok()).isFalse();
+                  assertThat(report.brokenDuplicates).as("duplicate enqueues").isNotEmpty();
+                })));
+  }
 
-    assertThat(report.ok()).isFalse();
-    assertThat(report.brokenDuplicates).isNotEmpty();
+  private static OverlappedRuns.Run storeRun(
+      StoreKind store, BiConsumer<StoreKind, DuplicateChecker.Report> checks) {
+    String name = store.name().toLowerCase();
+    if (!isSelected(store)) {
+      return OverlappedRuns.Run.skipped(
+          store.name(), "faultrun.stores=" + System.getProperty("faultrun.stores"));
+    }
+    return OverlappedRuns.Run.of(
+        store.name(),
+        () -> checks.accept(store, run(name, name, Settings.shortRun(store, SEED).lasting(SHORT))));
+  }
+
+  private static DuplicateChecker.Report run(String directory, String row, Settings settings)
+      throws Exception {
+    DuplicateChecker.Report report = new FaultRun(settings, runDirectory(directory)).run();
+    record(row, report);
+    return report;
   }
 
   /**
-   * The joined run on PostgreSQL with a deliberately broken enqueue: the sender inserts the outbox
-   * row on another connection in auto-commit, so the row commits apart from the key's record. A
-   * kill inside the transaction, or the application's own rollback, then leaves a row whose key a
-   * retry enqueues again, and the checker must fail the run.
+   * Starts every run at once, {@link #CONCURRENT_RUNS} at a time, in the order given. Each run is
+   * bounded inside (clients' start, stop and probe); the limit is the harness's own.
    */
-  @Test
-  void theCheckerFailsAJoinedRunWhoseOutboxRowCommitsApart() throws Exception {
-    Path dir = runDirectory("postgresql_joined-outbox-apart");
-    DuplicateChecker.Report report =
-        new FaultRun(
-                Settings.shortRun(StoreKind.POSTGRESQL_JOINED, SEED)
-                    .lasting(BROKEN_JOINED_RUN)
-                    .broken(OutboxFaultRunChild.SEPARATE_OUTBOX),
-                dir)
-            .run();
-    record("postgresql_joined, outbox row committed apart on purpose", report);
-
-    assertThat(report.ok()).isFalse();
-    assertThat(report.brokenDuplicates).as("duplicate enqueues").isNotEmpty();
+  private static Stream<DynamicTest> overlapped(List<OverlappedRuns.Run> runs) {
+    Duration limit = Duration.ofMinutes(10).plus(SHORT.plusMinutes(5).multipliedBy(runs.size()));
+    return OverlappedRuns.start(CONCURRENT_RUNS, limit, runs);
   }
 
-  /** Runs only the stores named in {@code -Dfaultrun.stores}, if it is set. */
-  private static void assumeSelected(StoreKind store) {
+  /** Whether {@code -Dfaultrun.stores}, if it is set, names the store. */
+  private static boolean isSelected(StoreKind store) {
     String only = System.getProperty("faultrun.stores");
-    org.junit.jupiter.api.Assumptions.assumeTrue(
-        only == null || java.util.List.of(only.split(",")).contains(store.name().toLowerCase()),
-        "faultrun.stores=" + only);
+    return only == null || List.of(only.split(",")).contains(store.name().toLowerCase());
   }
 
   /** The run's history stays in target/fault-runs/NAME for reading after a failure. */
@@ -173,7 +224,8 @@ class FaultRunTest {
     return Files.createDirectories(dir);
   }
 
-  private static void record(String store, DuplicateChecker.Report report) throws IOException {
+  private static synchronized void record(String store, DuplicateChecker.Report report)
+      throws IOException {
     System.out.println(DuplicateChecker.Report.header());
     System.out.println(report.row(store));
     System.out.println(report);
