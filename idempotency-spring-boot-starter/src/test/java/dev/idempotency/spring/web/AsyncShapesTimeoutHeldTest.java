@@ -4,31 +4,30 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.app.NotifyTestApplication;
 import java.net.http.HttpResponse;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.test.context.SpringBootTest;
 
 /**
- * Re-probe (probe37d) of 50ca2f0 and eed7409, shapes that held: a handler declared {@code Object}
- * returning a {@code WebAsyncTask}, a {@code CompletableFuture} subclass, an {@code SseEmitter} or
- * a {@code StreamingResponseBody} (one that wrote nothing, one that wrote part of its answer) at
- * runtime, whose provider call (2 s) outlives the container timeout (1 s): one provider send per
- * key across the client's retries (SPEC 1, 13, 16).
+ * Shapes that held at the probe37d re-probe of 50ca2f0 and eed7409 (its context is {@link
+ * AsyncShapesTimeoutTest}'s): a handler declared {@code Object} returning a {@code WebAsyncTask}, a
+ * {@code CompletableFuture} subclass, an {@code SseEmitter} or a {@code StreamingResponseBody} (one
+ * that wrote nothing, one that wrote part of its answer) at runtime, whose provider call (2 s)
+ * outlives the container timeout (1 s): one provider send per key across the client's retries (SPEC
+ * 1, 13, 16).
  */
-@Tag("open-finding")
 @SpringBootTest(
-    classes = {NotifyTestApplication.class, AsyncShapesTimeoutProbeTest.ProbeController.class},
+    classes = {NotifyTestApplication.class, AsyncShapesTimeoutTest.ProbeController.class},
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {"idempotency.store=memory", "spring.mvc.async.request-timeout=1s"})
-class AsyncShapesTimeoutHeldProbeTest extends RunningApplication {
+class AsyncShapesTimeoutHeldTest extends RunningApplication {
 
   @ParameterizedTest
   @ValueSource(strings = {"task", "own-future", "sse", "stream", "stream-part"})
   void aTimedOutObjectDeclaredHandlerSendsOncePerKey(String kind) throws Exception {
     String key = EndpointClient.newKey();
     String path = "/probe37d/object/" + kind;
-    int sendsBefore = AsyncShapesTimeoutProbeTest.ProbeController.providerSends.get();
+    int sendsBefore = AsyncShapesTimeoutTest.ProbeController.providerSends.get();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");
     HttpResponse<byte[]> retry = timedOut;
@@ -36,12 +35,12 @@ class AsyncShapesTimeoutHeldProbeTest extends RunningApplication {
     do {
       retry = post(path, key, "{}");
     } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
-    AsyncShapesTimeoutProbeTest.awaitNoPendingSend();
+    AsyncShapesTimeoutTest.awaitNoPendingSend();
     // a retry after the send ended: a released key would run the handler again
     HttpResponse<byte[]> late = post(path, key, "{}");
-    AsyncShapesTimeoutProbeTest.awaitNoPendingSend();
+    AsyncShapesTimeoutTest.awaitNoPendingSend();
 
-    assertThat(AsyncShapesTimeoutProbeTest.ProbeController.providerSends.get() - sendsBefore)
+    assertThat(AsyncShapesTimeoutTest.ProbeController.providerSends.get() - sendsBefore)
         .as(
             "provider sends for one key (first %s %s, retry %s %s, late %s %s)",
             timedOut.statusCode(),

@@ -15,7 +15,6 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Assumptions;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -31,31 +30,31 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
- * Re-probe (probe37d) of 50ca2f0 and ade0bfe: Spring MVC {@code @IdempotentEndpoint} shapes that
- * pass the start-time checks and whose late result the guard may not follow across a container
- * async timeout (1 s) while the provider call (2 s) runs. The promise (SPEC 1, 13, 16): the key
- * stays claimed while the send runs, so one provider send per key whatever the client's retries.
+ * Found by the probe37d re-probe of 50ca2f0 and ade0bfe: Spring MVC {@code @IdempotentEndpoint}
+ * shapes that pass the start-time checks and whose late result the guard did not follow across a
+ * container async timeout (1 s) while the provider call (2 s) runs. The promise (SPEC 1, 13, 16):
+ * the key stays claimed while the send runs, so one provider send per key whatever the client's
+ * retries.
  *
- * <p>Confirmed breaks, each two provider sends for one key (the timeout answers 503 and releases
- * the key while the send runs; the retry sends again):
+ * <p>Before the fix each of these was answered 503 at the timeout with its key released while the
+ * send ran, and the retry sent again (two provider sends for one key):
  *
  * <ul>
  *   <li>{@code deferred-subclass}: declared {@code DeferredResult}, an anonymous subclass at
- *       runtime (the start check sees the declared type only; the advisor follows a runtime
- *       subclass only when the declared type is {@code Object}).
+ *       runtime (the start check sees the declared type only; the advisor followed a runtime
+ *       subclass only when the declared type was {@code Object}).
  *   <li>{@code opaque-stage}: declared {@code CompletionStage}, a stage whose {@code
  *       toCompletableFuture()} throws {@code UnsupportedOperationException}, as the JDK allows (the
- *       advisor's copy fails and the stage goes on unfollowed).
+ *       advisor's copy failed and the stage went on unfollowed).
  *   <li>{@code listenable}: declared {@code Object}, a Spring 6 {@code ListenableFuture} at runtime
  *       (Boot 3.5 only: Spring Framework 7 has no ListenableFuture).
  * </ul>
  */
-@Tag("open-finding")
 @SpringBootTest(
-    classes = {NotifyTestApplication.class, AsyncShapesTimeoutProbeTest.ProbeController.class},
+    classes = {NotifyTestApplication.class, AsyncShapesTimeoutTest.ProbeController.class},
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {"idempotency.store=memory", "spring.mvc.async.request-timeout=1s"})
-class AsyncShapesTimeoutProbeTest extends RunningApplication {
+class AsyncShapesTimeoutTest extends RunningApplication {
 
   static final String LISTENABLE = "org.springframework.util.concurrent.SettableListenableFuture";
 
@@ -83,6 +82,10 @@ class AsyncShapesTimeoutProbeTest extends RunningApplication {
             retry.statusCode(),
             EndpointClient.text(retry))
         .isEqualTo(1);
+    assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
+    assertThat(retry.statusCode()).as(EndpointClient.text(retry)).isEqualTo(201);
+    assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(EndpointClient.text(retry)).contains("\"id\":\"" + kind + "_");
   }
 
   /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
