@@ -54,6 +54,7 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * {@code whenComplete} if it will not convert to a {@code CompletableFuture}), and, behind a
  * declared {@code Object}, a Spring 6 {@code ListenableFuture} or a single-value reactive type are
  * followed: Spring MVC gets a copy, and the handler's own result tells a timed-out call its value.
+ * A result it does not follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
  */
 public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     implements DisposableBean {
@@ -81,6 +82,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
                 instanceof EndpointCall call) {
           call.handlerStarted();
           Object returned = invocation.proceed();
+          call.handlerReturned(returned);
           Class<?> returnType = invocation.getMethod().getReturnType();
           if (isStream(returned)) {
             call.returnsAStream();
@@ -113,7 +115,8 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
           if (LISTENABLE_COMPLETABLE != null
               && LISTENABLE_COMPLETABLE.getDeclaringClass().isInstance(returned)
               && returnType.isAssignableFrom(CompletableFuture.class)) {
-            // a Spring 6 ListenableFuture behind Object, which the start-time check cannot see
+            // a Spring 6 ListenableFuture behind Object (or another type a CompletableFuture
+            // fits), which the start-time check of declared types cannot see
             returned = ReflectionUtils.invokeMethod(LISTENABLE_COMPLETABLE, returned);
           }
           if (returned != null
@@ -142,6 +145,8 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
             // it gets a copy, and the handler's own stage tells a timed-out call its result
             Object copy = copyOf(stage, invocation.getMethod().getReturnType());
             if (copy == null) {
+              // declared a type no CompletableFuture fits: not followed, so a timeout keeps its
+              // key claimed (AsyncTimeouts)
               return returned;
             }
             returned = copy;

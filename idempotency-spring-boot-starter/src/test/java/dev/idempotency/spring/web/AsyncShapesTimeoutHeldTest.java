@@ -9,17 +9,27 @@ import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.test.context.SpringBootTest;
 
 /**
- * Shapes that held at the probe37d re-probe of 50ca2f0 and eed7409 (its context is {@link
- * AsyncShapesTimeoutTest}'s): a handler declared {@code Object} returning a {@code WebAsyncTask}, a
- * {@code CompletableFuture} subclass, an {@code SseEmitter} or a {@code StreamingResponseBody} (one
- * that wrote nothing, one that wrote part of its answer) at runtime, whose provider call (2 s)
- * outlives the container timeout (1 s): one provider send per key across the client's retries (SPEC
- * 1, 13, 16).
+ * Shapes that held at the probe37d re-probe of 50ca2f0 and eed7409 (the context of {@link
+ * AsyncShapesTimeoutTest} and {@link ObjectDeclaredAsyncTimeoutTest}): a handler declared {@code
+ * Object} returning a {@code WebAsyncTask}, a {@code CompletableFuture} subclass, an {@code
+ * SseEmitter} or a {@code StreamingResponseBody} (one that wrote nothing, one that wrote part of
+ * its answer) at runtime, whose provider call (2 s) outlives the container timeout (1 s): one
+ * provider send per key across the client's retries (SPEC 1, 13, 16).
  */
 @SpringBootTest(
-    classes = {NotifyTestApplication.class, AsyncShapesTimeoutTest.ProbeController.class},
+    classes = {
+      NotifyTestApplication.class,
+      ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
+      AsyncShapesTimeoutTest.ProbeController.class
+    },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {"idempotency.store=memory", "spring.mvc.async.request-timeout=1s"})
+    properties = {
+      "idempotency.store=memory",
+      "spring.mvc.async.request-timeout=1s",
+      // AsyncShapesTimeoutTest's unfollowed results keep their keys claimed: closing the context
+      // must not wait the default 30 s for them
+      "idempotency.close-grace-period=1s"
+    })
 class AsyncShapesTimeoutHeldTest extends RunningApplication {
 
   @ParameterizedTest

@@ -8,16 +8,22 @@ import java.net.URI;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.util.ClassUtils;
@@ -49,11 +55,26 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  *   <li>{@code listenable}: declared {@code Object}, a Spring 6 {@code ListenableFuture} at runtime
  *       (Boot 3.5 only: Spring Framework 7 has no ListenableFuture).
  * </ul>
+ *
+ * <p>And any shape the advisor still does not follow fails closed: {@code unfollowed}, declared an
+ * interface of the application's that a {@code CompletableFuture} subclass implements (Spring MVC
+ * picks its return value handler by the runtime class; no copy fits the declared type).
  */
+@ExtendWith(OutputCaptureExtension.class)
 @SpringBootTest(
-    classes = {NotifyTestApplication.class, AsyncShapesTimeoutTest.ProbeController.class},
+    classes = {
+      NotifyTestApplication.class,
+      ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
+      AsyncShapesTimeoutTest.ProbeController.class
+    },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {"idempotency.store=memory", "spring.mvc.async.request-timeout=1s"})
+    properties = {
+      "idempotency.store=memory",
+      "spring.mvc.async.request-timeout=1s",
+      // the unfollowed results keep their keys claimed: closing the context must not wait the
+      // default 30 s for them (one context with ObjectDeclaredAsyncTimeoutTest's)
+      "idempotency.close-grace-period=1s"
+    })
 class AsyncShapesTimeoutTest extends RunningApplication {
 
   static final String LISTENABLE = "org.springframework.util.concurrent.SettableListenableFuture";
@@ -86,6 +107,51 @@ class AsyncShapesTimeoutTest extends RunningApplication {
     assertThat(retry.statusCode()).as(EndpointClient.text(retry)).isEqualTo(201);
     assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
     assertThat(EndpointClient.text(retry)).contains("\"id\":\"" + kind + "_");
+  }
+
+  /**
+   * A result the advisor does not follow fails closed at the timeout: the client gets 409, the key
+   * stays claimed while its work may send, and a retry after that send ended still gets 409, never
+   * a second send (its result is not stored). One WARN per handler names it and the runtime class.
+   */
+  @Test
+  void anUnfollowedResultKeepsItsKeyClaimedAndIsNamedOnce(CapturedOutput output) throws Exception {
+    String path = "/probe37d/unfollowed";
+    String key = EndpointClient.newKey();
+    String otherKey = EndpointClient.newKey();
+    int sendsBefore = ProbeController.providerSends.get();
+    int from = output.getOut().length();
+
+    CompletableFuture<HttpResponse<byte[]>> other =
+        CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return post(path, otherKey, "{}");
+              } catch (Exception e) {
+                throw new CompletionException(e);
+              }
+            });
+    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> otherTimedOut = other.get(60, TimeUnit.SECONDS);
+    awaitNoPendingSend();
+    HttpResponse<byte[]> afterTheSend = post(path, key, "{}");
+    awaitNoPendingSend();
+
+    assertThat(ProbeController.providerSends.get() - sendsBefore)
+        .as("provider sends for two keys (retry after the send: %s)", afterTheSend.statusCode())
+        .isEqualTo(2);
+    assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
+    assertThat(otherTimedOut.statusCode()).as(EndpointClient.text(otherTimedOut)).isEqualTo(409);
+    assertThat(afterTheSend.statusCode()).as(EndpointClient.text(afterTheSend)).isEqualTo(409);
+    List<String> warnings =
+        output.getOut().substring(from).lines().filter(line -> line.contains(" WARN ")).toList();
+    assertThat(warnings)
+        .filteredOn(line -> line.contains("ProbeController.unfollowed()"))
+        .as("one WARN for the handler, naming the class it returned")
+        .singleElement()
+        .asString()
+        .contains(PendingReceipt.class.getName())
+        .doesNotContain(key.replace("\"", ""));
   }
 
   /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
@@ -121,6 +187,12 @@ class AsyncShapesTimeoutTest extends RunningApplication {
 
   /** A CompletableFuture subclass that interoperates (the ordinary case). */
   static final class OwnFuture<T> extends CompletableFuture<T> {}
+
+  /** An application's own result type, which no CompletableFuture copy fits. */
+  interface Receipt {}
+
+  /** A stage behind {@link Receipt}: Spring MVC treats it as a CompletionStage. */
+  static final class PendingReceipt<T> extends CompletableFuture<T> implements Receipt {}
 
   /** Handlers whose provider call (2 s) outlives the 1 s timeout. */
   @RestController
@@ -158,6 +230,15 @@ class AsyncShapesTimeoutTest extends RunningApplication {
       OpaqueStage<ResponseEntity<Map<String, Object>>> stage = new OpaqueStage<>();
       PROVIDER.execute(() -> stage.complete(sent("opaque-stage", run)));
       return stage;
+    }
+
+    @PostMapping("/probe37d/unfollowed")
+    @IdempotentEndpoint
+    public Receipt unfollowed() {
+      int run = begin();
+      PendingReceipt<ResponseEntity<Map<String, Object>>> receipt = new PendingReceipt<>();
+      PROVIDER.execute(() -> receipt.complete(sent("unfollowed", run)));
+      return receipt;
     }
 
     @PostMapping("/probe37d/listenable")
