@@ -4,6 +4,8 @@ import jakarta.servlet.AsyncContext;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
+import java.lang.reflect.Method;
+import java.util.Set;
 import java.util.concurrent.Callable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -27,7 +29,9 @@ import org.springframework.web.util.WebUtils;
  * UninterruptedWork}; a {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, the
  * key kept claimed all the same: {@link #ownTimeout}) and for an application's own {@code
  * DeferredResult} (seen through a copy, whose timeout the guard answers; its own timeout callback
- * and timeout result are not used).
+ * and timeout result are not used). Any other async result, one the advisor does not follow, fails
+ * closed: the client gets the same 409, and the key stays claimed since its work may still send,
+ * with one WARN per handler ({@link #unfollowedTimedOut}).
  */
 final class AsyncTimeouts
     implements CallableProcessingInterceptor, DeferredResultProcessingInterceptor {
@@ -40,11 +44,18 @@ final class AsyncTimeouts
   private final EndpointCall call;
   private final HandlerMethod handler;
   private final String headerName;
+  private final Set<Method> warnedUnfollowed;
 
-  AsyncTimeouts(EndpointCall call, HandlerMethod handler, String headerName) {
+  /**
+   * @param warnedUnfollowed the handlers already named in a WARN for a result not followed (shared
+   *     by the application's requests, so that each is named once)
+   */
+  AsyncTimeouts(
+      EndpointCall call, HandlerMethod handler, String headerName, Set<Method> warnedUnfollowed) {
     this.call = call;
     this.handler = handler;
     this.headerName = headerName;
+    this.warnedUnfollowed = warnedUnfollowed;
   }
 
   @Override
@@ -88,9 +99,12 @@ final class AsyncTimeouts
     }
     // a CompletionStage (adapted to a DeferredResult by Spring MVC) and an application's own
     // DeferredResult (seen through a copy: IdempotentEndpointAdvisor) report their late results
-    // themselves; any other keeps Spring's timeout handling (503, the key released)
-    if (!call.lateResultObserved() || timedOut(request)) {
-      return !call.lateResultObserved();
+    // themselves
+    if (!call.lateResultObserved()) {
+      return !unfollowedTimedOut(request);
+    }
+    if (timedOut(request)) {
+      return false;
     }
     // the result came just before the timeout, and Spring MVC's copy of it is not set yet: it is
     // the answer (Spring's timeout would answer 503 and release a key whose send happened)
@@ -117,6 +131,34 @@ final class AsyncTimeouts
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
     }
+  }
+
+  /**
+   * A timeout of an async result the advisor does not follow (a shape it does not know): its work
+   * may still send, and nothing will report its end, so it fails closed. The call is detached and
+   * the client answered as at any timeout ({@link #timedOut}); the key stays claimed, as for a send
+   * that never reports (renewed up to the guard's renewal limit, then until its lease lapses), so
+   * that a retry meanwhile gets 409, never a second send; its result is not stored. One WARN per
+   * handler names it and the class it returned.
+   *
+   * @return false if the call is already reported, and Spring may handle the timeout as usual
+   */
+  private boolean unfollowedTimedOut(NativeWebRequest request) throws IOException {
+    if (!timedOut(request)) {
+      return false;
+    }
+    if (warnedUnfollowed.add(handler.getMethod())) {
+      Class<?> returned = call.returnedClass();
+      log.warn(
+          "@IdempotentEndpoint {} returned a {}, an async result the guard does not follow: at a"
+              + " container async timeout its key stays claimed, since its work may still send"
+              + " (renewed up to the guard's lease renewal limit, then held until its lease runs"
+              + " out), and its result is not stored; declare a CompletableFuture, a"
+              + " DeferredResult or a Callable (logged once per handler)",
+          IdempotentEndpoints.describe(handler.getMethod()),
+          returned == null ? "result" : returned.getName());
+    }
+    return true;
   }
 
   /**

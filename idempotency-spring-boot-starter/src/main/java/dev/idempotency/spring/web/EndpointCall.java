@@ -39,6 +39,7 @@ final class EndpointCall {
   private PendingCall.@Nullable Scope mdc;
   private volatile @Nullable LateResponse late;
   private volatile boolean lateResultObserved;
+  private volatile @Nullable Class<?> returnedClass;
   private @Nullable Object earlyResult = NO_RESULT; // guarded by this
   private Work work = Work.NONE; // guarded by this
 
@@ -194,6 +195,16 @@ final class EndpointCall {
   /** Whether a timeout may {@link #detach}: something will report the late result. */
   boolean lateResultObserved() {
     return lateResultObserved;
+  }
+
+  /** The handler method returned {@code returned} (before the advisor adapted it). */
+  void handlerReturned(@Nullable Object returned) {
+    returnedClass = returned == null ? null : returned.getClass();
+  }
+
+  /** The runtime class of what the handler method returned, or null (nothing, or not yet). */
+  @Nullable Class<?> returnedClass() {
+    return returnedClass;
   }
 
   /**

@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.lang.reflect.Field;
+import java.lang.reflect.Method;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -19,6 +20,7 @@ import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapter;
 import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.http.ResponseEntity;
+import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
@@ -47,6 +49,12 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * key stays claimed until the task's work ends, as at any timeout. A task still queued in Spring
  * MVC's async executor at the timeout is cancelled by Spring MVC and never runs: nothing was sent,
  * so its key is released and the client's retry runs the handler again.
+ *
+ * <p>A {@code DeferredResult} (whatever its runtime class), a {@code CompletionStage} (through
+ * {@code whenComplete} if it will not convert to a {@code CompletableFuture}), and, behind a
+ * declared {@code Object}, a Spring 6 {@code ListenableFuture} or a single-value reactive type are
+ * followed: Spring MVC gets a copy, and the handler's own result tells a timed-out call its value.
+ * A result it does not follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
  */
 public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     implements DisposableBean {
@@ -62,6 +70,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
   private static final @Nullable Field RESULT_ERROR_CALLBACK = resultField("errorCallback");
   private static final @Nullable Field RESULT_COMPLETION_CALLBACK =
       resultField("completionCallback");
+  private static final @Nullable Method LISTENABLE_COMPLETABLE = listenableCompletable();
 
   private final transient UninterruptedWork work = new UninterruptedWork();
 
@@ -73,6 +82,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
                 instanceof EndpointCall call) {
           call.handlerStarted();
           Object returned = invocation.proceed();
+          call.handlerReturned(returned);
           Class<?> returnType = invocation.getMethod().getReturnType();
           if (isStream(returned)) {
             call.returnsAStream();
@@ -96,11 +106,18 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
             return task;
           }
           if (returned instanceof DeferredResult<?> own
-              && (own.getClass() == DeferredResult.class || returnType == Object.class)
               && returnType.isAssignableFrom(DeferredResult.class)) {
-            // declared DeferredResult, or Object (or a type variable) with one at runtime, which
-            // the start-time check of declared types cannot see: a copy is just as good a result
+            // whatever its runtime class (an anonymous subclass too), where the method may return
+            // a plain DeferredResult: declared DeferredResult, or Object (or a type variable),
+            // which the start-time check of declared types cannot see; a copy is as good a result
             return observed(own, call);
+          }
+          if (LISTENABLE_COMPLETABLE != null
+              && LISTENABLE_COMPLETABLE.getDeclaringClass().isInstance(returned)
+              && returnType.isAssignableFrom(CompletableFuture.class)) {
+            // a Spring 6 ListenableFuture behind Object (or another type a CompletableFuture
+            // fits), which the start-time check of declared types cannot see
+            returned = ReflectionUtils.invokeMethod(LISTENABLE_COMPLETABLE, returned);
           }
           if (returned != null
               && returnType == Object.class
@@ -128,6 +145,8 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
             // it gets a copy, and the handler's own stage tells a timed-out call its result
             Object copy = copyOf(stage, invocation.getMethod().getReturnType());
             if (copy == null) {
+              // declared a type no CompletableFuture fits: not followed, so a timeout keeps its
+              // key claimed (AsyncTimeouts)
               return returned;
             }
             returned = copy;
@@ -246,16 +265,41 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     work.shutdown();
   }
 
-  /** A copy of {@code stage} that the method may return, or null. */
+  /**
+   * A copy of {@code stage} that the method may return, or null: through {@code
+   * toCompletableFuture()}, or, for a stage that refuses it (the JDK allows that), one completed
+   * through {@code whenComplete}.
+   */
   private static @Nullable Object copyOf(CompletionStage<?> stage, Class<?> returnType) {
     if (!returnType.isAssignableFrom(CompletableFuture.class)) {
       return null;
     }
     try {
       return stage.toCompletableFuture().copy();
-    } catch (UnsupportedOperationException e) {
-      return null;
+    } catch (UnsupportedOperationException notInteroperable) {
+      CompletableFuture<Object> copy = new CompletableFuture<>();
+      stage.whenComplete(
+          (value, failure) -> {
+            if (failure != null) {
+              copy.completeExceptionally(failure);
+            } else {
+              copy.complete(value);
+            }
+          });
+      return copy;
     }
+  }
+
+  /**
+   * Spring Framework 6's {@code ListenableFuture.completable()}, looked up by name (Spring
+   * Framework 7 has no {@code ListenableFuture}); null where it is not present.
+   */
+  private static @Nullable Method listenableCompletable() {
+    String name = "org.springframework.util.concurrent.ListenableFuture";
+    ClassLoader loader = IdempotentEndpointAdvisor.class.getClassLoader();
+    return ClassUtils.isPresent(name, loader)
+        ? ReflectionUtils.findMethod(ClassUtils.resolveClassName(name, loader), "completable")
+        : null;
   }
 
   /** Created by the auto-configuration. */

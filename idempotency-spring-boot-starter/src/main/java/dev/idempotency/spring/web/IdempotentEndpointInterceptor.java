@@ -17,10 +17,13 @@ import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
+import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.Enumeration;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -58,6 +61,7 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
   private final int minKeyLength;
   private final long maxBodyBytes;
   private final Duration maxWait;
+  private final Set<Method> warnedUnfollowed = ConcurrentHashMap.newKeySet();
 
   /**
    * Creates the interceptor.
@@ -199,7 +203,7 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     }
     EndpointCall endpointCall = new EndpointCall(call, endpoint.headers(), maxWait);
     request.setAttribute(EndpointCall.ATTRIBUTE, endpointCall);
-    AsyncTimeouts timeouts = new AsyncTimeouts(endpointCall, method, headerName);
+    AsyncTimeouts timeouts = new AsyncTimeouts(endpointCall, method, headerName, warnedUnfollowed);
     WebAsyncManager async = WebAsyncUtils.getAsyncManager(request);
     async.registerCallableInterceptor(AsyncTimeouts.KEY, timeouts);
     async.registerDeferredResultInterceptor(AsyncTimeouts.KEY, timeouts);

@@ -1,0 +1,64 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.app.NotifyTestApplication;
+import java.net.http.HttpResponse;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.boot.test.context.SpringBootTest;
+
+/**
+ * Shapes that held at the probe37d re-probe of 50ca2f0 and eed7409 (the context of {@link
+ * AsyncShapesTimeoutTest} and {@link ObjectDeclaredAsyncTimeoutTest}): a handler declared {@code
+ * Object} returning a {@code WebAsyncTask}, a {@code CompletableFuture} subclass, an {@code
+ * SseEmitter} or a {@code StreamingResponseBody} (one that wrote nothing, one that wrote part of
+ * its answer) at runtime, whose provider call (2 s) outlives the container timeout (1 s): one
+ * provider send per key across the client's retries (SPEC 1, 13, 16).
+ */
+@SpringBootTest(
+    classes = {
+      NotifyTestApplication.class,
+      ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
+      AsyncShapesTimeoutTest.ProbeController.class
+    },
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    properties = {
+      "idempotency.store=memory",
+      "spring.mvc.async.request-timeout=1s",
+      // AsyncShapesTimeoutTest's unfollowed results keep their keys claimed: closing the context
+      // must not wait the default 30 s for them
+      "idempotency.close-grace-period=1s"
+    })
+class AsyncShapesTimeoutHeldTest extends RunningApplication {
+
+  @ParameterizedTest
+  @ValueSource(strings = {"task", "own-future", "sse", "stream", "stream-part"})
+  void aTimedOutObjectDeclaredHandlerSendsOncePerKey(String kind) throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/probe37d/object/" + kind;
+    int sendsBefore = AsyncShapesTimeoutTest.ProbeController.providerSends.get();
+
+    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> retry = timedOut;
+    long deadline = System.nanoTime() + 15_000_000_000L;
+    do {
+      retry = post(path, key, "{}");
+    } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
+    AsyncShapesTimeoutTest.awaitNoPendingSend();
+    // a retry after the send ended: a released key would run the handler again
+    HttpResponse<byte[]> late = post(path, key, "{}");
+    AsyncShapesTimeoutTest.awaitNoPendingSend();
+
+    assertThat(AsyncShapesTimeoutTest.ProbeController.providerSends.get() - sendsBefore)
+        .as(
+            "provider sends for one key (first %s %s, retry %s %s, late %s %s)",
+            timedOut.statusCode(),
+            EndpointClient.text(timedOut),
+            retry.statusCode(),
+            EndpointClient.text(retry),
+            late.statusCode(),
+            EndpointClient.text(late))
+        .isEqualTo(1);
+  }
+}
