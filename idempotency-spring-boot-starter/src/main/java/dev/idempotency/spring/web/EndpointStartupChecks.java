@@ -48,13 +48,7 @@ final class EndpointStartupChecks {
 
   /** Spring Framework 6's {@code ListenableFuture}, gone in 7; null where it is not present. */
   private static final @Nullable Class<?> LISTENABLE_FUTURE =
-      ClassUtils.isPresent(
-              "org.springframework.util.concurrent.ListenableFuture",
-              EndpointStartupChecks.class.getClassLoader())
-          ? ClassUtils.resolveClassName(
-              "org.springframework.util.concurrent.ListenableFuture",
-              EndpointStartupChecks.class.getClassLoader())
-          : null;
+      classOrNull("org.springframework.util.concurrent.ListenableFuture");
 
   private final IdempotentEndpoints endpoints;
   private final ListableBeanFactory beanFactory;
@@ -274,6 +268,15 @@ final class EndpointStartupChecks {
       return beanFactory.isSingleton(beanName) ? beanFactory.getBean(beanName) : null;
     }
     return bean;
+  }
+
+  /** The class of that name, looked up once; null where it is not on the class path. */
+  private static @Nullable Class<?> classOrNull(String name) {
+    try {
+      return ClassUtils.forName(name, EndpointStartupChecks.class.getClassLoader());
+    } catch (ClassNotFoundException | LinkageError e) {
+      return null;
+    }
   }
 
   /** Spring MVC's mappings, in a class of their own: loaded only where Spring MVC is. */
