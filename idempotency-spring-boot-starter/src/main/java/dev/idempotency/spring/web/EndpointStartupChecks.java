@@ -50,6 +50,15 @@ final class EndpointStartupChecks {
   private static final @Nullable Class<?> LISTENABLE_FUTURE =
       classOrNull("org.springframework.util.concurrent.ListenableFuture");
 
+  /**
+   * Why a Spring MVC endpoint refuses a reactive result, after its type: here for a declared one,
+   * and in {@link IdempotentEndpointAdvisor} for a stream returned where {@code Object} is
+   * declared.
+   */
+  static final String UNFOLLOWED_REACTIVE =
+      ", which a Spring MVC endpoint does not support: at a container timeout its key would be"
+          + " released while its send runs";
+
   private final IdempotentEndpoints endpoints;
   private final ListableBeanFactory beanFactory;
 
@@ -101,9 +110,9 @@ final class EndpointStartupChecks {
           endpoint.where()
               + " returns "
               + returned.getName()
-              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
-              + " would be released while its send runs, and a retry would send again; return a"
-              + " CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux");
+              + UNFOLLOWED_REACTIVE
+              + ", and a retry would send again; return a CompletableFuture (mono.toFuture()), or"
+              + " serve it from Spring WebFlux");
     }
     Class<?> entityBody =
         HttpEntity.class.isAssignableFrom(returned)
@@ -120,9 +129,9 @@ final class EndpointStartupChecks {
               + returned.getSimpleName()
               + " of "
               + entityBody.getName()
-              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
-              + " would be released while its send runs, and a retry would send again; return a"
-              + " CompletableFuture of the entity, or serve it from Spring WebFlux");
+              + UNFOLLOWED_REACTIVE
+              + ", and a retry would send again; return a CompletableFuture of the entity, or serve"
+              + " it from Spring WebFlux");
     }
     if (CompletionStage.class.isAssignableFrom(returned)
         && returned != CompletionStage.class
