@@ -42,13 +42,7 @@ public final class ExpressionAttributes {
     } catch (ParseException e) {
       // the message carries the parser's; no cause, so that this is the root cause Boot shows
       throw new IllegalStateException(
-          where
-              + ": the "
-              + attribute
-              + " '"
-              + source
-              + "' is not a valid SpEL expression: "
-              + e.getMessage());
+          named(where, attribute, source) + " is not a valid SpEL expression: " + e.getMessage());
     }
   }
 
@@ -87,13 +81,7 @@ public final class ExpressionAttributes {
         });
     if (!problems.isEmpty()) {
       throw new IllegalStateException(
-          where
-              + ": the "
-              + attribute
-              + " '"
-              + source
-              + "' is wrong: "
-              + String.join("; ", problems));
+          named(where, attribute, source) + " is wrong: " + String.join("; ", problems));
     }
   }
 
@@ -127,6 +115,11 @@ public final class ExpressionAttributes {
           + alsoKnown;
     }
     return null;
+  }
+
+  /** The attribute as messages name it: {@code @Idempotent on a.B.send(..): the key '#id'}. */
+  private static String named(String where, String attribute, String source) {
+    return where + ": the " + attribute + " '" + source + "'";
   }
 
   private static void visit(SpelNode node, Consumer<SpelNode> visitor) {
