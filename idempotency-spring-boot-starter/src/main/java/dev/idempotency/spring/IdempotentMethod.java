@@ -1,6 +1,5 @@
 package dev.idempotency.spring;
 
-import dev.idempotency.IdempotencyKey;
 import dev.idempotency.SendContext;
 import dev.idempotency.spring.messaging.ListenerEndpointMethods;
 import java.lang.reflect.Method;
@@ -122,15 +121,7 @@ final class IdempotentMethod {
     Class<?> userClass = ClassUtils.getUserClass(targetClass);
     String where = "@Idempotent on " + userClass.getName() + "." + method.getName() + "(..)";
     boolean defaultName = annotation.name().isEmpty();
-    String name =
-        defaultName ? userClass.getSimpleName() + "." + method.getName() : annotation.name();
-    if (!IdempotencyKey.isOperationName(name)) {
-      throw new IllegalStateException(
-          where
-              + ": the name '"
-              + name
-              + "' must be 1 to 64 characters of [A-Za-z0-9_.-]; set name = \"...\"");
-    }
+    String name = NameAttribute.of(where, annotation.name(), userClass, method);
     Expression key = parse(where, "key", annotation.key(), parser);
     checkVariables(where, "key", method, annotation.key(), key, parameterNames);
     Expression fingerprint = null;

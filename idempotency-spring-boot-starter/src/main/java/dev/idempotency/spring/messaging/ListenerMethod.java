@@ -3,6 +3,7 @@ package dev.idempotency.spring.messaging;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.spring.ExpressionAttributes;
 import dev.idempotency.spring.KeyValues;
+import dev.idempotency.spring.NameAttribute;
 import dev.idempotency.spring.TtlAttribute;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
@@ -100,15 +101,7 @@ final class ListenerMethod {
     String where =
         "@IdempotentListener on " + userClass.getName() + "." + method.getName() + "(..)";
     boolean defaultName = annotation.name().isEmpty();
-    String name =
-        defaultName ? userClass.getSimpleName() + "." + method.getName() : annotation.name();
-    if (!IdempotencyKey.isOperationName(name)) {
-      throw new IllegalStateException(
-          where
-              + ": the name '"
-              + name
-              + "' must be 1 to 64 characters of [A-Za-z0-9_.-]; set name = \"...\"");
-    }
+    String name = NameAttribute.of(where, annotation.name(), userClass, method);
     if (!annotation.key().isEmpty() && !annotation.header().isEmpty()) {
       throw new IllegalStateException(
           where + " names both a key expression and a header; keep one of them");
