@@ -96,24 +96,25 @@ final class AsyncGuardedCall<T> {
   private CompletableFuture<Outcome<T>> next(CallSupport.Next<T> next) {
     if (next instanceof CallSupport.Send<T> send) {
       Claim claim = send.claim();
-      if (!call.needsRenewalBeforeSend(claim)) {
+      if (!call.lease.needsRenewalBeforeSend(claim)) {
         // no store work to decide: without renewal a claim whose lease ran out is refused here
-        return call.readyToSend(claim)
+        return call.lease.readyToSend(claim)
             ? sendAsOwner(claim)
             : CompletableFuture.supplyAsync(
                 () -> {
-                  throw call.lateClaimRefused(claim); // releases, fenced: store work
+                  throw call.lease.lateClaimRefused(claim); // releases, fenced: store work
                 },
                 call.settings.blockingStoreExecutor);
       }
       // a late claim's renewal is blocking store work: never on this (possibly I/O) thread
       return CompletableFuture.supplyAsync(
-              () -> call.readyToSend(claim), call.settings.blockingStoreExecutor)
+              () -> call.lease.readyToSend(claim), call.settings.blockingStoreExecutor)
           .thenComposeAsync(
               ready ->
                   ready
                       ? sendAsOwner(claim)
-                      : CompletableFuture.<Outcome<T>>failedFuture(call.lateClaimRefused(claim)),
+                      : CompletableFuture.<Outcome<T>>failedFuture(
+                          call.lease.lateClaimRefused(claim)),
               executor);
     } else if (next instanceof CallSupport.SendUnclaimed<T>) {
       return startSend(call.context(1)).thenApply(value -> new Outcome<>(value, false, 1, false));
@@ -141,12 +142,12 @@ final class AsyncGuardedCall<T> {
 
   private CompletableFuture<Outcome<T>> sendAsOwner(Claim claim) {
     int attempt = claim.attempt;
-    call.startSend(claim);
+    call.lease.startSend(claim);
     Instant sendStart = call.settings.clock.instant();
     return Stages.<T, Outcome<T>>continueOn(
             startSend(call.context(claim)),
             (value, error) -> {
-              long sendNanos = call.sendFinished(claim, sendStart);
+              long sendNanos = call.lease.sendFinished(claim, sendStart);
               if (error != null) {
                 return onSendFailure(claim, error, sendNanos);
               }

@@ -21,8 +21,8 @@ import org.jspecify.annotations.Nullable;
  * <ol>
  *   <li>{@link #decide} turns what the claim answered into the {@link Next} step: send as the
  *       owner, send without a claim (fail-open), replay, refuse, or wait and claim again;
- *   <li>{@link #startSend} and {@link #sendFinished} bracket the sender: lease renewal, and the
- *       report of a sender that outlived its lease;
+ *   <li>its {@link SendLease}, {@link #lease}, brackets the sender: whether it may start, lease
+ *       renewal, and the report of a sender that outlived its lease;
  *   <li>{@link #encode} and {@link #failurePayload} turn a result or a permanent failure into a
  *       payload the store accepts (never larger than its limit);
  *   <li>{@link #completionBackoffMillis} paces the retries of a fenced write.
@@ -81,6 +81,9 @@ final class CallSupport<T> {
 
   final CallEvents events;
 
+  /** The lease of the claim around its send. */
+  final SendLease lease;
+
   CallSupport(GuardSettings settings, IdempotencyRequest request, ResultCodec<T> codec) {
     long startNanos = System.nanoTime();
     this.settings = settings;
@@ -90,6 +93,7 @@ final class CallSupport<T> {
     this.fingerprint = Digests.fingerprint(request.fingerprint());
     this.operation = settings.operations.admit(request.operation());
     this.events = new CallEvents(settings, operation, keyId, startNanos);
+    this.lease = new SendLease(settings, keyId, events);
   }
 
   /**
@@ -323,23 +327,10 @@ final class CallSupport<T> {
 
   /**
    * The context of a send under this claim, whose {@link SendContext#leaseHeld()} asks {@link
-   * #readyToSend} again: for a sender that hands its work on and starts it later.
+   * SendLease#readyToSend} again: for a sender that hands its work on and starts it later.
    */
   SendContext context(Claim claim) {
-    return SendContext.lazy(request.key(), claim.attempt, () -> readyToSend(claim));
-  }
-
-  /**
-   * Whether the sender may run under this claim: never with less than the keeper's margin (a
-   * quarter lease) left. A claim the store answered after more than half its lease, or with less
-   * than the margin left, is renewed first, fenced, on the calling thread (see {@link
-   * LeaseKeeper#readyToSend}). False if it still has less: then nothing may be sent (see {@link
-   * #lateClaimRefused}).
-   */
-  boolean readyToSend(Claim claim) {
-    // a guard closed past its grace period renews nothing: a send started now could outlive its
-    // lease and be taken over, which a crash, the only other way to leave it, never would
-    return !settings.keeper.isClosed() && settings.keeper.readyToSend(claim);
+    return SendContext.lazy(request.key(), claim.attempt, () -> lease.readyToSend(claim));
   }
 
   /**
@@ -351,90 +342,12 @@ final class CallSupport<T> {
     return settings.failsOpen(request.operation()) ? null : settings.outages.refusal();
   }
 
-  /** Whether {@link #readyToSend} would do store work (a renewal) before answering. */
-  boolean needsRenewalBeforeSend(Claim claim) {
-    return settings.leaseRenewal
-        && (settings.keeper.isLate(claim)
-            || !claim.isLive(settings.leaseNow(), settings.keeper.marginNanos));
-  }
-
-  /**
-   * The failure of a call whose claim had too little lease left to send on, even renewed: nothing
-   * was sent. The claim is released if it is still ours (fenced), so that a retry need not wait for
-   * it to run out, and be reported as a takeover, when nothing was sent.
-   */
-  KeyStoreException lateClaimRefused(Claim claim) {
-    boolean lost = claim.isLost();
-    if (!lost) {
-      try {
-        Interrupts.deferredDuring(() -> settings.store.release(keyId, claim.ownerToken));
-      } catch (RuntimeException e) {
-        CallEvents.log.debug("Could not release key {} after refusing its late claim", keyId, e);
-      }
-    }
-    claim.finish();
-    if (settings.keeper.isClosed()) {
-      KeyStoreException closed =
-          new KeyStoreException(
-              "The guard was closed before the send of key "
-                  + keyId
-                  + " could start (its grace period had passed); nothing was sent",
-              null);
-      events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), closed);
-      return closed;
-    }
-    KeyStoreException refused =
-        new KeyStoreException(
-            "The key store answered the claim of key "
-                + keyId
-                + " late, and "
-                + (lost
-                    ? "its lease could not be renewed"
-                    : !settings.leaseRenewal
-                        ? "its lease of "
-                            + settings.lease.toMillis()
-                            + " ms had run out (lease renewal is off)"
-                        : "even renewed, less than a quarter of its lease of "
-                            + settings.lease.toMillis()
-                            + " ms was left to send on")
-                + "; nothing was sent",
-            null);
-    events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), refused);
-    return refused;
-  }
-
-  /**
-   * The sender is about to run under this claim: the keeper renews its lease from now on, up to the
-   * renewal limit, unless renewal is off.
-   */
-  void startSend(Claim claim) {
-    if (settings.leaseRenewal) {
-      claim.renewUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
-      settings.keeper.watch(claim);
-    }
-  }
-
   /** The claim's outcome is written or released: stop renewing it. Safe to call twice. */
   void finish(Claim claim) {
     if (claim != null) {
       claim.finish();
       settings.keeper.unwatch(claim);
     }
-  }
-
-  /**
-   * The sender returned or threw: reports {@link Type#LEASE_OVERRUN} if the lease ran out (or was
-   * lost) while it ran, so that another caller may have taken the key over.
-   *
-   * @param claim the claim, or {@code null} for a fail-open send
-   * @return the sender's time in nanoseconds, on the guard's clock
-   */
-  long sendFinished(Claim claim, Instant sendStart) {
-    long sendNanos = Duration.between(sendStart, settings.clock.instant()).toNanos();
-    if (claim != null && claim.lapsedBy(settings.leaseNow())) {
-      events.leaseOverrun(claim.attempt, sendNanos);
-    }
-    return sendNanos;
   }
 
   /** The payload of a result: the encoded value, or "sent, result not stored" with the reason. */

@@ -76,10 +76,10 @@ final class GuardedCall<T> {
 
   private Outcome<T> sendAsOwner(Claim claim) {
     int attempt = claim.attempt;
-    if (!call.readyToSend(claim)) {
-      throw call.lateClaimRefused(claim);
+    if (!call.lease.readyToSend(claim)) {
+      throw call.lease.lateClaimRefused(claim);
     }
-    call.startSend(claim);
+    call.lease.startSend(claim);
     try {
       Instant sendStart = call.settings.clock.instant();
       T value;
@@ -87,11 +87,11 @@ final class GuardedCall<T> {
         value = callSender(attempt);
       } catch (Throwable failure) {
         try (Interrupts deferred = Interrupts.deferred()) {
-          onSendFailure(claim, failure, call.sendFinished(claim, sendStart), deferred);
+          onSendFailure(claim, failure, call.lease.sendFinished(claim, sendStart), deferred);
         }
         throw failure;
       }
-      long sendNanos = call.sendFinished(claim, sendStart);
+      long sendNanos = call.lease.sendFinished(claim, sendStart);
       boolean recorded;
       try (Interrupts deferred = Interrupts.deferred()) {
         recorded = write(claim, RecordState.COMPLETED, call.encode(value, attempt), deferred);

@@ -203,6 +203,11 @@ class GuardCloseTest {
     return "close:" + UUID.randomUUID();
   }
 
+  /** The lease deadline of a key's record, as the store holds it. */
+  private java.time.Instant leaseDeadline(String key) {
+    return store.find(Digests.keyId(key), java.time.Instant.now()).orElseThrow().leaseDeadline();
+  }
+
   /** The names of the live threads of one guard. */
   static List<String> threadsOf(IdempotencyGuard guard) {
     String prefix = guard.settings().executors.threadPrefix;
@@ -226,11 +231,13 @@ class GuardCloseTest {
             key(), TTL, ctx -> java.util.concurrent.CompletableFuture.completedFuture("async"))
         .toCompletableFuture()
         .get(30, TimeUnit.SECONDS);
+    String slow = key();
     guard.execute(
-        key(),
+        slow,
         TTL,
         ctx -> {
-          Thread.sleep(300); // long enough for the keeper to renew once
+          java.time.Instant claimed = leaseDeadline(slow);
+          await(() -> leaseDeadline(slow).isAfter(claimed), "the keeper to renew the lease once");
           return "slow";
         });
     Batch<String> batch =

@@ -1,30 +1,16 @@
 package dev.idempotency.spring;
 
-import dev.idempotency.IdempotencyKey;
 import dev.idempotency.SendContext;
 import dev.idempotency.spring.messaging.ListenerEndpointMethods;
 import java.lang.reflect.Method;
 import java.lang.reflect.Type;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.ParameterNameDiscoverer;
-import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.expression.Expression;
-import org.springframework.expression.ParseException;
-import org.springframework.expression.spel.SpelNode;
-import org.springframework.expression.spel.ast.FunctionReference;
-import org.springframework.expression.spel.ast.VariableReference;
-import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.util.ClassUtils;
 
@@ -44,11 +30,6 @@ final class IdempotentMethod {
     /** A Reactor {@code Mono}: run per subscription through the guard's asynchronous call. */
     MONO
   }
-
-  /** Reactor's {@code Mono}, named so that this class loads without Reactor. */
-  static final String MONO_CLASS = "reactor.core.publisher.Mono";
-
-  private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
 
   final String name;
   final boolean defaultName;
@@ -140,77 +121,20 @@ final class IdempotentMethod {
     Class<?> userClass = ClassUtils.getUserClass(targetClass);
     String where = "@Idempotent on " + userClass.getName() + "." + method.getName() + "(..)";
     boolean defaultName = annotation.name().isEmpty();
-    String name =
-        defaultName ? userClass.getSimpleName() + "." + method.getName() : annotation.name();
-    if (!IdempotencyKey.isOperationName(name)) {
-      throw new IllegalStateException(
-          where
-              + ": the name '"
-              + name
-              + "' must be 1 to 64 characters of [A-Za-z0-9_.-]; set name = \"...\"");
-    }
+    String name = NameAttribute.of(where, annotation.name(), userClass, method);
     Expression key = parse(where, "key", annotation.key(), parser);
-    checkVariables(where, "key", method, annotation.key(), (SpelExpression) key, parameterNames);
+    checkVariables(where, "key", method, annotation.key(), key, parameterNames);
     Expression fingerprint = null;
     if (!annotation.fingerprint().isEmpty()) {
       fingerprint = parse(where, "fingerprint", annotation.fingerprint(), parser);
       checkVariables(
-          where,
-          "fingerprint",
-          method,
-          annotation.fingerprint(),
-          (SpelExpression) fingerprint,
-          parameterNames);
+          where, "fingerprint", method, annotation.fingerprint(), fingerprint, parameterNames);
     }
     Duration ttl = TtlAttribute.parse(where, annotation.ttl(), name, ttlOf, lease);
     int sendContextIndex = sendContextIndex(where, method);
-    ResolvableType returnType = ResolvableType.forMethodReturnType(method, targetClass);
-    Class<?> raw = returnType.resolve(Object.class);
-    Kind kind;
-    Type resultType;
-    if (raw == void.class || raw == Void.class) {
-      kind = Kind.VOID;
-      resultType = Void.class;
-    } else if (CompletionStage.class.isAssignableFrom(raw)) {
-      if (raw != CompletionStage.class && raw != CompletableFuture.class) {
-        throw new IllegalStateException(
-            where + " returns " + raw.getName() + "; declare CompletionStage or CompletableFuture");
-      }
-      ResolvableType value = returnType.as(CompletionStage.class).getGeneric(0);
-      if (value.resolve() == null || value.hasUnresolvableGenerics()) {
-        throw new IllegalStateException(
-            where
-                + " returns a stage of an unknown type; declare it, as in CompletionStage<Receipt>");
-      }
-      kind = Kind.STAGE;
-      resultType = concrete(value);
-    } else if (raw.getName().equals(MONO_CLASS)) {
-      ResolvableType value = returnType.getGeneric(0);
-      if (value.resolve() == null || value.hasUnresolvableGenerics()) {
-        throw new IllegalStateException(
-            where + " returns a Mono of an unknown type; declare it, as in Mono<Receipt>");
-      }
-      kind = Kind.MONO;
-      Class<?> element = value.resolve(Object.class);
-      resultType = element == Void.class ? Void.class : concrete(value);
-    } else if (isReactive(raw)) {
-      throw new IllegalStateException(
-          where
-              + " returns "
-              + raw.getName()
-              + ", which is not supported: a stream of elements is not one result to store and"
-              + " replay; return a Mono (of a List, to keep several elements) or a"
-              + " CompletionStage");
-    } else {
-      if (returnType.hasUnresolvableGenerics()) {
-        throw new IllegalStateException(
-            where + " returns a type that cannot be resolved for " + targetClass.getName());
-      }
-      kind = Kind.VALUE;
-      resultType = concrete(returnType);
-    }
+    MethodResult result = MethodResult.of(where, method, targetClass);
     if (annotation.joinTransaction()) {
-      checkJoining(where, method, userClass, kind);
+      checkJoining(where, method, userClass, result.kind());
     }
     return new IdempotentMethod(
         method,
@@ -221,8 +145,8 @@ final class IdempotentMethod {
         annotation.key(),
         fingerprint,
         ttl,
-        kind,
-        resultType,
+        result.kind(),
+        result.type(),
         sendContextIndex,
         parameterNames,
         annotation.joinTransaction());
@@ -309,75 +233,12 @@ final class IdempotentMethod {
     return index;
   }
 
-  /**
-   * A resolved type as a plain {@link Type} a JSON mapper understands: a class, or a parameterized
-   * type whose arguments are resolved too (never a type variable of a superclass or interface).
-   */
-  static Type concrete(ResolvableType type) {
-    Class<?> raw = type.resolve(Object.class);
-    if (type.isArray()) {
-      Type component = concrete(type.getComponentType());
-      return component instanceof Class<?> c
-          ? java.lang.reflect.Array.newInstance(c, 0).getClass()
-          : (java.lang.reflect.GenericArrayType) () -> component;
-    }
-    if (!type.hasGenerics()) {
-      return raw;
-    }
-    ResolvableType[] generics = type.getGenerics();
-    Type[] arguments = new Type[generics.length];
-    for (int i = 0; i < generics.length; i++) {
-      arguments[i] = concrete(generics[i]);
-    }
-    return new ResolvedParameterizedType(raw, arguments);
-  }
-
-  /** A parameterized type built from resolved parts. */
-  private record ResolvedParameterizedType(Class<?> raw, Type[] arguments)
-      implements java.lang.reflect.ParameterizedType {
-    @Override
-    public Type[] getActualTypeArguments() {
-      return arguments.clone();
-    }
-
-    @Override
-    public Type getRawType() {
-      return raw;
-    }
-
-    @Override
-    public Type getOwnerType() {
-      return raw.getDeclaringClass();
-    }
-
-    @Override
-    public String getTypeName() {
-      StringBuilder name = new StringBuilder(raw.getTypeName()).append('<');
-      for (int i = 0; i < arguments.length; i++) {
-        name.append(i > 0 ? ", " : "").append(arguments[i].getTypeName());
-      }
-      return name.append('>').toString();
-    }
-  }
-
   private static Expression parse(
       String where, String attribute, String source, SpelExpressionParser parser) {
     if (source.isBlank()) {
       throw new IllegalStateException(where + " has an empty " + attribute + " expression");
     }
-    try {
-      return parser.parseExpression(source);
-    } catch (ParseException e) {
-      // the message carries the parser's; no cause, so that this is the root cause Boot shows
-      throw new IllegalStateException(
-          where
-              + ": the "
-              + attribute
-              + " '"
-              + source
-              + "' is not a valid SpEL expression: "
-              + e.getMessage());
-    }
+    return ExpressionAttributes.parse(where, attribute, source, parser);
   }
 
   /** Every {@code #variable} must be a parameter (by name, or {@code #p0}/{@code #a0}). */
@@ -386,93 +247,15 @@ final class IdempotentMethod {
       String attribute,
       Method method,
       String source,
-      SpelExpression expression,
+      Expression expression,
       ParameterNameDiscoverer parameterNames) {
     String[] names = parameterNames.getParameterNames(method);
-    List<String> problems = new ArrayList<>();
-    visit(
-        expression.getAST(),
-        node -> {
-          if (node instanceof FunctionReference) {
-            problems.add(node.toStringAST() + " calls a function, and none are registered");
-            return;
-          }
-          if (!(node instanceof VariableReference)) {
-            return;
-          }
-          String variable = node.toStringAST().substring(1);
-          if (variable.equals("this") || variable.equals("root")) {
-            return;
-          }
-          Matcher indexed = INDEXED.matcher(variable);
-          if (indexed.matches()) {
-            if (Integer.parseInt(indexed.group(1)) >= method.getParameterCount()) {
-              problems.add(
-                  "#"
-                      + variable
-                      + " is past the method's "
-                      + method.getParameterCount()
-                      + " parameters");
-            }
-            return;
-          }
-          if (names == null) {
-            problems.add(
-                "#"
-                    + variable
-                    + " names a parameter, but parameter names are not available: compile with"
-                    + " -parameters, or use #p0, #p1, ...");
-          } else if (!Arrays.asList(names).contains(variable)) {
-            problems.add(
-                "#"
-                    + variable
-                    + " is not a parameter; the parameters are "
-                    + String.join(", ", names));
-          }
-        });
-    if (!problems.isEmpty()) {
-      throw new IllegalStateException(
-          where
-              + ": the "
-              + attribute
-              + " '"
-              + source
-              + "' is wrong: "
-              + String.join("; ", problems));
-    }
-  }
-
-  private static void visit(SpelNode node, java.util.function.Consumer<SpelNode> visitor) {
-    visitor.accept(node);
-    for (int i = 0; i < node.getChildCount(); i++) {
-      visit(node.getChild(i), visitor);
-    }
-  }
-
-  /**
-   * Whether the type is a Reactive Streams {@code Publisher}, through any interface of it or of its
-   * superclasses, however deep: {@code Mono} and {@code Flux} implement {@code CorePublisher},
-   * which extends it.
-   */
-  private static boolean isReactive(Class<?> type) {
-    for (Class<?> c = type; c != null; c = c.getSuperclass()) {
-      if (extendsPublisher(c)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  private static boolean extendsPublisher(Class<?> type) {
-    if (type.getName().equals("org.reactivestreams.Publisher")) {
-      return true;
-    }
-    for (Class<?> i : type.getInterfaces()) {
-      if (extendsPublisher(i)) {
-        return true;
-      }
-    }
-    return false;
+    ExpressionAttributes.checkVariables(
+        where,
+        attribute,
+        source,
+        expression,
+        variable -> ExpressionAttributes.parameterProblem(variable, method, names, ""));
   }
 
   /**

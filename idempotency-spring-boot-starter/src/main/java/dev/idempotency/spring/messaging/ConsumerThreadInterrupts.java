@@ -63,11 +63,7 @@ final class ConsumerThreadInterrupts {
             + " interrupt is cleared before the container acknowledges the delivery: a Kafka"
             + " consumer fails every poll and commit on an interrupted thread, and a RabbitMQ"
             + " consumer stops its container";
-    if (WARNED.add(listener)) {
-      log.warn(message, listener);
-    } else {
-      log.debug(message, listener);
-    }
+    warnOnce(message, listener);
   }
 
   /**
@@ -84,10 +80,15 @@ final class ConsumerThreadInterrupts {
     String message =
         "JMS listener {} failed with its thread interrupted (interrupted mid-send); the interrupt"
             + " is cleared so that the session rolls back and the message is delivered again";
-    if (WARNED.add(name)) {
-      log.warn(message, name);
+    warnOnce(message, name);
+  }
+
+  /** Logs {@code message} about {@code listener} at WARN the first time, then at debug level. */
+  private static void warnOnce(String message, String listener) {
+    if (WARNED.add(listener)) {
+      log.warn(message, listener);
     } else {
-      log.debug(message, name);
+      log.debug(message, listener);
     }
   }
 }

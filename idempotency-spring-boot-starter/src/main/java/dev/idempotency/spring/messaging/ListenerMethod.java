@@ -1,32 +1,25 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyKey;
+import dev.idempotency.spring.ExpressionAttributes;
 import dev.idempotency.spring.KeyValues;
+import dev.idempotency.spring.NameAttribute;
 import dev.idempotency.spring.TtlAttribute;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.lang.reflect.Parameter;
 import java.lang.reflect.Type;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.function.Consumer;
 import java.util.function.Function;
-import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.ResolvableType;
 import org.springframework.expression.EvaluationContext;
 import org.springframework.expression.Expression;
-import org.springframework.expression.ParseException;
-import org.springframework.expression.spel.SpelNode;
-import org.springframework.expression.spel.ast.FunctionReference;
-import org.springframework.expression.spel.ast.VariableReference;
-import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.expression.spel.support.StandardEvaluationContext;
 import org.springframework.util.ClassUtils;
@@ -39,7 +32,6 @@ import org.springframework.util.ClassUtils;
  */
 final class ListenerMethod {
 
-  private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
   private static final Set<String> DELIVERY_VARIABLES = Set.of("headers", "payload");
 
   final String name;
@@ -109,15 +101,7 @@ final class ListenerMethod {
     String where =
         "@IdempotentListener on " + userClass.getName() + "." + method.getName() + "(..)";
     boolean defaultName = annotation.name().isEmpty();
-    String name =
-        defaultName ? userClass.getSimpleName() + "." + method.getName() : annotation.name();
-    if (!IdempotencyKey.isOperationName(name)) {
-      throw new IllegalStateException(
-          where
-              + ": the name '"
-              + name
-              + "' must be 1 to 64 characters of [A-Za-z0-9_.-]; set name = \"...\"");
-    }
+    String name = NameAttribute.of(where, annotation.name(), userClass, method);
     if (!annotation.key().isEmpty() && !annotation.header().isEmpty()) {
       throw new IllegalStateException(
           where + " names both a key expression and a header; keep one of them");
@@ -129,18 +113,8 @@ final class ListenerMethod {
       if (annotation.key().isBlank()) {
         throw new IllegalStateException(where + " has a blank key expression");
       }
-      try {
-        key = parser.parseExpression(annotation.key());
-      } catch (ParseException e) {
-        throw new IllegalStateException(
-            where
-                + ": the key '"
-                + annotation.key()
-                + "' is not a valid SpEL expression: "
-                + e.getMessage());
-      }
-      checkVariables(
-          where, method, annotation.key(), (SpelExpression) key, batchIndex >= 0, parameterNames);
+      key = ExpressionAttributes.parse(where, "key", annotation.key(), parser);
+      checkVariables(where, method, annotation.key(), key, batchIndex >= 0, parameterNames);
     } else {
       header = annotation.header().isEmpty() ? defaultHeader : annotation.header();
       if (header == null || header.isBlank()) {
@@ -196,77 +170,36 @@ final class ListenerMethod {
     return false;
   }
 
+  /**
+   * Every {@code #variable} must be a parameter (by name, or {@code #p0}/{@code #a0}), {@code
+   * #payload} or {@code #headers}; a batch listener's key knows only the latter two.
+   */
   private static void checkVariables(
       String where,
       Method method,
       String source,
-      SpelExpression expression,
+      Expression expression,
       boolean batch,
       ParameterNameDiscoverer parameterNames) {
     String[] names = parameterNames.getParameterNames(method);
-    List<String> problems = new ArrayList<>();
-    visit(
-        expression.getAST(),
-        node -> {
-          if (node instanceof FunctionReference) {
-            problems.add(node.toStringAST() + " calls a function, and none are registered");
-            return;
-          }
-          if (!(node instanceof VariableReference)) {
-            return;
-          }
-          String variable = node.toStringAST().substring(1);
-          if (variable.equals("this")
-              || variable.equals("root")
-              || DELIVERY_VARIABLES.contains(variable)) {
-            return;
+    ExpressionAttributes.checkVariables(
+        where,
+        "key",
+        source,
+        expression,
+        variable -> {
+          if (DELIVERY_VARIABLES.contains(variable)) {
+            return null;
           }
           if (batch) {
-            problems.add(
-                "#"
-                    + variable
-                    + " is not known in a batch listener, whose key is evaluated per message:"
-                    + " use the payload's properties (orderId), #payload or #headers");
-            return;
+            return "#"
+                + variable
+                + " is not known in a batch listener, whose key is evaluated per message:"
+                + " use the payload's properties (orderId), #payload or #headers";
           }
-          if (INDEXED.matcher(variable).matches()) {
-            int index = Integer.parseInt(variable.substring(1));
-            if (index >= method.getParameterCount()) {
-              problems.add(
-                  "#"
-                      + variable
-                      + " is past the method's "
-                      + method.getParameterCount()
-                      + " parameters");
-            }
-            return;
-          }
-          if (names == null) {
-            problems.add(
-                "#"
-                    + variable
-                    + " names a parameter, but parameter names are not available: compile with"
-                    + " -parameters, or use #p0, #p1, ...");
-          } else if (!Arrays.asList(names).contains(variable)) {
-            problems.add(
-                "#"
-                    + variable
-                    + " is not a parameter; the parameters are "
-                    + String.join(", ", names)
-                    + " (and #payload, #headers)");
-          }
+          return ExpressionAttributes.parameterProblem(
+              variable, method, names, " (and #payload, #headers)");
         });
-    if (!problems.isEmpty()) {
-      throw new IllegalStateException(
-          where + ": the key '" + source + "' is wrong: " + String.join("; ", problems));
-    }
-  }
-
-  private static void visit(SpelNode node, Consumer<SpelNode> visitor) {
-    visitor.accept(node);
-    for (int i = 0; i < node.getChildCount(); i++) {
-      visit(node.getChild(i), visitor);
-    }
   }
 
   /**

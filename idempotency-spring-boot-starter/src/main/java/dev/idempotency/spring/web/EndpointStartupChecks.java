@@ -48,13 +48,16 @@ final class EndpointStartupChecks {
 
   /** Spring Framework 6's {@code ListenableFuture}, gone in 7; null where it is not present. */
   private static final @Nullable Class<?> LISTENABLE_FUTURE =
-      ClassUtils.isPresent(
-              "org.springframework.util.concurrent.ListenableFuture",
-              EndpointStartupChecks.class.getClassLoader())
-          ? ClassUtils.resolveClassName(
-              "org.springframework.util.concurrent.ListenableFuture",
-              EndpointStartupChecks.class.getClassLoader())
-          : null;
+      classOrNull("org.springframework.util.concurrent.ListenableFuture");
+
+  /**
+   * Why a Spring MVC endpoint refuses a reactive result, after its type: here for a declared one,
+   * and in {@link IdempotentEndpointAdvisor} for a stream returned where {@code Object} is
+   * declared.
+   */
+  static final String UNFOLLOWED_REACTIVE =
+      ", which a Spring MVC endpoint does not support: at a container timeout its key would be"
+          + " released while its send runs";
 
   private final IdempotentEndpoints endpoints;
   private final ListableBeanFactory beanFactory;
@@ -107,9 +110,9 @@ final class EndpointStartupChecks {
           endpoint.where()
               + " returns "
               + returned.getName()
-              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
-              + " would be released while its send runs, and a retry would send again; return a"
-              + " CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux");
+              + UNFOLLOWED_REACTIVE
+              + ", and a retry would send again; return a CompletableFuture (mono.toFuture()), or"
+              + " serve it from Spring WebFlux");
     }
     Class<?> entityBody =
         HttpEntity.class.isAssignableFrom(returned)
@@ -126,9 +129,9 @@ final class EndpointStartupChecks {
               + returned.getSimpleName()
               + " of "
               + entityBody.getName()
-              + ", which a Spring MVC endpoint does not support: at a container timeout its key"
-              + " would be released while its send runs, and a retry would send again; return a"
-              + " CompletableFuture of the entity, or serve it from Spring WebFlux");
+              + UNFOLLOWED_REACTIVE
+              + ", and a retry would send again; return a CompletableFuture of the entity, or serve"
+              + " it from Spring WebFlux");
     }
     if (CompletionStage.class.isAssignableFrom(returned)
         && returned != CompletionStage.class
@@ -274,6 +277,15 @@ final class EndpointStartupChecks {
       return beanFactory.isSingleton(beanName) ? beanFactory.getBean(beanName) : null;
     }
     return bean;
+  }
+
+  /** The class of that name, looked up once; null where it is not on the class path. */
+  private static @Nullable Class<?> classOrNull(String name) {
+    try {
+      return ClassUtils.forName(name, EndpointStartupChecks.class.getClassLoader());
+    } catch (ClassNotFoundException | LinkageError e) {
+      return null;
+    }
   }
 
   /** Spring MVC's mappings, in a class of their own: loaded only where Spring MVC is. */

@@ -133,9 +133,8 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
                         + invocation.getMethod()
                         + " returned a "
                         + returned.getClass().getName()
-                        + ", which a Spring MVC endpoint does not support: at a container timeout"
-                        + " its key would be released while its send runs; serve it from Spring"
-                        + " WebFlux");
+                        + EndpointStartupChecks.UNFOLLOWED_REACTIVE
+                        + "; serve it from Spring WebFlux");
               }
               returned = SingleValue.toFuture(adapter.toPublisher(returned));
             }
@@ -234,20 +233,15 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
   }
 
   private static @Nullable Field resultField(String name) {
-    Field field = ReflectionUtils.findField(DeferredResult.class, name);
-    if (field == null) {
-      return null;
-    }
-    try {
-      field.setAccessible(true);
-      return field;
-    } catch (RuntimeException e) {
-      return null;
-    }
+    return accessible(ReflectionUtils.findField(DeferredResult.class, name));
   }
 
   private static @Nullable Field taskField(String name) {
-    Field field = ReflectionUtils.findField(WebAsyncTask.class, name, Callable.class);
+    return accessible(ReflectionUtils.findField(WebAsyncTask.class, name, Callable.class));
+  }
+
+  /** The field made accessible; null if there is none, or where that is refused. */
+  private static @Nullable Field accessible(@Nullable Field field) {
     if (field == null) {
       return null;
     }

@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import org.springframework.kafka.test.EmbeddedKafkaKraftBroker;
+import org.springframework.test.context.DynamicPropertyRegistry;
 
 /**
  * A real Kafka broker in this JVM (KRaft, spring-kafka-test's), started once on first use with the
@@ -39,5 +40,17 @@ public final class EmbeddedKafka {
       Runtime.getRuntime().addShutdownHook(new Thread(started::destroy));
     }
     return broker.getBrokersAsString();
+  }
+
+  /**
+   * Adds the shared broker's address and the messaging tests' properties ({@link
+   * ListenerTestConfiguration#PROPERTIES}) to a Kafka test's {@code @DynamicPropertySource}.
+   */
+  public static void addProperties(DynamicPropertyRegistry registry) {
+    registry.add("spring.kafka.bootstrap-servers", EmbeddedKafka::bootstrapServers);
+    for (String property : ListenerTestConfiguration.PROPERTIES) {
+      int equals = property.indexOf('=');
+      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
+    }
   }
 }

@@ -2,7 +2,6 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.messaging.Events;
-import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import jakarta.jms.JMSException;
 import jakarta.jms.Message;
@@ -12,10 +11,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ApplicationListener;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.event.ContextClosedEvent;
 import org.springframework.jms.core.JmsTemplate;
 
 /**
@@ -37,27 +33,18 @@ final class JmsListenerApplication implements ListenerApplication {
 
   static JmsListenerApplication start(
       SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String queue) {
-    List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
-    properties.addAll(
-        List.of(
-            "spring.main.web-application-type=none",
-            "spring.artemis.mode=embedded",
-            "spring.artemis.embedded.enabled=true",
-            "spring.artemis.embedded.queues=" + queue,
-            "suite.destination=" + queue,
-            "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
-            "logging.level.dev.idempotency=WARN"));
+    // as arguments: the test resources' application.properties turns the embedded broker off
     ConfigurableApplicationContext context =
-        new SpringApplicationBuilder(SuiteJmsApplication.class)
-            .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-            .initializers(
-                started -> {
-                  started.getBeanFactory().registerSingleton("switchableKeyStore", store);
-                  started.getBeanFactory().registerSingleton("suiteProvider", provider);
-                })
-            // as arguments: the test resources' application.properties turns the embedded broker
-            // off
-            .run(properties.stream().map(property -> "--" + property).toArray(String[]::new));
+        SuiteApplications.startWithArguments(
+            SuiteJmsApplication.class,
+            store,
+            provider,
+            closing,
+            SuiteApplications.listenerProperties(
+                "spring.artemis.mode=embedded",
+                "spring.artemis.embedded.enabled=true",
+                "spring.artemis.embedded.queues=" + queue,
+                "suite.destination=" + queue));
     return new JmsListenerApplication(context, queue);
   }
 

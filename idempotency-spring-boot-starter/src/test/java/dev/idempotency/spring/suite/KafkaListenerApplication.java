@@ -3,7 +3,6 @@ package dev.idempotency.spring.suite;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.messaging.EmbeddedKafka;
 import dev.idempotency.spring.messaging.Events;
-import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -26,10 +25,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ApplicationListener;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.event.ContextClosedEvent;
 import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.KafkaAdmin;
 import org.springframework.kafka.core.KafkaTemplate;
@@ -66,26 +62,17 @@ final class KafkaListenerApplication implements ListenerApplication {
       CountDownLatch closing,
       String topic,
       boolean batch) {
-    List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
-    properties.addAll(
-        List.of(
-            "spring.main.web-application-type=none",
-            "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
-            "spring.kafka.consumer.auto-offset-reset=earliest",
-            "suite.kafka.topic=" + topic,
-            "suite.kafka.batch=" + batch,
-            "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
-            "logging.level.dev.idempotency=WARN"));
     ConfigurableApplicationContext context =
-        new SpringApplicationBuilder(SuiteKafkaApplication.class)
-            .properties(properties.toArray(String[]::new))
-            .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-            .initializers(
-                started -> {
-                  started.getBeanFactory().registerSingleton("switchableKeyStore", store);
-                  started.getBeanFactory().registerSingleton("suiteProvider", provider);
-                })
-            .run();
+        SuiteApplications.start(
+            SuiteKafkaApplication.class,
+            store,
+            provider,
+            closing,
+            SuiteApplications.listenerProperties(
+                "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
+                "spring.kafka.consumer.auto-offset-reset=earliest",
+                "suite.kafka.topic=" + topic,
+                "suite.kafka.batch=" + batch));
     return new KafkaListenerApplication(context, topic);
   }
 

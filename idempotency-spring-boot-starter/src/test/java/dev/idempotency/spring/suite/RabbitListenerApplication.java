@@ -2,7 +2,6 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.messaging.Events;
-import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import dev.idempotency.testservers.RabbitMqServer;
 import java.nio.charset.StandardCharsets;
@@ -15,10 +14,7 @@ import org.springframework.amqp.core.Message;
 import org.springframework.amqp.rabbit.core.RabbitAdmin;
 import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ApplicationListener;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.event.ContextClosedEvent;
 
 /**
  * A {@link SuiteRabbitApplication} on the shared RabbitMQ server: published to with its {@code
@@ -53,26 +49,17 @@ final class RabbitListenerApplication implements ListenerApplication {
       CountDownLatch closing,
       String queue,
       boolean idempotentMethod) {
-    List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
-    properties.addAll(
-        List.of(
-            "spring.main.web-application-type=none",
-            "spring.rabbitmq.host=127.0.0.1",
-            "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
-            "suite.destination=" + queue,
-            "suite.rabbit.idempotent-method=" + idempotentMethod,
-            "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
-            "logging.level.dev.idempotency=WARN"));
     ConfigurableApplicationContext context =
-        new SpringApplicationBuilder(SuiteRabbitApplication.class)
-            .properties(properties.toArray(String[]::new))
-            .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-            .initializers(
-                started -> {
-                  started.getBeanFactory().registerSingleton("switchableKeyStore", store);
-                  started.getBeanFactory().registerSingleton("suiteProvider", provider);
-                })
-            .run();
+        SuiteApplications.start(
+            SuiteRabbitApplication.class,
+            store,
+            provider,
+            closing,
+            SuiteApplications.listenerProperties(
+                "spring.rabbitmq.host=127.0.0.1",
+                "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
+                "suite.destination=" + queue,
+                "suite.rabbit.idempotent-method=" + idempotentMethod));
     return new RabbitListenerApplication(context, queue);
   }
 

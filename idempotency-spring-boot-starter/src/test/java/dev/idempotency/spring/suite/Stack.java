@@ -2,10 +2,7 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.util.concurrent.CountDownLatch;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ApplicationListener;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.event.ContextClosedEvent;
 
 /**
  * A web stack of the suite: its application, started once per test JVM and shared by every hazard
@@ -56,22 +53,18 @@ public enum Stack {
    */
   public ConfigurableApplicationContext start(
       SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing) {
-    return new SpringApplicationBuilder(application)
-        .properties(
-            "spring.main.web-application-type=" + webApplicationType,
-            "server.port=0",
-            "server.shutdown=graceful",
-            "spring.main.banner-mode=off",
-            "idempotency.in-flight-wait=50ms",
-            "idempotency.lease=" + LEASE.toMillis() + "ms",
-            "logging.level.dev.idempotency=WARN")
-        .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-        .initializers(
-            context -> {
-              context.getBeanFactory().registerSingleton("switchableKeyStore", store);
-              context.getBeanFactory().registerSingleton("suiteProvider", provider);
-            })
-        .run();
+    return SuiteApplications.start(
+        application,
+        store,
+        provider,
+        closing,
+        "spring.main.web-application-type=" + webApplicationType,
+        "server.port=0",
+        "server.shutdown=graceful",
+        "spring.main.banner-mode=off",
+        "idempotency.in-flight-wait=50ms",
+        "idempotency.lease=" + LEASE.toMillis() + "ms",
+        "logging.level.dev.idempotency=WARN");
   }
 
   /** The port an application of the suite serves on. */

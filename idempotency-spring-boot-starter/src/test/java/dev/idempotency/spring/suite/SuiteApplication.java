@@ -1,7 +1,6 @@
 package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.Idempotent;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import dev.idempotency.spring.web.IdempotentEndpoint;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -9,8 +8,8 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
@@ -22,21 +21,8 @@ import org.springframework.web.bind.annotation.RestController;
  */
 @SpringBootConfiguration(proxyBeanMethods = false)
 @EnableAutoConfiguration
+@Import(SuiteBeans.class)
 public class SuiteApplication {
-
-  /** The store, unless the test registered one that outlives the application (a restart). */
-  @Bean
-  @ConditionalOnMissingBean
-  SwitchableKeyStore switchableKeyStore() {
-    return new SwitchableKeyStore();
-  }
-
-  /** The provider, unless the test registered one that outlives the application. */
-  @Bean
-  @ConditionalOnMissingBean
-  SuiteProvider suiteProvider() {
-    return new SuiteProvider();
-  }
 
   @Bean
   Sender sender(SuiteProvider provider) {

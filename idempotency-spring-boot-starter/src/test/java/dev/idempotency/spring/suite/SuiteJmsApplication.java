@@ -2,11 +2,10 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
 import org.springframework.jms.annotation.JmsListener;
 
 /**
@@ -17,24 +16,11 @@ import org.springframework.jms.annotation.JmsListener;
  */
 @SpringBootConfiguration(proxyBeanMethods = false)
 @EnableAutoConfiguration
+@Import(SuiteBeans.class)
 public class SuiteJmsApplication {
 
   /** The listener's name, the operation of its keys. */
   static final String LISTENER = "suite-jms";
-
-  /** The store, unless the test registered one that outlives the application (a restart). */
-  @Bean
-  @ConditionalOnMissingBean
-  SwitchableKeyStore switchableKeyStore() {
-    return new SwitchableKeyStore();
-  }
-
-  /** The provider, unless the test registered one that outlives the application. */
-  @Bean
-  @ConditionalOnMissingBean
-  SuiteProvider suiteProvider() {
-    return new SuiteProvider();
-  }
 
   @Bean
   Events events() {

@@ -3,7 +3,6 @@ package dev.idempotency.spring.suite;
 import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.util.List;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.Consumer;
@@ -11,9 +10,9 @@ import org.apache.kafka.common.TopicPartition;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
 import org.springframework.kafka.annotation.KafkaListener;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.listener.CommonErrorHandler;
@@ -33,6 +32,7 @@ import org.springframework.util.backoff.FixedBackOff;
  */
 @SpringBootConfiguration(proxyBeanMethods = false)
 @EnableAutoConfiguration
+@Import(SuiteBeans.class)
 public class SuiteKafkaApplication {
 
   /** The record listener's name, the operation of its keys. */
@@ -40,20 +40,6 @@ public class SuiteKafkaApplication {
 
   /** The batch listener's name (property {@code suite.kafka.batch=true}). */
   static final String BATCH_LISTENER = "suite-kafka-batch";
-
-  /** The store, unless the test registered one that outlives the application (a restart). */
-  @Bean
-  @ConditionalOnMissingBean
-  SwitchableKeyStore switchableKeyStore() {
-    return new SwitchableKeyStore();
-  }
-
-  /** The provider, unless the test registered one that outlives the application. */
-  @Bean
-  @ConditionalOnMissingBean
-  SuiteProvider suiteProvider() {
-    return new SuiteProvider();
-  }
 
   @Bean
   Events events() {

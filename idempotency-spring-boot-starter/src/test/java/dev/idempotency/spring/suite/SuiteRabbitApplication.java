@@ -3,7 +3,6 @@ package dev.idempotency.spring.suite;
 import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Queue;
 import org.springframework.amqp.core.QueueBuilder;
@@ -11,9 +10,9 @@ import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
 
 /**
  * The entry-point suite's RabbitMQ application, on the messaging tests' shared server ({@code
@@ -24,6 +23,7 @@ import org.springframework.context.annotation.Bean;
  */
 @SpringBootConfiguration(proxyBeanMethods = false)
 @EnableAutoConfiguration
+@Import(SuiteBeans.class)
 public class SuiteRabbitApplication {
 
   /** The listener's name, the operation of its keys. */
@@ -34,20 +34,6 @@ public class SuiteRabbitApplication {
    * suite.rabbit.idempotent-method}).
    */
   static final String METHOD_LISTENER = "suite-rabbit-method";
-
-  /** The store, unless the test registered one that outlives the application (a restart). */
-  @Bean
-  @ConditionalOnMissingBean
-  SwitchableKeyStore switchableKeyStore() {
-    return new SwitchableKeyStore();
-  }
-
-  /** The provider, unless the test registered one that outlives the application. */
-  @Bean
-  @ConditionalOnMissingBean
-  SuiteProvider suiteProvider() {
-    return new SuiteProvider();
-  }
 
   @Bean
   Events events() {

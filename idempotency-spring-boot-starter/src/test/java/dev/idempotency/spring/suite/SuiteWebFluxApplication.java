@@ -3,7 +3,6 @@ package dev.idempotency.spring.suite;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spring.Idempotent;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import dev.idempotency.spring.reactive.NettyServer;
 import dev.idempotency.spring.web.IdempotentEndpoint;
 import java.lang.reflect.Method;
@@ -12,7 +11,6 @@ import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.HttpStatus;
@@ -33,22 +31,8 @@ import reactor.core.scheduler.Schedulers;
  */
 @SpringBootConfiguration(proxyBeanMethods = false)
 @EnableAutoConfiguration
-@Import(NettyServer.class)
+@Import({NettyServer.class, SuiteBeans.class})
 public class SuiteWebFluxApplication {
-
-  /** The store, unless the test registered one that outlives the application (a restart). */
-  @Bean
-  @ConditionalOnMissingBean
-  SwitchableKeyStore switchableKeyStore() {
-    return new SwitchableKeyStore();
-  }
-
-  /** The provider, unless the test registered one that outlives the application. */
-  @Bean
-  @ConditionalOnMissingBean
-  SuiteProvider suiteProvider() {
-    return new SuiteProvider();
-  }
 
   /**
    * Reactor Netty resources of this application's own. The global ones, which the server would

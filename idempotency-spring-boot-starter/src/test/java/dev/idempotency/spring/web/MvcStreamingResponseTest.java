@@ -92,15 +92,52 @@ class MvcStreamingResponseTest extends RunningApplication {
   }
 
   private static <T> T within(Callable<T> read) throws Exception {
+    return async(read).get(WAIT_SECONDS, TimeUnit.SECONDS);
+  }
+
+  private static <T> CompletableFuture<T> async(Callable<T> work) {
     return CompletableFuture.supplyAsync(
-            () -> {
-              try {
-                return read.call();
-              } catch (Exception e) {
-                throw new IllegalStateException(e);
-              }
-            })
-        .get(WAIT_SECONDS, TimeUnit.SECONDS);
+        () -> {
+          try {
+            return work.call();
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        });
+  }
+
+  /** Reads the rest of a stream, bounded, until it ends or the server breaks it off. */
+  private static void drain(BufferedReader lines) throws Exception {
+    within(
+        () -> {
+          try {
+            while (lines.readLine() != null) {
+              // until the stream ends
+            }
+          } catch (IOException broken) {
+            // the server may abort the response
+          }
+          return null;
+        });
+  }
+
+  /** An event stream the client reads as it comes, and the handler's emitter that writes it. */
+  private record EventStream(
+      SseEmitter emitter, HttpResponse<InputStream> response, BufferedReader lines) {}
+
+  /**
+   * Opens the event stream at {@code path}: its handler's emitter sends {@code first}, which opens
+   * the response, and the client reads it.
+   */
+  private EventStream openEvents(String path, String key, String id, String first)
+      throws Exception {
+    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
+    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
+    emitter.send(SseEmitter.event().data(first));
+    HttpResponse<InputStream> response = opened(opening);
+    BufferedReader lines = lines(response);
+    assertThat(within(lines::readLine)).isEqualTo("data:" + first);
+    return new EventStream(emitter, response, lines);
   }
 
   private static BufferedReader lines(HttpResponse<InputStream> response) {
@@ -118,16 +155,13 @@ class MvcStreamingResponseTest extends RunningApplication {
     String key = EndpointClient.newKey();
     String path = "/streams/events/" + id;
 
-    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
-    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
-    emitter.send(SseEmitter.event().data("first"));
-    HttpResponse<InputStream> response = opened(opening);
-    BufferedReader lines = lines(response);
+    EventStream stream = openEvents(path, key, id, "first");
+    SseEmitter emitter = stream.emitter();
+    BufferedReader lines = stream.lines();
 
-    assertThat(response.statusCode()).isEqualTo(200);
-    assertThat(response.headers().firstValue("Content-Type"))
+    assertThat(stream.response().statusCode()).isEqualTo(200);
+    assertThat(stream.response().headers().firstValue("Content-Type"))
         .hasValueSatisfying(type -> assertThat(type).startsWith("text/event-stream"));
-    assertThat(within(lines::readLine)).isEqualTo("data:first");
     assertThat(within(lines::readLine)).isEmpty();
     // while the stream is open the key stays claimed: a repeat is told so, nothing runs again
     HttpResponse<String> meanwhile = send(path, key);
@@ -161,12 +195,9 @@ class MvcStreamingResponseTest extends RunningApplication {
     String key = EndpointClient.newKey();
     String path = "/streams/events/" + id;
 
-    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
-    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
-    emitter.send(SseEmitter.event().data("first"));
-    HttpResponse<InputStream> response = opened(opening);
-    assertThat(within(lines(response)::readLine)).isEqualTo("data:first");
-    response.body().close(); // the client goes away mid-stream
+    EventStream stream = openEvents(path, key, id, "first");
+    SseEmitter emitter = stream.emitter();
+    stream.response().body().close(); // the client goes away mid-stream
 
     IOException gone = null;
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
@@ -200,23 +231,8 @@ class MvcStreamingResponseTest extends RunningApplication {
     String key = EndpointClient.newKey();
     String path = "/streams/short/" + id;
 
-    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
-    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
-    emitter.send(SseEmitter.event().data("first"));
-    HttpResponse<InputStream> response = opened(opening);
-    BufferedReader lines = lines(response);
-    assertThat(within(lines::readLine)).isEqualTo("data:first");
-    within(
-        () -> {
-          try {
-            while (lines.readLine() != null) {
-              // until the timeout (1 s) ends the stream
-            }
-          } catch (IOException broken) {
-            // the server may abort the response
-          }
-          return null;
-        });
+    EventStream stream = openEvents(path, key, id, "first");
+    drain(stream.lines()); // until the timeout (1 s) ends the stream
 
     HttpResponse<String> retry = settled(path, key);
     assertThat(retry.statusCode()).as(retry.body()).isEqualTo(422);
@@ -232,13 +248,10 @@ class MvcStreamingResponseTest extends RunningApplication {
     String path = "/streams/events/" + id;
     String big = "x".repeat(9_000); // past the 8 KB limit
 
-    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
-    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
-    emitter.send(SseEmitter.event().data(big));
-    HttpResponse<InputStream> response = opened(opening);
-    BufferedReader lines = lines(response);
+    EventStream stream = openEvents(path, key, id, big);
+    SseEmitter emitter = stream.emitter();
+    BufferedReader lines = stream.lines();
 
-    assertThat(within(lines::readLine)).isEqualTo("data:" + big);
     HttpResponse<String> meanwhile = settled(path, key);
     assertThat(meanwhile.statusCode()).as(meanwhile.body()).isEqualTo(422);
     assertThat(meanwhile.body()).contains("response-not-stored");
@@ -263,34 +276,11 @@ class MvcStreamingResponseTest extends RunningApplication {
     String key = EndpointClient.newKey();
     String path = "/streams/events/" + id;
 
-    CompletableFuture<HttpResponse<InputStream>> opening = open(path, key);
-    SseEmitter emitter = streams.emitter(id, SseEmitter.class);
-    emitter.send(SseEmitter.event().data("first"));
-    HttpResponse<InputStream> response = opened(opening);
-    BufferedReader lines = lines(response);
-    assertThat(within(lines::readLine)).isEqualTo("data:first");
-    emitter.completeWithError(new IllegalStateException("the provider failed mid-stream"));
-    within(
-        () -> {
-          try {
-            while (lines.readLine() != null) {
-              // drain what the server still sends until the stream ends or breaks
-            }
-          } catch (IOException broken) {
-            // the server may abort the response
-          }
-          return null;
-        });
+    EventStream stream = openEvents(path, key, id, "first");
+    stream.emitter().completeWithError(new IllegalStateException("the provider failed mid-stream"));
+    drain(stream.lines()); // what the server still sends until the stream ends or breaks
 
-    CompletableFuture<HttpResponse<String>> retry =
-        CompletableFuture.supplyAsync(
-            () -> {
-              try {
-                return settled(path, key);
-              } catch (Exception e) {
-                throw new IllegalStateException(e);
-              }
-            });
+    CompletableFuture<HttpResponse<String>> retry = async(() -> settled(path, key));
     SseEmitter again = streams.emitter(id, SseEmitter.class); // the retry ran the handler
     again.send(SseEmitter.event().data("again"));
     again.complete();

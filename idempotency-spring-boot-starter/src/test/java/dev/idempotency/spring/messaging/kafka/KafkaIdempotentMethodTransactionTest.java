@@ -8,11 +8,8 @@ import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.EmbeddedKafka;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
-import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -76,31 +73,8 @@ class KafkaIdempotentMethodTransactionTest {
     }
   }
 
-  /** A listener's work: produces its event in the container's tx, and counts its runs. */
-  abstract static class Runs {
-    final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
-    private final KafkaTemplate<Object, Object> template;
-    private final FailingCommits commits;
-
-    Runs(KafkaTemplate<Object, Object> template, FailingCommits commits) {
-      this.template = template;
-      this.commits = commits;
-    }
-
-    void run(String event) {
-      runs.computeIfAbsent(event, e -> new AtomicInteger()).incrementAndGet();
-      template.send(KafkaTransactionListeners.OUTPUT, event);
-      commits.running(event);
-    }
-
-    int runs(String event) {
-      AtomicInteger count = runs.get(event);
-      return count == null ? 0 : count.get();
-    }
-  }
-
   /** A listener guarded with {@code @Idempotent}, producing its event in the container's tx. */
-  public static class MethodListener extends Runs {
+  public static class MethodListener extends TransactionalRuns {
     MethodListener(KafkaTemplate<Object, Object> template, FailingCommits commits) {
       super(template, commits);
     }
@@ -113,7 +87,7 @@ class KafkaIdempotentMethodTransactionTest {
   }
 
   /** The same on a {@code @Lazy} bean: its container is created when the bean is. */
-  public static class LazyListener extends Runs {
+  public static class LazyListener extends TransactionalRuns {
     LazyListener(KafkaTemplate<Object, Object> template, FailingCommits commits) {
       super(template, commits);
     }
@@ -127,11 +101,7 @@ class KafkaIdempotentMethodTransactionTest {
 
   @DynamicPropertySource
   static void kafka(DynamicPropertyRegistry registry) {
-    registry.add("spring.kafka.bootstrap-servers", EmbeddedKafka::bootstrapServers);
-    for (String property : ListenerTestConfiguration.PROPERTIES) {
-      int equals = property.indexOf('=');
-      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
-    }
+    EmbeddedKafka.addProperties(registry);
   }
 
   @Autowired Events events;
@@ -152,8 +122,8 @@ class KafkaIdempotentMethodTransactionTest {
     assertACommitThatFailsRunsAgain(lazy, LAZY_NAME, LAZY_TOPIC);
   }
 
-  private void assertACommitThatFailsRunsAgain(Runs listener, String name, String topic)
-      throws Exception {
+  private void assertACommitThatFailsRunsAgain(
+      TransactionalRuns listener, String name, String topic) throws Exception {
     String event = "commit-fails-" + UUID.randomUUID().toString().substring(0, 8);
     commits.failNextCommitOf(event);
     publish(topic, event);

@@ -86,11 +86,7 @@ class KafkaListenerTest extends BatchListenerContract {
 
   @DynamicPropertySource
   static void kafka(DynamicPropertyRegistry registry) {
-    registry.add("spring.kafka.bootstrap-servers", EmbeddedKafka::bootstrapServers);
-    for (String property : ListenerTestConfiguration.PROPERTIES) {
-      int equals = property.indexOf('=');
-      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
-    }
+    EmbeddedKafka.addProperties(registry);
   }
 
   @Autowired KafkaTemplate<String, String> template;

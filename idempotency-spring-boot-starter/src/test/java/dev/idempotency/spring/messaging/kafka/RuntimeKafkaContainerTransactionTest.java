@@ -94,16 +94,12 @@ class RuntimeKafkaContainerTransactionTest {
   }
 
   /** Guarded listener methods, each producing its event in the container's transaction. */
-  public static class RuntimeListeners {
-    final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
-    private final KafkaTemplate<Object, Object> template;
-    private final FailingCommits commits;
+  public static class RuntimeListeners extends TransactionalRuns {
     private final Provider service;
 
     RuntimeListeners(
         KafkaTemplate<Object, Object> template, FailingCommits commits, Provider service) {
-      this.template = template;
-      this.commits = commits;
+      super(template, commits);
       this.service = service;
     }
 
@@ -125,21 +121,9 @@ class RuntimeKafkaContainerTransactionTest {
 
     /** Registered at runtime; not guarded itself, it calls a guarded service method. */
     public void callsTheService(String event) {
-      runs.computeIfAbsent(event, e -> new AtomicInteger()).incrementAndGet();
+      count(event);
       service.send(event);
-      template.send(KafkaTransactionListeners.OUTPUT, event);
-      commits.running(event);
-    }
-
-    private void run(String event) {
-      runs.computeIfAbsent(event, e -> new AtomicInteger()).incrementAndGet();
-      template.send(KafkaTransactionListeners.OUTPUT, event);
-      commits.running(event);
-    }
-
-    int runs(String event) {
-      AtomicInteger count = runs.get(event);
-      return count == null ? 0 : count.get();
+      produce(event);
     }
   }
 
@@ -161,11 +145,7 @@ class RuntimeKafkaContainerTransactionTest {
 
   @DynamicPropertySource
   static void kafka(DynamicPropertyRegistry registry) {
-    registry.add("spring.kafka.bootstrap-servers", EmbeddedKafka::bootstrapServers);
-    for (String property : ListenerTestConfiguration.PROPERTIES) {
-      int equals = property.indexOf('=');
-      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
-    }
+    EmbeddedKafka.addProperties(registry);
   }
 
   @Autowired Events events;

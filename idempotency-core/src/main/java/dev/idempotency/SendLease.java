@@ -1,0 +1,118 @@
+package dev.idempotency;
+
+import dev.idempotency.IdempotencyEvent.Type;
+import java.time.Duration;
+import java.time.Instant;
+
+/**
+ * The lease of one call's claim around its send, for the blocking ({@link GuardedCall}) and
+ * asynchronous ({@link AsyncGuardedCall}) drivers: whether the sender may start under the claim
+ * (renewing it first if the store answered late), the refusal when it may not, renewal while the
+ * sender runs, and the report of a sender that outlived its lease.
+ *
+ * <p>One instance per key and call, made by its {@link CallSupport}; not thread-safe except where
+ * the methods say so.
+ */
+final class SendLease {
+
+  private final GuardSettings settings;
+  private final String keyId;
+  private final CallEvents events;
+
+  SendLease(GuardSettings settings, String keyId, CallEvents events) {
+    this.settings = settings;
+    this.keyId = keyId;
+    this.events = events;
+  }
+
+  /**
+   * Whether the sender may run under this claim: never with less than the keeper's margin (a
+   * quarter lease) left. A claim the store answered after more than half its lease, or with less
+   * than the margin left, is renewed first, fenced, on the calling thread (see {@link
+   * LeaseKeeper#readyToSend}). False if it still has less: then nothing may be sent (see {@link
+   * #lateClaimRefused}).
+   */
+  boolean readyToSend(Claim claim) {
+    // a guard closed past its grace period renews nothing: a send started now could outlive its
+    // lease and be taken over, which a crash, the only other way to leave it, never would
+    return !settings.keeper.isClosed() && settings.keeper.readyToSend(claim);
+  }
+
+  /** Whether {@link #readyToSend} would do store work (a renewal) before answering. */
+  boolean needsRenewalBeforeSend(Claim claim) {
+    return settings.leaseRenewal
+        && (settings.keeper.isLate(claim)
+            || !claim.isLive(settings.leaseNow(), settings.keeper.marginNanos));
+  }
+
+  /**
+   * The failure of a call whose claim had too little lease left to send on, even renewed: nothing
+   * was sent. The claim is released if it is still ours (fenced), so that a retry need not wait for
+   * it to run out, and be reported as a takeover, when nothing was sent.
+   */
+  KeyStoreException lateClaimRefused(Claim claim) {
+    boolean lost = claim.isLost();
+    if (!lost) {
+      try {
+        Interrupts.deferredDuring(() -> settings.store.release(keyId, claim.ownerToken));
+      } catch (RuntimeException e) {
+        CallEvents.log.debug("Could not release key {} after refusing its late claim", keyId, e);
+      }
+    }
+    claim.finish();
+    if (settings.keeper.isClosed()) {
+      KeyStoreException closed =
+          new KeyStoreException(
+              "The guard was closed before the send of key "
+                  + keyId
+                  + " could start (its grace period had passed); nothing was sent",
+              null);
+      events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), closed);
+      return closed;
+    }
+    KeyStoreException refused =
+        new KeyStoreException(
+            "The key store answered the claim of key "
+                + keyId
+                + " late, and "
+                + (lost
+                    ? "its lease could not be renewed"
+                    : !settings.leaseRenewal
+                        ? "its lease of "
+                            + settings.lease.toMillis()
+                            + " ms had run out (lease renewal is off)"
+                        : "even renewed, less than a quarter of its lease of "
+                            + settings.lease.toMillis()
+                            + " ms was left to send on")
+                + "; nothing was sent",
+            null);
+    events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), refused);
+    return refused;
+  }
+
+  /**
+   * The sender is about to run under this claim: the keeper renews its lease from now on, up to the
+   * renewal limit, unless renewal is off.
+   */
+  void startSend(Claim claim) {
+    if (settings.leaseRenewal) {
+      claim.renewUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
+      settings.keeper.watch(claim);
+    }
+  }
+
+  /**
+   * The sender returned or threw: reports {@link Type#LEASE_OVERRUN} if the lease ran out (or was
+   * lost) while it ran, so that another caller may have taken the key over.
+   *
+   * @param claim the claim, or {@code null} for a fail-open send
+   * @return the sender's time in nanoseconds, on the guard's clock
+   */
+  long sendFinished(Claim claim, Instant sendStart) {
+    long sendNanos = Duration.between(sendStart, settings.clock.instant()).toNanos();
+    if (claim != null && claim.lapsedBy(settings.leaseNow())) {
+      events.leaseOverrun(claim.attempt, sendNanos);
+    }
+    return sendNanos;
+  }
+}

@@ -1,0 +1,131 @@
+package dev.idempotency.spring;
+
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.function.Consumer;
+import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
+import org.springframework.expression.Expression;
+import org.springframework.expression.ParseException;
+import org.springframework.expression.spel.SpelNode;
+import org.springframework.expression.spel.ast.FunctionReference;
+import org.springframework.expression.spel.ast.VariableReference;
+import org.springframework.expression.spel.standard.SpelExpression;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
+
+/**
+ * An annotation attribute that holds a SpEL expression over a method's parameters (a key, a
+ * fingerprint), parsed and checked once at startup, so that a typo fails the application instead of
+ * every call. For the starter's integrations; stateless.
+ */
+public final class ExpressionAttributes {
+
+  private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
+
+  private ExpressionAttributes() {}
+
+  /**
+   * Parses a non-blank expression.
+   *
+   * @param where the annotated method as messages name it
+   * @param attribute the attribute's name ({@code key}, {@code fingerprint})
+   * @throws IllegalStateException with the parser's message, if the expression is not valid
+   */
+  public static Expression parse(
+      String where, String attribute, String source, SpelExpressionParser parser) {
+    try {
+      return parser.parseExpression(source);
+    } catch (ParseException e) {
+      // the message carries the parser's; no cause, so that this is the root cause Boot shows
+      throw new IllegalStateException(
+          named(where, attribute, source) + " is not a valid SpEL expression: " + e.getMessage());
+    }
+  }
+
+  /**
+   * Checks every {@code #variable} of a parsed expression (but {@code #this} and {@code #root})
+   * with {@code variableProblem}, and refuses function calls (none are registered).
+   *
+   * @param variableProblem what is wrong with a variable, named without its {@code #}; or null
+   * @throws IllegalStateException naming the method, the attribute and every problem found
+   */
+  public static void checkVariables(
+      String where,
+      String attribute,
+      String source,
+      Expression expression,
+      Function<String, @Nullable String> variableProblem) {
+    List<String> problems = new ArrayList<>();
+    visit(
+        ((SpelExpression) expression).getAST(),
+        node -> {
+          if (node instanceof FunctionReference) {
+            problems.add(node.toStringAST() + " calls a function, and none are registered");
+            return;
+          }
+          if (!(node instanceof VariableReference)) {
+            return;
+          }
+          String variable = node.toStringAST().substring(1);
+          if (variable.equals("this") || variable.equals("root")) {
+            return;
+          }
+          String problem = variableProblem.apply(variable);
+          if (problem != null) {
+            problems.add(problem);
+          }
+        });
+    if (!problems.isEmpty()) {
+      throw new IllegalStateException(
+          named(where, attribute, source) + " is wrong: " + String.join("; ", problems));
+    }
+  }
+
+  /**
+   * What is wrong with {@code variable} as a parameter of {@code method} (by name, or {@code #p0} /
+   * {@code #a0}), or {@code null} if it is one.
+   *
+   * @param names the method's parameter names, or {@code null} if they are not available
+   * @param alsoKnown appended to the list of parameters in a message, for the caller's own
+   *     variables; empty for none
+   */
+  public static @Nullable String parameterProblem(
+      String variable, Method method, String @Nullable [] names, String alsoKnown) {
+    Matcher indexed = INDEXED.matcher(variable);
+    if (indexed.matches()) {
+      return Integer.parseInt(indexed.group(1)) >= method.getParameterCount()
+          ? "#" + variable + " is past the method's " + method.getParameterCount() + " parameters"
+          : null;
+    }
+    if (names == null) {
+      return "#"
+          + variable
+          + " names a parameter, but parameter names are not available: compile with"
+          + " -parameters, or use #p0, #p1, ...";
+    }
+    if (!Arrays.asList(names).contains(variable)) {
+      return "#"
+          + variable
+          + " is not a parameter; the parameters are "
+          + String.join(", ", names)
+          + alsoKnown;
+    }
+    return null;
+  }
+
+  /** The attribute as messages name it: {@code @Idempotent on a.B.send(..): the key '#id'}. */
+  private static String named(String where, String attribute, String source) {
+    return where + ": the " + attribute + " '" + source + "'";
+  }
+
+  private static void visit(SpelNode node, Consumer<SpelNode> visitor) {
+    visitor.accept(node);
+    for (int i = 0; i < node.getChildCount(); i++) {
+      visit(node.getChild(i), visitor);
+    }
+  }
+}

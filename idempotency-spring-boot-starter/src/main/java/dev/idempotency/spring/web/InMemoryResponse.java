@@ -1,0 +1,133 @@
+package dev.idempotency.spring.web;
+
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.WriteListener;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.ByteArrayOutputStream;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.Proxy;
+import java.nio.charset.Charset;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import org.jspecify.annotations.Nullable;
+
+/** A response held in memory: status, headers, body; what {@link LateResponse} renders into. */
+final class InMemoryResponse {
+  final ByteArrayOutputStream body = new ByteArrayOutputStream();
+  final Map<String, List<String>> headers = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);
+  int status = 200;
+  @Nullable String contentType;
+  String encoding = StandardCharsets.ISO_8859_1.name();
+  @Nullable PrintWriter writer;
+
+  HttpServletResponse proxy() {
+    ServletOutputStream stream =
+        new ServletOutputStream() {
+          @Override
+          public boolean isReady() {
+            return true;
+          }
+
+          @Override
+          public void setWriteListener(WriteListener listener) {}
+
+          @Override
+          public void write(int b) {
+            body.write(b);
+          }
+
+          @Override
+          public void write(byte[] bytes, int offset, int length) {
+            body.write(bytes, offset, length);
+          }
+        };
+    InvocationHandler answers =
+        (proxy, method, args) -> {
+          switch (method.getName()) {
+            case "setStatus":
+              status = (Integer) args[0];
+              return null;
+            case "getStatus":
+              return status;
+            case "sendError":
+              status = (Integer) args[0];
+              return null;
+            case "sendRedirect":
+              status = 302;
+              headers.put("Location", new ArrayList<>(List.of((String) args[0])));
+              return null;
+            case "setHeader":
+            case "setIntHeader":
+            case "setDateHeader":
+              set((String) args[0], String.valueOf(args[1]), true);
+              return null;
+            case "addHeader":
+            case "addIntHeader":
+            case "addDateHeader":
+              set((String) args[0], String.valueOf(args[1]), false);
+              return null;
+            case "getHeader":
+              List<String> values = headers.get((String) args[0]);
+              return values == null || values.isEmpty() ? null : values.get(0);
+            case "getHeaders":
+              return new ArrayList<>(headers.getOrDefault((String) args[0], List.of()));
+            case "getHeaderNames":
+              return new ArrayList<>(headers.keySet());
+            case "containsHeader":
+              return headers.containsKey((String) args[0]);
+            case "setContentType":
+              contentType = (String) args[0];
+              return null;
+            case "getContentType":
+              return contentType;
+            case "setCharacterEncoding":
+              encoding = args[0] == null ? StandardCharsets.ISO_8859_1.name() : (String) args[0];
+              return null;
+            case "getCharacterEncoding":
+              return encoding;
+            case "getOutputStream":
+              return stream;
+            case "getWriter":
+              if (writer == null) {
+                writer = new PrintWriter(new OutputStreamWriter(body, Charset.forName(encoding)));
+              }
+              return writer;
+            case "flushBuffer":
+              if (writer != null) {
+                writer.flush();
+              }
+              return null;
+            case "encodeURL":
+            case "encodeRedirectURL":
+              return args[0];
+            case "getLocale":
+              return Locale.getDefault();
+            default:
+              return EndedRequest.objectMethodOrDefault(proxy, method, args);
+          }
+        };
+    return (HttpServletResponse)
+        Proxy.newProxyInstance(
+            LateResponse.class.getClassLoader(),
+            new Class<?>[] {HttpServletResponse.class},
+            answers);
+  }
+
+  private void set(String name, String value, boolean replace) {
+    if ("Content-Type".equalsIgnoreCase(name)) {
+      contentType = value;
+      return;
+    }
+    List<String> values = headers.computeIfAbsent(name, n -> new ArrayList<>());
+    if (replace) {
+      values.clear();
+    }
+    values.add(value);
+  }
+}
