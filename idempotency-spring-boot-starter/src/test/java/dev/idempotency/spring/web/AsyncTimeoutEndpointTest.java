@@ -12,7 +12,7 @@ import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 
 /**
- * A container async timeout (1 s) that fires while the provider call (2 s) still runs ends the
+ * A container async timeout (1 s) that fires while the provider call (3 s) still runs ends the
  * request, not the send: the client gets a 409 in progress, the key stays claimed, the outcome is
  * stored when the send ends, and the client's retry gets it replayed: one provider send (SPEC 13,
  * 16).
