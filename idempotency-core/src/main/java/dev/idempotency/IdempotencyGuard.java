@@ -464,6 +464,8 @@ public final class IdempotencyGuard implements AutoCloseable {
    * @return the record, or empty if the key was never claimed or its window has passed
    * @throws IllegalArgumentException if the key is invalid
    * @throws UnsupportedOperationException if the store cannot read single records
+   * @throws UnreadableRecordException if the store holds a record for the key that it cannot read:
+   *     this lookup's error, not an outage (other calls are not refused because of it)
    * @throws KeyStoreException if the store failed
    * @throws IllegalStateException if the guard is closed
    */
@@ -494,6 +496,8 @@ public final class IdempotencyGuard implements AutoCloseable {
    *     in progress, absent, or past its window
    * @throws IllegalArgumentException if the key is invalid
    * @throws UnsupportedOperationException if the store cannot delete single records
+   * @throws UnreadableRecordException if the store holds a record for the key that it cannot read:
+   *     this deletion's error, not an outage (other calls are not refused because of it)
    * @throws KeyStoreException if the store failed
    * @throws IllegalStateException if the guard is closed
    */

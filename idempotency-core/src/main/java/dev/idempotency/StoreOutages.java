@@ -177,9 +177,11 @@ final class StoreOutages {
   /**
    * A lookup or a deletion of one record ({@code find}, {@code forget}) through the breaker, as a
    * claim goes: refused at once while the store is known to fail ({@link #refusal(String)}), the
-   * trial once a probe was answered, and its answer or failure closes or opens the breaker. So an
-   * operator's lookup, or a health check, during an outage gets its answer at once instead of
-   * waiting the store's own bound each time, and never floods a store that comes back.
+   * trial once a probe was answered, and its answer or failure closes or opens the breaker (a
+   * record the store holds but cannot be read, {@link UnreadableRecordException}, is an answer:
+   * that operation's error, which never refuses other calls). So an operator's lookup, or a health
+   * check, during an outage gets its answer at once instead of waiting the store's own bound each
+   * time, and never floods a store that comes back.
    *
    * @param what what failed, for the outage's WARN line ({@code "a lookup failed"})
    * @param operation the store call, which throws {@link KeyStoreException} when the store fails
@@ -196,6 +198,10 @@ final class StoreOutages {
       ended = true;
       storeAnswered();
       return answer;
+    } catch (UnreadableRecordException recordLevel) {
+      ended = true;
+      storeAnswered(); // the store answered: one record is unreadable, the store is available
+      throw recordLevel;
     } catch (KeyStoreException failure) {
       if (!Thread.currentThread().isInterrupted()) {
         ended = true;

@@ -1,5 +1,6 @@
 package dev.idempotency.jdbc;
 
+import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
 import java.sql.ResultSet;
@@ -28,7 +29,7 @@ final class Rows {
       long retainUntil = rs.getLong("retain_until");
       StoredRecord record =
           new StoredRecord(
-              RecordState.valueOf(rs.getString("state")),
+              state(rs.getString("state")),
               rs.getInt("attempt"),
               rs.getString("fingerprint"),
               rs.getBytes("payload"),
@@ -38,6 +39,16 @@ final class Rows {
               Instant.ofEpochMilli(retainUntil));
       return new Row(
           record, rs.getString("owner_token"), leaseUntil, retainUntil, rs.getLong("db_now"));
+    }
+
+    /** A row's state; another value is a row this store cannot read, not a store failure. */
+    private static RecordState state(String stored) {
+      try {
+        return RecordState.valueOf(stored);
+      } catch (IllegalArgumentException | NullPointerException notARecord) {
+        throw new UnreadableRecordException(
+            "JDBC store found a row whose state is not IN_PROGRESS, COMPLETED or FAILED", null);
+      }
     }
 
     boolean ownedBy(String token) {

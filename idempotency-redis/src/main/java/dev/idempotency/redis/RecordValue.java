@@ -119,7 +119,7 @@ final class RecordValue {
   /**
    * Parses a stored value.
    *
-   * @throws KeyStoreException if it is not a record of this store
+   * @throws dev.idempotency.UnreadableRecordException if it is not a record of this store
    */
   static RecordValue parse(byte[] value) {
     if (value == null || value.length == 0) {
@@ -157,7 +157,7 @@ final class RecordValue {
   }
 
   private static KeyStoreException malformed() {
-    return new KeyStoreException(
+    return new dev.idempotency.UnreadableRecordException(
         "Redis store found a value that is not one of its records under its key prefix", null);
   }
 

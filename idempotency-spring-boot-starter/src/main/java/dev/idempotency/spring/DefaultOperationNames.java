@@ -3,14 +3,18 @@ package dev.idempotency.spring;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.BiConsumer;
 import java.util.function.Predicate;
+import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
+import org.springframework.aop.framework.AopProxyUtils;
 import org.springframework.aop.scope.ScopedProxyUtils;
+import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.BeansException;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.core.annotation.AnnotatedElementUtils;
@@ -207,18 +211,25 @@ public final class DefaultOperationNames {
    * refused when the application starts even if it is created only later ({@code @Lazy}, a
    * prototype), not at its first use. A bean registered after the start is still checked when it is
    * proxied ({@link #registerBean}). The class is the one the definition predicts ({@code
-   * BeanFactory.getType(name, false)}, no factory bean initialised): a bean declared through an
-   * interface that the annotated class implements is checked when it is proxied.
+   * BeanFactory.getType(name, false)}, no factory bean initialised). For a bean not created yet
+   * whose definition predicts only a supertype (a {@code @Bean} method declared to return an
+   * interface), the class is known only once it is created, which a {@code @Lazy} bean must not be
+   * at the start: if another bean's class with a default-named method is of that supertype, the
+   * start fails, since the two beans may share one key namespace, and the message asks for the
+   * {@code @Bean} method's return type to be the bean's class.
    *
    * @param beanFactory the application's bean factory
    * @param annotation the annotation of the methods looked for
    * @param register called with each such bean's name and class (its {@code registerBean})
-   * @throws IllegalStateException if {@code register} refuses a bean
+   * @throws IllegalStateException if {@code register} refuses a bean, or a bean not created yet is
+   *     declared as a supertype of another bean's class with a default-named method
    */
   public static void registerBeanDefinitions(
       ConfigurableListableBeanFactory beanFactory,
       Class<? extends Annotation> annotation,
       BiConsumer<String, Class<?>> register) {
+    Map<String, Class<?>> annotated = new LinkedHashMap<>();
+    Map<String, Class<?>> declaredOnly = new LinkedHashMap<>();
     for (String name : beanFactory.getBeanDefinitionNames()) {
       Class<?> type;
       try {
@@ -229,10 +240,82 @@ public final class DefaultOperationNames {
       } catch (BeansException | LinkageError unpredictable) {
         continue; // its class cannot be told without creating it: checked when it is proxied
       }
-      if (type != null && hasAnnotatedMethod(ClassUtils.getUserClass(type), annotation)) {
-        register.accept(name, ClassUtils.getUserClass(type));
+      if (type == null) {
+        continue;
+      }
+      Class<?> userClass = ClassUtils.getUserClass(type);
+      Object created = beanFactory.getSingleton(name);
+      if (created != null && AopUtils.isAopProxy(created)) {
+        userClass = AopProxyUtils.ultimateTargetClass(created); // an interface-based proxy
+      }
+      if (hasAnnotatedMethod(userClass, annotation)) {
+        register.accept(name, userClass);
+        annotated.put(originalName(name), userClass);
+      } else if (!beanFactory.containsSingleton(name)) {
+        declaredOnly.put(originalName(name), userClass); // its class is known once it is created
       }
     }
+    declaredOnly.forEach(
+        (bean, declared) ->
+            annotated.forEach(
+                (other, userClass) -> {
+                  if (!other.equals(bean) && declared.isAssignableFrom(userClass)) {
+                    refuseMaybeSecond(other, bean, declared, userClass, annotation);
+                  }
+                }));
+  }
+
+  /** A bean not created yet, declared as a supertype of another's class with a default name. */
+  private static void refuseMaybeSecond(
+      String first,
+      String bean,
+      Class<?> declared,
+      Class<?> userClass,
+      Class<? extends Annotation> annotation) {
+    String defaultNamed =
+        Arrays.stream(
+                ReflectionUtils.getUniqueDeclaredMethods(
+                    userClass, ReflectionUtils.USER_DECLARED_METHODS))
+            .filter(method -> hasDefaultName(method, annotation))
+            .map(method -> describe(method, userClass))
+            .collect(Collectors.joining(", "));
+    if (defaultNamed.isEmpty()) {
+      return; // every annotated method names its namespace: shared by beans on purpose
+    }
+    String annotationName = "@" + annotation.getSimpleName();
+    throw new IllegalStateException(
+        "beans '"
+            + first
+            + "' and '"
+            + bean
+            + "' may both be "
+            + userClass.getName()
+            + ", whose "
+            + annotationName
+            + " "
+            + defaultNamed
+            + " has a default name, the class's: both beans would then share one key namespace."
+            + " Bean '"
+            + bean
+            + "' is not created at startup (@Lazy, or not a singleton) and its definition is"
+            + " declared as "
+            + declared.getName()
+            + ", so its class is known only when it is first used. Declare its @Bean method's"
+            + " return type as the bean's class (Spring's advice for @Bean methods), so that the"
+            + " start can check it; give each bean its own class; or set "
+            + annotationName
+            + "(name = \"...\") if the beans are meant to share one namespace");
+  }
+
+  private static String originalName(String beanName) {
+    return ScopedProxyUtils.isScopedTarget(beanName)
+        ? ScopedProxyUtils.getOriginalBeanName(beanName)
+        : beanName;
+  }
+
+  private static boolean hasDefaultName(Method method, Class<? extends Annotation> annotation) {
+    Annotation found = AnnotatedElementUtils.findMergedAnnotation(method, annotation);
+    return found != null && "".equals(AnnotationUtils.getValue(found, "name"));
   }
 
   private static boolean hasAnnotatedMethod(

@@ -1,6 +1,7 @@
 package dev.idempotency.spring.actuate;
 
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.UnreadableRecordException;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -17,7 +18,9 @@ import org.springframework.boot.actuate.endpoint.web.annotation.EndpointWebExten
  * The {@link IdempotencyEndpoint} over HTTP: the same operations, with the status codes a client
  * expects: {@code 404} for a key the store holds no record of, and {@code 503} while the store
  * cannot answer (an outage is not a server error: the guard logs it, once per outage, and the
- * endpoint adds no ERROR and no stack trace). Its access is the endpoint's: read-only unless {@code
+ * endpoint adds no ERROR and no stack trace). A record the store holds but cannot read ({@link
+ * UnreadableRecordException}) is {@code 500}, with one WARN line naming no key: the store answered,
+ * so it is not an outage. Its access is the endpoint's: read-only unless {@code
  * management.endpoint.idempotency.access=unrestricted}.
  */
 @EndpointWebExtension(endpoint = IdempotencyEndpoint.class)
@@ -38,7 +41,7 @@ public final class IdempotencyEndpointWebExtension {
 
   /**
    * A key's record: {@code 200}, {@code 404} if the store holds none, {@code 503} while it cannot
-   * answer.
+   * answer, {@code 500} if it holds one that it cannot read.
    *
    * @param key the idempotency key
    * @return the answer
@@ -50,7 +53,7 @@ public final class IdempotencyEndpointWebExtension {
 
   /**
    * Forgets a completed or failed key: {@code 200} with whether it was forgotten, {@code 503} while
-   * the store cannot answer.
+   * the store cannot answer, {@code 500} if it holds a record for the key that it cannot read.
    *
    * @param key the idempotency key
    * @return the answer
@@ -65,6 +68,13 @@ public final class IdempotencyEndpointWebExtension {
     Map<String, Object> body;
     try {
       body = operation.get();
+    } catch (UnreadableRecordException e) {
+      log.warn("The idempotency store holds a record it cannot read: {}", e.getMessage());
+      Map<String, Object> unreadable = new LinkedHashMap<>();
+      unreadable.put(
+          "error", "the idempotency store holds a record for this key that it cannot read");
+      return new WebEndpointResponse<>(
+          unreadable, WebEndpointResponse.STATUS_INTERNAL_SERVER_ERROR);
     } catch (KeyStoreException e) {
       log.debug("The idempotency store is unavailable; the Actuator endpoint answers 503", e);
       Map<String, Object> unavailable = new LinkedHashMap<>();

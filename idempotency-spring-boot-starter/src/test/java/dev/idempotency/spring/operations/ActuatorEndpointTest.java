@@ -6,12 +6,15 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyRecord;
+import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.spring.EmbeddedServers;
 import dev.idempotency.spring.app.Mailer;
 import java.net.URLEncoder;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -21,6 +24,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -77,6 +81,37 @@ class ActuatorEndpointTest {
       assertThat(gone.statusCode()).isEqualTo(404);
       assertThat(again).as("a forgotten key sends again").isEqualTo("n_2");
       assertThat(invalid.statusCode()).isEqualTo(400);
+    }
+  }
+
+  /**
+   * Issue 37: a row the store cannot read (a state written by something else) is that lookup's
+   * error. It used to open the guard's breaker like an outage: a send of another key right after
+   * was refused at once ("the key store is failing"; 503 over HTTP) until the guard's probe.
+   */
+  @Test
+  void aRecordTheStoreCannotReadFailsThatLookupAloneAndSendsGoOn() throws Exception {
+    try (ConfigurableApplicationContext app = start("idempotency")) {
+      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+      String key = "otp:user_42:" + UUID.randomUUID();
+      String marker = UUID.randomUUID().toString();
+      guard.execute(key, Duration.ofHours(24), ctx -> "n_" + marker);
+      try (Connection connection = app.getBean(DataSource.class).getConnection();
+          PreparedStatement damage =
+              connection.prepareStatement(
+                  "UPDATE idem_actuator SET state = 'SENT' WHERE position(? in payload) > 0")) {
+        damage.setBytes(1, marker.getBytes(StandardCharsets.UTF_8));
+        assertThat(damage.executeUpdate()).as("the one row of the key").isEqualTo(1);
+      }
+
+      assertThatThrownBy(() -> guard.find(key)).isInstanceOf(UnreadableRecordException.class);
+      String other =
+          guard.execute("otp:user_43:" + UUID.randomUUID(), Duration.ofHours(24), ctx -> "n_2");
+      HttpResponse<String> unreadable = Apps.get(app, path(key));
+
+      assertThat(other).as("a send right after is not refused as in an outage").isEqualTo("n_2");
+      assertThat(unreadable.statusCode()).as("not 503: the store answered").isEqualTo(500);
+      assertThat(unreadable.body()).contains("cannot read").doesNotContain(key);
     }
   }
 

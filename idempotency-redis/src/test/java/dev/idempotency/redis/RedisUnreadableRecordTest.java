@@ -1,0 +1,82 @@
+package dev.idempotency.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.UnreadableRecordException;
+import dev.idempotency.testservers.FreePorts;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.SetArgs;
+import io.lettuce.core.api.StatefulRedisConnection;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import redis.embedded.RedisServer;
+
+/**
+ * Issue 37 (SPEC 14): a lookup or deletion of one record that the store holds but cannot read (its
+ * value is not one of the store's records) is that operation's error. The store answered, so it is
+ * not an outage: the guard's breaker stays closed and a send of another key right after goes to the
+ * store, instead of being refused at once (503 over HTTP) until the guard's next probe.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class RedisUnreadableRecordTest {
+
+  static final Duration TTL = Duration.ofHours(1);
+
+  private RedisServer server;
+  private RedisClient client;
+  private StatefulRedisConnection<String, String> admin;
+
+  @BeforeAll
+  void startRedis() throws Exception {
+    int port = FreePorts.next();
+    server =
+        RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
+    server.start();
+    client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
+    admin = client.connect();
+  }
+
+  @AfterAll
+  void stopRedis() throws Exception {
+    if (admin != null) {
+      admin.close();
+      client.shutdown();
+    }
+    if (server != null) {
+      server.stop();
+    }
+  }
+
+  @Test
+  void aLookupOfAnUnreadableRecordFailsAloneAndTheNextSendGoesToTheStore() {
+    String prefix = "unreadable-" + UUID.randomUUID() + ":";
+    try (RedisKeyStore store = RedisKeyStore.builder(client).keyPrefix(prefix).build();
+        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
+      String damaged = "order:" + UUID.randomUUID();
+      assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
+      List<String> stored = admin.sync().keys(prefix + "*");
+      assertThat(stored).as("the one record written under the prefix").hasSize(1);
+      admin.sync().set(stored.get(0), "not a record of this store", SetArgs.Builder.keepttl());
+
+      assertThatThrownBy(() -> guard.find(damaged))
+          .isInstanceOf(UnreadableRecordException.class)
+          .hasMessageContaining("not one of its records");
+      String other = "order:" + UUID.randomUUID();
+
+      assertThat(guard.execute(other, TTL, ctx -> "other sent"))
+          .as("a send right after the failed lookup is not refused as during an outage")
+          .isEqualTo("other sent");
+      assertThat(guard.find(other)).isPresent();
+      assertThat(guard.forget(damaged)).as("an operator can delete the unreadable record").isTrue();
+      assertThat(guard.execute(damaged, TTL, ctx -> "sent again")).isEqualTo("sent again");
+    }
+  }
+}
