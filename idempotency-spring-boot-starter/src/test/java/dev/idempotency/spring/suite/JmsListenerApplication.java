@@ -37,6 +37,16 @@ final class JmsListenerApplication implements ListenerApplication {
 
   static JmsListenerApplication start(
       SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String queue) {
+    return start(store, provider, closing, queue, new String[0]);
+  }
+
+  /** The application with {@code extraProperties} set as well (probes). */
+  static JmsListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String queue,
+      String... extraProperties) {
     List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
     properties.addAll(
         List.of(
@@ -47,6 +57,7 @@ final class JmsListenerApplication implements ListenerApplication {
             "suite.destination=" + queue,
             "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
             "logging.level.dev.idempotency=WARN"));
+    properties.addAll(List.of(extraProperties));
     ConfigurableApplicationContext context =
         new SpringApplicationBuilder(SuiteJmsApplication.class)
             .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
@@ -112,6 +123,11 @@ final class JmsListenerApplication implements ListenerApplication {
   @Override
   public IdempotencyGuard guard() {
     return context.getBean(IdempotencyGuard.class);
+  }
+
+  /** The application's context (probes). */
+  ConfigurableApplicationContext context() {
+    return context;
   }
 
   @Override

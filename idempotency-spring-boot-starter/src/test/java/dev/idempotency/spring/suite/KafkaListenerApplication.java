@@ -66,6 +66,21 @@ final class KafkaListenerApplication implements ListenerApplication {
       CountDownLatch closing,
       String topic,
       boolean batch) {
+    return start(store, provider, closing, topic, String.valueOf(batch), new Class<?>[0]);
+  }
+
+  /**
+   * An application with {@code suite.kafka.batch=batch} ({@code "none"}: neither of the suite's
+   * listeners), {@code sources} added to it and {@code extraProperties} set (probes).
+   */
+  static KafkaListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String topic,
+      String batch,
+      Class<?>[] sources,
+      String... extraProperties) {
     List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
     properties.addAll(
         List.of(
@@ -76,8 +91,10 @@ final class KafkaListenerApplication implements ListenerApplication {
             "suite.kafka.batch=" + batch,
             "idempotency.lease=" + Stack.LEASE.toMillis() + "ms",
             "logging.level.dev.idempotency=WARN"));
+    properties.addAll(List.of(extraProperties));
     ConfigurableApplicationContext context =
         new SpringApplicationBuilder(SuiteKafkaApplication.class)
+            .sources(sources)
             .properties(properties.toArray(String[]::new))
             .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
             .initializers(
@@ -185,6 +202,11 @@ final class KafkaListenerApplication implements ListenerApplication {
   @Override
   public IdempotencyGuard guard() {
     return context.getBean(IdempotencyGuard.class);
+  }
+
+  /** The application's context (probes). */
+  ConfigurableApplicationContext context() {
+    return context;
   }
 
   @Override
