@@ -1,0 +1,177 @@
+package dev.idempotency.spring.suite;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
+import dev.idempotency.spring.messaging.Events;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.kafka.annotation.KafkaListener;
+
+/**
+ * Issue 37 re-probe (probe37e): a batch {@code @IdempotentListener} on the suite's Kafka
+ * application that reads the list it got in ways other than once, in order, before it returns. The
+ * promise (SPEC 1, 15): every message the broker considers consumed was sent at least once, and a
+ * republished message is a replay, never a second send.
+ */
+@Tag("open-finding")
+class KafkaBatchReadsProbeTest {
+
+  static final String LISTENER = "probe-kafka-batch-reads";
+
+  /**
+   * The listener sends its list from the last message to the first, and the first message's send
+   * fails once: it throws {@code BatchDeliveryFailedException(0, cause)}, naming the message that
+   * failed, after the later ones were read and sent. The redelivery must send the first message and
+   * replay the others.
+   */
+  @Test
+  void aListSentBackwardsWhoseFirstMessageFailsSendsTheOthersOnce() throws Exception {
+    assertEachSentOnceThenReplayed("backwards-first-fails");
+  }
+
+  static void assertEachSentOnceThenReplayed(String mode) throws Exception {
+    SuiteProvider provider = new SuiteProvider();
+    String topic = "idem.probe-batch-" + UUID.randomUUID();
+    try (KafkaListenerApplication application =
+        KafkaListenerApplication.start(
+            new SwitchableKeyStore(),
+            provider,
+            new CountDownLatch(1),
+            topic,
+            "none",
+            new Class<?>[] {ReadingListeners.class},
+            "probe.mode=" + mode)) {
+      ReadingListener listener = application.context().getBean(ReadingListener.class);
+      String[] keys = new String[4];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = "probe-" + mode + "-" + i + "-" + UUID.randomUUID();
+      }
+      application.publishInOneBatch(keys);
+      application.awaitAcknowledged();
+      for (String key : keys) {
+        Waits.await("a send of " + key, () -> provider.sends(key) >= 1 || listener.done());
+      }
+      Waits.await("the listener's reads", listener::done);
+      for (String key : keys) {
+        assertThat(provider.sends(key)).as("sends of acknowledged message " + key).isEqualTo(1);
+      }
+      assertThat(listener.failures()).as("what the listener's reads threw").isEmpty();
+
+      // the producer retries: each message is published again
+      for (String key : keys) {
+        application.publish(key, key);
+      }
+      application.awaitAcknowledged();
+      Events events = application.events();
+      for (String key : keys) {
+        Waits.await(
+            "the replay of " + key,
+            () -> events.count(Type.REPLAYED, LISTENER, key) >= 1 || provider.sends(key) > 1);
+        assertThat(provider.sends(key)).as("sends of " + key + " after its repeat").isEqualTo(1);
+      }
+    }
+  }
+
+  /** The probe's listener, added to the suite's Kafka application. */
+  @Configuration(proxyBeanMethods = false)
+  static class ReadingListeners {
+    @Bean
+    ReadingListener readingListener(SuiteProvider provider, @Value("${probe.mode}") String mode) {
+      return new ReadingListener(provider, mode);
+    }
+  }
+
+  /** Reads its batch as {@code probe.mode} says and sends each payload through the provider. */
+  public static class ReadingListener {
+    private final SuiteProvider provider;
+    private final String mode;
+    private final List<Throwable> failures = new CopyOnWriteArrayList<>();
+    private final CountDownLatch done = new CountDownLatch(1);
+    private final java.util.concurrent.atomic.AtomicInteger calls =
+        new java.util.concurrent.atomic.AtomicInteger();
+    private final java.util.Set<String> failedOnce =
+        java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private volatile Events events;
+
+    ReadingListener(SuiteProvider provider, String mode) {
+      this.provider = provider;
+      this.mode = mode;
+    }
+
+    @org.springframework.beans.factory.annotation.Autowired
+    void events(Events events) {
+      this.events = events;
+    }
+
+    boolean done() {
+      return done.getCount() == 0;
+    }
+
+    List<Throwable> failures() {
+      return failures;
+    }
+
+    @KafkaListener(
+        id = LISTENER,
+        topics = "${suite.kafka.topic}",
+        groupId = "${suite.kafka.topic}",
+        batch = "true")
+    @IdempotentListener(name = LISTENER)
+    public void batch(List<String> payloads) {
+      if (payloads.isEmpty()) {
+        return;
+      }
+      if (mode.equals("later") && calls.getAndIncrement() == 0) {
+        String first = payloads.get(0);
+        provider.send(first);
+        List<String> rest = payloads.subList(1, payloads.size());
+        Thread worker =
+            new Thread(
+                () -> {
+                  try {
+                    Waits.await(
+                        "the first message's outcome",
+                        () -> events.count(Type.COMPLETED, LISTENER, first) >= 1);
+                    for (String payload : rest) {
+                      provider.send(payload);
+                    }
+                  } catch (Throwable failure) {
+                    failures.add(failure);
+                  } finally {
+                    done.countDown();
+                  }
+                });
+        worker.start();
+        return;
+      }
+      List<String> read = new ArrayList<>();
+      for (int i = payloads.size() - 1; i >= 0; i--) {
+        String payload = payloads.get(i);
+        if (i == 0 && mode.equals("backwards-first-fails") && failedOnce.add(payload)) {
+          throw new BatchDeliveryFailedException(
+              0, new IllegalStateException("the provider refused, try again"));
+        }
+        provider.send(payload);
+        read.add(payload);
+      }
+      for (String payload : payloads) {
+        if (!read.contains(payload)) {
+          failures.add(new AssertionError("read again, not read before: " + payload));
+        }
+      }
+      done.countDown();
+    }
+  }
+}
