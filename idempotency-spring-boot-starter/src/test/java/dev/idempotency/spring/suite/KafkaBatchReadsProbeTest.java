@@ -31,6 +31,16 @@ class KafkaBatchReadsProbeTest {
   static final String LISTENER = "probe-kafka-batch-reads";
 
   /**
+   * The listener reads and sends the first message, keeps a view of the rest ({@code subList}) and
+   * reads and sends it on another thread once the first message's outcome was recorded (after the
+   * listener returned), as an application handing the tail of a batch to a worker would.
+   */
+  @Test
+  void aSubListReadAfterTheListenerReturnedIsSentOnceAndNeverAgain() throws Exception {
+    assertEachSentOnceThenReplayed("later");
+  }
+
+  /**
    * The listener sends its list from the last message to the first, and the first message's send
    * fails once: it throws {@code BatchDeliveryFailedException(0, cause)}, naming the message that
    * failed, after the later ones were read and sent. The redelivery must send the first message and
