@@ -47,6 +47,17 @@ final class JmsListenerApplication implements ListenerApplication {
       CountDownLatch closing,
       String queue,
       String... extraProperties) {
+    return start(store, provider, closing, queue, new Class<?>[0], extraProperties);
+  }
+
+  /** The application with {@code sources} added and {@code extraProperties} set (probes). */
+  static JmsListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String queue,
+      Class<?>[] sources,
+      String... extraProperties) {
     List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
     properties.addAll(
         List.of(
@@ -60,6 +71,7 @@ final class JmsListenerApplication implements ListenerApplication {
     properties.addAll(List.of(extraProperties));
     ConfigurableApplicationContext context =
         new SpringApplicationBuilder(SuiteJmsApplication.class)
+            .sources(sources)
             .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
             .initializers(
                 started -> {
