@@ -269,7 +269,7 @@ final class ListenerBatches {
    * HandedOutList}); adds to {@code sent} every message it read and so may have sent, whatever its
    * index (but the one a failure names: the redelivery replays the others), and reports a named
    * failure to the batch. A message whose lease lapsed before the listener read it stops the batch
-   * there: it comes back, deferred.
+   * there: it comes back, deferred. Once the listener's call ended, its list can no longer be read.
    */
   private static @Nullable Object runBatch(
       MethodInvocation invocation,
@@ -285,6 +285,7 @@ final class ListenerBatches {
     IdentityHashMap<Object, SendContext> contexts = new IdentityHashMap<>();
     HandedOutList view =
         new HandedOutList(
+            method.name,
             run,
             runKeys,
             batch,
@@ -333,6 +334,9 @@ final class ListenerBatches {
       }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
     } finally {
+      // the batch is over: a read from now on (another thread the listener handed its list to)
+      // fails at once, as its message is no longer this delivery's to send
+      view.end();
       IdempotentDelivery.restoreBatch(previous);
       arguments[method.batchIndex] = original;
     }

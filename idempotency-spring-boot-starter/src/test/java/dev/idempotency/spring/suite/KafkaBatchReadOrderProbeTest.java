@@ -7,13 +7,13 @@ import org.junit.jupiter.api.Test;
  * Issue 37 re-probe (probe37e), held: a batch {@code @IdempotentListener} that reads its list
  * ({@code HandedOutList}) from the last message to the first, sending each, then reads it all
  * again. Each message is sent once, the batch is acknowledged, and each republished message is a
- * replay ({@link KafkaBatchReadsProbeTest}'s application and checks).
+ * replay ({@link KafkaBatchReadsTest}'s application and checks).
  */
 @Tag("open-finding")
 class KafkaBatchReadOrderProbeTest {
 
   @Test
   void aListReadBackwardsThenAgainIsSentOnceAndNeverAgain() throws Exception {
-    KafkaBatchReadsProbeTest.assertEachSentOnceThenReplayed("backwards-twice");
+    KafkaBatchReadsTest.assertEachSentOnceThenReplayed("backwards-twice");
   }
 }
