@@ -10,6 +10,8 @@ import java.util.Map;
 import java.util.RandomAccess;
 import java.util.function.IntFunction;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The list a batch {@link IdempotentListener} gets: the messages to send, each handed out by the
@@ -24,14 +26,21 @@ import org.jspecify.annotations.Nullable;
  *       a key the batch skips (it lapsed) is marked lapsed.
  *   <li>Each element handed out gets its {@link SendContext} in the contexts the listener reads
  *       through {@link IdempotentDelivery#context(Object)}.
- *   <li>Only elements given to the listener (read) count as sent; one handed out but never read is
- *       left unreported, so the batch releases it.
+ *   <li>Every element given to the listener (read), in any order, counts as sent; one handed out
+ *       but never read is left unreported, so the batch releases it.
+ *   <li>Once the listener returned ({@link #end()}), reading throws an {@link
+ *       IllegalStateException}: the container acknowledged the batch, and a message not read before
+ *       was not sent by this delivery (its key released). The first such read is logged at WARN,
+ *       naming the listener.
  * </ol>
  *
  * Reads are synchronized (a listener may read from a parallel stream); unmodifiable.
  */
 final class HandedOutList extends AbstractList<Object> implements RandomAccess {
 
+  private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
+
+  private final String listener;
   private final List<Object> elements;
   private final Map<String, Integer> indexOfKey = new HashMap<>();
   private final Iterator<Batch.Item> toSend;
@@ -42,8 +51,11 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
   private final boolean[] given;
   private final @Nullable RuntimeException[] deferrals;
   private int nextToHandOut;
+  private boolean ended;
+  private boolean warnedLateRead;
 
   /**
+   * @param listener the listener's name, for the error of a read after it returned
    * @param elements the messages to send, in order
    * @param keys each message's key
    * @param batch the batch that claimed them, in the same order
@@ -51,11 +63,13 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
    * @param lapse the deferral of element {@code i}, whose lease lapsed before it was read
    */
   HandedOutList(
+      String listener,
       List<Object> elements,
       List<String> keys,
       Batch<?> batch,
       Map<Object, SendContext> contexts,
       IntFunction<RuntimeException> lapse) {
+    this.listener = listener;
     this.elements = elements;
     for (int i = 0; i < keys.size(); i++) {
       indexOfKey.put(keys.get(i), i);
@@ -77,6 +91,9 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
   @Override
   public synchronized Object get(int index) {
     Object element = elements.get(index); // checks the index
+    if (ended) {
+      throw readAfterEnd(index);
+    }
     while (items[index] == null && !lapsed[index]) {
       if (!toSend.hasNext()) {
         markLapsedBefore(elements.size()); // the batch handed out none of the rest: all lapsed
@@ -97,6 +114,34 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
     }
     given[index] = true;
     return element;
+  }
+
+  /** Ends the batch: the listener returned (or threw), and its list can no longer be read. */
+  synchronized void end() {
+    ended = true;
+  }
+
+  private IllegalStateException readAfterEnd(int index) {
+    String fate =
+        given[index]
+            ? "it was read while the listener ran and counts as sent"
+            : "it was not sent by this delivery, and its key was released";
+    IllegalStateException failure =
+        new IllegalStateException(
+            "Listener "
+                + listener
+                + " read message "
+                + index
+                + " of its batch after its call ended; the batch is over and "
+                + fate
+                + ". Read the list within the listener: one that returns normally acknowledges"
+                + " every message of its batch, read or not (one that names a failed message gets"
+                + " the batch again from there)");
+    if (!warnedLateRead) {
+      warnedLateRead = true;
+      log.warn("{}", failure.getMessage());
+    }
+    return failure;
   }
 
   private void markLapsedBefore(int position) {

@@ -33,18 +33,43 @@ final class JmsListenerApplication implements ListenerApplication {
 
   static JmsListenerApplication start(
       SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing, String queue) {
+    return start(store, provider, closing, queue, new String[0]);
+  }
+
+  /** The application with {@code extraProperties} set as well (probes). */
+  static JmsListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String queue,
+      String... extraProperties) {
+    return start(store, provider, closing, queue, new Class<?>[0], extraProperties);
+  }
+
+  /** The application with {@code sources} added and {@code extraProperties} set (probes). */
+  static JmsListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String queue,
+      Class<?>[] sources,
+      String... extraProperties) {
     // as arguments: the test resources' application.properties turns the embedded broker off
     ConfigurableApplicationContext context =
         SuiteApplications.startWithArguments(
             SuiteJmsApplication.class,
+            sources,
             store,
             provider,
             closing,
             SuiteApplications.listenerProperties(
-                "spring.artemis.mode=embedded",
-                "spring.artemis.embedded.enabled=true",
-                "spring.artemis.embedded.queues=" + queue,
-                "suite.destination=" + queue));
+                new String[] {
+                  "spring.artemis.mode=embedded",
+                  "spring.artemis.embedded.enabled=true",
+                  "spring.artemis.embedded.queues=" + queue,
+                  "suite.destination=" + queue
+                },
+                extraProperties));
     return new JmsListenerApplication(context, queue);
   }
 
@@ -99,6 +124,11 @@ final class JmsListenerApplication implements ListenerApplication {
   @Override
   public IdempotencyGuard guard() {
     return context.getBean(IdempotencyGuard.class);
+  }
+
+  /** The application's context (probes). */
+  ConfigurableApplicationContext context() {
+    return context;
   }
 
   @Override

@@ -62,17 +62,36 @@ final class KafkaListenerApplication implements ListenerApplication {
       CountDownLatch closing,
       String topic,
       boolean batch) {
+    return start(store, provider, closing, topic, String.valueOf(batch), new Class<?>[0]);
+  }
+
+  /**
+   * An application with {@code suite.kafka.batch=batch} ({@code "none"}: neither of the suite's
+   * listeners), {@code sources} added to it and {@code extraProperties} set (probes).
+   */
+  static KafkaListenerApplication start(
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String topic,
+      String batch,
+      Class<?>[] sources,
+      String... extraProperties) {
     ConfigurableApplicationContext context =
         SuiteApplications.start(
             SuiteKafkaApplication.class,
+            sources,
             store,
             provider,
             closing,
             SuiteApplications.listenerProperties(
-                "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
-                "spring.kafka.consumer.auto-offset-reset=earliest",
-                "suite.kafka.topic=" + topic,
-                "suite.kafka.batch=" + batch));
+                new String[] {
+                  "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
+                  "spring.kafka.consumer.auto-offset-reset=earliest",
+                  "suite.kafka.topic=" + topic,
+                  "suite.kafka.batch=" + batch
+                },
+                extraProperties));
     return new KafkaListenerApplication(context, topic);
   }
 
@@ -172,6 +191,11 @@ final class KafkaListenerApplication implements ListenerApplication {
   @Override
   public IdempotencyGuard guard() {
     return context.getBean(IdempotencyGuard.class);
+  }
+
+  /** The application's context (probes). */
+  ConfigurableApplicationContext context() {
+    return context;
   }
 
   @Override

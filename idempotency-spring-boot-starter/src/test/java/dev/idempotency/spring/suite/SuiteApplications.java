@@ -30,7 +30,21 @@ final class SuiteApplications {
       SuiteProvider provider,
       CountDownLatch closing,
       String... properties) {
-    return builder(application, store, provider, closing).properties(properties).run();
+    return start(application, new Class<?>[0], store, provider, closing, properties);
+  }
+
+  /** Starts {@code application} with {@code sources} added to it (probes' own beans). */
+  static ConfigurableApplicationContext start(
+      Class<?> application,
+      Class<?>[] sources,
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String... properties) {
+    return builder(application, store, provider, closing)
+        .sources(sources)
+        .properties(properties)
+        .run();
   }
 
   /**
@@ -43,7 +57,19 @@ final class SuiteApplications {
       SuiteProvider provider,
       CountDownLatch closing,
       String... properties) {
+    return startWithArguments(application, new Class<?>[0], store, provider, closing, properties);
+  }
+
+  /** As {@link #startWithArguments}, with {@code sources} added to the application. */
+  static ConfigurableApplicationContext startWithArguments(
+      Class<?> application,
+      Class<?>[] sources,
+      SwitchableKeyStore store,
+      SuiteProvider provider,
+      CountDownLatch closing,
+      String... properties) {
     return builder(application, store, provider, closing)
+        .sources(sources)
         .run(Arrays.stream(properties).map(property -> "--" + property).toArray(String[]::new));
   }
 
@@ -53,11 +79,17 @@ final class SuiteApplications {
    * quiet logs.
    */
   static String[] listenerProperties(String... own) {
+    return listenerProperties(own, new String[0]);
+  }
+
+  /** As {@link #listenerProperties(String...)}, then {@code extra} (a probe's), last. */
+  static String[] listenerProperties(String[] own, String[] extra) {
     List<String> properties = new ArrayList<>(List.of(ListenerTestConfiguration.PROPERTIES));
     properties.add("spring.main.web-application-type=none");
     properties.addAll(List.of(own));
     properties.add("idempotency.lease=" + Stack.LEASE.toMillis() + "ms");
     properties.add("logging.level.dev.idempotency=WARN");
+    properties.addAll(List.of(extra));
     return properties.toArray(String[]::new);
   }
 
