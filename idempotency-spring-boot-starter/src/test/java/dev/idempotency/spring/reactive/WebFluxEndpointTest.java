@@ -2,6 +2,7 @@ package dev.idempotency.spring.reactive;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.web.IdempotentEndpointWebFilter;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -52,7 +53,8 @@ class WebFluxEndpointTest {
   }
 
   private HttpResponse<String> post(String path, String key, String body) throws Exception {
-    return CLIENT.send(request(path, key, body), HttpResponse.BodyHandlers.ofString());
+    return BoundedExchange.send(
+        CLIENT, request(path, key, body), HttpResponse.BodyHandlers.ofString());
   }
 
   private HttpRequest request(String path, String key, String body) {
