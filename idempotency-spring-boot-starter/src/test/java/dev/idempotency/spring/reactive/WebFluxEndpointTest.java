@@ -49,7 +49,7 @@ class WebFluxEndpointTest {
 
   @AfterEach
   void nothingBlockedANonBlockingThread() {
-    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+    BlockingCalls.assertNoneFromTheSdk();
   }
 
   private HttpResponse<String> post(String path, String key, String body) throws Exception {
