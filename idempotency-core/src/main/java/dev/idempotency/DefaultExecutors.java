@@ -3,7 +3,7 @@ package dev.idempotency;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.LinkedTransferQueue;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
@@ -86,6 +86,11 @@ final class DefaultExecutors {
     }
   }
 
+  /**
+   * A pool of up to {@code threads} threads over a lock-free queue: a task is handed to it from a
+   * store's I/O thread or a Netty event loop, which must never wait for a lock there (a {@code
+   * LinkedBlockingQueue} takes its locks on every hand-off, contended by the idle workers' polls).
+   */
   private static ThreadPoolExecutor boundedPool(String name, int threads) {
     ThreadPoolExecutor pool =
         new ThreadPoolExecutor(
@@ -93,7 +98,7 @@ final class DefaultExecutors {
             threads,
             1,
             TimeUnit.MINUTES,
-            new LinkedBlockingQueue<>(),
+            new LinkedTransferQueue<>(),
             daemonThreads(name));
     pool.allowCoreThreadTimeOut(true);
     return pool;

@@ -61,14 +61,36 @@ final class DetachableBody<T> implements Publisher<T>, CoreSubscriber<T> {
   }
 
   /**
-   * The server's {@code write}, ended by the source's own end: complete, or the source's error. An
-   * error or end of the write itself (a closed connection) detaches the body first.
+   * The server's {@code write}, ended by the source's own end (complete, or the source's error),
+   * and never before the write itself ended: the server completes its response once this ends, and
+   * a completion that overtook the server's own write of the body (Reactor Netty's last HTTP frame
+   * before the queued headers) left the connection's response unfinished for the server, which then
+   * never handled the next request on it. An error or end of the write itself (a closed connection)
+   * detaches the body first.
    */
   Mono<Void> written(Mono<Void> write) {
     return Mono.create(
         sink -> {
-          ended.asMono().subscribe(null, sink::error, sink::success);
-          write.contextWrite(sink.contextView()).subscribe(null, failed -> detach(), this::detach);
+          AtomicInteger toEnd = new AtomicInteger(2); // the source and the server's write
+          Runnable oneEnded =
+              () -> {
+                if (toEnd.decrementAndGet() == 0) {
+                  sink.success();
+                }
+              };
+          ended.asMono().subscribe(null, sink::error, oneEnded);
+          write
+              .contextWrite(sink.contextView())
+              .subscribe(
+                  null,
+                  failed -> {
+                    detach();
+                    oneEnded.run();
+                  },
+                  () -> {
+                    detach();
+                    oneEnded.run();
+                  });
         });
   }
 

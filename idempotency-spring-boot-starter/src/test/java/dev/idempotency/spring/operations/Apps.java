@@ -2,6 +2,7 @@ package dev.idempotency.spring.operations;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.app.NotifyTestApplication;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -54,7 +55,7 @@ final class Apps {
     if (key != null) {
       request.header("Idempotency-Key", key);
     }
-    return HTTP.send(request.build(), HttpResponse.BodyHandlers.ofString());
+    return BoundedExchange.send(HTTP, request.build(), HttpResponse.BodyHandlers.ofString());
   }
 
   static HttpResponse<String> get(ConfigurableApplicationContext app, String path)

@@ -46,7 +46,7 @@ class WebFluxActuatorTest {
 
   @AfterEach
   void nothingBlockedANonBlockingThread() {
-    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+    BlockingCalls.assertNoneFromTheSdk();
   }
 
   private static ConfigurableApplicationContext start(String datasourceUrl, String... more) {

@@ -2,6 +2,7 @@ package dev.idempotency.spring.problems;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.net.URI;
@@ -117,7 +118,7 @@ class IdempotentMethodProblemsTest {
             .timeout(Duration.ofSeconds(60))
             .POST(HttpRequest.BodyPublishers.noBody())
             .build();
-    return HTTP.send(request, HttpResponse.BodyHandlers.ofString());
+    return BoundedExchange.send(HTTP, request, HttpResponse.BodyHandlers.ofString());
   }
 
   @Test

@@ -1,20 +1,37 @@
 package dev.idempotency.spring.reactive;
 
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
 import reactor.blockhound.BlockHound;
 import reactor.blockhound.BlockingOperationError;
 
 /**
- * BlockHound, installed once per JVM for the reactive tests: a blocking call on a non-blocking
- * thread (a Netty event loop, Reactor's {@code parallel} workers) made from the SDK's own code
- * fails with {@link BlockingOperationError} and is remembered, so that a test can assert that none
- * happened even where the error was swallowed on the way.
+ * BlockHound, installed once per JVM for the reactive tests: every blocking call on a non-blocking
+ * thread (a Netty event loop, Reactor's {@code parallel} workers) is remembered with its stack, and
+ * never thrown. A test fails afterwards, in {@link #assertNoneFromTheSdk()}, when one of them was
+ * made from the SDK's own code.
+ *
+ * <p>Never thrown, because the call that blocks is usually a park inside a lock's acquire (Spring's
+ * {@code SingletonSupplier}, Lettuce's {@code SharedLock}, the {@code LinkedBlockingQueue} of an
+ * executor a task is handed to), and an error thrown out of that park leaves the waiting thread's
+ * node in the lock's queue for good: the lock's later waiters are never woken. A hung CI run (Boot
+ * 4.0, {@code WebFluxRedisEndpointTest}) was that: BlockHound's error thrown from a Lettuce event
+ * loop parked on the guard's async executor's queue lock left that executor's workers waiting
+ * forever, and a response held for its outcome's write never ended.
  */
 public final class BlockingCalls {
 
+  /** How many calls that are not the SDK's are kept, for a failure's message. */
+  private static final int OTHERS_KEPT = 200;
+
   private static final List<BlockingOperationError> FROM_THE_SDK = new CopyOnWriteArrayList<>();
   private static final List<BlockingOperationError> IN_LETTUCE_LOCK = new CopyOnWriteArrayList<>();
+  private static final List<BlockingOperationError> OTHERS = new CopyOnWriteArrayList<>();
+  private static final AtomicInteger OTHERS_SEEN = new AtomicInteger();
   private static boolean installed;
 
   private BlockingCalls() {}
@@ -24,22 +41,21 @@ public final class BlockingCalls {
     if (installed) {
       return;
     }
-    BlockHound.install(
-        builder ->
-            builder.blockingMethodCallback(
-                method -> {
-                  BlockingOperationError error = new BlockingOperationError(method);
-                  if (inLettucesLock(error.getStackTrace())) {
-                    // remembered, never thrown: see inLettucesLock
-                    IN_LETTUCE_LOCK.add(error);
-                    return;
-                  }
-                  if (fromTheSdk(error.getStackTrace())) {
-                    FROM_THE_SDK.add(error);
-                    throw error;
-                  }
-                }));
+    BlockHound.install(builder -> builder.blockingMethodCallback(BlockingCalls::remember));
     installed = true;
+  }
+
+  /** BlockHound's callback: sorts the call and returns, so that the blocking call goes on. */
+  static void remember(reactor.blockhound.BlockingMethod method) {
+    BlockingOperationError call = new BlockingOperationError(method);
+    StackTraceElement[] stack = call.getStackTrace();
+    if (inLettucesLock(stack)) {
+      IN_LETTUCE_LOCK.add(call);
+    } else if (fromTheSdk(stack)) {
+      FROM_THE_SDK.add(call);
+    } else if (OTHERS_SEEN.getAndIncrement() < OTHERS_KEPT) {
+      OTHERS.add(call);
+    }
   }
 
   /** The blocking calls the SDK made on non-blocking threads since the JVM started. */
@@ -48,25 +64,59 @@ public final class BlockingCalls {
   }
 
   /**
+   * Fails when the SDK made a blocking call on a non-blocking thread since the last check, with
+   * each call's whole stack; the calls reported are then forgotten, so that one call fails one
+   * test, not every test after it.
+   *
+   * @throws AssertionError naming every such call
+   */
+  public static void assertNoneFromTheSdk() {
+    List<BlockingOperationError> calls = new ArrayList<>(FROM_THE_SDK);
+    FROM_THE_SDK.removeAll(calls);
+    if (calls.isEmpty()) {
+      return;
+    }
+    StringWriter text = new StringWriter();
+    PrintWriter out = new PrintWriter(text);
+    out.println(calls.size() + " blocking call(s) of the SDK on a non-blocking thread:");
+    for (BlockingOperationError call : calls) {
+      out.println("on a thread:");
+      call.printStackTrace(out);
+    }
+    out.flush();
+    throw new AssertionError(text.toString());
+  }
+
+  /**
    * The parks inside Lettuce's own {@code SharedLock} on non-blocking threads since the JVM started
    * (an open finding, not failed on): Lettuce's endpoint makes a writer wait briefly while another
    * thread holds its exclusive lock (a reconnect, a flush), even when the command comes from the
-   * SDK's non-blocking claim. Throwing BlockHound's error from inside that lock left Lettuce's lock
-   * state broken, and a later request on the connection waited forever (a hung build on Boot 4.0,
-   * WebFluxRedisEndpointTest); so such parks are remembered here instead.
+   * SDK's non-blocking claim.
    */
   public static List<BlockingOperationError> inLettucesLock() {
     return List.copyOf(IN_LETTUCE_LOCK);
   }
 
-  /** Whether the blocking call is a wait inside Lettuce's {@code SharedLock}. */
-  private static boolean inLettucesLock(StackTraceElement[] stack) {
+  /**
+   * Up to the first 200 blocking calls on non-blocking threads that were neither the SDK's nor in
+   * Lettuce's lock (an application's handler, WebFlux's own), for a look when something hangs.
+   */
+  public static List<BlockingOperationError> others() {
+    return List.copyOf(OTHERS);
+  }
+
+  /**
+   * Whether the blocking call is a wait inside Lettuce's {@code SharedLock}: walking from the
+   * blocking call towards the thread's start, Lettuce's lock comes before any frame of the SDK. The
+   * frames of this callback itself, on top of the blocking call, are not the SDK's.
+   */
+  public static boolean inLettucesLock(StackTraceElement[] stack) {
     for (StackTraceElement frame : stack) {
       String name = frame.getClassName();
       if (name.startsWith("io.lettuce.core.protocol.SharedLock")) {
         return true;
       }
-      if (name.startsWith("dev.idempotency.")) {
+      if (name.startsWith("dev.idempotency.") && !name.startsWith(BlockingCalls.class.getName())) {
         return false;
       }
     }

@@ -124,7 +124,7 @@ class MonoCancelBeforeSendTest {
   @AfterEach
   void nothingBlockedANonBlockingThread() {
     store.open();
-    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+    BlockingCalls.assertNoneFromTheSdk();
   }
 
   @Test

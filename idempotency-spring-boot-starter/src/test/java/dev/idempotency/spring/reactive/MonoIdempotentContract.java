@@ -46,7 +46,7 @@ abstract class MonoIdempotentContract {
 
   @AfterEach
   void nothingBlockedANonBlockingThread() {
-    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+    BlockingCalls.assertNoneFromTheSdk();
   }
 
   private int runs() {

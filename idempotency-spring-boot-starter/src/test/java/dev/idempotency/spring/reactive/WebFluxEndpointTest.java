@@ -2,6 +2,7 @@ package dev.idempotency.spring.reactive;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.web.IdempotentEndpointWebFilter;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -48,11 +49,12 @@ class WebFluxEndpointTest {
 
   @AfterEach
   void nothingBlockedANonBlockingThread() {
-    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+    BlockingCalls.assertNoneFromTheSdk();
   }
 
   private HttpResponse<String> post(String path, String key, String body) throws Exception {
-    return CLIENT.send(request(path, key, body), HttpResponse.BodyHandlers.ofString());
+    return BoundedExchange.send(
+        CLIENT, request(path, key, body), HttpResponse.BodyHandlers.ofString());
   }
 
   private HttpRequest request(String path, String key, String body) {

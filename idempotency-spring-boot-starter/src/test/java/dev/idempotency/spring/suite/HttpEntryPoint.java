@@ -1,5 +1,6 @@
 package dev.idempotency.spring.suite;
 
+import dev.idempotency.spring.BoundedExchange;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.Socket;
@@ -70,7 +71,8 @@ public enum HttpEntryPoint implements EntryPoint {
             .header("Idempotency-Key", key)
             .POST(HttpRequest.BodyPublishers.ofString("{\"to\":\"+15550100\"}"))
             .build();
-    HttpResponse<String> response = HTTP.send(request, HttpResponse.BodyHandlers.ofString());
+    HttpResponse<String> response =
+        BoundedExchange.send(HTTP, request, HttpResponse.BodyHandlers.ofString());
     return new Answer(
         response.statusCode(),
         response.body(),

@@ -1,5 +1,6 @@
 package dev.idempotency.spring.web;
 
+import dev.idempotency.spring.BoundedExchange;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -57,7 +58,7 @@ interface EndpointClient {
     for (int i = 0; i < headers.length; i += 2) {
       request.header(headers[i], headers[i + 1]);
     }
-    return HTTP.send(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+    return BoundedExchange.send(HTTP, request.build(), HttpResponse.BodyHandlers.ofByteArray());
   }
 
   /** POSTs a JSON body. */

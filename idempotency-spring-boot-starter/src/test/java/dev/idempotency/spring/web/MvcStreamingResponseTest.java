@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.app.NotifyTestApplication;
 import dev.idempotency.spring.app.StreamingController;
 import java.io.BufferedReader;
@@ -77,7 +78,7 @@ class MvcStreamingResponseTest extends RunningApplication {
   }
 
   private HttpResponse<String> send(String path, String key) throws Exception {
-    return HTTP.send(request(path, key), HttpResponse.BodyHandlers.ofString());
+    return BoundedExchange.send(HTTP, request(path, key), HttpResponse.BodyHandlers.ofString());
   }
 
   /** A repeat once the first request's outcome is recorded (409 until then); polled, bounded. */

@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.autoconfigure.WebFluxAutoConfigurations;
 import dev.idempotency.spring.reactive.NettyServer;
 import java.net.Socket;
@@ -157,10 +158,11 @@ class WebFluxClientGoneStreamTest {
   /** The retry under the same key, once the first call is no longer in flight. */
   private static HttpResponse<String> retry(String path, String key) throws Exception {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-    HttpResponse<String> retry = CLIENT.send(post(path, key), HttpResponse.BodyHandlers.ofString());
+    HttpResponse<String> retry =
+        BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
     while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
       Thread.sleep(20);
-      retry = CLIENT.send(post(path, key), HttpResponse.BodyHandlers.ofString());
+      retry = BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
     }
     return retry;
   }

@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.autoconfigure.WebFluxAutoConfigurations;
 import dev.idempotency.spring.reactive.NettyServer;
 import jakarta.validation.Valid;
@@ -155,12 +156,14 @@ class WebFluxConcurrentRefusalTest {
     String key = "refused-" + UUID.randomUUID();
     refusals.open.tryEmitEmpty();
     HttpResponse<String> refused =
-        CLIENT.send(post(key, "{\"to\":\"\"}"), HttpResponse.BodyHandlers.ofString());
+        BoundedExchange.send(
+            CLIENT, post(key, "{\"to\":\"\"}"), HttpResponse.BodyHandlers.ofString());
     assertThat(refused.statusCode()).isEqualTo(400);
     int sentBefore = orders.sent();
 
     HttpResponse<String> corrected =
-        CLIENT.send(post(key, "{\"to\":\"a@example.com\"}"), HttpResponse.BodyHandlers.ofString());
+        BoundedExchange.send(
+            CLIENT, post(key, "{\"to\":\"a@example.com\"}"), HttpResponse.BodyHandlers.ofString());
 
     assertThat(corrected.statusCode()).as(corrected.body()).isEqualTo(200);
     assertThat(orders.sent()).isEqualTo(sentBefore + 1);
@@ -178,7 +181,8 @@ class WebFluxConcurrentRefusalTest {
     assertThat(refusals.entered.await(30, TimeUnit.SECONDS)).isTrue();
 
     HttpResponse<String> other =
-        CLIENT.send(
+        BoundedExchange.send(
+            CLIENT,
             post("other-" + UUID.randomUUID(), "{\"to\":\"b@example.com\"}"),
             HttpResponse.BodyHandlers.ofString());
     assertThat(other.statusCode()).isEqualTo(200);
@@ -187,7 +191,8 @@ class WebFluxConcurrentRefusalTest {
     int sentBefore = orders.sent();
 
     HttpResponse<String> corrected =
-        CLIENT.send(post(key, "{\"to\":\"a@example.com\"}"), HttpResponse.BodyHandlers.ofString());
+        BoundedExchange.send(
+            CLIENT, post(key, "{\"to\":\"a@example.com\"}"), HttpResponse.BodyHandlers.ofString());
 
     assertThat(corrected.statusCode())
         .as("the corrected retry under the key of a refusal runs: %s", corrected.body())
@@ -208,7 +213,8 @@ class WebFluxConcurrentRefusalTest {
     assertThat(refusals.entered.await(30, TimeUnit.SECONDS)).isTrue();
 
     HttpResponse<String> unguarded =
-        CLIENT.send(
+        BoundedExchange.send(
+            CLIENT,
             post("/notes", null, "{\"to\":\"b@example.com\"}"),
             HttpResponse.BodyHandlers.ofString());
     assertThat(unguarded.statusCode()).isEqualTo(200);
@@ -217,7 +223,8 @@ class WebFluxConcurrentRefusalTest {
     int sentBefore = orders.sent();
 
     HttpResponse<String> corrected =
-        CLIENT.send(
+        BoundedExchange.send(
+            CLIENT,
             post("/notes", key, "{\"to\":\"a@example.com\"}"),
             HttpResponse.BodyHandlers.ofString());
 

@@ -58,7 +58,7 @@ abstract class WebFluxEndpointContract extends RunningApplication
 
   @AfterEach
   void nothingBlockedANonBlockingThread() {
-    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+    BlockingCalls.assertNoneFromTheSdk();
   }
 
   @Override

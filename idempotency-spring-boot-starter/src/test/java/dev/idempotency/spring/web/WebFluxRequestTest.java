@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.autoconfigure.WebFluxAutoConfigurations;
 import dev.idempotency.spring.reactive.NettyServer;
 import jakarta.validation.ConstraintViolationException;
@@ -205,10 +206,11 @@ class WebFluxRequestTest {
     }
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
     HttpResponse<String> response =
-        CLIENT.send(request.build(), HttpResponse.BodyHandlers.ofString());
+        BoundedExchange.send(CLIENT, request.build(), HttpResponse.BodyHandlers.ofString());
     while (response.statusCode() == 409 && System.nanoTime() < deadline) {
       Thread.sleep(20); // the first is still being recorded
-      response = CLIENT.send(request.build(), HttpResponse.BodyHandlers.ofString());
+      response =
+          BoundedExchange.send(CLIENT, request.build(), HttpResponse.BodyHandlers.ofString());
     }
     return response;
   }

@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.autoconfigure.WebFluxAutoConfigurations;
 import dev.idempotency.spring.reactive.NettyServer;
 import java.net.URI;
@@ -90,7 +91,8 @@ class WebFluxResponseBoundTest {
   }
 
   private static HttpResponse<String> post(String path, String key) throws Exception {
-    return CLIENT.send(
+    return BoundedExchange.send(
+        CLIENT,
         HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
             .timeout(Duration.ofSeconds(30))
             .header("Idempotency-Key", key)

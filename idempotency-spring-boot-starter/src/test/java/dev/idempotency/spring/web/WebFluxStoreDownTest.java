@@ -44,7 +44,7 @@ class WebFluxStoreDownTest {
   @AfterEach
   void nothingBlockedANonBlockingThread() {
     store.down.set(false);
-    assertThat(BlockingCalls.fromTheSdk()).isEmpty();
+    BlockingCalls.assertNoneFromTheSdk();
   }
 
   private HttpResponse<String> post(String key) throws Exception {

@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import static org.assertj.core.api.Assertions.assertThat;
 import static reactor.core.publisher.Sinks.EmitResult.OK;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.autoconfigure.WebFluxAutoConfigurations;
 import dev.idempotency.spring.reactive.NettyServer;
 import java.io.BufferedReader;
@@ -152,10 +153,11 @@ class WebFluxStreamInterruptedTest {
     sink.tryEmitComplete();
 
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-    HttpResponse<String> retry = CLIENT.send(post(path, key), HttpResponse.BodyHandlers.ofString());
+    HttpResponse<String> retry =
+        BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
     while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
       Thread.sleep(20);
-      retry = CLIENT.send(post(path, key), HttpResponse.BodyHandlers.ofString());
+      retry = BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
     }
 
     assertThat(more).as("the handler's stream goes on after the disconnect").isEqualTo(OK);
@@ -206,10 +208,13 @@ class WebFluxStreamInterruptedTest {
 
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
     HttpResponse<String> retry =
-        CLIENT.send(post("/events/" + id, key), HttpResponse.BodyHandlers.ofString());
+        BoundedExchange.send(
+            CLIENT, post("/events/" + id, key), HttpResponse.BodyHandlers.ofString());
     while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
       Thread.sleep(20);
-      retry = CLIENT.send(post("/events/" + id, key), HttpResponse.BodyHandlers.ofString());
+      retry =
+          BoundedExchange.send(
+              CLIENT, post("/events/" + id, key), HttpResponse.BodyHandlers.ofString());
     }
 
     assertThat(retry.statusCode())

@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.autoconfigure.WebFluxAutoConfigurations;
 import dev.idempotency.spring.reactive.NettyServer;
 import java.io.BufferedReader;
@@ -150,10 +151,10 @@ class WebFluxStreamingResponseTest {
    */
   private static HttpResponse<String> settled(String path, String key) throws Exception {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-    HttpResponse<String> repeat = CLIENT.send(post(path, key), stringBody());
+    HttpResponse<String> repeat = BoundedExchange.send(CLIENT, post(path, key), stringBody());
     while (repeat.statusCode() == 409 && System.nanoTime() < deadline) {
       Thread.sleep(20);
-      repeat = CLIENT.send(post(path, key), stringBody());
+      repeat = BoundedExchange.send(CLIENT, post(path, key), stringBody());
     }
     return repeat;
   }
@@ -179,7 +180,8 @@ class WebFluxStreamingResponseTest {
     assertThat(within(lines::readLine)).isEqualTo("data:first");
     assertThat(within(lines::readLine)).isEmpty();
     // while the stream is open the key stays claimed: a repeat is told so, nothing runs again
-    HttpResponse<String> meanwhile = CLIENT.send(post("/events/" + id, key), stringBody());
+    HttpResponse<String> meanwhile =
+        BoundedExchange.send(CLIENT, post("/events/" + id, key), stringBody());
     assertThat(meanwhile.statusCode()).isEqualTo(409);
     streams.sink(id).tryEmitNext("second").orThrow();
     assertThat(within(lines::readLine)).isEqualTo("data:second");
@@ -252,8 +254,10 @@ class WebFluxStreamingResponseTest {
     streams.sink(id).tryEmitNext("b").orThrow();
     streams.sink(id).tryEmitComplete().orThrow();
 
-    HttpResponse<String> first = CLIENT.send(post("/report/" + id, key), stringBody());
-    HttpResponse<String> retry = CLIENT.send(post("/report/" + id, key), stringBody());
+    HttpResponse<String> first =
+        BoundedExchange.send(CLIENT, post("/report/" + id, key), stringBody());
+    HttpResponse<String> retry =
+        BoundedExchange.send(CLIENT, post("/report/" + id, key), stringBody());
 
     assertThat(first.statusCode()).isEqualTo(200);
     assertThat(first.body()).isEqualTo("a, b");

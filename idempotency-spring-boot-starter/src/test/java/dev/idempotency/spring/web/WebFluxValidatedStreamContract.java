@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.fluxapp.FluxEndpointApplication;
 import dev.idempotency.spring.reactive.NettyServer;
 import java.net.URI;
@@ -36,7 +37,8 @@ abstract class WebFluxValidatedStreamContract {
   @Autowired WebFluxValidatedStreamTest.Batch batch;
 
   private HttpResponse<String> post(String key, String json) throws Exception {
-    return CLIENT.send(
+    return BoundedExchange.send(
+        CLIENT,
         HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/batch"))
             .timeout(Duration.ofSeconds(30))
             .header("Idempotency-Key", key)

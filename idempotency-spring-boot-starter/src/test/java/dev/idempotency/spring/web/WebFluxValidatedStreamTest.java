@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.BoundedExchange;
 import dev.idempotency.spring.autoconfigure.WebFluxAutoConfigurations;
 import dev.idempotency.spring.reactive.NettyServer;
 import jakarta.validation.Valid;
@@ -99,7 +100,8 @@ class WebFluxValidatedStreamTest {
   }
 
   private static HttpResponse<String> post(String key, String json) throws Exception {
-    return CLIENT.send(
+    return BoundedExchange.send(
+        CLIENT,
         HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/batch"))
             .timeout(Duration.ofSeconds(30))
             .header("Idempotency-Key", key)
