@@ -33,6 +33,9 @@ public final class ExpressionAttributes {
    *
    * @param where the annotated method as messages name it
    * @param attribute the attribute's name ({@code key}, {@code fingerprint})
+   * @param source the expression as written in the attribute
+   * @param parser the parser to use
+   * @return the parsed expression
    * @throws IllegalStateException with the parser's message, if the expression is not valid
    */
   public static Expression parse(
@@ -50,6 +53,10 @@ public final class ExpressionAttributes {
    * Checks every {@code #variable} of a parsed expression (but {@code #this} and {@code #root})
    * with {@code variableProblem}, and refuses function calls (none are registered).
    *
+   * @param where the annotated method as messages name it
+   * @param attribute the attribute's name ({@code key}, {@code fingerprint})
+   * @param source the expression as written in the attribute
+   * @param expression the parsed expression ({@link #parse})
    * @param variableProblem what is wrong with a variable, named without its {@code #}; or null
    * @throws IllegalStateException naming the method, the attribute and every problem found
    */
@@ -89,9 +96,12 @@ public final class ExpressionAttributes {
    * What is wrong with {@code variable} as a parameter of {@code method} (by name, or {@code #p0} /
    * {@code #a0}), or {@code null} if it is one.
    *
+   * @param variable the variable's name, without its {@code #}
+   * @param method the annotated method
    * @param names the method's parameter names, or {@code null} if they are not available
    * @param alsoKnown appended to the list of parameters in a message, for the caller's own
    *     variables; empty for none
+   * @return what is wrong with the variable, or {@code null} if it names a parameter
    */
   public static @Nullable String parameterProblem(
       String variable, Method method, String @Nullable [] names, String alsoKnown) {
