@@ -2,13 +2,11 @@ package dev.idempotency.spring.messaging;
 
 /**
  * Thrown by an {@link IdempotentListener} batch listener to say which message of its list failed:
- * the one at {@code index} failed with the cause (its key is released, or its failure stored if
- * permanent); every other message the listener read from its list, before or after that index (a
- * listener may read it in any order), counts as sent and its outcome is recorded, so the redelivery
- * replays it; the messages it never read were not sent (their keys are released). Works on every
- * broker; Spring Kafka's own {@code BatchListenerFailedException} is understood as well. Without
- * either, a failing batch listener releases every key of the list, so messages it had sent before
- * failing may be sent again.
+ * the messages before {@code index} were sent (their outcomes are recorded), the one at {@code
+ * index} failed with the cause (its key is released, or its failure stored if permanent), and the
+ * rest were not sent (their keys are released). Works on every broker; Spring Kafka's own {@code
+ * BatchListenerFailedException} is understood as well. Without either, a failing batch listener
+ * releases every key of the list, so messages it had sent before failing may be sent again.
  *
  * <p>The container then learns of the failure as it expects: Spring Kafka gets a {@code
  * BatchListenerFailedException} with the index in the batch it delivered; RabbitMQ gets the cause,

@@ -26,8 +26,9 @@ import org.slf4j.LoggerFactory;
  *       a key the batch skips (it lapsed) is marked lapsed.
  *   <li>Each element handed out gets its {@link SendContext} in the contexts the listener reads
  *       through {@link IdempotentDelivery#context(Object)}.
- *   <li>Every element given to the listener (read), in any order, counts as sent; one handed out
- *       but never read is left unreported, so the batch releases it.
+ *   <li>Only elements given to the listener (read) count as sent (before a failed one it names, as
+ *       Spring Kafka counts); one handed out but never read is left unreported, so the batch
+ *       releases it.
  *   <li>Once the listener returned ({@link #end()}), reading throws an {@link
  *       IllegalStateException}: the container acknowledged the batch, and a message not read before
  *       was not sent by this delivery (its key released). The first such read is logged at WARN,

@@ -266,10 +266,10 @@ final class ListenerBatches {
 
   /**
    * Runs the listener with the messages to send, each handed out as it reads it ({@link
-   * HandedOutList}); adds to {@code sent} every message it read and so may have sent, whatever its
-   * index (but the one a failure names: the redelivery replays the others), and reports a named
-   * failure to the batch. A message whose lease lapsed before the listener read it stops the batch
-   * there: it comes back, deferred. Once the listener's call ended, its list can no longer be read.
+   * HandedOutList}); adds to {@code sent} those it read and so may have sent (all of them, or those
+   * before the one a failure names), and reports a named failure to the batch. A message whose
+   * lease lapsed before the listener read it stops the batch there: it comes back, deferred. Once
+   * the listener's call ended, its list can no longer be read.
    */
   private static @Nullable Object runBatch(
       MethodInvocation invocation,
@@ -310,9 +310,8 @@ final class ListenerBatches {
               : failures.indexIn(failure, run);
       int lapsed = view.firstLapsed();
       if (lapsed >= 0 && (named < 0 ? view.isLapse(failure) : lapsed <= named)) {
-        // the batch comes back from the lapsed message; what was read (but a failed one) is sent,
-        // before or after the failure: the redelivery replays it
-        addRead(view, named, sent);
+        // the batch comes back from the lapsed message; what was read before the failure is sent
+        addGiven(view, named < 0 ? run.size() : named, sent);
         Batch.Item failed = named > lapsed ? view.given(named) : null;
         if (failed != null) {
           batch.failed(failed, causeOf(failure));
@@ -325,9 +324,7 @@ final class ListenerBatches {
             "Listener {} failed a batch of {}; its keys are released", method.name, run.size());
         throw failure;
       }
-      // every message read but the failed one may have gone out, whatever its index (a listener
-      // may read its list in any order): the redelivery, from the failed message, replays them
-      addRead(view, named, sent);
+      addGiven(view, named, sent);
       Batch.Item failed = view.given(named);
       if (failed != null) {
         batch.failed(failed, causeOf(failure));
@@ -340,7 +337,7 @@ final class ListenerBatches {
       IdempotentDelivery.restoreBatch(previous);
       arguments[method.batchIndex] = original;
     }
-    addRead(view, -1, sent);
+    addGiven(view, run.size(), sent);
     int lapsed = view.firstLapsed();
     if (lapsed >= 0) {
       // the listener went on past a message whose lease lapsed: it comes back from there
@@ -349,14 +346,11 @@ final class ListenerBatches {
     return result;
   }
 
-  /**
-   * Adds to {@code sent} the items of the messages the listener read, but message {@code failed}
-   * (-1: none failed).
-   */
-  private static void addRead(HandedOutList view, int failed, List<Batch.Item> sent) {
-    for (int i = 0; i < view.size(); i++) {
+  /** Adds to {@code sent} the items of the messages before {@code end} that the listener read. */
+  private static void addGiven(HandedOutList view, int end, List<Batch.Item> sent) {
+    for (int i = 0; i < end; i++) {
       Batch.Item item = view.given(i);
-      if (item != null && i != failed) {
+      if (item != null) {
         sent.add(item);
       }
     }

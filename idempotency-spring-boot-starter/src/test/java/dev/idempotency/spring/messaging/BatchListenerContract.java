@@ -79,33 +79,6 @@ public abstract class BatchListenerContract extends ListenerContract {
     }
   }
 
-  /**
-   * A listener that reads its list from the last message to the first and names the first as failed
-   * has sent the others: they are kept as sent, and the redelivery (from the failed message on
-   * Kafka, whole on RabbitMQ) replays them. They were sent twice before (probe37e, finding A).
-   */
-  @Test
-  void aBatchListenerReadingBackwardsThatNamesItsFirstMessageFailedKeepsTheOthersSent()
-      throws Exception {
-    String first = unique("b-back-first");
-    String second = unique("b-back-second");
-    String third = unique("b-back-third");
-    sends.failNext(first, 1);
-    sends.readBatchesBackwards(true);
-    try {
-      publishBatch(List.of(first, second, third));
-      // the redelivery reads the others (if it gets them) before the failed one
-      await("the failed message sent", () -> sends.of(first).size() == 1);
-      assertThat(sends.runs(first)).isEqualTo(2);
-      assertThat(sends.runs(second)).as("read before the failure: not sent again").isEqualTo(1);
-      assertThat(sends.runs(third)).as("read before the failure: not sent again").isEqualTo(1);
-      assertAcknowledged(batchListener());
-    } finally {
-      sends.readBatchesBackwards(false);
-      afterBatch();
-    }
-  }
-
   @Test
   void aBatchListenerThatNamesItsFailedMessageKeepsWhatItSent() throws Exception {
     String ok = unique("b-ok");

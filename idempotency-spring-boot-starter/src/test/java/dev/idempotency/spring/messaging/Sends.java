@@ -38,7 +38,6 @@ public final class Sends {
   private final List<Send> accepted = new CopyOnWriteArrayList<>();
   private final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
   private final Map<String, AtomicInteger> failuresLeft = new ConcurrentHashMap<>();
-  private volatile boolean batchesBackwards;
 
   /** Fails the next {@code times} sends of {@code event}. */
   public void failNext(String event, int times) {
@@ -53,29 +52,6 @@ public final class Sends {
       throw new TransientFailure(event);
     }
     accepted.add(new Send(listener, event, context.providerKey(), context.attempt()));
-  }
-
-  /** Makes {@link #sendBatch} read each list from its last message to its first, or in order. */
-  public void readBatchesBackwards(boolean backwards) {
-    this.batchesBackwards = backwards;
-  }
-
-  /**
-   * A batch listener's sends: each message of its list in turn (from the last to the first if a
-   * test asked for it), a failed send named by its index in a {@link BatchDeliveryFailedException}.
-   */
-  public void sendBatch(String listener, List<String> events) {
-    boolean backwards = batchesBackwards;
-    int size = events.size();
-    for (int n = 0; n < size; n++) {
-      int i = backwards ? size - 1 - n : n;
-      String event = events.get(i);
-      try {
-        send(listener, event, IdempotentDelivery.context(event));
-      } catch (RuntimeException failure) {
-        throw new BatchDeliveryFailedException(i, failure);
-      }
-    }
   }
 
   /** The accepted sends of one event. */

@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.context.annotation.Bean;
@@ -96,8 +97,14 @@ class KafkaBatchReadsTest {
    * fails once: it throws {@code BatchDeliveryFailedException(0, cause)}, naming the message that
    * failed, after the later ones were read and sent. The redelivery must send the first message and
    * replay the others.
+   *
+   * <p>Open finding (issue 37): the later messages are sent a second time. Counting every message
+   * read as sent (kbatch40) fixed it, and lost the sends of a listener that copies its list before
+   * sending and names a failed message (probe41, branch {@code probe41}): reverted; a listener must
+   * name the first message it did not send, as Spring Kafka's index means.
    */
   @Test
+  @Tag("open-finding")
   void aListSentBackwardsWhoseFirstMessageFailsSendsTheOthersOnce() throws Exception {
     assertEachSentOnceThenReplayed("backwards-first-fails");
   }

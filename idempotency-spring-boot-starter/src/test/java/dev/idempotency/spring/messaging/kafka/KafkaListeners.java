@@ -53,7 +53,14 @@ public class KafkaListeners {
   @KafkaListener(id = BATCH, topics = "idem.batch", batch = "true", autoStartup = "false")
   @IdempotentListener(name = BATCH, key = "#payload")
   public void batch(List<String> events) {
-    sends.sendBatch(BATCH, events);
+    for (int i = 0; i < events.size(); i++) {
+      String event = events.get(i);
+      try {
+        sends.send(BATCH, event, IdempotentDelivery.context(event));
+      } catch (RuntimeException failure) {
+        throw new BatchDeliveryFailedException(i, failure);
+      }
+    }
   }
 
   /**
