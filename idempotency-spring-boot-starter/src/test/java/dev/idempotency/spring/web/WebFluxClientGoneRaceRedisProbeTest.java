@@ -1,0 +1,61 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.EmbeddedServers;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulRedisConnection;
+import java.net.http.HttpResponse;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link WebFluxClientGoneRaceProbeTest} on Redis (embedded server), plus the store that stalls
+ * between the claim and the record (perf39: the answer waits for the record, 10 s at most).
+ */
+@Tag("open-finding")
+class WebFluxClientGoneRaceRedisProbeTest extends WebFluxClientGoneRaceProbeTest {
+
+  @BeforeAll
+  static void start() {
+    start(WebFluxTestStores.REDIS, WebFluxTestStores.OnRedis.class);
+  }
+
+  /**
+   * Redis stalls (every client paused 12 s, past the 10 s record wait and the 3 s lease) once the
+   * handler has claimed the key and before its outcome is written: the client gets its answer, and
+   * once Redis answers again the key is completed, never taken over: a retry replays the first
+   * answer and the handler has run once.
+   */
+  @Test
+  void redisStalledBetweenTheClaimAndTheRecordNeitherLosesNorRepeatsTheSend() throws Exception {
+    String id = UUID.randomUUID().toString();
+    String key = UUID.randomUUID().toString();
+    String path = "/held/" + id;
+    CompletableFuture<HttpResponse<String>> first =
+        CLIENT.sendAsync(post(path, key), HttpResponse.BodyHandlers.ofString());
+    await(Probes.runs(id), 1);
+    RedisClient pauser =
+        RedisClient.create(RedisURI.create("127.0.0.1", EmbeddedServers.redisPort()));
+    try (StatefulRedisConnection<String, String> connection = pauser.connect()) {
+      connection.sync().clientPause(12_000);
+    } finally {
+      pauser.shutdown();
+    }
+    Probes.answer(id).tryEmitValue("accepted").orThrow();
+
+    HttpResponse<String> answered = first.get(WAIT_SECONDS, TimeUnit.SECONDS);
+    HttpResponse<String> retry = retry(path, key);
+
+    assertThat(answered.statusCode()).as(answered.body()).isEqualTo(200);
+    assertThat(retry.statusCode()).as(retry.body()).isEqualTo(200);
+    assertThat(replayed(retry)).as("the retry is a replay: %s", retry.body()).isTrue();
+    assertThat(retry.body()).isEqualTo(answered.body());
+    assertThat(Probes.runs(id).get()).as("one run for one key").isEqualTo(1);
+  }
+}
