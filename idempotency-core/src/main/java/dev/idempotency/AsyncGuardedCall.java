@@ -209,7 +209,10 @@ final class AsyncGuardedCall<T> {
     }
   }
 
-  /** Writes an outcome, fenced, retrying a store failure; completes with whether it was written. */
+  /**
+   * Writes an outcome, fenced, retrying a store failure, then hands it to the background ({@link
+   * CallSupport#recordLater}); completes with whether it was written now.
+   */
   private CompletableFuture<Boolean> write(
       Claim claim, RecordState state, byte[] payload, int round) {
     CompletionStage<Boolean> answer;
@@ -228,7 +231,7 @@ final class AsyncGuardedCall<T> {
             return CompletableFuture.completedFuture(written);
           }
           if (round >= call.settings.completionAttempts) {
-            call.events.notRecorded(claim.attempt, error);
+            call.recordLater(claim, state, payload, Stages.unwrap(error));
             return CompletableFuture.completedFuture(false);
           }
           long backoffNanos = CallSupport.completionBackoffMillis(round) * 1_000_000L;

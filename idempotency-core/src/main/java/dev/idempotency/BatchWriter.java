@@ -179,14 +179,19 @@ final class BatchWriter {
     for (int i = 0; i < chunk.size(); i++) {
       Batch.Item item = chunk.get(i);
       item.state.set(Batch.Item.DONE);
-      item.call.finish(item.claim);
-      if (written == null || !written.get(i)) {
+      if (written == null) {
         notRecorded.add(item.key());
-        item.call.events.notRecorded(item.attempt(), written == null ? lastFailure : null);
+        item.call.recordLater(item.claim, item.outcome, item.payload, lastFailure);
+      } else if (!written.get(i)) {
+        item.call.finish(item.claim);
+        notRecorded.add(item.key());
+        item.call.events.notRecorded(item.attempt(), null);
       } else if (item.outcome == RecordState.COMPLETED) {
+        item.call.finish(item.claim);
         completed.incrementAndGet();
         item.call.events.emit(Type.COMPLETED, item.attempt(), item.call.events.elapsed(), null);
       } else {
+        item.call.finish(item.claim);
         stored.incrementAndGet();
         item.call.events.emit(
             Type.FAILURE_STORED, item.attempt(), item.call.events.elapsed(), item.failure);

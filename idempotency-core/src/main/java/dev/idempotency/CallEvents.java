@@ -137,7 +137,22 @@ final class CallEvents {
    * or the store failed every attempt.
    */
   void notRecorded(int attempt, Throwable lastFailure) {
-    if (lastFailure == null) {
+    notRecorded(attempt, lastFailure, false);
+  }
+
+  /**
+   * As {@link #notRecorded(int, Throwable)}; {@code pending}: the guard goes on writing the outcome
+   * in the background until its lease ends.
+   */
+  void notRecorded(int attempt, Throwable lastFailure, boolean pending) {
+    if (pending) {
+      log.warn(
+          "Sent key {} but could not record the outcome after {} attempts; writing it in the"
+              + " background until its lease ends",
+          keyId,
+          settings.completionAttempts,
+          lastFailure);
+    } else if (lastFailure == null) {
       log.warn(
           "Key {} was taken over while attempt {} was sending; its outcome is not recorded",
           keyId,

@@ -342,12 +342,35 @@ final class CallSupport<T> {
     return settings.failsOpen(request.operation()) ? null : settings.outages.refusal();
   }
 
-  /** The claim's outcome is written or released: stop renewing it. Safe to call twice. */
+  /**
+   * The claim's outcome is written or released: stop renewing it. Safe to call twice. Does nothing
+   * while the outcome is written in the background ({@link #recordLater}), which finishes it.
+   */
   void finish(Claim claim) {
-    if (claim != null) {
+    if (claim != null && !outcomePending) {
       claim.finish();
       settings.keeper.unwatch(claim);
     }
+  }
+
+  /** Whether the outcome was handed to {@link PendingOutcomes}. */
+  private volatile boolean outcomePending;
+
+  /**
+   * The call's own attempts to write its outcome failed: reports it ({@link
+   * Type#OUTCOME_NOT_RECORDED}, SPEC 6) and hands the write to the guard's {@link PendingOutcomes},
+   * which goes on trying while the lease holds; the claim stays watched by the lease keeper until
+   * then.
+   */
+  void recordLater(Claim claim, RecordState state, byte[] payload, Throwable lastFailure) {
+    outcomePending = settings.pendingOutcomes.adopt(this, claim, state, payload);
+    events.notRecorded(claim.attempt, lastFailure, outcomePending);
+  }
+
+  /** The background write of {@link #recordLater} ended: stop renewing the claim. */
+  void finishPending(Claim claim) {
+    claim.finish();
+    settings.keeper.unwatch(claim);
   }
 
   /** The payload of a result: the encoded value, or "sent, result not stored" with the reason. */

@@ -38,7 +38,15 @@ final class CallsInFlight {
     }
   }
 
-  /** A call that {@link #enter() entered} ended. */
+  /**
+   * A running call hands on work that must count as running after the call itself ends (an outcome
+   * written in the background): counted even once closing, since the call it continues was.
+   */
+  void continueRunning() {
+    state.incrementAndGet();
+  }
+
+  /** A call that {@link #enter() entered} (or {@link #continueRunning() continued}) ended. */
   void exit() {
     if (state.decrementAndGet() == CLOSED) {
       synchronized (ended) {

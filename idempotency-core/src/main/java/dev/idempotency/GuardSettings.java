@@ -39,6 +39,9 @@ final class GuardSettings {
   final long leaseRenewalLimitNanos;
   final LeaseKeeper keeper;
 
+  /** Outcomes the calls could not record, written in the background while their leases hold. */
+  final PendingOutcomes pendingOutcomes;
+
   /** The executors this guard created itself, which {@link #close} shuts down. */
   final DefaultExecutors executors;
 
@@ -89,6 +92,7 @@ final class GuardSettings {
             ? null
             : new NearCache.Records(builder.nearCache, store.usesServerTime());
     this.keeper = new LeaseKeeper(this);
+    this.pendingOutcomes = new PendingOutcomes(this, builder.maxPendingOutcomes);
   }
 
   /**
@@ -149,7 +153,8 @@ final class GuardSettings {
   }
 
   private void closeOnce(long executorMillis) {
-    int abandoned = inFlight.awaitNone(closeGraceNanos);
+    int stillRunning = inFlight.awaitNone(closeGraceNanos);
+    int abandoned = Math.max(0, stillRunning - pendingOutcomes.close()); // it WARNs itself
     if (abandoned > 0) {
       CallEvents.log.warn(
           "Closed the idempotency guard with {} calls still running after its grace period of {}"

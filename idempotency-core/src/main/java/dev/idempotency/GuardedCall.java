@@ -140,8 +140,9 @@ final class GuardedCall<T> {
 
   /**
    * Writes an outcome, fenced, retrying a store failure a few times, with the thread's interrupt
-   * flag deferred (see {@link Interrupts}). Never throws: after a send, an exception would invite a
-   * retry, which is a duplicate.
+   * flag deferred (see {@link Interrupts}); then hands it to the background ({@link
+   * CallSupport#recordLater}). Never throws: after a send, an exception would invite a retry, which
+   * is a duplicate.
    */
   private boolean write(Claim claim, RecordState state, byte[] payload, Interrupts deferred) {
     RuntimeException lastFailure = null;
@@ -161,7 +162,7 @@ final class GuardedCall<T> {
         }
       }
     }
-    call.events.notRecorded(claim.attempt, lastFailure);
+    call.recordLater(claim, state, payload, lastFailure);
     return false;
   }
 }

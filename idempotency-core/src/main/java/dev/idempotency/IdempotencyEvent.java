@@ -66,9 +66,22 @@ public record IdempotencyEvent(
     FAILURE_REPLAYED,
     /**
      * The sender succeeded but its outcome could not be recorded (the store failed, or the claim
-     * was lost to a takeover). The result was returned anyway; a later repeat may send again.
+     * was lost to a takeover). The result was returned anyway. Unless the claim was lost, the guard
+     * goes on writing the outcome in the background while the lease holds, and then reports {@link
+     * #OUTCOME_RECORDED_LATE} or {@link #OUTCOME_ABANDONED} for it.
      */
     OUTCOME_NOT_RECORDED,
+    /**
+     * An outcome reported {@link #OUTCOME_NOT_RECORDED} was written in the background after all: a
+     * repeat replays it. Reported once per such call, beside its earlier event.
+     */
+    OUTCOME_RECORDED_LATE,
+    /**
+     * The guard stopped writing an outcome in the background: its lease ended before the store took
+     * it, another call took the key over, or the guard was closed after its grace period. A repeat
+     * after the lease may send again.
+     */
+    OUTCOME_ABANDONED,
     /** The send happened but its result could not be encoded or was too large to store. */
     RESULT_NOT_STORED,
     /** The sender ran longer than its lease; another caller may have taken the key over. */

@@ -63,6 +63,9 @@ public final class IdempotencyGuard implements AutoCloseable {
   /** The default number of attempts to record an outcome after a successful send. */
   public static final int DEFAULT_COMPLETION_ATTEMPTS = 3;
 
+  /** The default cap on outcomes written in the background at once: 10,000. */
+  public static final int DEFAULT_MAX_PENDING_OUTCOMES = 10_000;
+
   /**
    * How long {@link #close()} waits, at most, for work still queued on the guard's own threads once
    * the calls have finished or been abandoned.
@@ -632,6 +635,7 @@ public final class IdempotencyGuard implements AutoCloseable {
     boolean failOpen;
     final java.util.Map<String, Boolean> failOpenByOperation = new java.util.HashMap<>();
     int completionAttempts = DEFAULT_COMPLETION_ATTEMPTS;
+    int maxPendingOutcomes = DEFAULT_MAX_PENDING_OUTCOMES;
     boolean storeRawKeys;
     boolean leaseRenewal = true;
     Duration leaseRenewalLimit = DEFAULT_LEASE_RENEWAL_LIMIT;
@@ -836,6 +840,30 @@ public final class IdempotencyGuard implements AutoCloseable {
             "completionAttempts must be at least 1, was " + attempts);
       }
       this.completionAttempts = attempts;
+      return this;
+    }
+
+    /**
+     * How many outcomes, at most, the guard goes on writing in the background once a call's own
+     * {@link #completionAttempts(int) attempts} failed. The caller has its result at once either
+     * way (the send happened; the call reports {@link IdempotencyEvent.Type#OUTCOME_NOT_RECORDED});
+     * the guard then retries the fenced write on a thread of its own, pausing 50 ms, then twice as
+     * long each time, at most a second, while the lease keeper goes on renewing the claim, until
+     * the store takes it ({@link IdempotencyEvent.Type#OUTCOME_RECORDED_LATE}: a repeat replays it
+     * instead of sending again), another call took the key over, or the claim's lease has ended by
+     * the guard's estimate ({@link IdempotencyEvent.Type#OUTCOME_ABANDONED}, with one WARN per
+     * round that names no key). {@link IdempotencyGuard#close()} lets these writes finish within
+     * its grace period like running calls. Past the cap a call's outcome is not written later.
+     * Default {@link #DEFAULT_MAX_PENDING_OUTCOMES}.
+     *
+     * @param max zero (never write in the background) or more
+     * @return this builder
+     */
+    public Builder maxPendingOutcomes(int max) {
+      if (max < 0) {
+        throw new IllegalArgumentException("maxPendingOutcomes must not be negative, was " + max);
+      }
+      this.maxPendingOutcomes = max;
       return this;
     }
 

@@ -1,0 +1,220 @@
+package dev.idempotency;
+
+import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.spi.CompleteRequest;
+import dev.idempotency.spi.RecordState;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The outcomes of sends whose writes the store did not take in the call's own attempts ({@link
+ * IdempotencyGuard.Builder#completionAttempts}): the caller got its result at once (SPEC 6), and
+ * the guard goes on writing the outcome, fenced, in the background, so that a store back within the
+ * lease still records the send and a repeat replays it instead of sending again (SPEC 1).
+ *
+ * <ol>
+ *   <li>Every blocking, async and batch path hands its unwritten outcome here ({@link #adopt}); at
+ *       most {@link IdempotencyGuard.Builder#maxPendingOutcomes} wait at once.
+ *   <li>A round, on the guard's one thread for it, writes everything pending in chunks of {@link
+ *       dev.idempotency.spi.KeyStore#maxBatchSize()}; after a store failure the next round waits 50
+ *       ms, then twice as long each time, at most a second.
+ *   <li>A write ends when the store takes it ({@link Type#OUTCOME_RECORDED_LATE}), refuses it by
+ *       fencing (another call took the key over), or once its lease has ended by the guard's
+ *       estimate ({@link Type#OUTCOME_ABANDONED}, one WARN per round, without keys). Meanwhile the
+ *       lease keeper goes on renewing the claim; a renewal that succeeds gives the write longer.
+ *   <li>Each pending write counts as a running call, so {@link IdempotencyGuard#close()} lets it
+ *       finish within its grace period and abandons what is left (one WARN saying how many).
+ * </ol>
+ *
+ * Thread-safe.
+ */
+final class PendingOutcomes {
+
+  /** One outcome waiting to be written. */
+  private record Pending(
+      CallSupport<?> call, Claim claim, RecordState state, byte[] payload, int attempt) {}
+
+  private final GuardSettings settings;
+  private final int limit;
+  private final ConcurrentLinkedQueue<Pending> queue = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger size = new AtomicInteger();
+  private final AtomicBoolean scheduled = new AtomicBoolean();
+  private final ScheduledThreadPoolExecutor thread;
+  private volatile boolean closed;
+
+  /** Store failures in a row; only the writer's thread touches it. */
+  private int failedRounds;
+
+  PendingOutcomes(GuardSettings settings, int limit) {
+    this.settings = settings;
+    this.limit = limit;
+    this.thread =
+        new ScheduledThreadPoolExecutor(
+            1, DefaultExecutors.daemonThreads(settings.executors.threadPrefix + "outcome-writer"));
+    thread.setKeepAliveTime(30, TimeUnit.SECONDS);
+    thread.allowCoreThreadTimeOut(true);
+    thread.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+  }
+
+  /**
+   * Takes over the write of an outcome the call could not record, if its claim is still live and
+   * there is room. The call must still be running (counted in {@link GuardSettings#inFlight}).
+   *
+   * @return {@code true} if it will be written in the background: the caller then leaves the claim
+   *     watched by the keeper, and this class finishes it
+   */
+  boolean adopt(CallSupport<?> call, Claim claim, RecordState state, byte[] payload) {
+    if (limit == 0 || closed || claim.lapsedBy(settings.leaseNow())) {
+      return false;
+    }
+    if (size.incrementAndGet() > limit) {
+      size.decrementAndGet();
+      return false;
+    }
+    settings.inFlight.continueRunning();
+    if (settings.leaseRenewal) {
+      settings.keeper.watch(claim); // a batch's claim was renewed by its batch until now
+    }
+    queue.add(new Pending(call, claim, state, payload, claim.attempt));
+    if (closed) {
+      abandonQueued(); // close() drained the queue before this one arrived
+    }
+    schedule(0);
+    return true;
+  }
+
+  /** How many outcomes wait to be written; for tests and close. */
+  int pending() {
+    return size.get();
+  }
+
+  private void schedule(long delayMillis) {
+    if (closed || !scheduled.compareAndSet(false, true)) {
+      return;
+    }
+    try {
+      thread.schedule(this::round, delayMillis, TimeUnit.MILLISECONDS);
+    } catch (RejectedExecutionException e) {
+      scheduled.set(false);
+    }
+  }
+
+  /** One round: drop what lapsed, write the rest in chunks, schedule the next if any are left. */
+  private void round() {
+    scheduled.set(false);
+    List<Pending> writes = new ArrayList<>();
+    int lapsed = 0;
+    int takenOver = 0;
+    long now = settings.leaseNow();
+    Pending next;
+    while ((next = queue.poll()) != null) {
+      if (next.claim.isLost()) {
+        end(next, Type.OUTCOME_ABANDONED, null);
+        takenOver++;
+      } else if (next.claim.lapsedBy(now)) {
+        end(next, Type.OUTCOME_ABANDONED, null);
+        lapsed++;
+      } else {
+        writes.add(next);
+      }
+    }
+    int chunkSize = Math.max(1, settings.store.maxBatchSize());
+    boolean failed = false;
+    for (int from = 0; from < writes.size(); from += chunkSize) {
+      List<Pending> chunk = writes.subList(from, Math.min(writes.size(), from + chunkSize));
+      if (failed || closed) {
+        queue.addAll(chunk);
+        continue;
+      }
+      List<Boolean> written;
+      try {
+        written = settings.store.completeAll(requests(chunk));
+      } catch (RuntimeException e) {
+        CallEvents.log.debug("A background outcome write failed; trying again", e);
+        failed = true;
+        queue.addAll(chunk);
+        continue;
+      }
+      for (int i = 0; i < chunk.size(); i++) {
+        if (written.get(i)) {
+          end(chunk.get(i), Type.OUTCOME_RECORDED_LATE, null);
+        } else {
+          end(chunk.get(i), Type.OUTCOME_ABANDONED, null);
+          takenOver++;
+        }
+      }
+    }
+    if (lapsed + takenOver > 0) {
+      CallEvents.log.warn(
+          "Gave up recording {} sent outcomes in the background ({} whose leases ended while the"
+              + " store did not take them, {} taken over by another call): a repeat of those keys"
+              + " may send again",
+          lapsed + takenOver,
+          lapsed,
+          takenOver);
+    }
+    failedRounds = failed ? failedRounds + 1 : 0;
+    if (closed) {
+      abandonQueued();
+    } else if (!queue.isEmpty()) {
+      schedule(failed ? CallSupport.completionBackoffMillis(failedRounds) : 0);
+    }
+  }
+
+  private List<CompleteRequest> requests(List<Pending> chunk) {
+    List<CompleteRequest> requests = new ArrayList<>(chunk.size());
+    for (Pending pending : chunk) {
+      requests.add(pending.call.complete(pending.claim, pending.state, pending.payload));
+    }
+    return requests;
+  }
+
+  private void end(Pending pending, Type type, Throwable error) {
+    try {
+      pending.call.finishPending(pending.claim);
+      pending.call.events.emit(type, pending.attempt, pending.call.events.elapsed(), error);
+      if (type == Type.OUTCOME_RECORDED_LATE) {
+        CallEvents.log.debug(
+            "Recorded the outcome of key {} in the background", pending.call.keyId);
+      }
+    } finally {
+      size.decrementAndGet();
+      settings.inFlight.exit();
+    }
+  }
+
+  /**
+   * The guard is closing and its grace period is over: abandons what is still pending, as a crash
+   * would (no release; the leases run out), with one WARN saying how many.
+   *
+   * @return how many outcomes were abandoned
+   */
+  int close() {
+    closed = true;
+    thread.shutdownNow();
+    return abandonQueued();
+  }
+
+  private int abandonQueued() {
+    int abandoned = 0;
+    Pending next;
+    while ((next = queue.poll()) != null) {
+      end(next, Type.OUTCOME_ABANDONED, null);
+      abandoned++;
+    }
+    if (abandoned > 0) {
+      CallEvents.log.warn(
+          "Closed the idempotency guard with {} sent outcomes not yet recorded (the store did not"
+              + " take them within the grace period): a repeat of those keys may send again once"
+              + " their leases end",
+          abandoned);
+    }
+    return abandoned;
+  }
+}
