@@ -36,7 +36,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  *   <tr><td>{@value #CALLS}</td><td>counter</td><td>{@code operation}, {@code outcome}</td>
  *       <td>{@code sent} for a first send, {@code replayed} for a repeat answered from the store,
  *       and every other outcome in lower case ({@code in_progress}, {@code key_reused}, {@code
- *       released}, {@code failure_stored}, {@code store_error}, {@code outcome_not_recorded},
+ *       released}, {@code failure_stored}, {@code store_error}, {@code outcome_not_recorded}
+ *       (then {@code outcome_recorded_late} or {@code outcome_abandoned} once the guard's background
+ *       write of that outcome ended),
  *       {@code takeover}, {@code fail_open_send}, ...)</td></tr>
  *   <tr><td>{@value #SEND}</td><td>timer</td><td>{@code operation}, {@code result} ({@code
  *       success}, {@code failure})</td><td>the sender's time</td></tr>

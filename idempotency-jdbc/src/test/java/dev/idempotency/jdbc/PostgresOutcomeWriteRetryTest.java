@@ -1,0 +1,250 @@
+package dev.idempotency.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idempotency.IdempotencyEvent;
+import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.spi.RecordState;
+import dev.idempotency.tck.MutableClock;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * SPEC 1 and 6 on a real PostgreSQL 17 (issue 39/37): the database refuses the store's connections
+ * (its database closed to connections, the open ones terminated) after a call claimed its key and
+ * before its outcome is written. The caller gets its result at once; the guard goes on writing the
+ * outcome in the background: a database back within the lease ends COMPLETED and a repeat replays
+ * without a second send; one that stays away past the lease (the guard's clock moved past it) is
+ * given up on; and {@code close()} returns within its grace period with the write abandoned.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class PostgresOutcomeWriteRetryTest {
+
+  static final Duration TTL = Duration.ofHours(1);
+  static final Duration LEASE = Duration.ofSeconds(30);
+  static final long WAIT_NANOS = TimeUnit.SECONDS.toNanos(30);
+
+  private EmbeddedPostgres postgres;
+  private HikariDataSource pool;
+  private JdbcKeyStore store;
+  private MutableClock clock;
+  private final List<IdempotencyEvent> events = new CopyOnWriteArrayList<>();
+
+  @BeforeAll
+  void startPostgres() throws Exception {
+    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
+    admin("CREATE DATABASE outcome_writes");
+    pool = Pools.of(postgres.getJdbcUrl("postgres", "outcome_writes"), 4);
+    store =
+        JdbcKeyStore.builder(pool)
+            .createSchemaIfMissing(true)
+            .connectionWait(Duration.ofMillis(500))
+            .build();
+  }
+
+  @AfterAll
+  void stopPostgres() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
+    if (postgres != null) {
+      postgres.close();
+    }
+  }
+
+  @BeforeEach
+  void reset() {
+    events.clear();
+    clock = new MutableClock(Instant.parse("2026-12-05T00:00:00Z"));
+  }
+
+  private IdempotencyGuard guard(Duration closeGrace) {
+    return IdempotencyGuard.builder()
+        .store(store)
+        .clock(clock)
+        .lease(LEASE)
+        .closeGracePeriod(closeGrace)
+        .listener(events::add)
+        .build();
+  }
+
+  @Test
+  void anOutcomeTheDatabaseRefusedIsWrittenOnceItIsBackWithinTheLease() throws Exception {
+    IdempotencyGuard guard = guard(Duration.ofSeconds(5));
+    String key = "restart:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    try {
+      String first =
+          guard.execute(
+              key,
+              TTL,
+              ctx -> {
+                sends.incrementAndGet();
+                refuseConnections();
+                return "sent";
+              });
+      assertThat(events).extracting(IdempotencyEvent::type).contains(Type.OUTCOME_NOT_RECORDED);
+      clock.advance(LEASE.dividedBy(2));
+      allowConnections();
+
+      awaitTrue(() -> completed(guard, key), "the outcome written in the background");
+      String repeat = guard.execute(key, TTL, ctx -> "sent twice: " + sends.incrementAndGet());
+
+      assertThat(first).isEqualTo("sent");
+      assertThat(repeat).isEqualTo("sent");
+      assertThat(sends).hasValue(1);
+      assertThat(events)
+          .extracting(IdempotencyEvent::type)
+          .contains(Type.OUTCOME_RECORDED_LATE)
+          .doesNotContain(Type.OUTCOME_ABANDONED);
+    } finally {
+      allowConnections();
+      guard.close();
+    }
+  }
+
+  @Test
+  void anAsyncOutcomeTheDatabaseRefusedIsWrittenOnceItIsBack() throws Exception {
+    IdempotencyGuard guard = guard(Duration.ofSeconds(5));
+    String key = "async:" + UUID.randomUUID();
+    try {
+      String first =
+          guard
+              .executeAsync(
+                  key,
+                  TTL,
+                  ctx -> {
+                    refuseConnections();
+                    return CompletableFuture.completedFuture("sent");
+                  })
+              .toCompletableFuture()
+              .get(30, TimeUnit.SECONDS);
+      allowConnections();
+
+      awaitTrue(() -> completed(guard, key), "the outcome written in the background");
+
+      assertThat(first).isEqualTo("sent");
+      assertThat(guard.execute(key, TTL, ctx -> "sent twice")).isEqualTo("sent");
+    } finally {
+      allowConnections();
+      guard.close();
+    }
+  }
+
+  @Test
+  void aDatabaseAwayPastTheLeaseIsGivenUpOnByTheGuardsClock() throws Exception {
+    IdempotencyGuard guard = guard(Duration.ofSeconds(5));
+    String key = "away:" + UUID.randomUUID();
+    try {
+      guard.execute(
+          key,
+          TTL,
+          ctx -> {
+            refuseConnections();
+            return "sent";
+          });
+      clock.advance(LEASE.plusSeconds(1));
+
+      awaitTrue(() -> has(Type.OUTCOME_ABANDONED), "the background write to give up");
+      allowConnections();
+
+      assertThat(events)
+          .extracting(IdempotencyEvent::type)
+          .doesNotContain(Type.OUTCOME_RECORDED_LATE);
+      assertThat(guard.find(key).orElseThrow().state()).isEqualTo(RecordState.IN_PROGRESS);
+    } finally {
+      allowConnections();
+      guard.close();
+    }
+  }
+
+  @Test
+  void closeReturnsWithinItsGraceAndAbandonsWhatTheDatabaseDidNotTake() throws Exception {
+    IdempotencyGuard guard = guard(Duration.ofMillis(500));
+    String key = "close:" + UUID.randomUUID();
+    try {
+      guard.execute(
+          key,
+          TTL,
+          ctx -> {
+            refuseConnections();
+            return "sent";
+          });
+      long start = System.nanoTime();
+      guard.close();
+      long closeMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      allowConnections();
+
+      assertThat(closeMillis).as("close() within its grace and a store call").isLessThan(5_000);
+      assertThat(events).extracting(IdempotencyEvent::type).contains(Type.OUTCOME_ABANDONED);
+      try (IdempotencyGuard reader = guard(Duration.ZERO)) {
+        assertThat(reader.find(key).orElseThrow().state())
+            .as("abandoned as a crash would leave it, not released")
+            .isEqualTo(RecordState.IN_PROGRESS);
+      }
+    } finally {
+      allowConnections();
+    }
+  }
+
+  private boolean has(Type type) {
+    return events.stream().anyMatch(event -> event.type() == type);
+  }
+
+  /** Whether the key's record is COMPLETED; false while the database refuses the store. */
+  static boolean completed(IdempotencyGuard guard, String key) {
+    try {
+      return guard.find(key).map(r -> r.state() == RecordState.COMPLETED).orElse(false);
+    } catch (KeyStoreException stillAway) {
+      return false;
+    }
+  }
+
+  /** The database takes no new connection, and the pool's open ones are terminated. */
+  private void refuseConnections() {
+    admin("ALTER DATABASE outcome_writes ALLOW_CONNECTIONS false");
+    admin(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            + " WHERE datname = 'outcome_writes' AND pid <> pg_backend_pid()");
+  }
+
+  private void allowConnections() {
+    admin("ALTER DATABASE outcome_writes ALLOW_CONNECTIONS true");
+  }
+
+  private void admin(String sql) {
+    try (Connection connection = postgres.getPostgresDatabase().getConnection();
+        Statement statement = connection.createStatement()) {
+      statement.execute(sql);
+    } catch (SQLException e) {
+      throw new IllegalStateException(sql, e);
+    }
+  }
+
+  static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + WAIT_NANOS;
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime() - deadline).as("waited for %s", what).isNegative();
+      Thread.sleep(20);
+    }
+  }
+}
