@@ -237,7 +237,10 @@ class AsyncAndBatchTest {
 
     assertThat(outcome.value()).isEqualTo("n_1");
     assertThat(outcome.recorded()).isFalse();
-    assertThat(store.completes).hasValue(IdempotencyGuard.DEFAULT_COMPLETION_ATTEMPTS);
+    // the call's own attempts; then the guard goes on in the background
+    // (BackgroundOutcomeWriteTest)
+    assertThat(store.completes.get())
+        .isGreaterThanOrEqualTo(IdempotencyGuard.DEFAULT_COMPLETION_ATTEMPTS);
   }
 
   @Test
