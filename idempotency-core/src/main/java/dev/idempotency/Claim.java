@@ -58,6 +58,13 @@ final class Claim implements LeaseKeeper.Watched {
     this.renewUntilMono = untilMono;
   }
 
+  /** Renew this claim no later than {@code untilMono}, nor later than it was to be renewed. */
+  void renewAtMostUntil(long untilMono) {
+    if (untilMono - renewUntilMono < 0) {
+      this.renewUntilMono = untilMono;
+    }
+  }
+
   /**
    * Whether the lease still has more than {@code marginNanos} to run and was never lost: the test
    * before a send starts or a batch's key is handed out.

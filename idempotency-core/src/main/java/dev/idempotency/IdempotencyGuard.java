@@ -852,9 +852,11 @@ public final class IdempotencyGuard implements AutoCloseable {
      * the store takes it ({@link IdempotencyEvent.Type#OUTCOME_RECORDED_LATE}: a repeat replays it
      * instead of sending again), another call took the key over, or the claim's lease has ended by
      * the guard's estimate ({@link IdempotencyEvent.Type#OUTCOME_ABANDONED}, with one WARN per
-     * round that names no key). {@link IdempotencyGuard#close()} lets these writes finish within
-     * its grace period like running calls. Past the cap a call's outcome is not written later.
-     * Default {@link #DEFAULT_MAX_PENDING_OUTCOMES}.
+     * round that names no key); the keeper renews it at most until the {@link
+     * #leaseRenewalLimit(Duration) renewal limit}, so a write ends one lease after that at the
+     * latest. {@link IdempotencyGuard#close()} lets these writes finish within its grace period
+     * like running calls. Past the cap a call's outcome is not written later. Default {@link
+     * #DEFAULT_MAX_PENDING_OUTCOMES}.
      *
      * @param max zero (never write in the background) or more
      * @return this builder

@@ -79,7 +79,10 @@ final class PendingOutcomes {
     }
     settings.inFlight.continueRunning();
     if (settings.leaseRenewal) {
-      settings.keeper.watch(claim); // a batch's claim was renewed by its batch until now
+      // bounded like a send's renewal; a batch's claim, renewed by its batch until now, had no
+      // limit
+      claim.renewAtMostUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
+      settings.keeper.watch(claim);
     }
     queue.add(new Pending(call, claim, state, payload, claim.attempt));
     if (closed) {
@@ -87,11 +90,6 @@ final class PendingOutcomes {
     }
     schedule(0);
     return true;
-  }
-
-  /** How many outcomes wait to be written; for tests and close. */
-  int pending() {
-    return size.get();
   }
 
   private void schedule(long delayMillis) {
