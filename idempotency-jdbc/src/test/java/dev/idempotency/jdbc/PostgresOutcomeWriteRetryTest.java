@@ -170,7 +170,7 @@ class PostgresOutcomeWriteRetryTest {
       assertThat(events)
           .extracting(IdempotencyEvent::type)
           .doesNotContain(Type.OUTCOME_RECORDED_LATE);
-      assertThat(guard.find(key).orElseThrow().state()).isEqualTo(RecordState.IN_PROGRESS);
+      assertThat(stateOnceTheStoreAnswers(guard, key)).isEqualTo(RecordState.IN_PROGRESS);
     } finally {
       allowConnections();
       guard.close();
@@ -197,7 +197,7 @@ class PostgresOutcomeWriteRetryTest {
       assertThat(closeMillis).as("close() within its grace and a store call").isLessThan(5_000);
       assertThat(events).extracting(IdempotencyEvent::type).contains(Type.OUTCOME_ABANDONED);
       try (IdempotencyGuard reader = guard(Duration.ZERO)) {
-        assertThat(reader.find(key).orElseThrow().state())
+        assertThat(stateOnceTheStoreAnswers(reader, key))
             .as("abandoned as a crash would leave it, not released")
             .isEqualTo(RecordState.IN_PROGRESS);
       }
@@ -208,6 +208,23 @@ class PostgresOutcomeWriteRetryTest {
 
   private boolean has(Type type) {
     return events.stream().anyMatch(event -> event.type() == type);
+  }
+
+  /** The key's state, asked until the pool has a connection again (bounded). */
+  static RecordState stateOnceTheStoreAnswers(IdempotencyGuard guard, String key)
+      throws InterruptedException {
+    RecordState[] state = new RecordState[1];
+    awaitTrue(
+        () -> {
+          try {
+            state[0] = guard.find(key).orElseThrow().state();
+            return true;
+          } catch (KeyStoreException notYet) {
+            return false;
+          }
+        },
+        "the store to answer again");
+    return state[0];
   }
 
   /** Whether the key's record is COMPLETED; false while the database refuses the store. */

@@ -58,6 +58,7 @@ class RedisOutcomeWriteRetryTest {
     startServer();
     client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
     store = RedisKeyStore.builder(client).operationTimeout(Duration.ofMillis(500)).build();
+    assertThat(store.awaitConnection(Duration.ofSeconds(60))).as("connected to Redis").isTrue();
   }
 
   @AfterEach
