@@ -536,14 +536,17 @@ public final class IdempotencyGuard implements AutoCloseable {
    *       more keys (those not handed out go to {@link Batch#lapsed()}, to be released at {@link
    *       Batch#record()});
    *   <li>calls already running (blocking and async calls, a batch's keys handed out and not yet
-   *       reported) finish as they would have, for at most the {@link
-   *       Builder#closeGracePeriod(Duration) grace period}: their leases are renewed and their
-   *       outcomes recorded meanwhile;
-   *   <li>what outlives it is abandoned as a crash would leave it, with one WARN saying how many:
-   *       its lease is no longer renewed and runs out, its key is never released (its send may have
-   *       happened), an async call's stage fails with {@link IllegalStateException} if the guard's
-   *       own threads can no longer carry it, and a call that had not started its send never starts
-   *       it ({@link KeyStoreException}, nothing sent);
+   *       reported, and outcomes the store did not take in a call's own attempts that the guard
+   *       goes on writing, see {@link Builder#maxPendingOutcomes(int)}) finish as they would have,
+   *       for at most the {@link Builder#closeGracePeriod(Duration) grace period}: their leases are
+   *       renewed and their outcomes recorded meanwhile;
+   *   <li>what outlives it is abandoned as a crash would leave it, with one WARN saying how many
+   *       (an abandoned outcome write is reported as {@link
+   *       IdempotencyEvent.Type#OUTCOME_ABANDONED}): its lease is no longer renewed and runs out,
+   *       its key is never released (its send may have happened), an async call's stage fails with
+   *       {@link IllegalStateException} if the guard's own threads can no longer carry it, and a
+   *       call that had not started its send never starts it ({@link KeyStoreException}, nothing
+   *       sent);
    *   <li>the outcomes that unrecorded batches reported are written, lease renewal stops, and the
    *       executors the guard created itself are shut down (work still queued on them runs, for at
    *       most {@link #CLOSE_TIMEOUT}); executors the application gave it are left alone, and so is
