@@ -35,11 +35,15 @@ class BackgroundOutcomeWriteTest {
   IdempotencyGuard guard;
 
   IdempotencyGuard guard(int maxPendingOutcomes) {
+    return guard(maxPendingOutcomes, LEASE);
+  }
+
+  IdempotencyGuard guard(int maxPendingOutcomes, Duration lease) {
     guard =
         IdempotencyGuard.builder()
             .store(store)
             .clock(clock)
-            .lease(LEASE)
+            .lease(lease)
             .maxPendingOutcomes(maxPendingOutcomes)
             .closeGracePeriod(Duration.ofSeconds(5))
             .listener(events::add)
@@ -97,6 +101,33 @@ class BackgroundOutcomeWriteTest {
     assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start))
         .as("close() with nothing pending")
         .isLessThan(1_000);
+  }
+
+  /**
+   * The keeper goes on renewing a claim whose outcome waits to be written (its store answers
+   * renewals, not writes), and each renewal gives the write longer: past the lease it was claimed
+   * with, by the guard's clock, the write is still pending and is recorded once the store takes it.
+   */
+  @Test
+  void aRenewalTheStoreTakesGivesThePendingWriteLonger() throws Exception {
+    Duration lease = Duration.ofMillis(400);
+    guard(IdempotencyGuard.DEFAULT_MAX_PENDING_OUTCOMES, lease);
+    store.failCompletes.set(1_000_000);
+    String key = "renewed:" + UUID.randomUUID();
+
+    guard.execute(key, TTL, ctx -> "sent");
+    clock.advance(Duration.ofMillis(300));
+    int renewalsBefore = store.extensions.get();
+    // two renewals: the second surely started after the clock moved (a claim renews one at a time)
+    await(() -> store.extensions.get() >= renewalsBefore + 2, "two renewals of the pending claim");
+    clock.advance(Duration.ofMillis(300)); // 600 ms after the claim: past its first lease
+    int completesNow = store.completes.get();
+    await(() -> store.completes.get() > completesNow, "a write tried past the first lease");
+    store.failCompletes.set(0);
+    await(() -> types().contains(Type.OUTCOME_RECORDED_LATE), "the write in the background");
+
+    assertThat(types()).doesNotContain(Type.OUTCOME_ABANDONED);
+    assertThat(guard.find(key).orElseThrow().state()).isEqualTo(RecordState.COMPLETED);
   }
 
   @Test
