@@ -1,6 +1,7 @@
 package dev.idempotency;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import java.nio.charset.StandardCharsets;
@@ -12,33 +13,30 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * probe42h (hang39's LinkedTransferQueue pools, SPEC 14): {@code close()} lets running calls finish
- * within its grace; what outlives it is abandoned "as a crash would be", and a call's continuation
- * that the guard's own executor refuses after close reaches its caller as an {@code
- * IllegalStateException} (AsyncGuardedCall.abandonedIfRejected). This probe fills the guard's own
- * async pool ({@link DefaultExecutors#ASYNC_THREADS} threads) with calls whose result codec is slow
- * (a codec that calls a key service, say), so one more call's continuation waits in the pool's
- * queue when close() runs. After the grace and the executors' bound, {@code
- * DefaultExecutors.shutdown} calls {@code shutdownNow()}, which drops the queued task without
- * running or rejecting it: that caller's stage never completes (a caller joining it hangs), while
- * its key stays claimed until its lease runs out.
+ * Regression test of probe42h's finding (hang39's LinkedTransferQueue pools, SPEC 14): {@code
+ * close()} lets running calls finish within its grace; what outlives it is abandoned "as a crash
+ * would be", and a call's continuation that the guard's own executor refuses after close reaches
+ * its caller as an {@code IllegalStateException} (AsyncGuardedCall.abandonedIfRejected). This probe
+ * fills the guard's own async pool ({@link DefaultExecutors#ASYNC_THREADS} threads) with calls
+ * whose result codec is slow (a codec that calls a key service, say), so one more call's
+ * continuation waits in the pool's queue when close() runs. After the grace and the executors'
+ * bound, {@code DefaultExecutors.shutdown} calls {@code shutdownNow()}, which drops the queued task
+ * without running or rejecting it: that caller's stage never completed (a caller joining it hung).
+ * Now close() completes every stage it gave up on with the {@code IllegalStateException} that names
+ * it, and leaves the keys as a crash would: claimed, neither released nor sent again.
  */
-@Tag("open-finding")
-class AsyncPoolCloseProbeTest {
+class AsyncPoolCloseTest {
 
   static final Duration TTL = Duration.ofHours(1);
 
   @Test
   void everyCallerLearnsItsCallsEndWhenCloseAbandonsQueuedWork() throws Exception {
+    InMemoryKeyStore store = InMemoryKeyStore.builder().build();
     IdempotencyGuard guard =
-        IdempotencyGuard.builder()
-            .store(InMemoryKeyStore.builder().build())
-            .closeGracePeriod(Duration.ofMillis(200))
-            .build();
+        IdempotencyGuard.builder().store(store).closeGracePeriod(Duration.ofMillis(200)).build();
     CountDownLatch codecMayReturn = new CountDownLatch(1);
     AtomicInteger encodesStarted = new AtomicInteger();
     ResultCodec<String> slowCodec =
@@ -66,13 +64,13 @@ class AsyncPoolCloseProbeTest {
     int calls = DefaultExecutors.ASYNC_THREADS + 1;
     List<CompletableFuture<String>> providers = new ArrayList<>();
     List<CompletableFuture<String>> callers = new ArrayList<>();
+    List<String> keys = new ArrayList<>();
     for (int i = 0; i < calls; i++) {
       CompletableFuture<String> provider = new CompletableFuture<>();
       providers.add(provider);
+      keys.add("probe42h:" + UUID.randomUUID());
       callers.add(
-          guard
-              .executeAsync("probe42h:" + UUID.randomUUID(), TTL, slowCodec, ctx -> provider)
-              .toCompletableFuture());
+          guard.executeAsync(keys.get(i), TTL, slowCodec, ctx -> provider).toCompletableFuture());
     }
     providers.forEach(provider -> provider.complete("sent"));
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -94,5 +92,25 @@ class AsyncPoolCloseProbeTest {
     assertThat(callers.stream().filter(c -> !c.isDone()).count())
         .as("callers whose stage never completes after close() returned (10 s later)")
         .isZero();
+    for (CompletableFuture<String> caller : callers) {
+      assertThatThrownBy(caller::join)
+          .hasCauseInstanceOf(IllegalStateException.class)
+          .cause()
+          .hasMessageContaining("was closed before this call");
+    }
+
+    // their keys are left as after a crash: still claimed (or recorded), never released
+    AtomicInteger secondSends = new AtomicInteger();
+    try (IdempotencyGuard second =
+        IdempotencyGuard.builder().store(store).inFlightWait(Duration.ZERO).build()) {
+      for (String key : keys) {
+        try {
+          second.execute(key, TTL, ctx -> "sent twice " + secondSends.incrementAndGet());
+        } catch (IdempotencyInProgressException stillClaimed) {
+          // the abandoned claim holds its key until its lease runs out
+        }
+      }
+    }
+    assertThat(secondSends).as("keys sent again right after close() gave up on them").hasValue(0);
   }
 }
