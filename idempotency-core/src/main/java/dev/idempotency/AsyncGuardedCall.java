@@ -39,6 +39,7 @@ final class AsyncGuardedCall<T> {
     try {
       Outcome<T> cached = call.nearCacheReplay();
       result = cached != null ? CompletableFuture.completedFuture(cached) : attempt();
+      call.settings.pendingStages.track(result); // close() completes it if it gives up on it
     } catch (RuntimeException | Error e) {
       observation.onEnd(e);
       throw e;
@@ -61,8 +62,8 @@ final class AsyncGuardedCall<T> {
       return new IllegalStateException(
           "The IdempotencyGuard was closed before this call of key "
               + call.keyId
-              + " finished, after its grace period: its outcome was not recorded, and its key can"
-              + " be taken over one lease after its last renewal",
+              + " finished, after its grace period: its outcome was not recorded by then, and its"
+              + " key can be taken over one lease after its last renewal (as after a crash)",
           cause);
     }
     return failure;

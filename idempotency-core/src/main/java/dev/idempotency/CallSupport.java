@@ -143,6 +143,9 @@ final class CallSupport<T> {
     if (error == null && result instanceof ClaimResult.Failed failed) {
       error = failed.error();
     }
+    if (error instanceof UnreadableRecordException unreadable) {
+      return new Refuse<>(unreadableRecord(unreadable)); // even fail-open: the key was sent before
+    }
     if (error != null || result == null) {
       KeyStoreException storeFailure = claimFailed(error);
       if (settings.failsOpen(request.operation())) {
@@ -210,6 +213,26 @@ final class CallSupport<T> {
     }
     events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
     return storeFailure;
+  }
+
+  /**
+   * The store answered the claim, but holds a record for this key that it cannot read: that key's
+   * error, never an outage (the breaker stays closed, or closes, for every other key), and never a
+   * send, fail-open or not, since the record may be a completed send.
+   */
+  private UnreadableRecordException unreadableRecord(UnreadableRecordException unreadable) {
+    settings.outages.storeAnswered();
+    UnreadableRecordException refused =
+        new UnreadableRecordException(
+            "The key store holds a record for key "
+                + keyId
+                + " that it cannot read ("
+                + unreadable.getMessage()
+                + "); nothing was sent for this key, and its calls are refused until the record is"
+                + " repaired or deleted in the store; other keys are not affected",
+            unreadable);
+    events.emit(Type.STORE_ERROR, 0, events.elapsed(), refused);
+    return refused;
   }
 
   /**

@@ -48,6 +48,9 @@ final class GuardSettings {
   /** The calls running now, which {@link #close} lets finish within {@link #closeGraceNanos}. */
   final CallsInFlight inFlight = new CallsInFlight();
 
+  /** The async calls' stages not yet complete, which {@link #close} completes if it gives up. */
+  final PendingStages pendingStages = new PendingStages();
+
   final long closeGraceNanos;
   final StoreOutages outages;
   final OperationNames operations;
@@ -166,6 +169,13 @@ final class GuardSettings {
     }
     keeper.close();
     executors.shutdown(executorMillis);
+    int ended = pendingStages.abandonAll(); // dropped from a stopped pool: never run nor rejected
+    if (ended > 0) {
+      CallEvents.log.info( // the WARN above counted them already: one WARN per close
+          "Ended {} async calls abandoned by the close of the idempotency guard: their callers get"
+              + " an IllegalStateException; their keys are left as after a crash",
+          ended);
+    }
   }
 
   /** Now on the monotonic clock, for schedules: {@link System#nanoTime()}. */

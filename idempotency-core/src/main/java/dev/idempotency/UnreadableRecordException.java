@@ -7,7 +7,9 @@ import org.jspecify.annotations.Nullable;
  * one of the store's records: written by something else, or damaged). It is that key's error, not
  * the store's: unlike other {@link KeyStoreException}s it says nothing of whether the store is
  * available, so a lookup or deletion that fails with it ({@link IdempotencyGuard#find}, {@link
- * IdempotencyGuard#forget}) does not make the guard refuse other calls as during an outage.
+ * IdempotencyGuard#forget}) does not make the guard refuse other calls as during an outage. A claim
+ * of such a key (a blocking, async or batch call) fails with it too, for that key alone: nothing is
+ * sent for it, even by a guard that fails open (the record may be a completed send).
  *
  * <p>Store implementations throw it for a stored value they cannot parse. Its message never carries
  * a key or a result in clear.

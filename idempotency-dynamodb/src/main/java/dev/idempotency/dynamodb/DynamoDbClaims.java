@@ -9,6 +9,7 @@ import static dev.idempotency.dynamodb.Items.number;
 import static dev.idempotency.dynamodb.Items.string;
 
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.RecordState;
@@ -207,8 +208,14 @@ final class DynamoDbClaims {
       Map<String, AttributeValue> item =
           found.get(items.key(request.keyId()).get(items.partitionKey()).s());
       long now = request.now().toEpochMilli();
-      if (!Items.absentAt(item, now)) {
-        StoredRecord record = Items.record(item);
+      StoredRecord record;
+      try {
+        record = Items.absentAt(item, now) ? null : Items.record(item);
+      } catch (UnreadableRecordException e) {
+        results[i] = new ClaimResult.Failed(e); // that key's error: the others are claimed
+        continue;
+      }
+      if (record != null) {
         boolean leaseExpired =
             record.state() == RecordState.IN_PROGRESS
                 && record.leaseDeadline().toEpochMilli() <= now;

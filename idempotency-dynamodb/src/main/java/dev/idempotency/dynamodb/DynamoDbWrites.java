@@ -17,7 +17,6 @@ import java.time.Instant;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Objects;
 import java.util.Optional;
 import org.jspecify.annotations.Nullable;
 import software.amazon.awssdk.services.dynamodb.model.AttributeValue;
@@ -236,10 +235,14 @@ final class DynamoDbWrites {
    */
   boolean delete(String keyId, Instant now) {
     Map<String, AttributeValue> item = read(keyId);
-    if (Items.absentAt(item, now.toEpochMilli()) || IN_PROGRESS.equals(Items.text(item, STATE))) {
+    if (Items.absentAt(item, now.toEpochMilli())
+        || Items.record(item).state() == RecordState.IN_PROGRESS) { // or unreadable: throws
       return false;
     }
-    String owner = Objects.requireNonNull(Items.text(item, OWNER));
+    String owner = Items.text(item, OWNER);
+    if (owner == null) {
+      throw Items.unreadable("its " + OWNER + " is missing or not a string");
+    }
     try {
       requests.send(
           "forget",

@@ -1,11 +1,13 @@
 package dev.idempotency.dynamodb;
 
+import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
 import java.time.Instant;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import software.amazon.awssdk.core.SdkBytes;
 import software.amazon.awssdk.services.dynamodb.model.AttributeValue;
@@ -73,25 +75,65 @@ final class Items {
     return item;
   }
 
-  /** The record an item holds. */
+  /**
+   * The record an item holds.
+   *
+   * @throws UnreadableRecordException if the item is not one of this store's records (a state it
+   *     does not know, an attribute missing or of another type): that key's error, not an outage
+   */
   static StoredRecord record(Map<String, AttributeValue> item) {
-    RecordState state = RecordState.valueOf(item.get(STATE).s());
-    AttributeValue fingerprint = item.get(FINGERPRINT);
-    AttributeValue result = item.get(RESULT);
+    RecordState state = state(item);
+    String fingerprint = optional(item, FINGERPRINT, AttributeValue::s);
+    SdkBytes result = optional(item, RESULT, AttributeValue::b);
     AttributeValue completedAt = item.get(COMPLETED_AT);
     byte[] payload =
         result != null
-            ? result.b().asByteArray()
+            ? result.asByteArray()
             : state == RecordState.IN_PROGRESS ? null : new byte[0];
     return new StoredRecord(
         state,
         attempt(item),
-        fingerprint == null ? "" : fingerprint.s(),
+        fingerprint == null ? "" : fingerprint,
         payload,
         Instant.ofEpochMilli(millis(item, CREATED_AT)),
-        completedAt == null ? null : Instant.ofEpochMilli(Long.parseLong(completedAt.n())),
+        completedAt == null ? null : Instant.ofEpochMilli(millis(item, COMPLETED_AT)),
         Instant.ofEpochMilli(millis(item, LEASE_UNTIL)),
         Instant.ofEpochMilli(millis(item, RETAIN_UNTIL)));
+  }
+
+  private static RecordState state(Map<String, AttributeValue> item) {
+    String state = text(item, STATE);
+    if (state != null) {
+      for (RecordState known : RecordState.values()) {
+        if (known.name().equals(state)) {
+          return known;
+        }
+      }
+    }
+    throw unreadable("its " + STATE + " is not IN_PROGRESS, COMPLETED or FAILED");
+  }
+
+  /** An attribute that may be left out, but is of its type when present. */
+  private static <V> @Nullable V optional(
+      Map<String, AttributeValue> item, String attribute, Function<AttributeValue, V> type) {
+    AttributeValue value = item.get(attribute);
+    if (value == null) {
+      return null;
+    }
+    V typed = type.apply(value);
+    if (typed == null) {
+      throw unreadable("its " + attribute + " is not of the store's type");
+    }
+    return typed;
+  }
+
+  /**
+   * An item this store cannot read. Its message names the attribute, never a value (which may be a
+   * key or a result).
+   */
+  static UnreadableRecordException unreadable(String problem) {
+    return new UnreadableRecordException(
+        "DynamoDB store found an item that is not one of its records: " + problem, null);
   }
 
   /**
@@ -108,7 +150,11 @@ final class Items {
   }
 
   static int attempt(Map<String, AttributeValue> item) {
-    return Integer.parseInt(item.get(ATTEMPT).n());
+    long attempt = millis(item, ATTEMPT);
+    if (attempt < 1 || attempt > Integer.MAX_VALUE) {
+      throw unreadable("its " + ATTEMPT + " is not a positive number");
+    }
+    return (int) attempt;
   }
 
   /** Whether an item is absent or past its window at {@code now} (as good as absent). */
@@ -116,8 +162,17 @@ final class Items {
     return item == null || item.isEmpty() || millis(item, RETAIN_UNTIL) <= now;
   }
 
+  /** A whole-number attribute (epoch milliseconds, or the attempt). */
   static long millis(Map<String, AttributeValue> item, String attribute) {
-    return Long.parseLong(item.get(attribute).n());
+    AttributeValue value = item.get(attribute);
+    if (value == null || value.n() == null) {
+      throw unreadable("its " + attribute + " is missing or not a number");
+    }
+    try {
+      return Long.parseLong(value.n());
+    } catch (NumberFormatException notWhole) {
+      throw unreadable("its " + attribute + " is not a whole number");
+    }
   }
 
   static @Nullable String text(Map<String, AttributeValue> item, String attribute) {

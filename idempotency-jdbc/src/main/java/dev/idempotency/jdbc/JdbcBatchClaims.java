@@ -1,5 +1,6 @@
 package dev.idempotency.jdbc;
 
+import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import java.util.ArrayList;
@@ -57,20 +58,23 @@ final class JdbcBatchClaims {
   }
 
   List<ClaimResult> claimAll(Handle handle, List<ClaimRequest> requests) {
-    Map<String, String> inserted;
+    Map<String, String> inserted =
+        sql.insertsBatchesFirst() ? sql.insertAllReturningOwners(handle, requests) : Map.of();
     Map<String, Rows.Row> rows;
-    if (sql.insertsBatchesFirst()) {
-      inserted = sql.insertAllReturningOwners(handle, requests);
-      List<ClaimRequest> notInserted = new ArrayList<>();
-      for (ClaimRequest request : requests) {
-        if (!insertedBy(inserted, request)) {
-          notInserted.add(request);
+    try {
+      if (sql.insertsBatchesFirst()) {
+        List<ClaimRequest> notInserted = new ArrayList<>();
+        for (ClaimRequest request : requests) {
+          if (!insertedBy(inserted, request)) {
+            notInserted.add(request);
+          }
         }
+        rows = notInserted.isEmpty() ? Map.of() : select(handle, notInserted);
+      } else {
+        rows = selectOrInsert(handle, requests);
       }
-      rows = notInserted.isEmpty() ? Map.of() : select(handle, notInserted);
-    } else {
-      inserted = Map.of();
-      rows = selectOrInsert(handle, requests);
+    } catch (UnreadableRecordException oneRowUnreadable) {
+      return oneByOne(handle, requests, inserted);
     }
     List<ClaimResult> results = new ArrayList<>(requests.size());
     for (ClaimRequest request : requests) {
@@ -87,6 +91,27 @@ final class JdbcBatchClaims {
         result = claims.decide(handle.getConnection(), request, row);
       }
       results.add(result != null ? result : claims.claim(handle.getConnection(), request));
+    }
+    return results;
+  }
+
+  /**
+   * The batch read found a row it cannot read: each key not inserted by the batch is claimed alone,
+   * so that only the unreadable row's key fails ({@link ClaimResult.Failed}) and the others claim.
+   */
+  private List<ClaimResult> oneByOne(
+      Handle handle, List<ClaimRequest> requests, Map<String, String> inserted) {
+    List<ClaimResult> results = new ArrayList<>(requests.size());
+    for (ClaimRequest request : requests) {
+      if (insertedBy(inserted, request)) {
+        results.add(new ClaimResult.Claimed(1, false));
+        continue;
+      }
+      try {
+        results.add(claims.claim(handle.getConnection(), request));
+      } catch (UnreadableRecordException unreadable) {
+        results.add(new ClaimResult.Failed(unreadable));
+      }
     }
     return results;
   }

@@ -119,7 +119,12 @@ final class RedisClaims {
         operation.await(
             operation.bounded(
                 redis.scripts.run(operation, redis.scripts.claimBatch, keys, args)))) {
-      ClaimResult result = Replies.batchClaimResult(reply);
+      ClaimResult result;
+      try {
+        result = Replies.batchClaimResult(reply);
+      } catch (dev.idempotency.UnreadableRecordException unreadable) {
+        result = new ClaimResult.Failed(unreadable); // that key's error: the others were claimed
+      }
       if (result instanceof ClaimResult.Claimed) {
         claimed.add(requests.get(results.size()));
       }

@@ -1,0 +1,220 @@
+package dev.idempotency.dynamodb;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.Batch;
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.ResultCodec;
+import dev.idempotency.UnreadableRecordException;
+import dev.idempotency.testservers.Dynalite;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.assertj.core.api.SoftAssertions;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
+import software.amazon.awssdk.services.dynamodb.model.AttributeValue;
+import software.amazon.awssdk.services.dynamodb.model.ScanRequest;
+import software.amazon.awssdk.services.dynamodb.model.UpdateItemRequest;
+
+/**
+ * Regression test of probe42h's finding (lazy37b's fix, SPEC 14) on DynamoDB (dynalite): an item
+ * the store holds but cannot read (its {@code state} is not one of the store's states, as a hand
+ * edit or another writer leaves it). lazy37b made such a record on Redis and JDBC "that lookup's
+ * error" ({@link UnreadableRecordException}), with the breaker kept closed; the DynamoDB store was
+ * not changed. Its lookup throws the parser's {@code IllegalArgumentException} (which {@code
+ * find}'s Javadoc gives for an invalid key), and a claim of that key opens the breaker: the next
+ * send of a healthy key is refused at once. Now the store throws {@link UnreadableRecordException}
+ * for such an item (an unknown state, an attribute missing or of another type), on lookups and
+ * claims, blocking or in a batch beside healthy keys, and the breaker stays closed.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class DynamoDbUnreadableItemTest {
+
+  private static final Duration TTL = Duration.ofHours(1);
+  private static final int ROUNDS = 10;
+
+  private DynamoDbClient client;
+
+  @BeforeAll
+  void startStore() {
+    client = DynaliteClients.client(Dynalite.shared().endpoint());
+  }
+
+  @AfterAll
+  void stopStore() {
+    client.close();
+  }
+
+  @Test
+  void aLookupOfAnUnreadableItemIsThatRecordsErrorAndOtherSendsGoOn() {
+    String table = "unreadable-find-" + UUID.randomUUID();
+    try (DynamoDbKeyStore store = store(table);
+        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
+      String damaged = "order:" + UUID.randomUUID();
+      assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
+      damage(table);
+
+      List<String> refusedOthers = new ArrayList<>();
+      List<Class<?>> lookupErrors = new ArrayList<>();
+      for (int round = 0; round < ROUNDS; round++) {
+        try {
+          guard.find(damaged);
+          lookupErrors.add(Void.class);
+        } catch (RuntimeException lookupError) {
+          lookupErrors.add(lookupError.getClass());
+        }
+        try {
+          guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent");
+        } catch (KeyStoreException refused) {
+          refusedOthers.add(refused.getMessage());
+        }
+      }
+      SoftAssertions.assertSoftly(
+          softly -> {
+            softly
+                .assertThat(lookupErrors)
+                .as("the documented error for a record the store cannot read")
+                .containsOnly(UnreadableRecordException.class);
+            softly
+                .assertThat(refusedOthers)
+                .as("sends of healthy keys right after a lookup of the unreadable item")
+                .isEmpty();
+          });
+    }
+  }
+
+  @Test
+  void aClaimOfAnUnreadableItemDoesNotRefuseOtherKeys() {
+    String table = "unreadable-claim-" + UUID.randomUUID();
+    try (DynamoDbKeyStore store = store(table);
+        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
+      String damaged = "order:" + UUID.randomUUID();
+      assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
+      damage(table);
+
+      AtomicInteger damagedSends = new AtomicInteger();
+      List<String> refusedOthers = new ArrayList<>();
+      for (int round = 0; round < ROUNDS; round++) {
+        assertThatThrownBy(
+                () ->
+                    guard.execute(
+                        damaged,
+                        TTL,
+                        ctx -> {
+                          damagedSends.incrementAndGet();
+                          return "sent again";
+                        }))
+            .isInstanceOf(UnreadableRecordException.class)
+            .hasMessageContaining("cannot read")
+            .hasMessageContaining("nothing was sent");
+        try {
+          guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent");
+        } catch (KeyStoreException refused) {
+          refusedOthers.add(refused.getMessage());
+        }
+      }
+      assertThat(damagedSends).as("the unreadable key is never sent again").hasValue(0);
+      assertThat(refusedOthers)
+          .as("sends of healthy keys right after a claim of the unreadable key")
+          .isEmpty();
+    }
+  }
+
+  @Test
+  void anItemMissingAnAttributeFailsForItsKeyAloneInABatch() {
+    String table = "unreadable-batch-" + UUID.randomUUID();
+    try (DynamoDbKeyStore store = store(table);
+        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
+      String damaged = "order:" + UUID.randomUUID();
+      assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
+      update(table, "REMOVE #a", Items.RETAIN_UNTIL, null);
+      assertThatThrownBy(() -> guard.find(damaged)).isInstanceOf(UnreadableRecordException.class);
+
+      String healthy = "order:" + UUID.randomUUID();
+      try (Batch<String> batch =
+          guard.claimBatch(
+              List.of(IdempotencyRequest.of(damaged, TTL), IdempotencyRequest.of(healthy, TTL)),
+              ResultCodec.string())) {
+        assertThat(batch.refused().keySet()).containsExactly(damaged);
+        assertThat(batch.refused().get(damaged)).isInstanceOf(UnreadableRecordException.class);
+        assertThat(batch.claimedKeys()).as("the healthy key of the batch").containsExactly(healthy);
+        for (Batch.Item item : batch.toSend()) {
+          batch.succeeded(item, "batch sent");
+        }
+      }
+      assertThat(guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent"))
+          .as("a healthy key's send right after")
+          .isEqualTo("other sent");
+    }
+  }
+
+  @Test
+  void anAttemptThatIsNotANumberIsUnreadable() {
+    String table = "unreadable-attempt-" + UUID.randomUUID();
+    try (DynamoDbKeyStore store = store(table);
+        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
+      String damaged = "order:" + UUID.randomUUID();
+      assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
+      update(table, "SET #a = :v", Items.ATTEMPT, AttributeValue.fromS("one"));
+      assertThatThrownBy(() -> guard.find(damaged)).isInstanceOf(UnreadableRecordException.class);
+      assertThatThrownBy(() -> guard.execute(damaged, TTL, ctx -> "sent again"))
+          .isInstanceOf(UnreadableRecordException.class);
+      assertThatThrownBy(() -> guard.forget(damaged)).isInstanceOf(UnreadableRecordException.class);
+      assertThat(guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent"))
+          .isEqualTo("other sent");
+    }
+  }
+
+  /** Applies an update expression to the table's one item: {@code #a} names the attribute. */
+  private void update(String table, String expression, String attribute, AttributeValue value) {
+    List<Map<String, AttributeValue>> items =
+        client.scan(ScanRequest.builder().tableName(table).build()).items();
+    assertThat(items).hasSize(1);
+    String id = DynamoDbKeyStore.DEFAULT_PARTITION_KEY;
+    UpdateItemRequest.Builder request =
+        UpdateItemRequest.builder()
+            .tableName(table)
+            .key(Map.of(id, items.get(0).get(id)))
+            .updateExpression(expression)
+            .expressionAttributeNames(Map.of("#a", attribute));
+    if (value != null) {
+      request.expressionAttributeValues(Map.of(":v", value));
+    }
+    client.updateItem(request.build());
+  }
+
+  private DynamoDbKeyStore store(String table) {
+    return DynamoDbKeyStore.builder(client)
+        .tableName(table)
+        .createTableIfMissing(true)
+        .operationTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
+        .attemptTimeout(DynamoDbKeyStoreTest.TEST_OPERATION_TIMEOUT)
+        .build();
+  }
+
+  /** Sets the state of the table's one item to a value the store does not know. */
+  private void damage(String table) {
+    List<Map<String, AttributeValue>> items =
+        client.scan(ScanRequest.builder().tableName(table).build()).items();
+    assertThat(items).hasSize(1);
+    String id = DynamoDbKeyStore.DEFAULT_PARTITION_KEY;
+    client.updateItem(
+        UpdateItemRequest.builder()
+            .tableName(table)
+            .key(Map.of(id, items.get(0).get(id)))
+            .updateExpression("SET #s = :damaged")
+            .expressionAttributeNames(Map.of("#s", Items.STATE))
+            .expressionAttributeValues(Map.of(":damaged", AttributeValue.fromS("DAMAGED")))
+            .build());
+  }
+}
