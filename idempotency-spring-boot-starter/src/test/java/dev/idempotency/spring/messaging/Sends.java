@@ -40,6 +40,7 @@ public final class Sends {
   private final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
   private final Map<String, AtomicInteger> failuresLeft = new ConcurrentHashMap<>();
   private volatile boolean batchesCopied;
+  private volatile boolean batchesBackwards;
 
   /** Fails the next {@code times} sends of {@code event}. */
   public void failNext(String event, int times) {
@@ -61,13 +62,22 @@ public final class Sends {
     this.batchesCopied = copied;
   }
 
+  /** Makes {@link #sendBatch} read each list from its last message to its first, or in order. */
+  public void readBatchesBackwards(boolean backwards) {
+    this.batchesBackwards = backwards;
+  }
+
   /**
-   * A batch listener's sends: each message of its list in order (of a copy of the list if a test
-   * asked for it), a failed send named by its index in a {@link BatchDeliveryFailedException}.
+   * A batch listener's sends: each message of its list in order (of a copy of the list, or from the
+   * last message to the first, if a test asked for it), a failed send named by its index in a
+   * {@link BatchDeliveryFailedException}.
    */
   public void sendBatch(String listener, List<String> list) {
     List<String> events = batchesCopied ? new ArrayList<>(list) : list;
-    for (int i = 0; i < events.size(); i++) {
+    boolean backwards = batchesBackwards;
+    int size = events.size();
+    for (int n = 0; n < size; n++) {
+      int i = backwards ? size - 1 - n : n;
       String event = events.get(i);
       try {
         send(listener, event, IdempotentDelivery.context(event));

@@ -195,6 +195,34 @@ class RabbitListenerTest extends BatchListenerContract {
     }
   }
 
+  /**
+   * A batch listener that reads its list from the last message to the first, and whose first read
+   * (the last message) fails, named by index: the messages it never read are not recorded as sent,
+   * and the whole batch's redelivery sends each once (probe41; Kafka's case is {@code
+   * KafkaBatchReadOrderFailureTest}).
+   */
+  @Test
+  void aBatchReadBackwardsWhoseLastMessageFailsFirstSendsEveryMessageOnce() throws Exception {
+    String first = unique("b-backwards-first");
+    String second = unique("b-backwards-second");
+    String third = unique("b-backwards-third");
+    sends.failNext(third, 1);
+    sends.readBatchesBackwards(true);
+    try {
+      publishBatch(List.of(first, second, third));
+      await("the failed message sent", () -> sends.of(third).size() == 1);
+      assertAcknowledged(batchListener());
+      assertThat(sends.runs(third)).as("the failed message's runs").isEqualTo(2);
+      assertThat(
+              new int[] {sends.of(first).size(), sends.of(second).size(), sends.of(third).size()})
+          .as("provider sends of the three messages")
+          .containsExactly(1, 1, 1);
+    } finally {
+      sends.readBatchesBackwards(false);
+      afterBatch();
+    }
+  }
+
   /** Drains the dead-letter queue into what this test has seen of it. */
   @Override
   protected List<String> deadLettered(String listener) {
