@@ -1,16 +1,20 @@
 package dev.idempotency.spring.messaging;
 
 /**
- * Thrown by an {@link IdempotentListener} batch listener to say which message of its list failed:
- * the messages before {@code index} were sent (their outcomes are recorded), the one at {@code
- * index} failed with the cause (its key is released, or its failure stored if permanent), and the
- * rest were not sent (their keys are released). Works on every broker; Spring Kafka's own {@code
- * BatchListenerFailedException} is understood as well. Without either, a failing batch listener
- * releases every key of the list, so messages it had sent before failing may be sent again.
+ * Thrown by an {@link IdempotentListener} batch listener to say which message of its list failed,
+ * the first one it did not send: the messages before {@code index} that the listener read were sent
+ * (their outcomes are recorded), the one at {@code index} failed with the cause (its key is
+ * released, or its failure stored if permanent), and the rest were not sent (their keys are
+ * released). A message the listener never read was not sent, whatever its index. Works on every
+ * broker; Spring Kafka's own {@code BatchListenerFailedException} is understood as well. Without
+ * either, a failing batch listener names no message: every key of the list it read is released, and
+ * the redelivery sends each again, a second send of those it had sent before failing.
  *
  * <p>The container then learns of the failure as it expects: Spring Kafka gets a {@code
- * BatchListenerFailedException} with the index in the batch it delivered; RabbitMQ gets the cause,
- * and redelivers the whole batch (its sent messages are then replays).
+ * BatchListenerFailedException} with the index in the batch it delivered (or, where the listener
+ * left an earlier message unread, that message's index with a {@link DeferredDeliveryException}, so
+ * that no unsent message is committed); RabbitMQ gets the cause, and redelivers the whole batch
+ * (its sent messages are then replays).
  */
 public class BatchDeliveryFailedException extends RuntimeException {
 

@@ -62,6 +62,14 @@ record Delivery(
      * none (then none of the batch is known to be done).
      */
     int indexIn(Throwable failure, List<?> elements);
+
+    /**
+     * Whether the container takes the messages before the failed one as done (Spring Kafka commits
+     * them); {@code false} where the whole batch comes back whatever the index.
+     */
+    default boolean commitsBefore() {
+      return true;
+    }
   }
 
   /** The cause as it is: the container fails (and redelivers) the whole batch. */
@@ -77,6 +85,11 @@ record Delivery(
         @Override
         public int indexIn(Throwable failure, List<?> elements) {
           return -1;
+        }
+
+        @Override
+        public boolean commitsBefore() {
+          return false;
         }
       };
 

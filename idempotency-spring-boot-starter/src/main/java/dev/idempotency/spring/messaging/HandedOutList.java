@@ -28,7 +28,7 @@ import org.slf4j.LoggerFactory;
  *       through {@link IdempotentDelivery#context(Object)}.
  *   <li>Only elements given to the listener (read) count as sent (before a failed one it names, as
  *       Spring Kafka counts); one handed out but never read is left unreported, so the batch
- *       releases it.
+ *       releases it, and a failed batch comes back from it ({@link #firstUnread()}).
  *   <li>Once the listener returned ({@link #end()}), reading throws an {@link
  *       IllegalStateException}: the container acknowledged the batch, and a message not read before
  *       was not sent by this delivery (its key released). The first such read is logged at WARN,
@@ -182,6 +182,19 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
       }
     }
     return false;
+  }
+
+  /**
+   * The first element the listener did not read (a lapsed one, or one it skipped), or -1 if it read
+   * them all.
+   */
+  synchronized int firstUnread() {
+    for (int i = 0; i < given.length; i++) {
+      if (!given[i]) {
+        return i;
+      }
+    }
+    return -1;
   }
 
   /** The item of element {@code index} if the listener read it (it may have been sent), or null. */

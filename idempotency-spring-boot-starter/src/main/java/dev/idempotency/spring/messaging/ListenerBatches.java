@@ -268,8 +268,11 @@ final class ListenerBatches {
    * Runs the listener with the messages to send, each handed out as it reads it ({@link
    * HandedOutList}); adds to {@code sent} those it read and so may have sent (all of them, or those
    * before the one a failure names), and reports a named failure to the batch. A message whose
-   * lease lapsed before the listener read it stops the batch there: it comes back, deferred. Once
-   * the listener's call ended, its list can no longer be read.
+   * lease lapsed before the listener read it stops the batch there: it comes back, deferred. A
+   * failed batch comes back from its first message that was named, lapsed or never read, never
+   * later: a container that commits the messages before that index (Kafka) must not commit one the
+   * listener never read, as it was not sent. Once the listener's call ended, its list can no longer
+   * be read.
    */
   private static @Nullable Object runBatch(
       MethodInvocation invocation,
@@ -316,7 +319,8 @@ final class ListenerBatches {
         if (failed != null) {
           batch.failed(failed, causeOf(failure));
         }
-        throw failures.failedAt(runIndexes.get(lapsed), view.deferral(lapsed));
+        // from the first message not read: the lapsed one, or one before it the listener skipped
+        throw failures.failedAt(runIndexes.get(view.firstUnread()), view.deferral(lapsed));
       }
       if (named < 0) {
         // nothing says which messages went out: every key is released, the batch comes back
@@ -329,6 +333,20 @@ final class ListenerBatches {
       if (failed != null) {
         batch.failed(failed, causeOf(failure));
       }
+      int unread = view.firstUnread();
+      if (unread >= 0 && unread < named && failures.commitsBefore()) {
+        // a message before the named one was never read, so never sent (its key is released):
+        // the batch comes back from it, deferred, not failed (its retries are not the failure's)
+        throw failures.failedAt(
+            runIndexes.get(unread),
+            IdempotentListenerInterceptor.deferred(
+                method,
+                IdempotencyKey.digest(runKeys.get(unread)),
+                "the listener failed at message "
+                    + named
+                    + " of its batch before it read this one; nothing was sent for it",
+                causeOf(failure)));
+      }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
     } finally {
       // the batch is over: a read from now on (another thread the listener handed its list to)
@@ -340,8 +358,9 @@ final class ListenerBatches {
     addGiven(view, run.size(), sent);
     int lapsed = view.firstLapsed();
     if (lapsed >= 0) {
-      // the listener went on past a message whose lease lapsed: it comes back from there
-      throw failures.failedAt(runIndexes.get(lapsed), view.deferral(lapsed));
+      // the listener went on past a message whose lease lapsed: the batch comes back from it, or
+      // from a message before it that the listener did not read
+      throw failures.failedAt(runIndexes.get(view.firstUnread()), view.deferral(lapsed));
     }
     return result;
   }

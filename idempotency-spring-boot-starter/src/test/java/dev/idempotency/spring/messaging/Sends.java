@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.SendContext;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -38,6 +39,8 @@ public final class Sends {
   private final List<Send> accepted = new CopyOnWriteArrayList<>();
   private final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
   private final Map<String, AtomicInteger> failuresLeft = new ConcurrentHashMap<>();
+  private volatile boolean batchesCopied;
+  private volatile boolean batchesBackwards;
 
   /** Fails the next {@code times} sends of {@code event}. */
   public void failNext(String event, int times) {
@@ -52,6 +55,36 @@ public final class Sends {
       throw new TransientFailure(event);
     }
     accepted.add(new Send(listener, event, context.providerKey(), context.attempt()));
+  }
+
+  /** Makes {@link #sendBatch} copy each list before its sends, as a defensive copy would. */
+  public void copyBatches(boolean copied) {
+    this.batchesCopied = copied;
+  }
+
+  /** Makes {@link #sendBatch} read each list from its last message to its first, or in order. */
+  public void readBatchesBackwards(boolean backwards) {
+    this.batchesBackwards = backwards;
+  }
+
+  /**
+   * A batch listener's sends: each message of its list in order (of a copy of the list, or from the
+   * last message to the first, if a test asked for it), a failed send named by its index in a
+   * {@link BatchDeliveryFailedException}.
+   */
+  public void sendBatch(String listener, List<String> list) {
+    List<String> events = batchesCopied ? new ArrayList<>(list) : list;
+    boolean backwards = batchesBackwards;
+    int size = events.size();
+    for (int n = 0; n < size; n++) {
+      int i = backwards ? size - 1 - n : n;
+      String event = events.get(i);
+      try {
+        send(listener, event, IdempotentDelivery.context(event));
+      } catch (RuntimeException failure) {
+        throw new BatchDeliveryFailedException(i, failure);
+      }
+    }
   }
 
   /** The accepted sends of one event. */

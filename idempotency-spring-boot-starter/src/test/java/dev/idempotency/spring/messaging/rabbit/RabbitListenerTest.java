@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarable;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
@@ -165,6 +166,61 @@ class RabbitListenerTest extends BatchListenerContract {
   @Override
   protected void afterBatch() {
     registry.getListenerContainer(RabbitListeners.BATCH).stop();
+  }
+
+  /**
+   * A batch listener that copies its list ({@code new ArrayList<>(list)}) before its sends, and
+   * whose second message's send fails (named by index): each message is sent once on the whole
+   * batch's redelivery. The copy read every message; counting each read as sent had the third,
+   * never sent, replayed (probe41; held since main's revert of that rule).
+   */
+  @Test
+  void aCopiedBatchWhoseSecondMessageFailsSendsEveryMessageOnce() throws Exception {
+    String first = unique("b-copy-first");
+    String second = unique("b-copy-second");
+    String third = unique("b-copy-third");
+    sends.failNext(second, 1);
+    sends.copyBatches(true);
+    try {
+      publishBatch(List.of(first, second, third));
+      await("the failed message sent", () -> sends.of(second).size() == 1);
+      assertAcknowledged(batchListener());
+      assertThat(
+              new int[] {sends.of(first).size(), sends.of(second).size(), sends.of(third).size()})
+          .as("provider sends of the three messages")
+          .containsExactly(1, 1, 1);
+    } finally {
+      sends.copyBatches(false);
+      afterBatch();
+    }
+  }
+
+  /**
+   * A batch listener that reads its list from the last message to the first, and whose first read
+   * (the last message) fails, named by index: the messages it never read are not recorded as sent,
+   * and the whole batch's redelivery sends each once (probe41; Kafka's case is {@code
+   * KafkaBatchReadOrderFailureTest}).
+   */
+  @Test
+  void aBatchReadBackwardsWhoseLastMessageFailsFirstSendsEveryMessageOnce() throws Exception {
+    String first = unique("b-backwards-first");
+    String second = unique("b-backwards-second");
+    String third = unique("b-backwards-third");
+    sends.failNext(third, 1);
+    sends.readBatchesBackwards(true);
+    try {
+      publishBatch(List.of(first, second, third));
+      await("the failed message sent", () -> sends.of(third).size() == 1);
+      assertAcknowledged(batchListener());
+      assertThat(sends.runs(third)).as("the failed message's runs").isEqualTo(2);
+      assertThat(
+              new int[] {sends.of(first).size(), sends.of(second).size(), sends.of(third).size()})
+          .as("provider sends of the three messages")
+          .containsExactly(1, 1, 1);
+    } finally {
+      sends.readBatchesBackwards(false);
+      afterBatch();
+    }
   }
 
   /** Drains the dead-letter queue into what this test has seen of it. */

@@ -1,6 +1,5 @@
 package dev.idempotency.spring.messaging.rabbit;
 
-import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.IdempotentDelivery;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.IdempotentListener.StoredFailure;
@@ -56,13 +55,6 @@ public class RabbitListeners {
       autoStartup = "false")
   @IdempotentListener(name = BATCH, key = "#payload")
   public void batch(List<String> events) {
-    for (int i = 0; i < events.size(); i++) {
-      String event = events.get(i);
-      try {
-        sends.send(BATCH, event, IdempotentDelivery.context(event));
-      } catch (RuntimeException failure) {
-        throw new BatchDeliveryFailedException(i, failure);
-      }
-    }
+    sends.sendBatch(BATCH, events);
   }
 }
