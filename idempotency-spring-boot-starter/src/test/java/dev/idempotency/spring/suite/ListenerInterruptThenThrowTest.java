@@ -28,7 +28,11 @@ class ListenerInterruptThenThrowTest {
     assertReleasedAndRedeliveredOnce(ListenerEntryPoint.JMS);
   }
 
-  private static void assertReleasedAndRedeliveredOnce(ListenerEntryPoint entry) throws Exception {
+  /**
+   * Starts {@code entry}'s application, has its provider call interrupt the thread and fail, and
+   * checks the promise above (also {@link RabbitInterruptThenThrowProbeTest}'s).
+   */
+  static void assertReleasedAndRedeliveredOnce(ListenerEntryPoint entry) throws Exception {
     SuiteProvider provider = new SuiteProvider();
     String key = Waits.newKey(entry);
     try (ListenerApplication application =

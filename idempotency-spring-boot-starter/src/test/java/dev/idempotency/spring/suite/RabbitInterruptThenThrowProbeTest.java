@@ -1,10 +1,5 @@
 package dev.idempotency.spring.suite;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
-import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -19,20 +14,6 @@ class RabbitInterruptThenThrowProbeTest {
 
   @Test
   void anInterruptedFailedSendOnRabbitIsReleasedAndRedeliveredOnce() throws Exception {
-    ListenerEntryPoint entry = ListenerEntryPoint.RABBIT;
-    SuiteProvider provider = new SuiteProvider();
-    String key = Waits.newKey(entry);
-    try (ListenerApplication application =
-        entry.start(
-            new SwitchableKeyStore(),
-            provider,
-            new CountDownLatch(1),
-            "idem.suite." + UUID.randomUUID())) {
-      InterruptedDeliveries.assertSentOnce(
-          application, provider, entry.operation(), key, entry, true);
-      assertThat(application.consumerFailures())
-          .as("the consumer's own failures after the interrupted delivery")
-          .isEmpty();
-    }
+    ListenerInterruptThenThrowTest.assertReleasedAndRedeliveredOnce(ListenerEntryPoint.RABBIT);
   }
 }
