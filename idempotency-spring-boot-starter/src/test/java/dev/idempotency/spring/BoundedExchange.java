@@ -46,6 +46,23 @@ public final class BoundedExchange {
   }
 
   /**
+   * Sends {@code request} until its answer is not {@code 409} (the key's first call still in flight
+   * or being recorded) or {@code within} has passed, polling every 20 ms; returns the last answer,
+   * its body as a string.
+   */
+  public static HttpResponse<String> sendWhileInFlight(
+      HttpClient client, HttpRequest request, Duration within)
+      throws IOException, InterruptedException {
+    long deadline = System.nanoTime() + within.toNanos();
+    HttpResponse<String> response = send(client, request, HttpResponse.BodyHandlers.ofString());
+    while (response.statusCode() == 409 && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+      response = send(client, request, HttpResponse.BodyHandlers.ofString());
+    }
+    return response;
+  }
+
+  /**
    * Like {@link #send(HttpClient, HttpRequest, HttpResponse.BodyHandler)}, within {@code bound}.
    */
   static <T> HttpResponse<T> send(

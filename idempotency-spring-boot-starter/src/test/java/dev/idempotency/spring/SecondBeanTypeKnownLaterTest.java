@@ -3,13 +3,10 @@ package dev.idempotency.spring;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
-import dev.idempotency.spring.autoconfigure.IdempotencyMessagingAutoConfiguration;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.FactoryBean;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -27,14 +24,7 @@ import org.springframework.core.NestedExceptionUtils;
  */
 class SecondBeanTypeKnownLaterTest {
 
-  final ApplicationContextRunner runner =
-      new ApplicationContextRunner()
-          .withConfiguration(
-              AutoConfigurations.of(
-                  dev.idempotency.spring.autoconfigure.JacksonAutoConfigurations.jackson(),
-                  IdempotencyAutoConfiguration.class,
-                  IdempotencyMessagingAutoConfiguration.class))
-          .withPropertyValues("idempotency.store=memory");
+  final ApplicationContextRunner runner = DefaultNameClashes.runner();
 
   public interface Channel {
     String send(String orderId);
@@ -170,35 +160,24 @@ class SecondBeanTypeKnownLaterTest {
   /** It failed before: the context started, and the lazy bean was refused at its first send. */
   @Test
   void aLazySecondBeanDeclaredAsItsInterfaceFailsTheStart() {
-    runner
-        .withUserConfiguration(LazySecondDeclaredAsInterface.class)
-        .run(
-            context -> {
-              assertThat(context).as("the start fails naming both beans").hasFailed();
-              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
-                  .hasMessageContainingAll(
-                      "beans 'smsNotifier' and 'emailNotifier' may both be "
-                          + Notifier.class.getName(),
-                      Notifier.class.getName() + ".send(String)",
-                      "declared as " + Channel.class.getName(),
-                      "Declare its @Bean method's return type as the bean's class",
-                      "@Idempotent(name = ");
-            });
+    DefaultNameClashes.assertStartFails(
+        runner,
+        LazySecondDeclaredAsInterface.class,
+        "beans 'smsNotifier' and 'emailNotifier' may both be " + Notifier.class.getName(),
+        Notifier.class.getName() + ".send(String)",
+        "declared as " + Channel.class.getName(),
+        "Declare its @Bean method's return type as the bean's class",
+        "@Idempotent(name = ");
   }
 
   @Test
   void aLazySecondListenerBeanDeclaredAsItsInterfaceFailsTheStart() {
-    runner
-        .withUserConfiguration(LazySecondListenerDeclaredAsInterface.class)
-        .run(
-            context -> {
-              assertThat(context).hasFailed();
-              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
-                  .hasMessageContainingAll(
-                      "beans 'smsListener' and 'emailListener' may both be",
-                      ChannelListener.class.getName() + ".accept(String)",
-                      "@IdempotentListener(name = ");
-            });
+    DefaultNameClashes.assertStartFails(
+        runner,
+        LazySecondListenerDeclaredAsInterface.class,
+        "beans 'smsListener' and 'emailListener' may both be",
+        ChannelListener.class.getName() + ".accept(String)",
+        "@IdempotentListener(name = ");
   }
 
   /**
@@ -244,13 +223,7 @@ class SecondBeanTypeKnownLaterTest {
 
   @Test
   void aSecondBeanMadeByAFactoryBeanFailsTheStart() {
-    runner
-        .withUserConfiguration(SecondFromAFactoryBean.class)
-        .run(
-            context -> {
-              assertThat(context).as("the start fails naming both beans").hasFailed();
-              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
-                  .hasMessageContaining("beans 'smsNotifier' and 'emailNotifier'");
-            });
+    DefaultNameClashes.assertStartFails(
+        runner, SecondFromAFactoryBean.class, "beans 'smsNotifier' and 'emailNotifier'");
   }
 }

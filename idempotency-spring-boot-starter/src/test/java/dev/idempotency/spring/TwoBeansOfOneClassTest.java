@@ -3,19 +3,15 @@ package dev.idempotency.spring;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
-import dev.idempotency.spring.autoconfigure.IdempotencyMessagingAutoConfiguration;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Lazy;
 import org.springframework.context.support.GenericApplicationContext;
-import org.springframework.core.NestedExceptionUtils;
 
 /**
  * Issue 37 (SPEC 13, 15): two beans of one class (one notifier per channel) have one default name
@@ -28,14 +24,7 @@ class TwoBeansOfOneClassTest {
 
   static final List<String> SENT = new CopyOnWriteArrayList<>();
 
-  final ApplicationContextRunner runner =
-      new ApplicationContextRunner()
-          .withConfiguration(
-              AutoConfigurations.of(
-                  dev.idempotency.spring.autoconfigure.JacksonAutoConfigurations.jackson(),
-                  IdempotencyAutoConfiguration.class,
-                  IdempotencyMessagingAutoConfiguration.class))
-          .withPropertyValues("idempotency.store=memory");
+  final ApplicationContextRunner runner = DefaultNameClashes.runner();
 
   static class Notifier {
     private final String channel;
@@ -176,32 +165,22 @@ class TwoBeansOfOneClassTest {
    */
   @Test
   void aLazySecondBeanOfOneClassFailsTheStartNamingBothBeans() {
-    runner
-        .withUserConfiguration(OneChannelLazy.class)
-        .run(
-            context -> {
-              assertThat(context).hasFailed();
-              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
-                  .hasMessageContainingAll(
-                      "beans 'smsNotifier' and 'emailNotifier'",
-                      Notifier.class.getName() + ".send(String)",
-                      "default name 'Notifier.send'");
-            });
+    DefaultNameClashes.assertStartFails(
+        runner,
+        OneChannelLazy.class,
+        "beans 'smsNotifier' and 'emailNotifier'",
+        Notifier.class.getName() + ".send(String)",
+        "default name 'Notifier.send'");
   }
 
   @Test
   void aLazySecondListenerBeanOfOneClassFailsTheStartNamingBothBeans() {
-    runner
-        .withUserConfiguration(OneListenerLazy.class)
-        .run(
-            context -> {
-              assertThat(context).hasFailed();
-              assertThat(NestedExceptionUtils.getMostSpecificCause(context.getStartupFailure()))
-                  .hasMessageContainingAll(
-                      "beans 'smsListener' and 'emailListener'",
-                      ChannelListener.class.getName() + ".onEvent(String)",
-                      "default name 'ChannelListener.onEvent'");
-            });
+    DefaultNameClashes.assertStartFails(
+        runner,
+        OneListenerLazy.class,
+        "beans 'smsListener' and 'emailListener'",
+        ChannelListener.class.getName() + ".onEvent(String)",
+        "default name 'ChannelListener.onEvent'");
   }
 
   /** A bean registered after the start is refused when it is created: the fallback. */

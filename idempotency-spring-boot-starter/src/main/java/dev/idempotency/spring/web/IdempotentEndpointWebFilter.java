@@ -1,37 +1,22 @@
 package dev.idempotency.spring.web;
 
-import dev.idempotency.AsyncSender;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyRequest;
-import dev.idempotency.Outcome;
 import dev.idempotency.SendContext;
-import dev.idempotency.spi.OperationDeadlines;
 import dev.idempotency.spring.JsonCodecs;
-import dev.idempotency.spring.PendingCall;
 import java.security.Principal;
-import java.time.Duration;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBufferLimitException;
 import org.springframework.core.io.buffer.DataBufferUtils;
-import org.springframework.http.HttpHeaders;
-import org.springframework.http.HttpStatusCode;
-import org.springframework.http.MediaType;
 import org.springframework.http.codec.HttpMessageReader;
 import org.springframework.http.server.reactive.ServerHttpRequest;
-import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.reactive.HandlerMapping;
 import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerMapping;
@@ -39,12 +24,9 @@ import org.springframework.web.server.ServerWebExchange;
 import org.springframework.web.server.WebExceptionHandler;
 import org.springframework.web.server.WebFilter;
 import org.springframework.web.server.WebFilterChain;
-import org.springframework.web.server.WebHandler;
-import org.springframework.web.server.handler.ExceptionHandlingWebHandler;
 import org.springframework.web.util.pattern.PathPattern;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
-import reactor.util.context.ContextView;
 
 /**
  * {@link IdempotentEndpoint} on Spring WebFlux annotated controllers: the rules of the Spring MVC
@@ -114,25 +96,16 @@ public final class IdempotentEndpointWebFilter
   /** The filter's order: late, after Spring Security's reactive filters. */
   public static final int ORDER = Ordered.LOWEST_PRECEDENCE - 10;
 
-  private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointWebFilter.class);
-
-  /**
-   * How long a captured answer waits for its outcome (stored or released) to be recorded before it
-   * is sent anyway.
-   */
-  private static final Duration RECORD_WAIT = Duration.ofSeconds(10);
-
-  private final IdempotencyGuard guard;
   private final IdempotentEndpoints endpoints;
   private volatile Supplier<List<RequestMappingHandlerMapping>> mappings;
   private volatile Supplier<@Nullable JsonCodecs> json;
   private final String headerName;
   private final int minKeyLength;
   private final int maxBodyBytes;
-  private final long maxResponseBytes;
   private volatile Supplier<List<WebExceptionHandler>> exceptionHandlers;
   private volatile Supplier<List<HttpMessageReader<?>>> readers;
   private final IdempotentEndpointInvocations invocations;
+  private final ReactiveEndpointCall call;
 
   /**
    * Creates the filter.
@@ -165,7 +138,7 @@ public final class IdempotentEndpointWebFilter
       Supplier<List<WebExceptionHandler>> exceptionHandlers,
       Supplier<List<HttpMessageReader<?>>> readers,
       IdempotentEndpointInvocations invocations) {
-    this.guard = Objects.requireNonNull(guard, "guard must not be null");
+    Objects.requireNonNull(guard, "guard must not be null");
     this.endpoints = Objects.requireNonNull(endpoints, "endpoints must not be null");
     this.mappings = Objects.requireNonNull(mappings, "mappings must not be null");
     this.json = Objects.requireNonNull(json, "json must not be null");
@@ -182,11 +155,19 @@ public final class IdempotentEndpointWebFilter
     if (maxResponseBytes < 0) {
       throw new IllegalArgumentException("maxResponseBytes must not be negative");
     }
-    this.maxResponseBytes = maxResponseBytes;
     this.exceptionHandlers =
         Objects.requireNonNull(exceptionHandlers, "exceptionHandlers must not be null");
     this.readers = Objects.requireNonNull(readers, "readers must not be null");
     this.invocations = Objects.requireNonNull(invocations, "invocations must not be null");
+    // the suppliers read the fields at each call: afterSingletonsInstantiated replaces them
+    this.call =
+        new ReactiveEndpointCall(
+            guard,
+            invocations,
+            headerName,
+            maxResponseBytes,
+            () -> this.exceptionHandlers.get(),
+            () -> this.readers.get());
   }
 
   @Override
@@ -250,7 +231,7 @@ public final class IdempotentEndpointWebFilter
                   EndpointKeys.check(
                       headerName, fields, endpoint.required(), method, path, client, minKeyLength);
               if (checked instanceof EndpointKeys.Refused refused) {
-                return problem(exchange.getResponse(), refused.problem());
+                return ReactiveAnswers.problem(exchange.getResponse(), refused.problem());
               }
               if (checked instanceof EndpointKeys.Absent) {
                 return invocations.unguarded(endpoint.method(), exchange, chain);
@@ -264,7 +245,7 @@ public final class IdempotentEndpointWebFilter
                           ReactiveRequestFingerprint.of(exchange, bytes, json.get(), readers.get())
                               .flatMap(
                                   fingerprint ->
-                                      claimed(
+                                      call.claimed(
                                           exchange,
                                           chain,
                                           endpoint,
@@ -275,7 +256,7 @@ public final class IdempotentEndpointWebFilter
                   .onErrorResume(
                       DataBufferLimitException.class,
                       tooLarge ->
-                          problem(
+                          ReactiveAnswers.problem(
                               exchange.getResponse(), EndpointProblem.bodyTooLarge(maxBodyBytes)));
             });
   }
@@ -294,199 +275,5 @@ public final class IdempotentEndpointWebFilter
               }
             })
         .defaultIfEmpty(new byte[0]);
-  }
-
-  /** Asks the guard; runs the handler if this request claimed the key, else answers for it. */
-  private Mono<Void> claimed(
-      ServerWebExchange exchange,
-      WebFilterChain chain,
-      IdempotentEndpoints.Endpoint endpoint,
-      IdempotencyRequest idempotency,
-      byte[] body) {
-    return Mono.deferContextual(
-        reactorContext -> {
-          AtomicBoolean ran = new AtomicBoolean();
-          CompletableFuture<Void> handled = new CompletableFuture<>();
-          CompletableFuture<Void> recorded = new CompletableFuture<>();
-          AsyncSender<StoredResponse> sender =
-              context -> {
-                ran.set(true);
-                return handle(
-                    exchange, chain, endpoint, body, context, reactorContext, handled, recorded);
-              };
-          CompletableFuture<Outcome<StoredResponse>> outcome =
-              guard
-                  .executeForOutcomeAsync(idempotency, StoredResponse.CODEC, sender)
-                  .toCompletableFuture();
-          outcome.whenComplete((answered, failure) -> recorded.complete(null));
-          return Mono.fromFuture(outcome.thenApply(o -> o), true)
-              .flatMap(
-                  answered ->
-                      ran.get()
-                          ? Mono.fromFuture(handled, true)
-                          : replay(exchange.getResponse(), answered.value()))
-              .onErrorResume(
-                  error -> {
-                    Throwable cause = PendingCall.unwrap(error);
-                    if (ran.get()) {
-                      // the handler's own answer (a released 5xx) was written; its error, if any,
-                      // goes on to WebFlux's exception handling
-                      return Mono.fromFuture(handled, true);
-                    }
-                    EndpointProblem problem = EndpointProblem.refusal(cause, headerName);
-                    if (problem == null) {
-                      return Mono.error(cause);
-                    }
-                    if (problem.status().value() == 503) {
-                      log.debug(
-                          "The idempotency store is unavailable; answering 503, the handler did"
-                              + " not run",
-                          cause);
-                    }
-                    return problem(exchange.getResponse(), problem);
-                  });
-        });
-  }
-
-  /**
-   * Runs the handler on an exchange that replays the body and captures the response. Its run is
-   * subscribed on its own: a client that goes away does not cancel the send. An error that escapes
-   * the handler is answered here by the application's {@code WebExceptionHandler}s (Boot's error
-   * handler, say), as WebFlux would answer it outside the filter, so that the answer the client
-   * gets is the one stored or released.
-   */
-  private CompletableFuture<StoredResponse> handle(
-      ServerWebExchange exchange,
-      WebFilterChain chain,
-      IdempotentEndpoints.Endpoint endpoint,
-      byte[] body,
-      SendContext context,
-      ContextView reactorContext,
-      CompletableFuture<Void> handled,
-      CompletableFuture<Void> recorded) {
-    CompletableFuture<StoredResponse> captured = new CompletableFuture<>();
-    AtomicBoolean refusedBeforeTheHandler = new AtomicBoolean();
-    IdempotentEndpointInvocations.Expected expected = invocations.expect(endpoint.method());
-    CapturingServerResponse response =
-        new CapturingServerResponse(
-            exchange.getResponse(),
-            endpoint.headers(),
-            maxResponseBytes,
-            captured,
-            Mono.defer(
-                () ->
-                    recorded.isDone()
-                        ? Mono.empty()
-                        : Mono.fromFuture(atMostRecordWait(recorded), true)));
-    ReplayedExchange replayed = ReplayedExchange.of(exchange, body, response, readers.get());
-    replayed.getAttributes().put(SEND_CONTEXT_ATTRIBUTE, context);
-    WebHandler handler =
-        decorated ->
-            chain
-                .filter(decorated)
-                .doOnError(
-                    error ->
-                        refusedBeforeTheHandler.set(
-                            HandlerRefusals.isArgumentRefusal(error, endpoint.method())));
-    Mono<Void> run =
-        new ExceptionHandlingWebHandler(handler, exceptionHandlers.get())
-            .handle(replayed)
-            // A handler with no body to write (a Mono<Void> or void method with @ResponseStatus,
-            // a status set on the ServerHttpResponse parameter) leaves its response unwritten:
-            // WebFlux's HttpWebHandlerAdapter completes the server's response after the whole
-            // chain, past this decorator. Complete it here, as that adapter would, so that it is
-            // captured (a response already written or completed is left as it is).
-            .then(Mono.defer(response::setComplete))
-            .onErrorResume(error -> replayed.cleanupMultipart().then(Mono.error(error)))
-            .then(Mono.defer(replayed::cleanupMultipart))
-            .contextWrite(reactorContext);
-    // The handler method is invoked inside this subscribe call when its arguments are at hand (the
-    // body was read already): the thread is marked for this request meanwhile, so that only this
-    // request's own invocation counts as its evidence (IdempotentEndpointInvocations says why)
-    invocations.subscribing(
-        expected,
-        () ->
-            run.subscribe(
-                null,
-                error -> {
-                  captured.completeExceptionally(error);
-                  handled.completeExceptionally(error);
-                },
-                () -> {
-                  captured.complete(null);
-                  handled.complete(null);
-                }));
-    // the captured answer goes to the client once its outcome is recorded, as on Spring MVC: a
-    // stored one once it is written (a process that dies after the client got it leaves no key in
-    // progress, whose next retry would be a second send), a released one once the release is (so
-    // that the client's corrected retry under the same key runs instead of meeting the old claim)
-    return captured.thenCompose(
-        written ->
-            storable(
-                written,
-                refusedBeforeTheHandler.get() || !invocations.mayHaveBeenInvoked(expected)));
-  }
-
-  /**
-   * {@code recorded}, completed anyway once {@link #RECORD_WAIT} has passed: watched by {@link
-   * OperationDeadlines}' one sweeping thread, not by a timer task per request.
-   */
-  private static CompletableFuture<Void> atMostRecordWait(CompletableFuture<Void> recorded) {
-    OperationDeadlines.Watch watch =
-        OperationDeadlines.watch(RECORD_WAIT, () -> recorded.complete(null));
-    recorded.whenComplete((done, failure) -> watch.done());
-    return recorded;
-  }
-
-  /**
-   * A response worth keeping, or a failure that releases the key: a 5xx, a transient 4xx, or a
-   * request whose handler method was not invoked (refused while WebFlux bound, decoded or validated
-   * its arguments, whoever answered the refusal: Boot's error handler or the application's own
-   * {@code @ExceptionHandler}).
-   */
-  private static CompletableFuture<StoredResponse> storable(
-      @Nullable StoredResponse response, boolean notInvoked) {
-    if (notInvoked) {
-      return CompletableFuture.failedFuture(
-          new IllegalStateException("the handler method was not invoked: releases the key"));
-    }
-    if (response == null) {
-      return CompletableFuture.failedFuture(
-          new CompletionException(new IllegalStateException("the handler wrote no response")));
-    }
-    int status = response.status();
-    boolean keep = status < 500 && status != 408 && status != 409 && status != 425 && status != 429;
-    return keep
-        ? CompletableFuture.completedFuture(response)
-        : CompletableFuture.failedFuture(
-            new IllegalStateException("status " + status + " releases the key"));
-  }
-
-  private Mono<Void> replay(ServerHttpResponse response, @Nullable StoredResponse stored) {
-    if (stored == null || !stored.bodyStored()) {
-      return problem(
-          response, EndpointProblem.notStored(headerName, stored != null ? stored.status() : null));
-    }
-    response.setStatusCode(HttpStatusCode.valueOf(stored.status()));
-    HttpHeaders headers = response.getHeaders();
-    for (Map.Entry<String, String> header : stored.headers()) {
-      headers.add(header.getKey(), header.getValue());
-    }
-    headers.set(REPLAYED_HEADER, "true");
-    byte[] body = Objects.requireNonNull(stored.body());
-    headers.setContentLength(body.length);
-    return response.writeWith(Mono.fromSupplier(() -> response.bufferFactory().wrap(body)));
-  }
-
-  private static Mono<Void> problem(ServerHttpResponse response, EndpointProblem problem) {
-    byte[] bytes = problem.json();
-    response.setStatusCode(problem.status());
-    HttpHeaders headers = response.getHeaders();
-    headers.setContentType(MediaType.APPLICATION_PROBLEM_JSON);
-    headers.setContentLength(bytes.length);
-    if (problem.retryAfter() != null) {
-      headers.set(HttpHeaders.RETRY_AFTER, problem.retryAfter());
-    }
-    return response.writeWith(Mono.fromSupplier(() -> response.bufferFactory().wrap(bytes)));
   }
 }

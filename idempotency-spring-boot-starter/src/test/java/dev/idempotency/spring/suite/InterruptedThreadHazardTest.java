@@ -3,7 +3,6 @@ package dev.idempotency.spring.suite;
 import static dev.idempotency.spring.suite.Stack.PROVIDER;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.io.IOException;
 import java.util.UUID;
@@ -85,26 +84,7 @@ class InterruptedThreadHazardTest extends HazardTest {
             provider,
             new CountDownLatch(1),
             "idem.suite." + UUID.randomUUID())) {
-      provider.interruptSenders(true);
-      application.publish(key, key);
-      Waits.await("the send", () -> provider.sends(key) >= 1);
-      provider.interruptSenders(false);
-      Waits.await(
-          "the outcome recorded",
-          () -> application.events().count(Type.COMPLETED, operation, key) == 1);
-      String next = Waits.newKey(entry);
-      application.publish(next, next);
-      Waits.await(
-          "the next message's send (the consumer goes on after the interrupted delivery)",
-          () -> provider.sends(next) == 1);
-      application.awaitAcknowledged();
-
-      application.publish(key, key);
-      Waits.await(
-          "the replay", () -> application.events().count(Type.REPLAYED, operation, key) >= 1);
-      application.awaitAcknowledged();
-      assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
-      assertThat(application.deadLettered()).isEmpty();
+      InterruptedDeliveries.assertSentOnce(application, provider, operation, key, entry, false);
       assertThat(application.consumerFailures())
           .as("the consumer's own failures after the interrupted delivery")
           .isEmpty();

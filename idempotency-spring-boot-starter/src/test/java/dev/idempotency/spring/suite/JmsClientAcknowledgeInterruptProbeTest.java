@@ -2,7 +2,6 @@ package dev.idempotency.spring.suite;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
@@ -46,29 +45,8 @@ class JmsClientAcknowledgeInterruptProbeTest {
       assertThat(container.getSessionAcknowledgeMode())
           .as("CLIENT_ACKNOWLEDGE")
           .isEqualTo(jakarta.jms.Session.CLIENT_ACKNOWLEDGE);
-      if (failFirst) {
-        provider.interruptAndFailNextSend();
-      } else {
-        provider.interruptSenders(true);
-      }
-      application.publish(key, key);
-      Waits.await("the send", () -> provider.sends(key) >= 1);
-      provider.interruptSenders(false);
-      Waits.await(
-          "the outcome recorded",
-          () -> application.events().count(Type.COMPLETED, operation, key) == 1);
-      String next = Waits.newKey("probe-jms-client-ack-next");
-      application.publish(next, next);
-      Waits.await(
-          "the next message's send (the consumer goes on)", () -> provider.sends(next) == 1);
-      application.awaitAcknowledged();
-
-      application.publish(key, key);
-      Waits.await(
-          "the replay", () -> application.events().count(Type.REPLAYED, operation, key) >= 1);
-      application.awaitAcknowledged();
-      assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
-      assertThat(application.deadLettered()).isEmpty();
+      InterruptedDeliveries.assertSentOnce(
+          application, provider, operation, key, "probe-jms-client-ack-next", failFirst);
     }
   }
 }

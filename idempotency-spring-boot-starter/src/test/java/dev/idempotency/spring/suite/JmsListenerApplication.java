@@ -56,20 +56,18 @@ final class JmsListenerApplication implements ListenerApplication {
       String... extraProperties) {
     // as arguments: the test resources' application.properties turns the embedded broker off
     ConfigurableApplicationContext context =
-        SuiteApplications.startWithArguments(
-            SuiteJmsApplication.class,
-            sources,
-            store,
-            provider,
-            closing,
-            SuiteApplications.listenerProperties(
-                new String[] {
-                  "spring.artemis.mode=embedded",
-                  "spring.artemis.embedded.enabled=true",
-                  "spring.artemis.embedded.queues=" + queue,
-                  "suite.destination=" + queue
-                },
-                extraProperties));
+        SuiteApplications.application(SuiteJmsApplication.class, store, provider, closing)
+            .sources(sources)
+            .arguments(
+                SuiteApplications.listenerProperties(
+                    new String[] {
+                      "spring.artemis.mode=embedded",
+                      "spring.artemis.embedded.enabled=true",
+                      "spring.artemis.embedded.queues=" + queue,
+                      "suite.destination=" + queue
+                    },
+                    extraProperties))
+            .run();
     return new JmsListenerApplication(context, queue);
   }
 

@@ -2,7 +2,6 @@ package dev.idempotency.spring.suite;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import jakarta.jms.ConnectionFactory;
 import java.util.UUID;
@@ -51,29 +50,8 @@ class JmsTransactionManagerInterruptProbeTest {
       assertThat(ReflectionTestUtils.getField(container, "transactionManager"))
           .as("the container's transaction manager")
           .isInstanceOf(JmsTransactionManager.class);
-      if (failFirst) {
-        provider.interruptAndFailNextSend();
-      } else {
-        provider.interruptSenders(true);
-      }
-      application.publish(key, key);
-      Waits.await("the send", () -> provider.sends(key) >= 1);
-      provider.interruptSenders(false);
-      Waits.await(
-          "the outcome recorded",
-          () -> application.events().count(Type.COMPLETED, operation, key) == 1);
-      String next = Waits.newKey("probe-jms-tm-next");
-      application.publish(next, next);
-      Waits.await(
-          "the next message's send (the consumer goes on)", () -> provider.sends(next) == 1);
-      application.awaitAcknowledged();
-
-      application.publish(key, key);
-      Waits.await(
-          "the replay", () -> application.events().count(Type.REPLAYED, operation, key) >= 1);
-      application.awaitAcknowledged();
-      assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
-      assertThat(application.deadLettered()).isEmpty();
+      InterruptedDeliveries.assertSentOnce(
+          application, provider, operation, key, "probe-jms-tm-next", failFirst);
     }
   }
 

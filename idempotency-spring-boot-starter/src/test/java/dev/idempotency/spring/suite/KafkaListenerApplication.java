@@ -78,20 +78,18 @@ final class KafkaListenerApplication implements ListenerApplication {
       Class<?>[] sources,
       String... extraProperties) {
     ConfigurableApplicationContext context =
-        SuiteApplications.start(
-            SuiteKafkaApplication.class,
-            sources,
-            store,
-            provider,
-            closing,
-            SuiteApplications.listenerProperties(
-                new String[] {
-                  "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
-                  "spring.kafka.consumer.auto-offset-reset=earliest",
-                  "suite.kafka.topic=" + topic,
-                  "suite.kafka.batch=" + batch
-                },
-                extraProperties));
+        SuiteApplications.application(SuiteKafkaApplication.class, store, provider, closing)
+            .sources(sources)
+            .defaultProperties(
+                SuiteApplications.listenerProperties(
+                    new String[] {
+                      "spring.kafka.bootstrap-servers=" + EmbeddedKafka.bootstrapServers(),
+                      "spring.kafka.consumer.auto-offset-reset=earliest",
+                      "suite.kafka.topic=" + topic,
+                      "suite.kafka.batch=" + batch
+                    },
+                    extraProperties))
+            .run();
     return new KafkaListenerApplication(context, topic);
   }
 

@@ -2,7 +2,6 @@ package dev.idempotency.spring.suite;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
@@ -29,7 +28,11 @@ class ListenerInterruptThenThrowTest {
     assertReleasedAndRedeliveredOnce(ListenerEntryPoint.JMS);
   }
 
-  private static void assertReleasedAndRedeliveredOnce(ListenerEntryPoint entry) throws Exception {
+  /**
+   * Starts {@code entry}'s application, has its provider call interrupt the thread and fail, and
+   * checks the promise above (also {@link RabbitInterruptThenThrowProbeTest}'s).
+   */
+  static void assertReleasedAndRedeliveredOnce(ListenerEntryPoint entry) throws Exception {
     SuiteProvider provider = new SuiteProvider();
     String key = Waits.newKey(entry);
     try (ListenerApplication application =
@@ -38,24 +41,8 @@ class ListenerInterruptThenThrowTest {
             provider,
             new CountDownLatch(1),
             "idem.suite." + UUID.randomUUID())) {
-      provider.interruptAndFailNextSend();
-      application.publish(key, key);
-      Waits.await("the redelivered send", () -> provider.sends(key) >= 1);
-      Waits.await(
-          "the outcome recorded",
-          () -> application.events().count(Type.COMPLETED, entry.operation(), key) == 1);
-      String next = Waits.newKey(entry);
-      application.publish(next, next);
-      Waits.await("the next message's send", () -> provider.sends(next) == 1);
-      application.awaitAcknowledged();
-
-      application.publish(key, key);
-      Waits.await(
-          "the replay",
-          () -> application.events().count(Type.REPLAYED, entry.operation(), key) >= 1);
-      application.awaitAcknowledged();
-      assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
-      assertThat(application.deadLettered()).isEmpty();
+      InterruptedDeliveries.assertSentOnce(
+          application, provider, entry.operation(), key, entry, true);
       assertThat(application.consumerFailures())
           .as("the consumer's own failures after the interrupted delivery")
           .isEmpty();

@@ -50,16 +50,14 @@ final class RabbitListenerApplication implements ListenerApplication {
       String queue,
       boolean idempotentMethod) {
     ConfigurableApplicationContext context =
-        SuiteApplications.start(
-            SuiteRabbitApplication.class,
-            store,
-            provider,
-            closing,
-            SuiteApplications.listenerProperties(
-                "spring.rabbitmq.host=127.0.0.1",
-                "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
-                "suite.destination=" + queue,
-                "suite.rabbit.idempotent-method=" + idempotentMethod));
+        SuiteApplications.application(SuiteRabbitApplication.class, store, provider, closing)
+            .defaultProperties(
+                SuiteApplications.listenerProperties(
+                    "spring.rabbitmq.host=127.0.0.1",
+                    "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
+                    "suite.destination=" + queue,
+                    "suite.rabbit.idempotent-method=" + idempotentMethod))
+            .run();
     return new RabbitListenerApplication(context, queue);
   }
 

@@ -53,18 +53,16 @@ public enum Stack {
    */
   public ConfigurableApplicationContext start(
       SwitchableKeyStore store, SuiteProvider provider, CountDownLatch closing) {
-    return SuiteApplications.start(
-        application,
-        store,
-        provider,
-        closing,
-        "spring.main.web-application-type=" + webApplicationType,
-        "server.port=0",
-        "server.shutdown=graceful",
-        "spring.main.banner-mode=off",
-        "idempotency.in-flight-wait=50ms",
-        "idempotency.lease=" + LEASE.toMillis() + "ms",
-        "logging.level.dev.idempotency=WARN");
+    return SuiteApplications.application(application, store, provider, closing)
+        .defaultProperties(
+            "spring.main.web-application-type=" + webApplicationType,
+            "server.port=0",
+            "server.shutdown=graceful",
+            "spring.main.banner-mode=off",
+            "idempotency.in-flight-wait=50ms",
+            "idempotency.lease=" + LEASE.toMillis() + "ms",
+            "logging.level.dev.idempotency=WARN")
+        .run();
   }
 
   /** The port an application of the suite serves on. */

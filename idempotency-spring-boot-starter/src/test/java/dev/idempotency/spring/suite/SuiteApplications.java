@@ -21,56 +21,15 @@ final class SuiteApplications {
   private SuiteApplications() {}
 
   /**
-   * Starts {@code application} with {@code properties} as its default properties (which the test
-   * resources' {@code application.properties} outranks).
+   * An application of the suite to start: {@code application} on {@code store} and {@code
+   * provider}, with {@code closing} counted down when its shutdown begins.
    */
-  static ConfigurableApplicationContext start(
+  static Launch application(
       Class<?> application,
       SwitchableKeyStore store,
       SuiteProvider provider,
-      CountDownLatch closing,
-      String... properties) {
-    return start(application, new Class<?>[0], store, provider, closing, properties);
-  }
-
-  /** Starts {@code application} with {@code sources} added to it (probes' own beans). */
-  static ConfigurableApplicationContext start(
-      Class<?> application,
-      Class<?>[] sources,
-      SwitchableKeyStore store,
-      SuiteProvider provider,
-      CountDownLatch closing,
-      String... properties) {
-    return builder(application, store, provider, closing)
-        .sources(sources)
-        .properties(properties)
-        .run();
-  }
-
-  /**
-   * Starts {@code application} with {@code properties} as command-line arguments, which outrank the
-   * test resources' {@code application.properties}.
-   */
-  static ConfigurableApplicationContext startWithArguments(
-      Class<?> application,
-      SwitchableKeyStore store,
-      SuiteProvider provider,
-      CountDownLatch closing,
-      String... properties) {
-    return startWithArguments(application, new Class<?>[0], store, provider, closing, properties);
-  }
-
-  /** As {@link #startWithArguments}, with {@code sources} added to the application. */
-  static ConfigurableApplicationContext startWithArguments(
-      Class<?> application,
-      Class<?>[] sources,
-      SwitchableKeyStore store,
-      SuiteProvider provider,
-      CountDownLatch closing,
-      String... properties) {
-    return builder(application, store, provider, closing)
-        .sources(sources)
-        .run(Arrays.stream(properties).map(property -> "--" + property).toArray(String[]::new));
+      CountDownLatch closing) {
+    return new Launch(application, store, provider, closing);
   }
 
   /**
@@ -93,17 +52,56 @@ final class SuiteApplications {
     return properties.toArray(String[]::new);
   }
 
-  private static SpringApplicationBuilder builder(
-      Class<?> application,
-      SwitchableKeyStore store,
-      SuiteProvider provider,
-      CountDownLatch closing) {
-    return new SpringApplicationBuilder(application)
-        .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-        .initializers(
-            context -> {
-              context.getBeanFactory().registerSingleton("switchableKeyStore", store);
-              context.getBeanFactory().registerSingleton("suiteProvider", provider);
-            });
+  /**
+   * The one way the suite starts an application: its sources, its properties, then {@link #run}.
+   */
+  static final class Launch {
+
+    private final SpringApplicationBuilder builder;
+    private String[] arguments = new String[0];
+
+    private Launch(
+        Class<?> application,
+        SwitchableKeyStore store,
+        SuiteProvider provider,
+        CountDownLatch closing) {
+      builder =
+          new SpringApplicationBuilder(application)
+              .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
+              .initializers(
+                  context -> {
+                    context.getBeanFactory().registerSingleton("switchableKeyStore", store);
+                    context.getBeanFactory().registerSingleton("suiteProvider", provider);
+                  });
+    }
+
+    /** Adds {@code sources} to the application (probes' own beans). */
+    Launch sources(Class<?>... sources) {
+      builder.sources(sources);
+      return this;
+    }
+
+    /**
+     * Sets {@code properties} as the application's default properties, which the test resources'
+     * {@code application.properties} outranks.
+     */
+    Launch defaultProperties(String... properties) {
+      builder.properties(properties);
+      return this;
+    }
+
+    /**
+     * Sets {@code properties} as command-line arguments, which outrank the test resources' {@code
+     * application.properties}.
+     */
+    Launch arguments(String... properties) {
+      arguments = Arrays.stream(properties).map(property -> "--" + property).toArray(String[]::new);
+      return this;
+    }
+
+    /** Starts the application. */
+    ConfigurableApplicationContext run() {
+      return builder.run(arguments);
+    }
   }
 }

@@ -2,11 +2,9 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.spring.app.NotifyTestApplication;
 import java.net.http.HttpResponse;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.springframework.boot.test.context.SpringBootTest;
 
 /**
  * Shapes that held at the probe37d re-probe of 50ca2f0 and eed7409 (the context of {@link
@@ -16,20 +14,7 @@ import org.springframework.boot.test.context.SpringBootTest;
  * its answer) at runtime, whose provider call (2 s) outlives the container timeout (1 s): one
  * provider send per key across the client's retries (SPEC 1, 13, 16).
  */
-@SpringBootTest(
-    classes = {
-      NotifyTestApplication.class,
-      ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
-      AsyncShapesTimeoutTest.ProbeController.class
-    },
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      // AsyncShapesTimeoutTest's unfollowed results keep their keys claimed: closing the context
-      // must not wait the default 30 s for them
-      "idempotency.close-grace-period=1s"
-    })
+@AsyncTimeoutApplicationTest
 class AsyncShapesTimeoutHeldTest extends RunningApplication {
 
   @ParameterizedTest

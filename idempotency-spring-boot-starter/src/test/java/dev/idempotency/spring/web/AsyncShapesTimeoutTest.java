@@ -2,7 +2,6 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.spring.app.NotifyTestApplication;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpResponse;
@@ -21,7 +20,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.http.MediaType;
@@ -61,20 +59,7 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * picks its return value handler by the runtime class; no copy fits the declared type).
  */
 @ExtendWith(OutputCaptureExtension.class)
-@SpringBootTest(
-    classes = {
-      NotifyTestApplication.class,
-      ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
-      AsyncShapesTimeoutTest.ProbeController.class
-    },
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      // the unfollowed results keep their keys claimed: closing the context must not wait the
-      // default 30 s for them (one context with ObjectDeclaredAsyncTimeoutTest's)
-      "idempotency.close-grace-period=1s"
-    })
+@AsyncTimeoutApplicationTest
 class AsyncShapesTimeoutTest extends RunningApplication {
 
   static final String LISTENABLE = "org.springframework.util.concurrent.SettableListenableFuture";

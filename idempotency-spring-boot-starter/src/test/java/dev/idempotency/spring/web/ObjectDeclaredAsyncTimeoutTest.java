@@ -2,7 +2,6 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.spring.app.NotifyTestApplication;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpResponse;
@@ -15,7 +14,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.PathVariable;
@@ -35,20 +33,7 @@ import reactor.core.publisher.Mono;
  * (2 s) runs must keep the key claimed and the retry must get the stored response: one provider
  * send per key (SPEC 1, 13, 16), as {@link AsyncTimeoutEndpointTest} shows for the declared types.
  */
-@SpringBootTest(
-    classes = {
-      NotifyTestApplication.class,
-      ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
-      AsyncShapesTimeoutTest.ProbeController.class
-    },
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      // AsyncShapesTimeoutTest's unfollowed results keep their keys claimed: closing the context
-      // must not wait the default 30 s for them
-      "idempotency.close-grace-period=1s"
-    })
+@AsyncTimeoutApplicationTest
 class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
 
   @ParameterizedTest

@@ -157,14 +157,8 @@ class WebFluxClientGoneStreamTest {
 
   /** The retry under the same key, once the first call is no longer in flight. */
   private static HttpResponse<String> retry(String path, String key) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-    HttpResponse<String> retry =
-        BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
-    while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-      retry = BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
-    }
-    return retry;
+    return BoundedExchange.sendWhileInFlight(
+        CLIENT, post(path, key), Duration.ofSeconds(WAIT_SECONDS));
   }
 
   private static void await(AtomicInteger counter, int expected) throws InterruptedException {

@@ -18,7 +18,6 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -204,15 +203,9 @@ class WebFluxRequestTest {
     for (int i = 0; i + 1 < headers.length; i += 2) {
       request.header(headers[i], headers[i + 1]);
     }
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-    HttpResponse<String> response =
-        BoundedExchange.send(CLIENT, request.build(), HttpResponse.BodyHandlers.ofString());
-    while (response.statusCode() == 409 && System.nanoTime() < deadline) {
-      Thread.sleep(20); // the first is still being recorded
-      response =
-          BoundedExchange.send(CLIENT, request.build(), HttpResponse.BodyHandlers.ofString());
-    }
-    return response;
+    // the first may still be being recorded
+    return BoundedExchange.sendWhileInFlight(
+        CLIENT, request.build(), Duration.ofSeconds(WAIT_SECONDS));
   }
 
   /**

@@ -152,13 +152,9 @@ class WebFluxStreamInterruptedTest {
     Sinks.EmitResult more = sink.tryEmitNext("second");
     sink.tryEmitComplete();
 
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
     HttpResponse<String> retry =
-        BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
-    while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-      retry = BoundedExchange.send(CLIENT, post(path, key), HttpResponse.BodyHandlers.ofString());
-    }
+        BoundedExchange.sendWhileInFlight(
+            CLIENT, post(path, key), Duration.ofSeconds(WAIT_SECONDS));
 
     assertThat(more).as("the handler's stream goes on after the disconnect").isEqualTo(OK);
     assertThat(streams.runs(id))
@@ -206,16 +202,9 @@ class WebFluxStreamInterruptedTest {
     again.tryEmitNext("again").orThrow();
     again.tryEmitComplete().orThrow();
 
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
     HttpResponse<String> retry =
-        BoundedExchange.send(
-            CLIENT, post("/events/" + id, key), HttpResponse.BodyHandlers.ofString());
-    while (retry.statusCode() == 409 && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-      retry =
-          BoundedExchange.send(
-              CLIENT, post("/events/" + id, key), HttpResponse.BodyHandlers.ofString());
-    }
+        BoundedExchange.sendWhileInFlight(
+            CLIENT, post("/events/" + id, key), Duration.ofSeconds(WAIT_SECONDS));
 
     assertThat(retry.statusCode())
         .as("retry %s %s %s", retry.statusCode(), retry.headers().map(), retry.body())

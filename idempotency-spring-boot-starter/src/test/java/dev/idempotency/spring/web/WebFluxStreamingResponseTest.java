@@ -150,13 +150,8 @@ class WebFluxStreamingResponseTest {
    * is in flight (409); polled, bounded.
    */
   private static HttpResponse<String> settled(String path, String key) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-    HttpResponse<String> repeat = BoundedExchange.send(CLIENT, post(path, key), stringBody());
-    while (repeat.statusCode() == 409 && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-      repeat = BoundedExchange.send(CLIENT, post(path, key), stringBody());
-    }
-    return repeat;
+    return BoundedExchange.sendWhileInFlight(
+        CLIENT, post(path, key), Duration.ofSeconds(WAIT_SECONDS));
   }
 
   private static String id() {
