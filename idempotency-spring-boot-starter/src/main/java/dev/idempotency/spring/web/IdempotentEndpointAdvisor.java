@@ -1,10 +1,7 @@
 package dev.idempotency.spring.web;
 
-import jakarta.servlet.http.HttpServletRequest;
-import jakarta.servlet.http.HttpServletResponse;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
-import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -15,7 +12,6 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
-import org.springframework.beans.factory.DisposableBean;
 import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapter;
 import org.springframework.core.ReactiveAdapterRegistry;
@@ -24,11 +20,7 @@ import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
-import org.springframework.web.context.request.ServletRequestAttributes;
-import org.springframework.web.context.request.async.CallableProcessingInterceptor;
 import org.springframework.web.context.request.async.DeferredResult;
-import org.springframework.web.context.request.async.WebAsyncTask;
-import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
@@ -42,13 +34,11 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * security or method validation around it is not counted as started either. The Spring Boot
  * auto-configuration registers it as an infrastructure bean.
  *
- * <p>A returned {@code Callable} (or a {@code WebAsyncTask}'s callable) runs on a thread of its own
- * while Spring MVC's task waits for it, deaf to the interrupt with which Spring MVC cancels the
- * task at a container async timeout: the send goes on, its outcome is recorded and the retry gets
- * it replayed. A {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, and the
- * key stays claimed until the task's work ends, as at any timeout. A task still queued in Spring
- * MVC's async executor at the timeout is cancelled by Spring MVC and never runs: nothing was sent,
- * so its key is released and the client's retry runs the handler again.
+ * <p>A returned {@code Callable}, {@code WebAsyncTask} or {@code StreamingResponseBody}, whatever
+ * the declared type, is shielded from Spring MVC's interrupt at a container async timeout where
+ * Spring MVC picks its handler by the value's runtime class ({@link AsyncWorkShield}). A task still
+ * queued in Spring MVC's async executor at the timeout is cancelled by Spring MVC and never runs:
+ * nothing was sent, so its key is released and the client's retry runs the handler again.
  *
  * <p>A {@code DeferredResult} (whatever its runtime class), a {@code CompletionStage} (through
  * {@code whenComplete} if it will not convert to a {@code CompletableFuture}), and, behind a
@@ -56,23 +46,18 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * followed: Spring MVC gets a copy, and the handler's own result tells a timed-out call its value.
  * A result it does not follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
  */
-public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
-    implements DisposableBean {
+public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
 
   private static final long serialVersionUID = 1L;
 
   private final transient Pointcut pointcut =
       new AnnotationMatchingPointcut(null, IdempotentEndpoint.class, true);
 
-  private static final @Nullable Field TASK_CALLABLE = taskField("callable");
-  private static final @Nullable Field TASK_TIMEOUT_CALLBACK = taskField("timeoutCallback");
   private static final @Nullable Field RESULT_TIMEOUT = resultField("timeoutValue");
   private static final @Nullable Field RESULT_ERROR_CALLBACK = resultField("errorCallback");
   private static final @Nullable Field RESULT_COMPLETION_CALLBACK =
       resultField("completionCallback");
   private static final @Nullable Method LISTENABLE_COMPLETABLE = listenableCompletable();
-
-  private final transient UninterruptedWork work = new UninterruptedWork();
 
   private final transient MethodInterceptor advice =
       invocation -> {
@@ -86,24 +71,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
           Class<?> returnType = invocation.getMethod().getReturnType();
           if (isStream(returned)) {
             call.returnsAStream();
-          }
-          if (returned instanceof Callable<?> callable
-              && returnType.isAssignableFrom(Callable.class)) {
-            return work.shield(callable, call);
-          }
-          if (returned instanceof StreamingResponseBody body
-              && returnType.isAssignableFrom(StreamingResponseBody.class)) {
-            return work.shield(body, call);
-          }
-          if (returned instanceof ResponseEntity<?> entity
-              && entity.getBody() instanceof StreamingResponseBody body
-              && returnType.isAssignableFrom(ResponseEntity.class)) {
-            return new ResponseEntity<>(
-                work.shield(body, call), entity.getHeaders(), entity.getStatusCode());
-          }
-          if (returned instanceof WebAsyncTask<?> task) {
-            shield(task, request, call);
-            return task;
           }
           if (returned instanceof DeferredResult<?> own
               && returnType.isAssignableFrom(DeferredResult.class)) {
@@ -169,35 +136,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
   }
 
   /**
-   * Runs the task's callable shielded from Spring MVC's interrupt ({@link UninterruptedWork}), and
-   * has its own timeout callback, if any, keep the key claimed ({@link AsyncTimeouts#ownTimeout}).
-   * {@code WebAsyncTask} offers no way to replace either, so its fields are set reflectively; where
-   * that is refused, the task is left as it is.
-   */
-  private void shield(WebAsyncTask<?> task, RequestAttributes request, EndpointCall call) {
-    if (TASK_CALLABLE == null || TASK_TIMEOUT_CALLBACK == null) {
-      return;
-    }
-    ReflectionUtils.setField(TASK_CALLABLE, task, work.shield(task.getCallable(), call));
-    Object own = ReflectionUtils.getField(TASK_TIMEOUT_CALLBACK, task);
-    if (own instanceof Callable<?> callback
-        && request instanceof ServletRequestAttributes servlet
-        && servlet.getResponse() != null
-        && WebAsyncUtils.getAsyncManager(servlet.getRequest())
-                .getCallableInterceptor(AsyncTimeouts.KEY)
-            instanceof AsyncTimeouts timeouts) {
-      HttpServletRequest servletRequest = servlet.getRequest();
-      HttpServletResponse servletResponse = servlet.getResponse();
-      Callable<Object> guarded =
-          () -> {
-            Object early = timeouts.ownTimeout(servletRequest, servletResponse);
-            return early != CallableProcessingInterceptor.RESULT_NONE ? early : callback.call();
-          };
-      ReflectionUtils.setField(TASK_TIMEOUT_CALLBACK, task, guarded);
-    }
-  }
-
-  /**
    * The handler's own {@code DeferredResult}, seen through a copy that Spring MVC gets: at a
    * timeout Spring MVC expires the result it drives, so a value the application sets later would be
    * lost to the guard. The application's result is never started, so it never expires: its value,
@@ -236,10 +174,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     return accessible(ReflectionUtils.findField(DeferredResult.class, name));
   }
 
-  private static @Nullable Field taskField(String name) {
-    return accessible(ReflectionUtils.findField(WebAsyncTask.class, name, Callable.class));
-  }
-
   /** The field made accessible; null if there is none, or where that is refused. */
   private static @Nullable Field accessible(@Nullable Field field) {
     if (field == null) {
@@ -251,12 +185,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     } catch (RuntimeException e) {
       return null;
     }
-  }
-
-  /** Stops the threads that ran shielded work; work still running goes on. */
-  @Override
-  public void destroy() {
-    work.shutdown();
   }
 
   /**

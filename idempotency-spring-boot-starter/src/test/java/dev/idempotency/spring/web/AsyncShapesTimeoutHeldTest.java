@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.app.NotifyTestApplication;
 import java.net.http.HttpResponse;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -20,7 +21,8 @@ import org.springframework.boot.test.context.SpringBootTest;
     classes = {
       NotifyTestApplication.class,
       ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
-      AsyncShapesTimeoutTest.ProbeController.class
+      AsyncShapesTimeoutTest.ProbeController.class,
+      SerializableCallableTimeoutTest.SerializableController.class
     },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {
@@ -35,8 +37,21 @@ class AsyncShapesTimeoutHeldTest extends RunningApplication {
   @ParameterizedTest
   @ValueSource(strings = {"task", "own-future", "sse", "stream", "stream-part"})
   void aTimedOutObjectDeclaredHandlerSendsOncePerKey(String kind) throws Exception {
+    sendsOncePerKey("/probe37d/object/" + kind);
+  }
+
+  /**
+   * Probe41: a {@code StreamingResponseBody} behind a declared {@code Serializable}, which Spring
+   * MVC runs by its runtime class and interrupts at the timeout; the work's wait for the provider
+   * is interruptible.
+   */
+  @Test
+  void aTimedOutSerializableDeclaredStreamSendsOncePerKey() throws Exception {
+    sendsOncePerKey("/probe41/serializable-stream");
+  }
+
+  private void sendsOncePerKey(String path) throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probe37d/object/" + kind;
     int sendsBefore = AsyncShapesTimeoutTest.ProbeController.providerSends.get();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");

@@ -39,7 +39,8 @@ import reactor.core.publisher.Mono;
     classes = {
       NotifyTestApplication.class,
       ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
-      AsyncShapesTimeoutTest.ProbeController.class
+      AsyncShapesTimeoutTest.ProbeController.class,
+      SerializableCallableTimeoutTest.SerializableController.class
     },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {

@@ -13,7 +13,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -22,20 +21,24 @@ import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
 
 /**
- * Probe41 (adversarial review of fix37e, SPEC 1, 13): a Spring MVC {@code @IdempotentEndpoint} that
- * returns a {@code Callable} behind a declared type other than {@code Callable} or {@code Object}
- * ({@code Serializable}). Spring MVC picks its handler by the runtime class and runs it as async
- * work, cancelling it with an interrupt at the container timeout (1 s), while the provider call (2
- * s) goes on. The work waits for the provider with an interruptible {@code get()}, as a client
- * would that sends and then fails with the interrupt. The promise: one provider send per key
- * whatever the client's retries. {@code declared-callable} is the same work declared {@code
- * Callable} (shielded by the advisor).
+ * Found by probe41 (adversarial review of fix37e, SPEC 1, 13): a Spring MVC
+ * {@code @IdempotentEndpoint} that returns a {@code Callable} behind a declared type other than
+ * {@code Callable} or {@code Object} ({@code Serializable}). Spring MVC picks its handler by the
+ * runtime class and runs it as async work, cancelling it with an interrupt at the container timeout
+ * (1 s), while the provider call (2 s) goes on. The work waits for the provider with an
+ * interruptible {@code get()}, as a client would that sends and then fails with the interrupt. The
+ * promise: one provider send per key whatever the client's retries. {@code declared-callable} is
+ * the same work declared {@code Callable}. Before the fix {@code declared-serializable} was not
+ * shielded from the interrupt (the advisor decided by the declared type): answered 500, its key
+ * released while the provider call went on, and the retry sent again (2 sends). The context is
+ * {@link AsyncShapesTimeoutTest}'s.
  */
-@Tag("open-finding")
 @SpringBootTest(
     classes = {
       NotifyTestApplication.class,
-      SerializableCallableTimeoutProbeTest.SerializableController.class
+      ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
+      AsyncShapesTimeoutTest.ProbeController.class,
+      SerializableCallableTimeoutTest.SerializableController.class
     },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {
@@ -43,7 +46,7 @@ import org.springframework.web.bind.annotation.RestController;
       "spring.mvc.async.request-timeout=1s",
       "idempotency.close-grace-period=1s"
     })
-class SerializableCallableTimeoutProbeTest extends RunningApplication {
+class SerializableCallableTimeoutTest extends RunningApplication {
 
   @ParameterizedTest
   @ValueSource(strings = {"declared-callable", "declared-serializable"})
