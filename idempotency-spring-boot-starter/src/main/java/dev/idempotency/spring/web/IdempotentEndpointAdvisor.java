@@ -42,9 +42,10 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  *
  * <p>A {@code DeferredResult} (whatever its runtime class), a {@code CompletionStage} (through
  * {@code whenComplete} if it will not convert to a {@code CompletableFuture}), and, behind a
- * declared {@code Object}, a Spring 6 {@code ListenableFuture} or a single-value reactive type are
- * followed: Spring MVC gets a copy, and the handler's own result tells a timed-out call its value.
- * A result it does not follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
+ * declared {@code Object}, a Spring 6 {@code ListenableFuture} or a single-value reactive type, and
+ * a {@code ResponseEntity} whose body is a single async value at runtime, are followed: Spring MVC
+ * gets a copy, and the handler's own result tells a timed-out call its value. A result it does not
+ * follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
  */
 public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
 
@@ -71,6 +72,12 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
           Class<?> returnType = invocation.getMethod().getReturnType();
           if (isStream(returned)) {
             call.returnsAStream();
+          } else if (returned instanceof ResponseEntity<?> entity
+              && returnType.isAssignableFrom(ResponseEntity.class)) {
+            ResponseEntity<?> followed = followedBody(entity, call);
+            if (followed != null) {
+              return followed;
+            }
           }
           if (returned instanceof DeferredResult<?> own
               && returnType.isAssignableFrom(DeferredResult.class)) {
@@ -118,11 +125,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
             returned = copy;
             call.observesLateResult();
             stage.whenComplete(
-                (value, failure) ->
-                    call.lateResult(
-                        failure instanceof CompletionException && failure.getCause() != null
-                            ? failure.getCause()
-                            : failure != null ? failure : value));
+                (value, failure) -> call.lateResult(failure != null ? cause(failure) : value));
           }
           return returned;
         }
@@ -156,6 +159,45 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
           call.lateResult(value);
         });
     return copy;
+  }
+
+  /**
+   * An entity whose body is a single async value at runtime (a {@code CompletionStage}, a {@code
+   * Mono}), which Spring MVC (6.2.9 and later) serves as async work by the body's runtime class,
+   * whatever the declared type ({@code ResponseEntity<?>}): Spring MVC gets the entity with a copy
+   * of the body, and the handler's own body tells a timed-out call its result, as the entity it
+   * completes. Null if the body is not such a value; a stream ({@code Flux}) is not followed.
+   */
+  private static @Nullable ResponseEntity<?> followedBody(
+      ResponseEntity<?> entity, EndpointCall call) {
+    Object body = entity.getBody();
+    ReactiveAdapter adapter =
+        body == null
+            ? null
+            : ReactiveAdapterRegistry.getSharedInstance().getAdapter(body.getClass());
+    if (adapter == null || adapter.isMultiValue()) {
+      return null;
+    }
+    CompletionStage<?> stage =
+        body instanceof CompletionStage<?> own
+            ? own
+            : SingleValue.toFuture(adapter.toPublisher(body));
+    Object copy = copyOf(stage, CompletableFuture.class);
+    call.observesLateResult();
+    stage.whenComplete(
+        (value, failure) ->
+            call.lateResult(
+                failure != null
+                    ? cause(failure)
+                    : new ResponseEntity<>(value, entity.getHeaders(), entity.getStatusCode())));
+    return new ResponseEntity<>(copy, entity.getHeaders(), entity.getStatusCode());
+  }
+
+  /** A stage's failure as the handler's work threw it. */
+  private static Throwable cause(Throwable failure) {
+    return failure instanceof CompletionException && failure.getCause() != null
+        ? failure.getCause()
+        : failure;
   }
 
   /** Runs one of the application's {@code DeferredResult} callbacks, if it set it. */

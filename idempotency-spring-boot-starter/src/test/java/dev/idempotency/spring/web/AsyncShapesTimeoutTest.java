@@ -116,12 +116,21 @@ class AsyncShapesTimeoutTest extends RunningApplication {
   /**
    * Probe41's remaining shapes (SPEC 1, 13, 16): a {@code WebAsyncTask} subclass, one whose
    * subclass decorates its callable, one with its own timeout shorter than the container's, one
-   * behind a declared {@code Object}. The provider call (2 s) outlives the timeout; the work's wait
-   * for it is interruptible. One provider send per key: the timed-out request gets 409, the retry
-   * the stored response, and a retry after the send ended never sends again.
+   * behind a declared {@code Object}, and a {@code ResponseEntity<?>} whose body is a {@code
+   * CompletableFuture} or a {@code Mono} at runtime. The provider call (2 s) outlives the timeout;
+   * the work's wait for it is interruptible. One provider send per key: the timed-out request gets
+   * 409, the retry the stored response, and a retry after the send ended never sends again.
    */
   @ParameterizedTest
-  @ValueSource(strings = {"task/subclass", "task/decorating", "task/short-timeout", "object-task"})
+  @ValueSource(
+      strings = {
+        "task/subclass",
+        "task/decorating",
+        "task/short-timeout",
+        "object-task",
+        "entity/future",
+        "entity/mono"
+      })
   void aTimedOutShapeSendsOnceAndItsRetryIsReplayed(String shape) throws Exception {
     String key = EndpointClient.newKey();
     String path = "/probe41/" + shape;
