@@ -16,7 +16,6 @@ import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapter;
 import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.http.ResponseEntity;
-import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
@@ -255,15 +254,13 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
   }
 
   /**
-   * Spring Framework 6's {@code ListenableFuture.completable()}, looked up by name (Spring
-   * Framework 7 has no {@code ListenableFuture}); null where it is not present.
+   * Spring Framework 6's {@code ListenableFuture.completable()}, on the class that {@link
+   * EndpointStartupChecks#LISTENABLE_FUTURE} looked up by name (Spring Framework 7 has no {@code
+   * ListenableFuture}); null where it is not present.
    */
   private static @Nullable Method listenableCompletable() {
-    String name = "org.springframework.util.concurrent.ListenableFuture";
-    ClassLoader loader = IdempotentEndpointAdvisor.class.getClassLoader();
-    return ClassUtils.isPresent(name, loader)
-        ? ReflectionUtils.findMethod(ClassUtils.resolveClassName(name, loader), "completable")
-        : null;
+    Class<?> listenable = EndpointStartupChecks.LISTENABLE_FUTURE;
+    return listenable == null ? null : ReflectionUtils.findMethod(listenable, "completable");
   }
 
   /** Created by the auto-configuration. */
