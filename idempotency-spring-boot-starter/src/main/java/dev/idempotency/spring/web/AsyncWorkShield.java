@@ -107,8 +107,7 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
     }
     if (value instanceof ResponseEntity<?> entity
         && entity.getBody() instanceof StreamingResponseBody body) {
-      return new ResponseEntity<>(
-          work.shield(body, call), entity.getHeaders(), entity.getStatusCode());
+      return IdempotentEndpointAdvisor.withBody(entity, work.shield(body, call));
     }
     return value;
   }

@@ -185,11 +185,18 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
     call.observesLateResult();
     stage.whenComplete(
         (value, failure) ->
-            call.lateResult(
-                failure != null
-                    ? cause(failure)
-                    : new ResponseEntity<>(value, entity.getHeaders(), entity.getStatusCode())));
-    return new ResponseEntity<>(copy, entity.getHeaders(), entity.getStatusCode());
+            call.lateResult(failure != null ? cause(failure) : withBody(entity, value)));
+    return withBody(entity, copy);
+  }
+
+  /**
+   * {@code entity}'s status and headers with another body. Built with the builder: the starter is
+   * compiled against Spring Framework 6, whose {@code ResponseEntity(body, MultiValueMap, status)}
+   * constructor fails on Spring Framework 7 ({@code HttpHeaders} is no longer a {@code
+   * MultiValueMap} there: an {@code IncompatibleClassChangeError}).
+   */
+  static ResponseEntity<Object> withBody(ResponseEntity<?> entity, @Nullable Object body) {
+    return ResponseEntity.status(entity.getStatusCode()).headers(entity.getHeaders()).body(body);
   }
 
   /** A stage's failure as the handler's work threw it. */

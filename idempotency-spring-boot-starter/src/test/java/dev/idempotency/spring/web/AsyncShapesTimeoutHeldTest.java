@@ -50,6 +50,15 @@ class AsyncShapesTimeoutHeldTest extends RunningApplication {
     sendsOncePerKey("/probe41/serializable-stream");
   }
 
+  /**
+   * Probe41: a {@code ResponseEntity<StreamingResponseBody>} with a {@code Location} header, whose
+   * body the shield wraps in a new entity (built so that it links on Spring Framework 6 and 7).
+   */
+  @Test
+  void aTimedOutEntityOfAStreamWithHeadersSendsOncePerKey() throws Exception {
+    sendsOncePerKey("/probe41/entity-stream");
+  }
+
   private void sendsOncePerKey(String path) throws Exception {
     String key = EndpointClient.newKey();
     int sendsBefore = AsyncShapesTimeoutTest.ProbeController.providerSends.get();

@@ -161,6 +161,33 @@ class AsyncShapesTimeoutTest extends RunningApplication {
   }
 
   /**
+   * The same {@code ResponseEntity<?>} of a {@code CompletableFuture} or a {@code Mono}, answered
+   * well within the timeout (50 ms): Spring MVC writes the entity from the copy of its body that
+   * the advisor gives it; that response is stored and replayed, one send.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"quick-future", "quick-mono"})
+  void anEntityOfAnAsyncBodyAnsweredInTimeIsStoredAndReplayed(String kind) throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/probe41/entity/" + kind;
+    int sendsBefore = ProbeController.providerSends.get();
+
+    HttpResponse<byte[]> first = post(path, key, "{}");
+    HttpResponse<byte[]> repeat = post(path, key, "{}");
+    awaitNoPendingSend();
+
+    assertThat(ProbeController.providerSends.get() - sendsBefore).isEqualTo(1);
+    assertThat(first.statusCode()).as(EndpointClient.text(first)).isEqualTo(201);
+    assertThat(EndpointClient.text(first)).contains("\"id\":\"entity-" + kind + "_");
+    assertThat(EndpointClient.header(first, "Idempotent-Replayed")).isNull();
+    assertThat(repeat.statusCode()).as(EndpointClient.text(repeat)).isEqualTo(201);
+    assertThat(EndpointClient.header(repeat, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(repeat.body()).isEqualTo(first.body());
+    assertThat(EndpointClient.header(repeat, "Location"))
+        .isEqualTo(EndpointClient.header(first, "Location"));
+  }
+
+  /**
    * A result the advisor does not follow fails closed at the timeout: the client gets 409, the key
    * stays claimed while its work may send, and a retry after that send ended still gets 409, never
    * a second send (its result is not stored). One WARN per handler names it and the runtime class.
@@ -249,6 +276,8 @@ class AsyncShapesTimeoutTest extends RunningApplication {
   @RestController
   static class ProbeController {
     private static final Executor PROVIDER = CompletableFuture.delayedExecutor(2, TimeUnit.SECONDS);
+    private static final Executor QUICK_PROVIDER =
+        CompletableFuture.delayedExecutor(50, TimeUnit.MILLISECONDS);
     static final AtomicInteger providerSends = new AtomicInteger();
     static final AtomicInteger pending = new AtomicInteger();
     private static final AtomicInteger runs = new AtomicInteger();
@@ -367,15 +396,37 @@ class AsyncShapesTimeoutTest extends RunningApplication {
       // the provider call is under way whatever happens to the future or the Mono: a cancel at
       // the timeout does not reach it
       CompletableFuture<Map<String, Object>> answer = new CompletableFuture<>();
-      PROVIDER.execute(() -> answer.complete(sent(id, run).getBody()));
+      (kind.startsWith("quick-") ? QUICK_PROVIDER : PROVIDER)
+          .execute(() -> answer.complete(sent(id, run).getBody()));
       switch (kind) {
-        case "future":
+        case "future", "quick-future":
           return ResponseEntity.created(location).body(answer);
-        case "mono":
+        case "mono", "quick-mono":
           return ResponseEntity.created(location).body(Mono.fromFuture(answer));
         default:
           throw new IllegalArgumentException(kind);
       }
+    }
+
+    /**
+     * A {@code ResponseEntity<StreamingResponseBody>} with a header of its own ({@code Location}),
+     * which the shield gives Spring MVC rebuilt around the shielded body.
+     */
+    @PostMapping("/probe41/entity-stream")
+    @IdempotentEndpoint
+    public ResponseEntity<StreamingResponseBody> entityStream() {
+      int run = begin();
+      return ResponseEntity.created(URI.create("/probe41/entity-stream_" + run))
+          .body(
+              out -> {
+                ResponseEntity<Map<String, Object>> answer;
+                try {
+                  answer = interruptibly("entity-stream", run);
+                } catch (Exception e) {
+                  throw new IOException(e);
+                }
+                out.write(String.valueOf(answer.getBody()).getBytes(StandardCharsets.UTF_8));
+              });
     }
 
     /** A {@code StreamingResponseBody} behind a declared {@code Serializable}. */
