@@ -2,6 +2,7 @@ package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.JsonCodecs;
+import dev.idempotency.spring.web.AsyncWorkShield;
 import dev.idempotency.spring.web.IdempotencyExceptionHandler;
 import dev.idempotency.spring.web.IdempotencyKeyScope;
 import dev.idempotency.spring.web.IdempotentEndpointAdvisor;
@@ -36,7 +37,8 @@ import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
 /**
  * Auto-configuration of {@link dev.idempotency.spring.web.IdempotentEndpoint} for Spring MVC: the
  * {@link IdempotentEndpointInterceptor} that claims a request once its handler is chosen, the
- * {@link IdempotentEndpointAdvisor} that sees the handler start, and the {@link
+ * {@link IdempotentEndpointAdvisor} that sees the handler start, the {@link AsyncWorkShield} that
+ * keeps Spring MVC's interrupt at a timeout from its async work, and the {@link
  * IdempotentEndpointFilter} (late in the filter chain, after security) that follows the request
  * through its async and error dispatches to the response its client gets; and the {@link
  * IdempotencyExceptionHandler} for {@code @Idempotent} methods' refusals, defined once for both
@@ -132,6 +134,19 @@ public final class IdempotencyWebMvcAutoConfiguration {
   @ConditionalOnMissingBean
   public static IdempotentEndpointAdvisor idempotentEndpointAdvisor() {
     return new IdempotentEndpointAdvisor();
+  }
+
+  /**
+   * Shields an endpoint's async work from Spring MVC's interrupt at a container timeout, where
+   * Spring MVC hands it to its async executor: an infrastructure bean post-processor.
+   *
+   * @return the shield
+   */
+  @Bean
+  @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+  @ConditionalOnMissingBean
+  public static AsyncWorkShield idempotentEndpointAsyncWorkShield() {
+    return new AsyncWorkShield();
   }
 
   /**

@@ -46,8 +46,11 @@ import org.springframework.web.method.HandlerMethod;
  */
 final class EndpointStartupChecks {
 
-  /** Spring Framework 6's {@code ListenableFuture}, gone in 7; null where it is not present. */
-  private static final @Nullable Class<?> LISTENABLE_FUTURE =
+  /**
+   * Spring Framework 6's {@code ListenableFuture}, gone in 7; null where it is not present. The one
+   * lookup of its name, used by {@link IdempotentEndpointAdvisor} too.
+   */
+  static final @Nullable Class<?> LISTENABLE_FUTURE =
       classOrNull("org.springframework.util.concurrent.ListenableFuture");
 
   /**

@@ -1,10 +1,7 @@
 package dev.idempotency.spring.web;
 
-import jakarta.servlet.http.HttpServletRequest;
-import jakarta.servlet.http.HttpServletResponse;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
-import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -15,20 +12,14 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.annotation.AnnotationMatchingPointcut;
-import org.springframework.beans.factory.DisposableBean;
 import org.springframework.core.Ordered;
 import org.springframework.core.ReactiveAdapter;
 import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.http.ResponseEntity;
-import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
-import org.springframework.web.context.request.ServletRequestAttributes;
-import org.springframework.web.context.request.async.CallableProcessingInterceptor;
 import org.springframework.web.context.request.async.DeferredResult;
-import org.springframework.web.context.request.async.WebAsyncTask;
-import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
@@ -42,37 +33,31 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * security or method validation around it is not counted as started either. The Spring Boot
  * auto-configuration registers it as an infrastructure bean.
  *
- * <p>A returned {@code Callable} (or a {@code WebAsyncTask}'s callable) runs on a thread of its own
- * while Spring MVC's task waits for it, deaf to the interrupt with which Spring MVC cancels the
- * task at a container async timeout: the send goes on, its outcome is recorded and the retry gets
- * it replayed. A {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, and the
- * key stays claimed until the task's work ends, as at any timeout. A task still queued in Spring
- * MVC's async executor at the timeout is cancelled by Spring MVC and never runs: nothing was sent,
- * so its key is released and the client's retry runs the handler again.
+ * <p>A returned {@code Callable}, {@code WebAsyncTask} or {@code StreamingResponseBody}, whatever
+ * the declared type, is shielded from Spring MVC's interrupt at a container async timeout where
+ * Spring MVC picks its handler by the value's runtime class ({@link AsyncWorkShield}). A task still
+ * queued in Spring MVC's async executor at the timeout is cancelled by Spring MVC and never runs:
+ * nothing was sent, so its key is released and the client's retry runs the handler again.
  *
  * <p>A {@code DeferredResult} (whatever its runtime class), a {@code CompletionStage} (through
  * {@code whenComplete} if it will not convert to a {@code CompletableFuture}), and, behind a
- * declared {@code Object}, a Spring 6 {@code ListenableFuture} or a single-value reactive type are
- * followed: Spring MVC gets a copy, and the handler's own result tells a timed-out call its value.
- * A result it does not follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
+ * declared {@code Object}, a Spring 6 {@code ListenableFuture} or a single-value reactive type, and
+ * a {@code ResponseEntity} whose body is a single async value at runtime, are followed: Spring MVC
+ * gets a copy, and the handler's own result tells a timed-out call its value. A result it does not
+ * follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
  */
-public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
-    implements DisposableBean {
+public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
 
   private static final long serialVersionUID = 1L;
 
   private final transient Pointcut pointcut =
       new AnnotationMatchingPointcut(null, IdempotentEndpoint.class, true);
 
-  private static final @Nullable Field TASK_CALLABLE = taskField("callable");
-  private static final @Nullable Field TASK_TIMEOUT_CALLBACK = taskField("timeoutCallback");
   private static final @Nullable Field RESULT_TIMEOUT = resultField("timeoutValue");
   private static final @Nullable Field RESULT_ERROR_CALLBACK = resultField("errorCallback");
   private static final @Nullable Field RESULT_COMPLETION_CALLBACK =
       resultField("completionCallback");
   private static final @Nullable Method LISTENABLE_COMPLETABLE = listenableCompletable();
-
-  private final transient UninterruptedWork work = new UninterruptedWork();
 
   private final transient MethodInterceptor advice =
       invocation -> {
@@ -86,24 +71,12 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
           Class<?> returnType = invocation.getMethod().getReturnType();
           if (isStream(returned)) {
             call.returnsAStream();
-          }
-          if (returned instanceof Callable<?> callable
-              && returnType.isAssignableFrom(Callable.class)) {
-            return work.shield(callable, call);
-          }
-          if (returned instanceof StreamingResponseBody body
-              && returnType.isAssignableFrom(StreamingResponseBody.class)) {
-            return work.shield(body, call);
-          }
-          if (returned instanceof ResponseEntity<?> entity
-              && entity.getBody() instanceof StreamingResponseBody body
+          } else if (returned instanceof ResponseEntity<?> entity
               && returnType.isAssignableFrom(ResponseEntity.class)) {
-            return new ResponseEntity<>(
-                work.shield(body, call), entity.getHeaders(), entity.getStatusCode());
-          }
-          if (returned instanceof WebAsyncTask<?> task) {
-            shield(task, request, call);
-            return task;
+            ResponseEntity<?> followed = followedBody(entity, call);
+            if (followed != null) {
+              return followed;
+            }
           }
           if (returned instanceof DeferredResult<?> own
               && returnType.isAssignableFrom(DeferredResult.class)) {
@@ -151,11 +124,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
             returned = copy;
             call.observesLateResult();
             stage.whenComplete(
-                (value, failure) ->
-                    call.lateResult(
-                        failure instanceof CompletionException && failure.getCause() != null
-                            ? failure.getCause()
-                            : failure != null ? failure : value));
+                (value, failure) -> call.lateResult(failure != null ? cause(failure) : value));
           }
           return returned;
         }
@@ -166,35 +135,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
   private static boolean isStream(@Nullable Object returned) {
     Object body = returned instanceof ResponseEntity<?> entity ? entity.getBody() : returned;
     return body instanceof ResponseBodyEmitter || body instanceof StreamingResponseBody;
-  }
-
-  /**
-   * Runs the task's callable shielded from Spring MVC's interrupt ({@link UninterruptedWork}), and
-   * has its own timeout callback, if any, keep the key claimed ({@link AsyncTimeouts#ownTimeout}).
-   * {@code WebAsyncTask} offers no way to replace either, so its fields are set reflectively; where
-   * that is refused, the task is left as it is.
-   */
-  private void shield(WebAsyncTask<?> task, RequestAttributes request, EndpointCall call) {
-    if (TASK_CALLABLE == null || TASK_TIMEOUT_CALLBACK == null) {
-      return;
-    }
-    ReflectionUtils.setField(TASK_CALLABLE, task, work.shield(task.getCallable(), call));
-    Object own = ReflectionUtils.getField(TASK_TIMEOUT_CALLBACK, task);
-    if (own instanceof Callable<?> callback
-        && request instanceof ServletRequestAttributes servlet
-        && servlet.getResponse() != null
-        && WebAsyncUtils.getAsyncManager(servlet.getRequest())
-                .getCallableInterceptor(AsyncTimeouts.KEY)
-            instanceof AsyncTimeouts timeouts) {
-      HttpServletRequest servletRequest = servlet.getRequest();
-      HttpServletResponse servletResponse = servlet.getResponse();
-      Callable<Object> guarded =
-          () -> {
-            Object early = timeouts.ownTimeout(servletRequest, servletResponse);
-            return early != CallableProcessingInterceptor.RESULT_NONE ? early : callback.call();
-          };
-      ReflectionUtils.setField(TASK_TIMEOUT_CALLBACK, task, guarded);
-    }
   }
 
   /**
@@ -220,6 +160,52 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     return copy;
   }
 
+  /**
+   * An entity whose body is a single async value at runtime (a {@code CompletionStage}, a {@code
+   * Mono}), which Spring MVC (6.2.9 and later) serves as async work by the body's runtime class,
+   * whatever the declared type ({@code ResponseEntity<?>}): Spring MVC gets the entity with a copy
+   * of the body, and the handler's own body tells a timed-out call its result, as the entity it
+   * completes. Null if the body is not such a value; a stream ({@code Flux}) is not followed.
+   */
+  private static @Nullable ResponseEntity<?> followedBody(
+      ResponseEntity<?> entity, EndpointCall call) {
+    Object body = entity.getBody();
+    ReactiveAdapter adapter =
+        body == null
+            ? null
+            : ReactiveAdapterRegistry.getSharedInstance().getAdapter(body.getClass());
+    if (adapter == null || adapter.isMultiValue()) {
+      return null;
+    }
+    CompletionStage<?> stage =
+        body instanceof CompletionStage<?> own
+            ? own
+            : SingleValue.toFuture(adapter.toPublisher(body));
+    Object copy = copyOf(stage, CompletableFuture.class);
+    call.observesLateResult();
+    stage.whenComplete(
+        (value, failure) ->
+            call.lateResult(failure != null ? cause(failure) : withBody(entity, value)));
+    return withBody(entity, copy);
+  }
+
+  /**
+   * {@code entity}'s status and headers with another body. Built with the builder: the starter is
+   * compiled against Spring Framework 6, whose {@code ResponseEntity(body, MultiValueMap, status)}
+   * constructor fails on Spring Framework 7 ({@code HttpHeaders} is no longer a {@code
+   * MultiValueMap} there: an {@code IncompatibleClassChangeError}).
+   */
+  static ResponseEntity<Object> withBody(ResponseEntity<?> entity, @Nullable Object body) {
+    return ResponseEntity.status(entity.getStatusCode()).headers(entity.getHeaders()).body(body);
+  }
+
+  /** A stage's failure as the handler's work threw it. */
+  private static Throwable cause(Throwable failure) {
+    return failure instanceof CompletionException && failure.getCause() != null
+        ? failure.getCause()
+        : failure;
+  }
+
   /** Runs one of the application's {@code DeferredResult} callbacks, if it set it. */
   @SuppressWarnings("unchecked")
   private static void forward(
@@ -236,10 +222,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     return accessible(ReflectionUtils.findField(DeferredResult.class, name));
   }
 
-  private static @Nullable Field taskField(String name) {
-    return accessible(ReflectionUtils.findField(WebAsyncTask.class, name, Callable.class));
-  }
-
   /** The field made accessible; null if there is none, or where that is refused. */
   private static @Nullable Field accessible(@Nullable Field field) {
     if (field == null) {
@@ -251,12 +233,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
     } catch (RuntimeException e) {
       return null;
     }
-  }
-
-  /** Stops the threads that ran shielded work; work still running goes on. */
-  @Override
-  public void destroy() {
-    work.shutdown();
   }
 
   /**
@@ -285,15 +261,13 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor
   }
 
   /**
-   * Spring Framework 6's {@code ListenableFuture.completable()}, looked up by name (Spring
-   * Framework 7 has no {@code ListenableFuture}); null where it is not present.
+   * Spring Framework 6's {@code ListenableFuture.completable()}, on the class that {@link
+   * EndpointStartupChecks#LISTENABLE_FUTURE} looked up by name (Spring Framework 7 has no {@code
+   * ListenableFuture}); null where it is not present.
    */
   private static @Nullable Method listenableCompletable() {
-    String name = "org.springframework.util.concurrent.ListenableFuture";
-    ClassLoader loader = IdempotentEndpointAdvisor.class.getClassLoader();
-    return ClassUtils.isPresent(name, loader)
-        ? ReflectionUtils.findMethod(ClassUtils.resolveClassName(name, loader), "completable")
-        : null;
+    Class<?> listenable = EndpointStartupChecks.LISTENABLE_FUTURE;
+    return listenable == null ? null : ReflectionUtils.findMethod(listenable, "completable");
   }
 
   /** Created by the auto-configuration. */

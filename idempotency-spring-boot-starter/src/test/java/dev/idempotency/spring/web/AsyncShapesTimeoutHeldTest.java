@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.net.http.HttpResponse;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -20,8 +21,30 @@ class AsyncShapesTimeoutHeldTest extends RunningApplication {
   @ParameterizedTest
   @ValueSource(strings = {"task", "own-future", "sse", "stream", "stream-part"})
   void aTimedOutObjectDeclaredHandlerSendsOncePerKey(String kind) throws Exception {
+    sendsOncePerKey("/probe37d/object/" + kind);
+  }
+
+  /**
+   * Probe41: a {@code StreamingResponseBody} behind a declared {@code Serializable}, which Spring
+   * MVC runs by its runtime class and interrupts at the timeout; the work's wait for the provider
+   * is interruptible.
+   */
+  @Test
+  void aTimedOutSerializableDeclaredStreamSendsOncePerKey() throws Exception {
+    sendsOncePerKey("/probe41/serializable-stream");
+  }
+
+  /**
+   * Probe41: a {@code ResponseEntity<StreamingResponseBody>} with a {@code Location} header, whose
+   * body the shield wraps in a new entity (built so that it links on Spring Framework 6 and 7).
+   */
+  @Test
+  void aTimedOutEntityOfAStreamWithHeadersSendsOncePerKey() throws Exception {
+    sendsOncePerKey("/probe41/entity-stream");
+  }
+
+  private void sendsOncePerKey(String path) throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probe37d/object/" + kind;
     int sendsBefore = AsyncShapesTimeoutTest.ProbeController.providerSends.get();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");

@@ -3,12 +3,14 @@ package dev.idempotency.spring.web;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
+import java.io.Serializable;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -32,6 +34,7 @@ import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
+import reactor.core.publisher.Mono;
 
 /**
  * Found by the probe37d re-probe of 50ca2f0 and ade0bfe: Spring MVC {@code @IdempotentEndpoint}
@@ -92,6 +95,80 @@ class AsyncShapesTimeoutTest extends RunningApplication {
     assertThat(retry.statusCode()).as(EndpointClient.text(retry)).isEqualTo(201);
     assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
     assertThat(EndpointClient.text(retry)).contains("\"id\":\"" + kind + "_");
+  }
+
+  /**
+   * Probe41's remaining shapes (SPEC 1, 13, 16): a {@code WebAsyncTask} subclass, one whose
+   * subclass decorates its callable, one with its own timeout shorter than the container's, one
+   * behind a declared {@code Object}, and a {@code ResponseEntity<?>} whose body is a {@code
+   * CompletableFuture} or a {@code Mono} at runtime. The provider call (2 s) outlives the timeout;
+   * the work's wait for it is interruptible. One provider send per key: the timed-out request gets
+   * 409, the retry the stored response, and a retry after the send ended never sends again.
+   */
+  @ParameterizedTest
+  @ValueSource(
+      strings = {
+        "task/subclass",
+        "task/decorating",
+        "task/short-timeout",
+        "object-task",
+        "entity/future",
+        "entity/mono"
+      })
+  void aTimedOutShapeSendsOnceAndItsRetryIsReplayed(String shape) throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/probe41/" + shape;
+    int sendsBefore = ProbeController.providerSends.get();
+
+    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
+    awaitNoPendingSend();
+    HttpResponse<byte[]> late = post(path, key, "{}");
+    awaitNoPendingSend();
+
+    assertThat(ProbeController.providerSends.get() - sendsBefore)
+        .as(
+            "provider sends for one key (first %s %s, retry %s %s, late %s %s)",
+            timedOut.statusCode(),
+            EndpointClient.text(timedOut),
+            retry.statusCode(),
+            EndpointClient.text(retry),
+            late.statusCode(),
+            EndpointClient.text(late))
+        .isEqualTo(1);
+    assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
+    for (HttpResponse<byte[]> replay : List.of(retry, late)) {
+      assertThat(replay.statusCode()).as(EndpointClient.text(replay)).isEqualTo(201);
+      assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).isEqualTo("true");
+      assertThat(EndpointClient.text(replay)).contains("\"id\":\"" + shape.replace('/', '-') + "_");
+    }
+  }
+
+  /**
+   * The same {@code ResponseEntity<?>} of a {@code CompletableFuture} or a {@code Mono}, answered
+   * well within the timeout (50 ms): Spring MVC writes the entity from the copy of its body that
+   * the advisor gives it; that response is stored and replayed, one send.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"quick-future", "quick-mono"})
+  void anEntityOfAnAsyncBodyAnsweredInTimeIsStoredAndReplayed(String kind) throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/probe41/entity/" + kind;
+    int sendsBefore = ProbeController.providerSends.get();
+
+    HttpResponse<byte[]> first = post(path, key, "{}");
+    HttpResponse<byte[]> repeat = post(path, key, "{}");
+    awaitNoPendingSend();
+
+    assertThat(ProbeController.providerSends.get() - sendsBefore).isEqualTo(1);
+    assertThat(first.statusCode()).as(EndpointClient.text(first)).isEqualTo(201);
+    assertThat(EndpointClient.text(first)).contains("\"id\":\"entity-" + kind + "_");
+    assertThat(EndpointClient.header(first, "Idempotent-Replayed")).isNull();
+    assertThat(repeat.statusCode()).as(EndpointClient.text(repeat)).isEqualTo(201);
+    assertThat(EndpointClient.header(repeat, "Idempotent-Replayed")).isEqualTo("true");
+    assertThat(repeat.body()).isEqualTo(first.body());
+    assertThat(EndpointClient.header(repeat, "Location"))
+        .isEqualTo(EndpointClient.header(first, "Location"));
   }
 
   /**
@@ -183,6 +260,8 @@ class AsyncShapesTimeoutTest extends RunningApplication {
   @RestController
   static class ProbeController {
     private static final Executor PROVIDER = CompletableFuture.delayedExecutor(2, TimeUnit.SECONDS);
+    private static final Executor QUICK_PROVIDER =
+        CompletableFuture.delayedExecutor(50, TimeUnit.MILLISECONDS);
     static final AtomicInteger providerSends = new AtomicInteger();
     static final AtomicInteger pending = new AtomicInteger();
     private static final AtomicInteger runs = new AtomicInteger();
@@ -242,6 +321,113 @@ class AsyncShapesTimeoutTest extends RunningApplication {
             }
           });
       return future;
+    }
+
+    /**
+     * Probe41's remaining shapes. The work waits for the provider with an interruptible {@code
+     * get()}, as a client would that sends and then fails with Spring MVC's interrupt at the
+     * timeout.
+     */
+    static ResponseEntity<Map<String, Object>> interruptibly(String kind, int run)
+        throws Exception {
+      return CompletableFuture.supplyAsync(() -> sent(kind, run), PROVIDER).get();
+    }
+
+    /** {@code WebAsyncTask}s: a subclass, one that decorates its callable, its own timeout. */
+    @PostMapping("/probe41/task/{kind}")
+    @IdempotentEndpoint
+    public WebAsyncTask<ResponseEntity<Map<String, Object>>> task(@PathVariable String kind) {
+      int run = begin();
+      String id = "task-" + kind;
+      Callable<ResponseEntity<Map<String, Object>>> work = () -> interruptibly(id, run);
+      switch (kind) {
+        case "subclass":
+          return new WebAsyncTask<>(work) {};
+        case "decorating":
+          // as a task that carries a context to its thread would
+          return new WebAsyncTask<>(work) {
+            @Override
+            public Callable<?> getCallable() {
+              Callable<?> own = super.getCallable();
+              return () -> own.call();
+            }
+          };
+        case "short-timeout":
+          return new WebAsyncTask<>(500L, work); // shorter than the container's 1 s
+        default:
+          throw new IllegalArgumentException(kind);
+      }
+    }
+
+    /** A {@code WebAsyncTask} behind a declared {@code Object}. */
+    @PostMapping("/probe41/object-task")
+    @IdempotentEndpoint
+    public Object objectTask() {
+      int run = begin();
+      return new WebAsyncTask<>(() -> interruptibly("object-task", run));
+    }
+
+    /**
+     * A {@code ResponseEntity<?>} whose body is async at runtime: Spring MVC (6.2.9 and later)
+     * hands such an entity to its reactive-type handling by the body's runtime class.
+     */
+    @PostMapping("/probe41/entity/{kind}")
+    @IdempotentEndpoint
+    public ResponseEntity<?> entity(@PathVariable String kind) {
+      int run = begin();
+      String id = "entity-" + kind;
+      URI location = URI.create("/probe41/" + id + "_" + run);
+      // the provider call is under way whatever happens to the future or the Mono: a cancel at
+      // the timeout does not reach it
+      CompletableFuture<Map<String, Object>> answer = new CompletableFuture<>();
+      (kind.startsWith("quick-") ? QUICK_PROVIDER : PROVIDER)
+          .execute(() -> answer.complete(sent(id, run).getBody()));
+      switch (kind) {
+        case "future", "quick-future":
+          return ResponseEntity.created(location).body(answer);
+        case "mono", "quick-mono":
+          return ResponseEntity.created(location).body(Mono.fromFuture(answer));
+        default:
+          throw new IllegalArgumentException(kind);
+      }
+    }
+
+    /**
+     * A {@code ResponseEntity<StreamingResponseBody>} with a header of its own ({@code Location}),
+     * which the shield gives Spring MVC rebuilt around the shielded body.
+     */
+    @PostMapping("/probe41/entity-stream")
+    @IdempotentEndpoint
+    public ResponseEntity<StreamingResponseBody> entityStream() {
+      int run = begin();
+      return ResponseEntity.created(URI.create("/probe41/entity-stream_" + run))
+          .body(
+              out -> {
+                ResponseEntity<Map<String, Object>> answer;
+                try {
+                  answer = interruptibly("entity-stream", run);
+                } catch (Exception e) {
+                  throw new IOException(e);
+                }
+                out.write(String.valueOf(answer.getBody()).getBytes(StandardCharsets.UTF_8));
+              });
+    }
+
+    /** A {@code StreamingResponseBody} behind a declared {@code Serializable}. */
+    @PostMapping("/probe41/serializable-stream")
+    @IdempotentEndpoint
+    public Serializable serializableStream() {
+      int run = begin();
+      return (StreamingResponseBody & Serializable)
+          out -> {
+            ResponseEntity<Map<String, Object>> answer;
+            try {
+              answer = interruptibly("serializable-stream", run);
+            } catch (Exception e) {
+              throw new IOException(e);
+            }
+            out.write(String.valueOf(answer.getBody()).getBytes(StandardCharsets.UTF_8));
+          };
     }
 
     /** Shapes expected to hold: each declared Object, the runtime type varies. */

@@ -10,7 +10,7 @@ import org.springframework.boot.test.context.SpringBootTest;
 /**
  * The one application of the async-timeout shape tests ({@link AsyncShapesTimeoutTest}, {@link
  * AsyncShapesTimeoutHeldTest}, {@link ObjectDeclaredAsyncTimeoutTest}), so they share one context:
- * both probe controllers, a container async timeout (1 s) shorter than their provider call (2 s).
+ * the probe controllers, a container async timeout (1 s) shorter than their provider call (2 s).
  */
 @Target(ElementType.TYPE)
 @Retention(RetentionPolicy.RUNTIME)
@@ -18,7 +18,8 @@ import org.springframework.boot.test.context.SpringBootTest;
     classes = {
       NotifyTestApplication.class,
       ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
-      AsyncShapesTimeoutTest.ProbeController.class
+      AsyncShapesTimeoutTest.ProbeController.class,
+      SerializableCallableTimeoutTest.SerializableController.class
     },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {

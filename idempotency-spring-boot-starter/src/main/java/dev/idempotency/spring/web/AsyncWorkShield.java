@@ -1,0 +1,224 @@
+package dev.idempotency.spring.web;
+
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.lang.reflect.Field;
+import java.util.List;
+import java.util.concurrent.Callable;
+import org.jspecify.annotations.Nullable;
+import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.DisposableBean;
+import org.springframework.beans.factory.config.BeanPostProcessor;
+import org.springframework.core.MethodParameter;
+import org.springframework.core.task.AsyncTaskExecutor;
+import org.springframework.http.ResponseEntity;
+import org.springframework.util.ReflectionUtils;
+import org.springframework.web.context.request.NativeWebRequest;
+import org.springframework.web.context.request.RequestAttributes;
+import org.springframework.web.context.request.async.CallableProcessingInterceptor;
+import org.springframework.web.context.request.async.WebAsyncTask;
+import org.springframework.web.context.request.async.WebAsyncUtils;
+import org.springframework.web.method.support.HandlerMethodReturnValueHandler;
+import org.springframework.web.method.support.ModelAndViewContainer;
+import org.springframework.web.servlet.mvc.method.annotation.AsyncTaskMethodReturnValueHandler;
+import org.springframework.web.servlet.mvc.method.annotation.CallableMethodReturnValueHandler;
+import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerAdapter;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBodyReturnValueHandler;
+
+/**
+ * Shields the work of an {@link IdempotentEndpoint} that Spring MVC runs on its async executor (a
+ * {@code Callable}, a {@code WebAsyncTask}'s callable, a {@code StreamingResponseBody}) from the
+ * interrupt with which Spring MVC cancels it at a container async timeout ({@link
+ * UninterruptedWork}): the send goes on, its outcome is recorded and the retry gets it replayed. A
+ * {@code WebAsyncTask}'s own {@code onTimeout} answer goes to the client, and the key stays claimed
+ * until the task's work ends ({@link AsyncTimeouts#ownTimeout}), as at any timeout.
+ *
+ * <p>Spring MVC picks the return value handler by the runtime class of the value the handler method
+ * returned, whatever its declared type: a {@code Callable} behind a declared {@code Serializable}
+ * runs as async work too. So the work is shielded where Spring MVC has picked: each of the
+ * application's {@link RequestMappingHandlerAdapter}s gets its {@code Callable}, {@code
+ * WebAsyncTask} and {@code StreamingResponseBody} handlers wrapped, once initialized, and the
+ * wrapper hands the handler a shielded copy of a guarded request's value (a {@code WebAsyncTask} of
+ * any subclass becomes a plain one with the same timeout, executor and callbacks). Other requests,
+ * and other values, pass as they are. Created by the Spring Boot auto-configuration.
+ */
+public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean {
+
+  private static final @Nullable Field TASK_TIMEOUT_CALLBACK = taskField("timeoutCallback");
+  private static final @Nullable Field TASK_ERROR_CALLBACK = taskField("errorCallback");
+  private static final @Nullable Field TASK_COMPLETION_CALLBACK = taskField("completionCallback");
+
+  private final UninterruptedWork work = new UninterruptedWork();
+
+  /** Created by the auto-configuration. */
+  public AsyncWorkShield() {}
+
+  /**
+   * Wraps the async work handlers of a Spring MVC {@link RequestMappingHandlerAdapter}, once it has
+   * made them; any other bean is returned as it is.
+   *
+   * @param bean the bean
+   * @param beanName its name
+   * @return the bean
+   */
+  @Override
+  public Object postProcessAfterInitialization(Object bean, String beanName) {
+    if (bean instanceof RequestMappingHandlerAdapter adapter) {
+      List<HandlerMethodReturnValueHandler> handlers = adapter.getReturnValueHandlers();
+      if (handlers != null && handlers.stream().noneMatch(Shielding.class::isInstance)) {
+        adapter.setReturnValueHandlers(handlers.stream().map(this::shielding).toList());
+      }
+    }
+    return bean;
+  }
+
+  private HandlerMethodReturnValueHandler shielding(HandlerMethodReturnValueHandler handler) {
+    return handler instanceof CallableMethodReturnValueHandler
+            || handler instanceof AsyncTaskMethodReturnValueHandler
+            || handler instanceof StreamingResponseBodyReturnValueHandler
+        ? new Shielding(handler)
+        : handler;
+  }
+
+  /** Stops the threads that ran shielded work; work still running goes on. */
+  @Override
+  public void destroy() {
+    work.shutdown();
+  }
+
+  /**
+   * The value Spring MVC will run as async work, shielded, if the request is a guarded one; else
+   * the value itself.
+   */
+  private @Nullable Object shielded(@Nullable Object value, NativeWebRequest request) {
+    if (!(request.getAttribute(EndpointCall.ATTRIBUTE, RequestAttributes.SCOPE_REQUEST)
+        instanceof EndpointCall call)) {
+      return value;
+    }
+    if (value instanceof Callable<?> callable) {
+      return work.shield(callable, call);
+    }
+    if (value instanceof WebAsyncTask<?> task) {
+      return shielded(task, request, call);
+    }
+    if (value instanceof StreamingResponseBody body) {
+      return work.shield(body, call);
+    }
+    if (value instanceof ResponseEntity<?> entity
+        && entity.getBody() instanceof StreamingResponseBody body) {
+      return IdempotentEndpointAdvisor.withBody(entity, work.shield(body, call));
+    }
+    return value;
+  }
+
+  /**
+   * A plain task with {@code task}'s timeout, executor and callbacks, whose callable is {@code
+   * task}'s shielded, and whose own timeout callback, if any, keeps the key claimed. {@code
+   * WebAsyncTask} offers no getter for its callbacks, so they are read reflectively; where that is
+   * refused, the task is left as it is.
+   */
+  @SuppressWarnings("unchecked")
+  private WebAsyncTask<?> shielded(
+      WebAsyncTask<?> task, NativeWebRequest request, EndpointCall call) {
+    if (TASK_TIMEOUT_CALLBACK == null
+        || TASK_ERROR_CALLBACK == null
+        || TASK_COMPLETION_CALLBACK == null) {
+      return task;
+    }
+    Object ownTimeout = ReflectionUtils.getField(TASK_TIMEOUT_CALLBACK, task);
+    Object ownError = ReflectionUtils.getField(TASK_ERROR_CALLBACK, task);
+    Object ownCompletion = ReflectionUtils.getField(TASK_COMPLETION_CALLBACK, task);
+    ShieldedTask shielded =
+        new ShieldedTask(task, work.shield((Callable<Object>) task.getCallable(), call));
+    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    if (ownTimeout instanceof Callable<?> callback
+        && servletRequest != null
+        && servletResponse != null
+        && WebAsyncUtils.getAsyncManager(request).getCallableInterceptor(AsyncTimeouts.KEY)
+            instanceof AsyncTimeouts timeouts) {
+      shielded.onTimeout(
+          () -> {
+            Object early = timeouts.ownTimeout(servletRequest, servletResponse);
+            return early != CallableProcessingInterceptor.RESULT_NONE ? early : callback.call();
+          });
+    } else if (ownTimeout instanceof Callable<?> callback) {
+      shielded.onTimeout((Callable<Object>) callback);
+    }
+    if (ownError instanceof Callable<?> callback) {
+      shielded.onError((Callable<Object>) callback);
+    }
+    if (ownCompletion instanceof Runnable callback) {
+      shielded.onCompletion(callback);
+    }
+    return shielded;
+  }
+
+  private static @Nullable Field taskField(String name) {
+    Field field = ReflectionUtils.findField(WebAsyncTask.class, name);
+    if (field == null) {
+      return null;
+    }
+    try {
+      field.setAccessible(true);
+      return field;
+    } catch (RuntimeException e) {
+      return null;
+    }
+  }
+
+  /**
+   * The application's task with its callable shielded: its timeout and executor are the
+   * application's task's own (a subclass may compute them), and so is the bean factory that Spring
+   * MVC gives it to look an executor up by name.
+   */
+  private static final class ShieldedTask extends WebAsyncTask<Object> {
+    private final WebAsyncTask<?> own;
+
+    ShieldedTask(WebAsyncTask<?> own, Callable<Object> shielded) {
+      super(shielded);
+      this.own = own;
+    }
+
+    @Override
+    public @Nullable Long getTimeout() {
+      return own.getTimeout();
+    }
+
+    @Override
+    public @Nullable AsyncTaskExecutor getExecutor() {
+      return own.getExecutor();
+    }
+
+    @Override
+    public void setBeanFactory(BeanFactory beanFactory) {
+      own.setBeanFactory(beanFactory);
+    }
+  }
+
+  /** One of Spring MVC's async work handlers, given guarded requests' values shielded. */
+  private final class Shielding implements HandlerMethodReturnValueHandler {
+    private final HandlerMethodReturnValueHandler handler;
+
+    Shielding(HandlerMethodReturnValueHandler handler) {
+      this.handler = handler;
+    }
+
+    @Override
+    public boolean supportsReturnType(MethodParameter returnType) {
+      return handler.supportsReturnType(returnType);
+    }
+
+    @Override
+    public void handleReturnValue(
+        @Nullable Object returnValue,
+        MethodParameter returnType,
+        ModelAndViewContainer mavContainer,
+        NativeWebRequest webRequest)
+        throws Exception {
+      handler.handleReturnValue(
+          shielded(returnValue, webRequest), returnType, mavContainer, webRequest);
+    }
+  }
+}
