@@ -42,6 +42,12 @@ final class ListenerMethod {
   /** The index of the batch parameter, or -1 for a record listener. */
   final int batchIndex;
 
+  /**
+   * Whether the key is read from the message's headers (a header, or an expression over {@code
+   * #headers}), which a batch element must then be matched to its own record for.
+   */
+  final boolean keyReadsHeaders;
+
   final Type resultType;
   final Method method;
   final Class<?> userClass;
@@ -61,6 +67,7 @@ final class ListenerMethod {
       Duration ttl,
       boolean acknowledgeStoredFailure,
       int batchIndex,
+      boolean keyReadsHeaders,
       Type resultType,
       ParameterNameDiscoverer parameterNames) {
     this.method = method;
@@ -73,6 +80,7 @@ final class ListenerMethod {
     this.ttl = ttl;
     this.acknowledgeStoredFailure = acknowledgeStoredFailure;
     this.batchIndex = batchIndex;
+    this.keyReadsHeaders = keyReadsHeaders;
     this.resultType = resultType;
     this.parameterNames = parameterNames;
   }
@@ -109,12 +117,14 @@ final class ListenerMethod {
     int batchIndex = batchParameter(method);
     Expression key = null;
     String header = "";
+    boolean keyReadsHeaders = true;
     if (!annotation.key().isEmpty()) {
       if (annotation.key().isBlank()) {
         throw new IllegalStateException(where + " has a blank key expression");
       }
       key = ExpressionAttributes.parse(where, "key", annotation.key(), parser);
-      checkVariables(where, method, annotation.key(), key, batchIndex >= 0, parameterNames);
+      keyReadsHeaders =
+          checkVariables(where, method, annotation.key(), key, batchIndex >= 0, parameterNames);
     } else {
       header = annotation.header().isEmpty() ? defaultHeader : annotation.header();
       if (header == null || header.isBlank()) {
@@ -145,6 +155,7 @@ final class ListenerMethod {
         ttl,
         acknowledge,
         batchIndex,
+        keyReadsHeaders,
         resultType,
         parameterNames);
   }
@@ -173,8 +184,10 @@ final class ListenerMethod {
   /**
    * Every {@code #variable} must be a parameter (by name, or {@code #p0}/{@code #a0}), {@code
    * #payload} or {@code #headers}; a batch listener's key knows only the latter two.
+   *
+   * @return whether the expression reads {@code #headers}
    */
-  private static void checkVariables(
+  private static boolean checkVariables(
       String where,
       Method method,
       String source,
@@ -182,6 +195,7 @@ final class ListenerMethod {
       boolean batch,
       ParameterNameDiscoverer parameterNames) {
     String[] names = parameterNames.getParameterNames(method);
+    boolean[] readsHeaders = {false};
     ExpressionAttributes.checkVariables(
         where,
         "key",
@@ -189,6 +203,7 @@ final class ListenerMethod {
         expression,
         variable -> {
           if (DELIVERY_VARIABLES.contains(variable)) {
+            readsHeaders[0] |= variable.equals("headers");
             return null;
           }
           if (batch) {
@@ -200,6 +215,7 @@ final class ListenerMethod {
           return ExpressionAttributes.parameterProblem(
               variable, method, names, " (and #payload, #headers)");
         });
+    return readsHeaders[0];
   }
 
   /**
