@@ -5,12 +5,9 @@ import dev.idempotency.spring.ExpressionAttributes;
 import dev.idempotency.spring.KeyValues;
 import dev.idempotency.spring.NameAttribute;
 import dev.idempotency.spring.TtlAttribute;
-import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
-import java.lang.reflect.Parameter;
 import java.lang.reflect.Type;
 import java.time.Duration;
-import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Function;
@@ -114,7 +111,7 @@ final class ListenerMethod {
       throw new IllegalStateException(
           where + " names both a key expression and a header; keep one of them");
     }
-    int batchIndex = batchParameter(where, method);
+    int batchIndex = BatchParameters.indexOf(where, method);
     Expression key = null;
     String header = "";
     boolean keyReadsHeaders = true;
@@ -158,82 +155,6 @@ final class ListenerMethod {
         keyReadsHeaders,
         resultType,
         parameterNames);
-  }
-
-  /**
-   * The first {@code List} parameter that is not a header, or -1.
-   *
-   * @throws IllegalStateException if the method takes its batch in a shape the starter cannot read
-   *     message by message: Kafka's {@code ConsumerRecords}, or no {@code List} in a listener that
-   *     {@code @KafkaListener(batch = "true")} makes a batch listener (a {@code Collection}, an
-   *     {@code Iterable}, ...). Run as a record listener, it would find no key and dead-letter
-   *     every message unsent
-   */
-  private static int batchParameter(String where, Method method) {
-    Parameter[] parameters = method.getParameters();
-    int batch = -1;
-    for (int i = 0; i < parameters.length; i++) {
-      if (isKafkaConsumerRecords(parameters[i].getType())) {
-        throw new IllegalStateException(
-            where
-                + " takes its batch as Kafka's "
-                + parameters[i].getType().getSimpleName()
-                + ", which the starter cannot hand out message by message (each message's key,"
-                + " lease check and failure index); take the batch as List<ConsumerRecord<K, V>>"
-                + " (or List<Message<?>>, or a List of payloads)");
-      }
-      if (batch < 0
-          && List.class.isAssignableFrom(parameters[i].getType())
-          && !isHeader(parameters[i])) {
-        batch = i;
-      }
-    }
-    if (batch < 0 && declaresKafkaBatch(method)) {
-      throw new IllegalStateException(
-          where
-              + " is a batch listener (@KafkaListener(batch = \"true\")) with no List parameter"
-              + " to take its batch: the starter reads a batch only from a List"
-              + " (List<ConsumerRecord<K, V>>, List<Message<?>> or a List of payloads)");
-    }
-    return batch;
-  }
-
-  /** Whether {@code type} is (or extends) Kafka's {@code ConsumerRecords}, found by name. */
-  private static boolean isKafkaConsumerRecords(Class<?> type) {
-    for (Class<?> each = type; each != null; each = each.getSuperclass()) {
-      if (each.getName().equals("org.apache.kafka.clients.consumer.ConsumerRecords")) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  /**
-   * Whether the method's {@code @KafkaListener} says {@code batch = "true"} (a literal; a
-   * placeholder or the factory's default is not known here).
-   */
-  private static boolean declaresKafkaBatch(Method method) {
-    for (Annotation annotation : method.getAnnotations()) {
-      if (annotation
-          .annotationType()
-          .getName()
-          .equals("org.springframework.kafka.annotation.KafkaListener")) {
-        Object batch =
-            org.springframework.core.annotation.AnnotationUtils.getValue(annotation, "batch");
-        return "true".equals(batch);
-      }
-    }
-    return false;
-  }
-
-  private static boolean isHeader(Parameter parameter) {
-    for (Annotation annotation : parameter.getAnnotations()) {
-      String simpleName = annotation.annotationType().getSimpleName();
-      if (simpleName.equals("Header") || simpleName.equals("Headers")) {
-        return true;
-      }
-    }
-    return false;
   }
 
   /**

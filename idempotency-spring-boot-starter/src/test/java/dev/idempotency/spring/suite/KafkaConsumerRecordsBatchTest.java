@@ -46,6 +46,56 @@ class KafkaConsumerRecordsBatchTest {
     assertThat(provider.sends(LISTENER)).as("sends").isZero();
   }
 
+  @Test
+  void aListenerThatTheFactoryMakesABatchListenerWithNoListFailsTheStart() {
+    SuiteProvider provider = new SuiteProvider();
+    String topic = "idem.factory-batch-collection-" + UUID.randomUUID();
+    assertThatThrownBy(
+            () ->
+                KafkaListenerApplication.start(
+                        new SwitchableKeyStore(),
+                        provider,
+                        new CountDownLatch(1),
+                        topic,
+                        "none",
+                        new Class<?>[] {CollectionListeners.class},
+                        "spring.kafka.listener.type=batch")
+                    .close())
+        .hasStackTraceContaining(CollectionListener.class.getName() + ".payloads(..)")
+        .hasStackTraceContaining("is a batch listener (its container factory is one")
+        .hasStackTraceContaining("List<ConsumerRecord<K, V>>");
+    assertThat(provider.sends(LISTENER)).as("sends").isZero();
+  }
+
+  /** A listener taking a Collection, made a batch listener by Boot's listener type only. */
+  @Configuration(proxyBeanMethods = false)
+  static class CollectionListeners {
+    @Bean
+    CollectionListener collectionListener(SuiteProvider provider) {
+      return new CollectionListener(provider);
+    }
+  }
+
+  /** Sends each payload of its batch. */
+  public static class CollectionListener {
+    private final SuiteProvider provider;
+
+    CollectionListener(SuiteProvider provider) {
+      this.provider = provider;
+    }
+
+    @KafkaListener(
+        id = LISTENER + "-collection",
+        topics = "${suite.kafka.topic}",
+        groupId = "${suite.kafka.topic}")
+    @IdempotentListener(name = LISTENER + "-collection")
+    public void payloads(java.util.Collection<String> payloads) {
+      for (String payload : payloads) {
+        provider.send(LISTENER);
+      }
+    }
+  }
+
   /** The test's listener, added to the suite's Kafka application. */
   @Configuration(proxyBeanMethods = false)
   static class RecordsListeners {
