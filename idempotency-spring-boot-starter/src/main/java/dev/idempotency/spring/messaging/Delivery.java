@@ -115,12 +115,16 @@ record Delivery(
   }
 
   /**
-   * Where each of a batch listener's {@code elements} sits among the messages the container polled:
-   * found by identity (the record itself, or its value when the listener takes payloads that were
-   * not converted), in order; or, if the listener got every message, its own index. {@code null} if
-   * that cannot be told (a filtered batch of converted payloads): then no element may be read with
-   * a polled message's headers, and an element's index is the safe one to report, since every
-   * polled message before it was filtered out or came before it in the listener's list.
+   * Where each of a batch listener's {@code elements} sits among the messages the container polled,
+   * in order: a record or a message by its own identity only (the record itself, or the topic,
+   * partition and offset a Spring message of a Kafka record carries), a payload by the identity of
+   * its value when exactly one polled record not yet matched has it; or, if the listener got every
+   * message, its own index. {@code null} if that cannot be told (a filtered batch of converted
+   * payloads, or of values that several records share, such as the small {@code Integer}s Kafka's
+   * deserializer boxes into one cached object): then no element may be read with a polled message's
+   * headers (the key of another record would be lent to it), and an element's index is the safe one
+   * to report, since every polled message before it was filtered out or came before it in the
+   * listener's list.
    */
   int @Nullable [] positionsOf(List<?> elements) {
     int size = elements.size();
@@ -128,15 +132,7 @@ record Delivery(
       int[] positions = new int[size];
       int next = 0;
       for (int i = 0; i < size && next >= 0; i++) {
-        Object element = elements.get(i);
-        Object payload = Messages.payloadOf(element);
-        int found = -1;
-        for (int j = next; j < polled.size() && found < 0; j++) {
-          Object message = polled.get(j);
-          if (message == element || (payload != null && payload == Messages.payloadOf(message))) {
-            found = j;
-          }
-        }
+        int found = positionOf(elements.get(i), next);
         positions[i] = found;
         next = found < 0 ? -1 : found + 1;
       }
@@ -152,6 +148,32 @@ record Delivery(
       same[i] = i;
     }
     return same;
+  }
+
+  /**
+   * The index of {@code element} among the polled messages from {@code from} on, or -1 if it is not
+   * there or a payload that more than one of them has (ambiguous: never guessed).
+   */
+  private int positionOf(@Nullable Object element, int from) {
+    if (element == null) {
+      return -1;
+    }
+    boolean message = Messages.headersOf(element) != null;
+    int found = -1;
+    for (int j = from; j < polled.size(); j++) {
+      Object candidate = polled.get(j);
+      if (message) {
+        if (Messages.isMessageOf(element, candidate)) {
+          return j;
+        }
+      } else if (element == Messages.payloadOf(candidate)) {
+        if (found >= 0) {
+          return -1;
+        }
+        found = j;
+      }
+    }
+    return found;
   }
 
   /** The headers of message {@code index}, or none. */

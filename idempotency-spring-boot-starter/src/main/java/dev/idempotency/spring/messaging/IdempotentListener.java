@@ -55,7 +55,12 @@ import java.lang.annotation.Target;
  * object (and as {@code #payload}). A failure is reported as the container expects: Spring Kafka's
  * {@code BatchListenerFailedException} with the index in the batch it polled (a {@code
  * RecordFilterStrategy} may have left the listener fewer messages: each is matched to its record,
- * so it is keyed by its own headers and named where the error handler looks).
+ * so it is keyed by its own headers and named where the error handler looks; a record or message by
+ * its own identity, a payload by its value object only where no other polled record holds the same
+ * object, else a header-keyed delivery is deferred with a WARN to take records or messages). A
+ * batch is read only from a {@code List}: Kafka's {@code ConsumerRecords}, or a Kafka batch
+ * listener ({@code batch = "true"}, or by its container factory) with no {@code List} parameter,
+ * fails the start.
  *
  * <p>RabbitMQ's {@code MANUAL} acknowledgement is not supported (a replay does not run the
  * listener, so nothing would acknowledge it): such a container fails the application at startup.

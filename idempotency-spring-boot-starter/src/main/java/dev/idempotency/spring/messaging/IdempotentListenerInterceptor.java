@@ -175,6 +175,25 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     return new DeferredDeliveryException(method.name, keyDigest, reason, cause);
   }
 
+  /**
+   * The deferral of a filtered Kafka batch whose payloads cannot be matched to their records (a
+   * converter replaced them, or several records share one value object), while the key is read from
+   * headers: no message is read with another's key (lent, it would record one message as sent and
+   * replay the other unsent), none is dead-lettered for it, and the batch comes back until the
+   * listener takes records or messages. Logged at WARN: the listener needs a change.
+   */
+  static DeferredDeliveryException unmatchedPayloads(ListenerMethod method) {
+    String reason =
+        "its batch was filtered (RecordFilterStrategy) and its payloads cannot be matched to their"
+            + " records (converted, or one value object shared by several records, as Kafka's"
+            + " IntegerDeserializer gives small numbers), so their key headers cannot be read;"
+            + " nothing ran and the batch comes back. Take the batch as List<ConsumerRecord<K, V>>"
+            + " or List<Message<?>>, or key the listener by the payload";
+    log.warn("Listener {} cannot run a delivery: {}", method.name, reason);
+    return new DeferredDeliveryException(
+        method.name, "unmatched", reason, new IllegalStateException(reason));
+  }
+
   /** The listener's own checked exception, not the guard's wrapper of it. */
   private static Throwable ownFailure(SendFailedException error, Throwable[] thrown) {
     Throwable cause = error.getCause();

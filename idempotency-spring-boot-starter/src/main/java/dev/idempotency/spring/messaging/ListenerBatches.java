@@ -95,6 +95,14 @@ final class ListenerBatches {
     InvalidIdempotencyKeyException poisonCause = null;
     // where each element sits among the messages the container polled (a filter may drop some)
     int[] positions = delivery != null && delivery.batch() ? delivery.positionsOf(elements) : null;
+    if (positions == null
+        && delivery != null
+        && delivery.batch()
+        && method.keyReadsHeaders
+        && Messages.headersOf(elements.get(0)) == null) {
+      // payloads of a filtered batch that cannot be told apart: never read with another's key
+      throw failures.failedAt(0, IdempotentListenerInterceptor.unmatchedPayloads(method));
+    }
     for (int i = 0; i < size && poison == size; i++) {
       Object element = elements.get(i);
       Map<String, Object> headers =

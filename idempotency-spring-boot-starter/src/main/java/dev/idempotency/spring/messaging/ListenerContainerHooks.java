@@ -57,7 +57,7 @@ public final class ListenerContainerHooks {
           }
           return CreatedContainers.observe(
               factory,
-              ListenerContainerHooks::kafkaEndpoint,
+              endpoint -> kafkaEndpoint(endpoint, factory),
               container -> kafkaContainer(container, backOff));
         }
         return bean;
@@ -146,8 +146,14 @@ public final class ListenerContainerHooks {
                 .forEach(container -> kafkaContainer(container, backOff)));
   }
 
-  /** Registers the methods of a Spring Kafka method endpoint as listener methods. */
-  private static void kafkaEndpoint(Object endpoint) {
+  /**
+   * Registers the methods of a Spring Kafka method endpoint as listener methods, and refuses an
+   * {@link IdempotentListener} that the endpoint or its factory makes a batch listener while it
+   * takes no {@code List} ({@link BatchParameters#checkBatchListener}).
+   */
+  private static void kafkaEndpoint(
+      Object endpoint,
+      org.springframework.kafka.config.AbstractKafkaListenerContainerFactory<?, ?, ?> factory) {
     if (endpoint
         instanceof org.springframework.kafka.config.MultiMethodKafkaListenerEndpoint<?, ?> multi) {
       if (multi.getMethods() != null) {
@@ -160,6 +166,13 @@ public final class ListenerContainerHooks {
     if (endpoint
         instanceof org.springframework.kafka.config.MethodKafkaListenerEndpoint<?, ?> method) {
       ListenerEndpointMethods.register(method.getBean(), method.getMethod());
+      Boolean batch = method.getBatchListener();
+      if (batch == null) {
+        batch = factory.isBatchListener();
+      }
+      if (Boolean.TRUE.equals(batch) && method.getMethod() != null) {
+        BatchParameters.checkBatchListener(method.getMethod());
+      }
     }
   }
 

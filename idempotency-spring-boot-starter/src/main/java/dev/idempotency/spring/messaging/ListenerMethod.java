@@ -5,12 +5,9 @@ import dev.idempotency.spring.ExpressionAttributes;
 import dev.idempotency.spring.KeyValues;
 import dev.idempotency.spring.NameAttribute;
 import dev.idempotency.spring.TtlAttribute;
-import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
-import java.lang.reflect.Parameter;
 import java.lang.reflect.Type;
 import java.time.Duration;
-import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Function;
@@ -42,6 +39,12 @@ final class ListenerMethod {
   /** The index of the batch parameter, or -1 for a record listener. */
   final int batchIndex;
 
+  /**
+   * Whether the key is read from the message's headers (a header, or an expression over {@code
+   * #headers}), which a batch element must then be matched to its own record for.
+   */
+  final boolean keyReadsHeaders;
+
   final Type resultType;
   final Method method;
   final Class<?> userClass;
@@ -61,6 +64,7 @@ final class ListenerMethod {
       Duration ttl,
       boolean acknowledgeStoredFailure,
       int batchIndex,
+      boolean keyReadsHeaders,
       Type resultType,
       ParameterNameDiscoverer parameterNames) {
     this.method = method;
@@ -73,6 +77,7 @@ final class ListenerMethod {
     this.ttl = ttl;
     this.acknowledgeStoredFailure = acknowledgeStoredFailure;
     this.batchIndex = batchIndex;
+    this.keyReadsHeaders = keyReadsHeaders;
     this.resultType = resultType;
     this.parameterNames = parameterNames;
   }
@@ -106,15 +111,17 @@ final class ListenerMethod {
       throw new IllegalStateException(
           where + " names both a key expression and a header; keep one of them");
     }
-    int batchIndex = batchParameter(method);
+    int batchIndex = BatchParameters.indexOf(where, method);
     Expression key = null;
     String header = "";
+    boolean keyReadsHeaders = true;
     if (!annotation.key().isEmpty()) {
       if (annotation.key().isBlank()) {
         throw new IllegalStateException(where + " has a blank key expression");
       }
       key = ExpressionAttributes.parse(where, "key", annotation.key(), parser);
-      checkVariables(where, method, annotation.key(), key, batchIndex >= 0, parameterNames);
+      keyReadsHeaders =
+          checkVariables(where, method, annotation.key(), key, batchIndex >= 0, parameterNames);
     } else {
       header = annotation.header().isEmpty() ? defaultHeader : annotation.header();
       if (header == null || header.isBlank()) {
@@ -145,36 +152,18 @@ final class ListenerMethod {
         ttl,
         acknowledge,
         batchIndex,
+        keyReadsHeaders,
         resultType,
         parameterNames);
-  }
-
-  /** The first {@code List} parameter that is not a header, or -1. */
-  private static int batchParameter(Method method) {
-    Parameter[] parameters = method.getParameters();
-    for (int i = 0; i < parameters.length; i++) {
-      if (List.class.isAssignableFrom(parameters[i].getType()) && !isHeader(parameters[i])) {
-        return i;
-      }
-    }
-    return -1;
-  }
-
-  private static boolean isHeader(Parameter parameter) {
-    for (Annotation annotation : parameter.getAnnotations()) {
-      String simpleName = annotation.annotationType().getSimpleName();
-      if (simpleName.equals("Header") || simpleName.equals("Headers")) {
-        return true;
-      }
-    }
-    return false;
   }
 
   /**
    * Every {@code #variable} must be a parameter (by name, or {@code #p0}/{@code #a0}), {@code
    * #payload} or {@code #headers}; a batch listener's key knows only the latter two.
+   *
+   * @return whether the expression reads {@code #headers}
    */
-  private static void checkVariables(
+  private static boolean checkVariables(
       String where,
       Method method,
       String source,
@@ -182,6 +171,7 @@ final class ListenerMethod {
       boolean batch,
       ParameterNameDiscoverer parameterNames) {
     String[] names = parameterNames.getParameterNames(method);
+    boolean[] readsHeaders = {false};
     ExpressionAttributes.checkVariables(
         where,
         "key",
@@ -189,6 +179,7 @@ final class ListenerMethod {
         expression,
         variable -> {
           if (DELIVERY_VARIABLES.contains(variable)) {
+            readsHeaders[0] |= variable.equals("headers");
             return null;
           }
           if (batch) {
@@ -200,6 +191,7 @@ final class ListenerMethod {
           return ExpressionAttributes.parameterProblem(
               variable, method, names, " (and #payload, #headers)");
         });
+    return readsHeaders[0];
   }
 
   /**

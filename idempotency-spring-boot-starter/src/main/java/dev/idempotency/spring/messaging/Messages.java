@@ -22,6 +22,12 @@ final class Messages {
       ClassUtils.isPresent(
           "org.apache.kafka.clients.consumer.ConsumerRecord", Messages.class.getClassLoader());
 
+  private static final boolean KAFKA_MESSAGING =
+      MESSAGING
+          && KAFKA
+          && ClassUtils.isPresent(
+              "org.springframework.kafka.support.KafkaHeaders", Messages.class.getClassLoader());
+
   private static final boolean KAFKA_ACK =
       ClassUtils.isPresent(
           "org.springframework.kafka.support.Acknowledgment", Messages.class.getClassLoader());
@@ -40,6 +46,31 @@ final class Messages {
       return record.value();
     }
     return element;
+  }
+
+  /**
+   * Whether a listener's {@code element} is the polled {@code record}: the record itself, or a
+   * Spring message built from it (the same topic, partition and offset). Never by value: two
+   * records may share one value object.
+   */
+  static boolean isMessageOf(Object element, Object record) {
+    if (element == record) {
+      return true;
+    }
+    if (KAFKA_MESSAGING
+        && element instanceof org.springframework.messaging.Message<?> message
+        && record instanceof ConsumerRecord<?, ?> polled) {
+      Map<String, Object> headers = message.getHeaders();
+      return Long.valueOf(polled.offset())
+              .equals(headers.get(org.springframework.kafka.support.KafkaHeaders.OFFSET))
+          && Integer.valueOf(polled.partition())
+              .equals(
+                  headers.get(org.springframework.kafka.support.KafkaHeaders.RECEIVED_PARTITION))
+          && polled
+              .topic()
+              .equals(headers.get(org.springframework.kafka.support.KafkaHeaders.RECEIVED_TOPIC));
+    }
+    return false;
   }
 
   /** The headers an argument carries itself (a Spring message, a Kafka record), or none. */
