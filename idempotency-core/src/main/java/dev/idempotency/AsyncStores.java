@@ -33,11 +33,11 @@ final class AsyncStores {
   /**
    * A claim of {@code call} on a store that {@link #queuesCalls queues its calls}, which asks the
    * guard's breaker ({@link CallSupport#breakerRefusal()}) when it starts rather than when it was
-   * queued, and tells the breaker of a failure before its thread takes the next queued claim
-   * ({@link CallSupport#claimFailedWhereAsked}): during an outage that hangs the store, the claims
-   * queued before the first failure then fail at once with the breaker's refusal (nothing sent, the
-   * store not asked) instead of each waiting the store's own bound in turn. Outcome writes and
-   * releases are never refused this way: they follow a send.
+   * queued, and tells the breaker of an answer or a failure before its thread takes the next queued
+   * claim ({@link CallSupport#claimFailedWhereAsked}): during an outage that hangs the store, the
+   * claims queued before the first failure then fail at once with the breaker's refusal (nothing
+   * sent, the store not asked) instead of each waiting the store's own bound in turn. Outcome
+   * writes and releases are never refused this way: they follow a send.
    *
    * @param store a store for which {@link #queuesCalls} is true
    * @param request the claim
@@ -53,11 +53,16 @@ final class AsyncStores {
           if (refused != null) {
             throw refused;
           }
+          ClaimResult answer;
           try {
-            return queued.store.claim(request);
+            answer = queued.store.claim(request);
           } catch (RuntimeException failure) {
             throw call.claimFailedWhereAsked(failure);
           }
+          if (!(answer instanceof ClaimResult.Failed)) {
+            call.settings.outages.storeAnswered(); // a trial's answer lets the next queued claim in
+          }
+          return answer;
         });
   }
 

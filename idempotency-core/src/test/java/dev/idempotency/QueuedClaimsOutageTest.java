@@ -143,6 +143,58 @@ class QueuedClaimsOutageTest {
     }
   }
 
+  /**
+   * Once the guard's probe saw the store answer again (half-open), the claims that were queued
+   * meanwhile take their turn: the first to start is the one trial, and its answer, told to the
+   * breaker before the store's thread takes the next claim, lets the rest go to the store. None of
+   * them held the trial while it waited in the queue, and none is refused by a store that answers.
+   */
+  @Test
+  void claimsQueuedWhileHalfOpenAreSentOnceTheFirstOfThemIsAnswered() throws Exception {
+    HangingStore store = new HangingStore(InMemoryKeyStore.builder().build());
+    store.failNow.countDown(); // while down, fail at once
+    try (IdempotencyGuard guard =
+        IdempotencyGuard.builder().store(store).blockingStoreExecutor(storeIo).build()) {
+      store.down.set(true);
+      CompletableFuture<String> failed =
+          guard
+              .executeAsync("queued:" + UUID.randomUUID(), TTL, AsyncSender.of(ctx -> "sent"))
+              .toCompletableFuture();
+      assertThat(failureOf(failed)).isInstanceOf(KeyStoreException.class);
+      store.down.set(false);
+      StoreOutages outages = guard.settings().outages;
+      IdempotencyGuardTest.await(
+          () -> outages.failing() && outages.refusalBeforeQueueing() == null,
+          "the guard's probe to see the store answer (half-open)");
+
+      CountDownLatch storeThreadBusy = new CountDownLatch(1);
+      CountDownLatch freeStoreThread = new CountDownLatch(1);
+      storeIo.execute(
+          () -> {
+            storeThreadBusy.countDown();
+            try {
+              freeStoreThread.await(WAIT_SECONDS, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+          });
+      assertThat(storeThreadBusy.await(WAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
+      List<CompletableFuture<String>> queued = new ArrayList<>();
+      for (int i = 0; i < 5; i++) {
+        queued.add(
+            guard
+                .executeAsync("queued:" + UUID.randomUUID(), TTL, AsyncSender.of(ctx -> "sent"))
+                .toCompletableFuture());
+      }
+      freeStoreThread.countDown();
+
+      for (CompletableFuture<String> call : queued) {
+        assertThat(call.get(WAIT_SECONDS, TimeUnit.SECONDS)).isEqualTo("sent");
+      }
+      assertThat(outages.failing()).as("the breaker closed").isFalse();
+    }
+  }
+
   private static void assertQueuedClaimsRefused(
       HangingStore store, List<CompletableFuture<String>> queued, AtomicInteger sends)
       throws Exception {
