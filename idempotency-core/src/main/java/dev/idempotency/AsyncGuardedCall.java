@@ -75,12 +75,18 @@ final class AsyncGuardedCall<T> {
     long askedAt = call.settings.leaseNow(now);
     long askedAtMono = GuardSettings.monoNow();
     CompletionStage<ClaimResult> answer;
-    KeyStoreException refusal = call.breakerRefusal();
+    // a blocking store's claim may wait in the executor's queue: it asks the breaker as it starts
+    boolean queued = AsyncStores.queuesCalls(call.settings.asyncStore);
+    KeyStoreException refusal =
+        queued ? call.breakerRefusalBeforeQueueing() : call.breakerRefusal();
     if (refusal != null) {
       answer = CompletableFuture.failedFuture(refusal);
     } else {
       try {
-        answer = call.settings.asyncStore.claimAsync(claim);
+        answer =
+            queued
+                ? AsyncStores.claimWhenStarted(call.settings.asyncStore, claim, call)
+                : call.settings.asyncStore.claimAsync(claim);
       } catch (RuntimeException e) {
         answer = CompletableFuture.failedFuture(e);
       } catch (Error e) {

@@ -25,6 +25,47 @@ final class AsyncStores {
     return new OnExecutor(store, blockingStoreExecutor);
   }
 
+  /** Whether {@code store}'s calls wait their turn on an executor ({@link #of} made it so). */
+  static boolean queuesCalls(AsyncKeyStore store) {
+    return store instanceof OnExecutor;
+  }
+
+  /**
+   * A claim of {@code call} on a store that {@link #queuesCalls queues its calls}, which asks the
+   * guard's breaker ({@link CallSupport#breakerRefusal()}) when it starts rather than when it was
+   * queued, and tells the breaker of an answer or a failure before its thread takes the next queued
+   * claim ({@link CallSupport#claimFailedWhereAsked}): during an outage that hangs the store, the
+   * claims queued before the first failure then fail at once with the breaker's refusal (nothing
+   * sent, the store not asked) instead of each waiting the store's own bound in turn. Outcome
+   * writes and releases are never refused this way: they follow a send.
+   *
+   * @param store a store for which {@link #queuesCalls} is true
+   * @param request the claim
+   * @param call the call that claims
+   * @return the store's answer, or the refusal or failure as a failed stage
+   */
+  static CompletionStage<ClaimResult> claimWhenStarted(
+      AsyncKeyStore store, ClaimRequest request, CallSupport<?> call) {
+    OnExecutor queued = (OnExecutor) store;
+    return queued.run(
+        () -> {
+          KeyStoreException refused = call.breakerRefusal();
+          if (refused != null) {
+            throw refused;
+          }
+          ClaimResult answer;
+          try {
+            answer = queued.store.claim(request);
+          } catch (RuntimeException failure) {
+            throw call.claimFailedWhereAsked(failure);
+          }
+          if (!(answer instanceof ClaimResult.Failed)) {
+            call.settings.outages.storeAnswered(); // a trial's answer lets the next queued claim in
+          }
+          return answer;
+        });
+  }
+
   /** A blocking store whose calls run on an executor, so the caller's thread never blocks. */
   private record OnExecutor(KeyStore store, Executor executor) implements AsyncKeyStore {
 

@@ -76,6 +76,9 @@ final class CallSupport<T> {
   private long waitStartNanos;
   private long pollNanos = FIRST_POLL_NANOS;
 
+  /** A claim failure already told to the breaker ({@link #claimFailedWhereAsked}). */
+  private volatile KeyStoreException reportedWhereAsked;
+
   /** Whether replays may fill (and be answered from) the guard's near cache. */
   private boolean usesNearCache = true;
 
@@ -201,18 +204,44 @@ final class CallSupport<T> {
   }
 
   private KeyStoreException claimFailed(Throwable failure) {
-    KeyStoreException storeFailure =
-        failure instanceof KeyStoreException e
-            ? e
-            : new KeyStoreException("The key store failed to claim key " + keyId, failure);
+    KeyStoreException storeFailure = asStoreFailure(failure);
+    if (storeFailure != reportedWhereAsked) {
+      reportToBreaker(storeFailure);
+    }
+    events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
+    return storeFailure;
+  }
+
+  /**
+   * A claim failed on the thread that asked the store (a blocking store's executor): tells the
+   * breaker there and then, before the thread takes its next queued claim, which is then refused
+   * rather than sent to the failing store; {@link #decide} does not count it again.
+   *
+   * @return the failure for {@link #decide}
+   */
+  RuntimeException claimFailedWhereAsked(RuntimeException failure) {
+    if (failure instanceof UnreadableRecordException) {
+      return failure; // the store answered: that key's error, decided later
+    }
+    KeyStoreException storeFailure = asStoreFailure(failure);
+    reportedWhereAsked = storeFailure;
+    reportToBreaker(storeFailure);
+    return storeFailure;
+  }
+
+  private KeyStoreException asStoreFailure(Throwable failure) {
+    return failure instanceof KeyStoreException e
+        ? e
+        : new KeyStoreException("The key store failed to claim key " + keyId, failure);
+  }
+
+  private void reportToBreaker(KeyStoreException storeFailure) {
     if (Thread.currentThread().isInterrupted()) {
       // a wait the application interrupted (a pool gives up on it) says nothing of the store
       settings.outages.claimAbandoned();
     } else {
       settings.outages.storeFailed("a claim failed", storeFailure);
     }
-    events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
-    return storeFailure;
   }
 
   /**
@@ -363,6 +392,16 @@ final class CallSupport<T> {
    */
   @Nullable KeyStoreException breakerRefusal() {
     return settings.failsOpen(request.operation()) ? null : settings.outages.refusal();
+  }
+
+  /**
+   * The breaker's refusal for a claim about to be queued on a blocking store's executor ({@link
+   * StoreOutages#refusalBeforeQueueing()}), which asks {@link #breakerRefusal()} when it starts.
+   */
+  @Nullable KeyStoreException breakerRefusalBeforeQueueing() {
+    return settings.failsOpen(request.operation())
+        ? null
+        : settings.outages.refusalBeforeQueueing();
   }
 
   /**

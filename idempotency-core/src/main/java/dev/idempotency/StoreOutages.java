@@ -29,7 +29,12 @@ import org.slf4j.LoggerFactory;
  *       failed meanwhile; its failure opens it again.
  * </ol>
  *
- * A store that cannot read single records is probed by that trial claim alone, after the same
+ * A claim that waits in a queue before it reaches the store (an async call's claim on a blocking
+ * store's executor) asks the breaker when it starts ({@link #refusal()}), not only when it was
+ * queued ({@link #refusalBeforeQueueing()}), so a backlog queued before the first failure is
+ * refused at once rather than asking a hung store in turn.
+ *
+ * <p>A store that cannot read single records is probed by that trial claim alone, after the same
  * pause. Outcomes and renewals of sends that happened are always tried, whatever the state.
  *
  * <p>Thread-safe.
@@ -235,6 +240,27 @@ final class StoreOutages {
         && trialStartedNanos.compareAndSet(trialStarted, now)) {
       return null;
     }
+    return refused(consequence);
+  }
+
+  /**
+   * {@link #refusal()} for a claim about to be queued (on the executor of a blocking store), which
+   * asks {@link #refusal()} again when it starts: refused at once while the store is known to fail,
+   * but never made the trial here, so that no claim holds the trial while it waits in a queue; a
+   * half-open breaker lets it queue, and the trial is the first queued claim to start.
+   */
+  KeyStoreException refusalBeforeQueueing() {
+    int current = state.get();
+    if (current == CLOSED || current == HALF_OPEN) {
+      return null;
+    }
+    if (current == TRIAL && System.nanoTime() - trialStartedNanos.get() > TRIAL_TIMEOUT_NANOS) {
+      return null;
+    }
+    return refused("nothing was sent");
+  }
+
+  private KeyStoreException refused(String consequence) {
     Throwable cause = lastFailure;
     return new Refused(
         "The "
