@@ -11,12 +11,11 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probe (probe42l, issue 37's left-overs): the JMS listener's send outlives the application's
- * shutdown phase ({@code spring.lifecycle.timeout-per-shutdown-phase=1s}), so Spring's {@code
+ * Issue 37 (found by probe42l): the JMS listener's send outlives the application's shutdown phase
+ * ({@code spring.lifecycle.timeout-per-shutdown-phase=1s}), so Spring's {@code
  * DefaultMessageListenerContainer} shuts down while the send runs. Its {@code doShutdown} then
  * interrupts the consumer's thread once per receive timeout for as long as the invoker is inside
  * {@code receiveAndExecute} (listener and session commit included); {@code
@@ -25,14 +24,13 @@ import org.junit.jupiter.api.Test;
  * close grace period), never a release of a key whose send happened; another consumer of the store
  * (the redelivery, or a republished copy) replays it.
  *
- * <p>Open finding: the starter commits the session itself before recording ({@code
- * JmsDeliveryListener.commitThenComplete}), with the interrupt the send left cleared; the
- * container's next interrupt lands in Artemis's blocking commit, which fails ({@code
- * ActiveMQInterruptedException}); the starter takes the failed commit for a rollback and releases
- * the key: the next delivery of the key sends again.
+ * <p>Fixed: the interrupt landed in Artemis's blocking session commit, which the starter makes
+ * before it records ({@code ActiveMQInterruptedException}), and the starter took the failed commit
+ * for a rollback and released the key, so the next delivery of the key sent again. A commit that an
+ * interrupt failed is now tried again with the interrupt held back, and never releases the key
+ * ({@code JmsSessionCommit}).
  */
-@Tag("open-finding")
-class JmsShutdownInterruptProbeTest {
+class JmsShutdownInterruptTest {
 
   @Test
   void aSendThatOutlivesTheShutdownPhaseIsRecordedThoughTheContainerInterruptsItsThread()
