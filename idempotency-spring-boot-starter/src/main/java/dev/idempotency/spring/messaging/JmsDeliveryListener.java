@@ -85,7 +85,7 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
         if (!listenerReturned) {
           ContainerTransactions.complete(completions, false);
         } else if (!completions.isEmpty()) {
-          JmsSessionCommit.commitThenComplete(session, completions, delegate);
+          JmsSessionCommit.commitThenComplete(session, completions, delegate, message);
         }
       }
     }

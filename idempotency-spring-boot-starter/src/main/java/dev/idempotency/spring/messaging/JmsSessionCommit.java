@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import jakarta.jms.JMSException;
+import jakarta.jms.Message;
 import jakarta.jms.Session;
 import java.io.InterruptedIOException;
 import java.time.Duration;
@@ -47,10 +48,15 @@ final class JmsSessionCommit {
    * Commits {@code session}, then completes {@code completions}: recorded if it committed (or its
    * fate is unknown because interrupts kept failing it), released if the commit was refused.
    *
+   * @param listener the container's message listener, named in the log
+   * @param message the delivery, whose destination is named in the log
    * @throws JMSException the commit's failure, once the completions ran
    */
   static void commitThenComplete(
-      Session session, List<ContainerTransactions.Completion> completions, Object listener)
+      Session session,
+      List<ContainerTransactions.Completion> completions,
+      Object listener,
+      Message message)
       throws JMSException {
     boolean interrupted = Thread.interrupted();
     boolean commitInterrupted = false;
@@ -72,10 +78,12 @@ final class JmsSessionCommit {
             throw failure;
           }
           log.warn(
-              "The session commit of JMS listener {} kept failing while the container interrupted"
-                  + " its thread (it shuts down); the listener's send happened, so its outcome is"
-                  + " recorded, not released: a redelivery is a replay",
-              listener.getClass().getName());
+              "The session commit of JMS listener {} (a delivery from {}) kept failing for {} while"
+                  + " the container interrupted its thread (it shuts down); the listener's send"
+                  + " happened, so its outcome is recorded, not released: a redelivery is a replay",
+              listener.getClass().getName(),
+              destinationOf(message),
+              INTERRUPTED_COMMIT_RETRY);
           ContainerTransactions.complete(completions, true);
           throw failure;
         }
@@ -91,6 +99,14 @@ final class JmsSessionCommit {
       if (interrupted) {
         Thread.currentThread().interrupt();
       }
+    }
+  }
+
+  private static String destinationOf(Message message) {
+    try {
+      return String.valueOf(message.getJMSDestination());
+    } catch (JMSException | RuntimeException e) {
+      return "an unknown destination";
     }
   }
 
