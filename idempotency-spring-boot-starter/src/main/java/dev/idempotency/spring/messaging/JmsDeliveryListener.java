@@ -38,7 +38,9 @@ import org.springframework.jms.listener.SessionAwareMessageListener;
  *       the session's commit ({@link ContainerTransactions}): the session is committed here once
  *       the listener returned (its acknowledgement and what the listener sent in it), then the
  *       outcome is recorded; a commit that fails releases the key and goes on to the container,
- *       which rolls back, and the broker delivers the message again.
+ *       which rolls back, and the broker delivers the message again. A commit that fails because
+ *       the container interrupted the thread (it shuts down) is tried again, and never releases the
+ *       key ({@link JmsSessionCommit}).
  * </ul>
  */
 final class JmsDeliveryListener implements SessionAwareMessageListener<Message> {
@@ -83,7 +85,7 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
         if (!listenerReturned) {
           ContainerTransactions.complete(completions, false);
         } else if (!completions.isEmpty()) {
-          commitThenComplete(session, completions);
+          JmsSessionCommit.commitThenComplete(session, completions, delegate, message);
         }
       }
     }
@@ -101,33 +103,6 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
       Throwable deferral = DeferredDeliveryException.deferralIn(failure);
       if (deferral == null || !sendAgainLater(message, session)) {
         throw failure;
-      }
-    }
-  }
-
-  /**
-   * Commits the session now, before the outcome is recorded (the container's own commit after this
-   * finds nothing left to commit); a commit that fails releases the key and reaches the container,
-   * which rolls the session back, so the broker delivers the message again.
-   */
-  private static void commitThenComplete(
-      Session session, List<ContainerTransactions.Completion> completions) throws JMSException {
-    // an interrupt the application left on this thread (a provider client interrupted mid-send)
-    // would fail the commit after the broker took it, and the outcome of a send that happened
-    // would never be recorded: the commit and the record run with the interrupt held back, which
-    // is restored after them
-    boolean interrupted = Thread.interrupted();
-    try {
-      try {
-        session.commit();
-      } catch (JMSException | RuntimeException | Error failure) {
-        ContainerTransactions.complete(completions, false);
-        throw failure;
-      }
-      ContainerTransactions.complete(completions, true);
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
       }
     }
   }

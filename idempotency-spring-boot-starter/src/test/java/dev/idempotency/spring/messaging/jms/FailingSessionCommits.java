@@ -20,11 +20,21 @@ import org.springframework.util.ClassUtils;
 final class FailingSessionCommits implements BeanPostProcessor {
 
   private final Set<String> failNext = ConcurrentHashMap.newKeySet();
+  private final Set<String> interruptNext = ConcurrentHashMap.newKeySet();
   private final ThreadLocal<String> running = new ThreadLocal<>();
 
   /** The next commit of a session in which {@code event} ran fails. */
   void failNextCommitOf(String event) {
     failNext.add(event);
+  }
+
+  /**
+   * The next commit of a session in which {@code event} ran commits, then fails as Artemis's commit
+   * does when an interrupt lands while it waits for the broker's answer (a runtime exception caused
+   * by an {@link InterruptedException}), as the container's interrupt at shutdown makes it fail.
+   */
+  void interruptNextCommitOf(String event) {
+    interruptNext.add(event);
   }
 
   /** Called by a listener: the session on this thread runs {@code event}. */
@@ -61,6 +71,12 @@ final class FailingSessionCommits implements BeanPostProcessor {
                 if (event != null && failNext.remove(event)) {
                   throw new JMSException(
                       "the commit of the session of " + event + " failed (test)");
+                }
+                if (event != null && interruptNext.remove(event)) {
+                  method.invoke(target, arguments);
+                  throw new IllegalStateException(
+                      "the commit of the session of " + event + " was interrupted (test)",
+                      new InterruptedException());
                 }
               } else if (type == Session.class && method.getName().equals("rollback")) {
                 running.remove();

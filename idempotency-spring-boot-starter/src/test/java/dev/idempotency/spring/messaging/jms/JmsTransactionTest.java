@@ -126,6 +126,24 @@ class JmsTransactionTest {
   }
 
   @Test
+  void aDeliveryWhoseCommitAnInterruptFailedIsRecordedNotReleased() throws Exception {
+    String event = unique("commit-interrupted");
+    commits.interruptNextCommitOf(event);
+    template.convertAndSend("idem.tx", event);
+
+    assertRecorded(event);
+    assertThat(events.count(Type.RELEASED, RECORD, event))
+        .as("a commit failed by an interrupt never releases the key of a send that happened")
+        .isZero();
+    await("the message it sent, committed", () -> sentOn().contains(event));
+    long replays = events.count(Type.REPLAYED, RECORD, event);
+    template.convertAndSend("idem.tx", event);
+    await("the repeat replayed", () -> events.count(Type.REPLAYED, RECORD, event) > replays);
+    assertThat(sends.runs(event)).as("the listener ran for the first delivery only").isEqualTo(1);
+    assertThat(sentOn()).containsOnlyOnce(event);
+  }
+
+  @Test
   void aDeliveryWhoseSessionCommittedIsRecordedAndARepeatIsAReplay() throws Exception {
     String event = unique("commits");
     template.convertAndSend("idem.tx", event);
