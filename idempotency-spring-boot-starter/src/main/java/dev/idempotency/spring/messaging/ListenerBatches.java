@@ -343,17 +343,11 @@ final class ListenerBatches {
       }
       int unread = view.firstUnread();
       if (unread >= 0 && unread < named && failures.commitsBefore()) {
-        // a message before the named one was never read, so never sent (its key is released):
-        // the batch comes back from it, deferred, not failed (its retries are not the failure's)
-        throw failures.failedAt(
-            runIndexes.get(unread),
-            IdempotentListenerInterceptor.deferred(
-                method,
-                IdempotencyKey.digest(runKeys.get(unread)),
-                "the listener failed at message "
-                    + named
-                    + " of its batch before it read this one; nothing was sent for it",
-                causeOf(failure)));
+        // a message before the named one was never read, so never sent (its key is released): the
+        // batch fails from it with the listener's own failure, so that the container's retries and
+        // recoverer stay bounded (a deferral would come back without limit, and a listener that
+        // read out of order would send the messages it read after the named one at every loop)
+        throw failures.failedAt(runIndexes.get(unread), causeOf(failure));
       }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
     } finally {
