@@ -1,7 +1,6 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.Batch;
-import dev.idempotency.SendContext;
 import java.util.AbstractList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -24,8 +23,8 @@ import org.slf4j.LoggerFactory;
  * <ol>
  *   <li>Reading element {@code i} hands out, in order, the batch's keys up to element {@code i}'s;
  *       a key the batch skips (it lapsed) is marked lapsed.
- *   <li>Each element handed out gets its {@link SendContext} in the contexts the listener reads
- *       through {@link IdempotentDelivery#context(Object)}.
+ *   <li>Each element handed out gets its {@link dev.idempotency.SendContext} in the contexts the
+ *       listener reads through {@link IdempotentDelivery#context(Object)}.
  *   <li>Only elements given to the listener (read) count as sent (before a failed one it names, as
  *       Spring Kafka counts); one handed out but never read is left unreported, so the batch
  *       releases it, and a failed batch comes back from it ({@link #firstUnread()}).
@@ -45,7 +44,7 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
   private final List<Object> elements;
   private final Map<String, Integer> indexOfKey = new HashMap<>();
   private final Iterator<Batch.Item> toSend;
-  private final Map<Object, SendContext> contexts;
+  private final BatchContexts contexts;
   private final IntFunction<RuntimeException> lapse;
   private final Batch.@Nullable Item[] items;
   private final boolean[] lapsed;
@@ -68,7 +67,7 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
       List<Object> elements,
       List<String> keys,
       Batch<?> batch,
-      Map<Object, SendContext> contexts,
+      BatchContexts contexts,
       IntFunction<RuntimeException> lapse) {
     this.listener = listener;
     this.elements = elements;

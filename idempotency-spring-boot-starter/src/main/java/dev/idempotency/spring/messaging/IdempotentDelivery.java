@@ -1,8 +1,6 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.SendContext;
-import java.util.IdentityHashMap;
-import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -31,7 +29,7 @@ import java.util.Objects;
 public final class IdempotentDelivery {
 
   private static final ThreadLocal<SendContext> RECORD = new ThreadLocal<>();
-  private static final ThreadLocal<Map<Object, SendContext>> BATCH = new ThreadLocal<>();
+  private static final ThreadLocal<BatchContexts> BATCH = new ThreadLocal<>();
 
   private IdempotentDelivery() {}
 
@@ -56,14 +54,24 @@ public final class IdempotentDelivery {
   /**
    * The context of one message of the batch a batch listener is handling.
    *
+   * <p>The element is found by identity, so each message must be its own object. A deserializer may
+   * hand two messages one shared object (Kafka's {@code IntegerDeserializer} returns one cached
+   * {@code Integer} for equal small values; a {@code String} may be interned): this method cannot
+   * tell such messages apart, and for that object it throws an {@link IllegalStateException} rather
+   * than give one message the other's provider key (a provider that deduplicates by it would drop a
+   * message). The refusal is logged at WARN once per batch, with the listener's name. Take {@code
+   * List<ConsumerRecord<K, V>>} or {@code List<Message<?>>} elements, each its own object, and pass
+   * the record or message here.
+   *
    * @param element an element of the list the listener got (the same object)
    * @return the context
    * @throws IllegalStateException outside a batch listener annotated with {@link
-   *     IdempotentListener}, or for an object that is not an element of its list
+   *     IdempotentListener}, for an object that is not an element of its list, or for an object
+   *     that is two elements of its list
    */
   public static SendContext context(Object element) {
     Objects.requireNonNull(element, "element must not be null");
-    Map<Object, SendContext> contexts = BATCH.get();
+    BatchContexts contexts = BATCH.get();
     SendContext context = contexts == null ? null : contexts.get(element);
     if (context == null) {
       throw new IllegalStateException(
@@ -92,14 +100,14 @@ public final class IdempotentDelivery {
   }
 
   /** Binds a batch's contexts, by element identity; returns what was bound before. */
-  static Map<Object, SendContext> bindBatch(IdentityHashMap<Object, SendContext> contexts) {
-    Map<Object, SendContext> previous = BATCH.get();
+  static BatchContexts bindBatch(BatchContexts contexts) {
+    BatchContexts previous = BATCH.get();
     BATCH.set(contexts);
     return previous;
   }
 
   /** Restores what {@link #bindBatch} returned. */
-  static void restoreBatch(Map<Object, SendContext> previous) {
+  static void restoreBatch(BatchContexts previous) {
     if (previous == null) {
       BATCH.remove();
     } else {

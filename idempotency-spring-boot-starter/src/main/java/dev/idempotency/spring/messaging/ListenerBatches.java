@@ -9,11 +9,9 @@ import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.IdempotencyStoredFailureException;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.ResultCodec;
-import dev.idempotency.SendContext;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
-import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -293,7 +291,7 @@ final class ListenerBatches {
       Delivery.BatchFailures failures,
       List<Batch.Item> sent)
       throws Throwable {
-    IdentityHashMap<Object, SendContext> contexts = new IdentityHashMap<>();
+    BatchContexts contexts = new BatchContexts(method.name, run);
     HandedOutList view =
         new HandedOutList(
             method.name,
@@ -310,7 +308,7 @@ final class ListenerBatches {
                     null));
     Object original = arguments[method.batchIndex];
     arguments[method.batchIndex] = view;
-    Map<Object, SendContext> previous = IdempotentDelivery.bindBatch(contexts);
+    BatchContexts previous = IdempotentDelivery.bindBatch(contexts);
     Object result;
     try {
       result = invocation.proceed();

@@ -3,6 +3,7 @@ package dev.idempotency.spring.suite;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyEvent;
+import dev.idempotency.spring.messaging.IdempotentDelivery;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.nio.charset.StandardCharsets;
@@ -50,7 +51,9 @@ import org.springframework.kafka.listener.adapter.RecordFilterStrategy;
  * send per key, none lost. A listener of {@code ConsumerRecord}s or {@code Message}s is matched by
  * the record itself (or its topic, partition and offset); one of bare payloads cannot be, so its
  * delivery is deferred with a WARN that says to take records, and nothing is sent or dead-lettered.
- * One application runs the three listeners, each on a topic of its own.
+ * A fourth listener, unfiltered, is probe42l's second finding: two messages whose values are one
+ * object may not share a provider key through {@code IdempotentDelivery.context(element)}. One
+ * application runs the four listeners, each on a topic of its own.
  */
 @ExtendWith(OutputCaptureExtension.class)
 class KafkaFilteredBatchSharedPayloadTest {
@@ -92,7 +95,45 @@ class KafkaFilteredBatchSharedPayloadTest {
               application.events().count(IdempotencyEvent.Type.CLAIMED, LISTENER + "-payloads", a))
           .as("a claimed")
           .isZero();
+
+      oneSharedPayloadObjectNeverGetsAnotherMessagesProviderKey(
+          application, provider, listener, output);
     }
+  }
+
+  /**
+   * probe42l's second finding (issue 37, no filter): keys a and b, both the Integer 7 (one object);
+   * the listener copies its list, then sends each element with {@code
+   * IdempotentDelivery.context(element).providerKey()}. Two elements that are one object cannot be
+   * told apart: context(element) must refuse (saying to take records), never give a's send b's
+   * provider key (a provider that deduplicates by it would drop a's message: a lost send).
+   */
+  private static void oneSharedPayloadObjectNeverGetsAnotherMessagesProviderKey(
+      KafkaListenerApplication application,
+      SuiteProvider provider,
+      IntListener listener,
+      CapturedOutput output)
+      throws Exception {
+    String topic = application.context().getEnvironment().getProperty("suite.kafka.topic");
+    String a = "int-a-" + UUID.randomUUID();
+    String b = "int-b-" + UUID.randomUUID();
+    publish(application, topic + ".contexts", new Message(a, 7, false), new Message(b, 7, false));
+    // the application's error handler tries a failed batch 3 times, then dead-letters it
+    Waits.await(
+        "contexts: two sends, or the batch's 3 tries refused",
+        () -> listener.contextKeys().size() >= 2 || listener.contextFailures().size() >= 3);
+    assertThat(listener.contextKeys())
+        .as("contexts: the provider keys sent (never b's twice)")
+        .doesNotHaveDuplicates()
+        .isEmpty();
+    assertThat(listener.contextFailures().get(0))
+        .as("contexts: why context(element) refused")
+        .contains("one object")
+        .contains("List<ConsumerRecord<K, V>>");
+    assertThat(provider.sends(LISTENER + "-contexts")).as("contexts: sends").isZero();
+    assertThat(output.getAll())
+        .as("contexts: the refusal logged, naming the listener")
+        .contains("Listener " + LISTENER + "-contexts got one object as messages 0 and 1");
   }
 
   /** The flow of probe42l's probe for one listener shape: a is sent once, b once. */
@@ -202,6 +243,8 @@ class KafkaFilteredBatchSharedPayloadTest {
     private final SuiteProvider provider;
     private final Map<String, List<String>> keysSent = new ConcurrentHashMap<>();
     private final AtomicInteger payloadCalls = new AtomicInteger();
+    private final List<String> contextKeys = new CopyOnWriteArrayList<>();
+    private final List<String> contextFailures = new CopyOnWriteArrayList<>();
 
     IntListener(SuiteProvider provider) {
       this.provider = provider;
@@ -213,6 +256,14 @@ class KafkaFilteredBatchSharedPayloadTest {
 
     int payloadCalls() {
       return payloadCalls.get();
+    }
+
+    List<String> contextKeys() {
+      return contextKeys;
+    }
+
+    List<String> contextFailures() {
+      return contextFailures;
     }
 
     private void sent(String shape, byte[] key) {
@@ -264,6 +315,28 @@ class KafkaFilteredBatchSharedPayloadTest {
       payloadCalls.incrementAndGet();
       for (Integer value : values) {
         provider.send(LISTENER + "-payloads");
+      }
+    }
+
+    /** probe42l's listener: copies its list, then sends each element with its provider key. */
+    @KafkaListener(
+        id = LISTENER + "-contexts",
+        topics = "${suite.kafka.topic}.contexts",
+        groupId = "${suite.kafka.topic}.contexts",
+        batch = "true")
+    @IdempotentListener(name = LISTENER + "-contexts")
+    public void contexts(List<Integer> values) {
+      List<Integer> copy = new ArrayList<>(values);
+      for (Integer value : copy) {
+        String providerKey;
+        try {
+          providerKey = IdempotentDelivery.context(value).providerKey();
+        } catch (IllegalStateException refused) {
+          contextFailures.add(String.valueOf(refused.getMessage()));
+          throw refused;
+        }
+        contextKeys.add(providerKey);
+        provider.send(LISTENER + "-contexts");
       }
     }
   }
