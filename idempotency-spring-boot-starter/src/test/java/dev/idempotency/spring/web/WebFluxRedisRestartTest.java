@@ -41,7 +41,7 @@ import redis.embedded.RedisServer;
  * retry replays. The lease here is 30 s, so that Redis is back within it (the call's own three
  * attempts alone take 6 s, longer than the suite's 3 s lease).
  */
-class WebFluxRedisRestartProbeTest extends WebFluxProbeSupport {
+class WebFluxRedisRestartTest extends WebFluxProbeSupport {
 
   static RedisServer redis;
   static int redisPort;
