@@ -13,8 +13,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
@@ -28,22 +28,23 @@ import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.request.NativeWebRequest;
 import org.springframework.web.method.support.HandlerMethodReturnValueHandler;
 import org.springframework.web.method.support.ModelAndViewContainer;
+import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerAdapter;
 
 /**
- * probe42h, re-probe of fix41b (MVC async work shielded where Spring MVC picks its return value
- * handler, AsyncWorkShield, instead of in the advisor): an application whose own bean
- * post-processor (ordered first, as a tracing or response-wrapping library's may be) decorates
- * every return value handler of the RequestMappingHandlerAdapter. A handler declared {@code
- * Callable} waits interruptibly for its provider call (3 s), the container timeout is 1 s. SPEC
- * 1/13: the work is not interrupted, the key stays claimed, one provider send whatever the retries.
+ * Issue 37 (found by probe42h against fix41b, whose AsyncWorkShield wrapped Spring MVC's async
+ * handlers by their exact class): an application whose own bean post-processor (ordered first, as a
+ * tracing or response-wrapping library's may be) decorates every return value handler of the
+ * RequestMappingHandlerAdapter. A handler declared {@code Callable} waits interruptibly for its
+ * provider call (3 s), the container timeout is 1 s. SPEC 1/13: the work is not interrupted, the
+ * key stays claimed, one provider send whatever the retries. The application also adds a return
+ * value handler of its own ({@code addReturnValueHandlers}), which is wrapped like Spring MVC's.
  */
-@Tag("open-finding")
 @SpringBootTest(
     classes = {
       NotifyTestApplication.class,
-      DecoratedHandlersCallableProbeTest.Decorating.class,
-      DecoratedHandlersCallableProbeTest.WaitingController.class
+      DecoratedHandlersCallableTest.Decorating.class,
+      DecoratedHandlersCallableTest.WaitingController.class
     },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {
@@ -51,7 +52,9 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
       "spring.mvc.async.request-timeout=1s",
       "idempotency.close-grace-period=1s"
     })
-class DecoratedHandlersCallableProbeTest extends RunningApplication {
+class DecoratedHandlersCallableTest extends RunningApplication {
+
+  @Autowired RequestMappingHandlerAdapter adapter;
 
   @Test
   void aDeclaredCallableBehindDecoratedHandlersSendsOncePerKey() throws Exception {
@@ -79,14 +82,55 @@ class DecoratedHandlersCallableProbeTest extends RunningApplication {
             retry.statusCode(),
             EndpointClient.text(retry))
         .isEqualTo(1);
+    assertThat(retry.statusCode()).as("the retried request's answer").isEqualTo(201);
   }
 
-  /** A library's decoration of every return value handler, ordered before other processors. */
+  @Test
+  void everyReturnValueHandlerIsShieldedIncludingTheApplicationsOwn() {
+    List<HandlerMethodReturnValueHandler> handlers = adapter.getReturnValueHandlers();
+
+    assertThat(handlers).isNotEmpty();
+    assertThat(handlers)
+        .allSatisfy(
+            handler ->
+                assertThat(handler.getClass().getName())
+                    .startsWith(AsyncWorkShield.class.getName() + "$"));
+    assertThat(Decorating.tracedOwnHandler).as("the application's own handler was traced").isTrue();
+  }
+
+  /**
+   * A library's decoration of every return value handler, ordered before other processors, and the
+   * application's own return value handler.
+   */
   @Configuration(proxyBeanMethods = false)
-  static class Decorating {
+  static class Decorating implements WebMvcConfigurer {
+    static volatile boolean tracedOwnHandler;
+
     @Bean
     static BeanPostProcessor tracingReturnValueHandlers() {
       return new TracingProcessor();
+    }
+
+    @Override
+    public void addReturnValueHandlers(List<HandlerMethodReturnValueHandler> handlers) {
+      handlers.add(new OwnHandler());
+    }
+  }
+
+  /** The application's own handler, for a type no handler method here returns. */
+  static final class OwnHandler implements HandlerMethodReturnValueHandler {
+    @Override
+    public boolean supportsReturnType(MethodParameter returnType) {
+      return returnType.getParameterType() == OwnHandler.class;
+    }
+
+    @Override
+    public void handleReturnValue(
+        Object returnValue,
+        MethodParameter returnType,
+        ModelAndViewContainer mavContainer,
+        NativeWebRequest webRequest) {
+      mavContainer.setRequestHandled(true);
     }
   }
 
@@ -99,6 +143,8 @@ class DecoratedHandlersCallableProbeTest extends RunningApplication {
             adapter.getReturnValueHandlers().stream()
                 .<HandlerMethodReturnValueHandler>map(Traced::new)
                 .toList();
+        Decorating.tracedOwnHandler =
+            adapter.getReturnValueHandlers().stream().anyMatch(OwnHandler.class::isInstance);
         adapter.setReturnValueHandlers(traced);
       }
       return bean;
