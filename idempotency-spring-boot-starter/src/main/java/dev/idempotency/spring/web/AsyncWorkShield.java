@@ -18,13 +18,11 @@ import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.async.CallableProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
+import org.springframework.web.method.support.AsyncHandlerMethodReturnValueHandler;
 import org.springframework.web.method.support.HandlerMethodReturnValueHandler;
 import org.springframework.web.method.support.ModelAndViewContainer;
-import org.springframework.web.servlet.mvc.method.annotation.AsyncTaskMethodReturnValueHandler;
-import org.springframework.web.servlet.mvc.method.annotation.CallableMethodReturnValueHandler;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerAdapter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
-import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBodyReturnValueHandler;
 
 /**
  * Shields the work of an {@link IdempotentEndpoint} that Spring MVC runs on its async executor (a
@@ -36,12 +34,17 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  *
  * <p>Spring MVC picks the return value handler by the runtime class of the value the handler method
  * returned, whatever its declared type: a {@code Callable} behind a declared {@code Serializable}
- * runs as async work too. So the work is shielded where Spring MVC has picked: each of the
- * application's {@link RequestMappingHandlerAdapter}s gets its {@code Callable}, {@code
- * WebAsyncTask} and {@code StreamingResponseBody} handlers wrapped, once initialized, and the
- * wrapper hands the handler a shielded copy of a guarded request's value (a {@code WebAsyncTask} of
- * any subclass becomes a plain one with the same timeout, executor and callbacks). Other requests,
- * and other values, pass as they are. Created by the Spring Boot auto-configuration.
+ * runs as async work too. So the work is shielded where Spring MVC hands the value over: every
+ * return value handler of each of the application's {@link RequestMappingHandlerAdapter}s, once
+ * initialized, is wrapped (Spring MVC's own, the application's added through {@code
+ * WebMvcConfigurer.addReturnValueHandlers}, and handlers that another bean post-processor, such as
+ * a tracing library's, has decorated so that their class no longer shows what they handle). The
+ * wrapper hands the handler a shielded copy of a guarded request's {@code Callable}, {@code
+ * WebAsyncTask} (of any subclass it becomes a plain one with the same timeout, executor and
+ * callbacks), {@code StreamingResponseBody}, or {@code ResponseEntity} of a {@code
+ * StreamingResponseBody}; a value already shielded, other requests, and other values pass as they
+ * are. A wrapped {@code AsyncHandlerMethodReturnValueHandler} stays one. Created by the Spring Boot
+ * auto-configuration.
  */
 public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean {
 
@@ -55,8 +58,8 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
   public AsyncWorkShield() {}
 
   /**
-   * Wraps the async work handlers of a Spring MVC {@link RequestMappingHandlerAdapter}, once it has
-   * made them; any other bean is returned as it is.
+   * Wraps every return value handler of a Spring MVC {@link RequestMappingHandlerAdapter}, once it
+   * has made them (once per adapter); any other bean is returned as it is.
    *
    * @param bean the bean
    * @param beanName its name
@@ -74,11 +77,9 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
   }
 
   private HandlerMethodReturnValueHandler shielding(HandlerMethodReturnValueHandler handler) {
-    return handler instanceof CallableMethodReturnValueHandler
-            || handler instanceof AsyncTaskMethodReturnValueHandler
-            || handler instanceof StreamingResponseBodyReturnValueHandler
-        ? new Shielding(handler)
-        : handler;
+    return handler instanceof AsyncHandlerMethodReturnValueHandler async
+        ? new AsyncShielding(async)
+        : new Shielding(handler);
   }
 
   /** Stops the threads that ran shielded work; work still running goes on. */
@@ -99,6 +100,9 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
     if (value instanceof Callable<?> callable) {
       return work.shield(callable, call);
     }
+    if (value instanceof ShieldedTask) {
+      return value;
+    }
     if (value instanceof WebAsyncTask<?> task) {
       return shielded(task, request, call);
     }
@@ -107,7 +111,8 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
     }
     if (value instanceof ResponseEntity<?> entity
         && entity.getBody() instanceof StreamingResponseBody body) {
-      return IdempotentEndpointAdvisor.withBody(entity, work.shield(body, call));
+      StreamingResponseBody shielded = work.shield(body, call);
+      return shielded == body ? entity : IdempotentEndpointAdvisor.withBody(entity, shielded);
     }
     return value;
   }
@@ -197,8 +202,8 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
     }
   }
 
-  /** One of Spring MVC's async work handlers, given guarded requests' values shielded. */
-  private final class Shielding implements HandlerMethodReturnValueHandler {
+  /** A return value handler, given guarded requests' async work shielded. */
+  private class Shielding implements HandlerMethodReturnValueHandler {
     private final HandlerMethodReturnValueHandler handler;
 
     Shielding(HandlerMethodReturnValueHandler handler) {
@@ -219,6 +224,22 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
         throws Exception {
       handler.handleReturnValue(
           shielded(returnValue, webRequest), returnType, mavContainer, webRequest);
+    }
+  }
+
+  /** An async return value handler, given guarded requests' async work shielded. */
+  private final class AsyncShielding extends Shielding
+      implements AsyncHandlerMethodReturnValueHandler {
+    private final AsyncHandlerMethodReturnValueHandler async;
+
+    AsyncShielding(AsyncHandlerMethodReturnValueHandler handler) {
+      super(handler);
+      this.async = handler;
+    }
+
+    @Override
+    public boolean isAsyncReturnValue(@Nullable Object returnValue, MethodParameter returnType) {
+      return async.isAsyncReturnValue(returnValue, returnType);
     }
   }
 }

@@ -61,6 +61,9 @@ final class UninterruptedWork {
    * EndpointCall)} shields one: its writing runs on a worker thread, awaited uninterruptibly.
    */
   StreamingResponseBody shield(StreamingResponseBody body, EndpointCall call) {
+    if (body instanceof ShieldedBody) {
+      return body;
+    }
     AtomicReference<OutputStream> target = new AtomicReference<>();
     Callable<Void> writing =
         shield(
@@ -69,59 +72,72 @@ final class UninterruptedWork {
               return null;
             },
             call);
-    return out -> {
-      target.set(out);
-      try {
-        writing.call();
-      } catch (IOException | RuntimeException e) {
-        throw e;
-      } catch (Exception e) {
-        throw new IOException(e);
-      }
-    };
+    return (ShieldedBody)
+        out -> {
+          target.set(out);
+          try {
+            writing.call();
+          } catch (IOException | RuntimeException e) {
+            throw e;
+          } catch (Exception e) {
+            throw new IOException(e);
+          }
+        };
   }
 
   /**
    * {@code work}, run on a worker thread and awaited uninterruptibly by the caller of the copy; not
-   * run at all if a timeout abandoned it before its task began ({@link EndpointCall#detach}).
+   * run at all if a timeout abandoned it before its task began ({@link EndpointCall#detach}). Work
+   * that is already a shielded copy is returned as it is.
    */
   <V> Callable<V> shield(Callable<V> work, EndpointCall call) {
+    if (work instanceof ShieldedCallable<V> shielded) {
+      return shielded;
+    }
     call.workQueued();
-    return () -> {
-      if (!call.workStarts()) {
-        // Spring MVC cancelled the task at a timeout as it began: nothing was sent
-        throw new CancellationException("the request timed out before its work began");
-      }
-      if (!call.leaseHeld()) {
-        // it waited in the queue while its lease lapsed (or could not be renewed): another request
-        // may hold the key now; answered 503, nothing sent, the key released if still ours
-        throw new KeyStoreException(
-            "the key's lease lapsed while the request's work waited to begin; nothing was sent",
-            null);
-      }
-      Map<String, String> mdc = MDC.getCopyOfContextMap();
-      LocaleContext locale = LocaleContextHolder.getLocaleContext();
-      RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
-      CompletableFuture<V> result = new CompletableFuture<>();
-      workers.execute(
-          () -> {
-            Map<String, String> previousMdc = MDC.getCopyOfContextMap();
-            setMdc(mdc);
-            LocaleContextHolder.setLocaleContext(locale);
-            RequestContextHolder.setRequestAttributes(attributes);
-            try {
-              result.complete(work.call());
-            } catch (Throwable failure) {
-              result.completeExceptionally(failure);
-            } finally {
-              RequestContextHolder.resetRequestAttributes();
-              LocaleContextHolder.resetLocaleContext();
-              setMdc(previousMdc);
-            }
-          });
-      return await(result);
-    };
+    return (ShieldedCallable<V>)
+        () -> {
+          if (!call.workStarts()) {
+            // Spring MVC cancelled the task at a timeout as it began: nothing was sent
+            throw new CancellationException("the request timed out before its work began");
+          }
+          if (!call.leaseHeld()) {
+            // it waited in the queue while its lease lapsed (or could not be renewed): another
+            // request
+            // may hold the key now; answered 503, nothing sent, the key released if still ours
+            throw new KeyStoreException(
+                "the key's lease lapsed while the request's work waited to begin; nothing was sent",
+                null);
+          }
+          Map<String, String> mdc = MDC.getCopyOfContextMap();
+          LocaleContext locale = LocaleContextHolder.getLocaleContext();
+          RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
+          CompletableFuture<V> result = new CompletableFuture<>();
+          workers.execute(
+              () -> {
+                Map<String, String> previousMdc = MDC.getCopyOfContextMap();
+                setMdc(mdc);
+                LocaleContextHolder.setLocaleContext(locale);
+                RequestContextHolder.setRequestAttributes(attributes);
+                try {
+                  result.complete(work.call());
+                } catch (Throwable failure) {
+                  result.completeExceptionally(failure);
+                } finally {
+                  RequestContextHolder.resetRequestAttributes();
+                  LocaleContextHolder.resetLocaleContext();
+                  setMdc(previousMdc);
+                }
+              });
+          return await(result);
+        };
   }
+
+  /** A shielded copy of a {@code Callable}: shielding it again returns it as it is. */
+  private interface ShieldedCallable<V> extends Callable<V> {}
+
+  /** A shielded copy of a {@code StreamingResponseBody}: shielding it again returns it as it is. */
+  private interface ShieldedBody extends StreamingResponseBody {}
 
   /** Stops the workers' threads; work still running goes on. */
   void shutdown() {
