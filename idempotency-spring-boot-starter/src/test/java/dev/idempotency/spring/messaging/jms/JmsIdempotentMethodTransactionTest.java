@@ -192,18 +192,22 @@ class JmsIdempotentMethodTransactionTest {
     await(
         "the redelivery after the failed commit, run or replayed",
         () -> listener.runs(event) >= 2 || events.count(Type.REPLAYED, name, event) > 0);
+    await(
+        "the outcome of a run whose commit succeeded recorded",
+        () -> events.count(Type.COMPLETED, name, event) == 1);
+    // the failed commit released the key and the redelivery ran the listener again; under load a
+    // redelivery's own commit may fail too (a sibling container's recovery resets the shared
+    // connection: "Session is closed"), which releases and runs once more: each release, one run
     assertThat(events.count(Type.REPLAYED, name, event))
         .as(
             "the redelivery of a delivery whose session rolled back is not a replay (runs %d)",
             listener.runs(event))
         .isZero();
-    assertThat(listener.runs(event)).as("the listener ran again for the redelivery").isEqualTo(2);
-    assertThat(events.count(Type.RELEASED, name, event))
-        .as("the rolled-back delivery released its key")
-        .isEqualTo(1);
-    await(
-        "the second run's outcome recorded after its commit",
-        () -> events.count(Type.COMPLETED, name, event) == 1);
+    long released = events.count(Type.RELEASED, name, event);
+    assertThat(released).as("the rolled-back delivery released its key").isGreaterThanOrEqualTo(1);
+    assertThat((long) listener.runs(event))
+        .as("the listener ran again for each released delivery (released %d)", released)
+        .isEqualTo(released + 1);
   }
 
   @Test
