@@ -24,7 +24,7 @@ seconds=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')
 status=0
 mvn --batch-mode --no-transfer-progress -pl reliability-boot -am verify \
   -Dtest='E2eFaultRunTest' -Dsurefire.failIfNoSpecifiedTests=false -Dspotless.check.skip=true \
-  -Dlettuce.compat.skip=true -De2e.seconds="$seconds" -De2e.seed="$seed" || status=$?
+  -Dlettuce.compat.skip=true -Dsurefire.fork.timeout=0 -De2e.seconds="$seconds" -De2e.seed="$seed" || status=$?
 echo
 cat "$(ls -td reliability-boot/target/e2e-runs/seed-"$seed"-*/ | head -1)report.txt"
 exit $status

@@ -34,7 +34,7 @@ rm -f reliability/target/fault-runs.md
 args=(-Dfaultrun.seconds="$seconds" -Dfaultrun.seed="$seed")
 [[ -n "$stores" ]] && args+=(-Dfaultrun.stores="$stores")
 mvn --batch-mode --no-transfer-progress -pl reliability -am verify \
-  -Dtest='FaultRunTest' -Dsurefire.failIfNoSpecifiedTests=false -Dspotless.check.skip=true -Dlettuce.compat.skip=true "${args[@]}"
+  -Dtest='FaultRunTest' -Dsurefire.failIfNoSpecifiedTests=false -Dspotless.check.skip=true -Dlettuce.compat.skip=true -Dsurefire.fork.timeout=0 "${args[@]}"
 echo
 cat reliability/target/fault-runs.md
 # The end-to-end run through a real Boot application is reliability-boot/e2e-fault-run.sh.

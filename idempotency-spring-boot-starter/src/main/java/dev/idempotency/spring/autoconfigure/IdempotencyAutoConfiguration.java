@@ -109,7 +109,8 @@ public final class IdempotencyAutoConfiguration {
             .failOpen(properties.isFailOpen())
             .takeoverPolicy(properties.getTakeoverPolicy())
             .leaseRenewal(properties.isLeaseRenewal())
-            .closeGracePeriod(properties.getCloseGracePeriod());
+            .closeGracePeriod(properties.getCloseGracePeriod())
+            .maxPendingOutcomes(properties.getMaxPendingOutcomes());
     properties
         .getOperations()
         .forEach(

@@ -50,6 +50,12 @@ public class IdempotencyProperties {
   private Duration closeGracePeriod = Duration.ofSeconds(30);
 
   /**
+   * How many outcomes, at most, the guard goes on writing in the background after a call's own
+   * attempts to record them failed (the store was briefly unreachable); 0 never writes later.
+   */
+  private int maxPendingOutcomes = 10000;
+
+  /**
    * Settings of single operations, by operation name (the {@code name} of {@code @Idempotent},
    * {@code @IdempotentEndpoint} or {@code @IdempotentListener}; for a direct guard call, the
    * request's operation, by default the key's namespace): {@code
@@ -205,6 +211,24 @@ public class IdempotencyProperties {
    */
   public void setCloseGracePeriod(Duration closeGracePeriod) {
     this.closeGracePeriod = closeGracePeriod;
+  }
+
+  /**
+   * How many outcomes the guard goes on writing in the background, at most.
+   *
+   * @return the cap
+   */
+  public int getMaxPendingOutcomes() {
+    return maxPendingOutcomes;
+  }
+
+  /**
+   * Sets how many outcomes the guard goes on writing in the background, at most.
+   *
+   * @param maxPendingOutcomes zero (never write later) or more
+   */
+  public void setMaxPendingOutcomes(int maxPendingOutcomes) {
+    this.maxPendingOutcomes = maxPendingOutcomes;
   }
 
   /**

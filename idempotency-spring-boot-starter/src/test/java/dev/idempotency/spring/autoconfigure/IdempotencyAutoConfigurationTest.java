@@ -266,7 +266,24 @@ class IdempotencyAutoConfigurationTest {
     assertThat(defaults.getRedis().getOperationTimeout())
         .isEqualTo(RedisKeyStore.DEFAULT_OPERATION_TIMEOUT);
     assertThat(defaults.getDefaultTtl()).isEqualTo(Duration.ofHours(24));
+    assertThat(defaults.getMaxPendingOutcomes())
+        .isEqualTo(IdempotencyGuard.DEFAULT_MAX_PENDING_OUTCOMES);
     assertThat(defaults.getHttp().getHeader()).isEqualTo("Idempotency-Key");
+  }
+
+  @Test
+  void maxPendingOutcomesReachesTheGuard() {
+    runner
+        .withPropertyValues("idempotency.max-pending-outcomes=0")
+        .run(context -> assertThat(context).hasNotFailed().hasSingleBean(IdempotencyGuard.class));
+    runner
+        .withPropertyValues("idempotency.max-pending-outcomes=-1")
+        .run(
+            context ->
+                assertThat(context)
+                    .getFailure()
+                    .rootCause()
+                    .hasMessageContaining("maxPendingOutcomes must not be negative, was -1"));
   }
 
   @Test
