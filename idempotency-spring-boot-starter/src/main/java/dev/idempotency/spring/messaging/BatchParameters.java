@@ -4,21 +4,35 @@ import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.lang.reflect.Parameter;
 import java.util.List;
+import java.util.Set;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.annotation.AnnotationUtils;
 import org.springframework.util.ClassUtils;
 
 /**
  * Where an {@link IdempotentListener} method takes its batch, for {@link ListenerMethod}: the first
- * {@code List} parameter that is not a header. A batch in another shape that Spring Kafka accepts
- * fails the start: run as a record listener, it would find no key and dead-letter every message
- * unsent. Kafka and Spring Kafka classes are compared by name, so that neither must be present.
+ * {@code List} parameter that is not a header, unless the method is a {@code @JmsListener} (JMS has
+ * no batch listeners). At run time a delivery that the container hands out as one message runs as a
+ * record delivery whatever the method takes (a Kafka or RabbitMQ record listener of a {@code List}
+ * payload). A batch in another shape that Spring Kafka accepts fails the start: run as a record
+ * listener, it would find no key and dead-letter every message unsent. Kafka and Spring Kafka
+ * classes are compared by name, so that neither must be present.
  */
 final class BatchParameters {
 
   private static final String CONSUMER_RECORDS =
       "org.apache.kafka.clients.consumer.ConsumerRecords";
   private static final String KAFKA_LISTENER = "org.springframework.kafka.annotation.KafkaListener";
+  private static final Set<String> JMS_LISTENERS =
+      Set.of(
+          "org.springframework.jms.annotation.JmsListener",
+          "org.springframework.jms.annotation.JmsListeners");
+  private static final Set<String> BATCHING_LISTENERS =
+      Set.of(
+          KAFKA_LISTENER,
+          "org.springframework.kafka.annotation.KafkaListeners",
+          "org.springframework.amqp.rabbit.annotation.RabbitListener",
+          "org.springframework.amqp.rabbit.annotation.RabbitListeners");
 
   private BatchParameters() {}
 
@@ -32,6 +46,9 @@ final class BatchParameters {
    *     {@code Iterable}, ...)
    */
   static int indexOf(String where, Method method) {
+    if (isJmsListenerOnly(method)) {
+      return -1;
+    }
     Parameter[] parameters = method.getParameters();
     int batch = -1;
     for (int i = 0; i < parameters.length; i++) {
@@ -87,6 +104,22 @@ final class BatchParameters {
               + " starter reads a batch only from a List (List<ConsumerRecord<K, V>>,"
               + " List<Message<?>> or a List of payloads)");
     }
+  }
+
+  /**
+   * Whether the method is a {@code @JmsListener} and no Kafka or RabbitMQ listener: JMS has no
+   * batch listeners, so a {@code List} parameter is its payload (a JSON array, say).
+   */
+  private static boolean isJmsListenerOnly(Method method) {
+    boolean jms = false;
+    for (Annotation annotation : method.getAnnotations()) {
+      String name = annotation.annotationType().getName();
+      if (BATCHING_LISTENERS.contains(name)) {
+        return false;
+      }
+      jms |= JMS_LISTENERS.contains(name);
+    }
+    return jms;
   }
 
   /** Whether {@code type} is (or extends) Kafka's {@code ConsumerRecords}. */

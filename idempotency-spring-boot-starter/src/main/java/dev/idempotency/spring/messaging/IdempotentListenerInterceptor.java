@@ -67,7 +67,9 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
       return invocation.proceed();
     }
     Delivery delivery = Delivery.current();
-    if (method.batchIndex >= 0) {
+    // a List parameter makes a batch listener only where the container hands out a batch: a
+    // record listener may take a List payload (a JSON array), and JMS has no batch listeners
+    if (method.batchIndex >= 0 && (delivery == null || delivery.batch())) {
       return batches.run(invocation, method, delivery);
     }
     return record(invocation, method, delivery);

@@ -113,6 +113,7 @@ class KafkaListenerTest extends BatchListenerContract {
       case KafkaListeners.KEYED -> "idem.keyed";
       case KafkaListeners.BATCH -> "idem.batch";
       case KafkaListeners.FILTERED -> "idem.filtered";
+      case KafkaListeners.RECORD_LIST -> "idem.record-list";
       default -> throw new IllegalArgumentException(listener);
     };
   }
@@ -120,6 +121,23 @@ class KafkaListenerTest extends BatchListenerContract {
   /** A listener's consumer group: its container id. */
   static String group(String listener) {
     return listener.equals(KafkaListeners.HEADER) ? "kafka-header" : listener;
+  }
+
+  /**
+   * A List parameter does not make a batch listener: a record listener of a list payload was taken
+   * for one (issue 37, probe45a's finding), its header key looked for in each element, and the
+   * record dead-lettered unsent. Failed before.
+   */
+  @org.junit.jupiter.api.Test
+  void aRecordListenerOfAListPayloadRunsOnceWithTheWholeList() throws Exception {
+    String id = UUID.randomUUID().toString().substring(0, 8);
+    String value = "a-" + id + ",b-" + id;
+    publish(KafkaListeners.RECORD_LIST, value, "order-" + id);
+    publish(KafkaListeners.RECORD_LIST, value, "order-" + id);
+
+    await("the list's send", () -> !sends.of(value).isEmpty());
+    assertAcknowledged(KafkaListeners.RECORD_LIST);
+    assertThat(sends.of(value)).as("one send of the whole list for one key").hasSize(1);
   }
 
   /** The application's handler is wrapped, not replaced: deferrals go to a handler of their own. */

@@ -17,6 +17,7 @@ public class KafkaListeners {
   static final String KEYED = "kafka-keyed";
   static final String BATCH = "kafka-batch";
   static final String FILTERED = "kafka-filtered-batch";
+  static final String RECORD_LIST = "kafka-record-list";
 
   private final Sends sends;
 
@@ -48,6 +49,17 @@ public class KafkaListeners {
   @IdempotentListener
   public void fromHeader(String event) {
     sends.send(HEADER, event, IdempotentDelivery.context());
+  }
+
+  /**
+   * A record listener whose payload is a list (the record's comma-separated value, converted by
+   * Spring's conversion service), keyed by its header: one key, the whole list (issue 37,
+   * probe45a).
+   */
+  @KafkaListener(id = RECORD_LIST, topics = "idem.record-list")
+  @IdempotentListener(name = RECORD_LIST, header = "Idempotency-Key")
+  public void recordList(List<String> lines) {
+    sends.send(RECORD_LIST, String.join(",", lines), IdempotentDelivery.context());
   }
 
   @KafkaListener(id = BATCH, topics = "idem.batch", batch = "true", autoStartup = "false")
