@@ -126,14 +126,18 @@ public final class IdempotencyWebMvcAutoConfiguration {
 
   /**
    * Sees the handler methods start: an infrastructure advisor, applied by the auto-proxy creator.
+   * It shields the async work a handler returns where its declared type allows, for a return value
+   * handler that the {@link AsyncWorkShield} has not wrapped.
    *
+   * @param shield the shield, looked up once, when a guarded handler first returns
    * @return the advisor
    */
   @Bean
   @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
   @ConditionalOnMissingBean
-  public static IdempotentEndpointAdvisor idempotentEndpointAdvisor() {
-    return new IdempotentEndpointAdvisor();
+  public static IdempotentEndpointAdvisor idempotentEndpointAdvisor(
+      ObjectProvider<AsyncWorkShield> shield) {
+    return new IdempotentEndpointAdvisor(SingletonSupplier.of(shield::getIfAvailable));
   }
 
   /**

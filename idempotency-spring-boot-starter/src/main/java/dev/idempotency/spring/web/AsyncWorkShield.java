@@ -7,7 +7,10 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.BeanFactoryAware;
 import org.springframework.beans.factory.DisposableBean;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.core.MethodParameter;
 import org.springframework.core.task.AsyncTaskExecutor;
@@ -35,18 +38,27 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * <p>Spring MVC picks the return value handler by the runtime class of the value the handler method
  * returned, whatever its declared type: a {@code Callable} behind a declared {@code Serializable}
  * runs as async work too. So the work is shielded where Spring MVC hands the value over: every
- * return value handler of each of the application's {@link RequestMappingHandlerAdapter}s, once
- * initialized, is wrapped (Spring MVC's own, the application's added through {@code
+ * return value handler of each of the application's {@link RequestMappingHandlerAdapter}s is
+ * wrapped (Spring MVC's own, the application's added through {@code
  * WebMvcConfigurer.addReturnValueHandlers}, and handlers that another bean post-processor, such as
  * a tracing library's, has decorated so that their class no longer shows what they handle). The
  * wrapper hands the handler a shielded copy of a guarded request's {@code Callable}, {@code
  * WebAsyncTask} (of any subclass it becomes a plain one with the same timeout, executor and
  * callbacks), {@code StreamingResponseBody}, or {@code ResponseEntity} of a {@code
  * StreamingResponseBody}; a value already shielded, other requests, and other values pass as they
- * are. A wrapped {@code AsyncHandlerMethodReturnValueHandler} stays one. Created by the Spring Boot
- * auto-configuration.
+ * are. A wrapped {@code AsyncHandlerMethodReturnValueHandler} stays one.
+ *
+ * <p>Handlers are wrapped when an adapter bean is initialized, and again, in every adapter bean,
+ * once all singletons exist: a handler that a later post-processor (or a {@code
+ * SmartInitializingSingleton} before this one) put into a list is wrapped then; a handler already
+ * wrapped is kept as it is. A handler put into a list later still (by a listener of the context's
+ * refresh, say) is not wrapped: for it the {@link IdempotentEndpointAdvisor} shields the value the
+ * handler method returns, where its declared type accepts the shielded copy, and a {@code Callable}
+ * or a {@code StreamingResponseBody} returned behind another declared type ({@code Serializable})
+ * is not shielded. Created by the Spring Boot auto-configuration.
  */
-public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean {
+public final class AsyncWorkShield
+    implements BeanPostProcessor, SmartInitializingSingleton, BeanFactoryAware, DisposableBean {
 
   private static final @Nullable Field TASK_TIMEOUT_CALLBACK = taskField("timeoutCallback");
   private static final @Nullable Field TASK_ERROR_CALLBACK = taskField("errorCallback");
@@ -54,12 +66,26 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
 
   private final UninterruptedWork work = new UninterruptedWork();
 
+  private @Nullable ListableBeanFactory beanFactory;
+
   /** Created by the auto-configuration. */
   public AsyncWorkShield() {}
 
   /**
+   * Keeps the bean factory, to find every adapter once all singletons exist.
+   *
+   * @param beanFactory the bean factory
+   */
+  @Override
+  public void setBeanFactory(BeanFactory beanFactory) {
+    if (beanFactory instanceof ListableBeanFactory listable) {
+      this.beanFactory = listable;
+    }
+  }
+
+  /**
    * Wraps every return value handler of a Spring MVC {@link RequestMappingHandlerAdapter}, once it
-   * has made them (once per adapter); any other bean is returned as it is.
+   * has made them; any other bean is returned as it is.
    *
    * @param bean the bean
    * @param beanName its name
@@ -68,18 +94,82 @@ public final class AsyncWorkShield implements BeanPostProcessor, DisposableBean 
   @Override
   public Object postProcessAfterInitialization(Object bean, String beanName) {
     if (bean instanceof RequestMappingHandlerAdapter adapter) {
-      List<HandlerMethodReturnValueHandler> handlers = adapter.getReturnValueHandlers();
-      if (handlers != null && handlers.stream().noneMatch(Shielding.class::isInstance)) {
-        adapter.setReturnValueHandlers(handlers.stream().map(this::shielding).toList());
-      }
+      shieldHandlers(adapter);
     }
     return bean;
   }
 
+  /**
+   * Wraps the return value handlers not wrapped yet of every {@link RequestMappingHandlerAdapter}
+   * singleton of this context: those put into a list after the adapter was initialized, by a
+   * post-processor that ran after this one or a {@code SmartInitializingSingleton} that ran before.
+   * An ancestor context's adapters are left to its own shield, whose threads live as long as it.
+   */
+  @Override
+  public void afterSingletonsInstantiated() {
+    if (beanFactory != null) {
+      beanFactory
+          .getBeansOfType(RequestMappingHandlerAdapter.class, false, false)
+          .values()
+          .forEach(this::shieldHandlers);
+    }
+  }
+
+  /** Wraps the adapter's handlers that are not wrapped yet; a list all wrapped is left as it is. */
+  private void shieldHandlers(RequestMappingHandlerAdapter adapter) {
+    List<HandlerMethodReturnValueHandler> handlers = adapter.getReturnValueHandlers();
+    if (handlers != null && !handlers.stream().allMatch(Shielding.class::isInstance)) {
+      adapter.setReturnValueHandlers(handlers.stream().map(this::shielding).toList());
+    }
+  }
+
   private HandlerMethodReturnValueHandler shielding(HandlerMethodReturnValueHandler handler) {
+    if (handler instanceof Shielding) {
+      return handler;
+    }
     return handler instanceof AsyncHandlerMethodReturnValueHandler async
         ? new AsyncShielding(async)
         : new Shielding(handler);
+  }
+
+  /**
+   * What a guarded request's handler method returned, shielded already if it is async work that
+   * Spring MVC will run and the method's declared type accepts the shielded copy; else the value
+   * itself. The last line of defence, for a return value handler put into an adapter's list after
+   * this shield last looked at it; the wrapped handlers pass a value shielded here as it is, so
+   * nothing is shielded twice.
+   *
+   * @param returned what the handler method returned
+   * @param declared the method's declared return type
+   * @param request the request
+   * @return the shielded copy, or {@code returned}
+   */
+  @Nullable Object shieldedReturn(
+      @Nullable Object returned, Class<?> declared, NativeWebRequest request) {
+    Class<?> copyType = copyType(returned);
+    if (copyType == null || !declared.isAssignableFrom(copyType)) {
+      return returned; // not async work, or the copy would not fit the declared type
+    }
+    Object copy = shielded(returned, request);
+    return declared.isInstance(copy) ? copy : returned;
+  }
+
+  /** The type of a shielded copy of {@code value}, or null if Spring MVC will not run it. */
+  private static @Nullable Class<?> copyType(@Nullable Object value) {
+    if (value instanceof Callable<?>) {
+      return Callable.class;
+    }
+    if (value instanceof WebAsyncTask<?>) {
+      return WebAsyncTask.class;
+    }
+    if (value instanceof StreamingResponseBody) {
+      return StreamingResponseBody.class;
+    }
+    if (value instanceof ResponseEntity<?> entity
+        && entity.getBody() instanceof StreamingResponseBody) {
+      return ResponseEntity.class;
+    }
+    return null;
   }
 
   /** Stops the threads that ran shielded work; work still running goes on. */

@@ -2,10 +2,12 @@ package dev.idempotency.spring.web;
 
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.jspecify.annotations.Nullable;
@@ -19,6 +21,8 @@ import org.springframework.http.ResponseEntity;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.context.request.ServletRequestAttributes;
+import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
@@ -35,9 +39,12 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  *
  * <p>A returned {@code Callable}, {@code WebAsyncTask} or {@code StreamingResponseBody}, whatever
  * the declared type, is shielded from Spring MVC's interrupt at a container async timeout where
- * Spring MVC picks its handler by the value's runtime class ({@link AsyncWorkShield}). A task still
- * queued in Spring MVC's async executor at the timeout is cancelled by Spring MVC and never runs:
- * nothing was sent, so its key is released and the client's retry runs the handler again.
+ * Spring MVC picks its handler by the value's runtime class ({@link AsyncWorkShield}); where the
+ * declared type accepts the shielded copy, this advice shields it already, so that a return value
+ * handler that the application put into the adapter's list after the shield wrapped it cannot
+ * bypass the shield. A task still queued in Spring MVC's async executor at the timeout is cancelled
+ * by Spring MVC and never runs: nothing was sent, so its key is released and the client's retry
+ * runs the handler again.
  *
  * <p>A {@code DeferredResult} (whatever its runtime class), a {@code CompletionStage} (through
  * {@code whenComplete} if it will not convert to a {@code CompletableFuture}), and, behind a
@@ -59,6 +66,8 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
       resultField("completionCallback");
   private static final @Nullable Method LISTENABLE_COMPLETABLE = listenableCompletable();
 
+  private final transient Supplier<@Nullable AsyncWorkShield> shield;
+
   private final transient MethodInterceptor advice =
       invocation -> {
         RequestAttributes request = RequestContextHolder.getRequestAttributes();
@@ -69,6 +78,15 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
           Object returned = invocation.proceed();
           call.handlerReturned(returned);
           Class<?> returnType = invocation.getMethod().getReturnType();
+          AsyncWorkShield shield = shield();
+          if (shield != null && request instanceof ServletRequestAttributes servlet) {
+            // the last line of defence, for a return value handler the shield has not wrapped
+            returned =
+                shield.shieldedReturn(
+                    returned,
+                    returnType,
+                    new ServletWebRequest(servlet.getRequest(), servlet.getResponse()));
+          }
           if (isStream(returned)) {
             call.returnsAStream();
           } else if (returned instanceof ResponseEntity<?> entity
@@ -130,6 +148,11 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
         }
         return invocation.proceed();
       };
+
+  /** The application's shield, if it has one. */
+  private @Nullable AsyncWorkShield shield() {
+    return shield.get();
+  }
 
   /** A result Spring MVC writes as a stream, flushed piece by piece: passed on as it comes. */
   private static boolean isStream(@Nullable Object returned) {
@@ -270,8 +293,22 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
     return listenable == null ? null : ReflectionUtils.findMethod(listenable, "completable");
   }
 
-  /** Created by the auto-configuration. */
+  /**
+   * An advisor that leaves the shielding of async work to the return value handlers that an {@link
+   * AsyncWorkShield} wrapped.
+   */
   public IdempotentEndpointAdvisor() {
+    this(() -> null);
+  }
+
+  /**
+   * Created by the auto-configuration.
+   *
+   * @param shield the application's {@link AsyncWorkShield}, looked up when a guarded handler
+   *     returns (it may supply null: then nothing is shielded here)
+   */
+  public IdempotentEndpointAdvisor(Supplier<@Nullable AsyncWorkShield> shield) {
+    this.shield = Objects.requireNonNull(shield, "shield must not be null");
     setOrder(Ordered.LOWEST_PRECEDENCE);
   }
 

@@ -2,7 +2,6 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.spring.app.NotifyTestApplication;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -16,7 +15,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.config.BeanPostProcessor;
-import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.MethodParameter;
@@ -39,19 +37,10 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
  * provider call (3 s), the container timeout is 1 s. SPEC 1/13: the work is not interrupted, the
  * key stays claimed, one provider send whatever the retries. The application also adds a return
  * value handler of its own ({@code addReturnValueHandlers}), which is wrapped like Spring MVC's.
+ * The context is {@link LateHandlerRebuildTest}'s, whose handler added after the starter's shield
+ * (by a post-processor that runs last) is wrapped too, once every singleton exists.
  */
-@SpringBootTest(
-    classes = {
-      NotifyTestApplication.class,
-      DecoratedHandlersCallableTest.Decorating.class,
-      DecoratedHandlersCallableTest.WaitingController.class
-    },
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      "idempotency.close-grace-period=1s"
-    })
+@ReturnValueHandlersApplicationTest
 class DecoratedHandlersCallableTest extends RunningApplication {
 
   @Autowired RequestMappingHandlerAdapter adapter;
@@ -96,6 +85,9 @@ class DecoratedHandlersCallableTest extends RunningApplication {
                 assertThat(handler.getClass().getName())
                     .startsWith(AsyncWorkShield.class.getName() + "$"));
     assertThat(Decorating.tracedOwnHandler).as("the application's own handler was traced").isTrue();
+    assertThat(LateHandlerRebuildTest.LateProcessor.rebuilt)
+        .as("a handler was added after the starter's post-processor (LateHandlerRebuildTest)")
+        .contains(adapter);
   }
 
   /**
@@ -143,8 +135,10 @@ class DecoratedHandlersCallableTest extends RunningApplication {
             adapter.getReturnValueHandlers().stream()
                 .<HandlerMethodReturnValueHandler>map(Traced::new)
                 .toList();
-        Decorating.tracedOwnHandler =
-            adapter.getReturnValueHandlers().stream().anyMatch(OwnHandler.class::isInstance);
+        if (adapter.getReturnValueHandlers().stream().anyMatch(OwnHandler.class::isInstance)) {
+          // Spring MVC's adapter; the application's second one (LateHandlerRebuildTest) has none
+          Decorating.tracedOwnHandler = true;
+        }
         adapter.setReturnValueHandlers(traced);
       }
       return bean;
