@@ -30,8 +30,10 @@ import reactor.core.publisher.Mono;
  * runtime type; before the fix a {@code DeferredResult} or a {@code Mono} returned so, and a
  * declared {@code ResponseBodyEmitter}, were answered 503 at a timeout with their key released
  * while the send ran, and the retry sent again. A container timeout (1 s) while the provider call
- * (2 s) runs must keep the key claimed and the retry must get the stored response: one provider
- * send per key (SPEC 1, 13, 16), as {@link AsyncTimeoutEndpointTest} shows for the declared types.
+ * runs must keep the key claimed and the retry must get the stored response: one provider send per
+ * key (SPEC 1, 13, 16), as {@link AsyncTimeoutEndpointTest} shows for the declared types. The
+ * provider call ends only once the first answer (the timeout's) is in, or after 10 s: Tomcat checks
+ * async timeouts about once a second, so a fixed 2 s call could end before a late timeout.
  */
 @AsyncTimeoutApplicationTest
 class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
@@ -43,7 +45,8 @@ class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
     String path = "/probe/object/" + kind;
     int sendsBefore = ObjectDeclaredController.providerSends.get();
 
-    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> timedOut =
+        ObjectDeclaredController.untilAnswered(() -> post(path, key, "{}"));
     HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
     // the first request's send, if its key was released, still ends: wait for it (bounded)
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
@@ -72,7 +75,8 @@ class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
     String key = EndpointClient.newKey();
     int sendsBefore = ObjectDeclaredController.providerSends.get();
 
-    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> timedOut =
+        ObjectDeclaredController.untilAnswered(() -> post(path, key, "{}"));
     HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
     while (ObjectDeclaredController.pending.get() > 0 && System.nanoTime() < deadline) {
@@ -96,14 +100,30 @@ class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
     return last;
   }
 
-  /** Handlers declared {@code Object} whose provider call (2 s) outlives the 1 s timeout. */
+  /**
+   * Handlers declared {@code Object} whose provider call outlives the 1 s timeout: it ends once the
+   * test has the first answer, or after 10 s.
+   */
   @RestController
   static class ObjectDeclaredController {
-    private static final Executor PROVIDER = CompletableFuture.delayedExecutor(2, TimeUnit.SECONDS);
+    private static volatile CompletableFuture<Void> answered =
+        CompletableFuture.completedFuture(null);
+    private static final Executor PROVIDER =
+        work -> answered.whenCompleteAsync((done, failed) -> work.run());
     // static: the controller is proxied (CGLIB), its fields are not read through the proxy
     static final AtomicInteger providerSends = new AtomicInteger();
     static final AtomicInteger pending = new AtomicInteger();
     private static final AtomicInteger runs = new AtomicInteger();
+
+    /** The request's answer; the provider calls it started end once it is in (at most 10 s). */
+    static <T> T untilAnswered(Callable<T> request) throws Exception {
+      answered = new CompletableFuture<Void>().completeOnTimeout(null, 10, TimeUnit.SECONDS);
+      try {
+        return request.call();
+      } finally {
+        answered.complete(null);
+      }
+    }
 
     private ResponseEntity<Map<String, Object>> sent(String kind, int run) {
       providerSends.incrementAndGet();
