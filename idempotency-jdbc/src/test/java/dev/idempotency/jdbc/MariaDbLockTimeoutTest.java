@@ -8,17 +8,15 @@ import java.sql.DriverManager;
 import java.sql.Statement;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe (issue 37): {@code operationTimeout(1 s)} on a real MariaDB 10.11 whose store table is
- * locked ({@code LOCK TABLES ... WRITE} by another session); see {@link LockTimeoutProbe}.
+ * Issue 37: {@code operationTimeout(1 s)} on a real MariaDB 10.11 whose store table is locked
+ * ({@code LOCK TABLES ... WRITE} by another session); see {@link LockTimeoutCase}.
  */
-@Tag("open-finding")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MariaDbLockTimeoutProbeTest {
+class MariaDbLockTimeoutTest {
 
   private DB mariadb;
   private HikariDataSource pool;
@@ -53,7 +51,7 @@ class MariaDbLockTimeoutProbeTest {
 
   @Test
   void aClaimOnALockedTableFailsWithinItsOperationTimeout() throws Exception {
-    LockTimeoutProbe.claimOnALockedTableFailsWithinTheTimeout(
+    LockTimeoutCase.claimOnALockedTableFailsWithinTheTimeout(
         pool,
         "locked_maria",
         // a fixed test table name: no user input reaches this SQL

@@ -5,18 +5,16 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe (issue 37): {@code operationTimeout(1 s)} on a real PostgreSQL 17 whose store table is
- * locked ({@code LOCK TABLE ... IN ACCESS EXCLUSIVE MODE} in another open transaction); see {@link
- * LockTimeoutProbe}.
+ * Issue 37: {@code operationTimeout(1 s)} on a real PostgreSQL 17 whose store table is locked
+ * ({@code LOCK TABLE ... IN ACCESS EXCLUSIVE MODE} in another open transaction); see {@link
+ * LockTimeoutCase}.
  */
-@Tag("open-finding")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class PostgresLockTimeoutProbeTest {
+class PostgresLockTimeoutTest {
 
   private EmbeddedPostgres postgres;
   private HikariDataSource pool;
@@ -39,7 +37,7 @@ class PostgresLockTimeoutProbeTest {
 
   @Test
   void aClaimOnALockedTableFailsWithinItsOperationTimeout() throws Exception {
-    LockTimeoutProbe.claimOnALockedTableFailsWithinTheTimeout(
+    LockTimeoutCase.claimOnALockedTableFailsWithinTheTimeout(
         pool,
         "locked_pg",
         // a fixed test table name: no user input reaches this SQL
