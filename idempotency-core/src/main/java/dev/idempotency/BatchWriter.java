@@ -168,7 +168,9 @@ final class BatchWriter {
     for (int round = 1; round <= settings.completionAttempts && written == null; round++) {
       deferred.clear();
       try {
-        written = store.completeAll(requests);
+        ChunkCompletion.Result result = ChunkCompletion.completeAll(store, requests);
+        written = result.written();
+        lastFailure = result.failure();
       } catch (RuntimeException e) {
         lastFailure = e;
         if (round < settings.completionAttempts) {
@@ -179,7 +181,7 @@ final class BatchWriter {
     for (int i = 0; i < chunk.size(); i++) {
       Batch.Item item = chunk.get(i);
       item.state.set(Batch.Item.DONE);
-      if (written == null) {
+      if (written == null || written.get(i) == null) {
         notRecorded.add(item.key());
         item.call.recordLater(item.claim, item.outcome, item.payload, lastFailure);
       } else if (!written.get(i)) {

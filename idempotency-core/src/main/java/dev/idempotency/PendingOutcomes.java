@@ -23,7 +23,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  *       most {@link IdempotencyGuard.Builder#maxPendingOutcomes} wait at once.
  *   <li>A round, on the guard's one thread for it, writes everything pending in chunks of {@link
  *       dev.idempotency.spi.KeyStore#maxBatchSize()}; after a store failure the next round waits 50
- *       ms, then twice as long each time, at most a second.
+ *       ms, then twice as long each time, at most a second. A chunk that fails for one record the
+ *       store cannot read is written key by key ({@link ChunkCompletion}): that key's failure is
+ *       its own, and the later chunks are written in the same round.
  *   <li>A write ends when the store takes it ({@link Type#OUTCOME_RECORDED_LATE}), refuses it by
  *       fencing (another call took the key over), or once its lease has ended by the guard's
  *       estimate ({@link Type#OUTCOME_ABANDONED}, one WARN per round, without keys). Meanwhile the
@@ -130,17 +132,24 @@ final class PendingOutcomes {
         queue.addAll(chunk);
         continue;
       }
-      List<Boolean> written;
+      ChunkCompletion.Result result;
       try {
-        written = settings.store.completeAll(requests(chunk));
+        result = ChunkCompletion.completeAll(settings.store, requests(chunk));
       } catch (RuntimeException e) {
         CallEvents.log.debug("A background outcome write failed; trying again", e);
         failed = true;
         queue.addAll(chunk);
         continue;
       }
+      if (result.failure() != null) {
+        CallEvents.log.debug("A background outcome write failed; trying again", result.failure());
+        failed = true;
+      }
       for (int i = 0; i < chunk.size(); i++) {
-        if (written.get(i)) {
+        Boolean written = result.written().get(i);
+        if (written == null) {
+          queue.add(chunk.get(i)); // not tried: the store failed meanwhile
+        } else if (written) {
           end(chunk.get(i), Type.OUTCOME_RECORDED_LATE, null);
         } else {
           end(chunk.get(i), Type.OUTCOME_ABANDONED, null);
@@ -151,8 +160,8 @@ final class PendingOutcomes {
     if (lapsed + takenOver > 0) {
       CallEvents.log.warn(
           "Gave up recording {} sent outcomes in the background ({} whose leases ended while the"
-              + " store did not take them, {} taken over by another call): a repeat of those keys"
-              + " may send again",
+              + " store did not take them, {} refused by the store: taken over by another call, or"
+              + " a record it cannot read): a repeat of those keys may send again",
           lapsed + takenOver,
           lapsed,
           takenOver);

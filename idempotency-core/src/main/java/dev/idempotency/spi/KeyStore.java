@@ -182,7 +182,11 @@ public interface KeyStore {
 
   /**
    * Writes many outcomes, each exactly as {@link #complete} would (fenced by its owner token), in
-   * as few round trips as the store allows. The default writes one at a time.
+   * as few round trips as the store allows. The default writes one at a time. A store that
+   * overrides it reports a key whose record it cannot read (where {@link #complete} throws {@link
+   * dev.idempotency.UnreadableRecordException}) as not written in its slot rather than failing the
+   * others; if it throws {@code UnreadableRecordException} instead, the guard writes that batch
+   * again one key at a time.
    *
    * @param requests at most {@link #maxBatchSize()} outcomes with distinct key ids
    * @return one result per request, in request order: whether it was written

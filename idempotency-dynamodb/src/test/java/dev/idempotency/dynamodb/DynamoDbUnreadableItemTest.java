@@ -175,6 +175,60 @@ class DynamoDbUnreadableItemTest {
     }
   }
 
+  /**
+   * Issue 39/37 (SPEC 1): an item that becomes unreadable while its send runs fails the recording
+   * of that key alone. The store's {@code completeAll} rethrows that item's {@link
+   * UnreadableRecordException} for the whole batch (its other writes done); before the fix the
+   * guard counted every key of the batch as not recorded and handed them all to the background
+   * writer, which tried the same batch again each round and put the batches after it back untried.
+   * Now the guard writes such a batch again key by key.
+   */
+  @Test
+  void anItemDamagedWhileItsSendRunsIsTheOnlyOutcomeOfItsBatchNotRecorded() {
+    String table = "unreadable-record-" + UUID.randomUUID();
+    try (DynamoDbKeyStore store = store(table);
+        IdempotencyGuard guard =
+            IdempotencyGuard.builder().store(store).storeRawKeys(true).build()) {
+      String damaged = "order:" + UUID.randomUUID();
+      List<IdempotencyRequest> requests = new ArrayList<>();
+      requests.add(IdempotencyRequest.of(damaged, TTL));
+      for (int i = 0; i < 4; i++) {
+        requests.add(IdempotencyRequest.of("order:" + UUID.randomUUID(), TTL));
+      }
+      Batch.Recorded recorded;
+      try (Batch<String> batch = guard.claimBatch(requests, ResultCodec.string())) {
+        List<Batch.Item> items = new ArrayList<>();
+        batch.toSend().forEach(items::add);
+        assertThat(items).hasSize(5);
+        damageItemOf(table, damaged);
+        for (Batch.Item item : items) {
+          batch.succeeded(item, "batch sent");
+        }
+        recorded = batch.record();
+      }
+      assertThat(recorded.notRecorded()).containsExactly(damaged);
+      assertThat(recorded.completed()).isEqualTo(4);
+    }
+  }
+
+  /** Sets the state of the item of a raw key (the guard keeps raw keys) to an unknown value. */
+  private void damageItemOf(String table, String key) {
+    List<Map<String, AttributeValue>> items =
+        client.scan(ScanRequest.builder().tableName(table).build()).items().stream()
+            .filter(item -> key.equals(Items.text(item, Items.RAW_KEY)))
+            .toList();
+    assertThat(items).hasSize(1);
+    String id = DynamoDbKeyStore.DEFAULT_PARTITION_KEY;
+    client.updateItem(
+        UpdateItemRequest.builder()
+            .tableName(table)
+            .key(Map.of(id, items.get(0).get(id)))
+            .updateExpression("SET #s = :damaged")
+            .expressionAttributeNames(Map.of("#s", Items.STATE))
+            .expressionAttributeValues(Map.of(":damaged", AttributeValue.fromS("DAMAGED")))
+            .build());
+  }
+
   /** Applies an update expression to the table's one item: {@code #a} names the attribute. */
   private void update(String table, String expression, String attribute, AttributeValue value) {
     List<Map<String, AttributeValue>> items =

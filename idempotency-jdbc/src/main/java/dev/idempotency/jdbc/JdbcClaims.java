@@ -7,6 +7,7 @@ import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.Optional;
 import org.jdbi.v3.core.JdbiException;
@@ -22,6 +23,12 @@ import org.jdbi.v3.core.JdbiException;
 final class JdbcClaims {
 
   private static final int MAX_ROUNDS = 16;
+
+  /**
+   * What the plain read after a cancelled insert gets when the operation's deadline has passed: a
+   * read by primary key that waits on no row lock takes a millisecond or two.
+   */
+  static final Duration READ_AFTER_CANCEL = Duration.ofMillis(100);
 
   private final Statements sql;
   private final StatementWatchdog watchdog;
@@ -78,7 +85,10 @@ final class JdbcClaims {
    * uncommitted insert holds the key: it is reported in progress as this request would have claimed
    * it (a committed row past its window, which the transaction is reclaiming, too). A live
    * committed row is reported as it is: in progress, or settled and replayed. A read that fails too
-   * (the database stalled) leaves the original failure to be thrown.
+   * (the database stalled, or a lock on the whole table) leaves the original failure to be thrown.
+   * The read shares the operation's deadline; when the insert used it up (cancelled at the
+   * timeout), the read gets {@link #READ_AFTER_CANCEL}, so the claim ends at most that much (plus
+   * one sweep of the watchdog) after the operation timeout, not a second timeout later.
    *
    * @return the result, or null if the failure was not a lock wait
    */
@@ -89,6 +99,7 @@ final class JdbcClaims {
       return null;
     }
     Optional<Rows.Row> committed;
+    watchdog.allowAtLeast(READ_AFTER_CANCEL);
     try {
       committed = sql.selectRow(connection, watchdog, request.keyId(), request.now());
     } catch (JdbiException readFailed) {

@@ -600,12 +600,15 @@ public final class JdbcKeyStore implements KeyStore {
     }
 
     /**
-     * The most one store operation may take on the database once it has a connection: a statement
-     * still running this long after it started is cancelled (within a further 0.1 s; the connection
-     * stays usable), and the connection's socket gets a network timeout half a second longer while
-     * the operation runs (restored afterwards), for a database that no longer answers at all.
-     * Either way the operation fails with {@link KeyStoreException}, and a claim sends nothing,
-     * instead of hanging the caller. The wait for a connection is bounded separately, by {@link
+     * The most one store operation may take on the database once it has a connection: one deadline
+     * from the operation's first statement, shared by all its statements; a statement still running
+     * when it passes is cancelled (within a further 0.1 s; the connection stays usable). A claim
+     * whose insert was cancelled at the deadline then gets at least 0.1 s more for one plain read
+     * that tells a key held by an open joined transaction (in flight) from a store failure. The
+     * connection's socket gets a network timeout half a second longer than this while the operation
+     * runs (restored afterwards), for a database that no longer answers at all. Either way the
+     * operation fails with {@link KeyStoreException}, and a claim sends nothing, instead of hanging
+     * the caller. The wait for a connection is bounded separately, by {@link
      * #connectionWait(Duration)}. Default {@link #DEFAULT_OPERATION_TIMEOUT}.
      *
      * @param timeout at least 1 ms

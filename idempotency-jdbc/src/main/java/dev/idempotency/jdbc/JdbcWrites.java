@@ -1,5 +1,6 @@
 package dev.idempotency.jdbc;
 
+import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.RecordState;
@@ -83,7 +84,8 @@ final class JdbcWrites {
   /**
    * Writes the outcomes, each fenced: in one statement where the dialect can and the keys are
    * distinct, else as a JDBC batch; then reads back each row not changed, as {@link #complete}
-   * does.
+   * does. A row that cannot be read back (not one of the store's records) is that key's outcome not
+   * written, not a failure of the batch: the others' results stand.
    */
   List<Boolean> completeAll(Handle handle, List<CompleteRequest> requests) {
     List<Boolean> written =
@@ -94,10 +96,10 @@ final class JdbcWrites {
                 complete,
                 requests,
                 JdbcWrites::values,
-                (h, request) -> holdsOutcome(h.getConnection(), request));
+                (h, request) -> holdsReadableOutcome(h.getConnection(), request));
     for (int i = 0; i < written.size(); i++) {
       if (!written.get(i)) {
-        written.set(i, holdsOutcome(handle.getConnection(), requests.get(i)));
+        written.set(i, holdsReadableOutcome(handle.getConnection(), requests.get(i)));
       }
     }
     return written;
@@ -162,6 +164,15 @@ final class JdbcWrites {
         .filter(row -> row.record().state() == request.state())
         .filter(row -> Arrays.equals(row.record().payload(), request.payload()))
         .isPresent();
+  }
+
+  /** {@link #holdsOutcome}, for one key of a batch: an unreadable row does not hold it. */
+  private boolean holdsReadableOutcome(Connection connection, CompleteRequest request) {
+    try {
+      return holdsOutcome(connection, request);
+    } catch (UnreadableRecordException notARecord) {
+      return false;
+    }
   }
 
   /** Read back: whether the row is still this owner's claim, in its window. */

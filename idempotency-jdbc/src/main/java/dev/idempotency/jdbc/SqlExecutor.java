@@ -19,9 +19,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Runs a store's operations on borrowed connections: the wait for a connection bounded ({@link
- * #borrow}), each statement cancelled past the operation timeout ({@link StatementWatchdog}) and
- * every socket read bounded a little later, none rendering bound values into messages, rolled-back
- * statements retried, and every other failure mapped by its SQLState to a {@link
+ * #borrow}), the operation's statements cancelled past its one deadline ({@link StatementWatchdog})
+ * and every socket read bounded a little later, none rendering bound values into messages,
+ * rolled-back statements retried, and every other failure mapped by its SQLState to a {@link
  * KeyStoreException}.
  */
 final class SqlExecutor {
@@ -79,6 +79,15 @@ final class SqlExecutor {
    * @throws KeyStoreException if the database failed
    */
   <R> R call(String operation, HandleCallback<R, RuntimeException> work) {
+    StatementWatchdog.Operation bounded = watchdog.begin();
+    try {
+      return callBounded(operation, work);
+    } finally {
+      watchdog.end(bounded);
+    }
+  }
+
+  private <R> R callBounded(String operation, HandleCallback<R, RuntimeException> work) {
     for (int attempt = 1; ; attempt++) {
       try {
         return jdbi.withHandle(
@@ -124,6 +133,15 @@ final class SqlExecutor {
     if (dataSource == null) {
       return call(operation, handle -> work.run(handle.getConnection()));
     }
+    StatementWatchdog.Operation bounded = watchdog.begin();
+    try {
+      return callPlainBounded(operation, work);
+    } finally {
+      watchdog.end(bounded);
+    }
+  }
+
+  private <R> R callPlainBounded(String operation, ConnectionWork<R> work) {
     for (int attempt = 1; ; attempt++) {
       Connection borrowed;
       try {
@@ -157,8 +175,14 @@ final class SqlExecutor {
       log.debug("Retrying the {} after a transient failure{}", operation, describe(e));
       return;
     }
+    String timedOut =
+        watchdog.timedOut()
+            ? ": it ran past its operationTimeout of "
+                + watchdog.timeout().toMillis()
+                + " ms (waiting on a lock, or a database that does not answer) and was cancelled"
+            : "";
     throw new KeyStoreException(
-        "JDBC store failed to " + operation + " on " + tableName + describe(e), e);
+        "JDBC store failed to " + operation + " on " + tableName + timedOut + describe(e), e);
   }
 
   /**

@@ -1,0 +1,48 @@
+package dev.idempotency.jdbc;
+
+import com.zaxxer.hikari.HikariDataSource;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.time.Duration;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * Issue 37: {@code operationTimeout(1 s)} on a real PostgreSQL 17 whose store table is locked
+ * ({@code LOCK TABLE ... IN ACCESS EXCLUSIVE MODE} in another open transaction); see {@link
+ * LockTimeoutCase}.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class PostgresLockTimeoutTest {
+
+  private EmbeddedPostgres postgres;
+  private HikariDataSource pool;
+
+  @BeforeAll
+  void startPostgres() throws Exception {
+    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
+    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), 4);
+  }
+
+  @AfterAll
+  void stopPostgres() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
+    if (postgres != null) {
+      postgres.close();
+    }
+  }
+
+  @Test
+  void aClaimOnALockedTableFailsWithinItsOperationTimeout() throws Exception {
+    LockTimeoutCase.claimOnALockedTableFailsWithinTheTimeout(
+        pool,
+        "locked_pg",
+        // a fixed test table name: no user input reaches this SQL
+        "LOCK TABLE locked_pg IN ACCESS EXCLUSIVE MODE",
+        null,
+        "PostgreSQL");
+  }
+}
