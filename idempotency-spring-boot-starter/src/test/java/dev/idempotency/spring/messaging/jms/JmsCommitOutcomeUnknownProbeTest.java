@@ -1,0 +1,110 @@
+package dev.idempotency.spring.messaging.jms;
+
+import static dev.idempotency.spring.messaging.Polling.await;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.IdempotencyEvent.Type;
+import dev.idempotency.spring.messaging.Events;
+import dev.idempotency.spring.messaging.Sends;
+import jakarta.jms.Message;
+import jakarta.jms.TextMessage;
+import java.util.ArrayList;
+import java.util.Enumeration;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.jms.core.JmsTemplate;
+import org.springframework.test.annotation.DirtiesContext;
+
+/**
+ * Probe (issue 37, probe45a) of {@code JmsSessionCommit}'s fate-unknown path: the session commit
+ * reaches the broker and commits there, then fails on the client because the connection fails while
+ * the blocking commit waits for the answer (Artemis: {@code AMQ219016 ... Unblocking a blocking
+ * call that will never get a response}, an {@code ActiveMQUnBlockedException}); nothing interrupted
+ * the thread. The listener's provider send happened and the broker consumed the message, so SPEC 1:
+ * a republished copy of the event (a producer's retry, what SPEC 15 is for) is a replay, never a
+ * second send.
+ *
+ * <p>Real embedded Artemis, {@link JmsTransactionTest}'s application and listener (it sends through
+ * {@link Sends}, then sends the event on in its transacted session). The commit is Artemis's own
+ * and really commits; {@link FailingSessionCommits} only throws the connection failure after it, as
+ * the client throws it when the answer never comes.
+ */
+@Tag("open-finding")
+@SpringBootTest(
+    classes = JmsTransactionTest.App.class,
+    properties = {
+      "spring.artemis.mode=embedded",
+      "spring.artemis.embedded.enabled=true",
+      "spring.artemis.embedded.queues=idem.tx,idem.tx.out",
+      "idempotency.in-flight-wait=50ms",
+      "idempotency.messaging.back-off.initial=50ms",
+      "idempotency.messaging.back-off.max=300ms",
+      "spring.main.banner-mode=off"
+    })
+@DirtiesContext
+class JmsCommitOutcomeUnknownProbeTest {
+
+  @Autowired Sends sends;
+  @Autowired Events events;
+  @Autowired FailingSessionCommits commits;
+  @Autowired JmsTemplate template;
+
+  @Test
+  void aCommitThatReachedTheBrokerThenLostItsAnswerIsNotSentAgainForARepublishedCopy()
+      throws Exception {
+    String event = "commit-answer-lost-" + UUID.randomUUID().toString().substring(0, 8);
+    commits.loseAnswerOfNextCommitOf(event);
+    template.convertAndSend("idem.tx", event);
+
+    await("the listener's send", () -> sends.of(event).size() == 1);
+    await("the message it sent on, committed by the broker", () -> sentOn().contains(event));
+    await(
+        "the starter's decision on the outcome (recorded or released)",
+        () ->
+            events.count(Type.COMPLETED, JmsTransactionTest.RECORD, event)
+                    + events.count(Type.RELEASED, JmsTransactionTest.RECORD, event)
+                > 0);
+    assertThat(queueIsEmpty("idem.tx"))
+        .as("the broker committed the delivery: nothing is left to redeliver")
+        .isTrue();
+
+    // the producer publishes the event again (its retry of an unanswered publish)
+    long replays = events.count(Type.REPLAYED, JmsTransactionTest.RECORD, event);
+    template.convertAndSend("idem.tx", event);
+    await(
+        "the republished copy, run or replayed",
+        () ->
+            sends.runs(event) >= 2
+                || events.count(Type.REPLAYED, JmsTransactionTest.RECORD, event) > replays);
+
+    assertThat(sends.of(event)).as("provider sends of the event").hasSize(1);
+    assertThat(sentOn()).as("messages the listener sent on, committed").containsOnlyOnce(event);
+    assertThat(events.count(Type.RELEASED, JmsTransactionTest.RECORD, event))
+        .as("releases of the key of a send that happened, in a delivery the broker committed")
+        .isZero();
+  }
+
+  private boolean queueIsEmpty(String queue) {
+    return template.browse(
+        queue, (session, browser) -> !browser.getEnumeration().hasMoreElements());
+  }
+
+  /** The committed messages the listener sent on, browsed. */
+  private List<String> sentOn() {
+    return template.browse(
+        JmsTransactionTest.OUTPUT,
+        (session, browser) -> {
+          List<String> texts = new ArrayList<>();
+          Enumeration<?> messages = browser.getEnumeration();
+          while (messages.hasMoreElements()) {
+            Message message = (Message) messages.nextElement();
+            texts.add(((TextMessage) message).getText());
+          }
+          return texts;
+        });
+  }
+}
