@@ -6,10 +6,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.Sends;
-import jakarta.jms.Message;
-import jakarta.jms.TextMessage;
-import java.util.ArrayList;
-import java.util.Enumeration;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
@@ -82,22 +78,11 @@ class JmsCommitRolledBackWhileInterruptedTest {
   }
 
   private boolean queueIsEmpty(String queue) {
-    return template.browse(
-        queue, (session, browser) -> !browser.getEnumeration().hasMoreElements());
+    return QueueBrowsing.isEmpty(template, queue);
   }
 
   /** The committed messages the listener sent on, browsed. */
   private List<String> sentOn() {
-    return template.browse(
-        JmsTransactionTest.OUTPUT,
-        (session, browser) -> {
-          List<String> texts = new ArrayList<>();
-          Enumeration<?> messages = browser.getEnumeration();
-          while (messages.hasMoreElements()) {
-            Message message = (Message) messages.nextElement();
-            texts.add(((TextMessage) message).getText());
-          }
-          return texts;
-        });
+    return QueueBrowsing.texts(template, JmsTransactionTest.OUTPUT);
   }
 }
