@@ -112,7 +112,7 @@ final class JmsSessionCommit {
                 message,
                 rolledBack
                     ? "a try was interrupted, and the broker rolled back the try after it"
-                    : "the connection failed before the broker answered");
+                    : "the connection failed or timed out while it waited for the answer");
             ContainerTransactions.complete(completions, true);
             throw failure;
           }
