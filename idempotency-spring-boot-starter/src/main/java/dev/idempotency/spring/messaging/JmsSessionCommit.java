@@ -3,9 +3,12 @@ package dev.idempotency.spring.messaging;
 import jakarta.jms.JMSException;
 import jakarta.jms.Message;
 import jakarta.jms.Session;
+import jakarta.jms.TransactionRolledBackException;
 import java.io.InterruptedIOException;
 import java.time.Duration;
 import java.util.List;
+import java.util.Set;
+import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -14,7 +17,9 @@ import org.slf4j.LoggerFactory;
  * what the listener sent ({@link JmsDeliveryListener}).
  *
  * <p>The commit runs with the thread's interrupt held back, and the interrupt is set again after it
- * and the record. Two interrupts reach it:
+ * and the record. A commit that fails goes on to the container, which rolls the session back, so
+ * the interrupt is not set again then: Artemis's rollback fails on an interrupted thread and leaves
+ * its session stopped, and the broker's redelivery never comes. Two interrupts reach it:
  *
  * <ul>
  *   <li>one the application left on the thread (a provider client interrupted mid-send that
@@ -26,14 +31,29 @@ import org.slf4j.LoggerFactory;
  *       waited for the answer.
  * </ul>
  *
- * <p>A commit that failed because of an interrupt is tried again, the interrupt cleared, for at
- * most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send happened, and only the container's
- * interrupt stood between it and its record. If a retry commits, the outcome is recorded. If none
- * does, the commit's fate is unknown (the broker most likely committed the first one): the outcome
- * is recorded all the same, never released, with a warning, and the failure goes on to the
- * container (SPEC 1: a release would send again on redelivery, or on a republished copy). A commit
- * refused for another reason (nothing interrupted it) releases the key and goes on to the
- * container, which rolls back: the broker delivers the message again, and the listener runs again.
+ * <p>A commit that fails is one of four cases, told by the failure's type (and its causes):
+ *
+ * <ol>
+ *   <li>The broker's verdict of rollback ({@code TransactionRolledBackException}, Artemis's {@code
+ *       ActiveMQTransactionRolledBackException}), even with an interrupt pending: the key is
+ *       released and the failure goes on to the container; the broker redelivers, and the listener
+ *       runs again (SPEC 15: an outcome is recorded only for a delivery whose transaction
+ *       committed). It is never tried again: a retry would commit an empty transaction.
+ *   <li>A fate the client cannot know: the connection failed while the commit waited for its answer
+ *       (Artemis's {@code ActiveMQUnBlockedException}, {@code ActiveMQConnectionTimedOutException},
+ *       or the {@code ActiveMQTransactionOutcomeUnknownException} it throws for both). The outcome
+ *       is recorded, never released, with one warning, and the failure goes on to the container
+ *       (SPEC 1: a release would send again for a republished copy of a message the broker
+ *       consumed; if the broker in fact rolled back, the redelivery is a replay and what the
+ *       listener sent in its session is lost, as docs/message-consumers.md says).
+ *   <li>A failure that an interrupt alone caused (no verdict): tried again, the interrupt cleared,
+ *       for at most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send happened, and only the
+ *       container's interrupt stood between it and its record. If a retry commits, the outcome is
+ *       recorded. If none does, the fate is unknown, as in case 2. A retry that fails with a
+ *       verdict of rollback is case 2 too: the interrupted commit before it may have committed.
+ *   <li>Any other refusal (nothing interrupted it): the key is released and the failure goes on to
+ *       the container, which rolls back: the broker delivers the message again.
+ * </ol>
  */
 final class JmsSessionCommit {
 
@@ -42,11 +62,20 @@ final class JmsSessionCommit {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
+  private static final String ARTEMIS = "org.apache.activemq.artemis.api.core.";
+
+  /** Artemis's exceptions for a commit whose answer never came. */
+  private static final Set<String> FATE_UNKNOWN =
+      Set.of(
+          ARTEMIS + "ActiveMQUnBlockedException",
+          ARTEMIS + "ActiveMQConnectionTimedOutException",
+          ARTEMIS + "ActiveMQTransactionOutcomeUnknownException");
+
   private JmsSessionCommit() {}
 
   /**
    * Commits {@code session}, then completes {@code completions}: recorded if it committed (or its
-   * fate is unknown because interrupts kept failing it), released if the commit was refused.
+   * fate is unknown), released if the broker rolled it back or refused it.
    *
    * @param listener the container's message listener, named in the log
    * @param message the delivery, whose destination is named in the log
@@ -60,15 +89,33 @@ final class JmsSessionCommit {
       throws JMSException {
     boolean interrupted = Thread.interrupted();
     boolean commitInterrupted = false;
+    boolean committed = false;
     long deadline = System.nanoTime() + INTERRUPTED_COMMIT_RETRY.toNanos();
     try {
       while (true) {
         try {
           session.commit();
+          committed = true;
           break;
         } catch (JMSException | RuntimeException | Error failure) {
           boolean byInterrupt = Thread.interrupted() | causedByInterrupt(failure);
           interrupted |= byInterrupt;
+          boolean rolledBack = rolledBack(failure);
+          if (rolledBack && !commitInterrupted) {
+            // the broker's verdict, whatever interrupt came with it: the redelivery runs again
+            ContainerTransactions.complete(completions, false);
+            throw failure;
+          }
+          if (rolledBack || outcomeUnknown(failure)) {
+            warnFateUnknown(
+                listener,
+                message,
+                rolledBack
+                    ? "a try was interrupted, and the broker rolled back the try after it"
+                    : "the connection failed or timed out while it waited for the answer");
+            ContainerTransactions.complete(completions, true);
+            throw failure;
+          }
           commitInterrupted |= byInterrupt;
           if (byInterrupt && System.nanoTime() - deadline < 0) {
             continue;
@@ -77,13 +124,14 @@ final class JmsSessionCommit {
             ContainerTransactions.complete(completions, false);
             throw failure;
           }
-          log.warn(
-              "The session commit of JMS listener {} (a delivery from {}) kept failing for {} while"
-                  + " the container interrupted its thread (it shuts down); the listener's send"
-                  + " happened, so its outcome is recorded, not released: a redelivery is a replay",
-              listener.getClass().getName(),
-              destinationOf(message),
-              INTERRUPTED_COMMIT_RETRY);
+          warnFateUnknown(
+              listener,
+              message,
+              byInterrupt
+                  ? "it kept failing for "
+                      + INTERRUPTED_COMMIT_RETRY
+                      + " while the container interrupted its thread (it shuts down)"
+                  : "a try was interrupted, and the try after it failed");
           ContainerTransactions.complete(completions, true);
           throw failure;
         }
@@ -96,10 +144,22 @@ final class JmsSessionCommit {
       ContainerTransactions.complete(completions, true);
     } finally {
       interrupted |= Thread.interrupted();
-      if (interrupted) {
+      if (interrupted && committed) {
         Thread.currentThread().interrupt();
       }
     }
+  }
+
+  /** One WARN per commit whose fate is unknown; it names the listener, never the key. */
+  private static void warnFateUnknown(Object listener, Message message, String why) {
+    log.warn(
+        "The fate of the session commit of JMS listener {} (a delivery from {}) is unknown: {}. The"
+            + " listener's send happened, so its outcome is recorded, not released: a redelivery"
+            + " or a republished copy is a replay (if the broker in fact rolled back, what the"
+            + " listener sent in its session is lost; see the starter's docs on message consumers)",
+        listener.getClass().getName(),
+        destinationOf(message),
+        why);
   }
 
   private static String destinationOf(Message message) {
@@ -116,11 +176,43 @@ final class JmsSessionCommit {
    * (Artemis's {@code ActiveMQInterruptedException}, a {@code RuntimeException}).
    */
   static boolean causedByInterrupt(Throwable failure) {
+    return anyInChain(
+        failure,
+        current ->
+            current instanceof InterruptedException
+                || current instanceof InterruptedIOException
+                || current.getClass().getSimpleName().contains("Interrupted"));
+  }
+
+  /**
+   * Whether {@code failure} is the broker's verdict of rollback: JMS's {@link
+   * TransactionRolledBackException} (Artemis converts its own to it) in its causes.
+   */
+  static boolean rolledBack(Throwable failure) {
+    return anyInChain(
+        failure,
+        current ->
+            current instanceof TransactionRolledBackException
+                || current
+                    .getClass()
+                    .getName()
+                    .equals(ARTEMIS + "ActiveMQTransactionRolledBackException"));
+  }
+
+  /**
+   * Whether {@code failure} says that the client cannot know the commit's fate: Artemis's
+   * exceptions for a blocking call whose answer never came (the connection failed or timed out), by
+   * their class (the starter does not depend on Artemis).
+   */
+  static boolean outcomeUnknown(Throwable failure) {
+    return anyInChain(failure, current -> FATE_UNKNOWN.contains(current.getClass().getName()));
+  }
+
+  /** Whether {@code failure}, or one of its causes or linked exceptions, matches. */
+  private static boolean anyInChain(Throwable failure, Predicate<Throwable> matches) {
     Throwable current = failure;
     for (int depth = 0; current != null && depth < 16; depth++) {
-      if (current instanceof InterruptedException
-          || current instanceof InterruptedIOException
-          || current.getClass().getSimpleName().contains("Interrupted")) {
+      if (matches.test(current)) {
         return true;
       }
       Throwable next = current.getCause();

@@ -21,6 +21,8 @@ final class FailingSessionCommits implements BeanPostProcessor {
 
   private final Set<String> failNext = ConcurrentHashMap.newKeySet();
   private final Set<String> interruptNext = ConcurrentHashMap.newKeySet();
+  private final Set<String> loseAnswerNext = ConcurrentHashMap.newKeySet();
+  private final Set<String> rollBackInterruptedNext = ConcurrentHashMap.newKeySet();
   private final ThreadLocal<String> running = new ThreadLocal<>();
 
   /** The next commit of a session in which {@code event} ran fails. */
@@ -35,6 +37,26 @@ final class FailingSessionCommits implements BeanPostProcessor {
    */
   void interruptNextCommitOf(String event) {
     interruptNext.add(event);
+  }
+
+  /**
+   * The next commit of a session in which {@code event} ran commits, then fails as Artemis's
+   * blocking commit does when the connection fails while it waits for the broker's answer (a {@code
+   * JMSException} linked to Artemis's {@code ActiveMQUnBlockedException}): the broker committed,
+   * the client cannot know it, and nothing interrupted the thread.
+   */
+  void loseAnswerOfNextCommitOf(String event) {
+    loseAnswerNext.add(event);
+  }
+
+  /**
+   * The next commit of a session in which {@code event} ran is rolled back (Artemis's own rollback:
+   * the broker will redeliver) and fails as a commit the broker refused does ({@code
+   * TransactionRolledBackException}), while an interrupt lands on the thread during it, as the
+   * container's interrupt at shutdown lands once per receive timeout.
+   */
+  void rollBackNextCommitWhileInterruptedOf(String event) {
+    rollBackInterruptedNext.add(event);
   }
 
   /** Called by a listener: the session on this thread runs {@code event}. */
@@ -77,6 +99,25 @@ final class FailingSessionCommits implements BeanPostProcessor {
                   throw new IllegalStateException(
                       "the commit of the session of " + event + " was interrupted (test)",
                       new InterruptedException());
+                }
+                if (event != null && rollBackInterruptedNext.remove(event)) {
+                  ((Session) target).rollback();
+                  Thread.currentThread().interrupt();
+                  throw new jakarta.jms.TransactionRolledBackException(
+                      "the commit of the session of " + event + " was rolled back (test)");
+                }
+                if (event != null && loseAnswerNext.remove(event)) {
+                  method.invoke(target, arguments);
+                  JMSException lost =
+                      new JMSException(
+                          "AMQ219016: Connection failure detected. Unblocking a blocking call"
+                              + " that will never get a response (test: the commit of "
+                              + event
+                              + " reached the broker)");
+                  lost.setLinkedException(
+                      new org.apache.activemq.artemis.api.core.ActiveMQUnBlockedException(
+                          "AMQ219016: Connection failure detected (test)"));
+                  throw lost;
                 }
               } else if (type == Session.class && method.getName().equals("rollback")) {
                 running.remove();
