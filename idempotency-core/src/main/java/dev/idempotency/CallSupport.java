@@ -11,6 +11,7 @@ import java.time.Instant;
 import java.util.Base64;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -391,7 +392,7 @@ final class CallSupport<T> {
    * key the store, answering again, would have replayed.
    */
   @Nullable KeyStoreException breakerRefusal() {
-    return settings.failsOpen(request.operation()) ? null : settings.outages.refusal();
+    return breakerRefusal(settings.outages::refusal);
   }
 
   /**
@@ -399,9 +400,11 @@ final class CallSupport<T> {
    * StoreOutages#refusalBeforeQueueing()}), which asks {@link #breakerRefusal()} when it starts.
    */
   @Nullable KeyStoreException breakerRefusalBeforeQueueing() {
-    return settings.failsOpen(request.operation())
-        ? null
-        : settings.outages.refusalBeforeQueueing();
+    return breakerRefusal(settings.outages::refusalBeforeQueueing);
+  }
+
+  private @Nullable KeyStoreException breakerRefusal(Supplier<KeyStoreException> breaker) {
+    return settings.failsOpen(request.operation()) ? null : breaker.get();
   }
 
   /**
