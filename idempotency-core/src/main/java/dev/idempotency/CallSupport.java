@@ -80,6 +80,9 @@ final class CallSupport<T> {
   /** A claim failure already told to the breaker ({@link #claimFailedWhereAsked}). */
   private volatile KeyStoreException reportedWhereAsked;
 
+  /** Whether the breaker was told of the last claim's answer ({@link #claimAnsweredWhereAsked}). */
+  private volatile boolean answeredWhereAsked;
+
   /** Whether replays may fill (and be answered from) the guard's near cache. */
   private boolean usesNearCache = true;
 
@@ -144,6 +147,8 @@ final class CallSupport<T> {
       ClaimResult result,
       Throwable error,
       boolean mayWait) {
+    boolean toldWhereAsked = answeredWhereAsked;
+    answeredWhereAsked = false;
     if (error == null && result instanceof ClaimResult.Failed failed) {
       error = failed.error();
     }
@@ -158,7 +163,9 @@ final class CallSupport<T> {
       }
       return new Refuse<>(storeFailure);
     }
-    settings.outages.storeAnswered();
+    if (!toldWhereAsked) {
+      settings.outages.storeAnswered();
+    }
     if (result instanceof ClaimResult.Claimed granted) {
       if (waitStartNanos != 0) {
         events.emit(Type.WAITED, granted.attempt(), System.nanoTime() - waitStartNanos, null);
@@ -228,6 +235,22 @@ final class CallSupport<T> {
     reportedWhereAsked = storeFailure;
     reportToBreaker(storeFailure);
     return storeFailure;
+  }
+
+  /**
+   * The store answered a claim on the thread that asked it: tells the breaker there and then (a
+   * trial's answer lets the next queued claim in), as {@link #claimFailedWhereAsked} does for a
+   * failure; {@link #decide} does not tell it again. A {@link ClaimResult.Failed} is left to {@link
+   * #decide}.
+   *
+   * @return {@code answer}
+   */
+  ClaimResult claimAnsweredWhereAsked(ClaimResult answer) {
+    if (!(answer instanceof ClaimResult.Failed)) {
+      answeredWhereAsked = true;
+      settings.outages.storeAnswered();
+    }
+    return answer;
   }
 
   private KeyStoreException asStoreFailure(Throwable failure) {
