@@ -6,6 +6,7 @@ import jakarta.jms.Session;
 import java.io.InterruptedIOException;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -26,19 +27,29 @@ import org.slf4j.LoggerFactory;
  *       waited for the answer.
  * </ul>
  *
- * <p>A commit that failed because of an interrupt is tried again, the interrupt cleared, for at
- * most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send happened, and only the container's
- * interrupt stood between it and its record. If a retry commits, the outcome is recorded. If none
- * does, the commit's fate is unknown (the broker most likely committed the first one): the outcome
- * is recorded all the same, never released, with a warning, and the failure goes on to the
- * container (SPEC 1: a release would send again on redelivery, or on a republished copy). A commit
- * refused for another reason (nothing interrupted it) releases the key and goes on to the
+ * <p>A commit that failed because of an interrupt is tried again, the interrupt cleared, after a
+ * pause of {@link #INTERRUPTED_COMMIT_PAUSE} (which interrupts do not cut short: they are held back
+ * as well), for at most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send happened, and only
+ * the container's interrupt stood between it and its record. If a retry commits, the outcome is
+ * recorded. If none does, the commit's fate is unknown (the broker most likely committed the first
+ * one): the outcome is recorded all the same, never released, with a warning, and the failure goes
+ * on to the container (SPEC 1: a release would send again on redelivery, or on a republished copy).
+ * A commit refused for another reason (nothing interrupted it) releases the key and goes on to the
  * container, which rolls back: the broker delivers the message again, and the listener runs again.
  */
 final class JmsSessionCommit {
 
   /** How long a commit that an interrupt failed is tried again. */
   static final Duration INTERRUPTED_COMMIT_RETRY = Duration.ofSeconds(5);
+
+  /** The pause before each new try of a commit that an interrupt failed. */
+  static final Duration INTERRUPTED_COMMIT_PAUSE = Duration.ofMillis(50);
+
+  /**
+   * How long the commits of this class loader are tried again: {@link #INTERRUPTED_COMMIT_RETRY}; a
+   * test of the path where they keep failing shortens it.
+   */
+  static volatile Duration interruptedCommitRetry = INTERRUPTED_COMMIT_RETRY;
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
@@ -60,7 +71,8 @@ final class JmsSessionCommit {
       throws JMSException {
     boolean interrupted = Thread.interrupted();
     boolean commitInterrupted = false;
-    long deadline = System.nanoTime() + INTERRUPTED_COMMIT_RETRY.toNanos();
+    Duration retryFor = interruptedCommitRetry;
+    long deadline = System.nanoTime() + retryFor.toNanos();
     try {
       while (true) {
         try {
@@ -71,6 +83,7 @@ final class JmsSessionCommit {
           interrupted |= byInterrupt;
           commitInterrupted |= byInterrupt;
           if (byInterrupt && System.nanoTime() - deadline < 0) {
+            interrupted |= pause(INTERRUPTED_COMMIT_PAUSE.toNanos());
             continue;
           }
           if (!commitInterrupted) {
@@ -83,7 +96,7 @@ final class JmsSessionCommit {
                   + " happened, so its outcome is recorded, not released: a redelivery is a replay",
               listener.getClass().getName(),
               destinationOf(message),
-              INTERRUPTED_COMMIT_RETRY);
+              retryFor);
           ContainerTransactions.complete(completions, true);
           throw failure;
         }
@@ -100,6 +113,22 @@ final class JmsSessionCommit {
         Thread.currentThread().interrupt();
       }
     }
+  }
+
+  /**
+   * Waits {@code nanos} whatever interrupts the thread meanwhile (the container's, once per receive
+   * timeout), so that the next try of the commit starts with no interrupt set.
+   *
+   * @return whether an interrupt came meanwhile (it is cleared)
+   */
+  private static boolean pause(long nanos) {
+    boolean interrupted = false;
+    long end = System.nanoTime() + nanos;
+    for (long left = nanos; left > 0; left = end - System.nanoTime()) {
+      LockSupport.parkNanos(left);
+      interrupted |= Thread.interrupted();
+    }
+    return interrupted;
   }
 
   private static String destinationOf(Message message) {
