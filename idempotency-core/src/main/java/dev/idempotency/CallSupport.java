@@ -355,40 +355,12 @@ final class CallSupport<T> {
   }
 
   /**
-   * A joined claim found the key held by another open transaction for the whole of its wait (the
-   * database's lock timeout ran out): nothing was sent.
-   */
-  IdempotencyInProgressException lockWaitRanOut(long waitedNanos) {
-    events.emit(Type.IN_PROGRESS_CONFLICT, 0, waitedNanos, null);
-    return IdempotencyInProgressException.afterWaiting(keyId, Duration.ofNanos(waitedNanos), null);
-  }
-
-  /**
    * A joined claim found the key claimed and in flight in the usual mode: the call answers at once,
    * since waiting would hold the caller's transaction (and, on some databases, a lock on the row
    * that the owner's outcome write needs) open.
    */
   IdempotencyInProgressException inFlightOutsideTransaction(int attempt) {
     return inProgress(attempt, null);
-  }
-
-  /**
-   * A joined call's store work failed: reported as a store error, and thrown as a {@link
-   * KeyStoreException} that tells the caller to roll back its transaction.
-   */
-  KeyStoreException joinedStoreFailed(String what, Throwable failure) {
-    KeyStoreException storeFailure =
-        failure instanceof KeyStoreException e
-            ? e
-            : new KeyStoreException(
-                "The key store failed to "
-                    + what
-                    + " key "
-                    + keyId
-                    + " in the caller's transaction",
-                failure);
-    events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
-    return storeFailure;
   }
 
   private IdempotencyInProgressException inProgress(int attempt, Throwable cause) {
