@@ -34,10 +34,11 @@ final class AsyncStores {
    * A claim of {@code call} on a store that {@link #queuesCalls queues its calls}, which asks the
    * guard's breaker ({@link CallSupport#breakerRefusal()}) when it starts rather than when it was
    * queued, and tells the breaker of an answer or a failure before its thread takes the next queued
-   * claim ({@link CallSupport#claimFailedWhereAsked}): during an outage that hangs the store, the
-   * claims queued before the first failure then fail at once with the breaker's refusal (nothing
-   * sent, the store not asked) instead of each waiting the store's own bound in turn. Outcome
-   * writes and releases are never refused this way: they follow a send.
+   * claim ({@link CallSupport#claimAnsweredWhereAsked}, {@link CallSupport#claimFailedWhereAsked}):
+   * during an outage that hangs the store, the claims queued before the first failure then fail at
+   * once with the breaker's refusal (nothing sent, the store not asked) instead of each waiting the
+   * store's own bound in turn. Outcome writes and releases are never refused this way: they follow
+   * a send.
    *
    * @param store a store for which {@link #queuesCalls} is true
    * @param request the claim
@@ -59,10 +60,7 @@ final class AsyncStores {
           } catch (RuntimeException failure) {
             throw call.claimFailedWhereAsked(failure);
           }
-          if (!(answer instanceof ClaimResult.Failed)) {
-            call.settings.outages.storeAnswered(); // a trial's answer lets the next queued claim in
-          }
-          return answer;
+          return call.claimAnsweredWhereAsked(answer);
         });
   }
 

@@ -1,14 +1,10 @@
 package dev.idempotency;
 
-import dev.idempotency.spi.ClaimRequest;
-import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
@@ -197,9 +193,7 @@ public final class Batch<T> implements AutoCloseable {
     return count;
   }
 
-  private final Map<String, Outcome<T>> replayed = new LinkedHashMap<>();
-  private final List<String> inFlight = new ArrayList<>();
-  private final Map<String, IdempotencyException> refused = new LinkedHashMap<>();
+  private final BatchClaims<T> answers;
   private final List<String> lapsed = new CopyOnWriteArrayList<>();
   private final AtomicBoolean recordCalled = new AtomicBoolean();
   private final AtomicReference<Recorded> result = new AtomicReference<>();
@@ -223,24 +217,9 @@ public final class Batch<T> implements AutoCloseable {
     this.settings = settings;
     this.writer = new BatchWriter(settings);
     this.leases = new BatchLeases(settings);
-    Map<String, CallSupport<T>> calls = new LinkedHashMap<>();
-    for (IdempotencyRequest request : requests) {
-      Objects.requireNonNull(request, "requests must not contain null");
-      if (calls.put(request.key(), new CallSupport<>(settings, request, codec)) != null) {
-        throw new IllegalArgumentException(
-            "the batch has a duplicate key (digest " + Digests.keyId(request.key()) + ")");
-      }
-    }
+    this.answers = new BatchClaims<>(settings, this);
+    List<CallSupport<T>> all = answers.toClaim(requests, codec);
     this.lastActivityMono = GuardSettings.monoNow();
-    List<CallSupport<T>> all = new ArrayList<>(calls.size());
-    for (CallSupport<T> call : calls.values()) {
-      Outcome<T> cached = call.nearCacheReplay();
-      if (cached != null) {
-        replayed.put(call.request.key(), cached);
-      } else {
-        all.add(call);
-      }
-    }
     int chunkSize = writer.chunkSize;
     for (int from = 0; from < all.size(); from += chunkSize) {
       claim(all.subList(from, Math.min(all.size(), from + chunkSize)));
@@ -248,50 +227,7 @@ public final class Batch<T> implements AutoCloseable {
   }
 
   private void claim(List<CallSupport<T>> chunk) {
-    List<ClaimRequest> claims = new ArrayList<>(chunk.size());
-    // one instant for the chunk, so that a store can claim it in one statement
-    Instant now = settings.clock.instant();
-    for (CallSupport<T> call : chunk) {
-      claims.add(call.claimRequest(CallSupport.newOwnerToken(), now));
-    }
-    long askedAt = settings.leaseNow(now);
-    long askedAtMono = GuardSettings.monoNow();
-    List<ClaimResult> results = null;
-    RuntimeException failure = settings.outages.refusal();
-    if (failure == null) {
-      try {
-        results = settings.store.claimAll(claims);
-      } catch (RuntimeException e) {
-        failure = e;
-      } catch (Error e) {
-        settings.outages.claimAbandoned();
-        throw e;
-      }
-    }
-    List<Item> items = new ArrayList<>(chunk.size());
-    for (int i = 0; i < chunk.size(); i++) {
-      CallSupport<T> call = chunk.get(i);
-      CallSupport.Next<T> next =
-          call.decide(
-              claims.get(i),
-              askedAt,
-              askedAtMono,
-              results == null ? null : results.get(i),
-              failure,
-              false);
-      String key = call.request.key();
-      if (next instanceof CallSupport.Send<T> send) {
-        items.add(new Item(this, call, call.context(send.claim().attempt), send.claim()));
-      } else if (next instanceof CallSupport.SendUnclaimed<T>) {
-        items.add(new Item(this, call, call.context(1), null));
-      } else if (next instanceof CallSupport.Replay<T> replay) {
-        replayed.put(key, replay.outcome());
-      } else if (next instanceof CallSupport.Refuse<T> refuse) {
-        refused.put(key, (IdempotencyException) refuse.error());
-      } else {
-        inFlight.add(key);
-      }
-    }
+    List<Item> items = answers.claim(chunk);
     renewIfLate(items);
     for (Item item : items) {
       if (item.claim != null && !item.claim.isLost()) {
@@ -437,7 +373,7 @@ public final class Batch<T> implements AutoCloseable {
    * @return key to outcome, in request order
    */
   public Map<String, Outcome<T>> replayed() {
-    return Collections.unmodifiableMap(replayed);
+    return Collections.unmodifiableMap(answers.replayed);
   }
 
   /**
@@ -446,7 +382,7 @@ public final class Batch<T> implements AutoCloseable {
    * @return the keys
    */
   public List<String> inFlight() {
-    return Collections.unmodifiableList(inFlight);
+    return Collections.unmodifiableList(answers.inFlight);
   }
 
   /**
@@ -469,7 +405,7 @@ public final class Batch<T> implements AutoCloseable {
    * @return key to exception, in request order
    */
   public Map<String, IdempotencyException> refused() {
-    return Collections.unmodifiableMap(refused);
+    return Collections.unmodifiableMap(answers.refused);
   }
 
   /**

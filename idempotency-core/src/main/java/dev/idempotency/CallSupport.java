@@ -11,6 +11,7 @@ import java.time.Instant;
 import java.util.Base64;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -79,6 +80,9 @@ final class CallSupport<T> {
   /** A claim failure already told to the breaker ({@link #claimFailedWhereAsked}). */
   private volatile KeyStoreException reportedWhereAsked;
 
+  /** Whether the breaker was told of the last claim's answer ({@link #claimAnsweredWhereAsked}). */
+  private volatile boolean answeredWhereAsked;
+
   /** Whether replays may fill (and be answered from) the guard's near cache. */
   private boolean usesNearCache = true;
 
@@ -143,6 +147,8 @@ final class CallSupport<T> {
       ClaimResult result,
       Throwable error,
       boolean mayWait) {
+    boolean toldWhereAsked = answeredWhereAsked;
+    answeredWhereAsked = false;
     if (error == null && result instanceof ClaimResult.Failed failed) {
       error = failed.error();
     }
@@ -157,7 +163,9 @@ final class CallSupport<T> {
       }
       return new Refuse<>(storeFailure);
     }
-    settings.outages.storeAnswered();
+    if (!toldWhereAsked) {
+      settings.outages.storeAnswered();
+    }
     if (result instanceof ClaimResult.Claimed granted) {
       if (waitStartNanos != 0) {
         events.emit(Type.WAITED, granted.attempt(), System.nanoTime() - waitStartNanos, null);
@@ -227,6 +235,22 @@ final class CallSupport<T> {
     reportedWhereAsked = storeFailure;
     reportToBreaker(storeFailure);
     return storeFailure;
+  }
+
+  /**
+   * The store answered a claim on the thread that asked it: tells the breaker there and then (a
+   * trial's answer lets the next queued claim in), as {@link #claimFailedWhereAsked} does for a
+   * failure; {@link #decide} does not tell it again. A {@link ClaimResult.Failed} is left to {@link
+   * #decide}.
+   *
+   * @return {@code answer}
+   */
+  ClaimResult claimAnsweredWhereAsked(ClaimResult answer) {
+    if (!(answer instanceof ClaimResult.Failed)) {
+      answeredWhereAsked = true;
+      settings.outages.storeAnswered();
+    }
+    return answer;
   }
 
   private KeyStoreException asStoreFailure(Throwable failure) {
@@ -331,40 +355,12 @@ final class CallSupport<T> {
   }
 
   /**
-   * A joined claim found the key held by another open transaction for the whole of its wait (the
-   * database's lock timeout ran out): nothing was sent.
-   */
-  IdempotencyInProgressException lockWaitRanOut(long waitedNanos) {
-    events.emit(Type.IN_PROGRESS_CONFLICT, 0, waitedNanos, null);
-    return IdempotencyInProgressException.afterWaiting(keyId, Duration.ofNanos(waitedNanos), null);
-  }
-
-  /**
    * A joined claim found the key claimed and in flight in the usual mode: the call answers at once,
    * since waiting would hold the caller's transaction (and, on some databases, a lock on the row
    * that the owner's outcome write needs) open.
    */
   IdempotencyInProgressException inFlightOutsideTransaction(int attempt) {
     return inProgress(attempt, null);
-  }
-
-  /**
-   * A joined call's store work failed: reported as a store error, and thrown as a {@link
-   * KeyStoreException} that tells the caller to roll back its transaction.
-   */
-  KeyStoreException joinedStoreFailed(String what, Throwable failure) {
-    KeyStoreException storeFailure =
-        failure instanceof KeyStoreException e
-            ? e
-            : new KeyStoreException(
-                "The key store failed to "
-                    + what
-                    + " key "
-                    + keyId
-                    + " in the caller's transaction",
-                failure);
-    events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
-    return storeFailure;
   }
 
   private IdempotencyInProgressException inProgress(int attempt, Throwable cause) {
@@ -391,7 +387,7 @@ final class CallSupport<T> {
    * key the store, answering again, would have replayed.
    */
   @Nullable KeyStoreException breakerRefusal() {
-    return settings.failsOpen(request.operation()) ? null : settings.outages.refusal();
+    return breakerRefusal(settings.outages::refusal);
   }
 
   /**
@@ -399,9 +395,11 @@ final class CallSupport<T> {
    * StoreOutages#refusalBeforeQueueing()}), which asks {@link #breakerRefusal()} when it starts.
    */
   @Nullable KeyStoreException breakerRefusalBeforeQueueing() {
-    return settings.failsOpen(request.operation())
-        ? null
-        : settings.outages.refusalBeforeQueueing();
+    return breakerRefusal(settings.outages::refusalBeforeQueueing);
+  }
+
+  private @Nullable KeyStoreException breakerRefusal(Supplier<KeyStoreException> breaker) {
+    return settings.failsOpen(request.operation()) ? null : breaker.get();
   }
 
   /**

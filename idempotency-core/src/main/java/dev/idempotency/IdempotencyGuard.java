@@ -416,44 +416,7 @@ public final class IdempotencyGuard implements AutoCloseable {
     if (batchSize < 1) {
       throw new IllegalArgumentException("batchSize must be at least 1, was " + batchSize);
     }
-    java.util.concurrent.atomic.AtomicBoolean iterated =
-        new java.util.concurrent.atomic.AtomicBoolean();
-    return () -> {
-      if (!iterated.compareAndSet(false, true)) {
-        throw new IllegalStateException("the batches of claimBatches may be iterated once");
-      }
-      java.util.Iterator<IdempotencyRequest> source = requests.iterator();
-      return new java.util.Iterator<Batch<T>>() {
-        private Batch<T> current;
-
-        @Override
-        public boolean hasNext() {
-          if (source.hasNext()) {
-            return true;
-          }
-          if (current != null) {
-            current.close(); // the last batch: records it, if the loop did not
-          }
-          return false;
-        }
-
-        @Override
-        public Batch<T> next() {
-          if (current != null) {
-            current.close(); // records it, if the loop did not
-          }
-          List<IdempotencyRequest> next = new ArrayList<>(Math.min(batchSize, 10_000));
-          while (next.size() < batchSize && source.hasNext()) {
-            next.add(source.next());
-          }
-          if (next.isEmpty()) {
-            throw new java.util.NoSuchElementException();
-          }
-          current = claimBatch(next, codec);
-          return current;
-        }
-      };
-    };
+    return new BatchSequence<>(requests, batchSize, next -> claimBatch(next, codec));
   }
 
   /**
@@ -475,17 +438,7 @@ public final class IdempotencyGuard implements AutoCloseable {
   public Optional<IdempotencyRecord> find(String key) {
     String keyId = Digests.keyId(IdempotencyKey.requireValid(key));
     requireOpen();
-    return settings.outages.singleRecord(
-        "a lookup failed",
-        () -> {
-          try {
-            return settings.store.find(keyId, settings.clock.instant()).map(IdempotencyRecord::of);
-          } catch (KeyStoreException | UnsupportedOperationException e) {
-            throw e;
-          } catch (RuntimeException e) {
-            throw new KeyStoreException("The key store failed to read a key", e);
-          }
-        });
+    return RecordLookups.find(settings, keyId);
   }
 
   /**
@@ -507,25 +460,7 @@ public final class IdempotencyGuard implements AutoCloseable {
   public boolean forget(String key) {
     String keyId = Digests.keyId(IdempotencyKey.requireValid(key));
     requireOpen();
-    boolean deleted =
-        settings.outages.singleRecord(
-            "a deletion failed",
-            () -> {
-              try {
-                return settings.store.delete(keyId, settings.clock.instant());
-              } catch (KeyStoreException | UnsupportedOperationException e) {
-                throw e;
-              } catch (RuntimeException e) {
-                throw new KeyStoreException("The key store failed to forget a key", e);
-              }
-            });
-    if (settings.nearCache != null) {
-      settings.nearCache.remove(keyId);
-    }
-    if (deleted) {
-      CallEvents.log.info("Forgot key {}: its next call sends again", keyId);
-    }
-    return deleted;
+    return RecordLookups.forget(settings, keyId);
   }
 
   /**

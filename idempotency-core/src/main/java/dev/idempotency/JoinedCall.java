@@ -66,13 +66,13 @@ final class JoinedCall<T> {
       result =
           transaction.claim(claim, lockWait.isZero() ? java.time.Duration.ofMillis(1) : lockWait);
     } catch (RuntimeException e) {
-      throw call.joinedStoreFailed("claim", e);
+      throw joinedStoreFailed("claim", e);
     }
     if (result.isEmpty()) {
-      throw call.lockWaitRanOut(System.nanoTime() - startNanos);
+      throw lockWaitRanOut(System.nanoTime() - startNanos);
     }
     if (result.get() instanceof ClaimResult.Failed failed) {
-      throw call.joinedStoreFailed("claim", failed.error());
+      throw joinedStoreFailed("claim", failed.error());
     }
     CallSupport.Next<T> next = call.decide(claim, askedAt, askedAtMono, result.get(), null, true);
     if (next instanceof CallSupport.Send<T> send) {
@@ -103,13 +103,42 @@ final class JoinedCall<T> {
     try {
       written = transaction.complete(call.complete(claim, RecordState.COMPLETED, payload));
     } catch (RuntimeException e) {
-      throw call.joinedStoreFailed("record the outcome of", rollBackNotice(e));
+      throw joinedStoreFailed("record the outcome of", rollBackNotice(e));
     }
     if (!written) {
-      throw call.joinedStoreFailed("record the outcome of", claimLost(claim, payload));
+      throw joinedStoreFailed("record the outcome of", claimLost(claim, payload));
     }
     call.events.emit(Type.COMPLETED, attempt, sendNanos, null);
     return new Outcome<>(value, false, attempt, true);
+  }
+
+  /**
+   * A joined claim found the key held by another open transaction for the whole of its wait (the
+   * database's lock timeout ran out): nothing was sent.
+   */
+  private IdempotencyInProgressException lockWaitRanOut(long waitedNanos) {
+    call.events.emit(Type.IN_PROGRESS_CONFLICT, 0, waitedNanos, null);
+    return IdempotencyInProgressException.afterWaiting(
+        call.keyId, java.time.Duration.ofNanos(waitedNanos), null);
+  }
+
+  /**
+   * A joined call's store work failed: reported as a store error, and thrown as a {@link
+   * KeyStoreException} that tells the caller to roll back its transaction.
+   */
+  private KeyStoreException joinedStoreFailed(String what, Throwable failure) {
+    KeyStoreException storeFailure =
+        failure instanceof KeyStoreException e
+            ? e
+            : new KeyStoreException(
+                "The key store failed to "
+                    + what
+                    + " key "
+                    + call.keyId
+                    + " in the caller's transaction",
+                failure);
+    call.events.emit(Type.STORE_ERROR, 0, call.events.elapsed(), storeFailure);
+    return storeFailure;
   }
 
   /**

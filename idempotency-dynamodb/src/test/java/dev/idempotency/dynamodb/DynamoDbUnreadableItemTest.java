@@ -3,20 +3,14 @@ package dev.idempotency.dynamodb;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idempotency.Batch;
 import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.IdempotencyRequest;
-import dev.idempotency.KeyStoreException;
-import dev.idempotency.ResultCodec;
 import dev.idempotency.UnreadableRecordException;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.UnreadableRecordContract;
 import dev.idempotency.testservers.Dynalite;
-import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.atomic.AtomicInteger;
-import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -35,13 +29,12 @@ import software.amazon.awssdk.services.dynamodb.model.UpdateItemRequest;
  * find}'s Javadoc gives for an invalid key), and a claim of that key opens the breaker: the next
  * send of a healthy key is refused at once. Now the store throws {@link UnreadableRecordException}
  * for such an item (an unknown state, an attribute missing or of another type), on lookups and
- * claims, blocking or in a batch beside healthy keys, and the breaker stays closed.
+ * claims, blocking or in a batch beside healthy keys, and the breaker stays closed: {@link
+ * UnreadableRecordContract} (a table per test, an unknown state), and here the DynamoDB-specific
+ * damage (an attribute missing, or of another type).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class DynamoDbUnreadableItemTest {
-
-  private static final Duration TTL = Duration.ofHours(1);
-  private static final int ROUNDS = 10;
+class DynamoDbUnreadableItemTest extends UnreadableRecordContract {
 
   private DynamoDbClient client;
 
@@ -55,79 +48,18 @@ class DynamoDbUnreadableItemTest {
     client.close();
   }
 
-  @Test
-  void aLookupOfAnUnreadableItemIsThatRecordsErrorAndOtherSendsGoOn() {
-    String table = "unreadable-find-" + UUID.randomUUID();
-    try (DynamoDbKeyStore store = store(table);
-        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
-      String damaged = "order:" + UUID.randomUUID();
-      assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
-      damage(table);
-
-      List<String> refusedOthers = new ArrayList<>();
-      List<Class<?>> lookupErrors = new ArrayList<>();
-      for (int round = 0; round < ROUNDS; round++) {
-        try {
-          guard.find(damaged);
-          lookupErrors.add(Void.class);
-        } catch (RuntimeException lookupError) {
-          lookupErrors.add(lookupError.getClass());
-        }
-        try {
-          guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent");
-        } catch (KeyStoreException refused) {
-          refusedOthers.add(refused.getMessage());
-        }
-      }
-      SoftAssertions.assertSoftly(
-          softly -> {
-            softly
-                .assertThat(lookupErrors)
-                .as("the documented error for a record the store cannot read")
-                .containsOnly(UnreadableRecordException.class);
-            softly
-                .assertThat(refusedOthers)
-                .as("sends of healthy keys right after a lookup of the unreadable item")
-                .isEmpty();
-          });
-    }
+  @Override
+  protected KeyStore newStore(String name) {
+    return store(table(name));
   }
 
-  @Test
-  void aClaimOfAnUnreadableItemDoesNotRefuseOtherKeys() {
-    String table = "unreadable-claim-" + UUID.randomUUID();
-    try (DynamoDbKeyStore store = store(table);
-        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
-      String damaged = "order:" + UUID.randomUUID();
-      assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
-      damage(table);
+  @Override
+  protected void damageTheOnlyRecord(String name) {
+    damage(table(name));
+  }
 
-      AtomicInteger damagedSends = new AtomicInteger();
-      List<String> refusedOthers = new ArrayList<>();
-      for (int round = 0; round < ROUNDS; round++) {
-        assertThatThrownBy(
-                () ->
-                    guard.execute(
-                        damaged,
-                        TTL,
-                        ctx -> {
-                          damagedSends.incrementAndGet();
-                          return "sent again";
-                        }))
-            .isInstanceOf(UnreadableRecordException.class)
-            .hasMessageContaining("cannot read")
-            .hasMessageContaining("nothing was sent");
-        try {
-          guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent");
-        } catch (KeyStoreException refused) {
-          refusedOthers.add(refused.getMessage());
-        }
-      }
-      assertThat(damagedSends).as("the unreadable key is never sent again").hasValue(0);
-      assertThat(refusedOthers)
-          .as("sends of healthy keys right after a claim of the unreadable key")
-          .isEmpty();
-    }
+  private static String table(String name) {
+    return "unreadable-" + name;
   }
 
   @Test
@@ -140,18 +72,7 @@ class DynamoDbUnreadableItemTest {
       update(table, "REMOVE #a", Items.RETAIN_UNTIL, null);
       assertThatThrownBy(() -> guard.find(damaged)).isInstanceOf(UnreadableRecordException.class);
 
-      String healthy = "order:" + UUID.randomUUID();
-      try (Batch<String> batch =
-          guard.claimBatch(
-              List.of(IdempotencyRequest.of(damaged, TTL), IdempotencyRequest.of(healthy, TTL)),
-              ResultCodec.string())) {
-        assertThat(batch.refused().keySet()).containsExactly(damaged);
-        assertThat(batch.refused().get(damaged)).isInstanceOf(UnreadableRecordException.class);
-        assertThat(batch.claimedKeys()).as("the healthy key of the batch").containsExactly(healthy);
-        for (Batch.Item item : batch.toSend()) {
-          batch.succeeded(item, "batch sent");
-        }
-      }
+      assertABatchRefusesItAlone(guard, damaged);
       assertThat(guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent"))
           .as("a healthy key's send right after")
           .isEqualTo("other sent");

@@ -1,29 +1,18 @@
 package dev.idempotency.redis;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idempotency.Batch;
-import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.IdempotencyRequest;
-import dev.idempotency.KeyStoreException;
-import dev.idempotency.ResultCodec;
 import dev.idempotency.UnreadableRecordException;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.UnreadableRecordContract;
 import dev.idempotency.testservers.FreePorts;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SetArgs;
 import io.lettuce.core.api.StatefulRedisConnection;
-import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import redis.embedded.RedisServer;
 
@@ -36,13 +25,10 @@ import redis.embedded.RedisServer;
  * once ("the redis key store is failing"): one damaged record refused every key's sends while it
  * was retried. Now a claim of it, blocking, async or in a batch, fails with {@link
  * UnreadableRecordException} (nothing sent for it, fail-open or not) and the breaker stays closed
- * for the other keys.
+ * for the other keys ({@link UnreadableRecordContract}, a key prefix per test).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class RedisUnreadableClaimTest {
-
-  static final Duration TTL = Duration.ofHours(1);
-  static final int ROUNDS = 10;
+class RedisUnreadableClaimTest extends UnreadableRecordContract {
 
   private RedisServer server;
   private RedisClient client;
@@ -69,122 +55,20 @@ class RedisUnreadableClaimTest {
     }
   }
 
-  @Test
-  void aClaimOfAnUnreadableRecordDoesNotRefuseOtherKeys() {
-    String prefix = "unreadable-claim-" + UUID.randomUUID() + ":";
-    try (RedisKeyStore store = RedisKeyStore.builder(client).keyPrefix(prefix).build();
-        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
-      String damaged = damagedKey(guard, prefix);
-
-      AtomicInteger damagedSends = new AtomicInteger();
-      List<String> refusedOthers = new ArrayList<>();
-      for (int round = 0; round < ROUNDS; round++) {
-        assertThatThrownBy(
-                () ->
-                    guard.execute(
-                        damaged,
-                        TTL,
-                        ctx -> {
-                          damagedSends.incrementAndGet();
-                          return "sent again";
-                        }))
-            .isInstanceOf(UnreadableRecordException.class)
-            .hasMessageContaining("cannot read")
-            .hasMessageContaining("nothing was sent");
-        try {
-          guard.execute("order:" + UUID.randomUUID(), TTL, ctx -> "other sent");
-        } catch (KeyStoreException refused) {
-          refusedOthers.add(refused.getMessage());
-        }
-      }
-
-      assertThat(damagedSends).as("the unreadable key is never sent again").hasValue(0);
-      assertThat(refusedOthers)
-          .as("sends of healthy keys right after a claim of the unreadable key")
-          .isEmpty();
-    }
+  @Override
+  protected KeyStore newStore(String name) {
+    return RedisKeyStore.builder(client).keyPrefix(prefix(name)).build();
   }
 
-  @Test
-  void anAsyncClaimOrABatchOfAnUnreadableRecordDoesNotRefuseOtherKeys() throws Exception {
-    String prefix = "unreadable-async-" + UUID.randomUUID() + ":";
-    try (RedisKeyStore store = RedisKeyStore.builder(client).keyPrefix(prefix).build();
-        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
-      String damaged = damagedKey(guard, prefix);
-      AtomicInteger damagedSends = new AtomicInteger();
-      List<String> refusedOthers = new ArrayList<>();
-      for (int round = 0; round < ROUNDS; round++) {
-        CompletableFuture<String> damagedCall =
-            guard
-                .executeAsync(
-                    damaged,
-                    TTL,
-                    ctx -> {
-                      damagedSends.incrementAndGet();
-                      return CompletableFuture.completedFuture("sent again");
-                    })
-                .toCompletableFuture();
-        assertThatThrownBy(() -> damagedCall.get(30, TimeUnit.SECONDS))
-            .hasCauseInstanceOf(UnreadableRecordException.class);
-
-        String healthy = "order:" + UUID.randomUUID();
-        try (Batch<String> batch =
-            guard.claimBatch(
-                List.of(IdempotencyRequest.of(damaged, TTL), IdempotencyRequest.of(healthy, TTL)),
-                ResultCodec.string())) {
-          assertThat(batch.refused().get(damaged)).isInstanceOf(UnreadableRecordException.class);
-          assertThat(batch.claimedKeys()).containsExactly(healthy);
-          for (Batch.Item item : batch.toSend()) {
-            batch.succeeded(item, "batch sent");
-          }
-        }
-        try {
-          guard
-              .executeAsync(
-                  "order:" + UUID.randomUUID(), TTL, ctx -> CompletableFuture.completedFuture("x"))
-              .toCompletableFuture()
-              .get(30, TimeUnit.SECONDS);
-        } catch (java.util.concurrent.ExecutionException refused) {
-          refusedOthers.add(String.valueOf(refused.getCause()));
-        }
-      }
-      assertThat(damagedSends).as("the unreadable key is never sent again").hasValue(0);
-      assertThat(refusedOthers)
-          .as("async sends of healthy keys right after claims of the unreadable key")
-          .isEmpty();
-    }
-  }
-
-  @Test
-  void aFailOpenGuardNeverSendsAnUnreadableKey() {
-    String prefix = "unreadable-open-" + UUID.randomUUID() + ":";
-    try (RedisKeyStore store = RedisKeyStore.builder(client).keyPrefix(prefix).build();
-        IdempotencyGuard guard = IdempotencyGuard.builder().store(store).failOpen(true).build()) {
-      String damaged = damagedKey(guard, prefix);
-      AtomicInteger damagedSends = new AtomicInteger();
-      assertThatThrownBy(
-              () ->
-                  guard.execute(
-                      damaged,
-                      TTL,
-                      ctx -> {
-                        damagedSends.incrementAndGet();
-                        return "sent again";
-                      }))
-          .isInstanceOf(UnreadableRecordException.class);
-      assertThat(damagedSends)
-          .as("a record that may be a completed send is never sent")
-          .hasValue(0);
-    }
-  }
-
-  /** Sends a key, then overwrites its stored value with one that is not a record of the store. */
-  private String damagedKey(IdempotencyGuard guard, String prefix) {
-    String damaged = "order:" + UUID.randomUUID();
-    assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
-    List<String> stored = admin.sync().keys(prefix + "*");
+  /** Overwrites the stored value with one that is not a record of this store. */
+  @Override
+  protected void damageTheOnlyRecord(String name) {
+    List<String> stored = admin.sync().keys(prefix(name) + "*");
     assertThat(stored).hasSize(1);
     admin.sync().set(stored.get(0), "not a record of this store", SetArgs.Builder.keepttl());
-    return damaged;
+  }
+
+  private static String prefix(String name) {
+    return "unreadable-" + name + ":";
   }
 }

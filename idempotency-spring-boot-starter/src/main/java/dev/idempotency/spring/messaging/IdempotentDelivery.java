@@ -24,7 +24,25 @@ import java.util.Objects;
  * }
  * }</pre>
  *
- * <p>Bound to the listener's thread while it runs; thread-safe.
+ * <p>Bound to the thread that runs the listener, while it runs: {@link #context()} and {@link
+ * #context(Object)} answer on that thread only, and throw an {@link IllegalStateException} on any
+ * other (a parallel stream's worker, an executor's thread). To send from other threads, take each
+ * message's context on the listener's thread, hand it on with the message (a {@link SendContext} is
+ * immutable and thread-safe), and wait for those threads before the listener returns:
+ *
+ * <pre>{@code
+ * @KafkaListener(topics = "order-shipped", batch = "true")
+ * @IdempotentListener(key = "orderId")
+ * void onShipped(List<OrderShipped> events) {
+ *   List<CompletableFuture<Void>> sends = new ArrayList<>();
+ *   for (OrderShipped event : events) {
+ *     SendContext context = IdempotentDelivery.context(event); // on the listener's thread
+ *     sends.add(CompletableFuture.runAsync(
+ *         () -> mail.send(event.email(), "shipped", context.providerKey()), executor));
+ *   }
+ *   CompletableFuture.allOf(sends.toArray(CompletableFuture[]::new)).join();
+ * }
+ * }</pre>
  */
 public final class IdempotentDelivery {
 
@@ -38,7 +56,7 @@ public final class IdempotentDelivery {
    *
    * @return the context
    * @throws IllegalStateException outside a record listener annotated with {@link
-   *     IdempotentListener}
+   *     IdempotentListener}, or on another thread than the one that runs it
    */
   public static SendContext context() {
     SendContext context = RECORD.get();
@@ -66,8 +84,8 @@ public final class IdempotentDelivery {
    * @param element an element of the list the listener got (the same object)
    * @return the context
    * @throws IllegalStateException outside a batch listener annotated with {@link
-   *     IdempotentListener}, for an object that is not an element of its list, or for an object
-   *     that is two elements of its list
+   *     IdempotentListener} or on another thread than the one that runs it, for an object that is
+   *     not an element of its list, or for an object that is two elements of its list
    */
   public static SendContext context(Object element) {
     Objects.requireNonNull(element, "element must not be null");

@@ -8,6 +8,7 @@ import java.io.InterruptedIOException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -47,10 +48,12 @@ import org.slf4j.LoggerFactory;
  *       consumed; if the broker in fact rolled back, the redelivery is a replay and what the
  *       listener sent in its session is lost, as docs/message-consumers.md says).
  *   <li>A failure that an interrupt alone caused (no verdict): tried again, the interrupt cleared,
- *       for at most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send happened, and only the
- *       container's interrupt stood between it and its record. If a retry commits, the outcome is
- *       recorded. If none does, the fate is unknown, as in case 2. A retry that fails with a
- *       verdict of rollback is case 2 too: the interrupted commit before it may have committed.
+ *       after a pause of {@link #INTERRUPTED_COMMIT_PAUSE} (which interrupts do not cut short: they
+ *       are held back as well), for at most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send
+ *       happened, and only the container's interrupt stood between it and its record. If a retry
+ *       commits, the outcome is recorded. If none does, the fate is unknown, as in case 2. A retry
+ *       that fails with a verdict of rollback is case 2 too: the interrupted commit before it may
+ *       have committed.
  *   <li>Any other refusal (nothing interrupted it): the key is released and the failure goes on to
  *       the container, which rolls back: the broker delivers the message again.
  * </ol>
@@ -59,6 +62,15 @@ final class JmsSessionCommit {
 
   /** How long a commit that an interrupt failed is tried again. */
   static final Duration INTERRUPTED_COMMIT_RETRY = Duration.ofSeconds(5);
+
+  /** The pause before each new try of a commit that an interrupt failed. */
+  static final Duration INTERRUPTED_COMMIT_PAUSE = Duration.ofMillis(50);
+
+  /**
+   * How long the commits of this class loader are tried again: {@link #INTERRUPTED_COMMIT_RETRY}; a
+   * test of the path where they keep failing shortens it.
+   */
+  static volatile Duration interruptedCommitRetry = INTERRUPTED_COMMIT_RETRY;
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
@@ -90,7 +102,8 @@ final class JmsSessionCommit {
     boolean interrupted = Thread.interrupted();
     boolean commitInterrupted = false;
     boolean committed = false;
-    long deadline = System.nanoTime() + INTERRUPTED_COMMIT_RETRY.toNanos();
+    Duration retryFor = interruptedCommitRetry;
+    long deadline = System.nanoTime() + retryFor.toNanos();
     try {
       while (true) {
         try {
@@ -118,6 +131,7 @@ final class JmsSessionCommit {
           }
           commitInterrupted |= byInterrupt;
           if (byInterrupt && System.nanoTime() - deadline < 0) {
+            interrupted |= pause(INTERRUPTED_COMMIT_PAUSE.toNanos());
             continue;
           }
           if (!commitInterrupted) {
@@ -129,7 +143,7 @@ final class JmsSessionCommit {
               message,
               byInterrupt
                   ? "it kept failing for "
-                      + INTERRUPTED_COMMIT_RETRY
+                      + retryFor
                       + " while the container interrupted its thread (it shuts down)"
                   : "a try was interrupted, and the try after it failed");
           ContainerTransactions.complete(completions, true);
@@ -160,6 +174,22 @@ final class JmsSessionCommit {
         listener.getClass().getName(),
         destinationOf(message),
         why);
+  }
+
+  /**
+   * Waits {@code nanos} whatever interrupts the thread meanwhile (the container's, once per receive
+   * timeout), so that the next try of the commit starts with no interrupt set.
+   *
+   * @return whether an interrupt came meanwhile (it is cleared)
+   */
+  private static boolean pause(long nanos) {
+    boolean interrupted = false;
+    long end = System.nanoTime() + nanos;
+    for (long left = nanos; left > 0; left = end - System.nanoTime()) {
+      LockSupport.parkNanos(left);
+      interrupted |= Thread.interrupted();
+    }
+    return interrupted;
   }
 
   private static String destinationOf(Message message) {

@@ -5,9 +5,12 @@ import jakarta.jms.ConnectionFactory;
 import jakarta.jms.JMSException;
 import jakarta.jms.Session;
 import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.util.ClassUtils;
 
@@ -23,6 +26,8 @@ final class FailingSessionCommits implements BeanPostProcessor {
   private final Set<String> interruptNext = ConcurrentHashMap.newKeySet();
   private final Set<String> loseAnswerNext = ConcurrentHashMap.newKeySet();
   private final Set<String> rollBackInterruptedNext = ConcurrentHashMap.newKeySet();
+  private final Set<String> interruptEvery = ConcurrentHashMap.newKeySet();
+  private final Map<String, AtomicInteger> tries = new ConcurrentHashMap<>();
   private final ThreadLocal<String> running = new ThreadLocal<>();
 
   /** The next commit of a session in which {@code event} ran fails. */
@@ -59,6 +64,20 @@ final class FailingSessionCommits implements BeanPostProcessor {
     rollBackInterruptedNext.add(event);
   }
 
+  /**
+   * Every commit of a session in which {@code event} ran commits, then fails as {@link
+   * #interruptNextCommitOf} says: as if the container's interrupts kept landing in it.
+   */
+  void interruptEveryCommitOf(String event) {
+    interruptEvery.add(event);
+  }
+
+  /** How many times a session in which {@code event} ran was committed. */
+  int commitTries(String event) {
+    AtomicInteger count = tries.get(event);
+    return count == null ? 0 : count.get();
+  }
+
   /** Called by a listener: the session on this thread runs {@code event}. */
   void running(String event) {
     running.set(event);
@@ -89,13 +108,22 @@ final class FailingSessionCommits implements BeanPostProcessor {
               }
               if (type == Session.class && method.getName().equals("commit")) {
                 String event = running.get();
+                if (event != null) {
+                  tries.computeIfAbsent(event, any -> new AtomicInteger()).incrementAndGet();
+                }
+                if (event != null && interruptEvery.contains(event)) {
+                  invoke(method, target, arguments);
+                  throw new IllegalStateException(
+                      "the commit of the session of " + event + " was interrupted (test)",
+                      new InterruptedException());
+                }
                 running.remove();
                 if (event != null && failNext.remove(event)) {
                   throw new JMSException(
                       "the commit of the session of " + event + " failed (test)");
                 }
                 if (event != null && interruptNext.remove(event)) {
-                  method.invoke(target, arguments);
+                  invoke(method, target, arguments);
                   throw new IllegalStateException(
                       "the commit of the session of " + event + " was interrupted (test)",
                       new InterruptedException());
@@ -122,12 +150,7 @@ final class FailingSessionCommits implements BeanPostProcessor {
               } else if (type == Session.class && method.getName().equals("rollback")) {
                 running.remove();
               }
-              Object result;
-              try {
-                result = method.invoke(target, arguments);
-              } catch (InvocationTargetException e) {
-                throw e.getCause();
-              }
+              Object result = invoke(method, target, arguments);
               if (result instanceof Session session) {
                 return wrap(session, Session.class);
               }
@@ -136,5 +159,13 @@ final class FailingSessionCommits implements BeanPostProcessor {
               }
               return result;
             }));
+  }
+
+  private static Object invoke(Method method, Object target, Object[] arguments) throws Throwable {
+    try {
+      return method.invoke(target, arguments);
+    } catch (InvocationTargetException e) {
+      throw e.getCause();
+    }
   }
 }

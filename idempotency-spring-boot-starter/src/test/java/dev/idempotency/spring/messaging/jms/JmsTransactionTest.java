@@ -9,6 +9,7 @@ import dev.idempotency.IdempotencyKey;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.IdempotentDelivery;
 import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.JmsCommitRetries;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.Sends;
 import jakarta.jms.JMSException;
@@ -23,10 +24,13 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.jms.annotation.JmsListener;
@@ -53,6 +57,7 @@ import org.springframework.test.annotation.DirtiesContext;
       "spring.main.banner-mode=off"
     })
 @DirtiesContext
+@ExtendWith(OutputCaptureExtension.class)
 class JmsTransactionTest {
 
   static final String RECORD = "jms-tx-record";
@@ -131,16 +136,49 @@ class JmsTransactionTest {
     commits.interruptNextCommitOf(event);
     template.convertAndSend("idem.tx", event);
 
-    assertRecorded(event);
-    assertThat(events.count(Type.RELEASED, RECORD, event))
-        .as("a commit failed by an interrupt never releases the key of a send that happened")
-        .isZero();
+    assertRecordedNotReleased(event);
     await("the message it sent, committed", () -> sentOn().contains(event));
     long replays = events.count(Type.REPLAYED, RECORD, event);
     template.convertAndSend("idem.tx", event);
     await("the repeat replayed", () -> events.count(Type.REPLAYED, RECORD, event) > replays);
     assertThat(sends.runs(event)).as("the listener ran for the first delivery only").isEqualTo(1);
     assertThat(sentOn()).containsOnlyOnce(event);
+  }
+
+  /**
+   * The fate-unknown path of {@code JmsSessionCommit} (docs/message-consumers.md): interrupts keep
+   * failing the commit for the whole retry window (shortened to 400 ms here; 5 s in production).
+   * The outcome is recorded all the same, never released, with one WARN that names the listener
+   * class and the destination but not the key, and the commit was tried again after a pause each
+   * time rather than in a busy loop (before the pause: 3,091 tries in the 400 ms of one run).
+   */
+  @Test
+  void aDeliveryWhoseCommitInterruptsKeepFailingIsRecordedWithAWarning(CapturedOutput output)
+      throws Exception {
+    String event = unique("commit-fate-unknown");
+    Duration window = Duration.ofMillis(400);
+    try (JmsCommitRetries.Restore shortened = JmsCommitRetries.shortenedTo(window)) {
+      commits.interruptEveryCommitOf(event);
+      template.convertAndSend("idem.tx", event);
+      assertRecordedNotReleased(event);
+    }
+    assertThat(commits.commitTries(event))
+        .as("the commit was tried again, pausing between tries")
+        .isBetween(2, (int) (window.toMillis() / JmsCommitRetries.pause().toMillis()) + 2);
+    await(
+        "the warning",
+        () -> output.getOut().contains("kept failing for " + window + " while the container"));
+    assertThat(output.getOut().lines().filter(line -> line.contains("kept failing for")))
+        .singleElement()
+        .satisfies(
+            line ->
+                assertThat(line)
+                    .contains("WARN")
+                    .contains("idem.tx")
+                    .doesNotContain(event)
+                    .doesNotContain(IdempotencyKey.of(RECORD, event)));
+    await("the message it sent, committed", () -> sentOn().contains(event));
+    assertThat(sends.runs(event)).as("the listener ran once").isEqualTo(1);
   }
 
   @Test
@@ -155,6 +193,14 @@ class JmsTransactionTest {
     await("the repeat replayed", () -> events.count(Type.REPLAYED, RECORD, event) > replays);
     assertThat(sends.runs(event)).as("the listener ran for the first delivery only").isEqualTo(1);
     assertThat(sentOn()).containsOnlyOnce(event);
+  }
+
+  /** {@link #assertRecorded}, and the key was never released: its send happened. */
+  private void assertRecordedNotReleased(String event) throws Exception {
+    assertRecorded(event);
+    assertThat(events.count(Type.RELEASED, RECORD, event))
+        .as("a commit failed by interrupts never releases the key of a send that happened")
+        .isZero();
   }
 
   /** Waits for a send's outcome to be recorded, then proves it by a replay through the store. */
