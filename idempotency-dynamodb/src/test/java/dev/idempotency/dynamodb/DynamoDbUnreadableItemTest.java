@@ -3,11 +3,15 @@ package dev.idempotency.dynamodb;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idempotency.Batch;
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.ResultCodec;
 import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.UnreadableRecordContract;
 import dev.idempotency.testservers.Dynalite;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
