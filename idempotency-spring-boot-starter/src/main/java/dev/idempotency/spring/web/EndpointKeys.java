@@ -177,8 +177,8 @@ final class EndpointKeys {
 
   /**
    * A low-cardinality operation name: the method and the path pattern, as a metrics tag allows.
-   * Made once per pattern and method (a regular expression's replacement per request was most of
-   * the key handling's allocation, issue 39).
+   * Made once per pattern and method, not by a regular expression's replacement on every request
+   * (issue 39).
    */
   static String operation(String method, String pattern) {
     ConcurrentMap<String, String> byMethod = OPERATIONS.get(pattern);
