@@ -67,9 +67,14 @@ final class Digests {
   }
 
   static byte[] sha256(String text) {
+    return sha256(text.getBytes(StandardCharsets.UTF_8));
+  }
+
+  /** The SHA-256 of {@code bytes}, on this thread's digest. */
+  static byte[] sha256(byte[] bytes) {
     MessageDigest sha256 = SHA_256.get();
     sha256.reset();
-    return sha256.digest(text.getBytes(StandardCharsets.UTF_8));
+    return sha256.digest(bytes);
   }
 
   static String base64url(byte[] bytes) {

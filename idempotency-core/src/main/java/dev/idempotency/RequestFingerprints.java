@@ -5,8 +5,6 @@ import java.math.BigInteger;
 import java.math.MathContext;
 import java.math.RoundingMode;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HexFormat;
@@ -35,6 +33,8 @@ import java.util.Map;
  * <p>Thread-safe and stateless.
  */
 public final class RequestFingerprints {
+
+  private static final HexFormat HEX = HexFormat.of();
 
   private RequestFingerprints() {}
 
@@ -249,11 +249,8 @@ public final class RequestFingerprints {
     return exact.round(MathContext.DECIMAL64).stripTrailingZeros(); // unreachable for doubles
   }
 
+  /** The thread's SHA-256, as the key's digests use: looked up once, not on every fingerprint. */
   private static String sha256Hex(byte[] bytes) {
-    try {
-      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(bytes));
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("SHA-256 is required of every Java platform", e);
-    }
+    return HEX.formatHex(Digests.sha256(bytes));
   }
 }

@@ -4,6 +4,9 @@ import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyKeyHeader;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.core.MethodParameter;
@@ -73,7 +76,8 @@ final class EndpointKeys {
                   + headerName
                   + " field; send one key, in one field"));
     }
-    int longest = longestKey(method, path, client);
+    String prefix = scopePrefix(method, path, client);
+    int longest = longestKey(prefix);
     String key;
     try {
       key = IdempotencyKeyHeader.parse(headerName, fields.get(0), Math.max(1, longest));
@@ -99,7 +103,7 @@ final class EndpointKeys {
               Map.of("min-length", minKeyLength),
               null));
     }
-    String scoped = scope(method, path, client, key);
+    String scoped = scoped(prefix, key);
     return scoped != null ? new Key(scoped) : tooLong(headerName, longest);
   }
 
@@ -117,23 +121,84 @@ final class EndpointKeys {
             null));
   }
 
-  /** The most characters a client's key may have on this endpoint, for this client. */
-  private static int longestKey(String method, String path, String client) {
-    String shortest = scope(method, path, client, "k");
-    return shortest == null ? 0 : IdempotencyKey.MAX_LENGTH - (shortest.length() - "k".length());
-  }
-
-  /** The scoped key, or {@code null} if that is longer than a key may be. */
-  private static @Nullable String scope(String method, String path, String client, String key) {
+  /**
+   * What every scoped key of this endpoint and client starts with: {@link IdempotencyKey#of}'s
+   * {@code ("http", method, path, client, key)} without the key, or {@code null} if no key fits
+   * (the scope alone is too long, or not valid in a key). Built once per request: the limit and the
+   * scoped key both come from it.
+   */
+  static @Nullable String scopePrefix(String method, String path, String client) {
     try {
-      return IdempotencyKey.of("http", method, path, client, key);
+      String shortest = IdempotencyKey.of("http", method, path, client, "k");
+      return shortest.substring(0, shortest.length() - 1);
     } catch (IllegalArgumentException tooLong) {
       return null;
     }
   }
 
-  /** A low-cardinality operation name: the method and the path pattern, as a metrics tag allows. */
+  /** The most characters a client's key may have under {@code prefix} (0 if none fits). */
+  static int longestKey(@Nullable String prefix) {
+    return prefix == null ? 0 : IdempotencyKey.MAX_LENGTH - prefix.length();
+  }
+
+  /**
+   * The client's key scoped: exactly {@code IdempotencyKey.of("http", method, path, client, key)},
+   * or {@code null} if that is longer than a key may be.
+   *
+   * @param prefix the endpoint's and client's {@link #scopePrefix}, not null
+   * @param key a key as {@link IdempotencyKeyHeader#parse} returns it (valid on its own)
+   */
+  static @Nullable String scoped(@Nullable String prefix, String key) {
+    if (prefix == null) {
+      return null;
+    }
+    StringBuilder scoped = new StringBuilder(prefix.length() + key.length() + 8).append(prefix);
+    for (int i = 0; i < key.length(); i++) {
+      char c = key.charAt(i);
+      if (c == IdempotencyKey.SEPARATOR || c == '\\') {
+        scoped.append('\\'); // IdempotencyKey.of's escape, so that no two tuples collide
+      }
+      scoped.append(c);
+    }
+    return scoped.length() <= IdempotencyKey.MAX_LENGTH ? scoped.toString() : null;
+  }
+
+  /** Operation names by path pattern, then method: a few per application, kept once made. */
+  private static final ConcurrentMap<String, ConcurrentMap<String, String>> OPERATIONS =
+      new ConcurrentHashMap<>();
+
+  /**
+   * How many names {@link #OPERATIONS} keeps at most: a path that is not a pattern (a request
+   * mapped without one) comes from the client, and must not grow it without bound.
+   */
+  private static final int MAX_KEPT_OPERATIONS = 1024;
+
+  private static final AtomicInteger keptOperations = new AtomicInteger();
+
+  /**
+   * A low-cardinality operation name: the method and the path pattern, as a metrics tag allows.
+   * Made once per pattern and method, not by a regular expression's replacement on every request
+   * (issue 39).
+   */
   static String operation(String method, String pattern) {
+    ConcurrentMap<String, String> byMethod = OPERATIONS.get(pattern);
+    String name = byMethod != null ? byMethod.get(method) : null;
+    if (name != null) {
+      return name;
+    }
+    name = operationName(method, pattern);
+    if (keptOperations.get() < MAX_KEPT_OPERATIONS) {
+      if (OPERATIONS
+              .computeIfAbsent(pattern, p -> new ConcurrentHashMap<>(4))
+              .putIfAbsent(method, name)
+          == null) {
+        keptOperations.incrementAndGet();
+      }
+    }
+    return name;
+  }
+
+  private static String operationName(String method, String pattern) {
     String name = NOT_IN_OPERATION_NAMES.matcher("http." + method + pattern).replaceAll("_");
     return name.length() <= 64 ? name : name.substring(0, 64);
   }

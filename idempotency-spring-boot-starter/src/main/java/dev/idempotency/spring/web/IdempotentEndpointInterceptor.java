@@ -144,7 +144,8 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     Object pattern = request.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
     String path = pattern != null ? pattern.toString() : request.getRequestURI();
     String client = Objects.toString(scope.scopeOf(request), "");
-    int longest = longestKey(request.getMethod(), path, client);
+    String prefix = EndpointKeys.scopePrefix(request.getMethod(), path, client);
+    int longest = EndpointKeys.longestKey(prefix);
     String key;
     try {
       key = IdempotencyKeyHeader.parse(headerName, header, Math.max(1, longest));
@@ -172,7 +173,7 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
           Map.of("min-length", minKeyLength));
       return false;
     }
-    String scoped = scoped(request.getMethod(), path, client, key);
+    String scoped = EndpointKeys.scoped(prefix, key);
     if (scoped == null) {
       tooLong(response, longest);
       return false;
@@ -224,15 +225,6 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     return fields;
   }
 
-  /**
-   * The most characters a client's key may have on this endpoint, for this client: one limit,
-   * stated in characters of the client's key, whatever makes a key too long.
-   */
-  private static int longestKey(String method, String path, String client) {
-    String shortest = scoped(method, path, client, "k");
-    return shortest == null ? 0 : IdempotencyKey.MAX_LENGTH - (shortest.length() - "k".length());
-  }
-
   private void tooLong(HttpServletResponse response, int longest) throws IOException {
     Problems.write(
         response,
@@ -240,18 +232,6 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
         "key-too-long",
         "the " + headerName + " is too long for this endpoint: at most " + longest + " characters",
         Map.of("max-length", longest));
-  }
-
-  /**
-   * The key as stored: the client's key scoped to the endpoint and the client, or {@code null} if
-   * that is longer than a key may be.
-   */
-  private static @Nullable String scoped(String method, String path, String client, String key) {
-    try {
-      return IdempotencyKey.of("http", method, path, client, key);
-    } catch (IllegalArgumentException tooLong) {
-      return null;
-    }
   }
 
   @Override

@@ -1,9 +1,7 @@
 package dev.idempotency.spring.web;
 
+import dev.idempotency.RequestFingerprints;
 import dev.idempotency.spring.JsonCodecs;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -82,12 +80,9 @@ final class ReactiveRequestFingerprint {
             });
   }
 
+  /** The SHA-256 of a part's content in hex, as the servlet side writes it. */
   private static String sha256(byte[] content) {
-    try {
-      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(content));
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("SHA-256 is required of every Java platform", e);
-    }
+    return RequestFingerprints.ofBytes(content);
   }
 
   private static boolean isMultipart(@Nullable String type) {

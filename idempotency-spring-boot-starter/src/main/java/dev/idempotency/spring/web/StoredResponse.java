@@ -6,7 +6,11 @@ import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
+import java.io.EOFException;
 import java.io.IOException;
+import java.nio.BufferUnderflowException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -83,44 +87,140 @@ record StoredResponse(int status, List<Map.Entry<String, String>> headers, byte 
     response.getOutputStream().write(bytes);
   }
 
-  /** The codec the filter stores responses with. */
+  /**
+   * The codec the filter stores responses with. The format is {@link java.io.DataOutputStream}'s:
+   * the version byte, status and header count as unsigned shorts, each header's name and value as
+   * {@code writeUTF} writes them (a length, then modified UTF-8), whether the body is stored, its
+   * length as an int, the body. Headers in plain ASCII (nearly all) are written and read straight
+   * to and from one array, which is that format byte for byte; anything else goes through the
+   * streams, as every response did before (issue 39: the streams' buffers and copies were most of a
+   * replay's decoding).
+   */
   static final ResultCodec<StoredResponse> CODEC =
       new ResultCodec<>() {
         @Override
         public byte[] encode(StoredResponse response) throws IOException {
           byte[] body = response.body != null ? response.body : new byte[0];
-          ByteArrayOutputStream bytes = new ByteArrayOutputStream(body.length + 128);
-          DataOutputStream out = new DataOutputStream(bytes);
-          out.writeByte(FORMAT_2);
-          out.writeShort(response.status);
-          out.writeShort(response.headers.size());
+          int length = 1 + 2 + 2 + 1 + 4 + body.length;
           for (Map.Entry<String, String> header : response.headers) {
-            out.writeUTF(header.getKey());
-            out.writeUTF(header.getValue());
+            if (!isShortAscii(header.getKey()) || !isShortAscii(header.getValue())) {
+              return encodeWithStreams(response, body);
+            }
+            length += 2 + header.getKey().length() + 2 + header.getValue().length();
           }
-          out.writeBoolean(response.body != null);
-          out.writeInt(body.length);
-          out.write(body);
-          return bytes.toByteArray();
+          ByteBuffer out = ByteBuffer.allocate(length);
+          out.put(FORMAT_2);
+          out.putShort((short) response.status);
+          out.putShort((short) response.headers.size());
+          for (Map.Entry<String, String> header : response.headers) {
+            putAscii(out, header.getKey());
+            putAscii(out, header.getValue());
+          }
+          out.put((byte) (response.body != null ? 1 : 0));
+          out.putInt(body.length);
+          out.put(body);
+          return out.array();
         }
 
         @Override
         public StoredResponse decode(byte[] bytes) throws IOException {
-          DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes));
-          byte format = in.readByte();
-          if (format != FORMAT_1 && format != FORMAT_2) {
-            throw new IOException("not a stored response of a known version (" + format + ")");
+          try {
+            ByteBuffer in = ByteBuffer.wrap(bytes);
+            byte format = in.get();
+            if (format != FORMAT_1 && format != FORMAT_2) {
+              throw new IOException("not a stored response of a known version (" + format + ")");
+            }
+            int status = Short.toUnsignedInt(in.getShort());
+            int count = Short.toUnsignedInt(in.getShort());
+            @SuppressWarnings({"unchecked", "rawtypes"})
+            Map.Entry<String, String>[] headers = new Map.Entry[count];
+            for (int i = 0; i < count; i++) {
+              String name = getAscii(in);
+              String value = name != null ? getAscii(in) : null;
+              if (value == null) {
+                return decodeWithStreams(bytes); // not plain ASCII: modified UTF-8 in full
+              }
+              headers[i] = Map.entry(name, value);
+            }
+            boolean stored = format == FORMAT_1 || in.get() != 0;
+            byte[] body = new byte[in.getInt()];
+            in.get(body);
+            return new StoredResponse(status, List.of(headers), stored ? body : null);
+          } catch (BufferUnderflowException cutShort) {
+            throw new EOFException("a stored response cut short");
           }
-          int status = in.readUnsignedShort();
-          int count = in.readUnsignedShort();
-          List<Map.Entry<String, String>> headers = new ArrayList<>(count);
-          for (int i = 0; i < count; i++) {
-            headers.add(Map.entry(in.readUTF(), in.readUTF()));
-          }
-          boolean stored = format == FORMAT_1 || in.readBoolean();
-          byte[] body = new byte[in.readInt()];
-          in.readFully(body);
-          return new StoredResponse(status, List.copyOf(headers), stored ? body : null);
         }
       };
+
+  /** Whether {@code writeUTF} writes {@code text} as its own characters: 1 to 0x7f, 64K at most. */
+  private static boolean isShortAscii(String text) {
+    if (text.length() > 0xffff) {
+      return false;
+    }
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c == 0 || c > 0x7f) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static void putAscii(ByteBuffer out, String text) {
+    out.putShort((short) text.length());
+    for (int i = 0; i < text.length(); i++) {
+      out.put((byte) text.charAt(i));
+    }
+  }
+
+  /**
+   * A {@code writeUTF} string that is plain ASCII, or {@code null} (the position then undefined) if
+   * it is not.
+   */
+  private static @Nullable String getAscii(ByteBuffer in) {
+    int length = Short.toUnsignedInt(in.getShort());
+    int at = in.position();
+    if (length > in.remaining()) {
+      throw new BufferUnderflowException();
+    }
+    byte[] array = in.array();
+    for (int i = at; i < at + length; i++) {
+      if (array[i] <= 0) { // 0x80 and above are negative: a multi-byte sequence
+        return null;
+      }
+    }
+    in.position(at + length);
+    return new String(array, at, length, StandardCharsets.ISO_8859_1);
+  }
+
+  private static byte[] encodeWithStreams(StoredResponse response, byte[] body) throws IOException {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream(body.length + 128);
+    DataOutputStream out = new DataOutputStream(bytes);
+    out.writeByte(FORMAT_2);
+    out.writeShort(response.status);
+    out.writeShort(response.headers.size());
+    for (Map.Entry<String, String> header : response.headers) {
+      out.writeUTF(header.getKey());
+      out.writeUTF(header.getValue());
+    }
+    out.writeBoolean(response.body != null);
+    out.writeInt(body.length);
+    out.write(body);
+    return bytes.toByteArray();
+  }
+
+  private static StoredResponse decodeWithStreams(byte[] bytes) throws IOException {
+    DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes));
+    byte format = in.readByte();
+    int status = in.readUnsignedShort();
+    int count = in.readUnsignedShort();
+    List<Map.Entry<String, String>> headers = new ArrayList<>(count);
+    for (int i = 0; i < count; i++) {
+      headers.add(Map.entry(in.readUTF(), in.readUTF()));
+    }
+    boolean stored = format == FORMAT_1 || in.readBoolean();
+    byte[] body = new byte[in.readInt()];
+    in.readFully(body);
+    return new StoredResponse(status, List.copyOf(headers), stored ? body : null);
+  }
 }
