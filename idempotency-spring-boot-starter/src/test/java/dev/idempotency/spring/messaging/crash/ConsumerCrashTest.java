@@ -166,6 +166,10 @@ class ConsumerCrashTest {
       List<String> command = new ArrayList<>();
       command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
       command.add("-Xmx384m");
+      // a short-lived Spring Boot consumer: C1 and the serial collector start it sooner on two
+      // cores (as the reliability module's children); what it tests does not depend on them
+      command.add("-XX:TieredStopAtLevel=1");
+      command.add("-XX:+UseSerialGC");
       command.add("-cp");
       command.add(System.getProperty("java.class.path"));
       command.add(CrashingConsumer.class.getName());
