@@ -1,0 +1,286 @@
+package dev.idempotency.spring.messaging.rabbit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.messaging.IdempotentDelivery;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.testservers.RabbitMqServer;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.amqp.core.Declarables;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.core.MessageProperties;
+import org.springframework.amqp.core.QueueBuilder;
+import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
+import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
+import org.springframework.amqp.rabbit.connection.ConnectionFactory;
+import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
+import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * Probe of fixlist45 (issue 37) on a real RabbitMQ broker: Spring AMQP's own first batch setup, a
+ * factory with {@code batchListener = true} and no consumer-side batching, whose listener gets the
+ * batches a producer made ({@link BatchingRabbitTemplate}). The container hands the advice chain
+ * one AMQP message (the producer's batch) and Spring AMQP's adapter splits it into the list the
+ * listener takes. The starter's advice binds that as a record delivery ({@code
+ * RabbitDeliveryAdvice.delivery}: a {@code Message} is {@code batch = false}), and since fixlist45
+ * {@code IdempotentListenerInterceptor.invoke} runs a {@code List} method of a record delivery as
+ * one record: one key for the whole producer batch instead of one per message (a message that comes
+ * again in another batch, or alone, is sent again), and no batch contexts, so a listener that asks
+ * {@code IdempotentDelivery.context(element)} fails on every delivery and never sends.
+ */
+@Tag("open-finding")
+@SpringBootTest(
+    classes = RabbitProducerBatchProbeTest.App.class,
+    // a listener that fails is requeued at once, over and over: its stack traces would fill the log
+    properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
+@DirtiesContext
+class RabbitProducerBatchProbeTest {
+
+  static final String PAYLOAD_KEYED = "rabbit-producer-batch-payload";
+  static final String HEADER_KEYED = "rabbit-producer-batch-header";
+  static final String PAYLOAD_QUEUE = "idem.producer-batch.payload";
+  static final String HEADER_QUEUE = "idem.producer-batch.header";
+  static final String CONTEXT_KEYED = "rabbit-producer-batch-context";
+  static final String CONTEXT_QUEUE = "idem.producer-batch.context";
+
+  /**
+   * Listeners of producer batches, as Spring AMQP's batch documentation shows them: two that record
+   * each message they send themselves, and one that asks {@link IdempotentDelivery#context(Object)}
+   * for each message's provider key, as docs/message-consumers.md tells a batch listener to.
+   */
+  public static class ProducerBatchListeners {
+    // static: the bean is a class-based proxy, whose own fields the test would read
+    static final List<List<String>> batches = new CopyOnWriteArrayList<>();
+    static final List<String> sent = new CopyOnWriteArrayList<>();
+
+    @RabbitListener(
+        id = PAYLOAD_KEYED,
+        queues = PAYLOAD_QUEUE,
+        containerFactory = "producerBatchFactory")
+    @IdempotentListener(name = PAYLOAD_KEYED, key = "#payload")
+    public void payloadKeyed(List<String> events) {
+      batches.add(List.copyOf(events));
+      sent.addAll(events);
+    }
+
+    @RabbitListener(
+        id = HEADER_KEYED,
+        queues = HEADER_QUEUE,
+        containerFactory = "producerBatchFactory")
+    @IdempotentListener(name = HEADER_KEYED)
+    public void headerKeyed(List<String> events) {
+      batches.add(List.copyOf(events));
+      sent.addAll(events);
+    }
+
+    @RabbitListener(
+        id = CONTEXT_KEYED,
+        queues = CONTEXT_QUEUE,
+        containerFactory = "producerBatchFactory")
+    @IdempotentListener(name = CONTEXT_KEYED, key = "#payload")
+    public void withProviderKeys(List<String> events) {
+      batches.add(List.copyOf(events));
+      for (String event : events) {
+        IdempotentDelivery.context(event).providerKey();
+        sent.add(event);
+      }
+    }
+  }
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class App {
+    @Bean
+    ProducerBatchListeners producerBatchListeners() {
+      return new ProducerBatchListeners();
+    }
+
+    @Bean
+    Declarables producerBatchQueues() {
+      return new Declarables(
+          QueueBuilder.nonDurable(PAYLOAD_QUEUE).build(),
+          QueueBuilder.nonDurable(HEADER_QUEUE).build(),
+          QueueBuilder.nonDurable(CONTEXT_QUEUE).build());
+    }
+
+    /** Spring AMQP's documented batch factory: batch listener, batches made by the producer. */
+    @Bean
+    SimpleRabbitListenerContainerFactory producerBatchFactory(ConnectionFactory connectionFactory) {
+      SimpleRabbitListenerContainerFactory factory = new SimpleRabbitListenerContainerFactory();
+      factory.setConnectionFactory(connectionFactory);
+      factory.setBatchListener(true);
+      return factory;
+    }
+  }
+
+  @DynamicPropertySource
+  static void rabbit(DynamicPropertyRegistry registry) {
+    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
+    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
+    for (String property : ListenerTestConfiguration.PROPERTIES) {
+      int equals = property.indexOf('=');
+      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
+    }
+  }
+
+  private static ThreadPoolTaskScheduler scheduler;
+
+  @Autowired RabbitListenerEndpointRegistry registry;
+  @Autowired ConnectionFactory connectionFactory;
+  @Autowired RabbitTemplate plain;
+
+  @BeforeAll
+  static void startScheduler() {
+    scheduler = new ThreadPoolTaskScheduler();
+    scheduler.initialize();
+  }
+
+  @AfterAll
+  static void stopScheduler() {
+    scheduler.shutdown();
+  }
+
+  /**
+   * Two producer batches sharing a message, keyed by the payload: each message is its own key
+   * (docs/message-consumers.md, batch listeners), so the shared one is sent once. Broken: each
+   * batch runs as one record whose key is its whole list, and the shared message is sent again.
+   */
+  @Test
+  void aMessageInTwoProducerBatchesIsSentOnce() throws Exception {
+    String first = unique("pb-first");
+    String shared = unique("pb-shared");
+    String last = unique("pb-last");
+    publishBatch(PAYLOAD_QUEUE, List.of(first, shared), List.of());
+    await("the first batch sent", () -> sent(shared) >= 1);
+    publishBatch(PAYLOAD_QUEUE, List.of(shared, last), List.of());
+    await("the second batch's new message sent", () -> sent(last) >= 1);
+
+    assertThat(ProducerBatchListeners.batches)
+        .as("the listener got each producer batch as one list (the premise)")
+        .contains(List.of(first, shared));
+    assertThat(new int[] {sent(first), sent(shared), sent(last)})
+        .as("provider sends of first, shared, last")
+        .containsExactly(1, 1, 1);
+  }
+
+  /**
+   * A producer batch of two messages, each with its own Idempotency-Key header, then the second
+   * message published again on its own (a producer retry): it was sent in the batch, so the retry
+   * must be a replay. Broken: the batch ran as one record under one key (the batch message's
+   * header), the second message's key was never claimed, and its retry is sent again.
+   */
+  @Test
+  void aHeaderKeyedMessageOfAProducerBatchIsNotSentAgainOnItsRetry() throws Exception {
+    String first = unique("ph-first");
+    String second = unique("ph-second");
+    publishBatch(HEADER_QUEUE, List.of(first, second), List.of(key(first), key(second)));
+    await("the batch sent", () -> sent(second) >= 1);
+
+    plain.send("", HEADER_QUEUE, message(second, key(second)));
+    // the retry's delivery is over once a message published behind it has been sent
+    String marker = unique("ph-marker");
+    plain.send("", HEADER_QUEUE, message(marker, key(marker)));
+    await("the marker sent", () -> sent(marker) >= 1);
+
+    assertThat(ProducerBatchListeners.batches)
+        .as("the listener got the producer batch as one list (the premise)")
+        .contains(List.of(first, second));
+    assertThat(new int[] {sent(first), sent(second)})
+        .as("provider sends of first, second (published again alone)")
+        .containsExactly(1, 1);
+  }
+
+  /**
+   * A producer batch to a listener that takes each message's provider key from {@code
+   * IdempotentDelivery.context(element)}, as the docs tell a batch listener to: each message is
+   * sent once. Broken: the batch runs as a record delivery, where {@code context(element)} throws
+   * ("no idempotent batch on this thread"); the listener fails, the message is requeued and fails
+   * again, over and over: nothing is ever sent.
+   */
+  @Test
+  void aProducerBatchWhoseListenerAsksForProviderKeysIsSent() throws Exception {
+    String first = unique("pc-first");
+    String second = unique("pc-second");
+    try {
+      publishBatch(CONTEXT_QUEUE, List.of(first, second), List.of());
+      await("the batch sent", () -> sent(second) >= 1);
+      assertThat(new int[] {sent(first), sent(second)})
+          .as("provider sends of first, second")
+          .containsExactly(1, 1);
+    } finally {
+      // a delivery that fails for ever is requeued at once, for ever: stop it
+      registry.getListenerContainer(CONTEXT_KEYED).stop();
+    }
+  }
+
+  private int sent(String event) {
+    return (int) ProducerBatchListeners.sent.stream().filter(event::equals).count();
+  }
+
+  private static String key(String event) {
+    return "key-" + event;
+  }
+
+  /** One producer batch: the messages are sent together, as one AMQP message. */
+  private void publishBatch(String queue, List<String> payloads, List<String> keys) {
+    BatchingRabbitTemplate template =
+        new BatchingRabbitTemplate(
+            connectionFactory,
+            new SimpleBatchingStrategy(payloads.size(), 1_000_000, 60_000),
+            scheduler);
+    try {
+      for (int i = 0; i < payloads.size(); i++) {
+        template.send("", queue, message(payloads.get(i), keys.isEmpty() ? null : keys.get(i)));
+      }
+      template.flush();
+    } finally {
+      template.stop();
+    }
+  }
+
+  private static Message message(String payload, String key) {
+    MessageProperties properties = new MessageProperties();
+    properties.setContentType(MessageProperties.CONTENT_TYPE_TEXT_PLAIN);
+    if (key != null) {
+      properties.setHeader("Idempotency-Key", key);
+    }
+    return new Message(payload.getBytes(StandardCharsets.UTF_8), properties);
+  }
+
+  private static String unique(String what) {
+    return what + "-" + UUID.randomUUID();
+  }
+
+  /** Bounded polling: generous, the machine is busy. */
+  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + 45_000_000_000L;
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out after 45 s waiting for " + what);
+      }
+      Thread.sleep(20);
+    }
+  }
+}
