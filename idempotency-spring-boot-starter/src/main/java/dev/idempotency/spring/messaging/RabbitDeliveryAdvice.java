@@ -13,6 +13,7 @@ import org.slf4j.LoggerFactory;
 import org.springframework.amqp.AmqpRejectAndDontRequeueException;
 import org.springframework.amqp.ImmediateRequeueAmqpException;
 import org.springframework.amqp.core.Message;
+import org.springframework.amqp.core.MessageProperties;
 
 /**
  * The Spring AMQP side of {@link IdempotentListener}: an advice of the listener container (where
@@ -76,6 +77,13 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   }
 
   private static Delivery delivery(@Nullable Object data) {
+    if (data instanceof Message message && isProducerBatch(message)) {
+      // a producer's batch (BatchingRabbitTemplate) reaches this advice whole only on its way to a
+      // batch listener, which gets it split into a list after it (a record listener's container
+      // splits it first, and each part comes here without the header): a batch, whose parts carry
+      // no headers of their own (the producer's batch keeps the first message's only)
+      return new Delivery(List.of(), true, Delivery.WHOLE_BATCH, true);
+    }
     if (data instanceof Message message) {
       return new Delivery(
           List.of(message.getMessageProperties().getHeaders()), false, Delivery.WHOLE_BATCH, true);
@@ -90,6 +98,14 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
       }
     }
     return new Delivery(headers, true, Delivery.WHOLE_BATCH, true);
+  }
+
+  /** Whether {@code message} is a producer's batch that the container will split. */
+  private static boolean isProducerBatch(Message message) {
+    return message
+        .getMessageProperties()
+        .getHeaders()
+        .containsKey(MessageProperties.SPRING_BATCH_FORMAT);
   }
 
   private static boolean storedFailureIn(Throwable failure) {
