@@ -26,6 +26,7 @@ final class FailingSessionCommits implements BeanPostProcessor {
   private final Set<String> interruptNext = ConcurrentHashMap.newKeySet();
   private final Set<String> loseAnswerNext = ConcurrentHashMap.newKeySet();
   private final Set<String> rollBackInterruptedNext = ConcurrentHashMap.newKeySet();
+  private final Set<String> refuseInterruptedNext = ConcurrentHashMap.newKeySet();
   private final Set<String> interruptEvery = ConcurrentHashMap.newKeySet();
   private final Map<String, AtomicInteger> tries = new ConcurrentHashMap<>();
   private final ThreadLocal<String> running = new ThreadLocal<>();
@@ -62,6 +63,18 @@ final class FailingSessionCommits implements BeanPostProcessor {
    */
   void rollBackNextCommitWhileInterruptedOf(String event) {
     rollBackInterruptedNext.add(event);
+  }
+
+  /**
+   * The next commit of a session in which {@code event} ran is refused by the broker with an error
+   * that is not a rollback verdict (a plain {@code JMSException}, as Artemis passes on a
+   * server-side failure of the commit, an I/O error of its journal say: the server drops the
+   * transaction and starts a new one), while an interrupt lands on the thread during it. The
+   * session's work is rolled back (Artemis's own rollback: the broker will redeliver), as the
+   * server dropped it.
+   */
+  void refuseNextCommitWhileInterruptedOf(String event) {
+    refuseInterruptedNext.add(event);
   }
 
   /**
@@ -133,6 +146,14 @@ final class FailingSessionCommits implements BeanPostProcessor {
                   Thread.currentThread().interrupt();
                   throw new jakarta.jms.TransactionRolledBackException(
                       "the commit of the session of " + event + " was rolled back (test)");
+                }
+                if (event != null && refuseInterruptedNext.remove(event)) {
+                  ((Session) target).rollback();
+                  Thread.currentThread().interrupt();
+                  throw new JMSException(
+                      "AMQ229xxx: the server failed the commit of the session of "
+                          + event
+                          + " (test)");
                 }
                 if (event != null && loseAnswerNext.remove(event)) {
                   method.invoke(target, arguments);
