@@ -47,15 +47,17 @@ import org.slf4j.LoggerFactory;
  *       (SPEC 1: a release would send again for a republished copy of a message the broker
  *       consumed; if the broker in fact rolled back, the redelivery is a replay and what the
  *       listener sent in its session is lost, as docs/message-consumers.md says).
- *   <li>A failure that an interrupt alone caused (no verdict): tried again, the interrupt cleared,
- *       after a pause of {@link #INTERRUPTED_COMMIT_PAUSE} (which interrupts do not cut short: they
- *       are held back as well), for at most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send
- *       happened, and only the container's interrupt stood between it and its record. If a retry
- *       commits, the outcome is recorded. If none does, the fate is unknown, as in case 2. A retry
- *       that fails with a verdict of rollback is case 2 too: the interrupted commit before it may
- *       have committed.
- *   <li>Any other refusal (nothing interrupted it): the key is released and the failure goes on to
- *       the container, which rolls back: the broker delivers the message again.
+ *   <li>A failure that an interrupt caused (an interrupt in its causes; an interrupt that is merely
+ *       pending on the thread does not count): tried again, the interrupt cleared, after a pause of
+ *       {@link #INTERRUPTED_COMMIT_PAUSE} (which interrupts do not cut short: they are held back as
+ *       well), for at most {@link #INTERRUPTED_COMMIT_RETRY}: the listener's send happened, and
+ *       only the container's interrupt stood between it and its record. If a retry commits, the
+ *       outcome is recorded. If none does, the fate is unknown, as in case 2. A retry that fails
+ *       with a verdict of rollback is case 2 too: the interrupted commit before it may have
+ *       committed.
+ *   <li>Any other refusal (no interrupt in its causes, even with one pending): the key is released
+ *       and the failure goes on to the container, which rolls back: the broker delivers the message
+ *       again.
  * </ol>
  */
 final class JmsSessionCommit {
@@ -111,8 +113,11 @@ final class JmsSessionCommit {
           committed = true;
           break;
         } catch (JMSException | RuntimeException | Error failure) {
-          boolean byInterrupt = Thread.interrupted() | causedByInterrupt(failure);
-          interrupted |= byInterrupt;
+          // an interrupt that is merely pending does not make a refusal an interrupted commit: only
+          // a failure whose causes show the interrupt is tried again (a refused commit that an
+          // interrupt came with would commit an empty transaction on its retry)
+          boolean byInterrupt = causedByInterrupt(failure);
+          interrupted |= Thread.interrupted() | byInterrupt;
           boolean rolledBack = rolledBack(failure);
           if (rolledBack && !commitInterrupted) {
             // the broker's verdict, whatever interrupt came with it: the redelivery runs again

@@ -8,7 +8,6 @@ import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.Sends;
 import java.util.List;
 import java.util.UUID;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -16,14 +15,15 @@ import org.springframework.jms.core.JmsTemplate;
 import org.springframework.test.annotation.DirtiesContext;
 
 /**
- * Probe (probe47, issue 37, fixjms45's {@code JmsSessionCommit}; SPEC 15, "an outcome is recorded
- * only for a delivery whose transaction committed"): a session commit that the broker refuses with
- * an error that is not a rollback verdict (a plain {@code JMSException}: a server-side failure of
- * the commit, which drops the transaction) while the container's shutdown interrupt lands on the
- * thread during it. docs/message-consumers.md: "A commit the broker refuses while nothing
- * interrupted it still releases the key"; the interrupt here did not cause the failure, but {@code
- * JmsSessionCommit} counts any interrupt pending after a failed try as "a failure that an interrupt
- * alone caused" and tries again: the retry commits the new, empty transaction.
+ * probe47's finding (issue 37, fixjms45's {@code JmsSessionCommit}; SPEC 15, "an outcome is
+ * recorded only for a delivery whose transaction committed"): a session commit that the broker
+ * refuses with an error that is not a rollback verdict (a plain {@code JMSException}: a server-side
+ * failure of the commit, which drops the transaction) while the container's shutdown interrupt
+ * lands on the thread during it. docs/message-consumers.md: "A commit the broker refuses while
+ * nothing interrupted it still releases the key"; the interrupt here did not cause the failure, but
+ * {@code JmsSessionCommit} counted any interrupt pending after a failed try as "a failure that an
+ * interrupt alone caused" and tried again: the retry committed the new, empty transaction (failed
+ * before the fix on Boot 3.5 and 4.0). Now only an interrupt in the failure's causes counts.
  *
  * <p>Real embedded Artemis, {@link JmsTransactionTest}'s application and listener (it sends through
  * {@link Sends}, then sends the event on in its transacted session). The rollback is Artemis's own;
@@ -31,7 +31,6 @@ import org.springframework.test.annotation.DirtiesContext;
  * the key is released and the redelivery runs the listener again, so what it sends on in its
  * session is committed once; never a replay of a delivery whose transaction did not commit.
  */
-@Tag("open-finding")
 @SpringBootTest(
     classes = JmsTransactionTest.App.class,
     properties = {
@@ -44,7 +43,7 @@ import org.springframework.test.annotation.DirtiesContext;
       "spring.main.banner-mode=off"
     })
 @DirtiesContext
-class JmsCommitRefusedWhileInterruptedProbeTest {
+class JmsCommitRefusedWhileInterruptedTest {
 
   @Autowired Sends sends;
   @Autowired Events events;
