@@ -2,6 +2,7 @@ package dev.idempotency.redis;
 
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.OperationDeadlines;
+import io.lettuce.core.RedisCommandExecutionException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CancellationException;
@@ -139,6 +140,11 @@ final class Operation {
     Throwable cause = unwrap(error);
     if (cause instanceof KeyStoreException e) {
       return e;
+    }
+    if (cause instanceof RedisCommandExecutionException
+        && String.valueOf(cause.getMessage()).startsWith("WRONGTYPE")) {
+      // the key holds another Redis type: that record's error, not an outage (issue 37)
+      return RecordValue.unreadable("a value of another Redis type", cause);
     }
     return new KeyStoreException(
         "Redis store failed to " + name + ": " + cause.getClass().getSimpleName(), cause);

@@ -157,8 +157,16 @@ final class RecordValue {
   }
 
   private static KeyStoreException malformed() {
+    return unreadable("a value that is not one of its records", null);
+  }
+
+  /**
+   * The error of a key whose value the store cannot read: not one of its records (found here or by
+   * a script), or of another Redis type.
+   */
+  static dev.idempotency.UnreadableRecordException unreadable(String what, Throwable cause) {
     return new dev.idempotency.UnreadableRecordException(
-        "Redis store found a value that is not one of its records under its key prefix", null);
+        "Redis store found " + what + " under its key prefix", cause);
   }
 
   RecordState state() {

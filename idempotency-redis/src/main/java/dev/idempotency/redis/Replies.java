@@ -8,7 +8,16 @@ import java.util.List;
 
 /** Reads the replies of the store's commands and scripts into SPI values. */
 final class Replies {
+
+  /** A claim script's answer for a key whose value it cannot read (see {@code perKey}). */
+  private static final long UNREADABLE = -1;
+
   private Replies() {}
+
+  private static dev.idempotency.UnreadableRecordException unreadableByScript() {
+    return RecordValue.unreadable(
+        "a value of another Redis type, or a record it cannot parse,", null);
+  }
 
   /**
    * What {@code SET NX GET} returned: nothing, so the key is claimed; a completed or failed record,
@@ -28,10 +37,16 @@ final class Replies {
   /**
    * The claim script's reply: {@code {1, attempt}} when claimed, {@code {0, 0, record}} for a
    * settled record, {@code {0, leaseExpired, record, now, pttl}} for one in progress (see {@code
-   * claim} in {@code record-functions.lua}).
+   * claim} in {@code record-functions.lua}), {@code {-1}} for a value the script cannot read.
+   *
+   * @throws dev.idempotency.UnreadableRecordException for a value the store cannot read
    */
   static ClaimResult claimResult(List<Object> reply) {
-    if (number(reply.get(0)) == 1) {
+    long claimed = number(reply.get(0));
+    if (claimed == UNREADABLE) {
+      throw unreadableByScript();
+    }
+    if (claimed == 1) {
       int attempt = (int) number(reply.get(1));
       return new ClaimResult.Claimed(attempt, attempt > 1);
     }
@@ -45,15 +60,21 @@ final class Replies {
   }
 
   /**
-   * One key's reply in the claim-batch script's: {@code 1} for a new key it claimed, otherwise the
-   * claim script's reply (see {@link #claimResult}).
+   * One key's reply in the claim-batch script's: {@code 1} for a new key it claimed, {@code -1} for
+   * a value it cannot read, otherwise the claim script's reply (see {@link #claimResult}).
+   *
+   * @throws dev.idempotency.UnreadableRecordException for a value the store cannot read
    */
   @SuppressWarnings("unchecked")
   static ClaimResult batchClaimResult(Object reply) {
     if (reply instanceof List<?> list) {
       return claimResult((List<Object>) list);
     }
-    if (number(reply) != 1) {
+    long claimed = number(reply);
+    if (claimed == UNREADABLE) {
+      throw unreadableByScript();
+    }
+    if (claimed != 1) {
       throw new IllegalStateException("unexpected claim reply " + reply);
     }
     return new ClaimResult.Claimed(1, false);

@@ -19,6 +19,9 @@ final class Scripts {
 
   private static final Logger log = LoggerFactory.getLogger(RedisKeyStore.class);
 
+  /** {@code perKey}: one key's part of a script, a value it cannot read that key's answer alone. */
+  private static final String UNREADABLE = "unreadable-function.lua";
+
   /** A script with its SHA-1. */
   record Script(String name, String source, String sha) {}
 
@@ -35,13 +38,15 @@ final class Scripts {
 
   Scripts(StoreCommands commands) {
     this.commands = commands;
-    this.claim = load("claim", "record-functions.lua", "claim.lua");
-    this.claimBatch = load("claim a batch", "record-functions.lua", "claim-batch.lua");
-    this.complete = load("complete", "complete-function.lua", "complete.lua");
-    this.completeBatch = load("complete a batch", "complete-function.lua", "complete-batch.lua");
-    this.release = load("release", "record-functions.lua", "release.lua");
-    this.extend = load("extend", "record-functions.lua", "extend.lua");
-    this.extendBatch = load("extend a batch", "record-functions.lua", "extend-batch.lua");
+    this.claim = load("claim", UNREADABLE, "record-functions.lua", "claim.lua");
+    this.claimBatch = load("claim a batch", UNREADABLE, "record-functions.lua", "claim-batch.lua");
+    this.complete = load("complete", UNREADABLE, "complete-function.lua", "complete.lua");
+    this.completeBatch =
+        load("complete a batch", UNREADABLE, "complete-function.lua", "complete-batch.lua");
+    this.release = load("release", UNREADABLE, "record-functions.lua", "release.lua");
+    this.extend = load("extend", UNREADABLE, "record-functions.lua", "extend.lua");
+    this.extendBatch =
+        load("extend a batch", UNREADABLE, "record-functions.lua", "extend-batch.lua");
     this.inspect = load("inspect", "record-functions.lua", "inspect.lua");
     this.forget = load("forget", "forget.lua");
   }

@@ -15,6 +15,8 @@ import dev.idempotency.testservers.EmbeddedRedisCluster;
 import io.lettuce.core.api.sync.RedisCommands;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.SlotHash;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.cluster.api.sync.RedisAdvancedClusterCommands;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.HashMap;
@@ -72,6 +74,38 @@ class RedisClusterKeyStoreTest extends SharedKeyStoreContract {
       try (var admin = client.connect()) {
         admin.sync().upstream().commands().scriptFlush();
       }
+    }
+  }
+
+  /** A record the store cannot read, in a cluster's batches (pipelines of single-key scripts). */
+  @Nested
+  class UnreadableRecords
+      extends RedisUnreadableBatchCases<RedisAdvancedClusterCommands<String, String>> {
+    private StatefulRedisClusterConnection<String, String> admin;
+
+    @BeforeAll
+    void connect() {
+      admin = client.connect();
+    }
+
+    @AfterAll
+    void disconnect() {
+      admin.close();
+    }
+
+    @Override
+    RedisKeyStore store() {
+      return store;
+    }
+
+    @Override
+    RedisKeyStore newStore(String keyPrefix) {
+      return RedisKeyStore.builder(client).keyPrefix(keyPrefix).build();
+    }
+
+    @Override
+    RedisAdvancedClusterCommands<String, String> admin() {
+      return admin.sync();
     }
   }
 

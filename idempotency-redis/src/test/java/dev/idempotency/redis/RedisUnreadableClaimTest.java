@@ -13,6 +13,7 @@ import io.lettuce.core.api.StatefulRedisConnection;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.TestInstance;
 import redis.embedded.RedisServer;
 
@@ -66,6 +67,27 @@ class RedisUnreadableClaimTest extends UnreadableRecordContract {
     List<String> stored = admin.sync().keys(prefix(name) + "*");
     assertThat(stored).hasSize(1);
     admin.sync().set(stored.get(0), "not a record of this store", SetArgs.Builder.keepttl());
+  }
+
+  /**
+   * The same with a key of another Redis type (a hash) in place of the record: every string command
+   * on it answers WRONGTYPE, which was a plain store error (the breaker opened for every key)
+   * before the claim, the lookup and the scripts read it as that key's unreadable record.
+   */
+  @Nested
+  class AnotherRedisType extends UnreadableRecordContract {
+    @Override
+    protected KeyStore newStore(String name) {
+      return RedisUnreadableClaimTest.this.newStore(name);
+    }
+
+    @Override
+    protected void damageTheOnlyRecord(String name) {
+      List<String> stored = admin.sync().keys(prefix(name) + "*");
+      assertThat(stored).hasSize(1);
+      admin.sync().del(stored.get(0));
+      admin.sync().hset(stored.get(0), "field", "not a record of this store");
+    }
   }
 
   private static String prefix(String name) {
