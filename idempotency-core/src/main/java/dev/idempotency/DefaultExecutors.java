@@ -12,8 +12,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * The threads one guard uses when the application gives it none: bounded pools of daemon threads
  * named after the guard ({@code idempotency-g<guard>-store-io-N}, {@code -async-N}, {@code
- * -lease-keeper-N}, {@code -store-probe-N}), created as work arrives; idle threads end after a
- * minute. They belong to the guard, which shuts them down at {@link IdempotencyGuard#close()};
+ * -lease-keeper-N}, {@code -store-probe-N}), created as work arrives. A thread of the store-io and
+ * async pools, once started, stays until the guard is closed (so that a hand-off from an event loop
+ * never starts one again, see {@link #boundedPool}); the other pools' idle threads end after a
+ * while. They belong to the guard, which shuts them down at {@link IdempotencyGuard#close()};
  * executors the application gave it are never shut down by it.
  */
 final class DefaultExecutors {
@@ -88,20 +90,21 @@ final class DefaultExecutors {
 
   /**
    * A pool of up to {@code threads} threads over a lock-free queue: a task is handed to it from a
-   * store's I/O thread or a Netty event loop, which must never wait for a lock there (a {@code
-   * LinkedBlockingQueue} takes its locks on every hand-off, contended by the idle workers' polls).
+   * store's I/O thread or a Netty event loop, which must never wait for a lock there.
+   *
+   * <ol>
+   *   <li>The queue is a {@code LinkedTransferQueue}: a {@code LinkedBlockingQueue} takes its locks
+   *       on every hand-off, contended by the idle workers' polls.
+   *   <li>Its threads never idle out: a hand-off to a pool with fewer threads than its size starts
+   *       one in {@code ThreadPoolExecutor.addWorker}, under the executor's own lock, which a
+   *       worker ending after its keep-alive also takes (issue 39). Once the pool has all its
+   *       threads, a hand-off only offers to the queue. Until then (the first {@code threads}
+   *       hand-offs of a guard) it still starts a thread under that lock.
+   * </ol>
    */
   private static ThreadPoolExecutor boundedPool(String name, int threads) {
-    ThreadPoolExecutor pool =
-        new ThreadPoolExecutor(
-            threads,
-            threads,
-            1,
-            TimeUnit.MINUTES,
-            new LinkedTransferQueue<>(),
-            daemonThreads(name));
-    pool.allowCoreThreadTimeOut(true);
-    return pool;
+    return new ThreadPoolExecutor(
+        threads, threads, 0, TimeUnit.SECONDS, new LinkedTransferQueue<>(), daemonThreads(name));
   }
 
   /** Daemon threads named {@code name-1}, {@code name-2}, ... */

@@ -6,7 +6,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The guard's own executors. A store's I/O thread (Lettuce's event loop) hands the call's next step
@@ -69,6 +73,92 @@ class DefaultExecutorsTest {
       release.countDown();
       executors.shutdown(10_000);
     }
+  }
+
+  /**
+   * Issue 39: a pool whose threads idle out starts a new one on the next hand-off, in {@code
+   * ThreadPoolExecutor.addWorker}, which takes the executor's own lock: an event loop then parks
+   * (what BlockHound flags) while another thread holds that lock, as a worker ending after its
+   * keep-alive does. Once a pool's threads have been started, a hand-off must not need that lock,
+   * however long the pool was idle.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"async", "storeIo"})
+  void aHandOffAfterTheKeepAliveNeverWaitsForTheExecutorsLock(String poolName) throws Exception {
+    DefaultExecutors executors = new DefaultExecutors();
+    Function<DefaultExecutors, Object> pick =
+        poolName.equals("async") ? DefaultExecutors::async : DefaultExecutors::storeIo;
+    ThreadPoolExecutor pool = (ThreadPoolExecutor) pick.apply(executors);
+    ReentrantLock executorsLock = executorsLock(pool);
+    CountDownLatch held = new CountDownLatch(1);
+    CountDownLatch letGo = new CountDownLatch(1);
+    Thread holder =
+        new Thread(
+            () -> {
+              executorsLock.lock();
+              try {
+                held.countDown();
+                await(letGo);
+              } finally {
+                executorsLock.unlock();
+              }
+            },
+            "holds-the-executors-lock");
+    try {
+      useEveryThreadOnce(pool);
+      // the pool stays idle past its keep-alive (a minute by default, a millisecond here)
+      pool.setKeepAliveTime(1, TimeUnit.MILLISECONDS);
+      if (pool.allowsCoreThreadTimeOut()) {
+        awaitIdledOut(pool);
+      }
+      holder.start();
+      assertThat(held.await(30, TimeUnit.SECONDS)).isTrue();
+
+      CountDownLatch ran = new CountDownLatch(1);
+      CompletableFuture<Void> handOff =
+          CompletableFuture.runAsync(() -> pool.execute(ran::countDown));
+
+      assertThat(ran.await(10, TimeUnit.SECONDS))
+          .as("the hand-off ran while another thread held the executor's lock")
+          .isTrue();
+      handOff.get(10, TimeUnit.SECONDS);
+    } finally {
+      letGo.countDown();
+      holder.join(30_000);
+      executors.shutdown(10_000);
+    }
+  }
+
+  /** Runs as many tasks at once as the pool has threads, as a burst of requests does. */
+  private static void useEveryThreadOnce(ThreadPoolExecutor pool) throws InterruptedException {
+    int threads = pool.getMaximumPoolSize();
+    CountDownLatch started = new CountDownLatch(threads);
+    CountDownLatch release = new CountDownLatch(1);
+    for (int i = 0; i < threads; i++) {
+      pool.execute(
+          () -> {
+            started.countDown();
+            await(release);
+          });
+    }
+    assertThat(started.await(30, TimeUnit.SECONDS)).as("every thread started").isTrue();
+    release.countDown();
+  }
+
+  /** Waits, at most 30 seconds, until every idle thread of the pool has ended. */
+  private static void awaitIdledOut(ThreadPoolExecutor pool) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (pool.getPoolSize() > 0 && System.nanoTime() < deadline) {
+      Thread.sleep(10);
+    }
+    assertThat(pool.getPoolSize()).as("threads left after the keep-alive").isZero();
+  }
+
+  /** The executor's own lock (needs {@code --add-opens java.base/java.util.concurrent}). */
+  private static ReentrantLock executorsLock(ThreadPoolExecutor pool) throws Exception {
+    java.lang.reflect.Field field = ThreadPoolExecutor.class.getDeclaredField("mainLock");
+    field.setAccessible(true);
+    return (ReentrantLock) field.get(pool);
   }
 
   private static void await(CountDownLatch latch) {
