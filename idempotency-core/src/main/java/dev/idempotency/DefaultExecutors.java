@@ -45,12 +45,22 @@ final class DefaultExecutors {
 
   private java.util.concurrent.ScheduledThreadPoolExecutor prober;
 
+  /** Set by {@link #shutdown}: no executor is created after it. */
+  private boolean shutDown;
+
   /**
    * The one thread that probes a failing store ({@link StoreOutages}), created on first use; it
-   * ends when idle and is shut down with the others.
+   * ends when idle and is stopped, not awaited, at {@link #shutdown}.
+   *
+   * @throws java.util.concurrent.RejectedExecutionException once the guard's executors are shut
+   *     down
    */
   synchronized java.util.concurrent.ScheduledExecutorService prober() {
     if (prober == null) {
+      if (shutDown) {
+        throw new java.util.concurrent.RejectedExecutionException(
+            "the guard is closed: no more store probes");
+      }
       prober =
           own(
               new java.util.concurrent.ScheduledThreadPoolExecutor(
@@ -70,12 +80,29 @@ final class DefaultExecutors {
 
   /**
    * Shuts down every executor this guard created: queued work still runs, for at most {@code
-   * millis} in all; then what is left is interrupted.
+   * millis} in all; then what is left is interrupted. The store probe is not waited for: its answer
+   * is no one's once the guard closes, and during an outage it can wait the store's whole bound;
+   * its thread is interrupted at once (the guard's own thread, never an application's).
+   *
+   * <p>The lock is held only to take the list, not while waiting: a probe that ends meanwhile asks
+   * {@link #prober()} to schedule the next, and must get its refusal rather than wait for the lock
+   * (issue 37: that wait held every close during an outage for the whole {@code millis}).
    */
-  synchronized void shutdown(long millis) {
-    owned.forEach(ExecutorService::shutdown);
+  void shutdown(long millis) {
+    List<ExecutorService> awaited;
+    ExecutorService probe;
+    synchronized (this) {
+      shutDown = true;
+      probe = prober;
+      awaited = new ArrayList<>(owned);
+    }
+    if (probe != null) {
+      probe.shutdownNow();
+      awaited.remove(probe);
+    }
+    awaited.forEach(ExecutorService::shutdown);
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
-    for (ExecutorService executor : owned) {
+    for (ExecutorService executor : awaited) {
       try {
         long left = deadline - System.nanoTime();
         if (left <= 0 || !executor.awaitTermination(left, TimeUnit.NANOSECONDS)) {

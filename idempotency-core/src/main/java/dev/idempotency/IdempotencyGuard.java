@@ -484,8 +484,8 @@ public final class IdempotencyGuard implements AutoCloseable {
    *       sent);
    *   <li>the outcomes that unrecorded batches reported are written, lease renewal stops, and the
    *       executors the guard created itself are shut down (work still queued on them runs, for at
-   *       most {@link #CLOSE_TIMEOUT}); executors the application gave it are left alone, and so is
-   *       the store.
+   *       most {@link #CLOSE_TIMEOUT}; a probe of a failing store is stopped, not waited for);
+   *       executors the application gave it are left alone, and so is the store.
    * </ol>
    *
    * Idempotent: a second call returns once the first has finished. Do not call it from inside a

@@ -206,6 +206,84 @@ class PostgresOutcomeWriteRetryTest {
     }
   }
 
+  /**
+   * Issue 37: close() starts during an outage (the breaker open, its probe asking the refusing
+   * database) while a call is still running; the database is back within the grace period, so the
+   * call's outcome is written and close() returns once it is, within its grace, not {@link
+   * IdempotencyGuard#CLOSE_TIMEOUT} later.
+   */
+  @Test
+  void aCallInFlightWhenCloseStartsMidOutageHasItsOutcomeWrittenOnceTheDatabaseIsBack()
+      throws Exception {
+    Duration grace = Duration.ofSeconds(10);
+    IdempotencyGuard guard = guard(grace);
+    String key = "inflight:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    java.util.concurrent.CountDownLatch inSend = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    CompletableFuture<String> call =
+        CompletableFuture.supplyAsync(
+            () ->
+                guard.execute(
+                    key,
+                    TTL,
+                    ctx -> {
+                      sends.incrementAndGet();
+                      refuseConnections();
+                      inSend.countDown();
+                      release.await(30, TimeUnit.SECONDS);
+                      return "sent";
+                    }));
+    try {
+      assertThat(inSend.await(30, TimeUnit.SECONDS)).as("the call is in its send").isTrue();
+      awaitTrue(
+          () -> {
+            try {
+              guard.execute(
+                  "outage:" + UUID.randomUUID(), TTL, ctx -> "sent: " + sends.incrementAndGet());
+              return false;
+            } catch (KeyStoreException refused) {
+              return refused.getMessage().contains("nothing was sent. Last failure");
+            }
+          },
+          "the breaker to open (a claim refused without asking the database)");
+      long start = System.nanoTime();
+      CompletableFuture<Void> closing = CompletableFuture.runAsync(guard::close);
+      awaitTrue(
+          () -> {
+            try {
+              guard.execute(
+                  "closing:" + UUID.randomUUID(), TTL, ctx -> "sent: " + sends.incrementAndGet());
+              return false;
+            } catch (IllegalStateException closed) {
+              return true;
+            } catch (KeyStoreException notYetClosing) {
+              return false;
+            }
+          },
+          "close() to refuse new calls");
+      allowConnections();
+      release.countDown();
+
+      closing.get(60, TimeUnit.SECONDS);
+      long closeMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+      assertThat(call.get(30, TimeUnit.SECONDS)).isEqualTo("sent");
+      assertThat(closeMillis)
+          .as("ms close() took: it waits for the call's outcome, within its grace")
+          .isLessThan(grace.toMillis());
+      assertThat(sends).as("only the call in flight sent").hasValue(1);
+      assertThat(events).extracting(IdempotencyEvent::type).doesNotContain(Type.OUTCOME_ABANDONED);
+      try (IdempotencyGuard reader = guard(Duration.ZERO)) {
+        assertThat(stateOnceTheStoreAnswers(reader, key))
+            .as("the outcome written before close() returned")
+            .isEqualTo(RecordState.COMPLETED);
+      }
+    } finally {
+      release.countDown();
+      allowConnections();
+    }
+  }
+
   private boolean has(Type type) {
     return events.stream().anyMatch(event -> event.type() == type);
   }
