@@ -13,13 +13,9 @@ import dev.idempotency.spring.messaging.JmsCommitRetries;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.Sends;
 import jakarta.jms.JMSException;
-import jakarta.jms.Message;
 import jakarta.jms.MessageProducer;
 import jakarta.jms.Session;
-import jakarta.jms.TextMessage;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Enumeration;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -62,6 +58,7 @@ class JmsTransactionTest {
 
   static final String RECORD = "jms-tx-record";
   static final String OUTPUT = "idem.tx.out";
+  private static final String FATE_UNKNOWN = "The fate of the session commit of JMS listener";
 
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
@@ -195,6 +192,142 @@ class JmsTransactionTest {
     assertThat(sentOn()).containsOnlyOnce(event);
   }
 
+  /**
+   * Issue 37 (found by probe45a) on {@code JmsSessionCommit}'s fate-unknown path: the session
+   * commit reaches the broker and commits there, then fails on the client because the connection
+   * fails while the blocking commit waits for the answer (Artemis: {@code AMQ219016 ... Unblocking
+   * a blocking call that will never get a response}, an {@code ActiveMQUnBlockedException});
+   * nothing interrupted the thread. The listener's provider send happened and the broker consumed
+   * the message, so SPEC 1: a republished copy of the event (a producer's retry, what SPEC 15 is
+   * for) is a replay, never a second send.
+   *
+   * <p>The commit is Artemis's own and really commits; {@link FailingSessionCommits} only throws
+   * the connection failure after it, as the client throws it when the answer never comes. The
+   * starter records the outcome, never releases, and says so in one WARN that does not name the
+   * key. (Formerly {@code JmsCommitOutcomeUnknownTest}.)
+   */
+  @Test
+  void aCommitThatReachedTheBrokerThenLostItsAnswerIsNotSentAgainForARepublishedCopy(
+      CapturedOutput output) throws Exception {
+    int logFrom = output.getAll().length();
+    String event = "commit-answer-lost-" + UUID.randomUUID().toString().substring(0, 8);
+    commits.loseAnswerOfNextCommitOf(event);
+    template.convertAndSend("idem.tx", event);
+
+    await("the listener's send", () -> sends.of(event).size() == 1);
+    await("the message it sent on, committed by the broker", () -> sentOn().contains(event));
+    await(
+        "the starter's decision on the outcome (recorded or released)",
+        () ->
+            events.count(Type.COMPLETED, RECORD, event) + events.count(Type.RELEASED, RECORD, event)
+                > 0);
+    assertThat(queueIsEmpty("idem.tx"))
+        .as("the broker committed the delivery: nothing is left to redeliver")
+        .isTrue();
+
+    // the producer publishes the event again (its retry of an unanswered publish)
+    long replays = events.count(Type.REPLAYED, RECORD, event);
+    template.convertAndSend("idem.tx", event);
+    await(
+        "the republished copy, run or replayed",
+        () -> sends.runs(event) >= 2 || events.count(Type.REPLAYED, RECORD, event) > replays);
+
+    assertThat(sends.of(event)).as("provider sends of the event").hasSize(1);
+    assertThat(sentOn()).as("messages the listener sent on, committed").containsOnlyOnce(event);
+    assertThat(events.count(Type.RELEASED, RECORD, event))
+        .as("releases of the key of a send that happened, in a delivery the broker committed")
+        .isZero();
+    List<String> warnings =
+        output
+            .getAll()
+            .substring(logFrom)
+            .lines()
+            .filter(line -> line.contains(FATE_UNKNOWN))
+            .toList();
+    assertThat(warnings).as("WARN lines naming the unknown fate").hasSize(1);
+    assertThat(warnings.get(0)).contains("WARN").doesNotContain(event);
+  }
+
+  /**
+   * Issue 37 (found by probe45a) on {@code JmsSessionCommit}: a session commit that the broker
+   * rolls back (a {@code TransactionRolledBackException}; Artemis rolled the session back, so it
+   * redelivers) while the container's shutdown interrupt lands on the thread during it.
+   * docs/message-consumers.md: "if the transaction rolls back, or its commit fails, the key is
+   * released, so the broker's redelivery runs the listener again and its transactional work is done
+   * again (a redelivery acknowledged as a replay would have lost it for good)"; only a commit that
+   * an interrupt failed "after it wrote the commit to the broker" is recorded instead.
+   *
+   * <p>The rollback is Artemis's own; {@link FailingSessionCommits} only sets the interrupt and
+   * throws the refusal. The broker's verdict wins over the interrupt: the key is released and the
+   * commit is not tried again (a retry would commit an empty transaction). (Formerly {@code
+   * JmsCommitRolledBackWhileInterruptedTest}.)
+   */
+  @Test
+  void aCommitTheBrokerRolledBackIsDoneAgainOnRedeliveryThoughAnInterruptLandedInIt()
+      throws Exception {
+    String event = "commit-rolled-back-" + UUID.randomUUID().toString().substring(0, 8);
+    commits.rollBackNextCommitWhileInterruptedOf(event);
+    assertRedeliveryRunAgainAndSentOnOnce(
+        event, "the rolled-back message", "a delivery whose session rolled back");
+  }
+
+  /**
+   * probe47's finding (issue 37, fixjms45's {@code JmsSessionCommit}; SPEC 15, "an outcome is
+   * recorded only for a delivery whose transaction committed"): a session commit that the broker
+   * refuses with an error that is not a rollback verdict (a plain {@code JMSException}: a
+   * server-side failure of the commit, which drops the transaction) while the container's shutdown
+   * interrupt lands on the thread during it. docs/message-consumers.md: "A commit the broker
+   * refuses while nothing interrupted it still releases the key"; the interrupt here did not cause
+   * the failure, but {@code JmsSessionCommit} counted any interrupt pending after a failed try as
+   * "a failure that an interrupt alone caused" and tried again: the retry committed the new, empty
+   * transaction (failed before the fix on Boot 3.5 and 4.0). Now only an interrupt in the failure's
+   * causes counts.
+   *
+   * <p>The rollback is Artemis's own; {@link FailingSessionCommits} only sets the interrupt and
+   * throws the refusal. The promise probed: the key is released and the redelivery runs the
+   * listener again, so what it sends on in its session is committed once; never a replay of a
+   * delivery whose transaction did not commit. (Formerly {@code
+   * JmsCommitRefusedWhileInterruptedTest}.)
+   */
+  @Test
+  void aCommitTheBrokerRefusedIsDoneAgainOnRedeliveryThoughAnInterruptLandedInIt()
+      throws Exception {
+    String event = "commit-refused-" + UUID.randomUUID().toString().substring(0, 8);
+    commits.refuseNextCommitWhileInterruptedOf(event);
+    assertRedeliveryRunAgainAndSentOnOnce(
+        event, "the refused message", "a delivery whose commit the broker refused");
+  }
+
+  /**
+   * Publishes {@code event}, whose next commit a test set to fail, and proves that the redelivery
+   * of {@code message} (named in the wait) is run again, not replayed, so that what the listener
+   * sent on in its session is committed once; {@code delivery} names the failed delivery.
+   */
+  private void assertRedeliveryRunAgainAndSentOnOnce(String event, String message, String delivery)
+      throws Exception {
+    template.convertAndSend("idem.tx", event);
+
+    await("the listener's first send", () -> sends.of(event).size() >= 1);
+    await(
+        "the redelivery of " + message + ", replayed or run again and recorded",
+        () ->
+            events.count(Type.REPLAYED, RECORD, event) > 0
+                || (sends.runs(event) >= 2 && events.count(Type.COMPLETED, RECORD, event) == 1));
+    await("the queue drained", () -> queueIsEmpty("idem.tx"));
+
+    assertThat(sentOn())
+        .as(
+            "the message the listener sent on in its session, committed once (listener runs %d,"
+                + " replays %d, releases %d)",
+            sends.runs(event),
+            events.count(Type.REPLAYED, RECORD, event),
+            events.count(Type.RELEASED, RECORD, event))
+        .containsOnlyOnce(event);
+    assertThat(events.count(Type.REPLAYED, RECORD, event))
+        .as("the redelivery of " + delivery + " is not a replay")
+        .isZero();
+  }
+
   /** {@link #assertRecorded}, and the key was never released: its send happened. */
   private void assertRecordedNotReleased(String event) throws Exception {
     assertRecorded(event);
@@ -217,18 +350,12 @@ class JmsTransactionTest {
     assertThat(ranAgain).as("a repeat of the key through the store is a replay").isFalse();
   }
 
+  private boolean queueIsEmpty(String queue) {
+    return QueueBrowsing.isEmpty(template, queue);
+  }
+
   /** The committed messages the listener sent on, browsed. */
   private List<String> sentOn() {
-    return template.browse(
-        OUTPUT,
-        (session, browser) -> {
-          List<String> texts = new ArrayList<>();
-          Enumeration<?> messages = browser.getEnumeration();
-          while (messages.hasMoreElements()) {
-            Message message = (Message) messages.nextElement();
-            texts.add(((TextMessage) message).getText());
-          }
-          return texts;
-        });
+    return QueueBrowsing.texts(template, OUTPUT);
   }
 }
