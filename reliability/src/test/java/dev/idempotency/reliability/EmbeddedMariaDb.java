@@ -20,8 +20,7 @@ final class EmbeddedMariaDb implements AutoCloseable {
       config.addArg("--user=root");
     }
     config.addArg("--max-connections=300");
-    mariadb = DB.newEmbeddedDB(config.build());
-    mariadb.start();
+    mariadb = dev.idempotency.testservers.MariaDbDirs.start(config);
     server = "jdbc:mariadb://127.0.0.1:" + mariadb.getConfiguration().getPort() + "/";
     try (Connection connection = DriverManager.getConnection(server + "mysql", "root", "");
         Statement statement = connection.createStatement()) {

