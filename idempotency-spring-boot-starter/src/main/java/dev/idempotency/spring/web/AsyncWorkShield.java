@@ -18,6 +18,8 @@ import org.springframework.http.ResponseEntity;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.NativeWebRequest;
 import org.springframework.web.context.request.RequestAttributes;
+import org.springframework.web.context.request.ServletRequestAttributes;
+import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.CallableProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
@@ -141,16 +143,17 @@ public final class AsyncWorkShield
    *
    * @param returned what the handler method returned
    * @param declared the method's declared return type
-   * @param request the request
+   * @param request the request's attributes (made into a web request only for async work)
    * @return the shielded copy, or {@code returned}
    */
   @Nullable Object shieldedReturn(
-      @Nullable Object returned, Class<?> declared, NativeWebRequest request) {
+      @Nullable Object returned, Class<?> declared, ServletRequestAttributes request) {
     Class<?> copyType = copyType(returned);
     if (copyType == null || !declared.isAssignableFrom(copyType)) {
       return returned; // not async work, or the copy would not fit the declared type
     }
-    Object copy = shielded(returned, request);
+    Object copy =
+        shielded(returned, new ServletWebRequest(request.getRequest(), request.getResponse()));
     return declared.isInstance(copy) ? copy : returned;
   }
 

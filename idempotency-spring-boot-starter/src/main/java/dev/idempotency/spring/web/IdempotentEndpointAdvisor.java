@@ -22,7 +22,6 @@ import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
-import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
@@ -81,11 +80,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
           AsyncWorkShield shield = shield();
           if (shield != null && request instanceof ServletRequestAttributes servlet) {
             // the last line of defence, for a return value handler the shield has not wrapped
-            returned =
-                shield.shieldedReturn(
-                    returned,
-                    returnType,
-                    new ServletWebRequest(servlet.getRequest(), servlet.getResponse()));
+            returned = shield.shieldedReturn(returned, returnType, servlet);
           }
           if (isStream(returned)) {
             call.returnsAStream();
