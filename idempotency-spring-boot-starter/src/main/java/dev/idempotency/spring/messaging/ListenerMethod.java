@@ -185,8 +185,11 @@ final class ListenerMethod {
           if (batch) {
             return "#"
                 + variable
-                + " is not known in a batch listener, whose key is evaluated per message:"
-                + " use the payload's properties (orderId), #payload or #headers";
+                + " is not known when the method gets a batch: a method that takes a List is"
+                + " read as a batch listener (its container may hand out batches), whose key is"
+                + " evaluated per message; use the payload's properties (orderId), #payload or"
+                + " #headers, which key a record listener of a List payload too (#payload is"
+                + " then the whole list)";
           }
           return ExpressionAttributes.parameterProblem(
               variable, method, names, " (and #payload, #headers)");

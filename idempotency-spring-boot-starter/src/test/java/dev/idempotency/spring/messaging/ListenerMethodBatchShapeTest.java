@@ -47,6 +47,21 @@ class ListenerMethodBatchShapeTest {
   }
 
   @Test
+  void aParameterNameKeyOnAListMethodFailsTheStartSayingWhyForRecordListenersToo() {
+    // a record @KafkaListener of a List payload: the method alone cannot tell it from a batch
+    // listener, so the parameter's name is refused, and the message must not call it a batch
+    // listener outright but say how to key both kinds
+    assertThatThrownBy(() -> of("lines"))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining(Listeners.class.getName() + ".lines(..)")
+        .hasMessageContaining("#lines is not known when the method gets a batch")
+        .hasMessageContaining("a method that takes a List is read as a batch listener")
+        .hasMessageContaining(
+            "a record listener of a List payload too (#payload is then the whole list)");
+    assertThat(of("linesByPayload").batchIndex).isZero();
+  }
+
+  @Test
   void theKeyReadsHeadersWhenItIsAHeaderOrAnExpressionOverHeaders() {
     assertThat(of("list").keyReadsHeaders).as("header key").isTrue();
     assertThat(of("headerExpression").keyReadsHeaders).as("#headers").isTrue();
@@ -92,6 +107,14 @@ class ListenerMethodBatchShapeTest {
     @KafkaListener(topics = "t")
     @IdempotentListener(name = "one-record", key = "#payload[0]")
     void oneRecord(Collection<String> payload) {}
+
+    @KafkaListener(topics = "t")
+    @IdempotentListener(name = "lines", key = "#lines")
+    void lines(List<String> lines) {}
+
+    @KafkaListener(topics = "t")
+    @IdempotentListener(name = "lines-by-payload", key = "#payload")
+    void linesByPayload(List<String> lines) {}
 
     @KafkaListener(topics = "t", batch = "true")
     @IdempotentListener(name = "header-expression", key = "#headers['x-order']")
