@@ -6,16 +6,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.ClaimRequest;
-import dev.idempotency.testservers.FreePorts;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.RedisURI;
-import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import redis.embedded.RedisServer;
 
 /**
  * {@link RedisUnreadableBatchCases} on standalone Redis, where a batch is one script call; and a
@@ -23,19 +18,12 @@ import redis.embedded.RedisServer;
  */
 class RedisUnreadableBatchTest extends RedisUnreadableBatchCases<RedisCommands<String, String>> {
 
-  private RedisServer server;
-  private RedisClient client;
-  private StatefulRedisConnection<String, String> admin;
+  private StandaloneRedis redis;
   private RedisKeyStore store;
 
   @BeforeAll
   void startRedis() throws Exception {
-    int port = FreePorts.next();
-    server =
-        RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
-    server.start();
-    client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
-    admin = client.connect();
+    redis = StandaloneRedis.start();
     store = newStore("unreadable-batch:");
   }
 
@@ -44,12 +32,8 @@ class RedisUnreadableBatchTest extends RedisUnreadableBatchCases<RedisCommands<S
     if (store != null) {
       store.close();
     }
-    if (admin != null) {
-      admin.close();
-      client.shutdown();
-    }
-    if (server != null) {
-      server.stop();
+    if (redis != null) {
+      redis.close();
     }
   }
 
@@ -60,18 +44,18 @@ class RedisUnreadableBatchTest extends RedisUnreadableBatchCases<RedisCommands<S
 
   @Override
   RedisKeyStore newStore(String keyPrefix) {
-    return RedisKeyStore.builder(client).keyPrefix(keyPrefix).build();
+    return RedisKeyStore.builder(redis.client()).keyPrefix(keyPrefix).build();
   }
 
   @Override
   RedisCommands<String, String> admin() {
-    return admin.sync();
+    return redis.admin();
   }
 
   @Test
   void aRedisRefusingWritesStillFailsTheWholeBatchAsAStoreError() {
     List<ClaimRequest> claims = claimThree();
-    admin.sync().configSet("maxmemory", "1");
+    redis.admin().configSet("maxmemory", "1");
     try {
       assertThatThrownBy(() -> store.completeAll(claims.stream().map(this::completion).toList()))
           .as("out of memory is an outage, not one unreadable record")
@@ -84,7 +68,7 @@ class RedisUnreadableBatchTest extends RedisUnreadableBatchCases<RedisCommands<S
           .isInstanceOf(KeyStoreException.class)
           .isNotInstanceOf(UnreadableRecordException.class);
     } finally {
-      admin.sync().configSet("maxmemory", "0");
+      redis.admin().configSet("maxmemory", "0");
     }
     assertThat(store.completeAll(claims.stream().map(this::completion).toList()))
         .containsExactly(true, true, true);

@@ -5,17 +5,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.UnreadableRecordContract;
-import dev.idempotency.testservers.FreePorts;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.RedisURI;
 import io.lettuce.core.SetArgs;
-import io.lettuce.core.api.StatefulRedisConnection;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.TestInstance;
-import redis.embedded.RedisServer;
 
 /**
  * Regression test of probe42h's finding (lazy37b's fix, SPEC 14): a record the store holds but
@@ -31,42 +26,31 @@ import redis.embedded.RedisServer;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class RedisUnreadableClaimTest extends UnreadableRecordContract {
 
-  private RedisServer server;
-  private RedisClient client;
-  private StatefulRedisConnection<String, String> admin;
+  private StandaloneRedis redis;
 
   @BeforeAll
   void startRedis() throws Exception {
-    int port = FreePorts.next();
-    server =
-        RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
-    server.start();
-    client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
-    admin = client.connect();
+    redis = StandaloneRedis.start();
   }
 
   @AfterAll
   void stopRedis() throws Exception {
-    if (admin != null) {
-      admin.close();
-      client.shutdown();
-    }
-    if (server != null) {
-      server.stop();
+    if (redis != null) {
+      redis.close();
     }
   }
 
   @Override
   protected KeyStore newStore(String name) {
-    return RedisKeyStore.builder(client).keyPrefix(prefix(name)).build();
+    return RedisKeyStore.builder(redis.client()).keyPrefix(prefix(name)).build();
   }
 
   /** Overwrites the stored value with one that is not a record of this store. */
   @Override
   protected void damageTheOnlyRecord(String name) {
-    List<String> stored = admin.sync().keys(prefix(name) + "*");
+    List<String> stored = redis.admin().keys(prefix(name) + "*");
     assertThat(stored).hasSize(1);
-    admin.sync().set(stored.get(0), "not a record of this store", SetArgs.Builder.keepttl());
+    redis.admin().set(stored.get(0), "not a record of this store", SetArgs.Builder.keepttl());
   }
 
   /**
@@ -83,10 +67,10 @@ class RedisUnreadableClaimTest extends UnreadableRecordContract {
 
     @Override
     protected void damageTheOnlyRecord(String name) {
-      List<String> stored = admin.sync().keys(prefix(name) + "*");
+      List<String> stored = redis.admin().keys(prefix(name) + "*");
       assertThat(stored).hasSize(1);
-      admin.sync().del(stored.get(0));
-      admin.sync().hset(stored.get(0), "field", "not a record of this store");
+      redis.admin().del(stored.get(0));
+      redis.admin().hset(stored.get(0), "field", "not a record of this store");
     }
   }
 

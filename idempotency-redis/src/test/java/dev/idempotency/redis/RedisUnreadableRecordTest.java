@@ -5,11 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.UnreadableRecordException;
-import dev.idempotency.testservers.FreePorts;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.RedisURI;
 import io.lettuce.core.SetArgs;
-import io.lettuce.core.api.StatefulRedisConnection;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
@@ -17,7 +13,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
-import redis.embedded.RedisServer;
 
 /**
  * Issue 37 (SPEC 14): a lookup or deletion of one record that the store holds but cannot read (its
@@ -30,41 +25,30 @@ class RedisUnreadableRecordTest {
 
   static final Duration TTL = Duration.ofHours(1);
 
-  private RedisServer server;
-  private RedisClient client;
-  private StatefulRedisConnection<String, String> admin;
+  private StandaloneRedis redis;
 
   @BeforeAll
   void startRedis() throws Exception {
-    int port = FreePorts.next();
-    server =
-        RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
-    server.start();
-    client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
-    admin = client.connect();
+    redis = StandaloneRedis.start();
   }
 
   @AfterAll
   void stopRedis() throws Exception {
-    if (admin != null) {
-      admin.close();
-      client.shutdown();
-    }
-    if (server != null) {
-      server.stop();
+    if (redis != null) {
+      redis.close();
     }
   }
 
   @Test
   void aLookupOfAnUnreadableRecordFailsAloneAndTheNextSendGoesToTheStore() {
     String prefix = "unreadable-" + UUID.randomUUID() + ":";
-    try (RedisKeyStore store = RedisKeyStore.builder(client).keyPrefix(prefix).build();
+    try (RedisKeyStore store = RedisKeyStore.builder(redis.client()).keyPrefix(prefix).build();
         IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
       String damaged = "order:" + UUID.randomUUID();
       assertThat(guard.execute(damaged, TTL, ctx -> "sent")).isEqualTo("sent");
-      List<String> stored = admin.sync().keys(prefix + "*");
+      List<String> stored = redis.admin().keys(prefix + "*");
       assertThat(stored).as("the one record written under the prefix").hasSize(1);
-      admin.sync().set(stored.get(0), "not a record of this store", SetArgs.Builder.keepttl());
+      redis.admin().set(stored.get(0), "not a record of this store", SetArgs.Builder.keepttl());
 
       assertThatThrownBy(() -> guard.find(damaged))
           .isInstanceOf(UnreadableRecordException.class)
