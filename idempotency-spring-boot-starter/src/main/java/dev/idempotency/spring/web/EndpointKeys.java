@@ -14,8 +14,8 @@ import org.springframework.http.HttpStatus;
 
 /**
  * The {@code Idempotency-Key} header of an {@link IdempotentEndpoint} request, checked and scoped
- * to the endpoint and the client, free of either web stack's types: the rules of the Spring MVC
- * {@link IdempotentEndpointInterceptor}, for the Spring WebFlux {@link
+ * to the endpoint and the client, free of either web stack's types: one set of rules for the Spring
+ * MVC {@link IdempotentEndpointInterceptor} and the Spring WebFlux {@link
  * IdempotentEndpointWebFilter}.
  */
 final class EndpointKeys {

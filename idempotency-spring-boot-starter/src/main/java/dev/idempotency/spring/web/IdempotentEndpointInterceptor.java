@@ -1,13 +1,8 @@
 package dev.idempotency.spring.web;
 
-import dev.idempotency.IdempotencyException;
 import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyKey;
-import dev.idempotency.IdempotencyKeyHeader;
-import dev.idempotency.IdempotencyKeyReuseException;
 import dev.idempotency.IdempotencyRequest;
-import dev.idempotency.IdempotencyResultUnavailableException;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.Outcome;
 import dev.idempotency.spring.JsonCodecs;
@@ -19,8 +14,9 @@ import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.lang.reflect.Method;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Enumeration;
-import java.util.Map;
+import java.util.List;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -28,7 +24,6 @@ import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.http.HttpStatus;
 import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.method.HandlerMethod;
@@ -121,72 +116,31 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
               + " is called without the IdempotentEndpointFilter in the filter chain; register"
               + " it (the auto-configuration does) or add it to MockMvc");
     }
-    String header = request.getHeader(headerName);
-    if (header == null) {
-      if (!endpoint.required()) {
-        return true;
-      }
-      Problems.write(
-          response,
-          HttpStatus.BAD_REQUEST,
-          "missing-key",
-          "the " + headerName + " header is required");
-      return false;
-    }
-    if (fields(request) > 1) {
-      Problems.write(
-          response,
-          HttpStatus.BAD_REQUEST,
-          "malformed-key",
-          "the request has more than one " + headerName + " field; send one key, in one field");
-      return false;
-    }
     Object pattern = request.getAttribute(HandlerMapping.BEST_MATCHING_PATTERN_ATTRIBUTE);
     String path = pattern != null ? pattern.toString() : request.getRequestURI();
-    String client = Objects.toString(scope.scopeOf(request), "");
-    String prefix = EndpointKeys.scopePrefix(request.getMethod(), path, client);
-    int longest = EndpointKeys.longestKey(prefix);
-    String key;
-    try {
-      key = IdempotencyKeyHeader.parse(headerName, header, Math.max(1, longest));
-    } catch (IdempotencyKeyHeader.TooLongException e) {
-      tooLong(response, longest);
+    EndpointKeys.Checked checked =
+        EndpointKeys.check(
+            headerName,
+            fields(request),
+            endpoint.required(),
+            request.getMethod(),
+            path,
+            Objects.toString(scope.scopeOf(request), ""),
+            minKeyLength);
+    String scoped;
+    if (checked instanceof EndpointKeys.Key key) {
+      scoped = key.scoped();
+    } else if (checked instanceof EndpointKeys.Refused refused) {
+      Problems.write(response, refused.problem());
       return false;
-    } catch (IllegalArgumentException e) {
-      Problems.write(response, HttpStatus.BAD_REQUEST, "malformed-key", e.getMessage());
-      return false;
-    }
-    if (key.length() > longest) {
-      tooLong(response, longest); // the scope alone is too long: no key fits
-      return false;
-    }
-    if (key.length() < minKeyLength) {
-      Problems.write(
-          response,
-          HttpStatus.BAD_REQUEST,
-          "key-too-short",
-          "the "
-              + headerName
-              + " must have at least "
-              + minKeyLength
-              + " characters; send a random one, such as a UUID",
-          Map.of("min-length", minKeyLength));
-      return false;
-    }
-    String scoped = EndpointKeys.scoped(prefix, key);
-    if (scoped == null) {
-      tooLong(response, longest);
-      return false;
+    } else {
+      return true; // no key, and none required: not guarded
     }
     String fingerprint;
     try {
       fingerprint = RequestFingerprint.of(request, body, maxBodyBytes, json.get());
     } catch (RequestFingerprint.BodyTooLarge e) {
-      Problems.write(
-          response,
-          HttpStatus.PAYLOAD_TOO_LARGE,
-          "body-too-large",
-          "the request body is larger than " + maxBodyBytes + " bytes");
+      Problems.write(response, EndpointProblem.bodyTooLarge(maxBodyBytes));
       return false;
     }
     IdempotencyRequest idempotency =
@@ -214,24 +168,22 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     return true;
   }
 
-  /** How many fields (header lines) carry the key. */
-  private int fields(HttpServletRequest request) {
-    int fields = 0;
+  /** The fields (header lines) that carry the key, in order; one field without a list. */
+  private List<String> fields(HttpServletRequest request) {
     Enumeration<String> values = request.getHeaders(headerName);
-    while (values != null && values.hasMoreElements()) {
-      values.nextElement();
-      fields++;
+    if (values == null || !values.hasMoreElements()) {
+      return List.of();
+    }
+    String first = values.nextElement();
+    if (!values.hasMoreElements()) {
+      return List.of(first);
+    }
+    List<String> fields = new ArrayList<>();
+    fields.add(first);
+    while (values.hasMoreElements()) {
+      fields.add(values.nextElement());
     }
     return fields;
-  }
-
-  private void tooLong(HttpServletResponse response, int longest) throws IOException {
-    Problems.write(
-        response,
-        HttpStatus.BAD_REQUEST,
-        "key-too-long",
-        "the " + headerName + " is too long for this endpoint: at most " + longest + " characters",
-        Map.of("max-length", longest));
   }
 
   @Override
@@ -269,77 +221,28 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     }
     StoredResponse stored = replay.value();
     if (stored == null || !stored.bodyStored()) {
-      notStored(response, stored);
+      Problems.write(
+          response, EndpointProblem.notStored(headerName, stored != null ? stored.status() : null));
       return;
     }
     stored.replayTo(response, REPLAYED_HEADER);
   }
 
   private void refused(Throwable error, HttpServletResponse response) throws IOException {
-    if (error instanceof IdempotencyInProgressException) {
-      response.setHeader("Retry-After", "1");
-      Problems.write(
-          response,
-          HttpStatus.CONFLICT,
-          "request-in-progress",
-          "a request with this " + headerName + " is still being processed; retry later");
-    } else if (error instanceof IdempotencyKeyReuseException) {
-      Problems.write(
-          response,
-          HttpStatus.UNPROCESSABLE_ENTITY,
-          "key-reused",
-          "this " + headerName + " was already used with a different request");
-    } else if (error instanceof IdempotencyResultUnavailableException) {
-      notStored(response, null);
-    } else if (error instanceof KeyStoreException) {
+    EndpointProblem problem = EndpointProblem.refusal(error, headerName);
+    if (problem == null) {
+      if (error instanceof RuntimeException runtime) {
+        throw runtime;
+      } else if (error instanceof IOException io) {
+        throw io;
+      }
+      throw new IllegalStateException(error);
+    }
+    if (error instanceof KeyStoreException) {
       // the guard logs one WARN per outage; one line per refused request would drown it
       log.debug(
           "The idempotency store is unavailable; answering 503, the handler did not run", error);
-      response.setHeader("Retry-After", "5");
-      Problems.write(
-          response,
-          HttpStatus.SERVICE_UNAVAILABLE,
-          "store-unavailable",
-          "the idempotency store is unavailable; nothing was done");
-    } else if (error instanceof IdempotencyException) {
-      Problems.write(
-          response,
-          HttpStatus.INTERNAL_SERVER_ERROR,
-          "idempotency",
-          "the first response to this "
-              + headerName
-              + " cannot be repeated ("
-              + error.getClass().getSimpleName()
-              + ")");
-    } else if (error instanceof RuntimeException runtime) {
-      throw runtime;
-    } else if (error instanceof IOException io) {
-      throw io;
-    } else {
-      throw new IllegalStateException(error);
     }
-  }
-
-  /**
-   * The first request with this key was processed, but its response could not be stored (larger
-   * than the capture bound or the store's limit, or a stream cut short): a final, non-retryable
-   * answer, so that clients do not retry in a loop; the handler does not run again.
-   */
-  private void notStored(HttpServletResponse response, @Nullable StoredResponse stored)
-      throws IOException {
-    String detail =
-        "a request with this "
-            + headerName
-            + " was already processed"
-            + (stored != null ? " (status " + stored.status() + ")" : "")
-            + ", but its response was not kept (too large to keep, or a stream cut short) and"
-            + " cannot be repeated; it is not run again. Look its result up, or send a new"
-            + " request with a new key";
-    Problems.write(
-        response,
-        HttpStatus.UNPROCESSABLE_ENTITY,
-        "response-not-stored",
-        detail,
-        stored != null ? Map.of("original-status", stored.status()) : Map.of());
+    Problems.write(response, problem);
   }
 }
