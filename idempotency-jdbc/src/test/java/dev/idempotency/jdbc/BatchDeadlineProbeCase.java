@@ -7,6 +7,9 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.ResultCodec;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -43,6 +46,12 @@ final class BatchDeadlineProbeCase {
 
   private static final Duration TTL = Duration.ofHours(1);
 
+  /** The owner token of the crashed sender whose row another transaction holds locked. */
+  private static final String LOCKED_TOKEN = "crashed-locked";
+
+  /** The owner token of the crashed sender whose row nobody locks. */
+  private static final String FREE_TOKEN = "crashed-free";
+
   private BatchDeadlineProbeCase() {}
 
   static void aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld(
@@ -54,19 +63,11 @@ final class BatchDeadlineProbeCase {
             .operationTimeout(Duration.ofSeconds(1))
             .build();
     try (IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build()) {
+      // two senders that crashed: their rows stay IN_PROGRESS under tokens nobody holds, lapsed
       String crashed = "crashed:" + UUID.randomUUID();
-      // a sender that crashed: its row stays IN_PROGRESS under a token nobody holds, lease lapsed
-      guard.execute(
-          crashed,
-          TTL,
-          ctx -> {
-            execute(
-                pool,
-                "UPDATE "
-                    + table
-                    + " SET owner_token = 'crashed', lease_until = 1 WHERE state = 'IN_PROGRESS'");
-            return "crashed";
-          });
+      String lapsed = "lapsed:" + UUID.randomUUID();
+      crash(guard, pool, table, crashed, LOCKED_TOKEN);
+      crash(guard, pool, table, lapsed, FREE_TOKEN);
       List<String> fresh = new ArrayList<>();
       for (int i = 0; i < 5; i++) {
         fresh.add("new:" + i + ":" + UUID.randomUUID());
@@ -75,78 +76,156 @@ final class BatchDeadlineProbeCase {
       for (String key : fresh) {
         requests.add(IdempotencyRequest.of(key, TTL));
       }
+      // the free lapsed key is taken over before the batch reaches the locked one
+      requests.add(IdempotencyRequest.of(lapsed, TTL));
       requests.add(IdempotencyRequest.of(crashed, TTL));
+      List<String> all = new ArrayList<>(fresh);
+      all.add(lapsed);
+      all.add(crashed);
 
       Map<String, Integer> sends = new LinkedHashMap<>();
+      Map<String, Integer> attempts = new LinkedHashMap<>();
+      Set<String> lockedRoundInFlight = new TreeSet<>();
       Set<String> reportedInFlight = new TreeSet<>();
       long failedAfterMillis;
       Map<String, String> firstRefusals = new LinkedHashMap<>();
+      Map<String, String> heldAfterFailure;
       try (Connection holder = pool.getConnection()) {
         holder.setAutoCommit(false);
-        try (Statement lock = holder.createStatement()) {
-          lock.execute("SELECT key_id FROM " + table + " WHERE owner_token = 'crashed' FOR UPDATE");
+        // the crashed row alone, by its primary key (a record lock on InnoDB, no gap locks)
+        try (PreparedStatement lock =
+            holder.prepareStatement(
+                "SELECT key_id FROM " + table + " WHERE key_id = ? FOR UPDATE")) {
+          lock.setString(1, keyIdOwnedBy(pool, table, LOCKED_TOKEN));
+          lock.executeQuery().close();
         }
         long start = System.nanoTime();
         try (Batch<String> batch = guard.claimBatch(requests, ResultCodec.string())) {
           failedAfterMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-          sendAll(batch, sends);
+          sendAll(batch, sends, attempts);
           batch.refused().forEach((k, e) -> firstRefusals.put(k, e.getClass().getSimpleName()));
-          reportedInFlight.addAll(batch.inFlight());
+          lockedRoundInFlight.addAll(batch.inFlight());
           batch.record();
         }
+        heldAfterFailure = inProgressRows(pool, table);
         holder.rollback();
       }
       log.info(
-          "{}: locked batch: answered after {} ms, refused {}, sends {}",
+          "{}: locked batch: answered after {} ms, refused {}, in flight {}, sends {},"
+              + " rows in progress {}",
           database,
           failedAfterMillis,
           firstRefusals,
-          sends);
+          lockedRoundInFlight,
+          sends,
+          heldAfterFailure.values());
 
       // the store answers again; the breaker may refuse a few rounds until its probe closes it
       long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
       int rounds = 0;
-      while (!sends.keySet().containsAll(fresh) && System.nanoTime() - until < 0) {
+      while (!sends.keySet().containsAll(all) && System.nanoTime() - until < 0) {
         rounds++;
         try (Batch<String> batch = guard.claimBatch(requests, ResultCodec.string())) {
-          sendAll(batch, sends);
-          for (String key : batch.inFlight()) {
-            if (fresh.contains(key)) {
-              reportedInFlight.add(key);
-            }
-          }
+          sendAll(batch, sends, attempts);
+          reportedInFlight.addAll(batch.inFlight());
           batch.record();
         }
-        if (!sends.keySet().containsAll(fresh)) {
+        if (!sends.keySet().containsAll(all)) {
           TimeUnit.MILLISECONDS.sleep(100); // polling: the breaker's probe, bounded above
         }
       }
       log.info(
-          "{}: after {} retry rounds: sends {}, new keys reported in flight {}",
+          "{}: after {} retry rounds: sends {}, attempts {}, reported in flight {}",
           database,
           rounds,
           sends,
+          attempts,
           reportedInFlight);
 
       assertThat(failedAfterMillis)
           .as("the locked batch is bounded by its one deadline")
           .isLessThan(LockTimeoutCase.BOUND_MILLIS);
-      for (String key : fresh) {
+      assertThat(heldAfterFailure.values())
+          .as(
+              "rows in progress once the locked batch was answered: only the two crashed senders',"
+                  + " as they were (no row held by a token no call holds)")
+          .allMatch(row -> row.equals(LOCKED_TOKEN + "/1") || row.equals(FREE_TOKEN + "/1"));
+      for (String key : all) {
         assertThat(sends.getOrDefault(key, 0))
             .as(
-                "new key %s: sent once within 10 s of the store answering again (in flight: %s)",
+                "%s: sent once within 10 s of the store answering again (in flight: %s)",
                 key, reportedInFlight)
             .isEqualTo(1);
       }
+      assertThat(attempts.get(lapsed)).as("the free lapsed key, taken over once").isEqualTo(2);
+      assertThat(attempts.get(crashed)).as("the locked lapsed key, taken over once").isEqualTo(2);
+      assertThat(lockedRoundInFlight)
+          .as("in flight in the locked round: at most the locked key (H2 reports it so)")
+          .isSubsetOf(crashed);
       assertThat(reportedInFlight)
-          .as("no call sends the new keys, so none may be reported in flight")
+          .as("no call sends these keys while the batch is retried, so none may be in flight")
           .isEmpty();
     }
   }
 
-  private static void sendAll(Batch<String> batch, Map<String, Integer> sends) {
+  /**
+   * A sender that crashed: its row stays IN_PROGRESS under {@code token} (a test constant), its
+   * lease lapsed.
+   */
+  private static void crash(
+      IdempotencyGuard guard, DataSource pool, String table, String key, String token) {
+    guard.execute(
+        key,
+        TTL,
+        ctx -> {
+          execute(
+              pool,
+              "UPDATE "
+                  + table
+                  + " SET owner_token = '"
+                  + token
+                  + "', lease_until = 1 WHERE state = 'IN_PROGRESS'"
+                  + " AND owner_token NOT LIKE 'crashed-%'");
+          return "crashed";
+        });
+  }
+
+  private static String keyIdOwnedBy(DataSource pool, String table, String token)
+      throws SQLException {
+    try (Connection connection = pool.getConnection();
+        PreparedStatement select =
+            connection.prepareStatement("SELECT key_id FROM " + table + " WHERE owner_token = ?")) {
+      select.setString(1, token);
+      try (ResultSet rows = select.executeQuery()) {
+        assertThat(rows.next()).as("the crashed sender's row").isTrue();
+        return rows.getString(1);
+      }
+    }
+  }
+
+  /** Every row in progress: owner token / attempt, by key id. */
+  private static Map<String, String> inProgressRows(DataSource pool, String table)
+      throws SQLException {
+    Map<String, String> rows = new LinkedHashMap<>();
+    try (Connection connection = pool.getConnection();
+        Statement select = connection.createStatement();
+        ResultSet found =
+            select.executeQuery(
+                "SELECT key_id, owner_token, attempt FROM "
+                    + table
+                    + " WHERE state = 'IN_PROGRESS'")) {
+      while (found.next()) {
+        rows.put(found.getString(1), found.getString(2) + "/" + found.getInt(3));
+      }
+    }
+    return rows;
+  }
+
+  private static void sendAll(
+      Batch<String> batch, Map<String, Integer> sends, Map<String, Integer> attempts) {
     for (Batch.Item item : batch.toSend()) {
       sends.merge(item.key(), 1, Integer::sum);
+      attempts.put(item.key(), item.context().attempt());
       batch.succeeded(item, "sent " + item.key());
     }
   }
