@@ -5,17 +5,15 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe (probe47): {@link BatchDeadlineProbeCase} on a real PostgreSQL 17 (insert-if-absent first,
- * then a select of the keys it did not insert, then the takeover of the lapsed key).
+ * {@link BatchDeadlineCase} on a real PostgreSQL 17 (insert-if-absent first, then a select of the
+ * keys it did not insert, then the takeovers of the lapsed keys).
  */
-@Tag("open-finding")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class PostgresBatchDeadlineProbeTest {
+class PostgresBatchDeadlineTest {
 
   private EmbeddedPostgres postgres;
   private HikariDataSource pool;
@@ -39,7 +37,7 @@ class PostgresBatchDeadlineProbeTest {
   @Test
   void aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld() throws Exception {
     // a fixed test table name: no user input reaches this SQL
-    BatchDeadlineProbeCase.aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld(
+    BatchDeadlineCase.aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld(
         pool, "batch_deadline_pg", "PostgreSQL");
   }
 }

@@ -8,18 +8,16 @@ import java.sql.DriverManager;
 import java.sql.Statement;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe (probe47): {@link BatchDeadlineProbeCase} on a real MariaDB 10.11 (a select of the keys
- * first, an insert-if-absent of the absent ones, a select of them again, then the takeover of the
- * lapsed key).
+ * {@link BatchDeadlineCase} on a real MariaDB 10.11 (a select of the keys first, an
+ * insert-if-absent of the absent ones, a select of them again, then the takeovers of the lapsed
+ * keys).
  */
-@Tag("open-finding")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MariaDbBatchDeadlineProbeTest {
+class MariaDbBatchDeadlineTest {
 
   private DB mariadb;
   private HikariDataSource pool;
@@ -55,7 +53,7 @@ class MariaDbBatchDeadlineProbeTest {
   @Test
   void aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld() throws Exception {
     // a fixed test table name: no user input reaches this SQL
-    BatchDeadlineProbeCase.aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld(
+    BatchDeadlineCase.aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld(
         pool, "batch_deadline_maria", "MariaDB");
   }
 }
