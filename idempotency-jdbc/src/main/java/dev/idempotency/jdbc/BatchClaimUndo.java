@@ -25,7 +25,7 @@ import org.slf4j.LoggerFactory;
  * </ol>
  *
  * Each list is one JDBC batch (one round trip), given at least {@link #GRACE} past the operation's
- * deadline, which the failure may have used up. A batch that succeeds costs nothing more.
+ * deadline, which the failure may have used up. A batch that succeeds runs no more statements.
  */
 final class BatchClaimUndo {
 
