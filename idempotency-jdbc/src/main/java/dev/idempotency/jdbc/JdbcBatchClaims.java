@@ -24,17 +24,20 @@ import org.jdbi.v3.core.statement.Update;
  *
  * Either way, a row that exists goes through the single-key {@link JdbcClaims#decide} (past its
  * window, an expired lease), and a key whose row vanished meanwhile through {@link
- * JdbcClaims#claim}.
+ * JdbcClaims#claim}. Each statement commits on its own (auto-commit); if one fails, what the batch
+ * had written is taken back before the failure is reported ({@link BatchClaimUndo}).
  */
 final class JdbcBatchClaims {
 
   private final Statements sql;
   private final JdbcClaims claims;
+  private final StatementWatchdog watchdog;
   private final int maxBatch;
 
-  JdbcBatchClaims(Statements sql, JdbcClaims claims, int maxBatch) {
+  JdbcBatchClaims(Statements sql, JdbcClaims claims, StatementWatchdog watchdog, int maxBatch) {
     this.sql = sql;
     this.claims = claims;
+    this.watchdog = watchdog;
     this.maxBatch = maxBatch;
   }
 
@@ -57,9 +60,29 @@ final class JdbcBatchClaims {
     return true;
   }
 
+  /**
+   * Claims the batch; if that fails, takes back what it had written ({@link BatchClaimUndo}) before
+   * the failure reaches the caller, who is told that nothing was claimed.
+   */
   List<ClaimResult> claimAll(Handle handle, List<ClaimRequest> requests) {
+    BatchClaimUndo undo = new BatchClaimUndo();
+    try {
+      return claimAll(handle, requests, undo);
+    } catch (RuntimeException failure) {
+      undo.undo(handle, sql, watchdog, failure);
+      throw failure;
+    }
+  }
+
+  private List<ClaimResult> claimAll(
+      Handle handle, List<ClaimRequest> requests, BatchClaimUndo undo) {
     Map<String, String> inserted =
         sql.insertsBatchesFirst() ? sql.insertAllReturningOwners(handle, requests) : Map.of();
+    for (ClaimRequest request : requests) {
+      if (insertedBy(inserted, request)) {
+        undo.inserted(request);
+      }
+    }
     Map<String, Rows.Row> rows;
     try {
       if (sql.insertsBatchesFirst()) {
@@ -71,10 +94,10 @@ final class JdbcBatchClaims {
         }
         rows = notInserted.isEmpty() ? Map.of() : select(handle, notInserted);
       } else {
-        rows = selectOrInsert(handle, requests);
+        rows = selectOrInsert(handle, requests, undo);
       }
     } catch (UnreadableRecordException oneRowUnreadable) {
-      return oneByOne(handle, requests, inserted);
+      return oneByOne(handle, requests, inserted, undo);
     }
     List<ClaimResult> results = new ArrayList<>(requests.size());
     for (ClaimRequest request : requests) {
@@ -85,12 +108,13 @@ final class JdbcBatchClaims {
       Rows.Row row = rows.get(request.keyId());
       ClaimResult result = null;
       if (row != null && row.ownedBy(request.ownerToken())) {
+        undo.inserted(request);
         int attempt = row.record().attempt();
         result = new ClaimResult.Claimed(attempt, attempt > 1);
       } else if (row != null) {
-        result = claims.decide(handle.getConnection(), request, row);
+        result = claims.decide(handle.getConnection(), request, row, undo);
       }
-      results.add(result != null ? result : claims.claim(handle.getConnection(), request));
+      results.add(result != null ? result : claims.claim(handle.getConnection(), request, undo));
     }
     return results;
   }
@@ -100,7 +124,10 @@ final class JdbcBatchClaims {
    * so that only the unreadable row's key fails ({@link ClaimResult.Failed}) and the others claim.
    */
   private List<ClaimResult> oneByOne(
-      Handle handle, List<ClaimRequest> requests, Map<String, String> inserted) {
+      Handle handle,
+      List<ClaimRequest> requests,
+      Map<String, String> inserted,
+      BatchClaimUndo undo) {
     List<ClaimResult> results = new ArrayList<>(requests.size());
     for (ClaimRequest request : requests) {
       if (insertedBy(inserted, request)) {
@@ -108,7 +135,7 @@ final class JdbcBatchClaims {
         continue;
       }
       try {
-        results.add(claims.claim(handle.getConnection(), request));
+        results.add(claims.claim(handle.getConnection(), request, undo));
       } catch (UnreadableRecordException unreadable) {
         results.add(new ClaimResult.Failed(unreadable));
       }
@@ -121,7 +148,8 @@ final class JdbcBatchClaims {
   }
 
   /** Reads first: the rows of every key, those absent inserted and read again. */
-  private Map<String, Rows.Row> selectOrInsert(Handle handle, List<ClaimRequest> requests) {
+  private Map<String, Rows.Row> selectOrInsert(
+      Handle handle, List<ClaimRequest> requests, BatchClaimUndo undo) {
     Map<String, Rows.Row> rows = select(handle, requests);
     List<ClaimRequest> absent = new ArrayList<>();
     for (ClaimRequest request : requests) {
@@ -131,7 +159,17 @@ final class JdbcBatchClaims {
     }
     if (!absent.isEmpty()) {
       insertAll(handle, absent);
+      // inserted unless another call did first, which the select tells
+      for (ClaimRequest request : absent) {
+        undo.inserted(request);
+      }
       rows.putAll(select(handle, absent));
+      for (ClaimRequest request : absent) {
+        Rows.Row row = rows.get(request.keyId());
+        if (row != null && !row.ownedBy(request.ownerToken())) {
+          undo.notInserted(request);
+        }
+      }
     }
     return rows;
   }

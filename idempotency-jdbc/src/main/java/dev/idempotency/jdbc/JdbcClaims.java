@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.Optional;
 import org.jdbi.v3.core.JdbiException;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The single-key claim: insert the row if the key is absent, else read it; then reclaim a row past
@@ -43,6 +44,14 @@ final class JdbcClaims {
   }
 
   ClaimResult claim(Connection connection, ClaimRequest request) {
+    return claim(connection, request, null);
+  }
+
+  /**
+   * {@link #claim(Connection, ClaimRequest)}, for a key of a batch: what it writes is recorded in
+   * {@code undo} (if not null), to be taken back if the batch fails.
+   */
+  ClaimResult claim(Connection connection, ClaimRequest request, @Nullable BatchClaimUndo undo) {
     for (int round = 0; round < MAX_ROUNDS; round++) {
       Rows.InsertOrRow seen;
       try {
@@ -55,6 +64,9 @@ final class JdbcClaims {
         return held;
       }
       if (seen.inserted()) {
+        if (undo != null) {
+          undo.inserted(request);
+        }
         return new ClaimResult.Claimed(1, false);
       }
       Optional<Rows.Row> row = seen.row();
@@ -63,7 +75,7 @@ final class JdbcClaims {
         // committed after this statement's snapshot began: try again
         continue;
       }
-      ClaimResult result = decide(connection, request, row.get());
+      ClaimResult result = decide(connection, request, row.get(), undo);
       if (result != null) {
         return result;
       }
@@ -126,8 +138,10 @@ final class JdbcClaims {
   /**
    * The outcome for a row that exists: reclaimed if past its window, taken over if its lease
    * expired and the request allows it, else the row as it is; null if the row changed under us.
+   * What it writes is recorded in {@code undo}, if not null.
    */
-  ClaimResult decide(Connection connection, ClaimRequest request, Rows.Row row) {
+  ClaimResult decide(
+      Connection connection, ClaimRequest request, Rows.Row row, @Nullable BatchClaimUndo undo) {
     StoredRecord record = row.record();
     PlainStatement.Values claim = Statements.claimParameters(request);
     PlainStatement.Values seen =
@@ -138,14 +152,24 @@ final class JdbcClaims {
               default -> claim.value(name);
             };
     if (row.pastWindow()) {
-      int taken = reclaimExpired.update(connection, watchdog, seen);
-      return taken == 1 ? new ClaimResult.Claimed(1, false) : null;
+      if (reclaimExpired.update(connection, watchdog, seen) != 1) {
+        return null;
+      }
+      if (undo != null) {
+        undo.inserted(request);
+      }
+      return new ClaimResult.Claimed(1, false);
     }
     if (row.leaseExpired()
         && request.takeOverExpiredLease()
         && record.fingerprint().equals(request.fingerprint())) {
-      int taken = takeOver.update(connection, watchdog, seen);
-      return taken == 1 ? new ClaimResult.Claimed(record.attempt() + 1, true) : null;
+      if (takeOver.update(connection, watchdog, seen) != 1) {
+        return null;
+      }
+      if (undo != null) {
+        undo.tookOver(request, row);
+      }
+      return new ClaimResult.Claimed(record.attempt() + 1, true);
     }
     return new ClaimResult.Existing(record, row.leaseExpired());
   }

@@ -177,7 +177,7 @@ final class JdbcJoinedTransaction implements JoinedTransaction {
         // the holder rolled back (or the row was forgotten) after the insert gave way: again
         continue;
       }
-      ClaimResult result = statements.claims().decide(connection, request, row.get());
+      ClaimResult result = statements.claims().decide(connection, request, row.get(), null);
       if (result != null) {
         return result;
       }

@@ -157,7 +157,7 @@ public final class JdbcKeyStore implements KeyStore {
                 dialect,
                 sql,
                 claims,
-                new JdbcBatchClaims(sql, claims, MAX_BATCH),
+                new JdbcBatchClaims(sql, claims, executor.watchdog(), MAX_BATCH),
                 new JdbcWrites(sql, executor.watchdog()),
                 JdbcJoinedTransaction.JoinedStatements.of(sql, claims));
         warmUpRenewals(prepared.writes());
@@ -262,6 +262,12 @@ public final class JdbcKeyStore implements KeyStore {
    * statement, a replayed one two); on MySQL and MariaDB one select of the keys, and for the absent
    * ones one multi-row insert and one select again (three and one). On H2, which runs in-process,
    * and for requests that do not share one time, lease and window, key by key.
+   *
+   * <p>The statements commit one by one. If the batch then fails (a statement ran past the
+   * operation's deadline on a locked row, the database failed), the rows it had inserted or
+   * reclaimed are deleted and the leases it had taken over given back, each fenced by its owner
+   * token, before the {@link KeyStoreException} is thrown: a failed batch leaves no key held. That
+   * costs one more round trip per kind of write taken back, and only when the batch fails.
    */
   @Override
   public List<ClaimResult> claimAll(List<ClaimRequest> requests) {

@@ -49,6 +49,13 @@ abstract class Statements {
   final String completeInTransaction;
 
   final String release;
+
+  /**
+   * Gives a row whose lapsed lease a failed batch took over back its owner token, attempt, lease
+   * and window, fenced by the batch's owner token ({@link BatchClaimUndo}).
+   */
+  final String restoreTakenOver;
+
   final String deleteSettled;
 
   /** Reads nothing from the table, and fails if it does not exist: the start-up check. */
@@ -125,6 +132,14 @@ abstract class Statements {
     release =
         "DELETE FROM "
             + table
+            + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
+    restoreTakenOver =
+        "UPDATE "
+            + table
+            + " SET owner_token = :seenToken, attempt = :seenAttempt, lease_until = "
+            + bigint("seenLeaseUntil")
+            + ", retain_until = "
+            + bigint("seenRetainUntil")
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
     deleteSettled =
         "DELETE FROM "

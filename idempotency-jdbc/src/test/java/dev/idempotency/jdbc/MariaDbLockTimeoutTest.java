@@ -13,7 +13,10 @@ import org.junit.jupiter.api.TestInstance;
 
 /**
  * Issue 37: {@code operationTimeout(1 s)} on a real MariaDB 10.11 whose store table is locked
- * ({@code LOCK TABLES ... WRITE} by another session); see {@link LockTimeoutCase}.
+ * ({@code LOCK TABLES ... WRITE} by another session), see {@link LockTimeoutCase}; and a batch
+ * claim that fails on a locked row after its insert committed, see {@link BatchDeadlineCase} (a
+ * select of the keys first, an insert-if-absent of the absent ones, a select of them again, then
+ * the takeovers of the lapsed keys).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class MariaDbLockTimeoutTest {
@@ -57,5 +60,12 @@ class MariaDbLockTimeoutTest {
         "LOCK TABLES locked_maria WRITE",
         "UNLOCK TABLES",
         "MariaDB");
+  }
+
+  @Test
+  void aBatchThatFailsAfterItsInsertLeavesNoKeyHeld() throws Exception {
+    // a fixed test table name: no user input reaches this SQL
+    BatchDeadlineCase.aBatchThatTheDeadlineEndsAfterItsInsertLeavesNoKeyHeld(
+        pool, "batch_deadline_maria", "MariaDB");
   }
 }
