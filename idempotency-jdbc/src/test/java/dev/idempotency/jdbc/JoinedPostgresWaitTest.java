@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -46,15 +45,13 @@ class JoinedPostgresWaitTest {
   private static final Duration IN_FLIGHT_WAIT = Duration.ofSeconds(6);
   private static final Duration SLACK = Duration.ofSeconds(2);
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
   private JdbcKeyStore store;
   private ExecutorService threads;
 
   @BeforeAll
   void start() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), 8);
+    pool = SharedPostgres.pool("joined_wait", 8);
     store =
         JdbcKeyStore.builder(pool)
             .tableName("idem_wait_probe")
@@ -68,7 +65,6 @@ class JoinedPostgresWaitTest {
   void stop() throws Exception {
     threads.shutdownNow();
     pool.close();
-    postgres.close();
   }
 
   @Test

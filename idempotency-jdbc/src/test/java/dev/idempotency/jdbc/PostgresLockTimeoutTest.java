@@ -1,8 +1,6 @@
 package dev.idempotency.jdbc;
 
 import com.zaxxer.hikari.HikariDataSource;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
-import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -18,22 +16,17 @@ import org.junit.jupiter.api.TestInstance;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class PostgresLockTimeoutTest {
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
 
   @BeforeAll
   void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), 4);
+    pool = SharedPostgres.pool("lock_timeout", 4);
   }
 
   @AfterAll
   void stopPostgres() throws Exception {
     if (pool != null) {
       pool.close();
-    }
-    if (postgres != null) {
-      postgres.close();
     }
   }
 

@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.KeyStoreException;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
@@ -41,22 +40,17 @@ class PostgresOutageBacklogTest {
   /** Threads of the guard's default store-io pool (DefaultExecutors.STORE_IO_THREADS). */
   static final int STORE_IO_THREADS = 16;
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
 
   @BeforeAll
   void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), 24);
+    pool = SharedPostgres.pool("outage_backlog", 24);
   }
 
   @AfterAll
   void stopPostgres() throws Exception {
     if (pool != null) {
       pool.close();
-    }
-    if (postgres != null) {
-      postgres.close();
     }
   }
 

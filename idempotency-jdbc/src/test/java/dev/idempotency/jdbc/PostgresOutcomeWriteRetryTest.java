@@ -9,10 +9,6 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.tck.MutableClock;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
-import java.sql.Connection;
-import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -43,7 +39,6 @@ class PostgresOutcomeWriteRetryTest {
   static final Duration LEASE = Duration.ofSeconds(30);
   static final long WAIT_NANOS = TimeUnit.SECONDS.toNanos(30);
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
   private JdbcKeyStore store;
   private MutableClock clock;
@@ -51,9 +46,7 @@ class PostgresOutcomeWriteRetryTest {
 
   @BeforeAll
   void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    admin("CREATE DATABASE outcome_writes");
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "outcome_writes"), 4);
+    pool = SharedPostgres.pool("outcome_writes", 4);
     store =
         JdbcKeyStore.builder(pool)
             .createSchemaIfMissing(true)
@@ -65,9 +58,6 @@ class PostgresOutcomeWriteRetryTest {
   void stopPostgres() throws Exception {
     if (pool != null) {
       pool.close();
-    }
-    if (postgres != null) {
-      postgres.close();
     }
   }
 
@@ -316,23 +306,11 @@ class PostgresOutcomeWriteRetryTest {
 
   /** The database takes no new connection, and the pool's open ones are terminated. */
   private void refuseConnections() {
-    admin("ALTER DATABASE outcome_writes ALLOW_CONNECTIONS false");
-    admin(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            + " WHERE datname = 'outcome_writes' AND pid <> pg_backend_pid()");
+    SharedPostgres.refuseConnections("outcome_writes");
   }
 
   private void allowConnections() {
-    admin("ALTER DATABASE outcome_writes ALLOW_CONNECTIONS true");
-  }
-
-  private void admin(String sql) {
-    try (Connection connection = postgres.getPostgresDatabase().getConnection();
-        Statement statement = connection.createStatement()) {
-      statement.execute(sql);
-    } catch (SQLException e) {
-      throw new IllegalStateException(sql, e);
-    }
+    SharedPostgres.allowConnections("outcome_writes");
   }
 
   static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {

@@ -7,7 +7,6 @@ import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.tck.MutableClock;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -55,25 +54,21 @@ class PostgresPendingOutcomeChunkTest {
   static final String TABLE = "pending_chunk";
   static final long WAIT_NANOS = TimeUnit.SECONDS.toNanos(60);
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
 
   @BeforeAll
   void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    admin("CREATE DATABASE pending_chunk");
-    pool =
-        Pools.of(
-            postgres.getJdbcUrl("postgres", "pending_chunk"), 24); // above the 16 store-io threads
+    pool = SharedPostgres.pool("pending_chunk", 24); // above the 16 store-io threads
+    // the claims below start on 16 threads at once with a 100 ms connection wait: a pool still
+    // opening its connections (one at a time, slowly on a loaded machine) would refuse some
+    awaitTrue(
+        () -> pool.getHikariPoolMXBean().getTotalConnections() >= 24, "the pool's 24 connections");
   }
 
   @AfterAll
   void stopPostgres() throws Exception {
     if (pool != null) {
       pool.close();
-    }
-    if (postgres != null) {
-      postgres.close();
     }
   }
 
@@ -230,23 +225,11 @@ class PostgresPendingOutcomeChunkTest {
   }
 
   private void refuseConnections() {
-    admin("ALTER DATABASE pending_chunk ALLOW_CONNECTIONS false");
-    admin(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            + " WHERE datname = 'pending_chunk' AND pid <> pg_backend_pid()");
+    SharedPostgres.refuseConnections("pending_chunk");
   }
 
   private void allowConnections() {
-    admin("ALTER DATABASE pending_chunk ALLOW_CONNECTIONS true");
-  }
-
-  private void admin(String sql) {
-    try (Connection connection = postgres.getPostgresDatabase().getConnection();
-        Statement statement = connection.createStatement()) {
-      statement.execute(sql);
-    } catch (SQLException e) {
-      throw new IllegalStateException(sql, e);
-    }
+    SharedPostgres.allowConnections("pending_chunk");
   }
 
   static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {

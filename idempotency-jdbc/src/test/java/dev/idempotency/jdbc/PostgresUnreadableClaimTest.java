@@ -6,10 +6,8 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.UnreadableRecordException;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.UnreadableRecordContract;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
 import java.sql.Statement;
-import java.time.Duration;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.TestInstance;
@@ -25,22 +23,17 @@ import org.junit.jupiter.api.TestInstance;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class PostgresUnreadableClaimTest extends UnreadableRecordContract {
 
-  private EmbeddedPostgres postgres;
   private HikariDataSource pool;
 
   @BeforeAll
   void startPostgres() throws Exception {
-    postgres = EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
-    pool = Pools.of(postgres.getJdbcUrl("postgres", "postgres"), 4);
+    pool = SharedPostgres.pool("unreadable_claim", 4);
   }
 
   @AfterAll
   void stopPostgres() throws Exception {
     if (pool != null) {
       pool.close();
-    }
-    if (postgres != null) {
-      postgres.close();
     }
   }
 
