@@ -154,6 +154,52 @@ class RedisNegativeFieldLengthProbeTest {
         .isInstanceOf(UnreadableRecordException.class);
   }
 
+  /**
+   * The owner's lease renewal of its own damaged record (extend.lua: the head and owner token are
+   * intact, so it parses the record in Lua), as the guard's lease keeper sends it while the send
+   * runs: a claim of another key meanwhile must succeed.
+   */
+  @Test
+  void aRenewalOfARecordWithANegativeFieldLengthDoesNotStopTheOtherKeys() throws Exception {
+    ClaimRequest damaged = claimRequest(UUID.randomUUID().toString().replace("-", ""));
+    assertThat(store.claim(damaged)).isInstanceOf(ClaimResult.Claimed.class);
+    String owner = damaged.ownerToken();
+    admin
+        .sync()
+        .set(
+            store.redisKey(damaged.keyId()),
+            "I" + owner.length() + ":" + owner + "-3:",
+            SetArgs.Builder.keepttl());
+
+    CompletableFuture<Boolean> renewal =
+        CompletableFuture.supplyAsync(
+            () ->
+                store.extend(
+                    new dev.idempotency.spi.ExtendRequest(
+                        damaged.keyId(), owner, LEASE, Instant.now())));
+    awaitServerBusy();
+
+    Throwable healthyFailure = null;
+    try {
+      store.claim(claimRequest(UUID.randomUUID().toString().replace("-", "")));
+    } catch (RuntimeException e) {
+      healthyFailure = e;
+    }
+    Throwable renewalOutcome = null;
+    try {
+      renewalOutcome = new IllegalStateException("renewed: " + renewal.get(120, TimeUnit.SECONDS));
+    } catch (java.util.concurrent.ExecutionException e) {
+      renewalOutcome = e.getCause();
+    }
+    awaitServerAnswers();
+
+    assertThat(healthyFailure)
+        .as(
+            "a claim of another key while the owner renews its damaged record (renewal: %s)",
+            String.valueOf(renewalOutcome))
+        .isNull();
+  }
+
   /** Until a PING on another connection gets no answer within 200 ms: the script runs (10 s). */
   private void awaitServerBusy() throws Exception {
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
