@@ -7,11 +7,25 @@
 -- An in-progress record holds no absolute time (it is written by a plain SET NX GET PX from the
 -- client), so times are derived from the key's remaining TTL: elapsed = window - PTTL. Its last
 -- three fields are empty, so it ends in '0:0:0:'.
+-- A length that is not plain digits (a sign, a fraction, an exponent, nothing), or a field that
+-- runs past the value's end, is an error, which perKey answers as that key's unreadable record:
+-- tonumber alone let a negative length step back, and the loop never ended (the script held the
+-- whole server). With plain digits every field moves i forward, so the loop ends.
 local function fields(value)
   local f, i = {}, 2
   while i <= #value do
     local colon = string.find(value, ':', i, true)
-    local n = tonumber(string.sub(value, i, colon - 1))
+    if colon == nil then
+      error('a record field has no length')
+    end
+    local length = string.sub(value, i, colon - 1)
+    if not string.match(length, '^%d+$') then
+      error('a record field length is not a number')
+    end
+    local n = tonumber(length)
+    if colon + n > #value then
+      error('a record field runs past the end of the value')
+    end
     f[#f + 1] = string.sub(value, colon + 1, colon + n)
     i = colon + n + 1
   end
