@@ -22,7 +22,6 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.api.Test;
 
 /**
  * Probe (probeA, hand39 and close47, SPEC 14): {@code executeAsync} on PostgreSQL while the store's
@@ -40,8 +39,14 @@ class QueuedClaimsAfterCloseProbeTest {
   static final Duration TTL = Duration.ofHours(1);
   static final int CALLS = 40;
 
-  @Test
-  void claimsQueuedWhenCloseGivesUpNeitherSendNorHoldTheirKeys() throws Exception {
+  /**
+   * @param policy {@code TAKE_OVER} (default): the keys must not be held; {@code REFUSE} (strict
+   *     mode, lease 2 s): once the stray claims' leases ran out, the keys must still be sendable
+   */
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.EnumSource(dev.idempotency.TakeoverPolicy.class)
+  void claimsQueuedWhenCloseGivesUpNeitherSendNorHoldTheirKeys(
+      dev.idempotency.TakeoverPolicy policy) throws Exception {
     try (RestartablePostgres postgres = new RestartablePostgres()) {
       KeyStore store = Stores.open(postgres.url(), 48);
       AtomicInteger started = new AtomicInteger();
@@ -49,6 +54,8 @@ class QueuedClaimsAfterCloseProbeTest {
           IdempotencyGuard.builder()
               .store(store)
               .closeGracePeriod(Duration.ofMillis(300))
+              .lease(Duration.ofSeconds(2))
+              .takeoverPolicy(policy)
               .observer(
                   new IdempotencyObserver() {
                     @Override
@@ -106,6 +113,41 @@ class QueuedClaimsAfterCloseProbeTest {
       }
       checker.close();
       closer.shutdownNow();
+      if (policy == dev.idempotency.TakeoverPolicy.REFUSE) {
+        // strict mode: once the stray claims' leases ran out (bounded polling), a retry must send
+        IdempotencyGuard strict =
+            IdempotencyGuard.builder()
+                .store(store)
+                .lease(Duration.ofSeconds(2))
+                .inFlightWait(Duration.ZERO)
+                .takeoverPolicy(policy)
+                .build();
+        int unknown = 0;
+        for (String key : keys) {
+          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+          while (true) {
+            try {
+              strict.execute(key, TTL, ctx -> "n_" + key);
+              break;
+            } catch (dev.idempotency.IdempotencyInProgressException stillHeld) {
+              if (System.nanoTime() > deadline) {
+                throw stillHeld;
+              }
+              Thread.sleep(50);
+            } catch (dev.idempotency.IdempotencyOutcomeUnknownException e) {
+              unknown++;
+              break;
+            }
+          }
+        }
+        strict.close();
+        System.out.printf(
+            "QueuedClaimsAfterCloseProbeTest[REFUSE]: %d of %d never-sent keys refused as outcome"
+                + " unknown%n",
+            unknown, CALLS);
+        assertThat(unknown).as("never-sent keys refused as of unknown outcome").isZero();
+        return;
+      }
       System.out.printf(
           "QueuedClaimsAfterCloseProbeTest: %d sends, %d of %d keys held IN_PROGRESS, problems %s%n",
           sends.get(), held, CALLS, problems);
