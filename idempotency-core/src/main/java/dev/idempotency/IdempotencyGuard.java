@@ -490,7 +490,9 @@ public final class IdempotencyGuard implements AutoCloseable {
    * </ol>
    *
    * Idempotent: a second call returns once the first has finished. Do not call it from inside a
-   * sender of this guard: it would wait its grace period for that very call.
+   * sender of this guard: it would wait its grace period for that very call. Called on a thread of
+   * one of the guard's own pools (a callback of a stage this guard completed), it does not wait for
+   * that pool nor interrupt that thread.
    */
   @Override
   public void close() {

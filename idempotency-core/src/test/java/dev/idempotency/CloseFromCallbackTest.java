@@ -4,21 +4,20 @@ import dev.idempotency.inmemory.InMemoryKeyStore;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Open finding (probeA, SPEC 14): a program that closes its guard once its last async call has
- * completed, in a callback of the stage that call returned ({@code guard.executeAsync(..)
+ * Issue 37 (probeA's finding, SPEC 14 and 16): a program that closes its guard once its last async
+ * call has completed, in a callback of the stage that call returned ({@code guard.executeAsync(..)
  * .thenRun(guard::close)}), is not calling close() from inside a sender: the call is over, its
  * caller has its value. Yet when the provider answers on a thread of its own, the stage completes
  * on the guard's own async thread and its callbacks run there; close() then waits {@code
  * CLOSE_TIMEOUT} (10 s) for the async pool to terminate, which it cannot while its thread is the
  * one closing, and then interrupts that thread ({@code shutdownNow}): the application's callback
- * goes on with an interrupt it never asked for.
+ * goes on with an interrupt it never asked for. Now close() does not wait for the pool whose thread
+ * calls it, nor interrupt that thread.
  */
-@Tag("open-finding")
-class CloseFromCallbackProbeTest {
+class CloseFromCallbackTest {
 
   static final Duration TTL = Duration.ofHours(1);
 
