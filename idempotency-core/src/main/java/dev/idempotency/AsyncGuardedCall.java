@@ -94,10 +94,44 @@ final class AsyncGuardedCall<T> {
         throw e;
       }
     }
-    return Stages.continueOn(
+    return Stages.continueOrReject(
         answer,
         (result, error) -> next(call.decide(claim, askedAt, askedAtMono, result, error, true)),
-        executor);
+        executor,
+        (result, error, refused) -> {
+          // the thread that completed the claim holds it, and nothing was sent: release it now
+          if (result instanceof ClaimResult.Claimed granted) {
+            call.lease.releaseUnsent(claim.ownerToken());
+            return call.settings.gaveUp()
+                ? call.lease.closedBeforeSend(granted.attempt())
+                : refused;
+          }
+          if (error instanceof ClosedBeforeSendException closed) {
+            return closed; // refused where it was queued, and reported there
+          }
+          return call.settings.gaveUp() ? call.lease.closedBeforeSend(0) : refused;
+        });
+  }
+
+  /**
+   * Runs a step towards the send of a granted claim on {@code stepExecutor}; if that executor
+   * refuses it (a pool the guard's close() stopped), the claim is released on this thread instead,
+   * since nothing was sent (see {@link SendLease#releaseUnsent}).
+   */
+  private <R> CompletableFuture<R> beforeSend(
+      Claim claim, java.util.function.Supplier<R> step, Executor stepExecutor) {
+    try {
+      return CompletableFuture.supplyAsync(step, stepExecutor);
+    } catch (java.util.concurrent.RejectedExecutionException refused) {
+      return CompletableFuture.failedFuture(unsent(claim, refused));
+    }
+  }
+
+  /** The failure of a granted claim that cannot go on to its send, once released. */
+  private Throwable unsent(Claim claim, java.util.concurrent.RejectedExecutionException refused) {
+    claim.finish();
+    call.lease.releaseUnsent(claim.ownerToken);
+    return call.settings.gaveUp() ? call.lease.closedBeforeSend(claim.attempt) : refused;
   }
 
   private CompletableFuture<Outcome<T>> next(CallSupport.Next<T> next) {
@@ -107,22 +141,30 @@ final class AsyncGuardedCall<T> {
         // no store work to decide: without renewal a claim whose lease ran out is refused here
         return call.lease.readyToSend(claim)
             ? sendAsOwner(claim)
-            : CompletableFuture.supplyAsync(
+            : beforeSend(
+                claim,
                 () -> {
                   throw call.lease.lateClaimRefused(claim); // releases, fenced: store work
                 },
                 call.settings.blockingStoreExecutor);
       }
       // a late claim's renewal is blocking store work: never on this (possibly I/O) thread
-      return CompletableFuture.supplyAsync(
-              () -> call.lease.readyToSend(claim), call.settings.blockingStoreExecutor)
-          .thenComposeAsync(
-              ready ->
-                  ready
-                      ? sendAsOwner(claim)
-                      : CompletableFuture.<Outcome<T>>failedFuture(
-                          call.lease.lateClaimRefused(claim)),
-              executor);
+      return Stages.continueOrReject(
+          beforeSend(
+              claim, () -> call.lease.readyToSend(claim), call.settings.blockingStoreExecutor),
+          (ready, error) -> {
+            if (error != null) {
+              return CompletableFuture.<Outcome<T>>failedFuture(error);
+            }
+            return ready
+                ? sendAsOwner(claim)
+                : CompletableFuture.<Outcome<T>>failedFuture(call.lease.lateClaimRefused(claim));
+          },
+          executor,
+          (ready, error, refused) ->
+              ready == null
+                  ? refused
+                  : ready ? unsent(claim, refused) : call.lease.lateClaimRefused(claim));
     } else if (next instanceof CallSupport.SendUnclaimed<T>) {
       return startSend(call.context(1)).thenApply(value -> new Outcome<>(value, false, 1, false));
     } else if (next instanceof CallSupport.Replay<T> replay) {

@@ -40,6 +40,11 @@ final class AsyncStores {
    * store's own bound in turn. Outcome writes and releases are never refused this way: they follow
    * a send.
    *
+   * <p>Once {@link IdempotencyGuard#close()} has given up on the calls still running ({@link
+   * GuardSettings#gaveUp()}), a claim that starts is refused without asking the store, and a claim
+   * granted while close() gave up is released here, fenced, by the thread that holds it: its send
+   * will never start, and its key must not stay claimed for a lease (issue 37).
+   *
    * @param store a store for which {@link #queuesCalls} is true
    * @param request the claim
    * @param call the call that claims
@@ -50,6 +55,9 @@ final class AsyncStores {
     OnExecutor queued = (OnExecutor) store;
     return queued.run(
         () -> {
+          if (call.settings.gaveUp()) {
+            throw call.lease.closedBeforeSend(0);
+          }
           KeyStoreException refused = call.breakerRefusal();
           if (refused != null) {
             throw refused;
@@ -60,7 +68,12 @@ final class AsyncStores {
           } catch (RuntimeException failure) {
             throw call.claimFailedWhereAsked(failure);
           }
-          return call.claimAnsweredWhereAsked(answer);
+          call.claimAnsweredWhereAsked(answer);
+          if (answer instanceof ClaimResult.Claimed granted && call.settings.gaveUp()) {
+            call.lease.releaseUnsent(request.ownerToken());
+            throw call.lease.closedBeforeSend(granted.attempt());
+          }
+          return answer;
         });
   }
 

@@ -155,6 +155,9 @@ final class CallSupport<T> {
     if (error instanceof UnreadableRecordException unreadable) {
       return new Refuse<>(unreadableRecord(unreadable)); // even fail-open: the key was sent before
     }
+    if (error instanceof ClosedBeforeSendException closed) {
+      return new Refuse<>(closed); // the guard gave up on the call, not a store failure: no send
+    }
     if (error != null || result == null) {
       KeyStoreException storeFailure = claimFailed(error);
       if (settings.failsOpen(request.operation())) {

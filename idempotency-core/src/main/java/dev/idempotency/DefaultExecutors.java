@@ -87,6 +87,11 @@ final class DefaultExecutors {
    * <p>The lock is held only to take the list, not while waiting: a probe that ends meanwhile asks
    * {@link #prober()} to schedule the next, and must get its refusal rather than wait for the lock
    * (issue 37: that wait held every close during an outage for the whole {@code millis}).
+   *
+   * <p>Called on a thread of one of these pools (an application's callback on a stage the guard's
+   * async pool completed), it shuts that pool down without waiting for it, which could only wait
+   * for itself, and never interrupts it: that thread runs the application's code (issue 37, SPEC
+   * 16). The pool's queued work still runs once the thread is free, and its threads then end.
    */
   void shutdown(long millis) {
     List<ExecutorService> awaited;
@@ -101,6 +106,12 @@ final class DefaultExecutors {
       awaited.remove(probe);
     }
     awaited.forEach(ExecutorService::shutdown);
+    if (awaited.removeIf(DefaultExecutors::runsThisThread)) {
+      CallEvents.log.debug(
+          "Closing the idempotency guard on a thread of its own pool ({}): that pool is shut down"
+              + " but not waited for, and this thread is not interrupted",
+          Thread.currentThread().getName());
+    }
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
     for (ExecutorService executor : awaited) {
       try {
@@ -136,11 +147,40 @@ final class DefaultExecutors {
 
   /** Daemon threads named {@code name-1}, {@code name-2}, ... */
   static ThreadFactory daemonThreads(String name) {
-    AtomicInteger count = new AtomicInteger();
-    return runnable -> {
-      Thread thread = new Thread(runnable, name + "-" + count.incrementAndGet());
+    return new DaemonThreads(name);
+  }
+
+  /** Whether the calling thread is one of {@code executor}'s, made by {@link #daemonThreads}. */
+  private static boolean runsThisThread(ExecutorService executor) {
+    return executor instanceof ThreadPoolExecutor pool
+        && Thread.currentThread() instanceof PoolThread thread
+        && thread.factory == pool.getThreadFactory();
+  }
+
+  /** The factory of one pool's threads, which know it ({@link #runsThisThread}). */
+  private static final class DaemonThreads implements ThreadFactory {
+    private final String name;
+    private final AtomicInteger count = new AtomicInteger();
+
+    DaemonThreads(String name) {
+      this.name = name;
+    }
+
+    @Override
+    public Thread newThread(Runnable runnable) {
+      Thread thread = new PoolThread(runnable, name + "-" + count.incrementAndGet(), this);
       thread.setDaemon(true);
       return thread;
-    };
+    }
+  }
+
+  /** A thread of a pool of the guard's, made by its {@link DaemonThreads}. */
+  private static final class PoolThread extends Thread {
+    final ThreadFactory factory;
+
+    PoolThread(Runnable runnable, String name, ThreadFactory factory) {
+      super(runnable, name);
+      this.factory = factory;
+    }
   }
 }

@@ -120,6 +120,18 @@ final class GuardSettings {
     return inFlight.closed();
   }
 
+  /** Set by {@link #close} once its grace period is over: it waits for no call any more. */
+  private volatile boolean gaveUp;
+
+  /**
+   * Whether {@link #close} gave up on the calls still running (its grace period passed): from then
+   * on no claim goes to the store and no send starts, and a claim granted meanwhile is released,
+   * fenced, by the thread that holds it ({@link SendLease#closedBeforeSend}).
+   */
+  boolean gaveUp() {
+    return gaveUp;
+  }
+
   /**
    * Closes the guard's resources. New calls are refused at once; the calls running let finish for
    * at most {@link #closeGraceNanos}, their leases renewed and their outcomes recorded meanwhile;
@@ -157,6 +169,7 @@ final class GuardSettings {
 
   private void closeOnce(long executorMillis) {
     int stillRunning = inFlight.awaitNone(closeGraceNanos);
+    gaveUp = true;
     int abandoned = Math.max(0, stillRunning - pendingOutcomes.close()); // it WARNs itself
     if (abandoned > 0) {
       CallEvents.log.warn(

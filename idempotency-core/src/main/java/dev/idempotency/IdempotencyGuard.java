@@ -481,7 +481,8 @@ public final class IdempotencyGuard implements AutoCloseable {
    *       its key is never released (its send may have happened), an async call's stage fails with
    *       {@link IllegalStateException} if the guard's own threads can no longer carry it, and a
    *       call that had not started its send never starts it ({@link KeyStoreException}, nothing
-   *       sent);
+   *       sent) nor keeps its key claimed (a claim not yet sent to the store is not sent, one
+   *       granted meanwhile is released, fenced);
    *   <li>the outcomes that unrecorded batches reported are written, lease renewal stops, and the
    *       executors the guard created itself are shut down (work still queued on them runs, for at
    *       most {@link #CLOSE_TIMEOUT}; a probe of a failing store is stopped, not waited for);
@@ -489,7 +490,9 @@ public final class IdempotencyGuard implements AutoCloseable {
    * </ol>
    *
    * Idempotent: a second call returns once the first has finished. Do not call it from inside a
-   * sender of this guard: it would wait its grace period for that very call.
+   * sender of this guard: it would wait its grace period for that very call. Called on a thread of
+   * one of the guard's own pools (a callback of a stage this guard completed), it does not wait for
+   * that pool nor interrupt that thread.
    */
   @Override
   public void close() {

@@ -35,7 +35,7 @@ final class SendLease {
   boolean readyToSend(Claim claim) {
     // a guard closed past its grace period renews nothing: a send started now could outlive its
     // lease and be taken over, which a crash, the only other way to leave it, never would
-    return !settings.keeper.isClosed() && settings.keeper.readyToSend(claim);
+    return !settings.gaveUp() && settings.keeper.readyToSend(claim);
   }
 
   /** Whether {@link #readyToSend} would do store work (a renewal) before answering. */
@@ -60,15 +60,8 @@ final class SendLease {
       }
     }
     claim.finish();
-    if (settings.keeper.isClosed()) {
-      KeyStoreException closed =
-          new KeyStoreException(
-              "The guard was closed before the send of key "
-                  + keyId
-                  + " could start (its grace period had passed); nothing was sent",
-              null);
-      events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), closed);
-      return closed;
+    if (settings.gaveUp()) {
+      return closedBeforeSend(claim.attempt);
     }
     KeyStoreException refused =
         new KeyStoreException(
@@ -88,6 +81,49 @@ final class SendLease {
             null);
     events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), refused);
     return refused;
+  }
+
+  /**
+   * The failure of a call that the guard, closed past its grace period, gave up on before its send
+   * could start: nothing was sent. Reported as a {@link Type#STORE_ERROR}.
+   *
+   * @param attempt the attempt of the claim it held, or 0 if it held none
+   */
+  ClosedBeforeSendException closedBeforeSend(int attempt) {
+    ClosedBeforeSendException closed = new ClosedBeforeSendException(keyId);
+    events.emit(Type.STORE_ERROR, attempt, events.elapsed(), closed);
+    return closed;
+  }
+
+  /**
+   * A claim granted to a call that cannot go on to its send (the guard gave up on it, or an
+   * executor refused a step towards the send: one the guard stopped at close, or the
+   * application's): released at once, fenced by its owner token, on this thread for a store whose
+   * calls block (the thread holding the claim is then one that may block: a thread of the store's
+   * executor or of the guard's async pool), else without waiting. Nothing was sent, so a retry need
+   * not wait for its lease to run out.
+   *
+   * @param ownerToken the claim's owner token
+   */
+  void releaseUnsent(String ownerToken) {
+    try {
+      if (AsyncStores.queuesCalls(settings.asyncStore)) {
+        Interrupts.deferredDuring(() -> settings.store.release(keyId, ownerToken));
+      } else {
+        settings
+            .asyncStore
+            .releaseAsync(keyId, ownerToken)
+            .whenComplete(
+                (released, failure) -> {
+                  if (failure != null) {
+                    CallEvents.log.debug(
+                        "Could not release key {} whose send never started", keyId, failure);
+                  }
+                });
+      }
+    } catch (RuntimeException e) {
+      CallEvents.log.debug("Could not release key {} whose send never started", keyId, e);
+    }
   }
 
   /**

@@ -5,7 +5,9 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
 import java.util.function.BiFunction;
 import java.util.function.Function;
 
@@ -38,6 +40,62 @@ final class Stages {
     CompletableFuture<CompletionStage<U>> handled =
         future.isDone() ? future.handle(guarded) : future.handleAsync(guarded, executor);
     return handled.thenCompose(Function.identity());
+  }
+
+  /**
+   * Like {@link #continueOn}, for a step whose stage's value must not be dropped: if {@code
+   * executor} refuses the step ({@link RejectedExecutionException}: a pool the guard's close()
+   * stopped), {@code rejected} runs instead, on the thread that completed {@code stage} and holds
+   * its value, and the result fails with what it returns.
+   */
+  static <T, U> CompletableFuture<U> continueOrReject(
+      CompletionStage<T> stage,
+      BiFunction<? super T, Throwable, ? extends CompletionStage<U>> next,
+      Executor executor,
+      Rejected<? super T> rejected) {
+    CompletableFuture<T> future = stage.toCompletableFuture();
+    if (future.isDone()) {
+      return continueOn(future, next, executor); // goes on on this thread: no hand-off to refuse
+    }
+    CompletableFuture<U> result = new CompletableFuture<>();
+    future.whenComplete(
+        (value, error) -> {
+          try {
+            executor.execute(
+                () -> continueOn(future, next, Runnable::run).whenComplete(relayTo(result)));
+          } catch (RejectedExecutionException refused) {
+            Throwable failure;
+            try {
+              failure = rejected.apply(value, unwrapOrNull(error), refused);
+            } catch (Throwable thrown) {
+              failure = thrown;
+            }
+            result.completeExceptionally(failure);
+          }
+        });
+    return result;
+  }
+
+  /** What {@link #continueOrReject} does with a stage's outcome when its step was refused. */
+  @FunctionalInterface
+  interface Rejected<T> {
+    /**
+     * @param value the stage's value, or {@code null} if it failed
+     * @param error the stage's failure, or {@code null}
+     * @param refused the executor's refusal of the step
+     * @return what the result fails with
+     */
+    Throwable apply(T value, Throwable error, RejectedExecutionException refused);
+  }
+
+  private static <U> BiConsumer<U, Throwable> relayTo(CompletableFuture<U> result) {
+    return (value, error) -> {
+      if (error != null) {
+        result.completeExceptionally(error);
+      } else {
+        result.complete(value);
+      }
+    };
   }
 
   /** A stage that completes on {@code executor} after {@code nanos}. */
