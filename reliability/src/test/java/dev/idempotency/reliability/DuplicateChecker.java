@@ -27,8 +27,9 @@ import java.util.TreeMap;
  *   <li>was paused ({@code SIGSTOP}) at some time in that span, so its lease ran out: "owner
  *       paused" (the same when the paused owner is the one that sends later: paused between its
  *       claim and its send while the other took the key over and sent, it sends when it wakes); or
- *       did not run for half a lease or more in that span (an overloaded host froze every thread of
- *       it, lease keeper included, which it logs itself as {@code STALL}): "owner stalled"; or
+ *       did not run for a quarter lease or more in that span, or in the {@link #STALL_SLACK_MILLIS}
+ *       before its send began (an overloaded host froze every thread of it, lease keeper included,
+ *       which it logs itself as {@code STALL}): "owner stalled"; or
  *   <li>was cut off from the store (a partition, a store restart or a slow network overlapped the
  *       span) and returned the send to its caller as not recorded: its lease ran out while it could
  *       not renew it, and its outcome, fenced by the owner token, was refused: "owner cut off from
@@ -76,6 +77,14 @@ final class DuplicateChecker {
    * start, so a replacement's sends are never excused by its predecessor's kill.
    */
   static final long KILL_SLACK_MILLIS = 200;
+
+  /**
+   * How long before the owner's send began a stall of its process may have ended and still be the
+   * owner's: the guard checks the lease just before it calls the sender, so a freeze between that
+   * check and the provider call ends as the send begins, and the stall watcher (waking every 20 ms)
+   * may log its end a few milliseconds before the provider logs the send's start.
+   */
+  static final long STALL_SLACK_MILLIS = 50;
 
   /** What the checker found. */
   static final class Report {
@@ -317,7 +326,7 @@ final class DuplicateChecker {
       }
       if (fault.type().equals("STALL")
           && fault.millis() <= later.millis()
-          && fault.untilMillis() >= earlier.startMillis()) {
+          && fault.untilMillis() >= earlier.startMillis() - STALL_SLACK_MILLIS) {
         return "owner stalled";
       }
     }

@@ -416,7 +416,31 @@ class DuplicateCheckerTest {
     assertThat(DuplicateChecker.longestQuiet(history)).isEqualTo(2_000);
   }
 
-  /** A process frozen by an overloaded host for half a lease or more is as good as paused. */
+  /**
+   * A freeze between the guard's lease check and the provider call ends as the send begins: the
+   * watcher may log its end a few milliseconds before the send's start, which still excuses it; a
+   * stall that ended long before the send began does not (the guard's check came after it).
+   */
+  @Test
+  void aStallThatEndedJustBeforeTheOwnersSendBeganExcusesTheTakeoverAndAnEarlierOneDoesNot() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 1, 6, 1_230, 1_240, "a"),
+            new Send("k", "pk", 2, 7, 1_300, 1_310, "b"));
+    List<Call> calls = List.of(new Call("k", "execute", 6, "SENT", "a", false, 1_250));
+
+    DuplicateChecker.Report justBefore =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("STALL", 6, 900, 1_200))), List.of(), 0);
+    DuplicateChecker.Report longBefore =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("STALL", 6, 500, 800))), List.of(), 0);
+
+    assertThat(justBefore.allowedDuplicates).containsEntry("owner stalled", 1);
+    assertThat(longBefore.brokenDuplicates).hasSize(1);
+  }
+
+  /** A process frozen by an overloaded host for a quarter lease or more is as good as paused. */
   @Test
   void aTakeoverAfterTheOwnerStalledIsAllowedAndWithoutTheStallItIsNot() {
     List<Send> sends =

@@ -495,10 +495,13 @@ public final class FaultRunChild {
   }
 
   /**
-   * Logs every time this process did not run for half a lease or more ({@code STALL}): an
+   * Logs every time this process did not run for a quarter lease or more ({@code STALL}): an
    * overloaded host (or a long collection) freezes every thread of it, lease keeper included, as a
    * {@code SIGSTOP} would, and the checker must not take what follows for a broken promise. A
-   * thread that wakes every 20 ms sees such a freeze as a late wake-up.
+   * quarter lease is the margin the guard keeps when it starts a send (it never starts one with
+   * less left), so a freeze that long between that check and the provider call, or before the
+   * keeper's next renewal, can let the lease lapse under a live owner. A thread that wakes every 20
+   * ms sees such a freeze as a late wake-up.
    */
   private void watchForStalls() {
     long last = System.currentTimeMillis();
@@ -509,7 +512,7 @@ public final class FaultRunChild {
         return;
       }
       long now = System.currentTimeMillis();
-      if (now - last >= leaseMillis / 2) {
+      if (now - last >= leaseMillis / 4) {
         try {
           write(faultLog, new Fault("STALL", process, last, now).line(), false);
         } catch (IOException e) {
