@@ -119,7 +119,13 @@ final class AsyncGuardedCall<T> {
       // and the claim is decided again once there (this method), so that a lease lost or run out
       // meanwhile is never sent on (issue 37: a send on a claim another caller had taken over)
       return CompletableFuture.supplyAsync(
-              () -> call.lease.readyToSend(claim) && call.lease.keepUntilSend(claim),
+              () -> {
+                boolean ready = call.lease.readyToSend(claim);
+                if (ready) {
+                  call.lease.keepUntilSend(claim);
+                }
+                return ready;
+              },
               call.settings.blockingStoreExecutor)
           .thenComposeAsync(
               ready ->

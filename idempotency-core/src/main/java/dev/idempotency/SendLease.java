@@ -104,15 +104,12 @@ final class SendLease {
    * does, so that the wait cannot outlast the lease unrenewed. The send must still ask {@link
    * #readyToSend} (or {@link #needsRenewalBeforeSend}) again before it starts: a renewal the store
    * refused meanwhile marks the claim lost.
-   *
-   * @return {@code true}, for use in a condition
    */
-  boolean keepUntilSend(Claim claim) {
+  void keepUntilSend(Claim claim) {
     if (settings.leaseRenewal) {
       claim.renewUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
       settings.keeper.watch(claim);
     }
-    return true;
   }
 
   /**
