@@ -16,7 +16,6 @@ import dev.idempotency.tck.ForwardingKeyStore;
 import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Executor;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -26,26 +25,33 @@ import org.junit.jupiter.api.Test;
 /**
  * The fault run's two first attempts of one key by two live processes (issue 37), on a real Redis:
  * an async call whose claim was answered late is renewed before its send, and its send then waits
- * for a thread of the call's executor (here an executor the test runs by hand; in the fault run the
- * guard's async pool, busy with slow senders). Meanwhile another guard, as another process would,
- * tries the key for three leases. The key is sent once: the owner's lease is renewed while its send
- * waits, or, if the other guard took the key over, the owner sends nothing.
+ * for a thread of the call's executor (in the fault run the guard's async pool, busy with slow
+ * senders). The owner's store calls and its call's steps run here when the test runs them, one by
+ * one. Meanwhile another guard, as another process would, tries the key for three leases. The key
+ * is sent once: the owner's lease is renewed while its send waits, or, if the other guard took the
+ * key over, the owner sends nothing.
  */
 class LateAsyncClaimHandOffTest {
 
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofMillis(400);
 
-  final LinkedBlockingQueue<Runnable> handOffs = new LinkedBlockingQueue<>();
-  final Executor byHand = handOffs::add;
+  /** The call's steps after the store answered: the executor its send waits for. */
+  final LinkedBlockingQueue<Runnable> callSteps = new LinkedBlockingQueue<>();
+
+  /** The owner's blocking-store executor: its claim, the late claim's renewal, its outcome. */
+  final LinkedBlockingQueue<Runnable> storeCalls = new LinkedBlockingQueue<>();
+
   final AtomicInteger sends = new AtomicInteger();
 
   @Test
   void aLateAsyncClaimWhoseSendWaitsForAThreadIsSentOnceOnRedis() throws Exception {
     try (RestartableRedis redis = new RestartableRedis(false)) {
       IdempotencyGuard owner =
-          guard(new AnsweredLate(Stores.open(redis.uri(), 2), LEASE.multipliedBy(3).dividedBy(4)));
-      IdempotencyGuard other = guard(Stores.open(redis.uri(), 2));
+          guard(new AnsweredLate(Stores.open(redis.uri(), 2), LEASE.multipliedBy(3).dividedBy(4)))
+              .blockingStoreExecutor(storeCalls::add)
+              .build();
+      IdempotencyGuard other = guard(Stores.open(redis.uri(), 2)).build();
       String key = "late-hand-off:" + UUID.randomUUID();
       try {
         CompletableFuture<Outcome<String>> first =
@@ -54,10 +60,12 @@ class LateAsyncClaimHandOffTest {
                     IdempotencyRequest.of(key, TTL),
                     ResultCodec.string(),
                     ctx -> CompletableFuture.completedFuture("owner-" + sends.incrementAndGet()),
-                    byHand)
+                    callSteps::add)
                 .toCompletableFuture();
-        next().run(); // the late claim's answer: renewed on the store executor
-        Runnable send = next(); // its send, waiting for a thread
+        next(storeCalls).run(); // the claim, answered with a quarter lease left
+        next(callSteps).run(); // the decision: renew first, on the store executor
+        next(storeCalls).run(); // the renewal
+        Runnable send = next(callSteps); // the send, waiting for a thread of the call's executor
 
         Outcome<String> takenOver = tryTheKey(other, key, LEASE.multipliedBy(3));
         send.run();
@@ -78,8 +86,8 @@ class LateAsyncClaimHandOffTest {
     }
   }
 
-  static IdempotencyGuard guard(KeyStore store) {
-    return IdempotencyGuard.builder().store(store).lease(LEASE).inFlightWait(Duration.ZERO).build();
+  static IdempotencyGuard.Builder guard(KeyStore store) {
+    return IdempotencyGuard.builder().store(store).lease(LEASE).inFlightWait(Duration.ZERO);
   }
 
   /** Calls the key until the call is not refused as in progress, for {@code span} at most. */
@@ -99,9 +107,9 @@ class LateAsyncClaimHandOffTest {
     return null;
   }
 
-  private Runnable next() throws InterruptedException {
-    Runnable task = handOffs.poll(30, TimeUnit.SECONDS);
-    assertThat(task).as("a step handed to the call's executor").isNotNull();
+  private static Runnable next(LinkedBlockingQueue<Runnable> queue) throws InterruptedException {
+    Runnable task = queue.poll(30, TimeUnit.SECONDS);
+    assertThat(task).as("a step handed to an executor").isNotNull();
     return task;
   }
 
@@ -111,7 +119,10 @@ class LateAsyncClaimHandOffTest {
       if (System.nanoTime() > deadline) {
         throw new TimeoutException("the call did not end");
       }
-      Runnable task = handOffs.poll(10, TimeUnit.MILLISECONDS);
+      Runnable task = storeCalls.poll();
+      if (task == null) {
+        task = callSteps.poll(10, TimeUnit.MILLISECONDS);
+      }
       if (task != null) {
         task.run();
       }
