@@ -148,16 +148,28 @@ final class AsyncGuardedCall<T> {
                 },
                 call.settings.blockingStoreExecutor);
       }
-      // a late claim's renewal is blocking store work: never on this (possibly I/O) thread
+      // a late claim's renewal is blocking store work: never on this (possibly I/O) thread. The
+      // send then waits for a thread of the call's executor, which may take longer than the lease
+      // (an async pool busy with slow senders): the keeper renews the claim from its renewal on,
+      // and the claim is decided again once there (this method), so that a lease lost or run out
+      // meanwhile is never sent on (issue 37: a send on a claim another caller had taken over)
       return Stages.continueOrReject(
           beforeSend(
-              claim, () -> call.lease.readyToSend(claim), call.settings.blockingStoreExecutor),
+              claim,
+              () -> {
+                boolean ready = call.lease.readyToSend(claim);
+                if (ready) {
+                  call.lease.keepUntilSend(claim);
+                }
+                return ready;
+              },
+              call.settings.blockingStoreExecutor),
           (ready, error) -> {
             if (error != null) {
               return CompletableFuture.<Outcome<T>>failedFuture(error);
             }
             return ready
-                ? sendAsOwner(claim)
+                ? next(send)
                 : CompletableFuture.<Outcome<T>>failedFuture(call.lease.lateClaimRefused(claim));
           },
           executor,

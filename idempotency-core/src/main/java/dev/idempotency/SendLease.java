@@ -131,6 +131,17 @@ final class SendLease {
    * renewal limit, unless renewal is off.
    */
   void startSend(Claim claim) {
+    keepUntilSend(claim);
+  }
+
+  /**
+   * A claim found {@link #readyToSend} whose send does not start on this thread (it waits for a
+   * thread of the call's executor): the keeper renews its lease from now on, as {@link #startSend}
+   * does, so that the wait cannot outlast the lease unrenewed. The send must still ask {@link
+   * #readyToSend} (or {@link #needsRenewalBeforeSend}) again before it starts: a renewal the store
+   * refused meanwhile marks the claim lost.
+   */
+  void keepUntilSend(Claim claim) {
     if (settings.leaseRenewal) {
       claim.renewUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
       settings.keeper.watch(claim);
