@@ -58,6 +58,11 @@ final class Claim implements LeaseKeeper.Watched {
     this.renewUntilMono = untilMono;
   }
 
+  /** Whether the renewal limit set by {@link #renewUntil} (if any) has not passed yet. */
+  boolean withinRenewalLimit(long nowMono) {
+    return nowMono - renewUntilMono < 0;
+  }
+
   /** Renew this claim no later than {@code untilMono}, nor later than it was to be renewed. */
   void renewAtMostUntil(long untilMono) {
     if (untilMono - renewUntilMono < 0) {

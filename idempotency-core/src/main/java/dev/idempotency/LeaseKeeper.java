@@ -207,7 +207,10 @@ final class LeaseKeeper {
     if (!settings.leaseRenewal) {
       return !claim.lapsedBy(settings.leaseNow());
     }
-    if (isLate(claim) || !claim.isLive(settings.leaseNow(), marginNanos)) {
+    // a claim past its renewal limit (a send that waited that long for a thread) is not renewed
+    // again: it sends on what is left, or not at all
+    if ((isLate(claim) || !claim.isLive(settings.leaseNow(), marginNanos))
+        && claim.withinRenewalLimit(GuardSettings.monoNow())) {
       renewNow(List.of(claim));
     }
     return claim.isLive(settings.leaseNow(), marginNanos);

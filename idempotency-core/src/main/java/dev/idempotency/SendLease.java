@@ -131,7 +131,10 @@ final class SendLease {
    * renewal limit, unless renewal is off.
    */
   void startSend(Claim claim) {
-    keepUntilSend(claim);
+    if (settings.leaseRenewal) {
+      claim.renewUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
+      settings.keeper.watch(claim);
+    }
   }
 
   /**
@@ -139,11 +142,13 @@ final class SendLease {
    * thread of the call's executor): the keeper renews its lease from now on, as {@link #startSend}
    * does, so that the wait cannot outlast the lease unrenewed. The send must still ask {@link
    * #readyToSend} (or {@link #needsRenewalBeforeSend}) again before it starts: a renewal the store
-   * refused meanwhile marks the claim lost.
+   * refused meanwhile marks the claim lost. The renewal limit counts from the first such hand-off,
+   * not again from each: a send that waits longer than the limit for threads is not renewed past it
+   * (then refused, nothing sent, unless what is left of its lease still lets it start).
    */
   void keepUntilSend(Claim claim) {
     if (settings.leaseRenewal) {
-      claim.renewUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
+      claim.renewAtMostUntil(GuardSettings.monoNow() + settings.leaseRenewalLimitNanos);
       settings.keeper.watch(claim);
     }
   }

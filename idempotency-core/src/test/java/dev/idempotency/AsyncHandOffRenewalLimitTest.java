@@ -15,11 +15,10 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probe of issue 37's fix (faultrun: {@code AsyncGuardedCall.next} decides a late claim again once
+ * Issue 37 (probeC on faultrun's fix: {@code AsyncGuardedCall.next} decides a late claim again once
  * its send gets a thread, {@code SendLease.keepUntilSend} renews it meanwhile): an {@code
  * executeAsync} call whose executor is busy for longer than {@code leaseRenewalLimit} each time the
  * call asks for a thread. The call's executor is run by hand; between two of its steps the test
@@ -31,8 +30,7 @@ import org.junit.jupiter.api.Test;
  * most, a claim is renewed"): a call that gets a thread after such a wait either sends or is
  * refused; it is not renewed again past the limit and sent back to wait for a thread.
  */
-@Tag("open-finding")
-class AsyncHandOffRenewalLimitProbeTest {
+class AsyncHandOffRenewalLimitTest {
 
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofMillis(400);
