@@ -20,8 +20,8 @@ import org.springframework.boot.test.context.SpringBootTest;
       ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
       AsyncShapesTimeoutTest.ProbeController.class,
       SerializableCallableTimeoutTest.SerializableController.class,
-      AsyncTimeoutFallbackProbeTest.FallbackConfiguration.class,
-      AsyncTimeoutFallbackProbeTest.FallbackController.class
+      AsyncTimeoutFallbackTest.FallbackConfiguration.class,
+      AsyncTimeoutFallbackTest.FallbackController.class
     },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {

@@ -13,7 +13,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.context.annotation.Configuration;
@@ -32,26 +31,25 @@ import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
 import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
 
 /**
- * Probe (probeB) of the MVC endpoint advisor's timeout handling ({@code AsyncTimeouts}, 346cf97 and
- * fix44's {@code AsyncWorkShield}): an application's own {@code HandlerInterceptor} registers, per
- * request, a timeout fallback on the request's {@code WebAsyncManager} (a {@code
- * CallableProcessingInterceptor} / {@code DeferredResultProcessingInterceptor} whose {@code
- * handleTimeout} answers {@code 503 Service Unavailable, try later}), as an application does that
- * turns a slow request into a clean retry-later answer. Spring MVC runs the request's interceptors
- * in registration order and the first answer wins; the application's interceptor runs before the
- * starter's, so its {@code preHandle} registers first. The container async timeout (1 s) is shorter
- * than the provider call (2 s). SPEC 1, 13, 16: the key stays claimed while the send runs (the
- * client's retry gets 409, then the replay): one provider send per key.
+ * An application's own async timeout fallback on an {@link IdempotentEndpoint} (issue 37): its
+ * {@code HandlerInterceptor} registers, per request, a {@code CallableProcessingInterceptor} /
+ * {@code DeferredResultProcessingInterceptor} on the request's {@code WebAsyncManager} whose {@code
+ * handleTimeout} answers a fallback ({@code 503} retry later, or {@code 202} accepted). Spring
+ * MVC's chain of these interceptors stops at the first answer, and the application's runs before
+ * the starter's {@code preHandle}, so it comes first. The container async timeout (1 s) is shorter
+ * than the provider call (2 s). SPEC 1, 13, 16: the fallback goes to the client, never stored; the
+ * key stays claimed while the send runs (the client's retry gets 409, then the replay of the send's
+ * result): one provider send per key; a send that fails after the fallback is released.
  *
- * <p>The fallback is only registered for requests carrying {@link #FALLBACK}, so the shared
+ * <p>The fallback is only registered for requests carrying {@link #FALLBACK} (or, globally through
+ * {@code WebMvcConfigurer.configureAsyncSupport}, {@link #GLOBAL_FALLBACK}), so the shared
  * application of {@link AsyncTimeoutApplicationTest} behaves as before for the other tests.
  */
-@Tag("open-finding")
 @AsyncTimeoutApplicationTest
-class AsyncTimeoutFallbackProbeTest extends RunningApplication {
+class AsyncTimeoutFallbackTest extends RunningApplication {
 
-  static final String FALLBACK = "X-Probe-Timeout-Fallback";
-  static final String GLOBAL_FALLBACK = "X-Probe-Global-Timeout-Fallback";
+  static final String FALLBACK = "X-Test-Timeout-Fallback";
+  static final String GLOBAL_FALLBACK = "X-Test-Global-Timeout-Fallback";
 
   /**
    * The application's {@code HandlerInterceptor} registers the fallback per request; it runs before
@@ -73,6 +71,16 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
   }
 
   /**
+   * The same fallback registered globally ({@code configureAsyncSupport}): Spring MVC's adapter
+   * registers it after the starter's interceptor, so the starter's timeout answer (409) comes
+   * first.
+   */
+  @org.junit.jupiter.api.Test
+  void aGlobalTimeoutFallbackOfTheApplicationKeepsTheKeyClaimedWhileTheSendRuns() throws Exception {
+    sendsOnceAndReplaysTheResult(this, "future", GLOBAL_FALLBACK, "503");
+  }
+
+  /**
    * The consequence of a stored fallback: the application answers 202 at the timeout, then the
    * provider call fails (2 s). SPEC 6: a failed send is released, so the client's retry sends
    * again. The retry must run the handler again, not replay the fallback of a send that never
@@ -90,7 +98,7 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
   static void failedSendIsReleasedForTheRetry(EndpointClient client, String header)
       throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probeB/fallback/failing";
+    String path = "/fallback-test/fallback/failing";
     String[] headers = header == null ? new String[0] : new String[] {header, "202"};
     int attemptsBefore = FallbackController.attempts.get();
     int runsBefore = FallbackController.runs.get();
@@ -130,7 +138,7 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
   static void sendsOnceAndReplaysTheResult(
       EndpointClient client, String kind, String header, String status) throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probeB/fallback/" + kind;
+    String path = "/fallback-test/fallback/" + kind;
     int sendsBefore = FallbackController.sends.get();
 
     HttpResponse<byte[]> timedOut = client.post(path, key, "{}", header, status);
@@ -256,7 +264,7 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
       sends.incrementAndGet();
       pending.decrementAndGet();
       String id = kind + "_" + run;
-      return ResponseEntity.created(URI.create("/probeB/" + id)).body(Map.of("id", id));
+      return ResponseEntity.created(URI.create("/fallback-test/" + id)).body(Map.of("id", id));
     }
 
     static int begin() {
@@ -264,7 +272,7 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
       return runs.incrementAndGet();
     }
 
-    @PostMapping("/probeB/fallback/callable")
+    @PostMapping("/fallback-test/fallback/callable")
     @IdempotentEndpoint
     public Callable<ResponseEntity<Map<String, Object>>> callable() {
       int run = begin();
@@ -272,7 +280,7 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
       return () -> CompletableFuture.supplyAsync(() -> sent("callable", run), PROVIDER).get();
     }
 
-    @PostMapping("/probeB/fallback/future")
+    @PostMapping("/fallback-test/fallback/future")
     @IdempotentEndpoint
     public CompletableFuture<ResponseEntity<Map<String, Object>>> future() {
       int run = begin();
@@ -282,7 +290,7 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
     static final AtomicInteger attempts = new AtomicInteger();
 
     /** A provider call that fails after 2 s (the provider refused the message). */
-    @PostMapping("/probeB/fallback/failing")
+    @PostMapping("/fallback-test/fallback/failing")
     @IdempotentEndpoint
     public CompletableFuture<ResponseEntity<Map<String, Object>>> failing() {
       begin();
@@ -295,7 +303,7 @@ class AsyncTimeoutFallbackProbeTest extends RunningApplication {
           PROVIDER);
     }
 
-    @PostMapping("/probeB/fallback/deferred")
+    @PostMapping("/fallback-test/fallback/deferred")
     @IdempotentEndpoint
     public DeferredResult<ResponseEntity<Map<String, Object>>> deferred() {
       int run = begin();
