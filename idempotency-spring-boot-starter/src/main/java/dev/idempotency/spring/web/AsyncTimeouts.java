@@ -45,7 +45,8 @@ import org.springframework.web.util.WebUtils;
  * that answers. So an application's timeout fallback registered ahead of this interceptor (a {@code
  * CallableProcessingInterceptor} registered per request in a {@code HandlerInterceptor}) is
  * answered to the client, but never stored, and the key stays claimed until the work ends, as at
- * any timeout.
+ * any timeout. A {@code Callable}'s result that came just before the timeout, not yet dispatched,
+ * is stored at once: the fallback may win the request's answer, and the send happened.
  */
 final class AsyncTimeouts
     implements CallableProcessingInterceptor, DeferredResultProcessingInterceptor {
@@ -61,6 +62,7 @@ final class AsyncTimeouts
   private final Set<Method> warnedUnfollowed;
   private @Nullable Timeout timeout; // guarded by this: decided at the first sign of the timeout
   private volatile @Nullable DeferredResult<?> deferredResult;
+  private volatile boolean callableWork;
   private final AtomicBoolean answered = new AtomicBoolean();
 
   /** What the starter made of the request's timeout, decided once ({@link #decide}). */
@@ -69,6 +71,8 @@ final class AsyncTimeouts
     STREAM_CUT,
     /** The call was detached: the key stays claimed, the work's result is stored. */
     DETACHED,
+    /** A {@code Callable}'s result came just before: stored now, whatever answers the timeout. */
+    RESULT_STORED,
     /** Not detached (reported, not started, its result came, or its task never ran). */
     NOT_DETACHED
   }
@@ -106,7 +110,15 @@ final class AsyncTimeouts
 
   /** The first of the request's timeout handlers: decides, before any interceptor answers. */
   private void timeoutCame(NativeWebRequest request) {
-    if (decide(request) == Timeout.NOT_DETACHED) {
+    Timeout decided;
+    try {
+      decided = decide(request);
+    } catch (RuntimeException e) {
+      // Spring's own timeout handling, next, must still run; a result not stored is logged
+      log.debug("The starter's timeout handling of an idempotent endpoint failed", e);
+      return;
+    }
+    if (decided == Timeout.NOT_DETACHED) {
       DeferredResult<?> deferred = deferredResult;
       Object early = call.earlyResult();
       if (deferred != null && call.lateResultObserved() && early != EndpointCall.NO_RESULT) {
@@ -138,9 +150,17 @@ final class AsyncTimeouts
         servletResponse == null
             ? null
             : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
-    if (servletRequest == null
-        || capture == null
-        || !call.detach(LateResponse.of(servletRequest, handler, capture.limit()))) {
+    if (servletRequest == null || capture == null) {
+      return Timeout.NOT_DETACHED;
+    }
+    LateResponse late = LateResponse.of(servletRequest, handler, capture.limit());
+    if (!call.detach(late)) {
+      if (callableWork && call.detachWithEarlyResult(late)) {
+        // the result is the answer, unless an application's timeout fallback wins the request
+        // first: either goes to the client as it is
+        capture.discard();
+        return Timeout.RESULT_STORED;
+      }
       return Timeout.NOT_DETACHED;
     }
     capture.discard(); // the timeout's answer goes to the client as it is, never stored
@@ -150,6 +170,12 @@ final class AsyncTimeouts
     log.debug(
         "An idempotent endpoint's async request timed out; its work goes on, the key claimed");
     return Timeout.DETACHED;
+  }
+
+  /** Notes that the work is a {@code Callable}'s, whose result reaches {@link #postProcess}. */
+  @Override
+  public <T> void beforeConcurrentHandling(NativeWebRequest request, Callable<T> task) {
+    callableWork = true;
   }
 
   /** Notes the {@code DeferredResult} that Spring MVC drives, for a result that races a timeout. */
@@ -183,7 +209,8 @@ final class AsyncTimeouts
    *     #RESULT_NONE} (the application's callback answers)
    */
   Object ownTimeout(HttpServletRequest servletRequest, HttpServletResponse servletResponse) {
-    if (decide(new ServletWebRequest(servletRequest, servletResponse)) != Timeout.NOT_DETACHED) {
+    Timeout decided = decide(new ServletWebRequest(servletRequest, servletResponse));
+    if (decided == Timeout.DETACHED || decided == Timeout.STREAM_CUT) {
       return RESULT_NONE; // the application's timeout answer goes to the client as it is
     }
     Object early = call.earlyResult();

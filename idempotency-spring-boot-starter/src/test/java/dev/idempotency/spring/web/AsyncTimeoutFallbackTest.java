@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -50,6 +51,7 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
 
   static final String FALLBACK = "X-Test-Timeout-Fallback";
   static final String GLOBAL_FALLBACK = "X-Test-Global-Timeout-Fallback";
+  static final String HOLD_RESULT = "X-Test-Hold-Result";
 
   /**
    * The application's {@code HandlerInterceptor} registers the fallback per request; it runs before
@@ -78,6 +80,41 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
   @org.junit.jupiter.api.Test
   void aGlobalTimeoutFallbackOfTheApplicationKeepsTheKeyClaimedWhileTheSendRuns() throws Exception {
     sendsOnceAndReplaysTheResult(this, "future", GLOBAL_FALLBACK, "503");
+  }
+
+  /**
+   * A {@code Callable}'s result that comes just before the timeout, while Spring MVC has not yet
+   * dispatched it: the application's per-request interceptor holds it in its {@code postProcess}
+   * (which Spring MVC runs after the starter's) until its fallback (503) has answered the timeout,
+   * so the fallback wins the race for the request's answer. The send happened: its result is
+   * stored, never released, and the retry replays it.
+   */
+  @org.junit.jupiter.api.Test
+  void aResultThatRacesTheTimeoutIsStoredWhenTheFallbackAnswers() throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/fallback-test/fallback/quick";
+    int sendsBefore = FallbackController.sends.get();
+
+    HttpResponse<byte[]> first = post(path, key, "{}", FALLBACK, "503", HOLD_RESULT, "true");
+    HttpResponse<byte[]> retry;
+    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
+    do {
+      retry = post(path, key, "{}", FALLBACK, "503");
+    } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
+
+    String answers =
+        String.format(
+            "first %s %s, retry %s %s",
+            first.statusCode(),
+            EndpointClient.text(first),
+            retry.statusCode(),
+            EndpointClient.text(retry));
+    assertThat(first.statusCode()).as("the fallback answered (%s)", answers).isEqualTo(503);
+    assertThat(FallbackController.sends.get() - sendsBefore)
+        .as("provider sends for one key (%s)", answers)
+        .isEqualTo(1);
+    assertThat(retry.statusCode()).as("the retry replays the send (%s)", answers).isEqualTo(201);
+    assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).isEqualTo("true");
   }
 
   /**
@@ -228,13 +265,29 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
         return true;
       }
       ResponseEntity<Map<String, Object>> fallback = fallback(status);
+      boolean holdResult = request.getHeader(HOLD_RESULT) != null;
+      CountDownLatch answered = new CountDownLatch(1);
       WebAsyncManager async = WebAsyncUtils.getAsyncManager(request);
       async.registerCallableInterceptor(
           FallbackInterceptor.class.getName(),
           new CallableProcessingInterceptor() {
             @Override
             public <T> Object handleTimeout(NativeWebRequest webRequest, Callable<T> task) {
+              answered.countDown();
               return fallback;
+            }
+
+            /**
+             * With {@link #HOLD_RESULT}: holds the result (this runs after the starter's
+             * interceptor saw it: Spring MVC post-processes in reverse order) until this fallback
+             * answered the timeout (bounded, 10 s; Spring's cancel of the task at the timeout
+             * interrupts this thread, which goes on waiting).
+             */
+            @Override
+            public <T> void postProcess(NativeWebRequest webRequest, Callable<T> task, Object r) {
+              if (holdResult) {
+                awaitUninterruptibly(answered);
+              }
             }
           });
       async.registerDeferredResultInterceptor(
@@ -249,6 +302,27 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
             }
           });
       return true;
+    }
+  }
+
+  /** Waits for {@code latch} (bounded, 10 s) through interrupts, then restores the interrupt. */
+  static void awaitUninterruptibly(CountDownLatch latch) {
+    boolean interrupted = false;
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    try {
+      while (System.nanoTime() < deadline) {
+        try {
+          if (latch.await(deadline - System.nanoTime(), TimeUnit.NANOSECONDS)) {
+            return;
+          }
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
   }
 
@@ -278,6 +352,14 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
       int run = begin();
       // the work waits for the provider interruptibly; the starter shields it from Spring's cancel
       return () -> CompletableFuture.supplyAsync(() -> sent("callable", run), PROVIDER).get();
+    }
+
+    /** A provider call that ends at once, well before the container's timeout. */
+    @PostMapping("/fallback-test/fallback/quick")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> quick() {
+      int run = begin();
+      return () -> sent("quick", run);
     }
 
     @PostMapping("/fallback-test/fallback/future")
