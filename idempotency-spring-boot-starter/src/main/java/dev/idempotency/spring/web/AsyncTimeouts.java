@@ -7,13 +7,18 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.util.Set;
 import java.util.concurrent.Callable;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.http.HttpStatus;
 import org.springframework.web.context.request.NativeWebRequest;
+import org.springframework.web.context.request.ServletWebRequest;
+import org.springframework.web.context.request.async.AsyncWebRequest;
 import org.springframework.web.context.request.async.CallableProcessingInterceptor;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
+import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.util.WebUtils;
 
@@ -31,7 +36,17 @@ import org.springframework.web.util.WebUtils;
  * DeferredResult} (seen through a copy, whose timeout the guard answers; its own timeout callback
  * and timeout result are not used). Any other async result, one the advisor does not follow, fails
  * closed: the client gets the same 409, and the key stays claimed since its work may still send,
- * with one WARN per handler ({@link #unfollowedTimedOut}).
+ * with one WARN per handler ({@link #warnUnfollowed}).
+ *
+ * <p>The starter learns of the timeout first, whatever the application's own async interceptors do:
+ * {@link #heedTimeoutOf} adds a timeout handler to the request's {@code AsyncWebRequest} before
+ * Spring MVC starts the async processing and adds its own, and the {@code AsyncWebRequest} runs all
+ * of its timeout handlers in order, while the chain of processing interceptors stops at the first
+ * that answers. So an application's timeout fallback registered ahead of this interceptor (a {@code
+ * CallableProcessingInterceptor} registered per request in a {@code HandlerInterceptor}) is
+ * answered to the client, but never stored, and the key stays claimed until the work ends, as at
+ * any timeout. A {@code Callable}'s result that came just before the timeout, not yet dispatched,
+ * is stored at once: the fallback may win the request's answer, and the send happened.
  */
 final class AsyncTimeouts
     implements CallableProcessingInterceptor, DeferredResultProcessingInterceptor {
@@ -45,6 +60,22 @@ final class AsyncTimeouts
   private final HandlerMethod handler;
   private final String headerName;
   private final Set<Method> warnedUnfollowed;
+  private @Nullable Timeout timeout; // guarded by this: decided at the first sign of the timeout
+  private volatile @Nullable DeferredResult<?> deferredResult;
+  private volatile boolean callableWork;
+  private final AtomicBoolean answered = new AtomicBoolean();
+
+  /** What the starter made of the request's timeout, decided once ({@link #decide}). */
+  private enum Timeout {
+    /** A stream was cut short: Spring's timeout handling ends it ({@link #cutAStream}). */
+    STREAM_CUT,
+    /** The call was detached: the key stays claimed, the work's result is stored. */
+    DETACHED,
+    /** A {@code Callable}'s result came just before: stored now, whatever answers the timeout. */
+    RESULT_STORED,
+    /** Not detached (reported, not started, its result came, or its task never ran). */
+    NOT_DETACHED
+  }
 
   /**
    * @param warnedUnfollowed the handlers already named in a WARN for a result not followed (shared
@@ -58,12 +89,110 @@ final class AsyncTimeouts
     this.warnedUnfollowed = warnedUnfollowed;
   }
 
+  /**
+   * Adds the starter's own handler of a container async timeout to the request's {@code
+   * AsyncWebRequest}, ahead of the one Spring MVC adds when it starts the async processing (which
+   * runs the processing interceptors, the application's among them): so the call is detached (or a
+   * stream cut short) before any interceptor may answer the timeout. Called while the handler
+   * method returns, once Spring MVC has set the {@code AsyncWebRequest}; does nothing if the
+   * request has none or is not a claimed one.
+   *
+   * @param manager the request's async manager
+   */
+  static void heedTimeoutOf(WebAsyncManager manager) {
+    AsyncWebRequest asyncRequest = manager.getAsyncWebRequest();
+    if (asyncRequest != null
+        && !manager.isConcurrentHandlingStarted()
+        && manager.getCallableInterceptor(KEY) instanceof AsyncTimeouts timeouts) {
+      asyncRequest.addTimeoutHandler(() -> timeouts.timeoutCame(asyncRequest));
+    }
+  }
+
+  /** The first of the request's timeout handlers: decides, before any interceptor answers. */
+  private void timeoutCame(NativeWebRequest request) {
+    Timeout decided;
+    try {
+      decided = decide(request);
+    } catch (RuntimeException e) {
+      // Spring's own timeout handling, next, must still run; a result not stored is logged
+      log.debug("The starter's timeout handling of an idempotent endpoint failed", e);
+      return;
+    }
+    if (decided == Timeout.NOT_DETACHED) {
+      DeferredResult<?> deferred = deferredResult;
+      Object early = call.earlyResult();
+      if (deferred != null && call.lateResultObserved() && early != EndpointCall.NO_RESULT) {
+        // the result came just before the timeout, and Spring MVC's copy of it is not set yet: it
+        // is the answer, ahead of any timeout answer (Spring's 503 would release a key whose send
+        // happened)
+        deferred.setErrorResult(early); // a value or a failure, as Spring's adapter sets it
+      }
+    }
+  }
+
+  /**
+   * What the timeout means for the call, decided at its first sign (the starter's timeout handler,
+   * or, if it was not added, this interceptor's turn in the chain): a stream is cut short, or the
+   * call is detached (its response no longer held back, so that whatever answers the timeout goes
+   * to the client, and never stored), or neither.
+   */
+  private synchronized Timeout decide(NativeWebRequest request) {
+    if (timeout == null) {
+      timeout = cutAStream(request) ? Timeout.STREAM_CUT : detach(request);
+    }
+    return timeout;
+  }
+
+  private Timeout detach(NativeWebRequest request) {
+    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    CapturingResponse capture =
+        servletResponse == null
+            ? null
+            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    if (servletRequest == null || capture == null) {
+      return Timeout.NOT_DETACHED;
+    }
+    LateResponse late = LateResponse.of(servletRequest, handler, capture.limit());
+    if (!call.detach(late)) {
+      if (callableWork && call.detachWithEarlyResult(late)) {
+        // the result is the answer, unless an application's timeout fallback wins the request
+        // first: either goes to the client as it is
+        capture.discard();
+        return Timeout.RESULT_STORED;
+      }
+      return Timeout.NOT_DETACHED;
+    }
+    capture.discard(); // the timeout's answer goes to the client as it is, never stored
+    if (deferredResult != null && !call.lateResultObserved()) {
+      warnUnfollowed();
+    }
+    log.debug(
+        "An idempotent endpoint's async request timed out; its work goes on, the key claimed");
+    return Timeout.DETACHED;
+  }
+
+  /** Notes that the work is a {@code Callable}'s, whose result reaches {@link #postProcess}. */
+  @Override
+  public <T> void beforeConcurrentHandling(NativeWebRequest request, Callable<T> task) {
+    callableWork = true;
+  }
+
+  /** Notes the {@code DeferredResult} that Spring MVC drives, for a result that races a timeout. */
+  @Override
+  public <T> void beforeConcurrentHandling(
+      NativeWebRequest request, DeferredResult<T> deferredResult) {
+    this.deferredResult = deferredResult;
+  }
+
   @Override
   public <T> Object handleTimeout(NativeWebRequest request, Callable<T> task) throws Exception {
-    if (cutAStream(request)) {
+    Timeout decided = decide(request);
+    if (decided == Timeout.STREAM_CUT) {
       return RESULT_NONE; // Spring's timeout handling ends the request; the call is recorded
     }
-    if (timedOut(request)) {
+    if (decided == Timeout.DETACHED) {
+      answer409(request);
       return RESPONSE_HANDLED;
     }
     // the result came just before the timeout: it is the answer (a timeout would drop it)
@@ -80,12 +209,9 @@ final class AsyncTimeouts
    *     #RESULT_NONE} (the application's callback answers)
    */
   Object ownTimeout(HttpServletRequest servletRequest, HttpServletResponse servletResponse) {
-    CapturingResponse capture =
-        WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
-    if (capture != null && call.detach(LateResponse.of(servletRequest, handler, capture.limit()))) {
-      capture.discard(); // the application's timeout answer goes to the client as it is
-      log.debug("An idempotent endpoint's task timed out; its work goes on, the key claimed");
-      return RESULT_NONE;
+    Timeout decided = decide(new ServletWebRequest(servletRequest, servletResponse));
+    if (decided == Timeout.DETACHED || decided == Timeout.STREAM_CUT) {
+      return RESULT_NONE; // the application's timeout answer goes to the client as it is
     }
     Object early = call.earlyResult();
     return early == EndpointCall.NO_RESULT ? RESULT_NONE : early;
@@ -94,17 +220,19 @@ final class AsyncTimeouts
   @Override
   public <T> boolean handleTimeout(NativeWebRequest request, DeferredResult<T> deferredResult)
       throws Exception {
-    if (cutAStream(request)) {
+    Timeout decided = decide(request);
+    if (decided == Timeout.STREAM_CUT) {
       return true; // Spring's timeout handling ends the stream; the call is recorded
     }
     // a CompletionStage (adapted to a DeferredResult by Spring MVC) and an application's own
     // DeferredResult (seen through a copy: IdempotentEndpointAdvisor) report their late results
-    // themselves
-    if (!call.lateResultObserved()) {
-      return !unfollowedTimedOut(request);
-    }
-    if (timedOut(request)) {
+    // themselves; any other fails closed, detached all the same (warnUnfollowed)
+    if (decided == Timeout.DETACHED) {
+      answer409(request);
       return false;
+    }
+    if (!call.lateResultObserved()) {
+      return true; // already reported: Spring may handle the timeout as usual
     }
     // the result came just before the timeout, and Spring MVC's copy of it is not set yet: it is
     // the answer (Spring's timeout would answer 503 and release a key whose send happened)
@@ -136,17 +264,12 @@ final class AsyncTimeouts
   /**
    * A timeout of an async result the advisor does not follow (a shape it does not know): its work
    * may still send, and nothing will report its end, so it fails closed. The call is detached and
-   * the client answered as at any timeout ({@link #timedOut}); the key stays claimed, as for a send
-   * that never reports (renewed up to the guard's renewal limit, then until its lease lapses), so
-   * that a retry meanwhile gets 409, never a second send; its result is not stored. One WARN per
-   * handler names it and the class it returned.
-   *
-   * @return false if the call is already reported, and Spring may handle the timeout as usual
+   * the client answered as at any timeout; the key stays claimed, as for a send that never reports
+   * (renewed up to the guard's renewal limit, then until its lease lapses), so that a retry
+   * meanwhile gets 409, never a second send; its result is not stored. One WARN per handler names
+   * it and the class it returned.
    */
-  private boolean unfollowedTimedOut(NativeWebRequest request) throws IOException {
-    if (!timedOut(request)) {
-      return false;
-    }
+  private void warnUnfollowed() {
     if (warnedUnfollowed.add(handler.getMethod())) {
       Class<?> returned = call.returnedClass();
       log.warn(
@@ -158,7 +281,6 @@ final class AsyncTimeouts
           IdempotentEndpoints.describe(handler.getMethod()),
           returned == null ? "result" : returned.getName());
     }
-    return true;
   }
 
   /**
@@ -183,22 +305,19 @@ final class AsyncTimeouts
   }
 
   /**
-   * Answers the timed-out client and ends its request, the key still claimed; false if the call is
-   * already reported (its response is on its way) and Spring may handle the timeout as usual.
+   * Answers the timed-out client of a detached call with a 409 and ends its request, the key still
+   * claimed; once.
    */
-  private boolean timedOut(NativeWebRequest request) throws IOException {
+  private void answer409(NativeWebRequest request) throws IOException {
     HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
     HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
-    if (servletRequest == null || servletResponse == null) {
-      return false;
-    }
     CapturingResponse capture =
-        WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
-    if (capture == null
-        || !call.detach(LateResponse.of(servletRequest, handler, capture.limit()))) {
-      return false;
+        servletResponse == null
+            ? null
+            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    if (servletRequest == null || capture == null || !answered.compareAndSet(false, true)) {
+      return;
     }
-    capture.discard();
     HttpServletResponse client = (HttpServletResponse) capture.getResponse();
     try {
       if (!client.isCommitted()) {
@@ -220,8 +339,5 @@ final class AsyncTimeouts
         async.complete();
       }
     }
-    log.debug(
-        "An idempotent endpoint's async request timed out; its work goes on, the key claimed");
-    return true;
   }
 }

@@ -232,6 +232,27 @@ final class EndpointCall {
   }
 
   /**
+   * A timeout came after the {@code Callable} work's result ({@link #earlyResult}) but before
+   * Spring MVC dispatched it, and another answer may win the request (an application's timeout
+   * fallback): the send happened, so the result is stored now, as a late one, and the request's own
+   * end reports nothing.
+   *
+   * @return false if no result came, or the call is reported or detached already
+   */
+  boolean detachWithEarlyResult(LateResponse late) {
+    Object result;
+    synchronized (this) {
+      if (reported.get() || !handlerStarted || this.late != null || earlyResult == NO_RESULT) {
+        return false;
+      }
+      this.late = late;
+      result = earlyResult;
+    }
+    lateResult(result);
+    return true;
+  }
+
+  /**
    * The async result of a handler, called for every one; stored (or, for a failure, released) only
    * if its request timed out before it came ({@link #detach}). A failure is resolved to a status as
    * on the synchronous path ({@link #statusOf}): a 4xx that is kept is stored with its problem

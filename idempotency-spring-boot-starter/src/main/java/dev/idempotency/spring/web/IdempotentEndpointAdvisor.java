@@ -23,6 +23,7 @@ import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
@@ -51,6 +52,10 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * a {@code ResponseEntity} whose body is a single async value at runtime, are followed: Spring MVC
  * gets a copy, and the handler's own result tells a timed-out call its value. A result it does not
  * follow keeps its key claimed at a timeout ({@link AsyncTimeouts}).
+ *
+ * <p>When the method returns, before Spring MVC starts any async processing, the starter's own
+ * timeout handler is added to the request ({@link AsyncTimeouts#heedTimeoutOf}), so that an
+ * application's timeout fallback cannot answer a timeout before the starter has kept the key.
  */
 public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
 
@@ -77,10 +82,14 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
           Object returned = invocation.proceed();
           call.handlerReturned(returned);
           Class<?> returnType = invocation.getMethod().getReturnType();
-          AsyncWorkShield shield = shield();
-          if (shield != null && request instanceof ServletRequestAttributes servlet) {
-            // the last line of defence, for a return value handler the shield has not wrapped
-            returned = shield.shieldedReturn(returned, returnType, servlet);
+          if (returned != null && request instanceof ServletRequestAttributes servlet) {
+            // before Spring MVC starts any async processing: the starter learns of a timeout first
+            AsyncTimeouts.heedTimeoutOf(WebAsyncUtils.getAsyncManager(servlet.getRequest()));
+            AsyncWorkShield shield = shield();
+            if (shield != null) {
+              // the last line of defence, for a return value handler the shield has not wrapped
+              returned = shield.shieldedReturn(returned, returnType, servlet);
+            }
           }
           if (isStream(returned)) {
             call.returnsAStream();

@@ -19,7 +19,9 @@ import org.springframework.boot.test.context.SpringBootTest;
       NotifyTestApplication.class,
       ObjectDeclaredAsyncTimeoutTest.ObjectDeclaredController.class,
       AsyncShapesTimeoutTest.ProbeController.class,
-      SerializableCallableTimeoutTest.SerializableController.class
+      SerializableCallableTimeoutTest.SerializableController.class,
+      AsyncTimeoutFallbackTest.FallbackConfiguration.class,
+      AsyncTimeoutFallbackTest.FallbackController.class
     },
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {
