@@ -1,0 +1,100 @@
+package dev.idempotency.reliability;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyRecord;
+import dev.idempotency.KeyStoreException;
+import dev.idempotency.redis.RedisKeyStore;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Open finding (probeA): a claim that the Redis store gives up on because Redis stalled (SIGSTOP
+ * here; a long-running script, a fork or a swap storm would do) is applied once Redis goes on: the
+ * caller was told {@link KeyStoreException} and nothing was sent, yet its key is left {@code
+ * IN_PROGRESS} for a whole lease, so a retry once Redis answers again waits {@code inFlightWait}
+ * and gets {@code IdempotencyInProgressException} instead of sending. SPEC 14: a store that fails
+ * makes calls fail closed "until the store answers, then work without a restart"; docs/stores.md
+ * (Bounded time) says a claim past the operation timeout is cancelled so that "the same key was
+ * claimed afresh", which holds for a claim Lettuce held back while disconnected, not for one Redis
+ * had already been sent.
+ */
+@Tag("open-finding")
+class RedisStalledClaimProbeTest {
+
+  static final Duration TTL = Duration.ofHours(1);
+
+  @ParameterizedTest
+  @ValueSource(strings = {"blocking", "async"})
+  void aClaimTimedOutWhileRedisStalledDoesNotHoldItsKeyOnceRedisIsBack(String how)
+      throws Exception {
+    try (RestartableRedis redis = new RestartableRedis(false)) {
+      RedisKeyStore store =
+          RedisKeyStore.builder(Stores.redisClient(redis.uri(), Duration.ofSeconds(60)))
+              .operationTimeout(Duration.ofSeconds(1))
+              .build();
+      assertThat(store.awaitConnection(Duration.ofSeconds(30))).isTrue();
+      IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
+      String key = "stalled:" + how + ":" + System.nanoTime();
+      AtomicInteger sends = new AtomicInteger();
+      boolean resumed = false;
+      try {
+        redis.pause();
+        if (how.equals("blocking")) {
+          assertThatThrownBy(() -> guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet()))
+              .isInstanceOf(KeyStoreException.class);
+        } else {
+          CompletableFuture<String> stage =
+              guard
+                  .executeAsync(
+                      key,
+                      TTL,
+                      ctx -> CompletableFuture.completedFuture("n_" + sends.incrementAndGet()))
+                  .toCompletableFuture();
+          assertThatThrownBy(() -> stage.get(30, TimeUnit.SECONDS))
+              .isInstanceOf(ExecutionException.class)
+              .hasCauseInstanceOf(KeyStoreException.class);
+        }
+        assertThat(sends).as("nothing sent while Redis stalled").hasValue(0);
+        redis.resume();
+        resumed = true;
+
+        // Redis answers again (the guard's own probe closes its breaker): bounded polling
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        Optional<IdempotencyRecord> record;
+        while (true) {
+          try {
+            record = guard.find(key);
+            break;
+          } catch (KeyStoreException stillRefused) {
+            if (System.nanoTime() > deadline) {
+              throw new AssertionError("Redis did not answer again", stillRefused);
+            }
+            Thread.sleep(20);
+          }
+        }
+        assertThat(record)
+            .as("the record of a claim that timed out, nothing sent, once Redis answers again")
+            .isEmpty();
+        assertThat(guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet()))
+            .as("a retry once Redis answers again sends")
+            .isEqualTo("n_1");
+      } finally {
+        if (!resumed) {
+          redis.resume();
+        }
+        guard.close();
+        store.close();
+      }
+    }
+  }
+}
