@@ -97,4 +97,64 @@ class RedisStalledClaimProbeTest {
       }
     }
   }
+
+  /**
+   * The same in strict mode ({@link dev.idempotency.TakeoverPolicy#REFUSE}), after the lease of the
+   * claim that timed out ran out: the guard told its caller that nothing was sent, yet the key is
+   * then reported as of unknown outcome ({@code IdempotencyOutcomeUnknownException}) for the rest
+   * of its window, so the notification can never be sent in it.
+   */
+  @org.junit.jupiter.api.Test
+  void inStrictModeAKeyWhoseClaimTimedOutCanBeSentOnceRedisIsBack() throws Exception {
+    try (RestartableRedis redis = new RestartableRedis(false)) {
+      RedisKeyStore store =
+          RedisKeyStore.builder(Stores.redisClient(redis.uri(), Duration.ofSeconds(60)))
+              .operationTimeout(Duration.ofSeconds(1))
+              .build();
+      assertThat(store.awaitConnection(Duration.ofSeconds(30))).isTrue();
+      IdempotencyGuard guard =
+          IdempotencyGuard.builder()
+              .store(store)
+              .lease(Duration.ofSeconds(2))
+              .inFlightWait(Duration.ZERO)
+              .takeoverPolicy(dev.idempotency.TakeoverPolicy.REFUSE)
+              .build();
+      String key = "stalled-strict:" + System.nanoTime();
+      AtomicInteger sends = new AtomicInteger();
+      boolean resumed = false;
+      try {
+        redis.pause();
+        assertThatThrownBy(() -> guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet()))
+            .isInstanceOf(KeyStoreException.class);
+        redis.resume();
+        resumed = true;
+        // bounded polling while the store comes back and the stray claim's lease runs out
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        String result = null;
+        RuntimeException last = null;
+        while (System.nanoTime() < deadline) {
+          try {
+            result = guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet());
+            break;
+          } catch (KeyStoreException | dev.idempotency.IdempotencyInProgressException waiting) {
+            last = waiting;
+            Thread.sleep(50);
+          } catch (dev.idempotency.IdempotencyOutcomeUnknownException unknown) {
+            last = unknown;
+            break;
+          }
+        }
+        assertThat(sends)
+            .as("sends of a key never sent before (last failure: %s)", last)
+            .hasValue(1);
+        assertThat(result).as("the retry's result (last failure: %s)", last).isEqualTo("n_1");
+      } finally {
+        if (!resumed) {
+          redis.resume();
+        }
+        guard.close();
+        store.close();
+      }
+    }
+  }
 }
