@@ -33,7 +33,11 @@ class PostgresLostClaimAnswerTest {
             EmbeddedPostgres.builder().setPGStartupWait(Duration.ofSeconds(120)).start();
         DelayProxy proxy = new DelayProxy(postgres.getPort())) {
       HikariConfig config = new HikariConfig();
-      config.setJdbcUrl("jdbc:postgresql://127.0.0.1:" + proxy.port() + "/postgres?user=postgres");
+      // a connection opened while the replies are dropped gives up on its handshake
+      config.setJdbcUrl(
+          "jdbc:postgresql://127.0.0.1:"
+              + proxy.port()
+              + "/postgres?user=postgres&loginTimeout=5&connectTimeout=5");
       config.setMaximumPoolSize(2);
       config.setInitializationFailTimeout(-1);
       try (HikariDataSource pool = new HikariDataSource(config)) {
@@ -56,10 +60,11 @@ class PostgresLostClaimAnswerTest {
               .isInstanceOf(KeyStoreException.class);
           assertThat(sends).as("nothing sent while the answers were lost").hasValue(0);
           proxy.pass();
+          proxy.reset(); // connections opened meanwhile wait for answers that were dropped
 
           // bounded polling, well within the 30 s lease the committed row would hold the key
           long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-          Optional<IdempotencyRecord> record = Optional.empty();
+          Optional<IdempotencyRecord> record = null; // null until the store answered
           Exception last = null;
           while (System.nanoTime() < deadline) {
             try {
