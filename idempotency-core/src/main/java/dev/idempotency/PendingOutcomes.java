@@ -205,13 +205,13 @@ final class PendingOutcomes {
    * would (no release; the leases run out), with one WARN saying how many, and drops the claims not
    * yet taken back ({@link UnsentClaims#close()}).
    *
-   * @return how many outcomes were abandoned and take-backs dropped, each of which counted as a
-   *     running call
+   * @return how many outcomes were abandoned
    */
   int close() {
     closed = true;
     thread.shutdownNow();
-    return abandonQueued() + unsentClaims.close();
+    unsentClaims.close();
+    return abandonQueued();
   }
 
   private int abandonQueued() {

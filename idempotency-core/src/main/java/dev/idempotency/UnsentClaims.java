@@ -28,10 +28,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * Nothing happens on a call whose claim was answered, nor on one the breaker refused without asking
  * the store. At most {@link IdempotencyGuard.Builder#maxPendingOutcomes} take-backs wait at once
- * (the breaker keeps them few: once it opens, claims no longer reach the store). Until the store
- * first answers, a take-back counts as a running call, so {@link IdempotencyGuard#close()} gives it
- * its grace period; what is left then is dropped (the key is held one lease, as after a crash). It
- * shares the thread of {@link PendingOutcomes}. Thread-safe.
+ * (the breaker keeps them few: once it opens, claims no longer reach the store). A take-back is not
+ * a running call: {@link IdempotencyGuard#close()} does not wait for it (a program whose store is
+ * down closes at once, as before), and drops what is left, with one WARN if the store never
+ * answered some of them (such a key is then held one lease, as after a crash). It shares the thread
+ * of {@link PendingOutcomes}. Thread-safe.
  */
 final class UnsentClaims {
 
@@ -63,7 +64,7 @@ final class UnsentClaims {
   private final ScheduledExecutorService thread;
   private final AtomicInteger size = new AtomicInteger();
 
-  /** The take-backs whose store has not answered yet: each counts as a running call. */
+  /** The take-backs whose store has not answered yet. */
   private final Set<TakeBack> unanswered = ConcurrentHashMap.newKeySet();
 
   private volatile boolean closed;
@@ -89,12 +90,7 @@ final class UnsentClaims {
       return;
     }
     TakeBack takeBack = new TakeBack(keyId, ownerToken);
-    settings.inFlight.continueRunning();
     unanswered.add(takeBack);
-    if (closed) {
-      dropUnanswered(); // close() went through them before this one arrived
-      return;
-    }
     schedule(takeBack, 0);
   }
 
@@ -137,9 +133,7 @@ final class UnsentClaims {
     long now = System.nanoTime();
     if (takeBack.followUps == 0) {
       takeBack.firstAnsweredMono = now;
-      if (unanswered.remove(takeBack)) {
-        settings.inFlight.exit(); // answered once: the follow-ups do not hold close() up
-      }
+      unanswered.remove(takeBack);
     }
     takeBack.followUps++;
     if (takeBack.followUps > FOLLOW_UPS) {
@@ -152,38 +146,24 @@ final class UnsentClaims {
   }
 
   private void end(TakeBack takeBack) {
-    if (unanswered.remove(takeBack)) {
-      settings.inFlight.exit();
-    }
+    unanswered.remove(takeBack);
     size.decrementAndGet();
   }
 
   /**
-   * The guard is closing after its grace period: drops what is left (the thread is shut down by
-   * {@link PendingOutcomes#close()}).
-   *
-   * @return how many take-backs were dropped before the store answered them once
+   * The guard is closing: drops what is left (the thread is shut down by {@link
+   * PendingOutcomes#close()}), with one WARN if the store never answered some of them.
    */
-  int close() {
+  void close() {
     closed = true;
-    return dropUnanswered();
-  }
-
-  private int dropUnanswered() {
-    int dropped = 0;
-    for (TakeBack takeBack : unanswered) {
-      if (unanswered.remove(takeBack)) {
-        settings.inFlight.exit();
-        dropped++;
-      }
-    }
+    int dropped = unanswered.size();
+    unanswered.clear();
     if (dropped > 0) {
       CallEvents.log.warn(
-          "Closed the idempotency guard with {} claims not yet taken back (they failed while the"
-              + " store did not answer, nothing was sent for them): if the store applied them late,"
+          "Closed the idempotency guard with {} claims not taken back (they failed while the store"
+              + " did not answer, and nothing was sent for them): if the store applied them late,"
               + " their keys stay claimed until their leases end",
           dropped);
     }
-    return dropped;
   }
 }

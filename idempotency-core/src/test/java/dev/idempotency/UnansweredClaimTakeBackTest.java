@@ -209,6 +209,27 @@ class UnansweredClaimTakeBackTest {
     assertThat(guard.find(key).orElseThrow().state()).isEqualTo(RecordState.COMPLETED);
   }
 
+  /**
+   * A take-back is not a running call: {@code close()} during an outage that outlasts it returns at
+   * once (well within its 5 s grace period), as it did before take-backs existed.
+   */
+  @Test
+  void closeDoesNotWaitForATakeBackTheStoreDoesNotAnswer() throws Exception {
+    guard(TakeoverPolicy.TAKE_OVER, Duration.ofSeconds(30));
+    store.applyAndLoseAnswer.set(1);
+    store.failReleases.set(1);
+    assertThatThrownBy(() -> guard.execute("outage:" + UUID.randomUUID(), TTL, ctx -> "never"))
+        .isInstanceOf(KeyStoreException.class);
+    await(() -> store.releases.get() >= 1, "a release tried while the store fails");
+
+    long start = System.nanoTime();
+    guard.close();
+
+    assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start))
+        .as("close() with a take-back pending, grace period 5 s")
+        .isLessThan(2_500);
+  }
+
   /** Nothing is released on the happy path, nor for a claim the store answered. */
   @Test
   void aClaimTheStoreAnsweredIsNeverTakenBack() throws Exception {
