@@ -44,10 +44,19 @@ final class AsyncGuardedCall<T> {
       observation.onEnd(e);
       throw e;
     }
-    return result
+    CallerStage<Outcome<T>> handed = new CallerStage<>(call::callerGaveUp);
+    result
         .exceptionallyCompose(
             failure -> CompletableFuture.failedFuture(abandonedIfRejected(failure)))
-        .whenComplete((outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));
+        .whenComplete(
+            (outcome, failure) -> {
+              try {
+                observation.onEnd(Stages.unwrapOrNull(failure));
+              } finally {
+                handed.settle(outcome, failure);
+              }
+            });
+    return handed;
   }
 
   /**
