@@ -50,7 +50,7 @@ final class PendingOutcomes {
   private final ScheduledThreadPoolExecutor thread;
   private volatile boolean closed;
 
-  /** Claims given up on with nothing sent, taken back on this class's thread. */
+  /** Claims given up on with nothing sent, taken back in the background; closed with this. */
   final UnsentClaims unsentClaims;
 
   /** Store failures in a row; only the writer's thread touches it. */
@@ -65,7 +65,7 @@ final class PendingOutcomes {
     thread.setKeepAliveTime(30, TimeUnit.SECONDS);
     thread.allowCoreThreadTimeOut(true);
     thread.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
-    this.unsentClaims = new UnsentClaims(settings, limit, thread);
+    this.unsentClaims = new UnsentClaims(settings, limit);
   }
 
   /**

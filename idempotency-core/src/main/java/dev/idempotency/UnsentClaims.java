@@ -3,7 +3,7 @@ package dev.idempotency;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -19,7 +19,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <ol>
  *   <li>at once, then after a store failure again after 50 ms, twice as long each time, at most a
- *       second, until the store answers (whether it held the record or not);
+ *       second (an eighth of the lease if that is shorter), until the store answers (whether it
+ *       held the record or not); while the guard's breaker is open (the store known to fail, its
+ *       probe not yet answered) it waits the same pauses without asking the store;
  *   <li>then {@value #FOLLOW_UPS} more times, at 1/16, 1/8, 1/4, 1/2 and one lease after that first
  *       answer (a failed follow-up is tried again with the same backoff), since the stray write can
  *       land after the first release: a request the store had queued on another connection, or a
@@ -31,8 +33,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * (the breaker keeps them few: once it opens, claims no longer reach the store). A take-back is not
  * a running call: {@link IdempotencyGuard#close()} does not wait for it (a program whose store is
  * down closes at once, as before), and drops what is left, with one WARN if the store never
- * answered some of them (such a key is then held one lease, as after a crash). It shares the thread
- * of {@link PendingOutcomes}. Thread-safe.
+ * answered some of them (such a key is then held one lease, as after a crash). It runs on a thread
+ * of its own (created when a claim is first taken back, gone after 30 s idle), so that releases to
+ * a slow store never hold up {@link PendingOutcomes}' writes of sent outcomes. Thread-safe.
  */
 final class UnsentClaims {
 
@@ -61,7 +64,13 @@ final class UnsentClaims {
 
   private final GuardSettings settings;
   private final int limit;
-  private final ScheduledExecutorService thread;
+
+  /** Its own thread, so that a slow store's releases never hold up the outcome writes. */
+  private final ScheduledThreadPoolExecutor thread;
+
+  /** The longest pause between attempts: a second, or an eighth of the lease if that is shorter. */
+  private final long maxPauseNanos;
+
   private final AtomicInteger size = new AtomicInteger();
 
   /** The take-backs whose store has not answered yet. */
@@ -69,10 +78,22 @@ final class UnsentClaims {
 
   private volatile boolean closed;
 
-  UnsentClaims(GuardSettings settings, int limit, ScheduledExecutorService thread) {
+  UnsentClaims(GuardSettings settings, int limit) {
     this.settings = settings;
     this.limit = limit;
-    this.thread = thread;
+    this.maxPauseNanos =
+        Math.max(
+            TimeUnit.MILLISECONDS.toNanos(CallSupport.COMPLETION_BACKOFF_MILLIS),
+            Math.min(
+                TimeUnit.MILLISECONDS.toNanos(CallSupport.MAX_COMPLETION_BACKOFF_MILLIS),
+                settings.leaseNanos / 8));
+    // no thread until a claim is taken back; it ends after 30 s idle
+    this.thread =
+        new ScheduledThreadPoolExecutor(
+            1, DefaultExecutors.daemonThreads(settings.executors.threadPrefix + "claim-taker"));
+    thread.setKeepAliveTime(30, TimeUnit.SECONDS);
+    thread.allowCoreThreadTimeOut(true);
+    thread.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
   }
 
   /**
@@ -112,16 +133,17 @@ final class UnsentClaims {
       end(takeBack);
       return;
     }
+    if (settings.outages.knownFailing()) {
+      schedule(takeBack, pause(++takeBack.failures)); // the guard's probe is on it
+      return;
+    }
     boolean released;
     try {
       released = settings.store.release(takeBack.keyId, takeBack.ownerToken);
     } catch (RuntimeException e) {
-      takeBack.failures++;
       CallEvents.log.debug(
           "Taking back the claim of key {} failed; trying again", takeBack.keyId, e);
-      schedule(
-          takeBack,
-          TimeUnit.MILLISECONDS.toNanos(CallSupport.completionBackoffMillis(takeBack.failures)));
+      schedule(takeBack, pause(++takeBack.failures));
       return;
     }
     takeBack.failures = 0;
@@ -145,17 +167,26 @@ final class UnsentClaims {
     schedule(takeBack, Math.max(0, due - now));
   }
 
+  /** The pause before attempt {@code failures + 1}: doubling from 50 ms, at most maxPauseNanos. */
+  private long pause(int failures) {
+    return Math.min(
+        maxPauseNanos,
+        TimeUnit.MILLISECONDS.toNanos(
+            CallSupport.COMPLETION_BACKOFF_MILLIS << Math.min(failures - 1, 20)));
+  }
+
   private void end(TakeBack takeBack) {
     unanswered.remove(takeBack);
     size.decrementAndGet();
   }
 
   /**
-   * The guard is closing: drops what is left (the thread is shut down by {@link
-   * PendingOutcomes#close()}), with one WARN if the store never answered some of them.
+   * The guard is closing: stops the thread and drops what is left, with one WARN if the store never
+   * answered some of them.
    */
   void close() {
     closed = true;
+    thread.shutdownNow();
     int dropped = unanswered.size();
     unanswered.clear();
     if (dropped > 0) {

@@ -49,6 +49,8 @@ class UnansweredClaimTakeBackTest {
     final AtomicInteger failReleases = new AtomicInteger();
     final AtomicInteger releases = new AtomicInteger();
     final AtomicInteger releasesAnswered = new AtomicInteger();
+    final AtomicInteger failFinds = new AtomicInteger();
+    final AtomicInteger findsFailed = new AtomicInteger();
 
     LosingStore(KeyStore delegate) {
       super(delegate);
@@ -85,6 +87,10 @@ class UnansweredClaimTakeBackTest {
 
     @Override
     public Optional<dev.idempotency.spi.StoredRecord> find(String keyId, Instant now) {
+      if (failFinds.get() > 0) {
+        findsFailed.incrementAndGet();
+        throw new KeyStoreException("the store does not answer the probe", null);
+      }
       return delegate.find(keyId, now);
     }
   }
@@ -228,6 +234,26 @@ class UnansweredClaimTakeBackTest {
     assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start))
         .as("close() with a take-back pending, grace period 5 s")
         .isLessThan(2_500);
+  }
+
+  /**
+   * While the guard's breaker is open (its probe, a {@code find}, keeps failing), a take-back does
+   * not ask the store; once the probe is answered, it takes the claim back.
+   */
+  @Test
+  void aTakeBackWaitsWhileTheBreakerIsOpen() throws Exception {
+    guard(TakeoverPolicy.TAKE_OVER, Duration.ofSeconds(30));
+    String key = "breaker-open:" + UUID.randomUUID();
+    store.applyAndLoseAnswer.set(1);
+    store.failFinds.set(1);
+    assertThatThrownBy(() -> guard.execute(key, TTL, ctx -> "never"))
+        .isInstanceOf(KeyStoreException.class);
+    await(() -> store.findsFailed.get() >= 3, "three failed probes of the breaker");
+
+    assertThat(store.releases).as("releases asked while the breaker is open").hasValue(0);
+    store.failFinds.set(0);
+    awaitFree(key);
+    assertThat(store.releases.get()).isGreaterThanOrEqualTo(1);
   }
 
   /** Nothing is released on the happy path, nor for a claim the store answered. */
