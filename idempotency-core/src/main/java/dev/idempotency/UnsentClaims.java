@@ -20,8 +20,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <ol>
  *   <li>at once, then after a store failure again after 50 ms, twice as long each time, at most a
  *       second (an eighth of the lease if that is shorter), until the store answers (whether it
- *       held the record or not); while the guard's breaker is open (the store known to fail, its
- *       probe not yet answered) it waits the same pauses without asking the store;
+ *       held the record or not); after the first attempt, while the guard's breaker is open (the
+ *       store known to fail, its probe not yet answered), it waits the same pauses without asking
+ *       the store. The first attempt goes at once even so: to a stalled Redis it is queued on the
+ *       same connection right behind the claim, so Redis runs it just after the claim;
  *   <li>then {@value #FOLLOW_UPS} more times, at 1/16, 1/8, 1/4, 1/2 and one lease after that first
  *       answer (a failed follow-up is tried again with the same backoff), since the stray write can
  *       land after the first release: a request the store had queued on another connection, or a
@@ -133,7 +135,7 @@ final class UnsentClaims {
       end(takeBack);
       return;
     }
-    if (settings.outages.knownFailing()) {
+    if (takeBack.failures > 0 && settings.outages.knownFailing()) {
       schedule(takeBack, pause(++takeBack.failures)); // the guard's probe is on it
       return;
     }

@@ -237,8 +237,8 @@ class UnansweredClaimTakeBackTest {
   }
 
   /**
-   * While the guard's breaker is open (its probe, a {@code find}, keeps failing), a take-back does
-   * not ask the store; once the probe is answered, it takes the claim back.
+   * While the guard's breaker is open (its probe, a {@code find}, keeps failing), a take-back asks
+   * the store once, at once, and then no more; once the probe is answered, it takes the claim back.
    */
   @Test
   void aTakeBackWaitsWhileTheBreakerIsOpen() throws Exception {
@@ -246,11 +246,14 @@ class UnansweredClaimTakeBackTest {
     String key = "breaker-open:" + UUID.randomUUID();
     store.applyAndLoseAnswer.set(1);
     store.failFinds.set(1);
+    store.failReleases.set(1);
     assertThatThrownBy(() -> guard.execute(key, TTL, ctx -> "never"))
         .isInstanceOf(KeyStoreException.class);
-    await(() -> store.findsFailed.get() >= 3, "three failed probes of the breaker");
+    await(() -> store.releases.get() >= 1, "the first release, at once");
+    await(() -> store.findsFailed.get() >= 4, "four failed probes of the breaker");
 
-    assertThat(store.releases).as("releases asked while the breaker is open").hasValue(0);
+    assertThat(store.releases).as("releases asked while the breaker is open").hasValue(1);
+    store.failReleases.set(0);
     store.failFinds.set(0);
     awaitFree(key);
     assertThat(store.releases.get()).isGreaterThanOrEqualTo(1);
