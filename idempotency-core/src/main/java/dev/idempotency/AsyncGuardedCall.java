@@ -44,19 +44,13 @@ final class AsyncGuardedCall<T> {
       observation.onEnd(e);
       throw e;
     }
-    CallerStage<Outcome<T>> handed = new CallerStage<>(call::callerGaveUp);
-    result
+    // every stage from here on is a CallerStage, completed the way any dependent stage is (so its
+    // callbacks, and the guard's own, run in the order they always did)
+    return CallerStage.root(call::callerGaveUp)
+        .thenCompose(ignored -> result)
         .exceptionallyCompose(
             failure -> CompletableFuture.failedFuture(abandonedIfRejected(failure)))
-        .whenComplete(
-            (outcome, failure) -> {
-              try {
-                observation.onEnd(Stages.unwrapOrNull(failure));
-              } finally {
-                handed.settle(outcome, failure);
-              }
-            });
-    return handed;
+        .whenComplete((outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));
   }
 
   /**
