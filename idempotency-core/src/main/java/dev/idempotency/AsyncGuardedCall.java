@@ -44,13 +44,19 @@ final class AsyncGuardedCall<T> {
       observation.onEnd(e);
       throw e;
     }
-    // every stage from here on is a CallerStage, completed the way any dependent stage is (so its
-    // callbacks, and the guard's own, run in the order they always did)
-    return CallerStage.root(call::callerGaveUp)
-        .thenCompose(ignored -> result)
+    CallerStage<Outcome<T>> handed = new CallerStage<>(call::callerGaveUp);
+    result
         .exceptionallyCompose(
             failure -> CompletableFuture.failedFuture(abandonedIfRejected(failure)))
-        .whenComplete((outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));
+        .whenComplete(
+            (outcome, failure) -> {
+              try {
+                observation.onEnd(Stages.unwrapOrNull(failure));
+              } finally {
+                handed.settle(outcome, failure);
+              }
+            });
+    return handed;
   }
 
   /**

@@ -3,31 +3,18 @@ package dev.idempotency;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * The stage an async call hands its caller, and every stage derived from it ({@link
+ * The stage an async call hands its caller, and every stage the caller derives from it ({@link
  * #newIncompleteFuture()}): when the caller cancels or completes one of them itself (a {@code
  * cancel}, an {@code orTimeout}), it has given up waiting, and the call is told ({@code onGiveUp}),
  * so that a claim still queued for a blocking store's executor is never sent to the store (issue
- * 37). The call's own stages complete them the way any dependent stage completes (internally, not
- * through these public methods), which tells nobody: the call's chain hangs off a completed {@link
- * #root}.
+ * 37). The call's own result completes it through {@link #settle}, which tells nobody.
  */
 final class CallerStage<T> extends CompletableFuture<T> {
 
   private final Runnable onGiveUp;
 
-  private CallerStage(Runnable onGiveUp) {
+  CallerStage(Runnable onGiveUp) {
     this.onGiveUp = onGiveUp;
-  }
-
-  /** A completed stage to derive the caller's stages from. */
-  static CompletableFuture<Void> root(Runnable onGiveUp) {
-    CallerStage<Void> root = new CallerStage<>(onGiveUp);
-    root.completeQuietly();
-    return root;
-  }
-
-  private void completeQuietly() {
-    super.complete(null);
   }
 
   @Override
@@ -51,5 +38,14 @@ final class CallerStage<T> extends CompletableFuture<T> {
   public boolean completeExceptionally(Throwable failure) {
     onGiveUp.run();
     return super.completeExceptionally(failure);
+  }
+
+  /** Completes this stage with the call's own result or failure. */
+  void settle(T value, Throwable failure) {
+    if (failure != null) {
+      super.completeExceptionally(failure);
+    } else {
+      super.complete(value);
+    }
   }
 }
