@@ -261,11 +261,6 @@ public final class IdempotencyGuard implements AutoCloseable {
    * Builder#asyncExecutor(Executor)}, never on the store's I/O thread. A blocking sender adapted
    * with {@link AsyncSender#of(Sender)} occupies one of that executor's threads while it runs.
    *
-   * <p>Cancelling the returned stage, or a stage derived from it, or completing it yourself (as
-   * {@code orTimeout} does) tells the call that you gave up: a claim still waiting for the blocking
-   * store's executor, or a repeat's next poll, is then never sent to the store (nothing claimed,
-   * nothing sent). A claim already sent, and a send already started, go on as if you still waited.
-   *
    * @param key the idempotency key
    * @param ttl the window
    * @param sender the non-blocking provider call
