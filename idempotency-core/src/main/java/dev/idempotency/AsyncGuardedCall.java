@@ -44,19 +44,10 @@ final class AsyncGuardedCall<T> {
       observation.onEnd(e);
       throw e;
     }
-    CallerStage<Outcome<T>> handed = new CallerStage<>(call::callerGaveUp);
-    result
+    return result
         .exceptionallyCompose(
             failure -> CompletableFuture.failedFuture(abandonedIfRejected(failure)))
-        .whenComplete(
-            (outcome, failure) -> {
-              try {
-                observation.onEnd(Stages.unwrapOrNull(failure));
-              } finally {
-                handed.settle(outcome, failure);
-              }
-            });
-    return handed;
+        .whenComplete((outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));
   }
 
   /**
