@@ -164,6 +164,10 @@ final class CallSupport<T> {
         events.failOpen(storeFailure);
         return new SendUnclaimed<>();
       }
+      if (mayHaveReachedTheStore(error)) {
+        // the store may still apply it: nothing is sent under it, so take it back, fenced
+        settings.pendingOutcomes.unsentClaims.takeBack(keyId, claimed.ownerToken());
+      }
       return new Refuse<>(storeFailure);
     }
     if (!toldWhereAsked) {
@@ -206,6 +210,16 @@ final class CallSupport<T> {
     long delay = Math.min(jittered, remaining);
     pollNanos = Math.min(pollNanos * 2, MAX_POLL_NANOS);
     return new Wait<>(delay);
+  }
+
+  /**
+   * Whether a failed claim may have been written all the same: it was sent to the store (not
+   * refused by the breaker, nor by an executor that never ran it) and failed without an answer.
+   */
+  private static boolean mayHaveReachedTheStore(Throwable error) {
+    return error != null
+        && !(error instanceof StoreOutages.Refused)
+        && !(error instanceof java.util.concurrent.RejectedExecutionException);
   }
 
   /** The wait for an in-flight call was interrupted: give up as if it timed out. */

@@ -799,6 +799,12 @@ public final class IdempotencyGuard implements AutoCloseable {
      * like running calls. Past the cap a call's outcome is not written later. Default {@link
      * #DEFAULT_MAX_PENDING_OUTCOMES}.
      *
+     * <p>The same cap bounds the claims the guard takes back in the background: a claim that failed
+     * after it reached the store (a timeout on a stalled store, a lost answer), for which nothing
+     * was sent, may be applied by the store later; the guard releases it, fenced by its owner
+     * token, until the store answers and then five more times over one lease. Zero turns that off
+     * too.
+     *
      * @param max zero (never write in the background) or more
      * @return this builder
      */

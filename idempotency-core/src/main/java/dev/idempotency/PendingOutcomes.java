@@ -50,6 +50,9 @@ final class PendingOutcomes {
   private final ScheduledThreadPoolExecutor thread;
   private volatile boolean closed;
 
+  /** Claims given up on with nothing sent, taken back in the background; closed with this. */
+  final UnsentClaims unsentClaims;
+
   /** Store failures in a row; only the writer's thread touches it. */
   private int failedRounds;
 
@@ -62,6 +65,7 @@ final class PendingOutcomes {
     thread.setKeepAliveTime(30, TimeUnit.SECONDS);
     thread.allowCoreThreadTimeOut(true);
     thread.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+    this.unsentClaims = new UnsentClaims(settings, limit);
   }
 
   /**
@@ -198,13 +202,15 @@ final class PendingOutcomes {
 
   /**
    * The guard is closing and its grace period is over: abandons what is still pending, as a crash
-   * would (no release; the leases run out), with one WARN saying how many.
+   * would (no release; the leases run out), with one WARN saying how many, and drops the claims not
+   * yet taken back ({@link UnsentClaims#close()}).
    *
    * @return how many outcomes were abandoned
    */
   int close() {
     closed = true;
     thread.shutdownNow();
+    unsentClaims.close();
     return abandonQueued();
   }
 

@@ -157,6 +157,14 @@ final class StoreOutages {
     state.compareAndSet(TRIAL, HALF_OPEN);
   }
 
+  /**
+   * Whether the store is known to fail: the breaker is open and no probe was answered since. Reads
+   * the state only; background work that can wait (a claim's take-back) waits while it holds.
+   */
+  boolean knownFailing() {
+    return state.get() == OPEN;
+  }
+
   /** A store operation succeeded: closes the breaker, if it was open. */
   void storeAnswered() {
     if (failuresSinceLastAnswer.get() == 0 && state.get() == CLOSED) {

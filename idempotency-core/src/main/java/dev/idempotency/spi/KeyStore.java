@@ -50,7 +50,11 @@ import java.util.Optional;
  *       against clock skew between application hosts. Stores keep whole milliseconds.
  *   <li><b>Errors.</b> A failure of the backing store is thrown as {@link
  *       dev.idempotency.KeyStoreException}; after a failed {@code claim} the caller assumes it owns
- *       nothing and sends nothing.
+ *       nothing and sends nothing. A claim that failed may still have been applied (it timed out on
+ *       a stalled server that runs it later, or its answer was lost): the guard then calls {@link
+ *       #release} with that claim's owner token, in the background and more than once, so a release
+ *       must delete only a record still {@code IN_PROGRESS} under that very token, and answer
+ *       {@code false} for a key it does not hold.
  * </ol>
  *
  * <p>Implementations must be safe for use by many threads at once. Key ids are digests of at most

@@ -54,8 +54,10 @@ import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
  * Builder#operationTimeout(Duration) operation timeout} of 2 s, each attempt at most {@link
  * Builder#attemptTimeout(Duration) 1 s}. Throttling, timeouts and an unreachable endpoint are
  * {@link dev.idempotency.KeyStoreException}s within that bound; the guard logs one WARN per outage,
- * and the same store works again once DynamoDB answers. The store is built without a request unless
- * {@link Builder#createTableIfMissing(boolean)} is set.
+ * and the same store works again once DynamoDB answers. A claim's {@code PutItem} given up on may
+ * still be run by DynamoDB after that: the guard takes such a claim back in the background, a
+ * delete fenced by its owner token, repeated over one lease. The store is built without a request
+ * unless {@link Builder#createTableIfMissing(boolean)} is set.
  *
  * <p><b>Results.</b> A DynamoDB item holds at most 400 KB, so the store takes results of at most
  * {@value #DEFAULT_MAX_PAYLOAD_BYTES} bytes; the guard records a larger result as sent without a

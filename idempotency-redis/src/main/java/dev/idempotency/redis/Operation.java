@@ -19,7 +19,9 @@ import java.util.function.Supplier;
  * a whole by the store's operation timeout, whatever the client's own command timeout. When the
  * time is up the operation fails with {@link KeyStoreException} and every command it sent that has
  * not been answered is cancelled: a command Lettuce holds back while disconnected is then never
- * written, so a claim the caller gave up on cannot take effect after Redis returns.
+ * written. A command already written to a Redis that stalled is run when Redis goes on, whatever
+ * the cancel: a claim given up on then takes effect late, and the guard takes it back (a release
+ * fenced by its owner token, in the background).
  *
  * <p>An operation whose caller blocks for it ({@link #awaited}) is bounded by that caller's own
  * timed wait; one whose future is handed out ({@link #Operation(String, Duration)}) is watched by

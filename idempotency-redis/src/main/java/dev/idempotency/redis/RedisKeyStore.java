@@ -57,7 +57,9 @@ import java.util.regex.Pattern;
  * Builder#operationTimeout(Duration) operation timeout} (2 seconds by default) has passed, whatever
  * the client's command timeout (60 seconds by default in Lettuce), and its commands not yet
  * answered are cancelled: while Redis is down a claim fails closed within that time, and a claim
- * given up on is never written once Redis is back. Lettuce reconnects by itself; the same store
+ * Lettuce held back while disconnected is never written once Redis is back. A claim already written
+ * to a Redis that stalled is run when it goes on: the guard takes such a claim back in the
+ * background, a release fenced by its owner token. Lettuce reconnects by itself; the same store
  * works again without a restart. The store is built without connecting (a service whose Redis is
  * down at deploy time starts): it connects in the background, and an operation waits for that first
  * connection at most its {@link Builder#connectionWait(Duration) connection wait} (5 seconds by

@@ -191,6 +191,31 @@ public abstract class ClaimContract extends LeaseAndWindowContract {
         .isEqualTo(new ClaimResult.Claimed(1, false));
   }
 
+  /**
+   * The guard takes back a claim it gave up on with releases repeated over a lease (issue 37): a
+   * release of a claim the store never wrote changes nothing, and one repeated after the key was
+   * claimed again never frees the new owner's claim.
+   */
+  @Test
+  public void aReleaseOfAClaimNeverWrittenOrRepeatedLeavesOtherClaimsAlone() {
+    String keyId = newKeyId();
+    String strayToken = newToken();
+    assertThat(store().release(keyId, strayToken)).as("never written").isFalse();
+    assertThat(store().claim(claim(keyId, strayToken)))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(store().release(keyId, strayToken)).as("written late, taken back").isTrue();
+    String nextToken = newToken();
+    assertThat(store().claim(claim(keyId, nextToken))).isEqualTo(new ClaimResult.Claimed(1, false));
+
+    assertThat(store().release(keyId, strayToken)).as("repeated").isFalse();
+    assertThat(existing(store().claim(claim(keyId, newToken()))).state())
+        .isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(store().complete(complete(keyId, nextToken, bytes("sent")))).isTrue();
+    assertThat(store().release(keyId, strayToken)).as("repeated after completion").isFalse();
+    assertThat(existing(store().claim(claim(keyId, newToken()))).payload())
+        .isEqualTo(bytes("sent"));
+  }
+
   @Test
   public void completedRecordCannotBeReleased() {
     String keyId = newKeyId();

@@ -13,14 +13,16 @@ import java.util.concurrent.Executors;
 
 /**
  * A TCP proxy on loopback between a client and a store, with plain sockets, that can pass traffic,
- * delay every chunk, or drop everything (a black hole: connections stay open, nothing arrives).
+ * delay every chunk, drop everything (a black hole: connections stay open, nothing arrives), or
+ * drop only the store's replies (its requests arrive and are run, their answers are lost).
  */
 final class DelayProxy implements AutoCloseable {
 
   enum Mode {
     PASS,
     DELAY,
-    DROP
+    DROP,
+    DROP_REPLIES
   }
 
   private final ServerSocket listener;
@@ -54,6 +56,11 @@ final class DelayProxy implements AutoCloseable {
     mode = Mode.DROP;
   }
 
+  /** The store still gets and runs what clients send; its replies are lost. */
+  void dropReplies() {
+    mode = Mode.DROP_REPLIES;
+  }
+
   /** Breaks every connection through the proxy, as a cut network eventually does; new ones work. */
   void reset() {
     List<Socket> open = List.copyOf(sockets);
@@ -77,8 +84,8 @@ final class DelayProxy implements AutoCloseable {
         server.setTcpNoDelay(true);
         sockets.add(client);
         sockets.add(server);
-        threads.submit(() -> pump(client, server));
-        threads.submit(() -> pump(server, client));
+        threads.submit(() -> pump(client, server, false));
+        threads.submit(() -> pump(server, client, true));
       } catch (IOException e) {
         // the store is down (restarting): refuse this client as the store would, keep listening
         closeQuietly(client);
@@ -86,14 +93,14 @@ final class DelayProxy implements AutoCloseable {
     }
   }
 
-  private void pump(Socket from, Socket to) {
+  private void pump(Socket from, Socket to, boolean replies) {
     byte[] buffer = new byte[16 * 1024];
     try (InputStream in = from.getInputStream();
         OutputStream out = to.getOutputStream()) {
       int read;
       while ((read = in.read(buffer)) >= 0) {
         Mode now = mode;
-        if (now == Mode.DROP) {
+        if (now == Mode.DROP || (now == Mode.DROP_REPLIES && replies)) {
           continue;
         }
         if (now == Mode.DELAY) {

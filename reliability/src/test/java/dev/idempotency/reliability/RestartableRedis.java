@@ -45,9 +45,7 @@ final class RestartableRedis implements AutoCloseable {
 
   /** Kills the server process with SIGKILL: no shutdown, no final write. */
   void kill() throws Exception {
-    Field field = server.getClass().getSuperclass().getDeclaredField("redisProcess");
-    field.setAccessible(true);
-    Process process = (Process) field.get(server);
+    Process process = process();
     process.destroyForcibly();
     if (!process.waitFor(30, TimeUnit.SECONDS)) {
       throw new IllegalStateException("redis-server did not die");
@@ -57,6 +55,29 @@ final class RestartableRedis implements AutoCloseable {
     } catch (RuntimeException alreadyDead) {
       // the embedded wrapper may complain that its process is gone
     }
+  }
+
+  /** Stops the server process with SIGSTOP: it holds its connections and answers nothing. */
+  void pause() throws Exception {
+    signal("STOP");
+  }
+
+  /** Lets a {@link #pause() paused} server go on (SIGCONT): it answers what it was sent. */
+  void resume() throws Exception {
+    signal("CONT");
+  }
+
+  private void signal(String name) throws Exception {
+    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(process().pid())).start();
+    if (!kill.waitFor(30, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+      throw new IllegalStateException("kill -" + name + " failed");
+    }
+  }
+
+  private Process process() throws Exception {
+    Field field = server.getClass().getSuperclass().getDeclaredField("redisProcess");
+    field.setAccessible(true);
+    return (Process) field.get(server);
   }
 
   @Override
