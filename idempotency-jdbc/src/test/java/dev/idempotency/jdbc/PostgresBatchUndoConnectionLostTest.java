@@ -26,24 +26,24 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
- * Probe of the failed-batch undo (fixbatch: {@code BatchClaimUndo}) when the undo itself cannot
- * run: the batch's connection is terminated ({@code pg_terminate_backend}) while its takeover of a
- * lapsed key waits on a row lock, after its insert of five new keys committed. docs/stores.md says
- * those rows then "stay held until their lease ends, as after a crash". Checked against SPEC 1 (no
- * key held with nothing sent): the caller was told the batch failed and nothing was sent; once the
- * lease has run out, a retry must send each key once, in the default mode and in strict mode
- * ({@link TakeoverPolicy#REFUSE}), where "as after a crash" would mean an unknown outcome for the
- * whole window for keys that were never sent. Time is the guards' clock (the JDBC store takes it
- * from the guard), moved by hand.
+ * probeC's finding on the failed-batch undo (fixbatch: {@code BatchClaimUndo}), fixed by the
+ * guard's take-back of claims it gave up on (fixstall: {@code UnsentClaims}), when the undo itself
+ * cannot run: the batch's connection is terminated ({@code pg_terminate_backend}) while its
+ * takeover of a lapsed key waits on a row lock, after its insert of five new keys committed.
+ * docs/stores.md says those rows then "stay held until their lease ends, as after a crash". Checked
+ * against SPEC 1 (no key held with nothing sent): the caller was told the batch failed and nothing
+ * was sent; once the lease has run out, a retry must send each key once, in the default mode and in
+ * strict mode ({@link TakeoverPolicy#REFUSE}), where "as after a crash" would mean an unknown
+ * outcome for the whole window for keys that were never sent. The guard's fenced take-back of the
+ * batch's claims frees them; before it, strict mode refused the 2 keys retried there for their
+ * window. Time is the guards' clock (the JDBC store takes it from the guard), moved by hand.
  */
-@Tag("open-finding")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class PostgresBatchUndoProbeTest {
+class PostgresBatchUndoConnectionLostTest {
 
   static final String DATABASE = "batch_undo_probe";
   static final String TABLE = "undo_probe";
