@@ -28,6 +28,7 @@ import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.TestConfiguration;
 import org.springframework.context.annotation.Bean;
 import reactor.core.Disposable;
+import reactor.core.publisher.SignalType;
 import reactor.core.scheduler.Schedulers;
 
 /**
@@ -135,9 +136,25 @@ class MonoCancelBeforeSendTest {
     int releasesBefore = store.releases.get();
     store.close();
 
-    Disposable subscriber = mailer.send(order).subscribeOn(Schedulers.parallel()).subscribe();
+    // the cancel must reach the guarded Mono before the store answers: Reactor hands it upstream
+    // on the parallel thread that made the subscription, which may not have finished making it
+    // when the claim is already with the store (seen once in a combined run: the method then ran,
+    // since it started before the cancel arrived). doFinally runs once the cancel went upstream
+    CountDownLatch cancelled = new CountDownLatch(1);
+    Disposable subscriber =
+        mailer
+            .send(order)
+            .doFinally(
+                signal -> {
+                  if (signal == SignalType.CANCEL) {
+                    cancelled.countDown();
+                  }
+                })
+            .subscribeOn(Schedulers.parallel())
+            .subscribe();
     assertThat(store.awaitAHeldClaim()).as("the claim is with the store").isTrue();
     subscriber.dispose();
+    assertThat(cancelled.await(30, TimeUnit.SECONDS)).as("the cancel went upstream").isTrue();
     store.open();
     await(() -> store.releases.get() == releasesBefore + 1);
 
