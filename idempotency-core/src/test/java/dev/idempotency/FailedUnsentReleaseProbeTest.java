@@ -1,0 +1,140 @@
+package dev.idempotency;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.spi.ClaimRequest;
+import dev.idempotency.spi.ClaimResult;
+import dev.idempotency.spi.StoredRecord;
+import dev.idempotency.tck.ForwardingKeyStore;
+import dev.idempotency.tck.MutableClock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Probe (issue 37, fixclose x fixstall; probeD): an {@code executeAsync} claim the store granted,
+ * whose next step the application's async executor (saturated, abort policy) refuses while the
+ * guard is open, is released at once by the thread that holds it ({@code SendLease.releaseUnsent}).
+ * If that one release fails (a store hiccup), nothing tries again: unlike a claim that failed after
+ * it reached the store, it is not handed to the background take-back ({@code UnsentClaims}), so the
+ * key stays {@code IN_PROGRESS} with nothing sent for the whole lease.
+ */
+@Tag("open-finding")
+class FailedUnsentReleaseProbeTest {
+
+  static final Duration TTL = Duration.ofHours(1);
+
+  final MutableClock clock = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
+  final InMemoryKeyStore memory = InMemoryKeyStore.builder().build();
+  final CountDownLatch claimMayAnswer = new CountDownLatch(1);
+  final CountDownLatch poolMayGoOn = new CountDownLatch(1);
+  final AtomicInteger claimsAsked = new AtomicInteger();
+  final AtomicInteger releases = new AtomicInteger();
+  final ExecutorService storeThreads = Executors.newFixedThreadPool(1);
+  final ThreadPoolExecutor steps =
+      new ThreadPoolExecutor(1, 1, 0, TimeUnit.SECONDS, new SynchronousQueue<>());
+
+  /** A blocking store whose claim waits for the test, and whose first release fails. */
+  final ForwardingKeyStore losing =
+      new ForwardingKeyStore(memory) {
+        @Override
+        public ClaimResult claim(ClaimRequest request) {
+          claimsAsked.incrementAndGet();
+          try {
+            claimMayAnswer.await(30, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+          return delegate.claim(request);
+        }
+
+        @Override
+        public boolean release(String keyId, String ownerToken) {
+          if (releases.incrementAndGet() == 1) {
+            throw new KeyStoreException("the release failed (a store hiccup)", null);
+          }
+          return delegate.release(keyId, ownerToken);
+        }
+      };
+
+  @AfterEach
+  void stop() throws InterruptedException {
+    claimMayAnswer.countDown();
+    poolMayGoOn.countDown();
+    storeThreads.shutdownNow();
+    steps.shutdownNow();
+    assertThat(storeThreads.awaitTermination(30, TimeUnit.SECONDS)).isTrue();
+    assertThat(steps.awaitTermination(30, TimeUnit.SECONDS)).isTrue();
+  }
+
+  @Test
+  void aGrantedClaimWhoseReleaseFailedOnceAfterARefusedStepIsNotHeld() throws Exception {
+    IdempotencyGuard guard =
+        IdempotencyGuard.builder()
+            .store(losing)
+            .clock(clock)
+            .blockingStoreExecutor(storeThreads)
+            .asyncExecutor(steps)
+            .lease(Duration.ofSeconds(30))
+            .build();
+    try {
+      String key = "release-failed:" + UUID.randomUUID();
+      AtomicInteger sends = new AtomicInteger();
+      CompletableFuture<String> caller =
+          guard
+              .executeAsync(
+                  key, TTL, ctx -> CompletableFuture.completedFuture("s" + sends.incrementAndGet()))
+              .toCompletableFuture();
+      IdempotencyGuardTest.await(() -> claimsAsked.get() == 1, "the claim to reach the store");
+      CountDownLatch poolBusy = new CountDownLatch(1);
+      steps.execute(
+          () -> {
+            poolBusy.countDown();
+            try {
+              poolMayGoOn.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+          });
+      assertThat(poolBusy.await(30, TimeUnit.SECONDS)).isTrue(); // the pool now refuses
+      claimMayAnswer.countDown();
+
+      assertThatThrownBy(() -> caller.get(30, TimeUnit.SECONDS))
+          .isInstanceOf(ExecutionException.class)
+          .hasCauseInstanceOf(java.util.concurrent.RejectedExecutionException.class);
+      assertThat(sends).hasValue(0);
+      poolMayGoOn.countDown();
+
+      // a take-back goes at once: give it five seconds
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+      Optional<StoredRecord> left = memory.find(Digests.keyId(key), clock.instant());
+      while (left.isPresent() && System.nanoTime() < deadline) {
+        Thread.sleep(20);
+        left = memory.find(Digests.keyId(key), clock.instant());
+      }
+      assertThat(left)
+          .as(
+              "the record of a granted claim whose next step was refused and whose release failed"
+                  + " once, 5 s later (nothing sent; lease 30 s; releases tried: %d)",
+              releases.get())
+          .isEmpty();
+    } finally {
+      guard.close();
+    }
+  }
+}
