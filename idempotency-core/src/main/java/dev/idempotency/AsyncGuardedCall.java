@@ -109,6 +109,10 @@ final class AsyncGuardedCall<T> {
           if (error instanceof ClosedBeforeSendException closed) {
             return closed; // refused where it was queued, and reported there
           }
+          if (CallSupport.mayHaveReachedTheStore(error)) {
+            // a claim whose answer was lost may still hold the key: take it back, as decide would
+            call.settings.pendingOutcomes.unsentClaims.takeBack(call.keyId, claim.ownerToken());
+          }
           return call.settings.gaveUp() ? call.lease.closedBeforeSend(0) : refused;
         });
   }

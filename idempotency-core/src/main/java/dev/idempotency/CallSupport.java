@@ -216,7 +216,7 @@ final class CallSupport<T> {
    * Whether a failed claim may have been written all the same: it was sent to the store (not
    * refused by the breaker, nor by an executor that never ran it) and failed without an answer.
    */
-  private static boolean mayHaveReachedTheStore(Throwable error) {
+  static boolean mayHaveReachedTheStore(Throwable error) {
     return error != null
         && !(error instanceof StoreOutages.Refused)
         && !(error instanceof java.util.concurrent.RejectedExecutionException);

@@ -116,14 +116,20 @@ final class SendLease {
             .whenComplete(
                 (released, failure) -> {
                   if (failure != null) {
-                    CallEvents.log.debug(
-                        "Could not release key {} whose send never started", keyId, failure);
+                    releaseFailed(ownerToken, failure);
                   }
                 });
       }
     } catch (RuntimeException e) {
-      CallEvents.log.debug("Could not release key {} whose send never started", keyId, e);
+      releaseFailed(ownerToken, e);
     }
+  }
+
+  /** A release of a claim nothing was sent under failed: the background take-back tries again. */
+  private void releaseFailed(String ownerToken, Throwable failure) {
+    CallEvents.log.debug(
+        "Could not release key {} whose send never started; taking it back later", keyId, failure);
+    settings.pendingOutcomes.unsentClaims.takeBack(keyId, ownerToken);
   }
 
   /**

@@ -23,20 +23,17 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probe (issue 37, fixstall x fixclose; probeD): an {@code executeAsync} claim on a blocking store
- * that the store applied though its answer was lost, while the application's async executor (a
- * saturated pool with the default abort policy) refuses the call's next step. The refusal path of
- * {@code Stages.continueOrReject} (AsyncGuardedCall#attempt) releases only a granted claim and
- * never reaches {@code CallSupport.decide}, so the lost claim is not taken back: the key stays
- * {@code IN_PROGRESS} under a token nobody renews, with nothing sent, for a lease (and, in strict
- * mode, answers "outcome unknown" after it). The guard stays open throughout.
+ * Probe (issue 37, fixclose x fixstall; probeD): an {@code executeAsync} claim the store granted,
+ * whose next step the application's async executor (saturated, abort policy) refuses while the
+ * guard is open, is released at once by the thread that holds it ({@code SendLease.releaseUnsent}).
+ * If that one release fails (a store hiccup), nothing tries again: unlike a claim that failed after
+ * it reached the store, it is not handed to the background take-back ({@code UnsentClaims}), so the
+ * key stays {@code IN_PROGRESS} with nothing sent for the whole lease.
  */
-@Tag("open-finding")
-class RejectedStepAfterLostClaimProbeTest {
+class FailedUnsentReleaseTest {
 
   static final Duration TTL = Duration.ofHours(1);
 
@@ -45,11 +42,12 @@ class RejectedStepAfterLostClaimProbeTest {
   final CountDownLatch claimMayAnswer = new CountDownLatch(1);
   final CountDownLatch poolMayGoOn = new CountDownLatch(1);
   final AtomicInteger claimsAsked = new AtomicInteger();
+  final AtomicInteger releases = new AtomicInteger();
   final ExecutorService storeThreads = Executors.newFixedThreadPool(1);
   final ThreadPoolExecutor steps =
       new ThreadPoolExecutor(1, 1, 0, TimeUnit.SECONDS, new SynchronousQueue<>());
 
-  /** A blocking store whose claim waits for the test, is applied, and loses its answer. */
+  /** A blocking store whose claim waits for the test, and whose first release fails. */
   final ForwardingKeyStore losing =
       new ForwardingKeyStore(memory) {
         @Override
@@ -60,8 +58,15 @@ class RejectedStepAfterLostClaimProbeTest {
           } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
           }
-          delegate.claim(request);
-          throw new KeyStoreException("the claim's answer was lost", null);
+          return delegate.claim(request);
+        }
+
+        @Override
+        public boolean release(String keyId, String ownerToken) {
+          if (releases.incrementAndGet() == 1) {
+            throw new KeyStoreException("the release failed (a store hiccup)", null);
+          }
+          return delegate.release(keyId, ownerToken);
         }
       };
 
@@ -76,7 +81,7 @@ class RejectedStepAfterLostClaimProbeTest {
   }
 
   @Test
-  void aLostClaimWhoseNextStepIsRefusedIsTakenBack() throws Exception {
+  void aGrantedClaimWhoseReleaseFailedOnceAfterARefusedStepIsNotHeld() throws Exception {
     IdempotencyGuard guard =
         IdempotencyGuard.builder()
             .store(losing)
@@ -86,7 +91,7 @@ class RejectedStepAfterLostClaimProbeTest {
             .lease(Duration.ofSeconds(30))
             .build();
     try {
-      String key = "rejected-lost:" + UUID.randomUUID();
+      String key = "release-failed:" + UUID.randomUUID();
       AtomicInteger sends = new AtomicInteger();
       CompletableFuture<String> caller =
           guard
@@ -108,7 +113,8 @@ class RejectedStepAfterLostClaimProbeTest {
       claimMayAnswer.countDown();
 
       assertThatThrownBy(() -> caller.get(30, TimeUnit.SECONDS))
-          .isInstanceOf(ExecutionException.class);
+          .isInstanceOf(ExecutionException.class)
+          .hasCauseInstanceOf(java.util.concurrent.RejectedExecutionException.class);
       assertThat(sends).hasValue(0);
       poolMayGoOn.countDown();
 
@@ -121,8 +127,9 @@ class RejectedStepAfterLostClaimProbeTest {
       }
       assertThat(left)
           .as(
-              "the record of a claim whose answer was lost and whose next step was refused, 5 s"
-                  + " later (nothing sent; lease 30 s)")
+              "the record of a granted claim whose next step was refused and whose release failed"
+                  + " once, 5 s later (nothing sent; lease 30 s; releases tried: %d)",
+              releases.get())
           .isEmpty();
     } finally {
       guard.close();
