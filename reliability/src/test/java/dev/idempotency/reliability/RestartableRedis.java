@@ -2,6 +2,7 @@ package dev.idempotency.reliability;
 
 import dev.idempotency.testservers.FreePorts;
 import dev.idempotency.testservers.RedisBinary;
+import dev.idempotency.testservers.Signals;
 import java.lang.reflect.Field;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -59,19 +60,12 @@ final class RestartableRedis implements AutoCloseable {
 
   /** Stops the server process with SIGSTOP: it holds its connections and answers nothing. */
   void pause() throws Exception {
-    signal("STOP");
+    Signals.stop(process().pid());
   }
 
   /** Lets a {@link #pause() paused} server go on (SIGCONT): it answers what it was sent. */
   void resume() throws Exception {
-    signal("CONT");
-  }
-
-  private void signal(String name) throws Exception {
-    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(process().pid())).start();
-    if (!kill.waitFor(30, TimeUnit.SECONDS) || kill.exitValue() != 0) {
-      throw new IllegalStateException("kill -" + name + " failed");
-    }
+    Signals.resume(process().pid());
   }
 
   private Process process() throws Exception {

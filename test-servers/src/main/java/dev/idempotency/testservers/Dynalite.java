@@ -320,6 +320,19 @@ public final class Dynalite implements AutoCloseable {
     }
   }
 
+  /**
+   * Stops the server process with SIGSTOP, as a stall would: it holds its connections and answers
+   * nothing until {@link #resume()}.
+   */
+  public void pause() throws InterruptedException {
+    Signals.stop(process.pid());
+  }
+
+  /** Lets a {@link #pause() paused} server go on (SIGCONT): it answers what it was sent. */
+  public void resume() throws InterruptedException {
+    Signals.resume(process.pid());
+  }
+
   /** Stops the server by its process id and deletes its temporary directory. */
   @Override
   public void close() {
