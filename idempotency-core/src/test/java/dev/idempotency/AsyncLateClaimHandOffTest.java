@@ -9,13 +9,11 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.ForwardingKeyStore;
 import dev.idempotency.tck.MutableClock;
+import dev.idempotency.testservers.StepQueues;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -38,11 +36,11 @@ class AsyncLateClaimHandOffTest {
   final MutableClock clock = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
   final KeyStore store = InMemoryKeyStore.builder().build();
 
-  /** The call's steps after the store answered: the executor its send waits for. */
-  final LinkedBlockingQueue<Runnable> callSteps = new LinkedBlockingQueue<>();
-
-  /** The owner's blocking-store executor: its claim, the late claim's renewal, a release. */
-  final LinkedBlockingQueue<Runnable> storeCalls = new LinkedBlockingQueue<>();
+  /**
+   * The call's steps after the store answered (the executor its send waits for) and the owner's
+   * blocking-store executor (its claim, the late claim's renewal, a release).
+   */
+  final StepQueues steps = new StepQueues();
 
   final AtomicInteger sends = new AtomicInteger();
   final String key = "late-hand-off:" + UUID.randomUUID();
@@ -73,7 +71,7 @@ class AsyncLateClaimHandOffTest {
     assertThat(takenOver.attempt()).as("the other caller took the lapsed lease over").isEqualTo(2);
 
     send.run();
-    runUntilDone();
+    steps.runUntilDone(first, Duration.ofSeconds(30));
 
     assertThat(sends).as("provider sends of the key").hasValue(1);
     assertThatThrownBy(first::join)
@@ -88,7 +86,7 @@ class AsyncLateClaimHandOffTest {
 
     clock.advance(LEASE.plusMillis(1));
     send.run();
-    runUntilDone();
+    steps.runUntilDone(first, Duration.ofSeconds(30));
 
     assertThat(first.join().value()).isEqualTo("owner-1");
     assertThat(first.join().recorded()).isTrue();
@@ -112,7 +110,7 @@ class AsyncLateClaimHandOffTest {
   private Runnable startUntilItsSendWaits() throws InterruptedException {
     owner =
         guard(new AnsweredLate(store, clock, LEASE.multipliedBy(3).dividedBy(4)))
-            .blockingStoreExecutor(storeCalls::add)
+            .blockingStoreExecutor(steps.storeCalls())
             .build();
     first =
         owner
@@ -120,35 +118,12 @@ class AsyncLateClaimHandOffTest {
                 IdempotencyRequest.of(key, TTL),
                 ResultCodec.string(),
                 ctx -> CompletableFuture.completedFuture("owner-" + sends.incrementAndGet()),
-                callSteps::add)
+                steps.callSteps())
             .toCompletableFuture();
-    next(storeCalls).run();
-    next(callSteps).run();
-    next(storeCalls).run();
-    return next(callSteps);
-  }
-
-  private static Runnable next(LinkedBlockingQueue<Runnable> queue) throws InterruptedException {
-    Runnable task = queue.poll(30, TimeUnit.SECONDS);
-    assertThat(task).as("a step handed to an executor").isNotNull();
-    return task;
-  }
-
-  /** Runs what the call hands to either executor until it ends. */
-  private void runUntilDone() throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!first.isDone()) {
-      if (System.nanoTime() > deadline) {
-        throw new TimeoutException("the call did not end");
-      }
-      Runnable task = storeCalls.poll();
-      if (task == null) {
-        task = callSteps.poll(10, TimeUnit.MILLISECONDS);
-      }
-      if (task != null) {
-        task.run();
-      }
-    }
+    steps.nextStoreCall().run();
+    steps.nextCallStep().run();
+    steps.nextStoreCall().run();
+    return steps.nextCallStep();
   }
 
   /**

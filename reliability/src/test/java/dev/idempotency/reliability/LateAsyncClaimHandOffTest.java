@@ -13,12 +13,10 @@ import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.ForwardingKeyStore;
+import dev.idempotency.testservers.StepQueues;
 import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
@@ -36,11 +34,11 @@ class LateAsyncClaimHandOffTest {
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofMillis(400);
 
-  /** The call's steps after the store answered: the executor its send waits for. */
-  final LinkedBlockingQueue<Runnable> callSteps = new LinkedBlockingQueue<>();
-
-  /** The owner's blocking-store executor: its claim, the late claim's renewal, its outcome. */
-  final LinkedBlockingQueue<Runnable> storeCalls = new LinkedBlockingQueue<>();
+  /**
+   * The call's steps after the store answered (the executor its send waits for) and the owner's
+   * blocking-store executor (its claim, the late claim's renewal, its outcome).
+   */
+  final StepQueues steps = new StepQueues();
 
   final AtomicInteger sends = new AtomicInteger();
 
@@ -49,7 +47,7 @@ class LateAsyncClaimHandOffTest {
     try (RestartableRedis redis = new RestartableRedis(false)) {
       IdempotencyGuard owner =
           guard(new AnsweredLate(Stores.open(redis.uri(), 2), LEASE.multipliedBy(3).dividedBy(4)))
-              .blockingStoreExecutor(storeCalls::add)
+              .blockingStoreExecutor(steps.storeCalls())
               .build();
       IdempotencyGuard other = guard(Stores.open(redis.uri(), 2)).build();
       String key = "late-hand-off:" + UUID.randomUUID();
@@ -60,16 +58,16 @@ class LateAsyncClaimHandOffTest {
                     IdempotencyRequest.of(key, TTL),
                     ResultCodec.string(),
                     ctx -> CompletableFuture.completedFuture("owner-" + sends.incrementAndGet()),
-                    callSteps::add)
+                    steps.callSteps())
                 .toCompletableFuture();
-        next(storeCalls).run(); // the claim, answered with a quarter lease left
-        next(callSteps).run(); // the decision: renew first, on the store executor
-        next(storeCalls).run(); // the renewal
-        Runnable send = next(callSteps); // the send, waiting for a thread of the call's executor
+        steps.nextStoreCall().run(); // the claim, answered with a quarter lease left
+        steps.nextCallStep().run(); // the decision: renew first, on the store executor
+        steps.nextStoreCall().run(); // the renewal
+        Runnable send = steps.nextCallStep(); // the send, waiting for a thread of the executor
 
         Outcome<String> takenOver = tryTheKey(other, key, LEASE.multipliedBy(3));
         send.run();
-        runUntilDone(first);
+        steps.runUntilDone(first, Duration.ofSeconds(30));
 
         assertThat(sends).as("provider sends of the key").hasValue(1);
         if (takenOver == null) {
@@ -107,29 +105,10 @@ class LateAsyncClaimHandOffTest {
     return null;
   }
 
-  private static Runnable next(LinkedBlockingQueue<Runnable> queue) throws InterruptedException {
-    Runnable task = queue.poll(30, TimeUnit.SECONDS);
-    assertThat(task).as("a step handed to an executor").isNotNull();
-    return task;
-  }
-
-  private void runUntilDone(CompletableFuture<?> call) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!call.isDone()) {
-      if (System.nanoTime() > deadline) {
-        throw new TimeoutException("the call did not end");
-      }
-      Runnable task = storeCalls.poll();
-      if (task == null) {
-        task = callSteps.poll(10, TimeUnit.MILLISECONDS);
-      }
-      if (task != null) {
-        task.run();
-      }
-    }
-  }
-
-  /** A store whose claims are answered {@code late} after they took effect. */
+  /**
+   * A store whose claims are answered {@code late} after they took effect, in real time: the
+   * answer's delay is the fault modelled (the Redis store takes its server's time, so no clock).
+   */
   static final class AnsweredLate extends ForwardingKeyStore {
     private final Duration late;
 
