@@ -38,19 +38,8 @@ final class DynamoDbStores {
    * reached makes this fail, so callers retry).
    */
   static KeyStore open(String spec) {
-    URI endpoint = URI.create(spec.substring(PREFIX.length()));
     DynamoDbClient client =
-        DynamoDbClient.builder()
-            .endpointOverride(endpoint)
-            .region(Region.US_EAST_1)
-            .credentialsProvider(
-                StaticCredentialsProvider.create(AwsBasicCredentials.create("test", "test")))
-            .httpClient(
-                UrlConnectionHttpClient.builder()
-                    .connectionTimeout(Duration.ofSeconds(2))
-                    .socketTimeout(ATTEMPT_TIMEOUT)
-                    .build())
-            .build();
+        client(URI.create(spec.substring(PREFIX.length())), Duration.ofSeconds(2), ATTEMPT_TIMEOUT);
     try {
       return DynamoDbKeyStore.builder(client)
           .tableName("idem_reliability")
@@ -62,5 +51,24 @@ final class DynamoDbStores {
       client.close();
       throw e;
     }
+  }
+
+  /**
+   * A client of dynalite at {@code endpoint} (signed with a test key, the URL-connection HTTP
+   * client) that gives up on connecting after {@code connect} and on an answer after {@code
+   * socket}.
+   */
+  static DynamoDbClient client(URI endpoint, Duration connect, Duration socket) {
+    return DynamoDbClient.builder()
+        .endpointOverride(endpoint)
+        .region(Region.US_EAST_1)
+        .credentialsProvider(
+            StaticCredentialsProvider.create(AwsBasicCredentials.create("test", "test")))
+        .httpClient(
+            UrlConnectionHttpClient.builder()
+                .connectionTimeout(connect)
+                .socketTimeout(socket)
+                .build())
+        .build();
   }
 }

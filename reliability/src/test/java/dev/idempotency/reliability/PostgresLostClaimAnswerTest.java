@@ -1,18 +1,16 @@
 package dev.idempotency.reliability;
 
+import static dev.idempotency.reliability.StalledClaims.TTL;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.IdempotencyRecord;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.jdbc.JdbcKeyStore;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.time.Duration;
-import java.util.Optional;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
@@ -24,8 +22,6 @@ import org.junit.jupiter.api.Test;
  * guard takes it back, fenced by its owner token, and a retry sends.
  */
 class PostgresLostClaimAnswerTest {
-
-  static final Duration TTL = Duration.ofHours(1);
 
   @Test
   void aClaimCommittedWhoseAnswerWasLostDoesNotHoldItsKey() throws Exception {
@@ -62,27 +58,8 @@ class PostgresLostClaimAnswerTest {
           proxy.pass();
           proxy.reset(); // connections opened meanwhile wait for answers that were dropped
 
-          // bounded polling, well within the 30 s lease the committed row would hold the key
-          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-          Optional<IdempotencyRecord> record = null; // null until the store answered
-          Exception last = null;
-          while (System.nanoTime() < deadline) {
-            try {
-              record = guard.find(key);
-              if (record.isEmpty()) {
-                break;
-              }
-            } catch (KeyStoreException stillRefused) {
-              last = stillRefused;
-            }
-            Thread.sleep(20);
-          }
-          assertThat(record)
-              .as("the committed claim of a call that sent nothing (last failure: %s)", last)
-              .isEmpty();
-          assertThat(guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet()))
-              .as("a retry sends")
-              .isEqualTo("n_1");
+          StalledClaims.assertTakenBackAndSentOnRetry(
+              guard, key, sends, "the committed claim of a call that sent nothing");
         } finally {
           guard.close();
         }

@@ -1,18 +1,21 @@
 package dev.idempotency.reliability;
 
+import static dev.idempotency.reliability.StalledClaims.TTL;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.IdempotencyRecord;
+import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.TakeoverPolicy;
 import dev.idempotency.redis.RedisKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.time.Duration;
-import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -27,18 +30,12 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class RedisStalledClaimTest {
 
-  static final Duration TTL = Duration.ofHours(1);
-
   @ParameterizedTest
   @ValueSource(strings = {"blocking", "async"})
   void aClaimTimedOutWhileRedisStalledDoesNotHoldItsKeyOnceRedisIsBack(String how)
       throws Exception {
     try (RestartableRedis redis = new RestartableRedis(false)) {
-      RedisKeyStore store =
-          RedisKeyStore.builder(Stores.redisClient(redis.uri(), Duration.ofSeconds(60)))
-              .operationTimeout(Duration.ofSeconds(1))
-              .build();
-      assertThat(store.awaitConnection(Duration.ofSeconds(30))).isTrue();
+      RedisKeyStore store = open(redis);
       IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
       String key = "stalled:" + how + ":" + System.nanoTime();
       AtomicInteger sends = new AtomicInteger();
@@ -65,30 +62,9 @@ class RedisStalledClaimTest {
         resumed = true;
 
         // Redis answers again (the guard's own probe closes its breaker) and the guard takes the
-        // claim back in the background: bounded polling, well within the 30 s lease the stray
-        // claim would hold the key
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        Optional<IdempotencyRecord> record = null; // null until the store answered
-        KeyStoreException last = null;
-        while (System.nanoTime() < deadline) {
-          try {
-            record = guard.find(key);
-            if (record.isEmpty()) {
-              break;
-            }
-          } catch (KeyStoreException stillRefused) {
-            last = stillRefused;
-          }
-          Thread.sleep(20);
-        }
-        assertThat(record)
-            .as(
-                "the claim that timed out, nothing sent, once Redis is back (last failure: %s)",
-                last)
-            .isEmpty();
-        assertThat(guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet()))
-            .as("a retry once Redis answers again sends")
-            .isEqualTo("n_1");
+        // claim back in the background
+        StalledClaims.assertTakenBackAndSentOnRetry(
+            guard, key, sends, "the claim that timed out, nothing sent, once Redis is back");
       } finally {
         if (!resumed) {
           redis.resume();
@@ -100,25 +76,21 @@ class RedisStalledClaimTest {
   }
 
   /**
-   * The same in strict mode ({@link dev.idempotency.TakeoverPolicy#REFUSE}), after the lease of the
-   * claim that timed out ran out: the guard told its caller that nothing was sent, yet the key is
-   * then reported as of unknown outcome ({@code IdempotencyOutcomeUnknownException}) for the rest
-   * of its window, so the notification can never be sent in it.
+   * The same in strict mode ({@link TakeoverPolicy#REFUSE}), after the lease of the claim that
+   * timed out ran out: the guard told its caller that nothing was sent, yet the key is then
+   * reported as of unknown outcome ({@code IdempotencyOutcomeUnknownException}) for the rest of its
+   * window, so the notification can never be sent in it.
    */
-  @org.junit.jupiter.api.Test
+  @Test
   void inStrictModeAKeyWhoseClaimTimedOutCanBeSentOnceRedisIsBack() throws Exception {
     try (RestartableRedis redis = new RestartableRedis(false)) {
-      RedisKeyStore store =
-          RedisKeyStore.builder(Stores.redisClient(redis.uri(), Duration.ofSeconds(60)))
-              .operationTimeout(Duration.ofSeconds(1))
-              .build();
-      assertThat(store.awaitConnection(Duration.ofSeconds(30))).isTrue();
+      RedisKeyStore store = open(redis);
       IdempotencyGuard guard =
           IdempotencyGuard.builder()
               .store(store)
               .lease(Duration.ofSeconds(2))
               .inFlightWait(Duration.ZERO)
-              .takeoverPolicy(dev.idempotency.TakeoverPolicy.REFUSE)
+              .takeoverPolicy(TakeoverPolicy.REFUSE)
               .build();
       String key = "stalled-strict:" + System.nanoTime();
       AtomicInteger sends = new AtomicInteger();
@@ -129,26 +101,19 @@ class RedisStalledClaimTest {
             .isInstanceOf(KeyStoreException.class);
         redis.resume();
         resumed = true;
-        // bounded polling while the store comes back and the stray claim's lease runs out
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        String result = null;
-        RuntimeException last = null;
-        while (System.nanoTime() < deadline) {
-          try {
-            result = guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet());
-            break;
-          } catch (KeyStoreException | dev.idempotency.IdempotencyInProgressException waiting) {
-            last = waiting;
-            Thread.sleep(50);
-          } catch (dev.idempotency.IdempotencyOutcomeUnknownException unknown) {
-            last = unknown;
-            break;
-          }
-        }
-        assertThat(sends)
-            .as("sends of a key never sent before (last failure: %s)", last)
-            .hasValue(1);
-        assertThat(result).as("the retry's result (last failure: %s)", last).isEqualTo("n_1");
+        // bounded polling while the store comes back and the stray claim's lease runs out; an
+        // IdempotencyOutcomeUnknownException is not waited out: it fails the test at once
+        String result =
+            Poll.within(Duration.ofSeconds(60))
+                .every(Duration.ofMillis(50))
+                .ignoring(KeyStoreException.class)
+                .ignoring(IdempotencyInProgressException.class)
+                .until(
+                    "a retry of the key that is not refused",
+                    () -> guard.execute(key, TTL, ctx -> "n_" + sends.incrementAndGet()),
+                    answer -> true);
+        assertThat(sends).as("sends of a key never sent before").hasValue(1);
+        assertThat(result).as("the retry's result").isEqualTo("n_1");
       } finally {
         if (!resumed) {
           redis.resume();
@@ -157,5 +122,15 @@ class RedisStalledClaimTest {
         store.close();
       }
     }
+  }
+
+  /** A store that gives up on Redis after 1 s, connected before the test stalls Redis. */
+  private static RedisKeyStore open(RestartableRedis redis) {
+    RedisKeyStore store =
+        RedisKeyStore.builder(Stores.redisClient(redis.uri(), Duration.ofSeconds(60)))
+            .operationTimeout(Duration.ofSeconds(1))
+            .build();
+    assertThat(store.awaitConnection(Duration.ofSeconds(30))).isTrue();
+    return store;
   }
 }
