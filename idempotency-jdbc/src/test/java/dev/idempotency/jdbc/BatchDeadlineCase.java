@@ -10,7 +10,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -68,8 +67,8 @@ final class BatchDeadlineCase {
       // two senders that crashed: their rows stay IN_PROGRESS under tokens nobody holds, lapsed
       String crashed = "crashed:" + UUID.randomUUID();
       String lapsed = "lapsed:" + UUID.randomUUID();
-      crash(guard, pool, table, crashed, LOCKED_TOKEN);
-      crash(guard, pool, table, lapsed, FREE_TOKEN);
+      CrashedSenders.crashWithLapsedLease(guard, pool, table, crashed, LOCKED_TOKEN);
+      CrashedSenders.crashWithLapsedLease(guard, pool, table, lapsed, FREE_TOKEN);
       List<String> fresh = new ArrayList<>();
       for (int i = 0; i < 5; i++) {
         fresh.add("new:" + i + ":" + UUID.randomUUID());
@@ -111,7 +110,7 @@ final class BatchDeadlineCase {
           batch.record();
         }
         sentInLockedRound = new TreeSet<>(sends.keySet());
-        heldAfterFailure = inProgressRows(pool, table);
+        heldAfterFailure = CrashedSenders.inProgressRows(pool, table);
         holder.rollback();
       }
       log.info(
@@ -178,28 +177,6 @@ final class BatchDeadlineCase {
     }
   }
 
-  /**
-   * A sender that crashed: its row stays IN_PROGRESS under {@code token} (a test constant), its
-   * lease lapsed.
-   */
-  private static void crash(
-      IdempotencyGuard guard, DataSource pool, String table, String key, String token) {
-    guard.execute(
-        key,
-        TTL,
-        ctx -> {
-          execute(
-              pool,
-              "UPDATE "
-                  + table
-                  + " SET owner_token = '"
-                  + token
-                  + "', lease_until = 1 WHERE state = 'IN_PROGRESS'"
-                  + " AND owner_token NOT LIKE 'crashed-%'");
-          return "crashed";
-        });
-  }
-
   private static String keyIdOwnedBy(DataSource pool, String table, String token)
       throws SQLException {
     try (Connection connection = pool.getConnection();
@@ -213,39 +190,12 @@ final class BatchDeadlineCase {
     }
   }
 
-  /** Every row in progress: owner token / attempt, by key id. */
-  private static Map<String, String> inProgressRows(DataSource pool, String table)
-      throws SQLException {
-    Map<String, String> rows = new LinkedHashMap<>();
-    try (Connection connection = pool.getConnection();
-        Statement select = connection.createStatement();
-        ResultSet found =
-            select.executeQuery(
-                "SELECT key_id, owner_token, attempt FROM "
-                    + table
-                    + " WHERE state = 'IN_PROGRESS'")) {
-      while (found.next()) {
-        rows.put(found.getString(1), found.getString(2) + "/" + found.getInt(3));
-      }
-    }
-    return rows;
-  }
-
   private static void sendAll(
       Batch<String> batch, Map<String, Integer> sends, Map<String, Integer> attempts) {
     for (Batch.Item item : batch.toSend()) {
       sends.merge(item.key(), 1, Integer::sum);
       attempts.put(item.key(), item.context().attempt());
       batch.succeeded(item, "sent " + item.key());
-    }
-  }
-
-  private static void execute(DataSource pool, String sql) {
-    try (Connection connection = pool.getConnection();
-        Statement statement = connection.createStatement()) {
-      statement.execute(sql);
-    } catch (java.sql.SQLException e) {
-      throw new IllegalStateException(e);
     }
   }
 }

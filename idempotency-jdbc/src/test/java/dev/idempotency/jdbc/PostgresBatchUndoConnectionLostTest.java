@@ -78,7 +78,7 @@ class PostgresBatchUndoConnectionLostTest {
     try (IdempotencyGuard guard = guard(store, clock, TakeoverPolicy.TAKE_OVER);
         IdempotencyGuard strict = guard(store, clock, TakeoverPolicy.REFUSE)) {
       String crashed = "crashed:" + UUID.randomUUID();
-      crash(guard, crashed);
+      CrashedSenders.crash(guard, pool, TABLE, crashed, "crashed");
       clock.advance(LEASE.plusSeconds(1)); // the crashed sender's lease lapsed
       List<String> fresh = new ArrayList<>();
       List<IdempotencyRequest> requests = new ArrayList<>();
@@ -116,7 +116,7 @@ class PostgresBatchUndoConnectionLostTest {
       }
       assertThat(sentInBatch).as("nothing handed out by the failed batch").isZero();
       assertThat(refused).as("every key refused by the failed batch").hasSize(requests.size());
-      int held = countInProgress(fresh.size());
+      int held = heldByTheBatch();
       // documented: held until their lease ends (held == fresh.size()), or taken back (0)
 
       clock.advance(LEASE.plusSeconds(1)); // the failed batch's leases, if any, have run out
@@ -172,22 +172,6 @@ class PostgresBatchUndoConnectionLostTest {
         .build();
   }
 
-  /** A sender that crashed: its row stays IN_PROGRESS under the owner token 'crashed'. */
-  private void crash(IdempotencyGuard guard, String key) {
-    guard.execute(
-        key,
-        TTL,
-        ctx -> {
-          try (Connection connection = pool.getConnection();
-              Statement statement = connection.createStatement()) {
-            // a fixed test table name and constants: no input reaches this SQL
-            statement.executeUpdate(
-                "UPDATE " + TABLE + " SET owner_token = 'crashed' WHERE state = 'IN_PROGRESS'");
-          }
-          return "crashed";
-        });
-  }
-
   /** Polls (bounded) for the batch's backend waiting on the row lock, and terminates it. */
   private int terminateTheBackendWaitingOnALock(CompletableFuture<?> batch) throws Exception {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -212,17 +196,12 @@ class PostgresBatchUndoConnectionLostTest {
     return 0;
   }
 
-  private int countInProgress(int ofFresh) throws Exception {
-    try (Connection connection = pool.getConnection();
-        Statement statement = connection.createStatement();
-        ResultSet rows =
-            statement.executeQuery(
-                "SELECT count(*) FROM "
-                    + TABLE
-                    + " WHERE state = 'IN_PROGRESS' AND owner_token <> 'crashed'")) {
-      rows.next();
-      return rows.getInt(1);
-    }
+  /** The rows in progress but the crashed sender's. */
+  private int heldByTheBatch() throws Exception {
+    return (int)
+        CrashedSenders.inProgressRows(pool, TABLE).values().stream()
+            .filter(row -> !row.startsWith("crashed/"))
+            .count();
   }
 
   private static String send(Map<String, AtomicInteger> sends, String key) {
