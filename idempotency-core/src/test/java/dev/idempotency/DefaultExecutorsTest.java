@@ -2,6 +2,8 @@ package dev.idempotency;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.testservers.Poll;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -147,11 +149,9 @@ class DefaultExecutorsTest {
 
   /** Waits, at most 30 seconds, until every idle thread of the pool has ended. */
   private static void awaitIdledOut(ThreadPoolExecutor pool) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (pool.getPoolSize() > 0 && System.nanoTime() < deadline) {
-      Thread.sleep(10);
-    }
-    assertThat(pool.getPoolSize()).as("threads left after the keep-alive").isZero();
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(10))
+        .until("no threads left after the keep-alive", () -> pool.getPoolSize() == 0);
   }
 
   /** The executor's own lock (needs {@code --add-opens java.base/java.util.concurrent}). */

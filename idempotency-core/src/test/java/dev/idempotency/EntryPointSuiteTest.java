@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.ObservedKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
@@ -330,12 +331,8 @@ class EntryPointSuiteTest {
   }
 
   static void await(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting for " + what);
-      }
-      Thread.sleep(10);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(10))
+        .until(what, condition::getAsBoolean);
   }
 }

@@ -8,6 +8,7 @@ import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.tck.ObservedKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -380,16 +381,18 @@ class GuardCloseTest {
                     }));
     assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
     java.util.concurrent.Future<?> first = pool.submit(guard::close);
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (true) { // until the first close has begun: new calls are refused
-      try {
-        guard.execute(key(), TTL, ctx -> "probe");
-      } catch (IllegalStateException closing) {
-        break;
-      }
-      assertThat(System.nanoTime()).isLessThan(deadline);
-      Thread.sleep(5);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(5))
+        .until(
+            "the first close to begin: new calls are refused",
+            () -> {
+              try {
+                guard.execute(key(), TTL, ctx -> "probe");
+                return false;
+              } catch (IllegalStateException closing) {
+                return true;
+              }
+            });
 
     java.util.concurrent.Future<?> second = pool.submit(guard::close);
     assertThatThrownBy(() -> second.get(300, TimeUnit.MILLISECONDS))

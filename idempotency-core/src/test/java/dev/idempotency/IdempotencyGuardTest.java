@@ -10,6 +10,7 @@ import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.tck.MutableClock;
 import dev.idempotency.tck.ObservedKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.io.IOException;
 import java.time.Duration;
 import java.time.Instant;
@@ -68,13 +69,9 @@ class IdempotencyGuardTest {
   }
 
   static void await(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting for " + what);
-      }
-      Thread.sleep(5);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(5))
+        .until(what, condition::getAsBoolean);
   }
 
   @Nested

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.tck.ObservedKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
@@ -162,10 +163,9 @@ class ObserverTest {
   }
 
   private void awaitEnd() throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!recorder.seen.contains("end ok") && System.nanoTime() < deadline) {
-      Thread.sleep(5);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(5))
+        .until("the observer's end", () -> recorder.seen.contains("end ok"));
   }
 
   @Test

@@ -10,6 +10,7 @@ import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.StoredRecord;
 import dev.idempotency.tck.ForwardingKeyStore;
 import dev.idempotency.tck.ObservedKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -88,18 +89,12 @@ class StoreOutageTest {
   }
 
   private static void awaitAnswer(IdempotencyGuard guard) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (true) {
-      try {
-        guard.execute(key(), TTL, ctx -> "sent");
-        return;
-      } catch (KeyStoreException stillRefused) {
-        if (System.nanoTime() > deadline) {
-          throw new AssertionError("the guard did not try the store again", stillRefused);
-        }
-        Thread.sleep(20);
-      }
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .ignoring(KeyStoreException.class)
+        .until(
+            "the guard to try the store again",
+            () -> guard.execute(key(), TTL, ctx -> "sent"),
+            sent -> true);
   }
 
   @Test

@@ -21,6 +21,7 @@ import dev.idempotency.tck.GuardOnStoreContract;
 import dev.idempotency.tck.KeyStoreFactory;
 import dev.idempotency.tck.MutableClock;
 import dev.idempotency.tck.SharedKeyStoreContract;
+import dev.idempotency.testservers.Poll;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
@@ -641,13 +642,12 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
       assertThat(messagesOf(failure))
           .containsAnyOf("SQLState 57014", "SQLState 70100", "SQLState HYT00");
     }
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (OperationDeadlines.watched() > 0 && System.nanoTime() < deadline) {
-      Thread.sleep(10);
-    }
-    assertThat(OperationDeadlines.watched())
-        .as("statements still watched after they ended")
-        .isZero();
+    Poll.within(Duration.ofSeconds(10))
+        .every(Duration.ofMillis(10))
+        .until(
+            "no statement still watched after they ended",
+            OperationDeadlines::watched,
+            watched -> watched == 0);
     assertThat(store.complete(complete(keyId, token, bytes("x"))))
         .as("the store works again once the database answers")
         .isTrue();
@@ -728,10 +728,9 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     var executor = java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
     try {
       var task = purger.schedulePurge(executor, Duration.ofMillis(20));
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-      while (countRows(purging.tableName()) > 0 && System.nanoTime() < deadline) {
-        Thread.sleep(10);
-      }
+      Poll.within(Duration.ofSeconds(30))
+          .every(Duration.ofMillis(10))
+          .until("every row purged", () -> countRows(purging.tableName()), rows -> rows == 0);
       task.cancel(false);
       assertThat(countRows(purging.tableName())).isZero();
     } finally {

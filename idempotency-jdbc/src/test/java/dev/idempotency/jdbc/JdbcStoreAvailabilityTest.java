@@ -9,6 +9,7 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.tck.StoreRecovery;
 import dev.idempotency.testservers.FreePorts;
+import dev.idempotency.testservers.Poll;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.sql.Connection;
 import java.time.Duration;
@@ -217,13 +218,9 @@ class JdbcStoreAvailabilityTest {
 
   static void await(java.util.function.BooleanSupplier condition, String what)
       throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting for " + what);
-      }
-      Thread.sleep(5);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(5))
+        .until(what, condition::getAsBoolean);
   }
 
   /** A DataSource whose getConnection, while stalled, waits for a latch and ignores interrupts. */

@@ -7,6 +7,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.testservers.FreePorts;
+import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.util.Map;
 import java.util.UUID;
@@ -90,11 +91,11 @@ class PostgresCloseDuringOutageTest {
 
   /** Bounded polling until the guard's probe thread exists (the breaker scheduled its probe). */
   private static void awaitProbeThread() throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (guardThreads().keySet().stream().noneMatch(name -> name.contains("store-probe"))) {
-      assertThat(System.nanoTime()).as("the probe thread started").isLessThan(deadline);
-      Thread.sleep(10);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(10))
+        .until(
+            "the probe thread started",
+            () -> guardThreads().keySet().stream().anyMatch(name -> name.contains("store-probe")));
   }
 
   private static Map<String, String> guardThreads() {

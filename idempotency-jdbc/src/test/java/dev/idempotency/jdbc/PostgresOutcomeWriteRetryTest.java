@@ -9,6 +9,7 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.tck.MutableClock;
+import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -314,10 +315,6 @@ class PostgresOutcomeWriteRetryTest {
   }
 
   static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + WAIT_NANOS;
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - deadline).as("waited for %s", what).isNegative();
-      Thread.sleep(20);
-    }
+    Poll.within(Duration.ofNanos(WAIT_NANOS)).until(what, condition::getAsBoolean);
   }
 }

@@ -7,6 +7,7 @@ import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.tck.MutableClock;
+import dev.idempotency.testservers.Poll;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -233,10 +234,6 @@ class PostgresPendingOutcomeChunkTest {
   }
 
   static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + WAIT_NANOS;
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - deadline).as("waited for %s", what).isNegative();
-      Thread.sleep(20);
-    }
+    Poll.within(Duration.ofNanos(WAIT_NANOS)).until(what, condition::getAsBoolean);
   }
 }

@@ -14,6 +14,7 @@ import dev.idempotency.tck.GuardOnStoreContract;
 import dev.idempotency.tck.KeyStoreFactory;
 import dev.idempotency.tck.SharedKeyStoreContract;
 import dev.idempotency.testservers.FreePorts;
+import dev.idempotency.testservers.Poll;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
@@ -107,13 +108,7 @@ class RedisKeyStoreTest extends SharedKeyStoreContract {
   }
 
   static void await(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting for " + what);
-      }
-      Thread.sleep(20);
-    }
+    Poll.within(Duration.ofSeconds(60)).until(what, condition::getAsBoolean);
   }
 
   @Test

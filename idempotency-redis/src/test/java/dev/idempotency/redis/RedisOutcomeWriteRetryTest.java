@@ -12,6 +12,7 @@ import dev.idempotency.Outcome;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.spi.RecordState;
 import dev.idempotency.testservers.FreePorts;
+import dev.idempotency.testservers.Poll;
 import dev.idempotency.testservers.RedisBinary;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
@@ -200,11 +201,7 @@ class RedisOutcomeWriteRetryTest {
   }
 
   static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + WAIT_NANOS;
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - deadline).as("waited for %s", what).isNegative();
-      Thread.sleep(20);
-    }
+    Poll.within(Duration.ofNanos(WAIT_NANOS)).until(what, condition::getAsBoolean);
   }
 
   private static void delete(Path file) {
