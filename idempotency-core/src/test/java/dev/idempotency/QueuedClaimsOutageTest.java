@@ -96,18 +96,21 @@ class QueuedClaimsOutageTest {
     try (IdempotencyGuard guard =
         IdempotencyGuard.builder().store(store).blockingStoreExecutor(storeIo).build()) {
       CountDownLatch sending = new CountDownLatch(1);
-      CountDownLatch finishSend = new CountDownLatch(1);
+      // the provider answers when the test says so; an async send, since a claim answered before
+      // the call returns goes on to its send on the calling thread, the test's (a blocking sender
+      // waiting there for the test to let it finish waited out its whole 30 s bound)
+      CompletableFuture<String> providerAnswer = new CompletableFuture<>();
+      AsyncSender<String> provider =
+          ctx -> {
+            sending.countDown();
+            return providerAnswer;
+          };
       CompletableFuture<Outcome<String>> inFlight =
           guard
               .executeForOutcomeAsync(
                   IdempotencyRequest.of("queued:" + UUID.randomUUID(), TTL),
                   ResultCodec.string(),
-                  AsyncSender.of(
-                      ctx -> {
-                        sending.countDown();
-                        finishSend.await(WAIT_SECONDS, TimeUnit.SECONDS);
-                        return "sent";
-                      }))
+                  provider)
               .toCompletableFuture();
       assertThat(sending.await(WAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
 
@@ -133,7 +136,7 @@ class QueuedClaimsOutageTest {
       try {
         assertQueuedClaimsRefused(store, queued, sends);
       } finally {
-        finishSend.countDown();
+        providerAnswer.complete("sent");
       }
       Outcome<String> outcome = inFlight.get(WAIT_SECONDS, TimeUnit.SECONDS);
       assertThat(outcome.value()).isEqualTo("sent");
