@@ -18,20 +18,19 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probe (issue 37, SPEC 1, 5, 9; probeD): a claim whose answer was lost though the store applied it
- * as a takeover of a lapsed lease (attempt 2) is taken back by a fenced delete. The delete removes
- * the whole record, so the trace of the first owner's attempt 1, whose send may still run, is gone:
- * the next caller claims the key afresh as attempt 1 (SPEC 9: {@code attempt()} "counts
- * takeovers"), no takeover is reported, and it sends while the first owner still sends. Before the
- * take-back the key stayed in progress under the lost claim until its lease ended, then a takeover
- * at attempt 3. In-memory store, answer dropped in front of it.
+ * Issue 37 (SPEC 1, 5, 9; found by probeD): a claim whose answer was lost though the store applied
+ * it as a takeover of a lapsed lease (attempt 2) is taken back by the guard. A fenced delete would
+ * remove the whole record, and with it the trace of the first owner's attempt 1, whose send may
+ * still run: the next caller would claim afresh as attempt 1, no takeover reported, and send while
+ * the first owner still sends. The take-back ({@link dev.idempotency.spi.KeyStore#takeBack}) leaves
+ * the record as if the lost claim had lapsed: {@code IN_PROGRESS}, attempt 2, its lease passed; the
+ * next caller takes over at once as attempt 3, and strict mode answers outcome unknown. In-memory
+ * store, answer dropped in front of it.
  */
-@Tag("open-finding")
-class TakeBackAfterTakeoverProbeTest {
+class TakeBackAfterTakeoverTest {
 
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofSeconds(30);
@@ -89,9 +88,14 @@ class TakeBackAfterTakeoverProbeTest {
         .isInstanceOf(KeyStoreException.class);
     assertThat(sends).as("sends so far: the owner's").hasValue(1);
 
-    // the take-back is fenced by the retry's token, and deletes the record it took over
+    // the take-back is fenced by the retry's token, and keeps the record it took over
     await(() -> store.releasesAnswered.get() >= 1, "the take-back's first release");
     Optional<StoredRecord> left = memory.find(keyId, clock.instant());
+    try (IdempotencyGuard strict = guard(TakeoverPolicy.REFUSE)) {
+      assertThatThrownBy(() -> strict.execute(key, TTL, ctx -> "strict-" + sends.incrementAndGet()))
+          .as("strict mode after the take-back of a takeover: the owner's attempt may have sent")
+          .isInstanceOf(IdempotencyOutcomeUnknownException.class);
+    }
     AtomicInteger nextAttempt = new AtomicInteger();
     String next =
         guard.execute(
@@ -106,13 +110,18 @@ class TakeBackAfterTakeoverProbeTest {
 
     assertThat(nextAttempt)
         .as("attempt() of the next send after a takeover was taken back (SPEC 9: counts takeovers)")
-        .hasValueGreaterThanOrEqualTo(2);
+        .hasValue(3);
     assertThat(left)
         .as(
             "the record after the take-back of a takeover whose answer was lost: the owner's"
                 + " attempt 1 may have sent")
         .isPresent();
     assertThat(left.get().state()).isEqualTo(RecordState.IN_PROGRESS);
-    assertThat(next).isNotNull();
+    assertThat(left.get().attempt()).isEqualTo(2);
+    assertThat(left.get().leaseDeadline()).isBeforeOrEqualTo(clock.instant());
+    assertThat(next).isEqualTo("next-2");
+    assertThat(sends)
+        .as("the owner's send and the takeover's; the strict caller sent none")
+        .hasValue(2);
   }
 }
