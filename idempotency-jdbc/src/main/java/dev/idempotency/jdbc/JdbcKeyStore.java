@@ -318,6 +318,20 @@ public final class JdbcKeyStore implements KeyStore {
         "release", connection -> writes.release(connection, keyId, ownerToken));
   }
 
+  /**
+   * Deletes a first attempt; a takeover keeps its attempt and its lease ends now (on the database's
+   * clock with {@code databaseTime}). Two fenced statements on one connection.
+   */
+  @Override
+  public boolean takeBack(String keyId, String ownerToken, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    Objects.requireNonNull(now, "now");
+    JdbcWrites writes = prepared().writes();
+    return executor.callPlain(
+        "take back", connection -> writes.takeBack(connection, keyId, ownerToken, now));
+  }
+
   @Override
   public boolean extend(ExtendRequest request) {
     Objects.requireNonNull(request, "request");
