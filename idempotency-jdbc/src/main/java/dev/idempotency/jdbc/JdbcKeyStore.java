@@ -53,6 +53,8 @@ import org.slf4j.LoggerFactory;
  *       conditional {@code UPDATE} takes it, compare-and-set on the owner token it saw: three
  *       statements, only in those rare cases.
  *   <li><b>Complete</b> and <b>release</b> are one statement each, conditional on the owner token.
+ *   <li>A <b>take-back</b> of a claim nothing was sent under ({@link #takeBack}) deletes a first
+ *       attempt, or else ends a takeover's lease now, keeping its attempt: two statements at most.
  * </ol>
  *
  * <p>So a first send costs two statements (insert, complete) and a replay two (insert, select), one
