@@ -132,8 +132,8 @@ public interface KeyStore {
    * @param keyId the record's key id
    * @param ownerToken the token of the claim being taken back
    * @param now the guard's time; ignored by stores that use server time
-   * @return {@code true} if the record held the token and was deleted or its lease cut; {@code
-   *     false} if the record does not hold the owner token
+   * @return {@code true} if the record held the token and was deleted, or keeps a lease that has
+   *     passed; {@code false} if the record does not hold the owner token
    * @throws dev.idempotency.KeyStoreException if the store failed
    */
   default boolean takeBack(String keyId, String ownerToken, Instant now) {
