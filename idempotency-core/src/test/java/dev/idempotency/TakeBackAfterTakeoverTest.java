@@ -11,9 +11,11 @@ import dev.idempotency.spi.StoredRecord;
 import dev.idempotency.tck.MutableClock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -42,8 +44,11 @@ class TakeBackAfterTakeoverTest {
   IdempotencyGuard owner;
   IdempotencyGuard guard;
 
+  final List<IdempotencyEvent> events = new CopyOnWriteArrayList<>();
+
   IdempotencyGuard guard(TakeoverPolicy policy) {
     return IdempotencyGuard.builder()
+        .listener(events::add)
         .store(store)
         .clock(clock)
         .lease(LEASE)
@@ -120,6 +125,9 @@ class TakeBackAfterTakeoverTest {
     assertThat(left.get().attempt()).isEqualTo(2);
     assertThat(left.get().leaseDeadline()).isBeforeOrEqualTo(clock.instant());
     assertThat(next).isEqualTo("next-2");
+    assertThat(events)
+        .as("the next send is reported as a takeover")
+        .anyMatch(e -> e.type() == IdempotencyEvent.Type.TAKEOVER && e.attempt() == 3);
     assertThat(sends)
         .as("the owner's send and the takeover's; the strict caller sent none")
         .hasValue(2);
