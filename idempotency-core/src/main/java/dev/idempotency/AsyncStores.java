@@ -104,6 +104,12 @@ final class AsyncStores {
     }
 
     @Override
+    public CompletionStage<Boolean> takeBackAsync(
+        String keyId, String ownerToken, java.time.Instant now) {
+      return run(() -> Interrupts.deferredDuring(() -> store.takeBack(keyId, ownerToken, now)));
+    }
+
+    @Override
     public ClaimResult claim(ClaimRequest request) {
       return store.claim(request);
     }
@@ -116,6 +122,11 @@ final class AsyncStores {
     @Override
     public boolean release(String keyId, String ownerToken) {
       return store.release(keyId, ownerToken);
+    }
+
+    @Override
+    public boolean takeBack(String keyId, String ownerToken, java.time.Instant now) {
+      return store.takeBack(keyId, ownerToken, now);
     }
 
     @Override

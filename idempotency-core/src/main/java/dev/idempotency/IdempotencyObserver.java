@@ -38,8 +38,8 @@ public interface IdempotencyObserver {
    * A store operation ended.
    *
    * @param store the store's kind
-   * @param operation {@code claim}, {@code complete}, {@code release}, {@code extend}, or their
-   *     batch forms {@code claim_all}, {@code complete_all}, {@code extend_all}
+   * @param operation {@code claim}, {@code complete}, {@code release}, {@code take_back}, {@code
+   *     extend}, or their batch forms {@code claim_all}, {@code complete_all}, {@code extend_all}
    * @param nanos how long it took
    * @param failure what it threw, or {@code null}
    */

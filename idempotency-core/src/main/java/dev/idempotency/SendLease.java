@@ -47,17 +47,15 @@ final class SendLease {
 
   /**
    * The failure of a call whose claim had too little lease left to send on, even renewed: nothing
-   * was sent. The claim is released if it is still ours (fenced), so that a retry need not wait for
-   * it to run out, and be reported as a takeover, when nothing was sent.
+   * was sent. The claim is taken back if it is still ours (fenced, see {@link #releaseUnsent}), so
+   * that a retry need not wait for it to run out: a first attempt is deleted (the retry is no
+   * takeover, since nothing was sent), a takeover's lease is cut (the retry takes over, since the
+   * owner before it may have sent).
    */
   KeyStoreException lateClaimRefused(Claim claim) {
     boolean lost = claim.isLost();
     if (!lost) {
-      try {
-        Interrupts.deferredDuring(() -> settings.store.release(keyId, claim.ownerToken));
-      } catch (RuntimeException e) {
-        CallEvents.log.debug("Could not release key {} after refusing its late claim", keyId, e);
-      }
+      takeBackNow(claim.ownerToken);
     }
     claim.finish();
     if (settings.gaveUp()) {
@@ -98,37 +96,49 @@ final class SendLease {
   /**
    * A claim granted to a call that cannot go on to its send (the guard gave up on it, or an
    * executor refused a step towards the send: one the guard stopped at close, or the
-   * application's): released at once, fenced by its owner token, on this thread for a store whose
-   * calls block (the thread holding the claim is then one that may block: a thread of the store's
-   * executor or of the guard's async pool), else without waiting. Nothing was sent, so a retry need
-   * not wait for its lease to run out.
+   * application's): taken back at once with one fenced {@link
+   * dev.idempotency.spi.KeyStore#takeBack} (the store call of {@link UnsentClaims}, which tries
+   * again if it fails), on this thread for a store whose calls block (the thread holding the claim
+   * is then one that may block: a thread of the store's executor or of the guard's async pool),
+   * else without waiting. Nothing was sent, so a retry need not wait for its lease to run out; a
+   * takeover's record keeps its attempt, since the owner before it may have sent.
    *
    * @param ownerToken the claim's owner token
    */
   void releaseUnsent(String ownerToken) {
+    if (AsyncStores.queuesCalls(settings.asyncStore)) {
+      takeBackNow(ownerToken);
+      return;
+    }
     try {
-      if (AsyncStores.queuesCalls(settings.asyncStore)) {
-        Interrupts.deferredDuring(() -> settings.store.release(keyId, ownerToken));
-      } else {
-        settings
-            .asyncStore
-            .releaseAsync(keyId, ownerToken)
-            .whenComplete(
-                (released, failure) -> {
-                  if (failure != null) {
-                    releaseFailed(ownerToken, failure);
-                  }
-                });
-      }
+      settings
+          .asyncStore
+          .takeBackAsync(keyId, ownerToken, settings.clock.instant())
+          .whenComplete(
+              (takenBack, failure) -> {
+                if (failure != null) {
+                  takeBackFailed(ownerToken, failure);
+                }
+              });
     } catch (RuntimeException e) {
-      releaseFailed(ownerToken, e);
+      takeBackFailed(ownerToken, e);
     }
   }
 
-  /** A release of a claim nothing was sent under failed: the background take-back tries again. */
-  private void releaseFailed(String ownerToken, Throwable failure) {
+  /** One fenced take-back on this thread, the interrupt flag deferred; retried if it fails. */
+  private void takeBackNow(String ownerToken) {
+    try {
+      Interrupts.deferredDuring(
+          () -> settings.store.takeBack(keyId, ownerToken, settings.clock.instant()));
+    } catch (RuntimeException e) {
+      takeBackFailed(ownerToken, e);
+    }
+  }
+
+  /** A take-back of a claim nothing was sent under failed: the background take-back tries again. */
+  private void takeBackFailed(String ownerToken, Throwable failure) {
     CallEvents.log.debug(
-        "Could not release key {} whose send never started; taking it back later", keyId, failure);
+        "Could not take back key {} whose send never started; trying again later", keyId, failure);
     settings.pendingOutcomes.unsentClaims.takeBack(keyId, ownerToken);
   }
 

@@ -89,6 +89,11 @@ final class TimedStore implements AsyncKeyStore {
   }
 
   @Override
+  public boolean takeBack(String keyId, String ownerToken, Instant now) {
+    return timed("take_back", () -> store.takeBack(keyId, ownerToken, now));
+  }
+
+  @Override
   public boolean extend(ExtendRequest request) {
     return timed("extend", () -> store.extend(request));
   }
@@ -131,6 +136,11 @@ final class TimedStore implements AsyncKeyStore {
   @Override
   public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
     return timedAsync("release", () -> async.releaseAsync(keyId, ownerToken));
+  }
+
+  @Override
+  public CompletionStage<Boolean> takeBackAsync(String keyId, String ownerToken, Instant now) {
+    return timedAsync("take_back", () -> async.takeBackAsync(keyId, ownerToken, now));
   }
 
   @Override

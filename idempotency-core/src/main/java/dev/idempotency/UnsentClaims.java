@@ -13,9 +13,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the answer of a committed write was lost) may still be applied by the store once it goes on: the
  * key would then be {@code IN_PROGRESS} under a token nobody renews, so retries would get "in
  * progress" for a lease and, in strict mode, "outcome unknown" for the rest of the window, though
- * nothing was ever sent. The guard knows the token and that nothing was sent, so it deletes that
- * record, fenced by the token ({@link dev.idempotency.spi.KeyStore#release}: only a record still
- * {@code IN_PROGRESS} under that very token, never a later claim of another call):
+ * nothing was ever sent. The guard knows the token and that nothing was sent, so it takes that
+ * claim back, fenced by the token ({@link dev.idempotency.spi.KeyStore#takeBack}: only a record
+ * still {@code IN_PROGRESS} under that very token, never a later claim of another call). The store
+ * is then as if the claim had lapsed: a first attempt is deleted; a takeover keeps its attempt with
+ * its lease cut to now, so the next caller takes over at once (the owner before it may still be
+ * sending), and never claims afresh as attempt 1:
  *
  * <ol>
  *   <li>at once, then after a store failure again after 50 ms, twice as long each time, at most a
@@ -129,7 +132,7 @@ final class UnsentClaims {
     }
   }
 
-  /** On the writer's thread: one fenced release, and what follows it. */
+  /** On the writer's thread: one fenced take-back, and what follows it. */
   private void attempt(TakeBack takeBack) {
     if (closed) {
       end(takeBack);
@@ -141,7 +144,8 @@ final class UnsentClaims {
     }
     boolean released;
     try {
-      released = settings.store.release(takeBack.keyId, takeBack.ownerToken);
+      released =
+          settings.store.takeBack(takeBack.keyId, takeBack.ownerToken, settings.clock.instant());
     } catch (RuntimeException e) {
       CallEvents.log.debug(
           "Taking back the claim of key {} failed; trying again", takeBack.keyId, e);

@@ -62,11 +62,11 @@ class FailedUnsentReleaseTest {
         }
 
         @Override
-        public boolean release(String keyId, String ownerToken) {
+        public boolean takeBack(String keyId, String ownerToken, Instant now) {
           if (releases.incrementAndGet() == 1) {
             throw new KeyStoreException("the release failed (a store hiccup)", null);
           }
-          return delegate.release(keyId, ownerToken);
+          return delegate.takeBack(keyId, ownerToken, now);
         }
       };
 

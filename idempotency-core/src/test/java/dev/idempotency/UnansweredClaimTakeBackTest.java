@@ -85,6 +85,18 @@ class UnansweredClaimTakeBackTest {
       return released;
     }
 
+    /** The guard's take-back of an unsent claim: counted and failed as a release. */
+    @Override
+    public boolean takeBack(String keyId, String ownerToken, Instant now) {
+      releases.incrementAndGet();
+      if (failReleases.get() > 0) {
+        throw new KeyStoreException("the store does not answer", null);
+      }
+      boolean takenBack = delegate.takeBack(keyId, ownerToken, now);
+      releasesAnswered.incrementAndGet();
+      return takenBack;
+    }
+
     @Override
     public Optional<dev.idempotency.spi.StoredRecord> find(String keyId, Instant now) {
       if (failFinds.get() > 0) {

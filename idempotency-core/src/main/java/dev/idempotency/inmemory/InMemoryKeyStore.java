@@ -174,6 +174,27 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
     return released[0];
   }
 
+  /** Deletes a first attempt; cuts a takeover's lease to {@code now}, keeping its attempt. */
+  @Override
+  public boolean takeBack(String keyId, String ownerToken, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    Objects.requireNonNull(now, "now");
+    boolean[] takenBack = new boolean[1];
+    cache
+        .asMap()
+        .computeIfPresent(
+            keyId,
+            (id, current) -> {
+              if (!current.isOwnedBy(ownerToken)) {
+                return current;
+              }
+              takenBack[0] = true;
+              return current.record.attempt() == 1 ? null : current.lapsedAt(now);
+            });
+    return takenBack[0];
+  }
+
   @Override
   public Optional<StoredRecord> find(String keyId, Instant now) {
     Objects.requireNonNull(keyId, "keyId");
@@ -218,6 +239,11 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
   @Override
   public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
     return now(() -> release(keyId, ownerToken));
+  }
+
+  @Override
+  public CompletionStage<Boolean> takeBackAsync(String keyId, String ownerToken, Instant now) {
+    return now(() -> takeBack(keyId, ownerToken, now));
   }
 
   private static <R> CompletionStage<R> now(Supplier<R> operation) {
@@ -355,6 +381,24 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
               leaseDeadline,
               latest(record.retentionDeadline(), leaseDeadline));
       return new Entry(next, ownerToken, lastingAtLeast(nowTick, lease.toNanos()));
+    }
+
+    /** The same claim with its lease ended at {@code now} (if not before): a take-back. */
+    Entry lapsedAt(Instant now) {
+      if (record.leaseDeadline().isBefore(now)) {
+        return this;
+      }
+      StoredRecord next =
+          new StoredRecord(
+              record.state(),
+              record.attempt(),
+              record.fingerprint(),
+              null,
+              record.createdAt(),
+              null,
+              now,
+              record.retentionDeadline());
+      return new Entry(next, ownerToken, expiresAtTick);
     }
 
     private long lastingAtLeast(long nowTick, long nanos) {

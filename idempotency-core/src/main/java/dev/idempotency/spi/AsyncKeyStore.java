@@ -1,5 +1,6 @@
 package dev.idempotency.spi;
 
+import java.time.Instant;
 import java.util.concurrent.CompletionStage;
 
 /**
@@ -37,4 +38,17 @@ public interface AsyncKeyStore extends KeyStore {
    * @return whether it was released
    */
   CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken);
+
+  /**
+   * Non-blocking {@link #takeBack}. The default calls {@link #releaseAsync}, matching the default
+   * of {@link #takeBack}; a store that overrides {@link #takeBack} overrides this too.
+   *
+   * @param keyId the key id
+   * @param ownerToken the owner token
+   * @param now the guard's time; ignored by stores that use server time
+   * @return whether the record held the token and was deleted or its lease cut
+   */
+  default CompletionStage<Boolean> takeBackAsync(String keyId, String ownerToken, Instant now) {
+    return releaseAsync(keyId, ownerToken);
+  }
 }

@@ -52,9 +52,15 @@ import java.util.Optional;
  *       dev.idempotency.KeyStoreException}; after a failed {@code claim} the caller assumes it owns
  *       nothing and sends nothing. A claim that failed may still have been applied (it timed out on
  *       a stalled server that runs it later, or its answer was lost): the guard then calls {@link
- *       #release} with that claim's owner token, in the background and more than once, so a release
- *       must delete only a record still {@code IN_PROGRESS} under that very token, and answer
- *       {@code false} for a key it does not hold.
+ *       #takeBack} with that claim's owner token, in the background and more than once, so a
+ *       take-back must change only a record still {@code IN_PROGRESS} under that very token, and
+ *       answer {@code false} for a key it does not hold.
+ *   <li><b>Take-back.</b> {@link #takeBack} of a claim nothing was sent under leaves the store as
+ *       if that claim had lapsed: a record the claim created (attempt 1) is deleted; a record it
+ *       took over (attempt n &gt; 1) stays {@code IN_PROGRESS} with attempt n and a lease that has
+ *       already passed, so that the next claim takes it over at once as attempt n+1, reported as a
+ *       takeover (the first owner's send may still run), and a strict claim reports its lease as
+ *       expired. It never erases the trace of an earlier attempt.
  * </ol>
  *
  * <p>Implementations must be safe for use by many threads at once. Key ids are digests of at most
@@ -100,6 +106,39 @@ public interface KeyStore {
    * @throws dev.idempotency.KeyStoreException if the store failed
    */
   boolean release(String keyId, String ownerToken);
+
+  /**
+   * Takes back a claim under which nothing was sent, fenced by its owner token, leaving the store
+   * as if that claim had lapsed (obligation 7). The guard calls it for a claim it gave up on before
+   * its send: a claim that failed though the store may have applied it (in the background, more
+   * than once, over a lease), and a granted claim whose send cannot start. In one atomic step, and
+   * only for a record still {@code IN_PROGRESS} under {@code ownerToken}:
+   *
+   * <ul>
+   *   <li>attempt 1 (the claim created the record): delete it, exactly as {@link #release} does;
+   *   <li>a later attempt (the claim took over a lapsed lease, whose owner may still be sending):
+   *       keep the record, its attempt, owner token, fingerprint and window, and set {@code
+   *       leaseDeadline = min(leaseDeadline, now)}. The next claim then takes it over at once as
+   *       the next attempt ({@code Claimed(n + 1, true)}), and a strict claim gets {@code
+   *       Existing(record, leaseExpired = true)}, as after a lease that ran out.
+   * </ul>
+   *
+   * <p>A record under another token, completed, failed or absent is left alone. Repeating a
+   * take-back changes nothing more. The default calls {@link #release}, which deletes a taken-over
+   * record too: a weaker behaviour, kept for stores written before this method, under which the
+   * next caller after such a take-back claims afresh as attempt 1 with no takeover reported. Stores
+   * should override it.
+   *
+   * @param keyId the record's key id
+   * @param ownerToken the token of the claim being taken back
+   * @param now the guard's time; ignored by stores that use server time
+   * @return {@code true} if the record held the token and was deleted, or keeps a lease that has
+   *     passed; {@code false} if the record does not hold the owner token
+   * @throws dev.idempotency.KeyStoreException if the store failed
+   */
+  default boolean takeBack(String keyId, String ownerToken, Instant now) {
+    return release(keyId, ownerToken);
+  }
 
   /**
    * Renews a claim's lease, fenced by its owner token: the guard calls it while a sender runs, so

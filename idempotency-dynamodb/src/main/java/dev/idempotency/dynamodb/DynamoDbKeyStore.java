@@ -38,10 +38,11 @@ import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
  * returns the existing item with the failed condition ({@code
  * ReturnValuesOnConditionCheckFailure}), and where it does not (emulators such as dynalite), one
  * consistent {@code GetItem} reads it. Complete, release and extend are one conditional {@code
- * UpdateItem} or {@code DeleteItem} each, fenced by the owner token and the window. A first send
- * therefore costs two writes, a replay one failed conditional write (plus one read where the item
- * does not come back with it). Batches read their keys with {@code BatchGetItem} and write in
- * parallel on the store's own threads ({@link Builder#batchParallelism(int)}); DynamoDB's
+ * UpdateItem} or {@code DeleteItem} each, fenced by the owner token and the window; a take-back of
+ * a takeover ({@link #takeBack}) is a conditional {@code DeleteItem} then {@code UpdateItem}. A
+ * first send therefore costs two writes, a replay one failed conditional write (plus one read where
+ * the item does not come back with it). Batches read their keys with {@code BatchGetItem} and write
+ * in parallel on the store's own threads ({@link Builder#batchParallelism(int)}); DynamoDB's
  * transactions are not used.
  *
  * <p><b>Time.</b> DynamoDB has no server time in conditions, so leases and windows run on the
@@ -198,6 +199,15 @@ public final class DynamoDbKeyStore implements KeyStore, AutoCloseable {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
     return writes.release(keyId, ownerToken);
+  }
+
+  /** Deletes a first attempt; a takeover keeps its attempt and its lease ends at {@code now}. */
+  @Override
+  public boolean takeBack(String keyId, String ownerToken, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    Objects.requireNonNull(now, "now");
+    return writes.takeBack(keyId, ownerToken, now);
   }
 
   @Override

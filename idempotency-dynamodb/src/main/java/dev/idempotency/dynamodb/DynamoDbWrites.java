@@ -1,5 +1,6 @@
 package dev.idempotency.dynamodb;
 
+import static dev.idempotency.dynamodb.Items.ATTEMPT;
 import static dev.idempotency.dynamodb.Items.COMPLETED_AT;
 import static dev.idempotency.dynamodb.Items.LEASE_UNTIL;
 import static dev.idempotency.dynamodb.Items.OWNER;
@@ -26,8 +27,8 @@ import software.amazon.awssdk.services.dynamodb.model.ReturnValuesOnConditionChe
 
 /**
  * The writes after a claim, each one conditional request fenced by the owner token and the record's
- * window ({@code retain_until > now}, since TTL deletion lags by up to days): complete, release and
- * extend; and the operator's find and delete.
+ * window ({@code retain_until > now}, since TTL deletion lags by up to days): complete, release,
+ * take-back and extend; and the operator's find and delete.
  */
 final class DynamoDbWrites {
 
@@ -143,6 +144,78 @@ final class DynamoDbWrites {
       return true;
     } catch (ConditionalCheckFailedException e) {
       return false;
+    }
+  }
+
+  /**
+   * Takes back a claim nothing was sent under, fenced by its owner token, as if it had lapsed, in
+   * up to two conditional requests that cannot both match (the attempt never changes under one
+   * owner token):
+   *
+   * <ol>
+   *   <li>a record the claim created ({@code attempt = 1}) is deleted;
+   *   <li>else a record it took over ({@code attempt > 1}) keeps its attempt and window, and its
+   *       lease ends at {@code now} if it ended later (DynamoDB has no {@code min}: the condition
+   *       leaves an earlier end alone);
+   *   <li>if neither matched, a consistent read (or the item returned with the failure) tells
+   *       whether the record is still this claim's, its lease already ended.
+   * </ol>
+   */
+  boolean takeBack(String keyId, String ownerToken, Instant now) {
+    Map<String, String> names = new HashMap<>();
+    names.put("#owner", OWNER);
+    names.put("#state", STATE);
+    names.put("#attempt", ATTEMPT);
+    Map<String, AttributeValue> values = new HashMap<>();
+    values.put(":owner", string(ownerToken));
+    values.put(":in_progress", string(IN_PROGRESS));
+    values.put(":first", number(1));
+    try {
+      requests.send(
+          "take back",
+          () ->
+              requests
+                  .client()
+                  .deleteItem(
+                      delete ->
+                          delete
+                              .tableName(requests.table())
+                              .key(items.key(keyId))
+                              .conditionExpression(FENCE + " AND #attempt = :first")
+                              .expressionAttributeNames(names)
+                              .expressionAttributeValues(values)
+                              .overrideConfiguration(requests.override())));
+      return true;
+    } catch (ConditionalCheckFailedException notAFirstAttempt) {
+      // a takeover, or not ours: step 2
+    }
+    names.put("#lease_until", LEASE_UNTIL);
+    values.put(":now", number(now.toEpochMilli()));
+    try {
+      requests.send(
+          "take back",
+          () ->
+              requests
+                  .client()
+                  .updateItem(
+                      write ->
+                          write
+                              .tableName(requests.table())
+                              .key(items.key(keyId))
+                              .updateExpression("SET #lease_until = :now")
+                              .conditionExpression(
+                                  FENCE + " AND #attempt > :first AND #lease_until > :now")
+                              .expressionAttributeNames(names)
+                              .expressionAttributeValues(values)
+                              .returnValuesOnConditionCheckFailure(
+                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
+                              .overrideConfiguration(requests.override())));
+      return true;
+    } catch (ConditionalCheckFailedException e) {
+      Map<String, AttributeValue> item = itemAfter(e, keyId);
+      return item != null
+          && ownerToken.equals(Items.text(item, OWNER))
+          && IN_PROGRESS.equals(Items.text(item, STATE));
     }
   }
 

@@ -53,6 +53,8 @@ import org.slf4j.LoggerFactory;
  *       conditional {@code UPDATE} takes it, compare-and-set on the owner token it saw: three
  *       statements, only in those rare cases.
  *   <li><b>Complete</b> and <b>release</b> are one statement each, conditional on the owner token.
+ *   <li>A <b>take-back</b> of a claim nothing was sent under ({@link #takeBack}) deletes a first
+ *       attempt, or else ends a takeover's lease now, keeping its attempt: two statements at most.
  * </ol>
  *
  * <p>So a first send costs two statements (insert, complete) and a replay two (insert, select), one
@@ -316,6 +318,20 @@ public final class JdbcKeyStore implements KeyStore {
     JdbcWrites writes = prepared().writes();
     return executor.callPlain(
         "release", connection -> writes.release(connection, keyId, ownerToken));
+  }
+
+  /**
+   * Deletes a first attempt; a takeover keeps its attempt and its lease ends now (on the database's
+   * clock with {@code databaseTime}). Two fenced statements on one connection.
+   */
+  @Override
+  public boolean takeBack(String keyId, String ownerToken, Instant now) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    Objects.requireNonNull(now, "now");
+    JdbcWrites writes = prepared().writes();
+    return executor.callPlain(
+        "take back", connection -> writes.takeBack(connection, keyId, ownerToken, now));
   }
 
   @Override

@@ -6,6 +6,7 @@ import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.RecordState;
 import java.sql.Connection;
 import java.sql.Statement;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.BitSet;
@@ -18,8 +19,8 @@ import org.jdbi.v3.core.Handle;
 import org.jdbi.v3.core.statement.PreparedBatch;
 
 /**
- * The owner's fenced writes: complete, release and extend, each one conditional statement on the
- * owner token (a {@link PlainStatement}: an outcome follows every first send), and the batches of
+ * The owner's fenced writes: complete, release, take-back and extend, each conditional on the owner
+ * token (a {@link PlainStatement}: an outcome follows every first send), and the batches of
  * complete and extend as one statement over arrays on PostgreSQL, elsewhere as one JDBC batch (one
  * round trip with the MariaDB driver, one statement per row on the server).
  */
@@ -29,6 +30,8 @@ final class JdbcWrites {
   private final StatementWatchdog watchdog;
   private final PlainStatement complete;
   private final PlainStatement release;
+  private final PlainStatement takeBackFirstAttempt;
+  private final PlainStatement lapseTakeover;
   private final PlainStatement extend;
   private final PlainStatement deleteSettled;
 
@@ -37,6 +40,8 @@ final class JdbcWrites {
     this.watchdog = watchdog;
     this.complete = new PlainStatement(sql.complete);
     this.release = new PlainStatement(sql.release);
+    this.takeBackFirstAttempt = new PlainStatement(sql.takeBackFirstAttempt);
+    this.lapseTakeover = new PlainStatement(sql.lapseTakeover);
     this.extend = new PlainStatement(sql.extend);
     this.deleteSettled = new PlainStatement(sql.deleteSettled);
   }
@@ -61,6 +66,28 @@ final class JdbcWrites {
                   default -> throw new IllegalArgumentException("no parameter " + name);
                 })
         == 1;
+  }
+
+  /**
+   * Takes back a claim nothing was sent under, fenced by its owner token, in two statements that
+   * cannot both match (the attempt of a row never changes under one owner token):
+   *
+   * <ol>
+   *   <li>a row the claim created (attempt 1) is deleted;
+   *   <li>else a row it took over (attempt &gt; 1) keeps its attempt, its lease ending now.
+   * </ol>
+   */
+  boolean takeBack(Connection connection, String keyId, String ownerToken, Instant now) {
+    PlainStatement.Values values =
+        name ->
+            switch (name) {
+              case "keyId" -> keyId;
+              case "ownerToken" -> ownerToken;
+              case "now" -> now.toEpochMilli();
+              default -> throw new IllegalArgumentException("no parameter " + name);
+            };
+    return takeBackFirstAttempt.update(connection, watchdog, values) == 1
+        || lapseTakeover.update(connection, watchdog, values) == 1;
   }
 
   /** Deletes a completed or failed row inside its window; never one in progress. */

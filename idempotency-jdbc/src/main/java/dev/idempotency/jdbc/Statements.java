@@ -51,6 +51,19 @@ abstract class Statements {
   final String release;
 
   /**
+   * The take-back of a claim nothing was sent under, first step: deletes a row the claim created
+   * (attempt 1), fenced by its owner token, as {@link #release} does.
+   */
+  final String takeBackFirstAttempt;
+
+  /**
+   * The take-back's second step: a row the claim took over (attempt &gt; 1) keeps its attempt, and
+   * its lease ends now if it had not ended before, fenced by the owner token; the next claim takes
+   * it over at once.
+   */
+  final String lapseTakeover;
+
+  /**
    * Gives a row whose lapsed lease a failed batch took over back its owner token, attempt, lease
    * and window, fenced by the batch's owner token ({@link BatchClaimUndo}).
    */
@@ -133,6 +146,14 @@ abstract class Statements {
         "DELETE FROM "
             + table
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
+    takeBackFirstAttempt = release + " AND attempt = 1";
+    lapseTakeover =
+        "UPDATE "
+            + table
+            + " SET lease_until = LEAST(lease_until, "
+            + now
+            + ") WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'"
+            + " AND attempt > 1";
     restoreTakenOver =
         "UPDATE "
             + table

@@ -13,6 +13,7 @@ import io.lettuce.core.codec.ByteArrayCodec;
 import io.lettuce.core.codec.RedisCodec;
 import io.lettuce.core.codec.StringCodec;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -59,11 +60,11 @@ import java.util.regex.Pattern;
  * answered are cancelled: while Redis is down a claim fails closed within that time, and a claim
  * Lettuce held back while disconnected is never written once Redis is back. A claim already written
  * to a Redis that stalled is run when it goes on: the guard takes such a claim back in the
- * background, a release fenced by its owner token. Lettuce reconnects by itself; the same store
- * works again without a restart. The store is built without connecting (a service whose Redis is
- * down at deploy time starts): it connects in the background, and an operation waits for that first
- * connection at most its {@link Builder#connectionWait(Duration) connection wait} (5 seconds by
- * default) before its own timeout starts.
+ * background, fenced by its owner token ({@link #takeBack}). Lettuce reconnects by itself; the same
+ * store works again without a restart. The store is built without connecting (a service whose Redis
+ * is down at deploy time starts): it connects in the background, and an operation waits for that
+ * first connection at most its {@link Builder#connectionWait(Duration) connection wait} (5 seconds
+ * by default) before its own timeout starts.
  *
  * <p><b>Connections and threads.</b> The store opens one connection from the client you give it and
  * shares it between all threads, as Lettuce intends (it is thread-safe and pipelines). Its blocking
@@ -276,6 +277,29 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   @Override
   public CompletionStage<Boolean> releaseAsync(String keyId, String ownerToken) {
     return whenConnected(() -> releaseChecked(redis.operation("release"), keyId, ownerToken));
+  }
+
+  /**
+   * One script, fenced by the owner token: deletes a first attempt; a takeover keeps its attempt
+   * and its lease ends now on Redis's clock ({@code now} is ignored).
+   */
+  @Override
+  public boolean takeBack(String keyId, String ownerToken, Instant now) {
+    ensureConnected();
+    Operation operation = redis.awaitedOperation("take back");
+    return operation.await(takeBackChecked(operation, keyId, ownerToken));
+  }
+
+  @Override
+  public CompletionStage<Boolean> takeBackAsync(String keyId, String ownerToken, Instant now) {
+    return whenConnected(() -> takeBackChecked(redis.operation("take back"), keyId, ownerToken));
+  }
+
+  private CompletableFuture<Boolean> takeBackChecked(
+      Operation operation, String keyId, String ownerToken) {
+    Objects.requireNonNull(keyId, "keyId");
+    Objects.requireNonNull(ownerToken, "ownerToken");
+    return writes.takeBack(operation, keyId, ownerToken);
   }
 
   /**

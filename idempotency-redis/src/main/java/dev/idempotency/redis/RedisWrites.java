@@ -13,9 +13,9 @@ import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 
 /**
- * The owner's fenced writes: complete, release and extend, each one script call checking the owner
- * token; a batch of them one script call on standalone Redis, one pipeline of single-key calls on a
- * cluster.
+ * The owner's fenced writes: complete, release, take-back and extend, each one script call checking
+ * the owner token; a batch of them one script call on standalone Redis, one pipeline of single-key
+ * calls on a cluster.
  */
 final class RedisWrites {
 
@@ -44,6 +44,11 @@ final class RedisWrites {
 
   CompletableFuture<Boolean> release(Operation operation, String keyId, String ownerToken) {
     return single(operation, redis.scripts.release, keyId, new byte[][] {bytes(ownerToken)});
+  }
+
+  /** Takes back a claim nothing was sent under: deletes a first attempt, lapses a takeover. */
+  CompletableFuture<Boolean> takeBack(Operation operation, String keyId, String ownerToken) {
+    return single(operation, redis.scripts.takeBack, keyId, new byte[][] {bytes(ownerToken)});
   }
 
   /** Deletes a settled record; never one in progress. */

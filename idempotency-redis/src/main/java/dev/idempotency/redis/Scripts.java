@@ -30,6 +30,7 @@ final class Scripts {
   final Script complete;
   final Script completeBatch;
   final Script release;
+  final Script takeBack;
   final Script extend;
   final Script extendBatch;
   final Script inspect;
@@ -44,6 +45,7 @@ final class Scripts {
     this.completeBatch =
         load("complete a batch", UNREADABLE, "complete-function.lua", "complete-batch.lua");
     this.release = load("release", UNREADABLE, "record-functions.lua", "release.lua");
+    this.takeBack = load("take back", UNREADABLE, "record-functions.lua", "take-back.lua");
     this.extend = load("extend", UNREADABLE, "record-functions.lua", "extend.lua");
     this.extendBatch =
         load("extend a batch", UNREADABLE, "record-functions.lua", "extend-batch.lua");

@@ -9,6 +9,8 @@ import dev.idempotency.spi.KeyStore;
 /**
  * A {@link KeyStore} that forwards every call to a real one, for tests that watch or slow down a
  * few of them: override those. Batch calls go through the single-key ones (the SPI's defaults).
+ * {@link #takeBack} goes to the real store's own take-back, not through {@link #release}: a test
+ * that watches the releases of unsent claims overrides it too.
  */
 public abstract class ForwardingKeyStore implements KeyStore {
 
@@ -32,6 +34,11 @@ public abstract class ForwardingKeyStore implements KeyStore {
   @Override
   public boolean release(String keyId, String ownerToken) {
     return delegate.release(keyId, ownerToken);
+  }
+
+  @Override
+  public boolean takeBack(String keyId, String ownerToken, java.time.Instant now) {
+    return delegate.takeBack(keyId, ownerToken, now);
   }
 
   @Override

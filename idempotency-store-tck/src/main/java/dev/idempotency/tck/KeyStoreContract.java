@@ -25,11 +25,12 @@ import org.junit.jupiter.api.Test;
  * windows and poll, bounded, until the server's time has passed them.
  *
  * <p>Its cases are grouped by what they cover: {@link LeaseAndWindowContract}, {@link
- * ClaimContract}, {@link FindAndDeleteContract}, and here many threads and batches.
+ * ClaimContract}, {@link FindAndDeleteContract}, {@link TakeBackContract}, and here many threads
+ * and batches.
  *
  * <p>Run {@link GuardOnStoreContract} beside it, to check the guard's promises on the store.
  */
-public abstract class KeyStoreContract extends FindAndDeleteContract {
+public abstract class KeyStoreContract extends TakeBackContract {
 
   @Test
   public void thirtyTwoThreadsClaimingOneKeyGiveExactlyOneWinner() throws Exception {

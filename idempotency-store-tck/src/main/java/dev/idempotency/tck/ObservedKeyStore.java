@@ -63,6 +63,14 @@ public final class ObservedKeyStore extends ForwardingKeyStore {
     return delegate.release(keyId, ownerToken);
   }
 
+  /** A take-back is the release of a claim nothing was sent under: counted and failed as one. */
+  @Override
+  public boolean takeBack(String keyId, String ownerToken, java.time.Instant now) {
+    releases.incrementAndGet();
+    failIfAsked(failReleases, "release");
+    return delegate.takeBack(keyId, ownerToken, now);
+  }
+
   @Override
   public boolean extend(ExtendRequest request) {
     extensions.incrementAndGet();
