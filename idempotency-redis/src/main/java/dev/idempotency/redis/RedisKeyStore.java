@@ -9,9 +9,7 @@ import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.cluster.RedisClusterClient;
-import io.lettuce.core.codec.ByteArrayCodec;
 import io.lettuce.core.codec.RedisCodec;
-import io.lettuce.core.codec.StringCodec;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -92,8 +90,7 @@ public final class RedisKeyStore implements AsyncKeyStore, AutoCloseable {
   public static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(2);
 
   private static final Pattern PREFIX = Pattern.compile("[A-Za-z0-9_:.\\-]{0,64}");
-  private static final RedisCodec<String, byte[]> CODEC =
-      RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE);
+  private static final RedisCodec<String, byte[]> CODEC = StoreCodec.INSTANCE;
   private static final Pattern VERSION = Pattern.compile("(?m)^redis_version:(\\d+)\\.");
 
   private final ConnectingCommands commands;

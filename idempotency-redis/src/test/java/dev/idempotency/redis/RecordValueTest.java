@@ -102,6 +102,42 @@ class RecordValueTest {
     assertThat(stored.retentionDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_003_600_000L));
   }
 
+  /**
+   * Numbers are read off the value's bytes in place; a field that is not plain digits (a sign,
+   * leading zeros past 18 digits) still reads as {@link Long#parseLong} reads it, as it always did.
+   */
+  @Test
+  void numbersReadInPlaceReadAsLongParseLongReadsThem() {
+    String text =
+        "C1:o4:00032:fp0:"
+            + "6:+30000"
+            + "25:0000000000000000003600000"
+            + "13:1000000000000"
+            + "3:250"
+            + "2:ok";
+    StoredRecord stored = RecordValue.parse(text.getBytes(StandardCharsets.UTF_8)).settled();
+
+    assertThat(stored.attempt()).isEqualTo(3);
+    assertThat(stored.createdAt()).isEqualTo(Instant.ofEpochMilli(1_000_000_000_000L));
+    assertThat(stored.completedAt()).isEqualTo(Instant.ofEpochMilli(1_000_000_000_250L));
+    assertThat(stored.leaseDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_000_030_000L));
+    assertThat(stored.retentionDeadline()).isEqualTo(Instant.ofEpochMilli(1_000_003_600_000L));
+  }
+
+  /** The record's payload is its own copy: the reply's bytes it was read from may be reused. */
+  @Test
+  void aSettledPayloadIsACopyOfTheValuesBytes() {
+    byte[] value =
+        "C1:o1:12:fp0:5:300007:360000013:10000000000003:2505:hello"
+            .getBytes(StandardCharsets.UTF_8);
+    StoredRecord stored = RecordValue.parse(value).settled();
+
+    java.util.Arrays.fill(value, (byte) 'x');
+
+    assertThat(stored.payload()).isEqualTo("hello".getBytes(StandardCharsets.UTF_8));
+    assertThat(stored.fingerprint()).isEqualTo("fp");
+  }
+
   @ParameterizedTest
   @ValueSource(
       strings = {

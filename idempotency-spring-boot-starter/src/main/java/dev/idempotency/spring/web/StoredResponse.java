@@ -190,7 +190,35 @@ record StoredResponse(int status, List<Map.Entry<String, String>> headers, byte 
       }
     }
     in.position(at + length);
+    for (String common : COMMON_TEXTS) {
+      if (common.length() == length && sameAscii(array, at, common)) {
+        return common;
+      }
+    }
     return new String(array, at, length, StandardCharsets.ISO_8859_1);
+  }
+
+  /**
+   * Header names and values most stored responses hold (a JSON answer's, on Spring MVC and on
+   * WebFlux, whose encoder adds the charset): a replay reads them as these strings instead of
+   * making new ones (issue 39).
+   */
+  private static final String[] COMMON_TEXTS = {
+    "Content-Type",
+    "Location",
+    "application/json",
+    "application/json;charset=UTF-8",
+    "application/problem+json",
+    "text/plain;charset=UTF-8"
+  };
+
+  private static boolean sameAscii(byte[] array, int at, String text) {
+    for (int i = 0; i < text.length(); i++) {
+      if (array[at + i] != text.charAt(i)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static byte[] encodeWithStreams(StoredResponse response, byte[] body) throws IOException {

@@ -58,7 +58,17 @@ class StoredResponseReplayFormatTest {
                 Map.entry("X-\u00e9", "v")),
             new byte[] {0, -1, 127, -128}),
         new StoredResponse(65535, List.of(Map.entry("X-Long", "x".repeat(65535))), large),
-        new StoredResponse(0, List.of(Map.entry("A", "1"), Map.entry("A", "2")), new byte[1]));
+        new StoredResponse(0, List.of(Map.entry("A", "1"), Map.entry("A", "2")), new byte[1]),
+        // the texts a replay reads as shared strings, and texts of their lengths that differ
+        new StoredResponse(
+            200,
+            List.of(
+                Map.entry("Content-Type", "application/json;charset=UTF-8"),
+                Map.entry("Content-Typf", "application/jsoN"),
+                Map.entry("Location", "text/plain;charset=UTF-8"),
+                Map.entry("X-Problem", "application/problem+json"),
+                Map.entry("Locatio\u00e9", "application/json;charset=UTF-9")),
+            "{}".getBytes()));
   }
 
   @Test
