@@ -95,6 +95,11 @@ public final class Batch<T> implements AutoCloseable {
     /** When first handed out, on the lease scale (the guard's clock); valid once handed out. */
     private volatile long handedOutAt;
 
+    /** Whether the item was ever handed out to be sent (a send may have started under it). */
+    boolean handedOut() {
+      return handedOutAtMono != 0;
+    }
+
     /** Whether the item counts among the guard's running calls: handed out, not yet reported. */
     private final AtomicBoolean running = new AtomicBoolean();
 

@@ -102,7 +102,9 @@ final class BatchWriter {
 
   /**
    * Writes what is queued, releases the claimed items that got no outcome (never reported, lapsed),
-   * and returns the counts of everything written.
+   * and returns the counts of everything written. An item never handed out had nothing sent under
+   * its claim: it is taken back ({@link dev.idempotency.spi.KeyStore#takeBack}), which keeps the
+   * trace of an earlier owner's attempt when the batch's claim was a takeover.
    */
   Batch.Recorded finish(Iterable<Batch.Item> claimed) {
     writeLock.lock();
@@ -113,7 +115,7 @@ final class BatchWriter {
         if (item.recordable()
             && (state == Batch.Item.NEW || state == Batch.Item.LAPSED)
             && item.state.compareAndSet(state, Batch.Item.DONE)) {
-          release(item, deferred);
+          release(item, !item.handedOut(), deferred);
         }
         item.stopRunning(settings.inFlight);
       }
@@ -151,7 +153,7 @@ final class BatchWriter {
         writeChunk(writes.subList(from, Math.min(writes.size(), from + chunkSize)), deferred);
       }
       for (Batch.Item toRelease : releases) {
-        release(toRelease, deferred);
+        release(toRelease, false, deferred);
       }
     } finally {
       writeLock.unlock();
@@ -201,18 +203,29 @@ final class BatchWriter {
     }
   }
 
-  private void release(Batch.Item item, Interrupts deferred) {
+  /**
+   * Releases an item's claim, fenced by its token: a reported failure's release (SPEC 6: a fenced
+   * delete), or the take-back of a claim nothing was sent under ({@code unsent}).
+   */
+  private void release(Batch.Item item, boolean unsent, Interrupts deferred) {
     item.state.set(Batch.Item.DONE);
     item.call.finish(item.claim);
     deferred.clear();
+    String keyId = item.call.keyId;
+    String token = item.claim.ownerToken;
     try {
-      if (store.release(item.call.keyId, item.claim.ownerToken)) {
+      if (unsent
+          ? store.takeBack(keyId, token, settings.clock.instant())
+          : store.release(keyId, token)) {
         released.incrementAndGet();
         item.call.events.emit(
             Type.RELEASED, item.attempt(), item.call.events.elapsed(), item.failure);
       }
     } catch (RuntimeException e) {
       item.call.events.releaseFailed(e);
+      if (unsent) {
+        settings.pendingOutcomes.unsentClaims.takeBack(keyId, token); // tried again, fenced
+      }
     }
   }
 }

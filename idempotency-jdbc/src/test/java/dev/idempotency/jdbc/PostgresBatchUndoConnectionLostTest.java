@@ -10,6 +10,7 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.TakeoverPolicy;
 import dev.idempotency.tck.MutableClock;
+import dev.idempotency.testservers.Poll;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -117,7 +118,11 @@ class PostgresBatchUndoConnectionLostTest {
       assertThat(sentInBatch).as("nothing handed out by the failed batch").isZero();
       assertThat(refused).as("every key refused by the failed batch").hasSize(requests.size());
       int held = heldByTheBatch();
-      // documented: held until their lease ends (held == fresh.size()), or taken back (0)
+      // the guard takes the failed batch's claims back in the background (UnsentClaims): wait for
+      // it before the retries, which would otherwise race it (strict mode refuses a held key)
+      Poll.within(Duration.ofSeconds(30))
+          .every(Duration.ofMillis(50))
+          .until("the failed batch's claims taken back", this::heldByTheBatch, n -> n == 0);
 
       clock.advance(LEASE.plusSeconds(1)); // the failed batch's leases, if any, have run out
       List<String> outcomes = new ArrayList<>();
