@@ -153,6 +153,9 @@ public final class JdbcKeyStore implements KeyStore {
                 return null;
               });
         }
+        if (dialect == JdbcDialect.H2) {
+          executor.boundLockWaits(sql); // H2 does not end a lock wait on a cancel
+        }
         JdbcClaims claims = new JdbcClaims(sql, executor.watchdog());
         prepared =
             new Prepared(

@@ -49,6 +49,9 @@ final class SqlExecutor {
   private final StatementWatchdog watchdog;
   private volatile boolean networkTimeoutSupported = true;
 
+  /** Where a cancel does not end a row-lock wait (H2): its bound, set once the dialect is known. */
+  private volatile @Nullable LockWaitBound lockWaits;
+
   /** How connections are borrowed from {@link #dataSource}, or null if built on a Jdbi. */
   private final @Nullable ConnectionBorrower borrower;
 
@@ -63,6 +66,14 @@ final class SqlExecutor {
     long timeoutMillis = Math.min(Integer.MAX_VALUE / 2, builder.operationTimeout.toMillis());
     this.watchdog = new StatementWatchdog(Duration.ofMillis(timeoutMillis));
     this.networkTimeoutMillis = (int) (timeoutMillis + NETWORK_TIMEOUT_MARGIN_MILLIS);
+  }
+
+  /**
+   * Bounds the row-lock waits of every operation from now on with the session's own lock wait, for
+   * a database whose lock waits a cancel does not end (H2).
+   */
+  void boundLockWaits(Statements sql) {
+    this.lockWaits = new LockWaitBound(sql, watchdog.timeout(), watchdog);
   }
 
   /** The watchdog of this executor's statements, for those run as {@link PlainStatement}s. */
@@ -101,11 +112,17 @@ final class SqlExecutor {
               handle
                   .getConfig(StatementExceptions.class)
                   .setMessageRendering(StatementExceptions.MessageRendering.NONE);
-              int previousTimeout = boundNetworkTime(handle.getConnection());
+              Connection connection = handle.getConnection();
+              int previousTimeout = boundNetworkTime(connection);
+              LockWaitBound bound = lockWaits;
+              String previousLockWait = bound == null ? null : bound.bound(connection);
               try {
                 return work.withHandle(handle);
               } finally {
-                restoreNetworkTime(handle.getConnection(), previousTimeout);
+                if (bound != null) {
+                  bound.restore(connection, previousLockWait);
+                }
+                restoreNetworkTime(connection, previousTimeout);
               }
             });
       } catch (KeyStoreException e) {
@@ -152,9 +169,14 @@ final class SqlExecutor {
       }
       try (Connection connection = borrowed) {
         int previousTimeout = boundNetworkTime(connection);
+        LockWaitBound bound = lockWaits;
+        String previousLockWait = bound == null ? null : bound.bound(connection);
         try {
           return work.run(connection);
         } finally {
+          if (bound != null) {
+            bound.restore(connection, previousLockWait);
+          }
           restoreNetworkTime(connection, previousTimeout);
         }
       } catch (KeyStoreException e) {
