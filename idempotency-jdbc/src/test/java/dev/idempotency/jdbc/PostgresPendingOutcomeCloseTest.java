@@ -80,6 +80,7 @@ class PostgresPendingOutcomeCloseTest {
             .store(store)
             .clock(clock)
             .lease(Duration.ofSeconds(30))
+            .completionAttempts(1)
             .closeGracePeriod(Duration.ofMillis(200))
             .listener(event -> events.add(event.type()))
             .build();
