@@ -135,10 +135,12 @@ final class GuardSettings {
   /**
    * Closes the guard's resources. New calls are refused at once; the calls running let finish for
    * at most {@link #closeGraceNanos}, their leases renewed and their outcomes recorded meanwhile;
-   * what is left then is abandoned as a crash would leave it (one WARN says how many). Then the
-   * keeper writes what unrecorded batches reported and stops, and the executors the guard created
-   * are shut down, their queued work given {@code executorMillis}. Idempotent; a second caller
-   * returns once the first has finished.
+   * what is left then is abandoned as a crash would leave it (one WARN says how many), a background
+   * outcome write already in the store first let finish, never interrupted ({@link
+   * PendingOutcomes#close}). Then the keeper writes what unrecorded batches reported and stops, and
+   * the executors the guard created are shut down. {@code executorMillis} bounds the whole wait on
+   * the guard's own threads after the grace period: that write and the executors' queued work.
+   * Idempotent; a second caller returns once the first has finished.
    *
    * @return {@code false} if it was closed already
    */
@@ -168,9 +170,13 @@ final class GuardSettings {
   }
 
   private void closeOnce(long executorMillis) {
-    int stillRunning = inFlight.awaitNone(closeGraceNanos);
+    inFlight.awaitNone(closeGraceNanos);
     gaveUp = true;
-    int abandoned = Math.max(0, stillRunning - pendingOutcomes.close()); // it WARNs itself
+    long deadline = monoNow() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(executorMillis);
+    // waits for a background write in progress (within the deadline), then abandons what is left
+    // and WARNs itself: its outcomes have all ended when it returns, so are not counted below
+    pendingOutcomes.close(deadline);
+    int abandoned = inFlight.running();
     if (abandoned > 0) {
       CallEvents.log.warn(
           "Closed the idempotency guard with {} calls still running after its grace period of {}"
@@ -181,7 +187,8 @@ final class GuardSettings {
           java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(closeGraceNanos));
     }
     keeper.close();
-    executors.shutdown(executorMillis);
+    executors.shutdown( // what is left of the one bound for the guard's own threads
+        Math.max(0, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(deadline - monoNow())));
     int ended = pendingStages.abandonAll(); // dropped from a stopped pool: never run nor rejected
     if (ended > 0) {
       CallEvents.log.info( // the WARN above counted them already: one WARN per close

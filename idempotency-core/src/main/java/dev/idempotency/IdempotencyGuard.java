@@ -482,11 +482,13 @@ public final class IdempotencyGuard implements AutoCloseable {
    *       {@link IllegalStateException} if the guard's own threads can no longer carry it, and a
    *       call that had not started its send never starts it ({@link KeyStoreException}, nothing
    *       sent) nor keeps its key claimed (a claim not yet sent to the store is not sent, one
-   *       granted meanwhile is released, fenced);
+   *       granted meanwhile is released, fenced); an outcome write the guard already sent to the
+   *       store is not interrupted: close() waits for its answer (for at most what is left of
+   *       {@link #CLOSE_TIMEOUT}) and reports it as recorded or abandoned, once, before it returns;
    *   <li>the outcomes that unrecorded batches reported are written, lease renewal stops, and the
    *       executors the guard created itself are shut down (work still queued on them runs, for at
-   *       most {@link #CLOSE_TIMEOUT}; a probe of a failing store is stopped, not waited for);
-   *       executors the application gave it are left alone, and so is the store.
+   *       most what is left of {@link #CLOSE_TIMEOUT}; a probe of a failing store is stopped, not
+   *       waited for); executors the application gave it are left alone, and so is the store.
    * </ol>
    *
    * Idempotent: a second call returns once the first has finished. Do not call it from inside a
