@@ -44,7 +44,10 @@ final class AsyncGuardedCall<T> {
       observation.onEnd(e);
       throw e;
     }
-    return result
+    // every stage from here on is a CallerStage, completed the way any dependent stage is (so its
+    // callbacks, and the guard's own, run in the order they always did)
+    return CallerStage.root(call::callerGaveUp)
+        .thenCompose(ignored -> result)
         .exceptionallyCompose(
             failure -> CompletableFuture.failedFuture(abandonedIfRejected(failure)))
         .whenComplete((outcome, failure) -> observation.onEnd(Stages.unwrapOrNull(failure)));

@@ -152,6 +152,9 @@ final class CallSupport<T> {
     if (error == null && result instanceof ClaimResult.Failed failed) {
       error = failed.error();
     }
+    if (error instanceof CallerGaveUp gaveUp) {
+      return new Refuse<>(gaveUp); // the store was not asked: no outage, no fail-open send
+    }
     if (error instanceof UnreadableRecordException unreadable) {
       return new Refuse<>(unreadableRecord(unreadable)); // even fail-open: the key was sent before
     }
@@ -214,11 +217,13 @@ final class CallSupport<T> {
 
   /**
    * Whether a failed claim may have been written all the same: it was sent to the store (not
-   * refused by the breaker, nor by an executor that never ran it) and failed without an answer.
+   * refused by the breaker, nor by an executor that never ran it, nor held back because its caller
+   * gave up) and failed without an answer.
    */
   static boolean mayHaveReachedTheStore(Throwable error) {
     return error != null
         && !(error instanceof StoreOutages.Refused)
+        && !(error instanceof CallerGaveUp)
         && !(error instanceof java.util.concurrent.RejectedExecutionException);
   }
 
@@ -416,7 +421,35 @@ final class CallSupport<T> {
   }
 
   private @Nullable KeyStoreException breakerRefusal(Supplier<KeyStoreException> breaker) {
+    if (callerGaveUp) {
+      return new CallerGaveUp(keyId);
+    }
     return settings.failsOpen(request.operation()) ? null : breaker.get();
+  }
+
+  /** Whether the caller of an async call gave up on its stage ({@link CallerStage}). */
+  private volatile boolean callerGaveUp;
+
+  /**
+   * The caller of this async call cancelled or completed its stage itself: a claim not yet sent
+   * (queued for a blocking store's executor, or a repeat's next poll) is not sent at all.
+   */
+  void callerGaveUp() {
+    callerGaveUp = true;
+  }
+
+  /**
+   * A claim not sent because the caller had given up on the call: nothing was claimed or sent, and
+   * the store was not asked (no outage, no fail-open send).
+   */
+  static final class CallerGaveUp extends KeyStoreException {
+    CallerGaveUp(String keyId) {
+      super(
+          "The caller gave up on the call of key "
+              + keyId
+              + " before its claim was sent to the store: nothing was claimed or sent",
+          null);
+    }
   }
 
   /**

@@ -68,7 +68,9 @@ final class MonoCalls {
                                       "the subscriber cancelled before the method started"))
                               : send(method, proxied, context, subscriberContext, thrown))
                   .toCompletableFuture();
-          // a dependent stage: a subscriber's cancel cancels it, never the guarded call itself
+          // a dependent stage: a subscriber's cancel cancels it, and the guard then sends no
+          // claim it has not sent yet (still queued for a blocking store); a claim sent already
+          // goes on, and a granted one reaches the sender above, which refuses to start
           CompletableFuture<@Nullable Object> value = outcome.thenApply(Outcome::value);
           return Mono.fromFuture(value)
               .onErrorMap(error -> IdempotentInvoker.ownFailure(PendingCall.unwrap(error), thrown))

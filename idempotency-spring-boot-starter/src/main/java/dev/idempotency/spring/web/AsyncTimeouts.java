@@ -57,6 +57,7 @@ final class AsyncTimeouts
   private static final Logger log = LoggerFactory.getLogger(AsyncTimeouts.class);
 
   private final EndpointCall call;
+  private final AsyncWork work;
   private final HandlerMethod handler;
   private final String headerName;
   private final Set<Method> warnedUnfollowed;
@@ -84,6 +85,7 @@ final class AsyncTimeouts
   AsyncTimeouts(
       EndpointCall call, HandlerMethod handler, String headerName, Set<Method> warnedUnfollowed) {
     this.call = call;
+    this.work = call.asyncWork();
     this.handler = handler;
     this.headerName = headerName;
     this.warnedUnfollowed = warnedUnfollowed;
@@ -120,8 +122,8 @@ final class AsyncTimeouts
     }
     if (decided == Timeout.NOT_DETACHED) {
       DeferredResult<?> deferred = deferredResult;
-      Object early = call.earlyResult();
-      if (deferred != null && call.lateResultObserved() && early != EndpointCall.NO_RESULT) {
+      Object early = work.earlyResult();
+      if (deferred != null && work.lateResultObserved() && early != AsyncWork.NO_RESULT) {
         // the result came just before the timeout, and Spring MVC's copy of it is not set yet: it
         // is the answer, ahead of any timeout answer (Spring's 503 would release a key whose send
         // happened)
@@ -154,8 +156,8 @@ final class AsyncTimeouts
       return Timeout.NOT_DETACHED;
     }
     LateResponse late = LateResponse.of(servletRequest, handler, capture.limit());
-    if (!call.detach(late)) {
-      if (callableWork && call.detachWithEarlyResult(late)) {
+    if (!work.detach(late)) {
+      if (callableWork && work.detachWithEarlyResult(late)) {
         // the result is the answer, unless an application's timeout fallback wins the request
         // first: either goes to the client as it is
         capture.discard();
@@ -164,7 +166,7 @@ final class AsyncTimeouts
       return Timeout.NOT_DETACHED;
     }
     capture.discard(); // the timeout's answer goes to the client as it is, never stored
-    if (deferredResult != null && !call.lateResultObserved()) {
+    if (deferredResult != null && !work.lateResultObserved()) {
       warnUnfollowed();
     }
     log.debug(
@@ -196,8 +198,8 @@ final class AsyncTimeouts
       return RESPONSE_HANDLED;
     }
     // the result came just before the timeout: it is the answer (a timeout would drop it)
-    Object early = call.earlyResult();
-    return early == EndpointCall.NO_RESULT ? RESULT_NONE : early;
+    Object early = work.earlyResult();
+    return early == AsyncWork.NO_RESULT ? RESULT_NONE : early;
   }
 
   /**
@@ -213,8 +215,8 @@ final class AsyncTimeouts
     if (decided == Timeout.DETACHED || decided == Timeout.STREAM_CUT) {
       return RESULT_NONE; // the application's timeout answer goes to the client as it is
     }
-    Object early = call.earlyResult();
-    return early == EndpointCall.NO_RESULT ? RESULT_NONE : early;
+    Object early = work.earlyResult();
+    return early == AsyncWork.NO_RESULT ? RESULT_NONE : early;
   }
 
   @Override
@@ -231,13 +233,13 @@ final class AsyncTimeouts
       answer409(request);
       return false;
     }
-    if (!call.lateResultObserved()) {
+    if (!work.lateResultObserved()) {
       return true; // already reported: Spring may handle the timeout as usual
     }
     // the result came just before the timeout, and Spring MVC's copy of it is not set yet: it is
     // the answer (Spring's timeout would answer 503 and release a key whose send happened)
-    Object early = call.earlyResult();
-    if (early != EndpointCall.NO_RESULT) {
+    Object early = work.earlyResult();
+    if (early != AsyncWork.NO_RESULT) {
       deferredResult.setErrorResult(early); // a value or a failure, as Spring's adapter sets it
       return false;
     }
@@ -249,7 +251,7 @@ final class AsyncTimeouts
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
     }
-    call.lateResult(concurrentResult);
+    work.lateResult(concurrentResult);
   }
 
   /** The result of a {@code DeferredResult}, of an emitter's among others: a failure is noted. */
@@ -271,7 +273,7 @@ final class AsyncTimeouts
    */
   private void warnUnfollowed() {
     if (warnedUnfollowed.add(handler.getMethod())) {
-      Class<?> returned = call.returnedClass();
+      Class<?> returned = work.returnedClass();
       log.warn(
           "@IdempotentEndpoint {} returned a {}, an async result the guard does not follow: at a"
               + " container async timeout its key stays claimed, since its work may still send"

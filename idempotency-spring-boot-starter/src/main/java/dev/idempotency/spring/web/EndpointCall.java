@@ -1,18 +1,14 @@
 package dev.idempotency.spring.web;
 
+import static dev.idempotency.spring.web.StoredStatuses.isStored;
+
 import dev.idempotency.spring.PendingCall;
+import dev.idempotency.spring.web.StoredStatuses.NotStored;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
-import org.slf4j.LoggerFactory;
-import org.springframework.core.annotation.AnnotatedElementUtils;
-import org.springframework.http.HttpStatusCode;
-import org.springframework.http.ProblemDetail;
-import org.springframework.http.ResponseEntity;
-import org.springframework.web.ErrorResponse;
-import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.context.request.async.AsyncRequestNotUsableException;
 import org.springframework.web.util.DisconnectedClientHelper;
 
@@ -21,6 +17,8 @@ import org.springframework.web.util.DisconnectedClientHelper;
  * response the client got (after the handler, an async result or an error page): whether the
  * handler started, and what to store or release. Kept in a request attribute, so that every
  * dispatch of the request (request, async, error) finds it. Reported once; the first report wins.
+ * What a container async timeout does to the handler's async work, which may outlive the request,
+ * is its {@link AsyncWork}'s part.
  */
 final class EndpointCall {
 
@@ -37,31 +35,18 @@ final class EndpointCall {
   private volatile @Nullable Throwable asyncFailure;
   private volatile int streamTimedOutStatus = -1;
   private PendingCall.@Nullable Scope mdc;
-  private volatile @Nullable LateResponse late;
-  private volatile boolean lateResultObserved;
-  private volatile @Nullable Class<?> returnedClass;
-  private @Nullable Object earlyResult = NO_RESULT; // guarded by this
-  private Work work = Work.NONE; // guarded by this
-
-  /** The handler's {@code Callable} work, queued in Spring MVC's async executor. */
-  private enum Work {
-    /** No {@code Callable} (a synchronous handler, a stage, a {@code DeferredResult}). */
-    NONE,
-    /** Returned, its task not yet run by the executor. */
-    QUEUED,
-    /** Its task began: from now on its send may happen. */
-    STARTED,
-    /** Its task was cancelled at a timeout before it began: it never runs. */
-    ABANDONED
-  }
-
-  /** {@link #earlyResult} before a result came. */
-  static final Object NO_RESULT = new Object();
+  private final AsyncWork asyncWork;
 
   EndpointCall(PendingCall<StoredResponse> call, List<String> headers, Duration maxWait) {
     this.call = call;
     this.headers = headers;
     this.maxWait = maxWait;
+    this.asyncWork = new AsyncWork(call, headers, reported, () -> handlerStarted);
+  }
+
+  /** The handler's async work, which a container async timeout may detach from this request. */
+  AsyncWork asyncWork() {
+    return asyncWork;
   }
 
   /** The handler method was entered: its response is the endpoint's answer. */
@@ -120,7 +105,7 @@ final class EndpointCall {
    * 422 response-not-stored} while it still streams), as WebFlux does; it goes on to the client.
    */
   private void streamPastBound(CapturingResponse captured) {
-    if (late != null
+    if (asyncWork.detached()
         || !handlerStarted
         || !isStored(captured.getStatus())
         || !reported.compareAndSet(false, true)) {
@@ -151,27 +136,9 @@ final class EndpointCall {
   }
 
   private void recordCutShort(CapturingResponse captured) {
-    if (late == null && reported.compareAndSet(false, true)) {
+    if (!asyncWork.detached() && reported.compareAndSet(false, true)) {
       call.completeAndAwait(StoredResponse.capture(captured, null, headers), maxWait);
     }
-  }
-
-  /** The handler returned {@code Callable} work, which Spring MVC's async executor will run. */
-  synchronized void workQueued() {
-    work = Work.QUEUED;
-  }
-
-  /**
-   * The {@code Callable} work is about to begin on its task thread.
-   *
-   * @return false if a timeout abandoned it first (Spring MVC cancelled its task): it must not run
-   */
-  synchronized boolean workStarts() {
-    if (work == Work.ABANDONED) {
-      return false;
-    }
-    work = Work.STARTED;
-    return true;
   }
 
   /**
@@ -184,128 +151,7 @@ final class EndpointCall {
   }
 
   boolean reported() {
-    return reported.get() || late != null;
-  }
-
-  /** The handler returned a result that tells {@link #lateResult} when it ends (a stage). */
-  void observesLateResult() {
-    lateResultObserved = true;
-  }
-
-  /** Whether a timeout may {@link #detach}: something will report the late result. */
-  boolean lateResultObserved() {
-    return lateResultObserved;
-  }
-
-  /** The handler method returned {@code returned} (before the advisor adapted it). */
-  void handlerReturned(@Nullable Object returned) {
-    returnedClass = returned == null ? null : returned.getClass();
-  }
-
-  /** The runtime class of what the handler method returned, or null (nothing, or not yet). */
-  @Nullable Class<?> returnedClass() {
-    return returnedClass;
-  }
-
-  /**
-   * The request timed out while the handler's async work runs: from now on the request's own end
-   * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
-   * #lateResult}), is rendered with {@code late} and stored.
-   *
-   * <p>{@code Callable} work still queued in Spring MVC's async executor is abandoned instead: at a
-   * timeout Spring MVC cancels its task, so it never runs and nothing is sent; the request's own
-   * end releases the key ({@link #finish}), so that a retry runs the handler again.
-   *
-   * @return false if the call was already reported, its handler never started, its result came
-   *     already (it is the request's answer: {@link #earlyResult}) or its work never began
-   */
-  synchronized boolean detach(LateResponse late) {
-    if (reported.get() || !handlerStarted || this.late != null || earlyResult != NO_RESULT) {
-      return false;
-    }
-    if (work == Work.QUEUED) {
-      work = Work.ABANDONED;
-      return false;
-    }
-    this.late = late;
-    return true;
-  }
-
-  /**
-   * A timeout came after the {@code Callable} work's result ({@link #earlyResult}) but before
-   * Spring MVC dispatched it, and another answer may win the request (an application's timeout
-   * fallback): the send happened, so the result is stored now, as a late one, and the request's own
-   * end reports nothing.
-   *
-   * @return false if no result came, or the call is reported or detached already
-   */
-  boolean detachWithEarlyResult(LateResponse late) {
-    Object result;
-    synchronized (this) {
-      if (reported.get() || !handlerStarted || this.late != null || earlyResult == NO_RESULT) {
-        return false;
-      }
-      this.late = late;
-      result = earlyResult;
-    }
-    lateResult(result);
-    return true;
-  }
-
-  /**
-   * The async result of a handler, called for every one; stored (or, for a failure, released) only
-   * if its request timed out before it came ({@link #detach}). A failure is resolved to a status as
-   * on the synchronous path ({@link #statusOf}): a 4xx that is kept is stored with its problem
-   * detail (a {@code ResponseStatusException(404)} is a stored 404), anything else releases.
-   */
-  void lateResult(@Nullable Object result) {
-    LateResponse response;
-    synchronized (this) {
-      response = late;
-      if (response == null) {
-        earlyResult =
-            result; // on its way to the request's own dispatch; a timeout must not drop it
-        return;
-      }
-    }
-    if (!reported.compareAndSet(false, true)) {
-      return;
-    }
-    Object toRender = result;
-    if (result instanceof Throwable failure) {
-      int status = statusOf(failure);
-      if (!isStored(status)) {
-        call.fail(
-            new NotStored(
-                "the async result failed after its request timed out: "
-                    + failure.getClass().getName()
-                    + " (status "
-                    + status
-                    + ")"));
-        return;
-      }
-      toRender = ResponseEntity.status(status).body(problemOf(failure, status));
-    }
-    try {
-      StoredResponse stored = response.render(toRender, headers);
-      if (isStored(stored.status())) {
-        call.complete(stored);
-      } else {
-        call.fail(new NotStored("status " + stored.status() + " is not stored"));
-      }
-    } catch (RuntimeException | Error e) {
-      LoggerFactory.getLogger(EndpointCall.class)
-          .warn("The late result of a timed-out idempotent request could not be stored", e);
-      throw e;
-    }
-  }
-
-  /**
-   * The async result that came before any timeout ({@link #lateResult}), or {@link #NO_RESULT}: a
-   * timeout that races with it answers with it.
-   */
-  synchronized @Nullable Object earlyResult() {
-    return earlyResult;
+    return reported.get() || asyncWork.detached();
   }
 
   /**
@@ -327,7 +173,7 @@ final class EndpointCall {
    * did answer; any other call not yet reported is released.
    */
   void requestEnded() throws IOException {
-    if (late != null) {
+    if (asyncWork.detached()) {
       return; // timed out: the async result reports
     }
     CapturingResponse response = awaitingErrorPage;
@@ -363,7 +209,7 @@ final class EndpointCall {
    * the handler again.
    */
   void release(String why) {
-    if (late == null && reported.compareAndSet(false, true)) {
+    if (!asyncWork.detached() && reported.compareAndSet(false, true)) {
       call.failAndAwait(new NotStored(why), maxWait);
     }
   }
@@ -382,7 +228,7 @@ final class EndpointCall {
 
   private void finish(CapturingResponse response, boolean bodySeen) throws IOException {
     try {
-      if (late != null || !reported.compareAndSet(false, true)) {
+      if (asyncWork.detached() || !reported.compareAndSet(false, true)) {
         return;
       }
       int status = response.getStatus();
@@ -391,7 +237,7 @@ final class EndpointCall {
       if (!handlerStarted) {
         call.failAndAwait(
             new NotStored("the handler did not start (status " + status + ")"), maxWait);
-      } else if (workAbandoned()) {
+      } else if (asyncWork.workAbandoned()) {
         call.failAndAwait(
             new NotStored("the handler's work timed out before it began (" + status + ")"),
             maxWait);
@@ -414,56 +260,6 @@ final class EndpointCall {
       }
     } finally {
       response.release();
-    }
-  }
-
-  private synchronized boolean workAbandoned() {
-    return work == Work.ABANDONED;
-  }
-
-  /**
-   * The status Spring MVC resolves {@code failure} to, as on the synchronous path: an {@link
-   * ErrorResponse}'s (a {@code ResponseStatusException}'s), a {@link ResponseStatus} on its class,
-   * else 500.
-   */
-  static int statusOf(Throwable failure) {
-    if (failure instanceof ErrorResponse error) {
-      return error.getStatusCode().value();
-    }
-    ResponseStatus annotated =
-        AnnotatedElementUtils.findMergedAnnotation(failure.getClass(), ResponseStatus.class);
-    return annotated != null ? annotated.code().value() : 500;
-  }
-
-  private static ProblemDetail problemOf(Throwable failure, int status) {
-    if (failure instanceof ErrorResponse error) {
-      return error.getBody();
-    }
-    ResponseStatus annotated =
-        AnnotatedElementUtils.findMergedAnnotation(failure.getClass(), ResponseStatus.class);
-    String reason = annotated != null && !annotated.reason().isEmpty() ? annotated.reason() : null;
-    return ProblemDetail.forStatusAndDetail(HttpStatusCode.valueOf(status), reason);
-  }
-
-  /** 2xx, 3xx and 4xx are final answers, except the 4xx that mean "try again". */
-  static boolean isStored(int status) {
-    if (status >= 200 && status < 400) {
-      return true;
-    }
-    return status >= 400
-        && status < 500
-        && status != 408
-        && status != 409
-        && status != 425
-        && status != 429;
-  }
-
-  /** Why a response was not stored: the key is released with it. */
-  static final class NotStored extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-
-    NotStored(String why) {
-      super(why, null, false, false);
     }
   }
 }

@@ -80,7 +80,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
                 instanceof EndpointCall call) {
           call.handlerStarted();
           Object returned = invocation.proceed();
-          call.handlerReturned(returned);
+          call.asyncWork().handlerReturned(returned);
           Class<?> returnType = invocation.getMethod().getReturnType();
           if (returned != null && request instanceof ServletRequestAttributes servlet) {
             // before Spring MVC starts any async processing: the starter learns of a timeout first
@@ -144,9 +144,10 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
               return returned;
             }
             returned = copy;
-            call.observesLateResult();
+            call.asyncWork().observesLateResult();
             stage.whenComplete(
-                (value, failure) -> call.lateResult(failure != null ? cause(failure) : value));
+                (value, failure) ->
+                    call.asyncWork().lateResult(failure != null ? cause(failure) : value));
           }
           return returned;
         }
@@ -178,11 +179,11 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
     DeferredResult<Object> copy = new DeferredResult<>(timeout instanceof Long t ? t : null);
     copy.onError(failure -> forward(own, RESULT_ERROR_CALLBACK, failure));
     copy.onCompletion(() -> forward(own, RESULT_COMPLETION_CALLBACK, null));
-    call.observesLateResult();
+    call.asyncWork().observesLateResult();
     own.setResultHandler(
         value -> {
           copy.setResult(value);
-          call.lateResult(value);
+          call.asyncWork().lateResult(value);
         });
     return copy;
   }
@@ -209,10 +210,11 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
             ? own
             : SingleValue.toFuture(adapter.toPublisher(body));
     Object copy = copyOf(stage, CompletableFuture.class);
-    call.observesLateResult();
+    call.asyncWork().observesLateResult();
     stage.whenComplete(
         (value, failure) ->
-            call.lateResult(failure != null ? cause(failure) : withBody(entity, value)));
+            call.asyncWork()
+                .lateResult(failure != null ? cause(failure) : withBody(entity, value)));
     return withBody(entity, copy);
   }
 

@@ -87,17 +87,17 @@ final class UninterruptedWork {
 
   /**
    * {@code work}, run on a worker thread and awaited uninterruptibly by the caller of the copy; not
-   * run at all if a timeout abandoned it before its task began ({@link EndpointCall#detach}). Work
+   * run at all if a timeout abandoned it before its task began ({@link AsyncWork#detach}). Work
    * that is already a shielded copy is returned as it is.
    */
   <V> Callable<V> shield(Callable<V> work, EndpointCall call) {
     if (work instanceof ShieldedCallable<V> shielded) {
       return shielded;
     }
-    call.workQueued();
+    call.asyncWork().workQueued();
     return (ShieldedCallable<V>)
         () -> {
-          if (!call.workStarts()) {
+          if (!call.asyncWork().workStarts()) {
             // Spring MVC cancelled the task at a timeout as it began: nothing was sent
             throw new CancellationException("the request timed out before its work began");
           }

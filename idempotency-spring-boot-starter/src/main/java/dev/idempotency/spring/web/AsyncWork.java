@@ -1,0 +1,222 @@
+package dev.idempotency.spring.web;
+
+import static dev.idempotency.spring.web.StoredStatuses.isStored;
+
+import dev.idempotency.spring.PendingCall;
+import dev.idempotency.spring.web.StoredStatuses.NotStored;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BooleanSupplier;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.LoggerFactory;
+import org.springframework.http.ResponseEntity;
+
+/**
+ * The async work of one claimed {@link IdempotentEndpoint} request as a container async timeout
+ * sees it (SPEC 13: a timeout ends the request, not the send): a {@code Callable}'s task queued,
+ * started or abandoned; a result that came just before the timeout; and, once the timeout detached
+ * the request from its work ({@link #detach}), the work's late result, rendered and stored. Part of
+ * its {@link EndpointCall}, whose report it shares: the first report wins.
+ */
+final class AsyncWork {
+
+  /** {@link #earlyResult} before a result came. */
+  static final Object NO_RESULT = new Object();
+
+  /** The handler's {@code Callable} work, queued in Spring MVC's async executor. */
+  private enum Work {
+    /** No {@code Callable} (a synchronous handler, a stage, a {@code DeferredResult}). */
+    NONE,
+    /** Returned, its task not yet run by the executor. */
+    QUEUED,
+    /** Its task began: from now on its send may happen. */
+    STARTED,
+    /** Its task was cancelled at a timeout before it began: it never runs. */
+    ABANDONED
+  }
+
+  private final PendingCall<StoredResponse> call;
+  private final List<String> headers;
+  private final AtomicBoolean reported;
+  private final BooleanSupplier handlerStarted;
+  private volatile @Nullable LateResponse late;
+  private volatile boolean lateResultObserved;
+  private volatile @Nullable Class<?> returnedClass;
+  private @Nullable Object earlyResult = NO_RESULT; // guarded by this
+  private Work work = Work.NONE; // guarded by this
+
+  /**
+   * @param call the claimed call, which the late result completes or fails
+   * @param headers the response headers to store besides the usual ones
+   * @param reported the call's report: set once, by whichever reports first
+   * @param handlerStarted whether the handler method was entered
+   */
+  AsyncWork(
+      PendingCall<StoredResponse> call,
+      List<String> headers,
+      AtomicBoolean reported,
+      BooleanSupplier handlerStarted) {
+    this.call = call;
+    this.headers = headers;
+    this.reported = reported;
+    this.handlerStarted = handlerStarted;
+  }
+
+  /** Whether a timeout detached the request: the late result, not the request's end, reports. */
+  boolean detached() {
+    return late != null;
+  }
+
+  /** The handler returned {@code Callable} work, which Spring MVC's async executor will run. */
+  synchronized void workQueued() {
+    work = Work.QUEUED;
+  }
+
+  /**
+   * The {@code Callable} work is about to begin on its task thread.
+   *
+   * @return false if a timeout abandoned it first (Spring MVC cancelled its task): it must not run
+   */
+  synchronized boolean workStarts() {
+    if (work == Work.ABANDONED) {
+      return false;
+    }
+    work = Work.STARTED;
+    return true;
+  }
+
+  /** Whether a timeout abandoned the {@code Callable} work before its task began. */
+  synchronized boolean workAbandoned() {
+    return work == Work.ABANDONED;
+  }
+
+  /** The handler returned a result that tells {@link #lateResult} when it ends (a stage). */
+  void observesLateResult() {
+    lateResultObserved = true;
+  }
+
+  /** Whether a timeout may {@link #detach}: something will report the late result. */
+  boolean lateResultObserved() {
+    return lateResultObserved;
+  }
+
+  /** The handler method returned {@code returned} (before the advisor adapted it). */
+  void handlerReturned(@Nullable Object returned) {
+    returnedClass = returned == null ? null : returned.getClass();
+  }
+
+  /** The runtime class of what the handler method returned, or null (nothing, or not yet). */
+  @Nullable Class<?> returnedClass() {
+    return returnedClass;
+  }
+
+  /**
+   * The request timed out while the handler's async work runs: from now on the request's own end
+   * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
+   * #lateResult}), is rendered with {@code late} and stored.
+   *
+   * <p>{@code Callable} work still queued in Spring MVC's async executor is abandoned instead: at a
+   * timeout Spring MVC cancels its task, so it never runs and nothing is sent; the request's own
+   * end releases the key ({@link EndpointCall#finish(CapturingResponse)}), so that a retry runs the
+   * handler again.
+   *
+   * @return false if the call was already reported, its handler never started, its result came
+   *     already (it is the request's answer: {@link #earlyResult}) or its work never began
+   */
+  synchronized boolean detach(LateResponse late) {
+    if (reported.get()
+        || !handlerStarted.getAsBoolean()
+        || this.late != null
+        || earlyResult != NO_RESULT) {
+      return false;
+    }
+    if (work == Work.QUEUED) {
+      work = Work.ABANDONED;
+      return false;
+    }
+    this.late = late;
+    return true;
+  }
+
+  /**
+   * A timeout came after the {@code Callable} work's result ({@link #earlyResult}) but before
+   * Spring MVC dispatched it, and another answer may win the request (an application's timeout
+   * fallback): the send happened, so the result is stored now, as a late one, and the request's own
+   * end reports nothing.
+   *
+   * @return false if no result came, or the call is reported or detached already
+   */
+  boolean detachWithEarlyResult(LateResponse late) {
+    Object result;
+    synchronized (this) {
+      if (reported.get()
+          || !handlerStarted.getAsBoolean()
+          || this.late != null
+          || earlyResult == NO_RESULT) {
+        return false;
+      }
+      this.late = late;
+      result = earlyResult;
+    }
+    lateResult(result);
+    return true;
+  }
+
+  /**
+   * The async result of a handler, called for every one; stored (or, for a failure, released) only
+   * if its request timed out before it came ({@link #detach}). A failure is resolved to a status as
+   * on the synchronous path ({@link StoredStatuses#statusOf}): a 4xx that is kept is stored with
+   * its problem detail (a {@code ResponseStatusException(404)} is a stored 404), anything else
+   * releases.
+   */
+  void lateResult(@Nullable Object result) {
+    LateResponse response;
+    synchronized (this) {
+      response = late;
+      if (response == null) {
+        earlyResult =
+            result; // on its way to the request's own dispatch; a timeout must not drop it
+        return;
+      }
+    }
+    if (!reported.compareAndSet(false, true)) {
+      return;
+    }
+    Object toRender = result;
+    if (result instanceof Throwable failure) {
+      int status = StoredStatuses.statusOf(failure);
+      if (!isStored(status)) {
+        call.fail(
+            new NotStored(
+                "the async result failed after its request timed out: "
+                    + failure.getClass().getName()
+                    + " (status "
+                    + status
+                    + ")"));
+        return;
+      }
+      toRender = ResponseEntity.status(status).body(StoredStatuses.problemOf(failure, status));
+    }
+    try {
+      StoredResponse stored = response.render(toRender, headers);
+      if (isStored(stored.status())) {
+        call.complete(stored);
+      } else {
+        call.fail(new NotStored("status " + stored.status() + " is not stored"));
+      }
+    } catch (RuntimeException | Error e) {
+      // under EndpointCall's logger, as before this class was split out of it
+      LoggerFactory.getLogger(EndpointCall.class)
+          .warn("The late result of a timed-out idempotent request could not be stored", e);
+      throw e;
+    }
+  }
+
+  /**
+   * The async result that came before any timeout ({@link #lateResult}), or {@link #NO_RESULT}: a
+   * timeout that races with it answers with it.
+   */
+  synchronized @Nullable Object earlyResult() {
+    return earlyResult;
+  }
+}
