@@ -273,15 +273,24 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
           new CallableProcessingInterceptor() {
             @Override
             public <T> Object handleTimeout(NativeWebRequest webRequest, Callable<T> task) {
-              answered.countDown();
               return fallback;
+            }
+
+            /**
+             * The request is over: the fallback was set as its result and answered. Counted down
+             * here, not in {@link #handleTimeout}, which runs before Spring MVC sets the fallback
+             * (the first result set wins: a held result released there could still come first).
+             */
+            @Override
+            public <T> void afterCompletion(NativeWebRequest webRequest, Callable<T> task) {
+              answered.countDown();
             }
 
             /**
              * With {@link #HOLD_RESULT}: holds the result (this runs after the starter's
              * interceptor saw it: Spring MVC post-processes in reverse order) until this fallback
-             * answered the timeout (bounded, 10 s; Spring's cancel of the task at the timeout
-             * interrupts this thread, which goes on waiting).
+             * answered the timeout and the request completed (bounded, 10 s; Spring's cancel of the
+             * task at the timeout interrupts this thread, which goes on waiting).
              */
             @Override
             public <T> void postProcess(NativeWebRequest webRequest, Callable<T> task, Object r) {
