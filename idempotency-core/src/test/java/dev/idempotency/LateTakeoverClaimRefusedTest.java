@@ -71,20 +71,8 @@ class LateTakeoverClaimRefusedTest {
         IdempotencyGuard guard = guard(late)) {
       String key = "late-takeover:" + UUID.randomUUID();
       AtomicInteger sends = new AtomicInteger();
-      CountDownLatch ownerSending = new CountDownLatch(1);
       CompletableFuture<String> first =
-          CompletableFuture.supplyAsync(
-              () ->
-                  owner.execute(
-                      key,
-                      TTL,
-                      ctx -> {
-                        sends.incrementAndGet();
-                        ownerSending.countDown();
-                        assertThat(ownerMayFinish.await(30, TimeUnit.SECONDS)).isTrue();
-                        return "owner";
-                      }));
-      assertThat(ownerSending.await(30, TimeUnit.SECONDS)).isTrue();
+          StalledOwners.sending(owner, key, TTL, sends, ownerMayFinish);
       clock.advance(LEASE.plusSeconds(1)); // the owner stalled past its lease
 
       answerLate.set(true); // the retry takes over (attempt 2), answered past that lease too

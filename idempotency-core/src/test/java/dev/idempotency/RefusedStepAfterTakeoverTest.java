@@ -118,20 +118,8 @@ class RefusedStepAfterTakeoverTest {
         IdempotencyGuard refusing = guard(new AnsweringElsewhere()).asyncExecutor(steps).build()) {
       String key = "refused-takeover:" + UUID.randomUUID();
       AtomicInteger sends = new AtomicInteger();
-      CountDownLatch ownerSending = new CountDownLatch(1);
       CompletableFuture<String> first =
-          CompletableFuture.supplyAsync(
-              () ->
-                  owner.execute(
-                      key,
-                      TTL,
-                      ctx -> {
-                        sends.incrementAndGet();
-                        ownerSending.countDown();
-                        assertThat(ownerMayFinish.await(30, TimeUnit.SECONDS)).isTrue();
-                        return "owner";
-                      }));
-      assertThat(ownerSending.await(30, TimeUnit.SECONDS)).isTrue();
+          StalledOwners.sending(owner, key, TTL, sends, ownerMayFinish);
       clock.advance(LEASE.plusSeconds(1)); // the owner stalled past its lease
       CountDownLatch poolBusy = new CountDownLatch(1);
       steps.execute(

@@ -72,20 +72,7 @@ class TakeBackAfterTakeoverTest {
     String key = "takeback-takeover:" + UUID.randomUUID();
     String keyId = Digests.keyId(key);
     AtomicInteger sends = new AtomicInteger();
-    CountDownLatch ownerSending = new CountDownLatch(1);
-    CompletableFuture<String> first =
-        CompletableFuture.supplyAsync(
-            () ->
-                owner.execute(
-                    key,
-                    TTL,
-                    ctx -> {
-                      sends.incrementAndGet();
-                      ownerSending.countDown();
-                      assertThat(ownerMayFinish.await(30, TimeUnit.SECONDS)).isTrue();
-                      return "owner";
-                    }));
-    assertThat(ownerSending.await(30, TimeUnit.SECONDS)).isTrue();
+    CompletableFuture<String> first = StalledOwners.sending(owner, key, TTL, sends, ownerMayFinish);
     clock.advance(LEASE.plusSeconds(1)); // the owner stalled past its lease (store's view)
 
     store.applyAndLoseAnswer.set(1); // a retry takes the key over (attempt 2); its answer is lost
