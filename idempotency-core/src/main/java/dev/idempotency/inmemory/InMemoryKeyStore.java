@@ -23,6 +23,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -157,30 +158,25 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
 
   @Override
   public boolean release(String keyId, String ownerToken) {
-    Objects.requireNonNull(keyId, "keyId");
-    Objects.requireNonNull(ownerToken, "ownerToken");
-    boolean[] released = new boolean[1];
-    cache
-        .asMap()
-        .computeIfPresent(
-            keyId,
-            (id, current) -> {
-              if (!current.isOwnedBy(ownerToken)) {
-                return current;
-              }
-              released[0] = true;
-              return null;
-            });
-    return released[0];
+    return changeOwned(keyId, ownerToken, current -> null);
   }
 
   /** Deletes a first attempt; cuts a takeover's lease to {@code now}, keeping its attempt. */
   @Override
   public boolean takeBack(String keyId, String ownerToken, Instant now) {
+    Objects.requireNonNull(now, "now");
+    return changeOwned(
+        keyId, ownerToken, current -> current.record.attempt() == 1 ? null : current.lapsedAt(now));
+  }
+
+  /**
+   * Replaces the record {@code ownerToken} owns with what {@code change} makes of it (null deletes
+   * it), atomically; whether the token owned it.
+   */
+  private boolean changeOwned(String keyId, String ownerToken, UnaryOperator<Entry> change) {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
-    Objects.requireNonNull(now, "now");
-    boolean[] takenBack = new boolean[1];
+    boolean[] owned = new boolean[1];
     cache
         .asMap()
         .computeIfPresent(
@@ -189,10 +185,10 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
               if (!current.isOwnedBy(ownerToken)) {
                 return current;
               }
-              takenBack[0] = true;
-              return current.record.attempt() == 1 ? null : current.lapsedAt(now);
+              owned[0] = true;
+              return change.apply(current);
             });
-    return takenBack[0];
+    return owned[0];
   }
 
   @Override
