@@ -31,6 +31,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.autoconfigure.condition.SearchStrategy;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -283,9 +284,12 @@ public final class IdempotencyAutoConfiguration {
   @Import(IdempotentMethodsConfiguration.AutoProxy.class)
   static class IdempotentMethodsConfiguration {
 
+    // CURRENT: an advisor proxies only the beans of its own context, so a child context (as
+    // SpringApplicationBuilder.child builds it) needs its own even when its parent has one; the
+    // guard and store above are looked up in the whole hierarchy and shared, as they should be
     @Bean
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
-    @ConditionalOnMissingBean
+    @ConditionalOnMissingBean(search = SearchStrategy.CURRENT)
     static IdempotentMethodAdvisor idempotentMethodAdvisor(
         ConfigurableListableBeanFactory beanFactory,
         ObjectProvider<IdempotencyGuard> guard,
@@ -304,6 +308,16 @@ public final class IdempotencyAutoConfiguration {
           operation -> properties.getObject().ttlOf(operation),
           () -> isAutoConfigured(beanFactory) ? properties.getObject().getLease() : null,
           () -> properties.getObject().getInFlightWait());
+    }
+
+    /**
+     * Fails the start of a child context whose {@code @Idempotent} or {@code @IdempotentListener}
+     * methods no advisor guards (a child with no auto-configuration of its own).
+     */
+    @Bean
+    @ConditionalOnMissingBean(search = SearchStrategy.CURRENT)
+    static UnguardedChildContexts idempotencyUnguardedChildContexts() {
+      return new UnguardedChildContexts();
     }
 
     /** Registers Spring's infrastructure auto-proxy creator, unless one is registered already. */
