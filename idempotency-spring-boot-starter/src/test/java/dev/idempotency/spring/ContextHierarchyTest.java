@@ -175,6 +175,45 @@ class ContextHierarchyTest {
             });
   }
 
+  /** A window of one minute: longer than the default lease (30 s), not than the parent's. */
+  static class MinuteNotifier {
+    @Idempotent(key = "#orderId", ttl = "1m")
+    public String notify(String orderId) {
+      return "notified-" + orderId;
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class ChildMinuteConfig {
+    @Bean
+    MinuteNotifier childMinuteNotifier() {
+      return new MinuteNotifier();
+    }
+  }
+
+  @Test
+  void aChildsWindowIsCheckedAgainstTheLeaseOfTheParentsGuard() {
+    runner
+        .withPropertyValues("idempotency.lease=2m")
+        .run(
+            parent -> {
+              assertThat(parent).hasNotFailed();
+              runner
+                  .withParent(parent.getSourceApplicationContext())
+                  .withUserConfiguration(ChildMinuteConfig.class)
+                  .run(
+                      child -> {
+                        assertThat(child)
+                            .as("a 1m window on the parent's guard, whose lease is 2m")
+                            .hasFailed();
+                        assertThat(
+                                NestedExceptionUtils.getMostSpecificCause(
+                                    child.getStartupFailure()))
+                            .hasMessageContainingAll("must be longer than the lease", "PT2M");
+                      });
+            });
+  }
+
   @Test
   void aChildsDefaultNameThatItsParentHasAlreadyFailsTheChildsStart() {
     runner
