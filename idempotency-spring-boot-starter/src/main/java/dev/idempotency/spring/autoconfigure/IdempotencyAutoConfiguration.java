@@ -15,10 +15,12 @@ import dev.idempotency.spring.autoconfigure.IdempotencyProperties.StoreType;
 import io.lettuce.core.RedisClient;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.observation.ObservationRegistry;
+import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.config.AopConfigUtils;
@@ -188,6 +190,21 @@ public final class IdempotencyAutoConfiguration {
     return IdempotencyAutoConfiguration.class.getName().equals(definition.getFactoryBeanName());
   }
 
+  /**
+   * The lease that every window must be longer than at startup: the auto-configured guard's, from
+   * the properties of the context that holds it, which for a child context on its parent's guard is
+   * the parent; null if the guard is the application's own (it checks windows at the first call).
+   */
+  static @Nullable Duration autoConfiguredLease(
+      ConfigurableListableBeanFactory beanFactory,
+      ObjectProvider<IdempotencyProperties> properties) {
+    if (beanFactory.getBeanNamesForType(IdempotencyGuard.class, true, false).length == 0
+        && beanFactory.getParentBeanFactory() instanceof ConfigurableListableBeanFactory parent) {
+      return autoConfiguredLease(parent, parent.getBeanProvider(IdempotencyProperties.class));
+    }
+    return isAutoConfigured(beanFactory) ? properties.getObject().getLease() : null;
+  }
+
   private static void requireOperationName(String operation) {
     if (!dev.idempotency.IdempotencyKey.isOperationName(operation)) {
       throw new IllegalStateException(
@@ -306,7 +323,7 @@ public final class IdempotencyAutoConfiguration {
                             + " bean");
                   }),
           operation -> properties.getObject().ttlOf(operation),
-          () -> isAutoConfigured(beanFactory) ? properties.getObject().getLease() : null,
+          () -> autoConfiguredLease(beanFactory, properties),
           () -> properties.getObject().getInFlightWait());
     }
 

@@ -90,10 +90,7 @@ public final class IdempotencyMessagingAutoConfiguration {
                           + " JsonCodecs bean");
                 }),
         operation -> properties.getObject().ttlOf(operation),
-        () ->
-            IdempotencyAutoConfiguration.isAutoConfigured(beanFactory)
-                ? properties.getObject().getLease()
-                : null,
+        () -> IdempotencyAutoConfiguration.autoConfiguredLease(beanFactory, properties),
         () -> messaging.obtain().getHeader(),
         () ->
             messaging.obtain().getStoredFailure()
