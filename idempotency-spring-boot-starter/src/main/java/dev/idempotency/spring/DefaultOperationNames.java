@@ -1,5 +1,6 @@
 package dev.idempotency.spring;
 
+import dev.idempotency.IdempotencyGuard;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.util.Arrays;
@@ -73,12 +74,19 @@ public final class DefaultOperationNames {
 
   /**
    * The registry of an application, created on first use and kept among its singletons ({@value
-   * #BEAN_NAME}), so that every kind of annotated method registers in one.
+   * #BEAN_NAME}), so that every kind of annotated method registers in one. A child context that
+   * defines no {@link IdempotencyGuard} of its own uses its parent's guard, and so its parent's
+   * registry: a child's {@code Mailer.send} and its parent's would share one key namespace.
    *
    * @param beanFactory the application's bean factory
    * @return its registry
    */
   public static DefaultOperationNames sharedIn(ConfigurableListableBeanFactory beanFactory) {
+    if (beanFactory.getParentBeanFactory() instanceof ConfigurableListableBeanFactory parent
+        && beanFactory.getBeanNamesForType(IdempotencyGuard.class, true, false).length == 0) {
+      // a child context on its parent's guard shares the parent's key namespaces: one registry
+      return sharedIn(parent);
+    }
     synchronized (beanFactory.getSingletonMutex()) {
       if (beanFactory.getSingleton(BEAN_NAME) instanceof DefaultOperationNames shared) {
         return shared;

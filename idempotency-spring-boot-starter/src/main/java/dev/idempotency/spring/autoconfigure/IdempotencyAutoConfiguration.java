@@ -15,10 +15,12 @@ import dev.idempotency.spring.autoconfigure.IdempotencyProperties.StoreType;
 import io.lettuce.core.RedisClient;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.observation.ObservationRegistry;
+import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.aop.config.AopConfigUtils;
@@ -31,6 +33,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.autoconfigure.condition.SearchStrategy;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -187,6 +190,21 @@ public final class IdempotencyAutoConfiguration {
     return IdempotencyAutoConfiguration.class.getName().equals(definition.getFactoryBeanName());
   }
 
+  /**
+   * The lease that every window must be longer than at startup: the auto-configured guard's, from
+   * the properties of the context that holds it, which for a child context on its parent's guard is
+   * the parent; null if the guard is the application's own (it checks windows at the first call).
+   */
+  static @Nullable Duration autoConfiguredLease(
+      ConfigurableListableBeanFactory beanFactory,
+      ObjectProvider<IdempotencyProperties> properties) {
+    if (beanFactory.getBeanNamesForType(IdempotencyGuard.class, true, false).length == 0
+        && beanFactory.getParentBeanFactory() instanceof ConfigurableListableBeanFactory parent) {
+      return autoConfiguredLease(parent, parent.getBeanProvider(IdempotencyProperties.class));
+    }
+    return isAutoConfigured(beanFactory) ? properties.getObject().getLease() : null;
+  }
+
   private static void requireOperationName(String operation) {
     if (!dev.idempotency.IdempotencyKey.isOperationName(operation)) {
       throw new IllegalStateException(
@@ -283,9 +301,12 @@ public final class IdempotencyAutoConfiguration {
   @Import(IdempotentMethodsConfiguration.AutoProxy.class)
   static class IdempotentMethodsConfiguration {
 
+    // CURRENT: an advisor proxies only the beans of its own context, so a child context (as
+    // SpringApplicationBuilder.child builds it) needs its own even when its parent has one; the
+    // guard and store above are looked up in the whole hierarchy and shared, as they should be
     @Bean
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
-    @ConditionalOnMissingBean
+    @ConditionalOnMissingBean(search = SearchStrategy.CURRENT)
     static IdempotentMethodAdvisor idempotentMethodAdvisor(
         ConfigurableListableBeanFactory beanFactory,
         ObjectProvider<IdempotencyGuard> guard,
@@ -302,8 +323,18 @@ public final class IdempotencyAutoConfiguration {
                             + " bean");
                   }),
           operation -> properties.getObject().ttlOf(operation),
-          () -> isAutoConfigured(beanFactory) ? properties.getObject().getLease() : null,
+          () -> autoConfiguredLease(beanFactory, properties),
           () -> properties.getObject().getInFlightWait());
+    }
+
+    /**
+     * Fails the start of a child context whose {@code @Idempotent} or {@code @IdempotentListener}
+     * methods no advisor guards (a child with no auto-configuration of its own).
+     */
+    @Bean
+    @ConditionalOnMissingBean(search = SearchStrategy.CURRENT)
+    static UnguardedChildContexts idempotencyUnguardedChildContexts() {
+      return new UnguardedChildContexts();
     }
 
     /** Registers Spring's infrastructure auto-proxy creator, unless one is registered already. */

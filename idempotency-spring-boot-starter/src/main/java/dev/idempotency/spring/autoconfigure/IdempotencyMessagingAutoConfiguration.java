@@ -13,6 +13,7 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.SearchStrategy;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.SmartLifecycle;
 import org.springframework.context.annotation.Bean;
@@ -27,7 +28,13 @@ import org.springframework.core.type.AnnotationMetadata;
  * Auto-configuration of {@link dev.idempotency.spring.messaging.IdempotentListener} message
  * listeners: the advisor, and each broker's hooks where its Spring integration is on the classpath
  * (Spring Kafka, Spring AMQP, Spring JMS). Every bean backs off when the application defines its
- * own of that name.
+ * own of that name in the same context.
+ *
+ * <p>Every bean here is per context ({@link SearchStrategy#CURRENT}, as Spring Boot's own
+ * post-processors are): an advisor or a bean post-processor acts only on the beans of the context
+ * that holds it, so a child context (as {@code SpringApplicationBuilder.child} builds it) that
+ * backed off because its parent had one would leave its listeners and container factories
+ * unguarded. The guard it uses is looked up in the whole hierarchy, so a child shares its parent's.
  */
 @AutoConfiguration(
     after = IdempotencyAutoConfiguration.class,
@@ -61,7 +68,7 @@ public final class IdempotencyMessagingAutoConfiguration {
    */
   @Bean
   @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
-  @ConditionalOnMissingBean
+  @ConditionalOnMissingBean(search = SearchStrategy.CURRENT) // per context, as every bean here
   public static IdempotentListenerAdvisor idempotentListenerAdvisor(
       org.springframework.beans.factory.config.ConfigurableListableBeanFactory beanFactory,
       ObjectProvider<IdempotencyGuard> guard,
@@ -83,10 +90,7 @@ public final class IdempotencyMessagingAutoConfiguration {
                           + " JsonCodecs bean");
                 }),
         operation -> properties.getObject().ttlOf(operation),
-        () ->
-            IdempotencyAutoConfiguration.isAutoConfigured(beanFactory)
-                ? properties.getObject().getLease()
-                : null,
+        () -> IdempotencyAutoConfiguration.autoConfiguredLease(beanFactory, properties),
         () -> messaging.obtain().getHeader(),
         () ->
             messaging.obtain().getStoredFailure()
@@ -100,13 +104,15 @@ public final class IdempotencyMessagingAutoConfiguration {
 
     @Bean
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
-    @ConditionalOnMissingBean(name = "idempotencyKafkaContainerFactories")
+    @ConditionalOnMissingBean(
+        name = "idempotencyKafkaContainerFactories",
+        search = SearchStrategy.CURRENT)
     static BeanPostProcessor idempotencyKafkaContainerFactories(Environment environment) {
       return ListenerContainerHooks.kafkaContainerFactories(backOff(environment));
     }
 
     @Bean
-    @ConditionalOnMissingBean(name = "idempotencyKafkaContainers")
+    @ConditionalOnMissingBean(name = "idempotencyKafkaContainers", search = SearchStrategy.CURRENT)
     SmartLifecycle idempotencyKafkaContainers(
         ObjectProvider<org.springframework.kafka.config.KafkaListenerEndpointRegistry> registries,
         IdempotencyMessagingProperties properties) {
@@ -123,13 +129,15 @@ public final class IdempotencyMessagingAutoConfiguration {
 
     @Bean
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
-    @ConditionalOnMissingBean(name = "idempotencyRabbitContainerFactories")
+    @ConditionalOnMissingBean(
+        name = "idempotencyRabbitContainerFactories",
+        search = SearchStrategy.CURRENT)
     static BeanPostProcessor idempotencyRabbitContainerFactories(Environment environment) {
       return ListenerContainerHooks.rabbitContainerFactories(backOff(environment));
     }
 
     @Bean
-    @ConditionalOnMissingBean(name = "idempotencyRabbitContainers")
+    @ConditionalOnMissingBean(name = "idempotencyRabbitContainers", search = SearchStrategy.CURRENT)
     SmartLifecycle idempotencyRabbitContainers(
         ObjectProvider<org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry>
             registries) {
@@ -145,13 +153,15 @@ public final class IdempotencyMessagingAutoConfiguration {
 
     @Bean
     @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
-    @ConditionalOnMissingBean(name = "idempotencyJmsContainerFactories")
+    @ConditionalOnMissingBean(
+        name = "idempotencyJmsContainerFactories",
+        search = SearchStrategy.CURRENT)
     static BeanPostProcessor idempotencyJmsContainerFactories(Environment environment) {
       return ListenerContainerHooks.jmsContainerFactories(backOff(environment));
     }
 
     @Bean
-    @ConditionalOnMissingBean(name = "idempotencyJmsContainers")
+    @ConditionalOnMissingBean(name = "idempotencyJmsContainers", search = SearchStrategy.CURRENT)
     SmartLifecycle idempotencyJmsContainers(
         ObjectProvider<org.springframework.jms.config.JmsListenerEndpointRegistry> registries,
         IdempotencyMessagingProperties properties) {

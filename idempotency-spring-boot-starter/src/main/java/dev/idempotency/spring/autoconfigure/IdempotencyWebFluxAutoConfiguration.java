@@ -72,10 +72,7 @@ public final class IdempotencyWebFluxAutoConfiguration {
       ObjectProvider<IdempotencyProperties> properties) {
     return new IdempotentEndpoints(
         operation -> properties.getObject().ttlOf(operation),
-        () ->
-            IdempotencyAutoConfiguration.isAutoConfigured(beanFactory)
-                ? properties.getObject().getLease()
-                : null);
+        () -> IdempotencyAutoConfiguration.autoConfiguredLease(beanFactory, properties));
   }
 
   /**

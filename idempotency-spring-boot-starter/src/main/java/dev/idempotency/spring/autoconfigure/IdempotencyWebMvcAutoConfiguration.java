@@ -118,10 +118,7 @@ public final class IdempotencyWebMvcAutoConfiguration {
       ObjectProvider<IdempotencyProperties> properties) {
     return new IdempotentEndpoints(
         operation -> properties.getObject().ttlOf(operation),
-        () ->
-            IdempotencyAutoConfiguration.isAutoConfigured(beanFactory)
-                ? properties.getObject().getLease()
-                : null);
+        () -> IdempotencyAutoConfiguration.autoConfiguredLease(beanFactory, properties));
   }
 
   /**
