@@ -64,13 +64,29 @@ public class AsyncController {
   }
 
   /**
-   * The provider of the slow handlers: sends 3 s after it was called, counted per send: Tomcat
-   * looks for expired async requests once a second, so a container timeout of 1 s fires between 1
-   * and 2 s, and the send must come after that even on a busy machine.
+   * The provider of the slow handlers answers once the test calls {@link #answerProviderCalls},
+   * which it does once the client got its timed-out answer: Tomcat looks for expired async requests
+   * once a second, so a container timeout of 1 s fires between 1 and 2 s, and a provider with a
+   * fixed delay had to outlast that even on a busy machine (3 s a call). Unanswered after 30 s (a
+   * test that failed before it answered), a call answers all the same.
    */
-  private static final Executor PROVIDER = CompletableFuture.delayedExecutor(3, TimeUnit.SECONDS);
+  private volatile CompletableFuture<Void> providerGate = new CompletableFuture<>();
 
   private final AtomicInteger providerSends = new AtomicInteger();
+
+  /** Lets the slow handlers' provider calls made so far answer; later ones wait for the next. */
+  public void answerProviderCalls() {
+    CompletableFuture<Void> gate = providerGate;
+    providerGate = new CompletableFuture<>();
+    gate.complete(null);
+  }
+
+  /** The answer of one provider call: when the test lets it, at the latest 30 s from now. */
+  private CompletableFuture<Void> providerAnswer() {
+    CompletableFuture<Void> answer = new CompletableFuture<>();
+    providerGate.thenRun(() -> answer.complete(null));
+    return answer.completeOnTimeout(null, 30, TimeUnit.SECONDS);
+  }
 
   /** How often the slow handlers' provider sent. */
   public int providerSends() {
@@ -82,29 +98,31 @@ public class AsyncController {
     return created(kind, run);
   }
 
-  /** Async handlers whose provider call (3 s) outlives a container timeout of 1 s. */
+  /** Async handlers whose provider call outlives a container timeout of 1 s. */
   @PostMapping("/async/slow/future")
   @IdempotentEndpoint
   public CompletableFuture<ResponseEntity<Map<String, Object>>> slowFuture() {
     int run = runs.increment();
-    return CompletableFuture.supplyAsync(() -> sent("slow-future", run), PROVIDER);
+    return providerAnswer().thenApplyAsync(answered -> sent("slow-future", run));
   }
 
   @PostMapping("/async/slow/callable")
   @IdempotentEndpoint
   public Callable<ResponseEntity<Map<String, Object>>> slowCallable() {
     int run = runs.increment();
-    return () -> CompletableFuture.supplyAsync(() -> sent("slow-callable", run), PROVIDER).join();
+    CompletableFuture<Void> answer = providerAnswer();
+    return () -> answer.thenApplyAsync(answered -> sent("slow-callable", run)).join();
   }
 
   /**
    * The provider call as a real client makes it: the provider has the request at once (counted),
-   * and the caller blocks, interruptibly, for its answer (3 s).
+   * and the caller blocks, interruptibly, for its answer (the one the handler asked for).
    */
-  private ResponseEntity<Map<String, Object>> interruptibleSend(String kind, int run) {
+  private ResponseEntity<Map<String, Object>> interruptibleSend(
+      String kind, int run, CompletableFuture<Void> answer) {
     providerSends.incrementAndGet();
     try {
-      CompletableFuture.runAsync(() -> {}, PROVIDER).get();
+      answer.get();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("the provider call was interrupted", e);
@@ -118,14 +136,16 @@ public class AsyncController {
   @IdempotentEndpoint
   public Callable<ResponseEntity<Map<String, Object>>> slowInterruptibleCallable() {
     int run = runs.increment();
-    return () -> interruptibleSend("slow-interruptible-callable", run);
+    CompletableFuture<Void> answer = providerAnswer();
+    return () -> interruptibleSend("slow-interruptible-callable", run, answer);
   }
 
   @PostMapping("/async/slow/interruptible-task")
   @IdempotentEndpoint
   public WebAsyncTask<ResponseEntity<Map<String, Object>>> slowInterruptibleTask() {
     int run = runs.increment();
-    return new WebAsyncTask<>(() -> interruptibleSend("slow-interruptible-task", run));
+    CompletableFuture<Void> answer = providerAnswer();
+    return new WebAsyncTask<>(() -> interruptibleSend("slow-interruptible-task", run, answer));
   }
 
   /** A task with its own timeout answer, which the client gets; the key stays claimed. */
@@ -133,35 +153,36 @@ public class AsyncController {
   @IdempotentEndpoint
   public WebAsyncTask<ResponseEntity<Map<String, Object>>> slowTaskWithItsOwnTimeout() {
     int run = runs.increment();
+    CompletableFuture<Void> answer = providerAnswer();
     WebAsyncTask<ResponseEntity<Map<String, Object>>> task =
-        new WebAsyncTask<>(() -> interruptibleSend("slow-task-on-timeout", run));
+        new WebAsyncTask<>(() -> interruptibleSend("slow-task-on-timeout", run, answer));
     task.onTimeout(() -> ResponseEntity.status(503).body(Map.of("retry", "later")));
     return task;
   }
 
-  /** The application's own DeferredResult, set by its provider call 3 s later. */
+  /** The application's own DeferredResult, set once its provider call answers. */
   @PostMapping("/async/slow/deferred")
   @IdempotentEndpoint
   public DeferredResult<ResponseEntity<Map<String, Object>>> slowDeferred() {
     int run = runs.increment();
     DeferredResult<ResponseEntity<Map<String, Object>>> result = new DeferredResult<>();
     providerSends.incrementAndGet();
-    PROVIDER.execute(() -> result.setResult(created("slow-deferred", run)));
+    providerAnswer().thenRunAsync(() -> result.setResult(created("slow-deferred", run)));
     return result;
   }
 
-  /** A send that then fails with a 404 (the recipient is gone), 3 s after the call. */
+  /** A send that then fails with a 404 (the recipient is gone) once the provider answers. */
   @PostMapping("/async/slow/not-found")
   @IdempotentEndpoint
   public CompletableFuture<ResponseEntity<Map<String, Object>>> slowNotFound() {
     runs.increment();
-    return CompletableFuture.supplyAsync(
-        () -> {
-          providerSends.incrementAndGet();
-          throw new org.springframework.web.server.ResponseStatusException(
-              org.springframework.http.HttpStatus.NOT_FOUND, "the recipient is gone");
-        },
-        PROVIDER);
+    return providerAnswer()
+        .thenApplyAsync(
+            answered -> {
+              providerSends.incrementAndGet();
+              throw new org.springframework.web.server.ResponseStatusException(
+                  org.springframework.http.HttpStatus.NOT_FOUND, "the recipient is gone");
+            });
   }
 
   /**

@@ -7,6 +7,8 @@ import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Queue;
 import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.amqp.rabbit.config.ContainerCustomizer;
+import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -34,6 +36,15 @@ public class SuiteRabbitApplication {
    * suite.rabbit.idempotent-method}).
    */
   static final String METHOD_LISTENER = "suite-rabbit-method";
+
+  /**
+   * Containers that stop within 100 ms (a consumer waits up to its receive timeout, 1 s by default,
+   * before it sees a stop; {@code awaitAcknowledged} stops the container to check its queue).
+   */
+  @Bean
+  ContainerCustomizer<SimpleMessageListenerContainer> quickStop() {
+    return container -> container.setReceiveTimeout(100L);
+  }
 
   @Bean
   Events events() {

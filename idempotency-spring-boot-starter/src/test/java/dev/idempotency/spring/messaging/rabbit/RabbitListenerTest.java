@@ -17,11 +17,13 @@ import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.Queue;
 import org.springframework.amqp.core.QueueBuilder;
+import org.springframework.amqp.rabbit.config.ContainerCustomizer;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.RabbitAdmin;
 import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
+import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -65,6 +67,16 @@ class RabbitListenerTest extends BatchListenerContract {
         declarables.add(new Queue(queue + ".dlq", false));
       }
       return new Declarables(declarables);
+    }
+
+    /**
+     * Containers that stop within 100 ms: a consumer waits up to its receive timeout (1 s by
+     * default) for a message before it sees the stop, and the tests stop a container to check its
+     * queue. Deliveries are pushed by the broker and unaffected.
+     */
+    @Bean
+    ContainerCustomizer<SimpleMessageListenerContainer> quickStop() {
+      return container -> container.setReceiveTimeout(100L);
     }
 
     /** Consumer-side batches of up to ten messages. */
