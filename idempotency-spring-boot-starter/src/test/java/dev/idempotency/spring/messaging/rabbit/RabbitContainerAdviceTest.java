@@ -1,13 +1,16 @@
 package dev.idempotency.spring.messaging.rabbit;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.testservers.Poll;
 import dev.idempotency.testservers.RabbitMqServer;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.aopalliance.intercept.MethodInterceptor;
@@ -18,9 +21,12 @@ import org.springframework.amqp.core.MessageBuilder;
 import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.amqp.rabbit.config.ContainerCustomizer;
+import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
+import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringApplication;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -84,6 +90,42 @@ class RabbitContainerAdviceTest {
     }
   }
 
+  /**
+   * A container factory whose class is final: the starter cannot observe the containers it creates,
+   * so it cannot put its advice back after the factory's customizer replaced the chain.
+   */
+  static final class FinalFactory extends SimpleRabbitListenerContainerFactory {}
+
+  public static class GuardedOnFinalFactory {
+    @RabbitListener(
+        id = "rabbit-advice-required",
+        queues = QUEUE,
+        containerFactory = "finalFactory",
+        autoStartup = "false")
+    @IdempotentListener(name = "rabbit-advice-required", header = "Idempotency-Key")
+    public void onEvent(String event) {
+      runs.add(event);
+    }
+  }
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  static class FinalFactoryApp {
+    @Bean
+    GuardedOnFinalFactory guardedOnFinalFactory() {
+      return new GuardedOnFinalFactory();
+    }
+
+    @Bean
+    FinalFactory finalFactory(ConnectionFactory connectionFactory) {
+      FinalFactory factory = new FinalFactory();
+      factory.setConnectionFactory(connectionFactory);
+      MethodInterceptor mine = invocation -> invocation.proceed();
+      factory.setContainerCustomizer(container -> container.setAdviceChain(mine));
+      return factory;
+    }
+  }
+
   @DynamicPropertySource
   static void rabbit(DynamicPropertyRegistry registry) {
     registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
@@ -112,6 +154,21 @@ class RabbitContainerAdviceTest {
     assertThat(runs)
         .as("the header-keyed listener behind the application's own container advice")
         .containsExactly(payload, last);
+  }
+
+  @Test
+  void aGuardedListenerWhoseContainerLostTheStartersAdviceFailsTheStart() {
+    SpringApplication application = new SpringApplication(FinalFactoryApp.class);
+    Map<String, Object> properties = new HashMap<>();
+    properties.put("spring.rabbitmq.host", "127.0.0.1");
+    properties.put("spring.rabbitmq.port", RabbitMqServer.shared().port());
+    properties.put("spring.main.banner-mode", "off");
+    application.setDefaultProperties(properties);
+    assertThatThrownBy(() -> application.run().close()) // closed if it started after all
+        .as("the start of a guarded listener whose container has no starter's advice")
+        .hasStackTraceContaining("RabbitMQ listener container 'rabbit-advice-required'")
+        .hasStackTraceContaining("the application replaced the advice chain")
+        .hasStackTraceContaining("Keep the first element of the factory's advice chain");
   }
 
   private void send(String payload, String key) {
