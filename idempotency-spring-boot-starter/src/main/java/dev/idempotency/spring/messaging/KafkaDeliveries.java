@@ -10,10 +10,14 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.jspecify.annotations.Nullable;
 import org.springframework.kafka.KafkaException;
+import org.springframework.kafka.config.AbstractKafkaListenerContainerFactory;
+import org.springframework.kafka.listener.AbstractMessageListenerContainer;
 import org.springframework.kafka.listener.BatchInterceptor;
 import org.springframework.kafka.listener.BatchListenerFailedException;
 import org.springframework.kafka.listener.CommonDelegatingErrorHandler;
 import org.springframework.kafka.listener.CommonErrorHandler;
+import org.springframework.kafka.listener.CompositeBatchInterceptor;
+import org.springframework.kafka.listener.CompositeRecordInterceptor;
 import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.kafka.listener.ExceptionClassifier;
 import org.springframework.kafka.listener.RecordInterceptor;
@@ -72,8 +76,61 @@ final class KafkaDeliveries {
       };
 
   /**
+   * Adds {@code ours} last to the record and batch interceptors of a Spring Kafka container factory
+   * or container, unless they already end with it, composed after the application's interceptor (so
+   * it binds the record the listener gets). An application's {@code ContainerCustomizer} runs
+   * inside the factory's {@code createListenerContainer}, after the factory's interceptors were
+   * copied to the container, and may replace them there; this runs on the container after it
+   * ({@link CreatedContainers}) and again before it starts. An application's own composite that
+   * includes the starter's interceptor gets it once more, which binds the same record again:
+   * harmless.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static void includeInterceptor(Object factoryOrContainer, Interceptor ours) {
+    RecordInterceptor record =
+        (RecordInterceptor)
+            ListenerContainerHooks.current(
+                factoryOrContainer, "getRecordInterceptor", "recordInterceptor");
+    if (!(record instanceof Interceptor || record instanceof WithDeliveryRecords)) {
+      RecordInterceptor withOurs = record == null ? ours : new WithDeliveryRecords(record, ours);
+      if (factoryOrContainer instanceof AbstractKafkaListenerContainerFactory factory) {
+        factory.setRecordInterceptor(withOurs);
+      } else if (factoryOrContainer instanceof AbstractMessageListenerContainer container) {
+        container.setRecordInterceptor(withOurs);
+      }
+    }
+    BatchInterceptor batch =
+        (BatchInterceptor)
+            ListenerContainerHooks.current(
+                factoryOrContainer, "getBatchInterceptor", "batchInterceptor");
+    if (!(batch instanceof Interceptor || batch instanceof WithDeliveryBatches)) {
+      BatchInterceptor withOurs = batch == null ? ours : new WithDeliveryBatches(batch, ours);
+      if (factoryOrContainer instanceof AbstractKafkaListenerContainerFactory factory) {
+        factory.setBatchInterceptor(withOurs);
+      } else if (factoryOrContainer instanceof AbstractMessageListenerContainer container) {
+        container.setBatchInterceptor(withOurs);
+      }
+    }
+  }
+
+  /** An application's record interceptor, then the starter's {@link Interceptor}. */
+  static final class WithDeliveryRecords<K, V> extends CompositeRecordInterceptor<K, V> {
+    WithDeliveryRecords(RecordInterceptor<K, V> application, Interceptor<K, V> ours) {
+      super(application, ours);
+    }
+  }
+
+  /** An application's batch interceptor, then the starter's {@link Interceptor}. */
+  static final class WithDeliveryBatches<K, V> extends CompositeBatchInterceptor<K, V> {
+    WithDeliveryBatches(BatchInterceptor<K, V> application, Interceptor<K, V> ours) {
+      super(application, ours);
+    }
+  }
+
+  /**
    * Binds the records the container hands to the listener on its thread. Added last to the
-   * container factory's interceptors, so it binds what the listener gets.
+   * interceptors of each container factory and container ({@link #includeInterceptor}), so it binds
+   * what the listener gets.
    *
    * @param <K> the key type
    * @param <V> the value type

@@ -1,5 +1,6 @@
 package dev.idempotency.spring.messaging;
 
+import org.jspecify.annotations.Nullable;
 import org.springframework.beans.BeansException;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanPostProcessor;
@@ -20,7 +21,8 @@ public final class ListenerContainerHooks {
 
   /**
    * Adds the Kafka interceptor to every Spring Kafka listener container factory, and the container
-   * hooks of {@link #kafkaContainers} to every container it creates, also after the start.
+   * hooks of {@link #kafkaContainers} to every container it creates, also after the start, after
+   * the application's {@code ContainerCustomizer} (the interceptor again, if it replaced it).
    *
    * @param backOff the retry backoff of deferred deliveries
    * @return the post-processor
@@ -34,31 +36,12 @@ public final class ListenerContainerHooks {
         if (bean
             instanceof
             org.springframework.kafka.config.AbstractKafkaListenerContainerFactory factory) {
-          KafkaDeliveries.Interceptor ours = new KafkaDeliveries.Interceptor<>();
-          org.springframework.kafka.listener.RecordInterceptor record =
-              (org.springframework.kafka.listener.RecordInterceptor)
-                  current(factory, "getRecordInterceptor", "recordInterceptor");
-          if (!(record instanceof KafkaDeliveries.Interceptor)) {
-            factory.setRecordInterceptor(
-                record == null
-                    ? ours
-                    : new org.springframework.kafka.listener.CompositeRecordInterceptor(
-                        record, ours));
-          }
-          org.springframework.kafka.listener.BatchInterceptor batch =
-              (org.springframework.kafka.listener.BatchInterceptor)
-                  current(factory, "getBatchInterceptor", "batchInterceptor");
-          if (!(batch instanceof KafkaDeliveries.Interceptor)) {
-            factory.setBatchInterceptor(
-                batch == null
-                    ? ours
-                    : new org.springframework.kafka.listener.CompositeBatchInterceptor(
-                        batch, ours));
-          }
+          KafkaDeliveries.Interceptor<?, ?> ours = new KafkaDeliveries.Interceptor<>();
+          KafkaDeliveries.includeInterceptor(factory, ours);
           return CreatedContainers.observe(
               factory,
               endpoint -> kafkaEndpoint(endpoint, factory),
-              container -> kafkaContainer(container, backOff));
+              container -> kafkaContainer(container, ours, backOff));
         }
         return bean;
       }
@@ -66,10 +49,11 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * A factory's interceptor: its public getter where Spring Kafka has one (4.0), else its field
-   * (3.3 has only the setter; its code no longer changes).
+   * A factory's or container's interceptor or advice chain: its public getter where it has one
+   * (Spring Kafka 4.0's), else its field (Spring Kafka 3.3 and Spring AMQP have only the setter
+   * public; their code no longer changes).
    */
-  private static Object current(Object factory, String getter, String field) {
+  static @Nullable Object current(Object factory, String getter, String field) {
     java.lang.reflect.Method method =
         org.springframework.util.ReflectionUtils.findMethod(factory.getClass(), getter);
     if (method != null && java.lang.reflect.Modifier.isPublic(method.getModifiers())) {
@@ -83,15 +67,17 @@ public final class ListenerContainerHooks {
               + field
               + " of "
               + factory.getClass().getName()
-              + "; please report this with your Spring Kafka version");
+              + "; please report this with your Spring Kafka or Spring AMQP version");
     }
     org.springframework.util.ReflectionUtils.makeAccessible(declared);
     return org.springframework.util.ReflectionUtils.getField(declared, factory);
   }
 
   /**
-   * Puts the RabbitMQ advice first in every Spring AMQP listener container factory's advice chain,
-   * and refuses as {@link #rabbitContainers} does each container it creates, also after the start.
+   * Puts the RabbitMQ advice first in every Spring AMQP listener container factory's advice chain
+   * and, after the application's {@code ContainerCustomizer}, in the chain of each container it
+   * creates (also after the start) if the customizer replaced it; and refuses those containers as
+   * {@link #rabbitContainers} does.
    *
    * @param backOff the pause before a deferred delivery is requeued
    * @return the post-processor
@@ -104,24 +90,18 @@ public final class ListenerContainerHooks {
         if (bean
             instanceof
             org.springframework.amqp.rabbit.config.BaseRabbitListenerContainerFactory<?> factory) {
-          org.aopalliance.aop.Advice[] chain = factory.getAdviceChain();
-          int length = chain == null ? 0 : chain.length;
-          for (int i = 0; i < length; i++) {
-            if (chain[i] instanceof RabbitDeliveryAdvice) {
-              return CreatedContainers.observe(
-                  factory,
-                  ListenerContainerHooks::rabbitEndpoint,
-                  UnsupportedRabbitContainers::refuse);
-            }
+          RabbitDeliveryAdvice ours = new RabbitDeliveryAdvice(backOff);
+          org.aopalliance.aop.Advice[] withOurs = ours.firstIn(factory.getAdviceChain());
+          if (withOurs != null) {
+            factory.setAdviceChain(withOurs);
           }
-          org.aopalliance.aop.Advice[] withOurs = new org.aopalliance.aop.Advice[length + 1];
-          withOurs[0] = new RabbitDeliveryAdvice(backOff);
-          if (length > 0) {
-            System.arraycopy(chain, 0, withOurs, 1, length);
-          }
-          factory.setAdviceChain(withOurs);
           return CreatedContainers.observe(
-              factory, ListenerContainerHooks::rabbitEndpoint, UnsupportedRabbitContainers::refuse);
+              factory,
+              ListenerContainerHooks::rabbitEndpoint,
+              container -> {
+                ours.includeIn(container);
+                UnsupportedRabbitContainers.refuse(container);
+              });
         }
         return bean;
       }
@@ -129,7 +109,8 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * Wraps the error handler of every registered Spring Kafka listener container before it starts.
+   * Wraps the error handler of every registered Spring Kafka listener container before it starts,
+   * and composes its interceptors with the starter's if they lack it.
    *
    * @param registries the application's registry, if it has one
    * @param backOff the retry backoff of deferred deliveries
@@ -143,7 +124,9 @@ public final class ListenerContainerHooks {
             registries
                 .orderedStream()
                 .flatMap(registry -> registry.getListenerContainers().stream())
-                .forEach(container -> kafkaContainer(container, backOff)));
+                .forEach(
+                    container ->
+                        kafkaContainer(container, new KafkaDeliveries.Interceptor<>(), backOff)));
   }
 
   /**
@@ -195,11 +178,16 @@ public final class ListenerContainerHooks {
     }
   }
 
-  /** The Kafka hooks of one container; applying them twice changes nothing. */
-  private static void kafkaContainer(Object container, DeliveryBackOff backOff) {
+  /**
+   * The Kafka hooks of one container, after the application's {@code ContainerCustomizer}: the
+   * starter's interceptor composed with the container's; applying them twice changes nothing.
+   */
+  private static void kafkaContainer(
+      Object container, KafkaDeliveries.Interceptor<?, ?> ours, DeliveryBackOff backOff) {
     if (container
         instanceof
         org.springframework.kafka.listener.AbstractMessageListenerContainer<?, ?> kafka) {
+      KafkaDeliveries.includeInterceptor(kafka, ours);
       kafka.setCommonErrorHandler(
           KafkaDeliveries.errorHandler(kafka.getCommonErrorHandler(), backOff));
       observeTransactions(kafka.getContainerProperties());
@@ -279,7 +267,8 @@ public final class ListenerContainerHooks {
   /**
    * Refuses, before any starts, a Spring AMQP listener container whose listener is an {@link
    * IdempotentListener} or an {@link dev.idempotency.spring.Idempotent} method and that the starter
-   * cannot support safely: {@code MANUAL} acknowledgement, or a transacted channel.
+   * cannot support safely: {@code MANUAL} acknowledgement, a transacted channel, or an advice chain
+   * without the starter's advice that it could not restore (a factory it could not observe).
    *
    * @param registries the application's registry, if it has one
    * @return the lifecycle
@@ -292,7 +281,11 @@ public final class ListenerContainerHooks {
             registries
                 .orderedStream()
                 .flatMap(registry -> registry.getListenerContainers().stream())
-                .forEach(UnsupportedRabbitContainers::refuse));
+                .forEach(
+                    container -> {
+                      UnsupportedRabbitContainers.requireAdvice(container);
+                      UnsupportedRabbitContainers.refuse(container);
+                    }));
   }
 
   /**

@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
@@ -14,6 +15,7 @@ import org.springframework.amqp.AmqpRejectAndDontRequeueException;
 import org.springframework.amqp.ImmediateRequeueAmqpException;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.MessageProperties;
+import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
 
 /**
  * The Spring AMQP side of {@link IdempotentListener}: an advice of the listener container (where
@@ -43,6 +45,58 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
 
   RabbitDeliveryAdvice(DeliveryBackOff backOff) {
     this.deferrals = new DeferralCounter(backOff);
+  }
+
+  /**
+   * An advice chain with this advice first, before the rest of {@code chain}, or {@code null} if
+   * {@code chain} already has the starter's advice.
+   */
+  Advice @Nullable [] firstIn(Advice @Nullable [] chain) {
+    if (has(chain)) {
+      return null;
+    }
+    int length = chain == null ? 0 : chain.length;
+    Advice[] withThis = new Advice[length + 1];
+    withThis[0] = this;
+    if (length > 0) {
+      System.arraycopy(chain, 0, withThis, 1, length);
+    }
+    return withThis;
+  }
+
+  /**
+   * Puts this advice first in a Spring AMQP container's advice chain unless the chain has the
+   * starter's advice: after an application's {@code ContainerCustomizer} replaced the chain the
+   * container got from its factory, and before the container is initialized (it reads its chain
+   * then). The application's advice stays, after this one.
+   */
+  void includeIn(Object container) {
+    if (container instanceof AbstractMessageListenerContainer rabbit) {
+      Advice[] withThis = firstIn(chainOf(rabbit));
+      if (withThis != null) {
+        rabbit.setAdviceChain(withThis);
+      }
+    }
+  }
+
+  /** Whether a Spring AMQP container's advice chain has the starter's advice. */
+  static boolean isIn(AbstractMessageListenerContainer container) {
+    return has(chainOf(container));
+  }
+
+  private static boolean has(Advice @Nullable [] chain) {
+    if (chain != null) {
+      for (Advice advice : chain) {
+        if (advice instanceof RabbitDeliveryAdvice) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  private static Advice @Nullable [] chainOf(AbstractMessageListenerContainer container) {
+    return (Advice[]) ListenerContainerHooks.current(container, "getAdviceChain", "adviceChain");
   }
 
   @Override

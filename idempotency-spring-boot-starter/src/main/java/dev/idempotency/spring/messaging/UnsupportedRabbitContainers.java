@@ -26,6 +26,8 @@ import org.springframework.util.ReflectionUtils;
  *       implies): Spring AMQP commits the channel after the listener returned, with nothing the
  *       starter can wait on, so an outcome would be recorded before a commit that may fail, and the
  *       redelivery acknowledged as a replay.
+ *   <li>An advice chain without the starter's advice ({@link #requireAdvice}), checked before the
+ *       registry's containers start.
  * </ul>
  */
 final class UnsupportedRabbitContainers {
@@ -64,9 +66,54 @@ final class UnsupportedRabbitContainers {
     } else {
       return;
     }
+    String guarded = guardedMethod(rabbit);
+    if (guarded != null) {
+      throw new IllegalStateException(
+          guarded
+              + " runs in RabbitMQ listener container '"
+              + rabbit.getListenerId()
+              + "' with "
+              + unsupported);
+    }
+  }
+
+  /**
+   * Refuses {@code container} if it is a Spring AMQP container whose listener method is guarded and
+   * whose advice chain lacks the starter's advice: the application replaced the container's chain
+   * where the starter could not put its advice back (a container factory it could not observe,
+   * whose class is final). Its header keys would not be found, and its poison messages would be
+   * requeued in a loop.
+   *
+   * @throws IllegalStateException naming the method, the container, the cause and the remedy
+   */
+  static void requireAdvice(Object container) {
+    if (!(container instanceof AbstractMessageListenerContainer rabbit)
+        || RabbitDeliveryAdvice.isIn(rabbit)) {
+      return;
+    }
+    String guarded = guardedMethod(rabbit);
+    if (guarded != null) {
+      throw new IllegalStateException(
+          guarded
+              + " runs in RabbitMQ listener container '"
+              + rabbit.getListenerId()
+              + "' whose advice chain lacks the idempotency starter's advice: the application"
+              + " replaced the advice chain the container got from its factory (setAdviceChain,"
+              + " in a ContainerCustomizer say), so header keys would not be found and poison"
+              + " messages would be requeued in a loop. Keep the first element of the factory's"
+              + " advice chain (the starter's) when you set the container's, or add your advice"
+              + " to the factory's chain instead");
+    }
+  }
+
+  /**
+   * The guarded listener method of a container, as {@code "@IdempotentListener on
+   * com.example.Type.method(..)"}, or {@code null} if its listener is not a guarded method.
+   */
+  private static @Nullable String guardedMethod(AbstractMessageListenerContainer rabbit) {
     HandlerAdapter handler = handlerOf(rabbit.getMessageListener());
     if (handler == null) {
-      return; // not an annotated listener method
+      return null; // not an annotated listener method
     }
     Class<?> type = AopUtils.getTargetClass(handler.getBean());
     List<Method> candidates = new ArrayList<>();
@@ -82,18 +129,15 @@ final class UnsupportedRabbitContainers {
       Method specific = AopUtils.getMostSpecificMethod(method, type);
       String guard = specific == null ? null : guardOf(specific, classLevel);
       if (guard != null) {
-        throw new IllegalStateException(
-            guard
-                + " on "
-                + ClassUtils.getUserClass(type).getName()
-                + "."
-                + specific.getName()
-                + "(..) runs in RabbitMQ listener container '"
-                + rabbit.getListenerId()
-                + "' with "
-                + unsupported);
+        return guard
+            + " on "
+            + ClassUtils.getUserClass(type).getName()
+            + "."
+            + specific.getName()
+            + "(..)";
       }
     }
+    return null;
   }
 
   /** The adapter of an annotated listener method's listener, or {@code null}. */
