@@ -89,15 +89,31 @@ public final class Batch<T> implements AutoCloseable {
     final Claim claim;
     final AtomicInteger state = new AtomicInteger(NEW);
 
-    /** When first handed out, on the monotonic clock; 0 before. */
+    /** When handed out ({@code next()} returned it), on the monotonic clock; 0 before. */
     private volatile long handedOutAtMono;
 
-    /** When first handed out, on the lease scale (the guard's clock); valid once handed out. */
+    /**
+     * When its hand-out was checked ({@code hasNext()}), on the lease scale (the guard's clock);
+     * valid once handed out.
+     */
     private volatile long handedOutAt;
 
     /** Whether the item was ever handed out to be sent (a send may have started under it). */
     boolean handedOut() {
       return handedOutAtMono != 0;
+    }
+
+    /**
+     * Marks the item handed out, as {@code next()} returns it.
+     *
+     * @return {@code false} if it was handed out before, or is no longer to send
+     */
+    synchronized boolean markHandedOut(long nowMono) {
+      if (handedOutAtMono != 0 || state.get() != NEW) {
+        return false;
+      }
+      handedOutAtMono = nowMono == 0 ? 1 : nowMono;
+      return true;
     }
 
     /** Whether the item counts among the guard's running calls: handed out, not yet reported. */
@@ -283,9 +299,14 @@ public final class Batch<T> implements AutoCloseable {
     return () -> new ToSend(claimed.iterator());
   }
 
+  /**
+   * {@code hasNext()} checks the next key (its lease, the guard not closing) and reserves it; only
+   * {@code next()} hands it out. A reserved key that {@code next()} never returned (a loop that
+   * stopped after {@code hasNext()}) was not handed out: {@code record()} takes it back.
+   */
   private final class ToSend implements Iterator<Item> {
     private final Iterator<Item> items;
-    private Item next;
+    private Item reserved;
 
     ToSend(Iterator<Item> items) {
       this.items = items;
@@ -293,34 +314,38 @@ public final class Batch<T> implements AutoCloseable {
 
     @Override
     public boolean hasNext() {
-      while (next == null && items.hasNext()) {
+      while (reserved == null && items.hasNext()) {
         Item item = items.next();
-        if (handOut(item)) {
-          next = item;
+        if (mayHandOut(item)) {
+          reserved = item;
         }
       }
-      return next != null;
+      return reserved != null;
     }
 
     @Override
     public Item next() {
-      if (!hasNext()) {
-        throw new NoSuchElementException();
+      while (hasNext()) {
+        Item item = reserved;
+        reserved = null;
+        long nowMono = GuardSettings.monoNow();
+        if (item.markHandedOut(nowMono)) {
+          lastActivityMono = nowMono;
+          return item;
+        } // another iteration of toSend() handed it out since hasNext(): look further
       }
-      Item item = next;
-      next = null;
-      return item;
+      throw new NoSuchElementException();
     }
   }
 
   /**
-   * Whether to hand {@code item} out now; a key whose lease lapsed never is again. First, by the
-   * guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases end
-   * sooner are written, and (with lease renewal on) the unreported keys whose leases end sooner are
-   * renewed; a key whose lease would still end before its send could is not handed out.
+   * Whether {@code item} may be handed out now; a key whose lease lapsed never is again. First, by
+   * the guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases
+   * end sooner are written, and (with lease renewal on) the unreported keys whose leases end sooner
+   * are renewed; a key whose lease would still end before its send could is not handed out.
    */
-  private boolean handOut(Item item) {
-    if (item.state.get() != Item.NEW || item.handedOutAtMono != 0) {
+  private boolean mayHandOut(Item item) {
+    if (item.state.get() != Item.NEW || item.handedOut()) {
       return false; // reported, lapsed, or handed out before (its send may be running): never twice
     }
     long now = settings.leaseNow();
@@ -339,12 +364,8 @@ public final class Batch<T> implements AutoCloseable {
       lapse(item); // the guard is closing: no send starts now
       return false;
     }
-    long nowMono = GuardSettings.monoNow();
-    if (item.handedOutAtMono == 0) {
-      item.handedOutAt = now;
-      item.handedOutAtMono = nowMono == 0 ? 1 : nowMono;
-    }
-    lastActivityMono = nowMono;
+    item.handedOutAt = now;
+    lastActivityMono = GuardSettings.monoNow();
     keepWatched();
     return true;
   }

@@ -19,17 +19,16 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probe (probeG, issue 37, after 1bbf0a6; SPEC 1, 5, 9): a batch's key that was never given to the
- * application is taken back at {@code record()}, so that a batch's takeover keeps the earlier
- * owner's trace (attempt 2 in progress, lease ended; the next caller takes over as attempt 3). But
- * {@code toSend()}'s iterator marks a key handed out in {@code hasNext()}: a send loop that asks
- * {@code hasNext()} and then stops before {@code next()} (a quota or deadline check after it) has
- * the key it never received released with a fenced delete instead, which erases the taken-over
- * record: the next caller claims afresh as attempt 1, no takeover reported, while the first owner
- * (attempt 1, lapsed) may still be sending. Same setup as {@link BatchTakeoverNotHandedOutTest}.
+ * Issue 37 (probeG; SPEC 1, 5, 9): a key counts as handed out only once {@code next()} returned it.
+ * A send loop that asks {@code hasNext()} and then stops before {@code next()} (a quota or deadline
+ * check after it) never received the key, so nothing was sent under the batch's claim: {@code
+ * record()} takes it back ({@link dev.idempotency.spi.KeyStore#takeBack}) instead of deleting it.
+ * When the batch's claim was a takeover, a fenced delete would erase the record: the next caller
+ * would claim afresh as attempt 1, no takeover reported, while the first owner (attempt 1, lapsed)
+ * may still be sending. Same setup as {@link BatchTakeoverNotHandedOutTest}; the clock is moved by
+ * hand.
  */
-@org.junit.jupiter.api.Tag("open-finding")
-class BatchHasNextOnlyTakeoverProbeTest {
+class BatchHasNextOnlyTakeoverTest {
 
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofSeconds(30);
@@ -62,20 +61,7 @@ class BatchHasNextOnlyTakeoverProbeTest {
     String key = "batch-hasnext:" + UUID.randomUUID();
     String keyId = Digests.keyId(key);
     AtomicInteger sends = new AtomicInteger();
-    CountDownLatch ownerSending = new CountDownLatch(1);
-    CompletableFuture<String> first =
-        CompletableFuture.supplyAsync(
-            () ->
-                owner.execute(
-                    key,
-                    TTL,
-                    ctx -> {
-                      sends.incrementAndGet();
-                      ownerSending.countDown();
-                      assertThat(ownerMayFinish.await(30, TimeUnit.SECONDS)).isTrue();
-                      return "owner";
-                    }));
-    assertThat(ownerSending.await(30, TimeUnit.SECONDS)).isTrue();
+    CompletableFuture<String> first = StalledOwners.sending(owner, key, TTL, sends, ownerMayFinish);
     clock.advance(LEASE.plusSeconds(1)); // the owner stalled past its lease (store's view)
 
     try (Batch<String> batch =
@@ -107,5 +93,22 @@ class BatchHasNextOnlyTakeoverProbeTest {
     assertThat(left.get().leaseDeadline()).isBeforeOrEqualTo(clock.instant());
     assertThat(nextAttempt).as("attempt() of the next send (SPEC 9: counts takeovers)").hasValue(3);
     assertThat(sends).as("the owner's send and the takeover's").hasValue(2);
+  }
+
+  /** Iterating again hands out a key an earlier iteration only looked at (docs: toSend()). */
+  @Test
+  void aKeyOnlyLookedAtIsHandedOutWhenIteratingAgain() {
+    String key = "batch-hasnext-again:" + UUID.randomUUID();
+    try (Batch<String> batch =
+        guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string())) {
+      assertThat(batch.toSend().iterator().hasNext()).isTrue(); // looked at, never received
+      java.util.Iterator<Batch.Item> again = batch.toSend().iterator();
+      Batch.Item item = again.next();
+      assertThat(item.key()).isEqualTo(key);
+      assertThat(again.hasNext()).isFalse();
+      batch.succeeded(item, "sent-once");
+      assertThat(batch.record().completed()).isEqualTo(1);
+    }
+    assertThat(guard.execute(key, TTL, ctx -> "sent-twice")).isEqualTo("sent-once");
   }
 }
