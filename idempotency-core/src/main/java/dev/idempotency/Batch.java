@@ -59,11 +59,12 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>{@link #toSend()} may be iterated again (it skips reported keys), {@link #succeeded} and
  * {@link #failed} may be called from several threads, each once per item; {@link #record()} once,
- * at the end: it writes what is left and releases the keys without an outcome. A batch is {@link
- * AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still has what it
- * reported written and the rest released. A batch abandoned without either has its reported
- * outcomes written in the background, its keys renewed for no longer than the guard's renewal
- * limit, and is then let go (nothing keeps it reachable); its other keys run out one lease later.
+ * at the end: it waits for reports already begun, writes what is left and releases the keys without
+ * an outcome. A batch is {@link AutoCloseable}: in a try-with-resources block, a send loop that
+ * throws half-way still has what it reported written and the rest released. A batch abandoned
+ * without either has its reported outcomes written in the background, its keys renewed for no
+ * longer than the guard's renewal limit, and is then let go (nothing keeps it reachable); its other
+ * keys run out one lease later.
  *
  * <p>Before it hands out a key, a batch looks one send ahead by the guard's clock (the longest send
  * it has seen, plus a quarter lease): it writes the reported outcomes and renews the unreported
@@ -216,7 +217,7 @@ public final class Batch<T> implements AutoCloseable {
 
   private final BatchClaims<T> answers;
   private final List<String> lapsed = new CopyOnWriteArrayList<>();
-  private final AtomicBoolean recordCalled = new AtomicBoolean();
+  private final BatchReportGate reports = new BatchReportGate();
   private final AtomicReference<Recorded> result = new AtomicReference<>();
   private final LeaseKeeper.Watched watcher =
       new LeaseKeeper.Watched() {
@@ -291,7 +292,9 @@ public final class Batch<T> implements AutoCloseable {
    * than a quarter of its length left, so send them in order as you iterate. Report each with
    * {@link #succeeded} or {@link #failed}. Each key is handed out once: keys handed out before
    * (reported or not: their send may still run), and keys whose lease lapsed (see {@link
-   * #lapsed()}), are skipped; iterating again hands out only what was never handed out.
+   * #lapsed()}), are skipped; iterating again hands out only what was never handed out. A key is
+   * handed out when {@code next()} returns it: one that {@code hasNext()} only looked at is taken
+   * back at {@link #record()}, or handed out by a later iteration.
    *
    * @return the keys to send, in request order; not thread-safe to iterate from several threads
    */
@@ -438,6 +441,9 @@ public final class Batch<T> implements AutoCloseable {
    * Reports a successful send. The outcome is written with others of the batch: at once when a
    * chunk is full (on this thread), else within the keeper's period.
    *
+   * <p>A report that has begun when another thread calls {@link #record()} is waited for by it and
+   * written with the rest; one that begins after {@code record()} is refused.
+   *
    * @param item an item of {@link #toSend()}
    * @param result the provider's result; may be {@code null}
    * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
@@ -476,16 +482,39 @@ public final class Batch<T> implements AutoCloseable {
     if (item.batch != this) {
       throw new IllegalArgumentException("the item does not belong to this batch");
     }
-    if (recordCalled.get()) {
+    if (reports.isClosed()) {
       throw new IllegalStateException("record() was already called");
     }
   }
 
   /**
    * Queues an outcome ({@code state} null: release) and writes a full chunk at once. The item's
-   * fields are published to the writer by the queue.
+   * fields are published to the writer by the queue. The report passes the {@link BatchReportGate}
+   * from its check of {@code record()} to the queue, so that {@code record()} waits for it; if
+   * {@code record()} stopped waiting meanwhile, this thread writes the queue itself.
    */
   private void report(Item item, RecordState state, byte[] payload, Throwable failure) {
+    if (!reports.enter()) {
+      throw new IllegalStateException("record() was already called");
+    }
+    boolean writeHere;
+    try {
+      if (!queue(item, state, payload, failure)) {
+        return; // a fail-open send: there is no claim to write to
+      }
+    } finally {
+      writeHere = reports.leave();
+    }
+    if (writeHere) {
+      writer.writeNow(); // record() has stopped waiting for this report
+      return;
+    }
+    writer.writeIfChunkFull();
+    keepWatched();
+  }
+
+  /** Marks the item reported and queues its outcome; {@code false} if it has no claim to write. */
+  private boolean queue(Item item, RecordState state, byte[] payload, Throwable failure) {
     int before = item.state.get();
     if ((before != Item.NEW && before != Item.LAPSED)
         || !item.state.compareAndSet(before, Item.REPORTED)) {
@@ -497,15 +526,15 @@ public final class Batch<T> implements AutoCloseable {
     item.reportedAtMono = GuardSettings.monoNow();
     lastActivityMono = item.reportedAtMono;
     item.stopRunning(settings.inFlight);
-    if (item.handedOutAtMono != 0) {
+    if (item.handedOut()) {
       leases.sendEnded(item.handedOutAt, settings.leaseNow());
     }
     if (!item.recordable()) {
-      item.state.set(Item.DONE); // a fail-open send: there is no claim to write to
-      return;
+      item.state.set(Item.DONE);
+      return false;
     }
     writer.enqueue(item);
-    keepWatched();
+    return true;
   }
 
   /**
@@ -561,12 +590,25 @@ public final class Batch<T> implements AutoCloseable {
    * listed in {@link Recorded#notRecorded()} and reported as {@link
    * IdempotencyEvent.Type#OUTCOME_NOT_RECORDED}.
    *
+   * <p>Reports that other threads have begun are waited for, for at most the guard's {@link
+   * IdempotencyGuard.Builder#closeGracePeriod close grace period}, and written with the rest; a
+   * report still running after that writes its own outcome (it is not counted here). Reports that
+   * begin after this call are refused with an {@link IllegalStateException}.
+   *
    * @return what the batch wrote in all
    * @throws IllegalStateException if called twice
    */
   public Recorded record() {
-    if (!recordCalled.compareAndSet(false, true)) {
+    if (!reports.close()) {
       throw new IllegalStateException("record() was already called");
+    }
+    int stillReporting = reports.awaitReports(settings.closeGraceNanos);
+    if (stillReporting > 0) {
+      CallEvents.log.warn(
+          "record() of a batch stopped waiting after {} ms for {} reports still running; they"
+              + " write their own outcomes, not counted in what record() returns",
+          java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(settings.closeGraceNanos),
+          stillReporting);
     }
     synchronized (watchLock) {
       watchedByKeeper = false;
@@ -594,7 +636,7 @@ public final class Batch<T> implements AutoCloseable {
    */
   @Override
   public void close() {
-    if (!recordCalled.get()) {
+    if (!reports.isClosed()) {
       try {
         record();
       } catch (IllegalStateException alreadyRecorded) {
