@@ -518,7 +518,10 @@ public final class Batch<T> implements AutoCloseable {
     int before = item.state.get();
     if ((before != Item.NEW && before != Item.LAPSED)
         || !item.state.compareAndSet(before, Item.REPORTED)) {
-      throw new IllegalStateException("the item was already reported");
+      throw new IllegalStateException(
+          item.state.get() == Item.DONE && reports.isClosed()
+              ? "record() was already called" // it released the key before this report came
+              : "the item was already reported");
     }
     item.outcome = state;
     item.payload = payload;
