@@ -59,11 +59,12 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>{@link #toSend()} may be iterated again (it skips reported keys), {@link #succeeded} and
  * {@link #failed} may be called from several threads, each once per item; {@link #record()} once,
- * at the end: it writes what is left and releases the keys without an outcome. A batch is {@link
- * AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still has what it
- * reported written and the rest released. A batch abandoned without either has its reported
- * outcomes written in the background, its keys renewed for no longer than the guard's renewal
- * limit, and is then let go (nothing keeps it reachable); its other keys run out one lease later.
+ * at the end: it waits for reports already begun, writes what is left and releases the keys without
+ * an outcome. A batch is {@link AutoCloseable}: in a try-with-resources block, a send loop that
+ * throws half-way still has what it reported written and the rest released. A batch abandoned
+ * without either has its reported outcomes written in the background, its keys renewed for no
+ * longer than the guard's renewal limit, and is then let go (nothing keeps it reachable); its other
+ * keys run out one lease later.
  *
  * <p>Before it hands out a key, a batch looks one send ahead by the guard's clock (the longest send
  * it has seen, plus a quarter lease): it writes the reported outcomes and renews the unreported
@@ -89,15 +90,31 @@ public final class Batch<T> implements AutoCloseable {
     final Claim claim;
     final AtomicInteger state = new AtomicInteger(NEW);
 
-    /** When first handed out, on the monotonic clock; 0 before. */
+    /** When handed out ({@code next()} returned it), on the monotonic clock; 0 before. */
     private volatile long handedOutAtMono;
 
-    /** When first handed out, on the lease scale (the guard's clock); valid once handed out. */
+    /**
+     * When its hand-out was checked ({@code hasNext()}), on the lease scale (the guard's clock);
+     * valid once handed out.
+     */
     private volatile long handedOutAt;
 
     /** Whether the item was ever handed out to be sent (a send may have started under it). */
     boolean handedOut() {
       return handedOutAtMono != 0;
+    }
+
+    /**
+     * Marks the item handed out, as {@code next()} returns it.
+     *
+     * @return {@code false} if it was handed out before, or is no longer to send
+     */
+    synchronized boolean markHandedOut(long nowMono) {
+      if (handedOutAtMono != 0 || state.get() != NEW) {
+        return false;
+      }
+      handedOutAtMono = nowMono == 0 ? 1 : nowMono;
+      return true;
     }
 
     /** Whether the item counts among the guard's running calls: handed out, not yet reported. */
@@ -200,7 +217,7 @@ public final class Batch<T> implements AutoCloseable {
 
   private final BatchClaims<T> answers;
   private final List<String> lapsed = new CopyOnWriteArrayList<>();
-  private final AtomicBoolean recordCalled = new AtomicBoolean();
+  private final BatchReportGate reports = new BatchReportGate();
   private final AtomicReference<Recorded> result = new AtomicReference<>();
   private final LeaseKeeper.Watched watcher =
       new LeaseKeeper.Watched() {
@@ -275,7 +292,9 @@ public final class Batch<T> implements AutoCloseable {
    * than a quarter of its length left, so send them in order as you iterate. Report each with
    * {@link #succeeded} or {@link #failed}. Each key is handed out once: keys handed out before
    * (reported or not: their send may still run), and keys whose lease lapsed (see {@link
-   * #lapsed()}), are skipped; iterating again hands out only what was never handed out.
+   * #lapsed()}), are skipped; iterating again hands out only what was never handed out. A key is
+   * handed out when {@code next()} returns it: one that {@code hasNext()} only looked at is taken
+   * back at {@link #record()}, or handed out by a later iteration.
    *
    * @return the keys to send, in request order; not thread-safe to iterate from several threads
    */
@@ -283,9 +302,14 @@ public final class Batch<T> implements AutoCloseable {
     return () -> new ToSend(claimed.iterator());
   }
 
+  /**
+   * {@code hasNext()} checks the next key (its lease, the guard not closing) and reserves it; only
+   * {@code next()} hands it out. A reserved key that {@code next()} never returned (a loop that
+   * stopped after {@code hasNext()}) was not handed out: {@code record()} takes it back.
+   */
   private final class ToSend implements Iterator<Item> {
     private final Iterator<Item> items;
-    private Item next;
+    private Item reserved;
 
     ToSend(Iterator<Item> items) {
       this.items = items;
@@ -293,34 +317,38 @@ public final class Batch<T> implements AutoCloseable {
 
     @Override
     public boolean hasNext() {
-      while (next == null && items.hasNext()) {
+      while (reserved == null && items.hasNext()) {
         Item item = items.next();
-        if (handOut(item)) {
-          next = item;
+        if (mayHandOut(item)) {
+          reserved = item;
         }
       }
-      return next != null;
+      return reserved != null;
     }
 
     @Override
     public Item next() {
-      if (!hasNext()) {
-        throw new NoSuchElementException();
+      while (hasNext()) {
+        Item item = reserved;
+        reserved = null;
+        long nowMono = GuardSettings.monoNow();
+        if (item.markHandedOut(nowMono)) {
+          lastActivityMono = nowMono;
+          return item;
+        } // another iteration of toSend() handed it out since hasNext(): look further
       }
-      Item item = next;
-      next = null;
-      return item;
+      throw new NoSuchElementException();
     }
   }
 
   /**
-   * Whether to hand {@code item} out now; a key whose lease lapsed never is again. First, by the
-   * guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases end
-   * sooner are written, and (with lease renewal on) the unreported keys whose leases end sooner are
-   * renewed; a key whose lease would still end before its send could is not handed out.
+   * Whether {@code item} may be handed out now; a key whose lease lapsed never is again. First, by
+   * the guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases
+   * end sooner are written, and (with lease renewal on) the unreported keys whose leases end sooner
+   * are renewed; a key whose lease would still end before its send could is not handed out.
    */
-  private boolean handOut(Item item) {
-    if (item.state.get() != Item.NEW || item.handedOutAtMono != 0) {
+  private boolean mayHandOut(Item item) {
+    if (item.state.get() != Item.NEW || item.handedOut()) {
       return false; // reported, lapsed, or handed out before (its send may be running): never twice
     }
     long now = settings.leaseNow();
@@ -339,12 +367,8 @@ public final class Batch<T> implements AutoCloseable {
       lapse(item); // the guard is closing: no send starts now
       return false;
     }
-    long nowMono = GuardSettings.monoNow();
-    if (item.handedOutAtMono == 0) {
-      item.handedOutAt = now;
-      item.handedOutAtMono = nowMono == 0 ? 1 : nowMono;
-    }
-    lastActivityMono = nowMono;
+    item.handedOutAt = now;
+    lastActivityMono = GuardSettings.monoNow();
     keepWatched();
     return true;
   }
@@ -417,6 +441,9 @@ public final class Batch<T> implements AutoCloseable {
    * Reports a successful send. The outcome is written with others of the batch: at once when a
    * chunk is full (on this thread), else within the keeper's period.
    *
+   * <p>A report that has begun when another thread calls {@link #record()} is waited for by it and
+   * written with the rest; one that begins after {@code record()} is refused.
+   *
    * @param item an item of {@link #toSend()}
    * @param result the provider's result; may be {@code null}
    * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
@@ -455,20 +482,46 @@ public final class Batch<T> implements AutoCloseable {
     if (item.batch != this) {
       throw new IllegalArgumentException("the item does not belong to this batch");
     }
-    if (recordCalled.get()) {
+    if (reports.isClosed()) {
       throw new IllegalStateException("record() was already called");
     }
   }
 
   /**
    * Queues an outcome ({@code state} null: release) and writes a full chunk at once. The item's
-   * fields are published to the writer by the queue.
+   * fields are published to the writer by the queue. The report passes the {@link BatchReportGate}
+   * from its check of {@code record()} to the queue, so that {@code record()} waits for it; if
+   * {@code record()} stopped waiting meanwhile, this thread writes the queue itself.
    */
   private void report(Item item, RecordState state, byte[] payload, Throwable failure) {
+    if (!reports.enter()) {
+      throw new IllegalStateException("record() was already called");
+    }
+    boolean writeHere;
+    try {
+      if (!queue(item, state, payload, failure)) {
+        return; // a fail-open send: there is no claim to write to
+      }
+    } finally {
+      writeHere = reports.leave();
+    }
+    if (writeHere) {
+      writer.writeNow(); // record() has stopped waiting for this report
+      return;
+    }
+    writer.writeIfChunkFull();
+    keepWatched();
+  }
+
+  /** Marks the item reported and queues its outcome; {@code false} if it has no claim to write. */
+  private boolean queue(Item item, RecordState state, byte[] payload, Throwable failure) {
     int before = item.state.get();
     if ((before != Item.NEW && before != Item.LAPSED)
         || !item.state.compareAndSet(before, Item.REPORTED)) {
-      throw new IllegalStateException("the item was already reported");
+      throw new IllegalStateException(
+          item.state.get() == Item.DONE && reports.isClosed()
+              ? "record() was already called" // it released the key before this report came
+              : "the item was already reported");
     }
     item.outcome = state;
     item.payload = payload;
@@ -476,15 +529,15 @@ public final class Batch<T> implements AutoCloseable {
     item.reportedAtMono = GuardSettings.monoNow();
     lastActivityMono = item.reportedAtMono;
     item.stopRunning(settings.inFlight);
-    if (item.handedOutAtMono != 0) {
+    if (item.handedOut()) {
       leases.sendEnded(item.handedOutAt, settings.leaseNow());
     }
     if (!item.recordable()) {
-      item.state.set(Item.DONE); // a fail-open send: there is no claim to write to
-      return;
+      item.state.set(Item.DONE);
+      return false;
     }
     writer.enqueue(item);
-    keepWatched();
+    return true;
   }
 
   /**
@@ -540,12 +593,25 @@ public final class Batch<T> implements AutoCloseable {
    * listed in {@link Recorded#notRecorded()} and reported as {@link
    * IdempotencyEvent.Type#OUTCOME_NOT_RECORDED}.
    *
+   * <p>Reports that other threads have begun are waited for, for at most the guard's {@link
+   * IdempotencyGuard.Builder#closeGracePeriod close grace period}, and written with the rest; a
+   * report still running after that writes its own outcome (it is not counted here). Reports that
+   * begin after this call are refused with an {@link IllegalStateException}.
+   *
    * @return what the batch wrote in all
    * @throws IllegalStateException if called twice
    */
   public Recorded record() {
-    if (!recordCalled.compareAndSet(false, true)) {
+    if (!reports.close()) {
       throw new IllegalStateException("record() was already called");
+    }
+    int stillReporting = reports.awaitReports(settings.closeGraceNanos);
+    if (stillReporting > 0) {
+      CallEvents.log.warn(
+          "record() of a batch stopped waiting after {} ms for {} reports still running; they"
+              + " write their own outcomes, not counted in what record() returns",
+          java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(settings.closeGraceNanos),
+          stillReporting);
     }
     synchronized (watchLock) {
       watchedByKeeper = false;
@@ -573,7 +639,7 @@ public final class Batch<T> implements AutoCloseable {
    */
   @Override
   public void close() {
-    if (!recordCalled.get()) {
+    if (!reports.isClosed()) {
       try {
         record();
       } catch (IllegalStateException alreadyRecorded) {

@@ -47,13 +47,18 @@ final class BatchWriter {
   }
 
   /**
-   * Queues a reported item ({@code outcome} null: release) and writes a full chunk at once, on the
-   * reporting thread. The item's fields are published to the writer by the queue.
+   * Queues a reported item ({@code outcome} null: release). The item's fields are published to the
+   * writer by the queue.
    */
   void enqueue(Batch.Item item) {
     earliestQueuedLease.accumulateAndGet(item.claim.leaseDeadline(), Math::min);
     pending.add(item);
-    if (pendingCount.incrementAndGet() >= chunkSize) {
+    pendingCount.incrementAndGet();
+  }
+
+  /** Writes the queue now, on the reporting thread, if a full chunk is queued. */
+  void writeIfChunkFull() {
+    if (pendingCount.get() >= chunkSize) {
       writePending();
     }
   }
