@@ -20,24 +20,22 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probe (probeG, issue 37; SPEC 1, 5, 9): a take-back of a takeover keeps the record under the
- * claim's own owner token, its lease cut to now. A renewal of that same token already on its way to
- * the store (the lease keeper's round had collected the batch's claim before {@code record()}
- * unwatched it) lands after the take-back, passes the owner-token fence and gives the lapsed lease
- * a new full lease: the key is held for a lease under a token nobody will complete, with nothing
- * sent under it. The next caller gets {@link IdempotencyInProgressException} instead of taking over
- * as attempt 3 (guarantees.md's take-back table). A first attempt is deleted by its take-back, so a
- * late renewal finds nothing; only takeovers are affected.
+ * Issue 37 (found by probeG; SPEC 1, 5, 9): a take-back of a takeover ends the claim's owner token
+ * along with its lease. A renewal of that same token already on its way to the store (the lease
+ * keeper's round had collected the batch's claim before {@code record()} unwatched it) lands after
+ * the take-back and is refused by the owner-token fence, so it cannot give the lapsed lease a new
+ * full lease: the next caller takes over at once as attempt 3 (guarantees.md's take-back table)
+ * instead of getting {@link IdempotencyInProgressException} for a lease with nothing sent. Before
+ * the fix the take-back kept the token and the renewal revived the claim. A first attempt is
+ * deleted by its take-back, so a late renewal finds nothing; only takeovers were affected.
  *
  * <p>In-memory store; the only test device is a forwarding face that holds the keeper's renewal of
  * the batch's key until the take-back has been applied (bounded), which orders the race.
  */
-@Tag("open-finding")
-class TakeBackUndoneByRenewalProbeTest {
+class TakeBackUndoneByRenewalTest {
 
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofSeconds(4);
@@ -59,7 +57,7 @@ class TakeBackUndoneByRenewalProbeTest {
           extendEntered.countDown();
           try {
             // bounded: if record() cannot take back while this renewal is out, the race is ordered
-            // the other way and the probe holds
+            // the other way and the test holds
             if (takeBackDone.await(10, TimeUnit.SECONDS)) {
               extendsAfterTakeBack.incrementAndGet();
             }

@@ -9,18 +9,16 @@ import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probe (probeG, issue 37), the store half of {@code TakeBackUndoneByRenewalProbeTest} (core) on a
- * real Redis: a takeover taken back keeps its owner token (take-back.lua rewrites field 1 as it
- * was), and extend.lua is fenced by owner token and state alone, so a renewal of the taken-back
- * claim that reaches Redis after the take-back gives it a live lease again: the next claim finds it
- * in flight instead of taking it over as attempt 3.
+ * Issue 37 (found by probeG), the store half of {@code TakeBackUndoneByRenewalTest} (core) on a
+ * real Redis: a takeover taken back gets a fresh owner token (take-back.lua), so a renewal of the
+ * taken-back claim that reaches Redis after the take-back is refused by extend.lua's fence and the
+ * next claim takes it over as attempt 3. Before the fix the token was kept and the renewal gave the
+ * record a live lease again.
  */
-@Tag("open-finding")
-class RedisTakeBackRenewedProbeTest {
+class RedisTakeBackRenewedTest {
 
   private static final Duration RETENTION = Duration.ofHours(1);
 
