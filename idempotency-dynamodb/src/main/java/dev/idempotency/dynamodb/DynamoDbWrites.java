@@ -149,7 +149,8 @@ final class DynamoDbWrites {
 
   /**
    * Takes back a claim nothing was sent under, fenced by its owner token, as if it had lapsed, in
-   * conditional requests that cannot both match (the attempt never changes under one owner token):
+   * conditional requests of which at most one applies (the attempt never changes under one owner
+   * token, and a take-back that applied leaves no record under it):
    *
    * <ol>
    *   <li>a record the claim created ({@code attempt = 1}) is deleted;
