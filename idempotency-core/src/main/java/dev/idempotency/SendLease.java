@@ -50,7 +50,8 @@ final class SendLease {
    * was sent. The claim is taken back if it is still ours (fenced, see {@link #releaseUnsent}), so
    * that a retry need not wait for it to run out: a first attempt is deleted (the retry is no
    * takeover, since nothing was sent), a takeover's lease is cut (the retry takes over, since the
-   * owner before it may have sent).
+   * owner before it may have sent) and its owner token ended, so that a renewal of it still in
+   * flight is refused by the store and cannot revive the claim, whatever the order.
    */
   KeyStoreException lateClaimRefused(Claim claim) {
     boolean lost = claim.isLost();

@@ -17,8 +17,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * claim back, fenced by the token ({@link dev.idempotency.spi.KeyStore#takeBack}: only a record
  * still {@code IN_PROGRESS} under that very token, never a later claim of another call). The store
  * is then as if the claim had lapsed: a first attempt is deleted; a takeover keeps its attempt with
- * its lease cut to now, so the next caller takes over at once (the owner before it may still be
- * sending), and never claims afresh as attempt 1:
+ * its lease cut to now under a token no caller holds (so no late renewal revives it), so the next
+ * caller takes over at once (the owner before it may still be sending), and never claims afresh as
+ * attempt 1:
  *
  * <ol>
  *   <li>at once, then after a store failure again after 50 ms, twice as long each time, at most a

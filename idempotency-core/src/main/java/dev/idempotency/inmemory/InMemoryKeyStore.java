@@ -161,7 +161,10 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
     return changeOwned(keyId, ownerToken, current -> null);
   }
 
-  /** Deletes a first attempt; cuts a takeover's lease to {@code now}, keeping its attempt. */
+  /**
+   * Deletes a first attempt; cuts a takeover's lease to {@code now}, keeping its attempt, and ends
+   * its owner token.
+   */
   @Override
   public boolean takeBack(String keyId, String ownerToken, Instant now) {
     Objects.requireNonNull(now, "now");
@@ -379,11 +382,12 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
       return new Entry(next, ownerToken, lastingAtLeast(nowTick, lease.toNanos()));
     }
 
-    /** The same claim with its lease ended at {@code now} (if not before): a take-back. */
+    /**
+     * A take-back: the same attempt with its lease ended at {@code now} (if not before), under a
+     * fresh owner token no caller holds, so that no late write of the claim taken back passes the
+     * fence again.
+     */
     Entry lapsedAt(Instant now) {
-      if (record.leaseDeadline().isBefore(now)) {
-        return this;
-      }
       StoredRecord next =
           new StoredRecord(
               record.state(),
@@ -392,9 +396,16 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
               null,
               record.createdAt(),
               null,
-              now,
+              record.leaseDeadline().isBefore(now) ? record.leaseDeadline() : now,
               record.retentionDeadline());
-      return new Entry(next, ownerToken, expiresAtTick);
+      return new Entry(next, endedOwnerToken(), expiresAtTick);
+    }
+
+    /** A random owner token (22 characters, as a claim's), held by no caller. */
+    private static String endedOwnerToken() {
+      byte[] random = new byte[16];
+      java.util.concurrent.ThreadLocalRandom.current().nextBytes(random);
+      return java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(random);
     }
 
     private long lastingAtLeast(long nowTick, long nanos) {

@@ -60,7 +60,10 @@ import java.util.Optional;
  *       took over (attempt n &gt; 1) stays {@code IN_PROGRESS} with attempt n and a lease that has
  *       already passed, so that the next claim takes it over at once as attempt n+1, reported as a
  *       takeover (the first owner's send may still run), and a strict claim reports its lease as
- *       expired. It never erases the trace of an earlier attempt.
+ *       expired. It never erases the trace of an earlier attempt. A take-back also ends the claim's
+ *       ownership: the kept record's owner token is replaced by a fresh value no caller holds, so
+ *       no later {@code extend}, {@code complete} or {@code release} under the old token (a renewal
+ *       already on its way when the take-back landed) can change it again.
  * </ol>
  *
  * <p>Implementations must be safe for use by many threads at once. Key ids are digests of at most
@@ -117,9 +120,13 @@ public interface KeyStore {
    * <ul>
    *   <li>attempt 1 (the claim created the record): delete it, exactly as {@link #release} does;
    *   <li>a later attempt (the claim took over a lapsed lease, whose owner may still be sending):
-   *       keep the record, its attempt, owner token, fingerprint and window, and set {@code
-   *       leaseDeadline = min(leaseDeadline, now)}. The next claim then takes it over at once as
-   *       the next attempt ({@code Claimed(n + 1, true)}), and a strict claim gets {@code
+   *       keep the record, its attempt, fingerprint and window, set {@code leaseDeadline =
+   *       min(leaseDeadline, now)}, and replace its owner token by a fresh value no caller holds,
+   *       in the same atomic write. The claim taken back then owns nothing: an {@link #extend},
+   *       {@link #complete} or {@link #release} under {@code ownerToken} that reaches the store
+   *       afterwards (a renewal sent before the take-back) returns {@code false} and changes
+   *       nothing, so it cannot give the record a live lease again. The next claim takes it over at
+   *       once as the next attempt ({@code Claimed(n + 1, true)}), and a strict claim gets {@code
    *       Existing(record, leaseExpired = true)}, as after a lease that ran out.
    * </ul>
    *
@@ -133,7 +140,8 @@ public interface KeyStore {
    * @param ownerToken the token of the claim being taken back
    * @param now the guard's time; ignored by stores that use server time
    * @return {@code true} if the record held the token and was deleted, or keeps a lease that has
-   *     passed; {@code false} if the record does not hold the owner token
+   *     passed under a token no caller holds; {@code false} if the record does not hold the owner
+   *     token (a repeated take-back of a takeover among them)
    * @throws dev.idempotency.KeyStoreException if the store failed
    */
   default boolean takeBack(String keyId, String ownerToken, Instant now) {

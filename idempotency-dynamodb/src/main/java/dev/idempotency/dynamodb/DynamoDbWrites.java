@@ -149,16 +149,17 @@ final class DynamoDbWrites {
 
   /**
    * Takes back a claim nothing was sent under, fenced by its owner token, as if it had lapsed, in
-   * up to two conditional requests that cannot both match (the attempt never changes under one
-   * owner token):
+   * conditional requests of which at most one applies (the attempt never changes under one owner
+   * token, and a take-back that applied leaves no record under it):
    *
    * <ol>
    *   <li>a record the claim created ({@code attempt = 1}) is deleted;
-   *   <li>else a record it took over ({@code attempt > 1}) keeps its attempt and window, and its
-   *       lease ends at {@code now} if it ended later (DynamoDB has no {@code min}: the condition
-   *       leaves an earlier end alone);
-   *   <li>if neither matched, a consistent read (or the item returned with the failure) tells
-   *       whether the record is still this claim's, its lease already ended.
+   *   <li>else a record it took over ({@code attempt > 1}) keeps its attempt and window, gets a
+   *       fresh owner token no caller holds (so that no late renewal, completion or release of the
+   *       claim taken back passes the fence again), and its lease ends at {@code now} if it ended
+   *       later; DynamoDB has no {@code min}, so one request matches a lease ending after {@code
+   *       now}, another one ending before (only the token changes), and the first is tried again in
+   *       case a renewal moved the lease between the two (a lease only moves forward).
    * </ol>
    */
   boolean takeBack(String keyId, String ownerToken, Instant now) {
@@ -191,6 +192,21 @@ final class DynamoDbWrites {
     }
     names.put("#lease_until", LEASE_UNTIL);
     values.put(":now", number(now.toEpochMilli()));
+    values.put(":ended", string(endedOwnerToken()));
+    return endTakeover(keyId, names, values, true)
+        || endTakeover(keyId, names, values, false)
+        || endTakeover(keyId, names, values, true);
+  }
+
+  /**
+   * Gives a takeover a fresh owner token no caller holds, and ends its lease at {@code now} if it
+   * ended later ({@code leaseLater}) or leaves an earlier end alone; whether the condition held.
+   */
+  private boolean endTakeover(
+      String keyId,
+      Map<String, String> names,
+      Map<String, AttributeValue> values,
+      boolean leaseLater) {
     try {
       requests.send(
           "take back",
@@ -202,21 +218,30 @@ final class DynamoDbWrites {
                           write
                               .tableName(requests.table())
                               .key(items.key(keyId))
-                              .updateExpression("SET #lease_until = :now")
+                              .updateExpression(
+                                  leaseLater
+                                      ? "SET #owner = :ended, #lease_until = :now"
+                                      : "SET #owner = :ended")
                               .conditionExpression(
-                                  FENCE + " AND #attempt > :first AND #lease_until > :now")
+                                  FENCE
+                                      + " AND #attempt > :first AND "
+                                      + (leaseLater
+                                          ? "#lease_until > :now"
+                                          : "#lease_until <= :now"))
                               .expressionAttributeNames(names)
                               .expressionAttributeValues(values)
-                              .returnValuesOnConditionCheckFailure(
-                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
                               .overrideConfiguration(requests.override())));
       return true;
-    } catch (ConditionalCheckFailedException e) {
-      Map<String, AttributeValue> item = itemAfter(e, keyId);
-      return item != null
-          && ownerToken.equals(Items.text(item, OWNER))
-          && IN_PROGRESS.equals(Items.text(item, STATE));
+    } catch (ConditionalCheckFailedException notOursOrMoved) {
+      return false;
     }
+  }
+
+  /** A random owner token (22 characters, as a claim's), held by no caller. */
+  private static String endedOwnerToken() {
+    byte[] random = new byte[16];
+    java.util.concurrent.ThreadLocalRandom.current().nextBytes(random);
+    return java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(random);
   }
 
   /**

@@ -74,20 +74,31 @@ final class JdbcWrites {
    *
    * <ol>
    *   <li>a row the claim created (attempt 1) is deleted;
-   *   <li>else a row it took over (attempt &gt; 1) keeps its attempt, its lease ending now.
+   *   <li>else a row it took over (attempt &gt; 1) keeps its attempt, its lease ending now, and
+   *       gets a fresh owner token no caller holds, so that no late renewal, completion or release
+   *       of the claim taken back can change it again.
    * </ol>
    */
   boolean takeBack(Connection connection, String keyId, String ownerToken, Instant now) {
+    String endedToken = endedOwnerToken();
     PlainStatement.Values values =
         name ->
             switch (name) {
               case "keyId" -> keyId;
               case "ownerToken" -> ownerToken;
               case "now" -> now.toEpochMilli();
+              case "endedToken" -> endedToken;
               default -> throw new IllegalArgumentException("no parameter " + name);
             };
     return takeBackFirstAttempt.update(connection, watchdog, values) == 1
         || lapseTakeover.update(connection, watchdog, values) == 1;
+  }
+
+  /** A random owner token (22 characters, as a claim's), held by no caller. */
+  private static String endedOwnerToken() {
+    byte[] bytes = new byte[16];
+    java.util.concurrent.ThreadLocalRandom.current().nextBytes(bytes);
+    return java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(bytes);
   }
 
   /** Deletes a completed or failed row inside its window; never one in progress. */

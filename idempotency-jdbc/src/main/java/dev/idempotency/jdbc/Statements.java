@@ -57,9 +57,10 @@ abstract class Statements {
   final String takeBackFirstAttempt;
 
   /**
-   * The take-back's second step: a row the claim took over (attempt &gt; 1) keeps its attempt, and
-   * its lease ends now if it had not ended before, fenced by the owner token; the next claim takes
-   * it over at once.
+   * The take-back's second step: a row the claim took over (attempt &gt; 1) keeps its attempt, its
+   * lease ends now if it had not ended before, and its owner token becomes {@code :endedToken}, a
+   * fresh value no caller holds, so that no late write of the claim taken back (a renewal) passes
+   * the fence; fenced by the owner token. The next claim takes it over at once.
    */
   final String lapseTakeover;
 
@@ -150,7 +151,7 @@ abstract class Statements {
     lapseTakeover =
         "UPDATE "
             + table
-            + " SET lease_until = LEAST(lease_until, "
+            + " SET owner_token = :endedToken, lease_until = LEAST(lease_until, "
             + now
             + ") WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'"
             + " AND attempt > 1";

@@ -46,9 +46,24 @@ final class RedisWrites {
     return single(operation, redis.scripts.release, keyId, new byte[][] {bytes(ownerToken)});
   }
 
-  /** Takes back a claim nothing was sent under: deletes a first attempt, lapses a takeover. */
+  /**
+   * Takes back a claim nothing was sent under: deletes a first attempt, lapses a takeover under a
+   * fresh owner token no caller holds, so that no late write of the claim taken back passes the
+   * fence.
+   */
   CompletableFuture<Boolean> takeBack(Operation operation, String keyId, String ownerToken) {
-    return single(operation, redis.scripts.takeBack, keyId, new byte[][] {bytes(ownerToken)});
+    return single(
+        operation,
+        redis.scripts.takeBack,
+        keyId,
+        new byte[][] {bytes(ownerToken), bytes(endedOwnerToken())});
+  }
+
+  /** A random owner token (22 characters, as a claim's), held by no caller. */
+  private static String endedOwnerToken() {
+    byte[] random = new byte[16];
+    java.util.concurrent.ThreadLocalRandom.current().nextBytes(random);
+    return java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(random);
   }
 
   /** Deletes a settled record; never one in progress. */

@@ -8,15 +8,17 @@ import dev.idempotency.spi.RecordState;
 import dev.idempotency.spi.StoredRecord;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
  * The store contract's take-back ({@link dev.idempotency.spi.KeyStore#takeBack}, issue 37): a claim
  * nothing was sent under, taken back, leaves the store as if it had lapsed. A first attempt leaves
  * no record; a takeover keeps its attempt with a lease that has passed, so that the next claim
- * takes over at once and the earlier attempt, which may have sent, is never forgotten; a take-back
- * under a token that no longer owns the record changes nothing. Part of {@link KeyStoreContract};
- * extend that one.
+ * takes over at once and the earlier attempt, which may have sent, is never forgotten; the token
+ * taken back owns nothing after it, so a late renewal, completion or release under it changes
+ * nothing; a take-back under a token that no longer owns the record changes nothing. Part of {@link
+ * KeyStoreContract}; extend that one.
  */
 public abstract class TakeBackContract extends FindAndDeleteContract {
 
@@ -62,6 +64,46 @@ public abstract class TakeBackContract extends FindAndDeleteContract {
     StoredRecord next = strictRead(keyId, now).record();
     assertThat(next.attempt()).isEqualTo(3);
     assertThat(strictRead(keyId, now).leaseExpired()).as("the next owner's lease").isFalse();
+  }
+
+  @Test
+  public void aTakeoverTakenBackEndsItsTokenSoNoLateWriteRevivesIt() {
+    String keyId = newKeyId();
+    Duration lease = expiringLease();
+    Duration retention = expiringRetention().plus(LONG_LEASE).plus(LONG_LEASE);
+    store().claim(claim(keyId, newToken(), lease, retention));
+    String takenBackToken = newToken();
+    assertThat(
+            claimAfter(
+                claim(keyId, takenBackToken, LONG_LEASE, retention),
+                lease.plusMillis(1),
+                KeyStoreContract::isClaimed))
+        .isEqualTo(new ClaimResult.Claimed(2, true));
+    Instant now = serverTime() ? Instant.now() : T0.plus(lease).plusMillis(1);
+    Instant retentionDeadline = strictRead(keyId, now).record().retentionDeadline();
+    assertThat(store().takeBack(keyId, takenBackToken, now)).isTrue();
+
+    assertThat(store().extend(extend(keyId, takenBackToken, LONG_LEASE, now)))
+        .as("a renewal of the claim taken back, reaching the store after the take-back")
+        .isFalse();
+    assertThat(store().extendAll(List.of(extend(keyId, takenBackToken, LONG_LEASE, now))))
+        .as("the same renewal in a batch")
+        .containsExactly(false);
+    assertThat(store().complete(complete(keyId, takenBackToken, bytes("late"))))
+        .as("a completion under the token taken back")
+        .isFalse();
+    assertThat(store().release(keyId, takenBackToken))
+        .as("a release under the token taken back")
+        .isFalse();
+
+    ClaimResult.Existing left = strictRead(keyId, now);
+    assertThat(left.record().state()).isEqualTo(RecordState.IN_PROGRESS);
+    assertThat(left.record().attempt()).isEqualTo(2);
+    assertThat(left.leaseExpired()).as("the lease taken back stays passed").isTrue();
+    assertThat(left.record().retentionDeadline()).isEqualTo(retentionDeadline);
+    assertThat(store().claim(claim(keyId, newToken()).withNow(now)))
+        .as("the next claim still takes over at once")
+        .isEqualTo(new ClaimResult.Claimed(3, true));
   }
 
   @Test
