@@ -331,6 +331,9 @@ public final class Batch<T> implements AutoCloseable {
       while (hasNext()) {
         Item item = reserved;
         reserved = null;
+        if (!stillLive(item)) {
+          continue; // its lease ran out since hasNext() (the loop waited): lapsed, look further
+        }
         long nowMono = GuardSettings.monoNow();
         if (item.markHandedOut(nowMono)) {
           lastActivityMono = nowMono;
@@ -371,6 +374,29 @@ public final class Batch<T> implements AutoCloseable {
     lastActivityMono = GuardSettings.monoNow();
     keepWatched();
     return true;
+  }
+
+  /**
+   * Whether a key {@code hasNext()} reserved may still be handed out: time may have passed since (a
+   * loop that waits for a quota between {@code hasNext()} and {@code next()}), so its lease is
+   * checked again, one send ahead, after renewing what is due; a key whose lease no longer outlasts
+   * a send is lapsed, never handed out (another caller may have taken it over and sent).
+   */
+  private boolean stillLive(Item item) {
+    if (item.claim == null) {
+      return true;
+    }
+    long now = settings.leaseNow();
+    long horizonNanos = leases.horizonNanos();
+    if (settings.leaseRenewal) {
+      leases.renewBefore(now + horizonNanos, claimed);
+    }
+    if (item.claim.isLive(now, horizonNanos)) {
+      return true;
+    }
+    item.stopRunning(settings.inFlight);
+    lapse(item);
+    return false;
   }
 
   private void lapse(Item item) {
