@@ -223,8 +223,7 @@ final class ReactiveEndpointCall {
           new CompletionException(new IllegalStateException("the handler wrote no response")));
     }
     int status = response.status();
-    boolean keep = status < 500 && status != 408 && status != 409 && status != 425 && status != 429;
-    return keep
+    return StoredStatuses.isStored(status)
         ? CompletableFuture.completedFuture(response)
         : CompletableFuture.failedFuture(
             new IllegalStateException("status " + status + " releases the key"));

@@ -7,9 +7,10 @@ import org.springframework.web.ErrorResponse;
 import org.springframework.web.bind.annotation.ResponseStatus;
 
 /**
- * Which answers of a Spring MVC {@link IdempotentEndpoint} are stored (SPEC 13), and the status a
- * handler's failure resolves to, as Spring MVC would resolve it: shared by the request's own answer
- * ({@link EndpointCall}) and a timed-out request's late result ({@link AsyncWork}).
+ * Which answers of an {@link IdempotentEndpoint} are stored (SPEC 13), on Spring MVC and WebFlux
+ * alike ({@link ReactiveEndpointCall}), and the status a handler's failure resolves to, as Spring
+ * MVC would resolve it: shared by the request's own answer ({@link EndpointCall}) and a timed-out
+ * request's late result ({@link AsyncWork}).
  */
 final class StoredStatuses {
 
