@@ -13,7 +13,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -21,8 +20,7 @@ import org.junit.jupiter.api.Test;
  * every complete the guard sends times out on the client, yet Redis runs them all once it goes on.
  * The caller gets its result (SPEC 6); the record must end {@code COMPLETED} and a repeat must
  * replay it, never send again (SPEC 1): passes on suspects' base (000427a), refuted. A sender's
- * failure released while Redis stalled must not hold the key once Redis is back: fails there (see
- * the test).
+ * failure released while Redis stalled must not hold the key once Redis is back (see the test).
  */
 class RedisStalledOutcomeWriteTest {
 
@@ -78,15 +76,13 @@ class RedisStalledOutcomeWriteTest {
   }
 
   /**
-   * The sender fails while Redis stalls: the release times out on the client (reported, "it frees
-   * itself when the lease ends") and is never tried again. Redis does not run it late either: on a
-   * Redis that had not cached the release script, the EVALSHA answers NOSCRIPT after the operation
-   * was abandoned, so its EVAL fallback is never sent (Scripts.run, Operation.send). The key then
-   * stays IN_PROGRESS for the whole lease (30 s) though Redis answers again and nothing is being
-   * sent: retries get IdempotencyInProgressException. Open finding (low: a delay, no duplicate, no
-   * lost send once the lease ends); fails on 000427a after 20 s with the record IN_PROGRESS.
+   * The sender fails while Redis stalls: the release times out on the client. Redis does not run it
+   * late: on a Redis that had not cached the release script, the EVALSHA answers NOSCRIPT after the
+   * operation was abandoned, so its EVAL fallback is never sent (Scripts.run, Operation.send).
+   * Before the fix the release was never tried again, and the key stayed IN_PROGRESS for the whole
+   * lease (30 s) though Redis answered and nothing was being sent (failed on 000427a after 20 s);
+   * now the guard releases it in the background (UnsentClaims#release).
    */
-  @Tag("open-finding")
   @Test
   void aReleaseTimedOutWhileRedisStalledFreesTheKeyOnceRedisIsBack() throws Exception {
     try (RestartableRedis redis = new RestartableRedis(false)) {
