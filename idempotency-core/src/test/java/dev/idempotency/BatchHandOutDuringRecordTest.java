@@ -20,7 +20,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -33,12 +32,11 @@ import org.junit.jupiter.api.Test;
  * store whose {@code complete} waits, bounded, for the test): {@code record()} is then parked in
  * its write of the queued outcome, its reports closed, when the other thread asks for the next key.
  *
- * <p>Open finding (medium: a second send within the window, SPEC 1): fails on 18698bb, {@code
- * next()} hands the second key out, {@code record()} then releases it (it was never reported), and
- * a repeat sends it again (sends 2). {@code Batch.mayHandOut} and {@code next()} never look at
- * whether {@code record()} began.
+ * <p>Failed on 18698bb (medium: a second send within the window, SPEC 1): {@code next()} handed the
+ * second key out, {@code record()} then released it (it was never reported), and a repeat sent it
+ * again (sends 2); {@code Batch.mayHandOut} and {@code next()} never looked at whether {@code
+ * record()} began. Now neither hands out a key once it has.
  */
-@Tag("open-finding")
 class BatchHandOutDuringRecordTest {
 
   static final Duration TTL = Duration.ofHours(1);
