@@ -2,6 +2,7 @@ package dev.idempotency.reliability;
 
 import static dev.idempotency.reliability.StalledClaims.TTL;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.IdempotencyGuard;
@@ -11,9 +12,14 @@ import dev.idempotency.spi.RecordState;
 import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Suspicion 1 (suspects): Redis stalls (SIGSTOP) after the claim and before the outcome write, so
@@ -83,8 +89,9 @@ class RedisStalledOutcomeWriteTest {
    * lease (30 s) though Redis answered and nothing was being sent (failed on 000427a after 20 s);
    * now the guard releases it in the background (UnsentClaims#release).
    */
-  @Test
-  void aReleaseTimedOutWhileRedisStalledFreesTheKeyOnceRedisIsBack() throws Exception {
+  @ParameterizedTest
+  @ValueSource(strings = {"blocking", "async"})
+  void aReleaseTimedOutWhileRedisStalledFreesTheKeyOnceRedisIsBack(String how) throws Exception {
     try (RestartableRedis redis = new RestartableRedis(false)) {
       RedisKeyStore store = open(redis);
       IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
@@ -92,16 +99,32 @@ class RedisStalledOutcomeWriteTest {
       AtomicInteger sends = new AtomicInteger();
       boolean resumed = false;
       try {
-        try {
-          guard.execute(
-              key,
-              TTL,
-              ctx -> {
-                redis.pause();
-                throw new IllegalStateException("provider down");
-              });
-        } catch (IllegalStateException expected) {
-          assertThat(expected).hasMessage("provider down");
+        if (how.equals("blocking")) {
+          assertThatThrownBy(
+                  () ->
+                      guard.execute(
+                          key,
+                          TTL,
+                          ctx -> {
+                            redis.pause();
+                            throw new IllegalStateException("provider down");
+                          }))
+              .hasMessage("provider down");
+        } else {
+          CompletableFuture<String> stage =
+              guard
+                  .executeAsync(
+                      key,
+                      TTL,
+                      ctx -> {
+                        redis.pause();
+                        return CompletableFuture.<String>failedFuture(
+                            new IllegalStateException("provider down"));
+                      })
+                  .toCompletableFuture();
+          assertThatThrownBy(() -> stage.get(60, TimeUnit.SECONDS))
+              .isInstanceOf(ExecutionException.class)
+              .hasRootCauseMessage("provider down");
         }
         redis.resume();
         resumed = true;
