@@ -123,7 +123,8 @@ final class UnsentClaims {
 
   /**
    * The fenced release of a claim whose send failed (the claim is released so that a retry sends
-   * again, SPEC 6) failed itself: releases it in the background, if there is room.
+   * again, SPEC 6) failed itself: releases it in the background, if there is room. Not for a call
+   * whose permanent failure {@link PendingOutcomes} is writing: the release would race that write.
    */
   void release(String keyId, String ownerToken) {
     add(keyId, ownerToken, true);
