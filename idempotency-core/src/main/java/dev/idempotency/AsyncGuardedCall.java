@@ -258,6 +258,10 @@ final class AsyncGuardedCall<T> {
                   (released, error) -> {
                     if (error != null) {
                       call.events.releaseFailed(error);
+                      if (!call.outcomePending()) {
+                        call.settings.pendingOutcomes.unsentClaims.release(
+                            call.keyId, claim.ownerToken);
+                      }
                       result.addSuppressed(error);
                     } else if (released) {
                       call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);

@@ -60,11 +60,12 @@ import org.jspecify.annotations.Nullable;
  * <p>{@link #toSend()} may be iterated again (it skips reported keys), {@link #succeeded} and
  * {@link #failed} may be called from several threads, each once per item; {@link #record()} once,
  * at the end: it waits for reports already begun, writes what is left and releases the keys without
- * an outcome. A batch is {@link AutoCloseable}: in a try-with-resources block, a send loop that
- * throws half-way still has what it reported written and the rest released. A batch abandoned
- * without either has its reported outcomes written in the background, its keys renewed for no
- * longer than the guard's renewal limit, and is then let go (nothing keeps it reachable); its other
- * keys run out one lease later.
+ * an outcome. Once {@link #record()} has begun, {@link #toSend()} hands out no more keys. A batch
+ * is {@link AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still
+ * has what it reported written and the rest released. A batch abandoned without either has its
+ * reported outcomes written in the background, its keys renewed for no longer than the guard's
+ * renewal limit, and is then let go (nothing keeps it reachable); its other keys run out one lease
+ * later.
  *
  * <p>Before it hands out a key, a batch looks one send ahead by the guard's clock (the longest send
  * it has seen, plus a quarter lease): it writes the reported outcomes and renews the unreported
@@ -110,8 +111,8 @@ public final class Batch<T> implements AutoCloseable {
      * @return {@code false} if it was handed out before, or is no longer to send
      */
     synchronized boolean markHandedOut(long nowMono) {
-      if (handedOutAtMono != 0 || state.get() != NEW) {
-        return false;
+      if (handedOutAtMono != 0 || state.get() != NEW || batch.reports.isClosed()) {
+        return false; // once record() began, nothing is handed out: it releases what it finds NEW
       }
       handedOutAtMono = nowMono == 0 ? 1 : nowMono;
       return true;
@@ -353,6 +354,9 @@ public final class Batch<T> implements AutoCloseable {
   private boolean mayHandOut(Item item) {
     if (item.state.get() != Item.NEW || item.handedOut()) {
       return false; // reported, lapsed, or handed out before (its send may be running): never twice
+    }
+    if (reports.isClosed()) {
+      return false; // record() began (on another thread): it releases the key, so it is not sent
     }
     long now = settings.leaseNow();
     long horizonNanos = leases.horizonNanos();

@@ -230,6 +230,8 @@ final class BatchWriter {
       item.call.events.releaseFailed(e);
       if (unsent) {
         settings.pendingOutcomes.unsentClaims.takeBack(keyId, token); // tried again, fenced
+      } else {
+        settings.pendingOutcomes.unsentClaims.release(keyId, token); // tried again, fenced
       }
     }
   }

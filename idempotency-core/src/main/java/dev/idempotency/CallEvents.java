@@ -168,10 +168,14 @@ final class CallEvents {
     emit(Type.OUTCOME_NOT_RECORDED, attempt, elapsed(), lastFailure);
   }
 
-  /** A failed send's claim could not be released: it frees itself when its lease ends. */
+  /**
+   * A failed send's claim could not be released: the guard tries again in the background ({@link
+   * UnsentClaims#release}); else it frees itself when its lease ends.
+   */
   void releaseFailed(Throwable storeFailure) {
     log.warn(
-        "Could not release key {} after a failed send; it frees itself when the lease ends",
+        "Could not release key {} after a failed send; trying again in the background, else it"
+            + " frees itself when the lease ends",
         keyId,
         storeFailure);
   }

@@ -467,6 +467,14 @@ final class CallSupport<T> {
   private volatile boolean outcomePending;
 
   /**
+   * Whether the call's outcome (a permanent failure's, after a failed send) is being written in the
+   * background: then a release that failed is not tried again there, so as not to race that write.
+   */
+  boolean outcomePending() {
+    return outcomePending;
+  }
+
+  /**
    * The call's own attempts to write its outcome failed: reports it ({@link
    * Type#OUTCOME_NOT_RECORDED}, SPEC 6) and hands the write to the guard's {@link PendingOutcomes},
    * which goes on trying while the lease holds; the claim stays watched by the lease keeper until

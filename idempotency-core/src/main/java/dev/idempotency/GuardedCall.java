@@ -134,6 +134,7 @@ final class GuardedCall<T> {
       }
     } catch (RuntimeException storeFailure) {
       call.events.releaseFailed(storeFailure);
+      call.settings.pendingOutcomes.unsentClaims.release(call.keyId, claim.ownerToken);
       thrown.addSuppressed(storeFailure);
     }
   }

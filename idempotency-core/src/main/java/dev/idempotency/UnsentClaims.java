@@ -35,13 +35,20 @@ import java.util.concurrent.atomic.AtomicInteger;
  * </ol>
  *
  * Nothing happens on a call whose claim was answered, nor on one the breaker refused without asking
- * the store. At most {@link IdempotencyGuard.Builder#maxPendingOutcomes} take-backs wait at once
- * (the breaker keeps them few: once it opens, claims no longer reach the store). A take-back is not
- * a running call: {@link IdempotencyGuard#close()} does not wait for it (a program whose store is
- * down closes at once, as before), and drops what is left, with one WARN if the store never
- * answered some of them (such a key is then held one lease, as after a crash). It runs on a thread
- * of its own (created when a claim is first taken back, gone after 30 s idle), so that releases to
- * a slow store never hold up {@link PendingOutcomes}' writes of sent outcomes. Thread-safe.
+ * the store.
+ *
+ * <p>The release of a failed send's claim that failed ({@link #release}: the sender threw, and the
+ * store did not answer the guard's fenced release) is tried again here the same way, as a fenced
+ * release instead of a take-back: otherwise the key stays {@code IN_PROGRESS} for the rest of its
+ * lease once the store answers again (a stalled Redis does not run a release it answers {@code
+ * NOSCRIPT} to after the guard gave up on it), though nothing is being sent under it. At most
+ * {@link IdempotencyGuard.Builder#maxPendingOutcomes} take-backs wait at once (the breaker keeps
+ * them few: once it opens, claims no longer reach the store). A take-back is not a running call:
+ * {@link IdempotencyGuard#close()} does not wait for it (a program whose store is down closes at
+ * once, as before), and drops what is left, with one WARN if the store never answered some of them
+ * (such a key is then held one lease, as after a crash). It runs on a thread of its own (created
+ * when a claim is first taken back, gone after 30 s idle), so that releases to a slow store never
+ * hold up {@link PendingOutcomes}' writes of sent outcomes. Thread-safe.
  */
 final class UnsentClaims {
 
@@ -53,6 +60,9 @@ final class UnsentClaims {
     final String keyId;
     final String ownerToken;
 
+    /** A fenced release of a failed send's claim, rather than a take-back. */
+    final boolean release;
+
     /** 0 until the store first answered, then the follow-ups done. */
     int followUps;
 
@@ -62,9 +72,10 @@ final class UnsentClaims {
     /** When the store first answered ({@link System#nanoTime()}). */
     long firstAnsweredMono;
 
-    TakeBack(String keyId, String ownerToken) {
+    TakeBack(String keyId, String ownerToken, boolean release) {
       this.keyId = keyId;
       this.ownerToken = ownerToken;
+      this.release = release;
     }
   }
 
@@ -107,6 +118,19 @@ final class UnsentClaims {
    * in the background, if there is room.
    */
   void takeBack(String keyId, String ownerToken) {
+    add(keyId, ownerToken, false);
+  }
+
+  /**
+   * The fenced release of a claim whose send failed (the claim is released so that a retry sends
+   * again, SPEC 6) failed itself: releases it in the background, if there is room. Not for a call
+   * whose permanent failure {@link PendingOutcomes} is writing: the release would race that write.
+   */
+  void release(String keyId, String ownerToken) {
+    add(keyId, ownerToken, true);
+  }
+
+  private void add(String keyId, String ownerToken, boolean release) {
     if (limit == 0 || closed) {
       return;
     }
@@ -116,7 +140,7 @@ final class UnsentClaims {
           "Too many claims to take back; key {} may stay claimed for a lease", keyId);
       return;
     }
-    TakeBack takeBack = new TakeBack(keyId, ownerToken);
+    TakeBack takeBack = new TakeBack(keyId, ownerToken, release);
     unanswered.add(takeBack);
     schedule(takeBack, 0);
   }
@@ -146,7 +170,10 @@ final class UnsentClaims {
     boolean released;
     try {
       released =
-          settings.store.takeBack(takeBack.keyId, takeBack.ownerToken, settings.clock.instant());
+          takeBack.release
+              ? settings.store.release(takeBack.keyId, takeBack.ownerToken)
+              : settings.store.takeBack(
+                  takeBack.keyId, takeBack.ownerToken, settings.clock.instant());
     } catch (RuntimeException e) {
       CallEvents.log.debug(
           "Taking back the claim of key {} failed; trying again", takeBack.keyId, e);
@@ -198,9 +225,9 @@ final class UnsentClaims {
     unanswered.clear();
     if (dropped > 0) {
       CallEvents.log.warn(
-          "Closed the idempotency guard with {} claims not taken back (they failed while the store"
-              + " did not answer, and nothing was sent for them): if the store applied them late,"
-              + " their keys stay claimed until their leases end",
+          "Closed the idempotency guard with {} claims not taken back or released (they, or the"
+              + " release of a failed send, failed while the store did not answer): their keys may"
+              + " stay claimed until their leases end",
           dropped);
     }
   }

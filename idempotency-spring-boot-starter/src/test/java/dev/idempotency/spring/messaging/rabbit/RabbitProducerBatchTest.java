@@ -187,10 +187,15 @@ class RabbitProducerBatchTest {
   /**
    * A producer batch of two messages, each with its own Idempotency-Key header, then the second
    * message published again on its own (a producer retry): it was sent in the batch, so the retry
-   * must be a replay. Broken: the batch ran as one record under one key (the batch message's
-   * header), the second message's key was never claimed, and its retry is sent again. Open: the
-   * producer's batch carries the first message's headers only, so the second's key never arrives
-   * (docs/message-consumers.md); tagged open-finding.
+   * must be a replay. Broken on fixlist45: the batch ran as one record under one key (the batch
+   * message's header), the second message's key was never claimed, and its retry is sent again.
+   * Open: the producer's batch carries the first message's headers only, so the second's key never
+   * arrives (docs/message-consumers.md); tagged open-finding. On suspects' b3d8ace (run by
+   * suspects, suspicion 5) it fails earlier, failing closed: "timed out after 45 s waiting for the
+   * batch sent". RabbitDeliveryAdvice gives a producer batch's parts no headers, so no message
+   * takes the batch's (first message's) key, none has a key of its own, and the whole batch is
+   * rejected without requeue (MissingIdempotencyKeyException, SPEC 15's dead-letter path): nothing
+   * sent, never one send for several notifications.
    */
   @Tag("open-finding")
   @Test
