@@ -253,15 +253,17 @@ final class AsyncGuardedCall<T> {
                 call.events.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
                 return CompletableFuture.completedFuture(null);
               }
+              if (call.outcomePending()) {
+                // the permanent failure is written in the background: a release would race it
+                return CompletableFuture.completedFuture(null);
+              }
               return Stages.continueOn(
                   release(claim),
                   (released, error) -> {
                     if (error != null) {
                       call.events.releaseFailed(error);
-                      if (!call.outcomePending()) {
-                        call.settings.pendingOutcomes.unsentClaims.release(
-                            call.keyId, claim.ownerToken);
-                      }
+                      call.settings.pendingOutcomes.unsentClaims.release(
+                          call.keyId, claim.ownerToken);
                       result.addSuppressed(error);
                     } else if (released) {
                       call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);

@@ -125,6 +125,9 @@ final class GuardedCall<T> {
         call.events.emit(Type.FAILURE_STORED, claim.attempt, sendNanos, failure);
         return;
       }
+      if (call.outcomePending()) {
+        return; // the permanent failure is written in the background: a release would race it
+      }
       deferred.clear();
       if (call.settings.store.release(call.keyId, claim.ownerToken)) {
         call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);

@@ -11,10 +11,13 @@ import dev.idempotency.tck.ForwardingKeyStore;
 import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A permanent failure whose write, and then the release after it, failed while the store was down:
@@ -30,11 +33,17 @@ class PermanentFailureWrittenLateTest {
 
   final AtomicBoolean down = new AtomicBoolean();
 
+  /** Only outcome writes fail: the release after a permanent failure would be answered. */
+  final AtomicBoolean writesDown = new AtomicBoolean();
+
   final ForwardingKeyStore store =
       new ForwardingKeyStore(InMemoryKeyStore.builder().build()) {
         @Override
         public boolean complete(CompleteRequest request) {
           failIfDown();
+          if (writesDown.get()) {
+            throw new KeyStoreException("outcome writes fail", null);
+          }
           return delegate.complete(request);
         }
 
@@ -85,6 +94,54 @@ class PermanentFailureWrittenLateTest {
                     }))
         .isInstanceOf(IllegalArgumentException.class);
     down.set(false);
+
+    Poll.within(Duration.ofSeconds(30))
+        .until(
+            "the permanent failure stored",
+            () -> guard.find(key),
+            found -> found.isPresent() && found.get().state() == RecordState.FAILED);
+    assertThatThrownBy(() -> guard.execute(key, TTL, ctx -> "sent-" + calls.incrementAndGet()))
+        .isInstanceOf(IdempotencyStoredFailureException.class);
+    assertThat(calls).as("sender calls").hasValue(1);
+  }
+
+  /**
+   * The permanent failure's write failed but the store answers releases: the guard released the key
+   * at once beside handing the write to the background, so the write found no record of its token
+   * and a retry ran the sender again (blocking and async alike).
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void aPermanentFailureWrittenLateIsNotReleasedAtOnceEither(boolean async) throws Exception {
+    String key = "permanent-late-release:" + async + ":" + UUID.randomUUID();
+    AtomicInteger calls = new AtomicInteger();
+    Sender<String> failing =
+        ctx -> {
+          calls.incrementAndGet();
+          writesDown.set(true);
+          throw new IllegalArgumentException("invalid phone number");
+        };
+    if (async) {
+      assertThatThrownBy(
+              () ->
+                  guard
+                      .executeAsync(
+                          key,
+                          TTL,
+                          ctx -> {
+                            calls.incrementAndGet();
+                            writesDown.set(true);
+                            return CompletableFuture.<String>failedFuture(
+                                new IllegalArgumentException("invalid phone number"));
+                          })
+                      .toCompletableFuture()
+                      .join())
+          .hasRootCauseInstanceOf(IllegalArgumentException.class);
+    } else {
+      assertThatThrownBy(() -> guard.execute(key, TTL, failing))
+          .isInstanceOf(IllegalArgumentException.class);
+    }
+    writesDown.set(false);
 
     Poll.within(Duration.ofSeconds(30))
         .until(
