@@ -235,6 +235,11 @@ final class AsyncGuardedCall<T> {
   private CompletableFuture<Outcome<T>> onSendFailure(
       Claim claim, Throwable thrown, long sendNanos) {
     Throwable failure = CallSupport.senderFailure(thrown);
+    if (failure instanceof OutcomeAbandonedException abandoned) {
+      // left claimed, as a crash leaves it: finish() stops the renewal, and the lease runs out
+      call.events.emit(Type.OUTCOME_ABANDONED, claim.attempt, sendNanos, failure);
+      return CompletableFuture.failedFuture(abandoned);
+    }
     RuntimeException toCaller;
     try {
       toCaller = call.callerException(failure);

@@ -116,9 +116,17 @@ final class GuardedCall<T> {
     }
   }
 
-  /** Stores a permanent failure or releases the claim, the interrupt flag deferred. */
+  /**
+   * Stores a permanent failure or releases the claim, the interrupt flag deferred; an {@link
+   * OutcomeAbandonedException} leaves the claim as it is.
+   */
   private void onSendFailure(Claim claim, Throwable thrown, long sendNanos, Interrupts deferred) {
     Throwable failure = CallSupport.senderFailure(thrown);
+    if (failure instanceof OutcomeAbandonedException) {
+      // left claimed, as a crash leaves it: finish() stops the renewal, and the lease runs out
+      call.events.emit(Type.OUTCOME_ABANDONED, claim.attempt, sendNanos, failure);
+      return;
+    }
     try {
       if (call.isPermanent(failure)
           && write(claim, RecordState.FAILED, call.failurePayload(failure), deferred)) {

@@ -78,8 +78,9 @@ public record IdempotencyEvent(
     OUTCOME_RECORDED_LATE,
     /**
      * The guard stopped writing an outcome in the background: its lease ended before the store took
-     * it, another call took the key over, or the guard was closed after its grace period. A repeat
-     * after the lease may send again.
+     * it, another call took the key over, or the guard was closed after its grace period; or the
+     * sender threw {@link OutcomeAbandonedException}, so that nothing was written and the key stays
+     * claimed. A repeat after the lease may send again.
      */
     OUTCOME_ABANDONED,
     /** The send happened but its result could not be encoded or was too large to store. */

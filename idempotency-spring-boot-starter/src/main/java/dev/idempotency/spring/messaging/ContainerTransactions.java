@@ -27,8 +27,10 @@ import org.springframework.util.ClassUtils;
  * </ul>
  *
  * Recorded after the commit; released after a rollback or a commit that failed (as a failed commit
- * of the listener's own {@code @Transactional} releases, the guard running outside it).
- * Thread-bound, as the containers' own transactions are.
+ * of the listener's own {@code @Transactional} releases, the guard running outside it); left
+ * claimed until its lease runs out when the transaction can no longer commit and the broker gave no
+ * verdict (a JMS session closed before its commit, {@link JmsSessionCommit}). Thread-bound, as the
+ * containers' own transactions are.
  */
 final class ContainerTransactions {
 
@@ -52,6 +54,13 @@ final class ContainerTransactions {
 
     /** The transaction rolled back, or its commit failed: release. */
     void rolledBack();
+
+    /**
+     * The transaction cannot commit any more, and did not roll back on the broker's word (a JMS
+     * session closed under the delivery before its commit): neither record nor release, and leave
+     * the key claimed, as a crash leaves it, until its lease runs out.
+     */
+    void abandoned();
   }
 
   /** Whether the delivery on this thread runs in a transaction that commits after the listener. */
@@ -111,6 +120,17 @@ final class ContainerTransactions {
   static void complete(List<Completion> completions, boolean committed) {
     for (Completion completion : completions) {
       run(completion, committed);
+    }
+  }
+
+  /** Runs each completion's {@link Completion#abandoned()}, as {@link #complete} does. */
+  static void abandon(List<Completion> completions) {
+    for (Completion completion : completions) {
+      try {
+        completion.abandoned();
+      } catch (RuntimeException e) {
+        log.warn("Abandoning the outcome of a listener's transaction failed", e);
+      }
     }
   }
 

@@ -40,7 +40,8 @@ import org.springframework.jms.listener.SessionAwareMessageListener;
  *       outcome is recorded; a commit that fails releases the key and goes on to the container,
  *       which rolls back, and the broker delivers the message again. A commit that fails because
  *       the container interrupted the thread (it shuts down) is tried again, and never releases the
- *       key ({@link JmsSessionCommit}).
+ *       key; one on a session closed under the delivery leaves the key claimed until its lease runs
+ *       out ({@link JmsSessionCommit}).
  * </ul>
  */
 final class JmsDeliveryListener implements SessionAwareMessageListener<Message> {

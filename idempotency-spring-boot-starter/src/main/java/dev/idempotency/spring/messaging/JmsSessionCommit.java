@@ -32,7 +32,7 @@ import org.slf4j.LoggerFactory;
  *       waited for the answer.
  * </ul>
  *
- * <p>A commit that fails is one of four cases, told by the failure's type (and its causes):
+ * <p>A commit that fails is one of five cases, told by the failure's type (and its causes):
  *
  * <ol>
  *   <li>The broker's verdict of rollback ({@code TransactionRolledBackException}, Artemis's {@code
@@ -55,6 +55,19 @@ import org.slf4j.LoggerFactory;
  *       outcome is recorded. If none does, the fate is unknown, as in case 2. A retry that fails
  *       with a verdict of rollback is case 2 too: the interrupted commit before it may have
  *       committed.
+ *   <li>A session that is gone before the commit could be made (JMS's {@code IllegalStateException}
+ *       for a closed session, Artemis's {@code ActiveMQObjectClosedException} "Session is closed"
+ *       or {@code ActiveMQNotConnectedException}), with no interrupted try before it: Spring's
+ *       {@code DefaultMessageListenerContainer} that gives up waiting for a delivery at shutdown
+ *       (Spring Framework 6.2.18 and 7.0.7 on: one interrupt, then one receive timeout later it
+ *       closes the delivery's session and connection), or a connection that failed. The commit
+ *       never reached the broker, which rolls the transaction back and delivers the message again;
+ *       the listener's send happened. Neither recorded (SPEC 15: the transaction did not commit)
+ *       nor released (that would send again at once, for the redelivery): the key is left claimed,
+ *       as a crash leaves it, with one warning, and the failure goes on to the container. A
+ *       redelivery within the lease is deferred; one after it takes the key over and sends again
+ *       with the same provider key (SPEC 1's crash case, reported as a takeover), and the work of
+ *       its transaction is done once.
  *   <li>Any other refusal (no interrupt in its causes, even with one pending): the key is released
  *       and the failure goes on to the container, which rolls back: the broker delivers the message
  *       again.
@@ -85,11 +98,16 @@ final class JmsSessionCommit {
           ARTEMIS + "ActiveMQConnectionTimedOutException",
           ARTEMIS + "ActiveMQTransactionOutcomeUnknownException");
 
+  /** Artemis's exceptions for a commit that was never sent: the session or connection is gone. */
+  private static final Set<String> SESSION_GONE =
+      Set.of(ARTEMIS + "ActiveMQObjectClosedException", ARTEMIS + "ActiveMQNotConnectedException");
+
   private JmsSessionCommit() {}
 
   /**
    * Commits {@code session}, then completes {@code completions}: recorded if it committed (or its
-   * fate is unknown), released if the broker rolled it back or refused it.
+   * fate is unknown), released if the broker rolled it back or refused it, left claimed if the
+   * session was gone before the commit.
    *
    * @param listener the container's message listener, named in the log
    * @param message the delivery, whose destination is named in the log
@@ -138,6 +156,19 @@ final class JmsSessionCommit {
           if (byInterrupt && System.nanoTime() - deadline < 0) {
             interrupted |= pause(INTERRUPTED_COMMIT_PAUSE.toNanos());
             continue;
+          }
+          if (!commitInterrupted && sessionGone(failure)) {
+            log.warn(
+                "The session of JMS listener {} (a delivery from {}) was closed before its commit"
+                    + " (the container gave up waiting for it at shutdown, or the connection"
+                    + " failed): the delivery did not commit, and the broker delivers it again. The"
+                    + " listener's send happened, so its key is left claimed, neither recorded nor"
+                    + " released: a redelivery within the lease is deferred, one after it sends"
+                    + " again as after a crash (a takeover)",
+                listener.getClass().getName(),
+                destinationOf(message));
+            ContainerTransactions.abandon(completions);
+            throw failure;
           }
           if (!commitInterrupted) {
             ContainerTransactions.complete(completions, false);
@@ -241,6 +272,20 @@ final class JmsSessionCommit {
    */
   static boolean outcomeUnknown(Throwable failure) {
     return anyInChain(failure, current -> FATE_UNKNOWN.contains(current.getClass().getName()));
+  }
+
+  /**
+   * Whether {@code failure} says that the session (or its connection) was gone before the commit
+   * could be sent: JMS's {@link jakarta.jms.IllegalStateException}, which a transacted session's
+   * commit throws only once the session is closed, or Artemis's exceptions for a closed session and
+   * a destroyed connection, by their class.
+   */
+  static boolean sessionGone(Throwable failure) {
+    return anyInChain(
+        failure,
+        current ->
+            current instanceof jakarta.jms.IllegalStateException
+                || SESSION_GONE.contains(current.getClass().getName()));
   }
 
   /** Whether {@code failure}, or one of its causes or linked exceptions, matches. */

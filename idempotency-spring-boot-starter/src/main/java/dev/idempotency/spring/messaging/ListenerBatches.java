@@ -220,6 +220,17 @@ final class ListenerBatches {
                     size);
                 batch.record();
               }
+
+              @Override
+              public void abandoned() {
+                // JMS, whose session commits can end so, has no batch listeners: left unrecorded,
+                // the batch's keys are renewed up to the guard's renewal limit, then run out
+                log.warn(
+                    "Listener {} left the keys of a batch of {} claimed: its container's"
+                        + " transaction can no longer commit",
+                    method.name,
+                    size);
+              }
             });
       } else {
         recordBatch(batch, sent);

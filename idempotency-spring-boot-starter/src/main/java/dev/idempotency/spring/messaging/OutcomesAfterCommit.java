@@ -4,6 +4,7 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.Outcome;
+import dev.idempotency.OutcomeAbandonedException;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.Sender;
 import dev.idempotency.spring.PendingCall;
@@ -128,6 +129,19 @@ public final class OutcomesAfterCommit {
                 listener,
                 IdempotencyKey.digest(request.key()));
             call.fail(new TransactionNotCommittedException(listener));
+            awaitQuietly(call.outcome(), maxWait);
+          }
+
+          @Override
+          public void abandoned() {
+            // neither recorded nor released: the key runs out one lease later, as after a crash
+            call.fail(
+                new OutcomeAbandonedException(
+                    "the listener container's transaction of a delivery to "
+                        + listener
+                        + " can no longer commit, and the broker delivers it again; its send"
+                        + " happened, so its key is left claimed until its lease runs out",
+                    null));
             awaitQuietly(call.outcome(), maxWait);
           }
         });

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import jakarta.jms.JMSException;
 import org.apache.activemq.artemis.api.core.ActiveMQConnectionTimedOutException;
 import org.apache.activemq.artemis.api.core.ActiveMQInterruptedException;
+import org.apache.activemq.artemis.api.core.ActiveMQNotConnectedException;
 import org.apache.activemq.artemis.api.core.ActiveMQObjectClosedException;
 import org.apache.activemq.artemis.api.core.ActiveMQTransactionOutcomeUnknownException;
 import org.apache.activemq.artemis.api.core.ActiveMQTransactionRolledBackException;
@@ -63,13 +64,33 @@ class JmsCommitFailureTypesTest {
   }
 
   @Test
-  void aClosedSessionIsARefusal() {
-    JMSException failure =
-        JMSExceptionHelper.convertFromActiveMQException(
-            new ActiveMQObjectClosedException("AMQ219019 Session is closed (test)"));
+  void aClosedSessionOrDestroyedConnectionIsGoneAndNothingElse() {
+    for (Exception core :
+        new Exception[] {
+          new ActiveMQObjectClosedException("AMQ219019 Session is closed (test)"),
+          new ActiveMQNotConnectedException("AMQ219010 Connection is destroyed (test)")
+        }) {
+      JMSException failure =
+          JMSExceptionHelper.convertFromActiveMQException(
+              (org.apache.activemq.artemis.api.core.ActiveMQException) core);
 
-    assertThat(JmsSessionCommit.rolledBack(failure)).isFalse();
-    assertThat(JmsSessionCommit.outcomeUnknown(failure)).isFalse();
-    assertThat(JmsSessionCommit.causedByInterrupt(failure)).isFalse();
+      assertThat(JmsSessionCommit.sessionGone(failure)).as(core.getClass().getName()).isTrue();
+      assertThat(JmsSessionCommit.rolledBack(failure)).as(core.getClass().getName()).isFalse();
+      assertThat(JmsSessionCommit.outcomeUnknown(failure)).as(core.getClass().getName()).isFalse();
+      assertThat(JmsSessionCommit.causedByInterrupt(failure))
+          .as(core.getClass().getName())
+          .isFalse();
+    }
+  }
+
+  @Test
+  void aRefusalOrARollbackIsNotAGoneSession() {
+    assertThat(
+            JmsSessionCommit.sessionGone(
+                JMSExceptionHelper.convertFromActiveMQException(
+                    new ActiveMQTransactionRolledBackException("AMQ219030 (test)"))))
+        .isFalse();
+    assertThat(JmsSessionCommit.sessionGone(new JMSException("AMQ229xxx refused (test)")))
+        .isFalse();
   }
 }

@@ -7,7 +7,10 @@ import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spi.StoredRecord;
+import java.time.Instant;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -106,5 +109,11 @@ public final class SwitchableKeyStore implements KeyStore {
   @Override
   public int maxBatchSize() {
     return delegate.maxBatchSize();
+  }
+
+  /** The record as the in-memory store holds it, whether the store is up or down. */
+  @Override
+  public Optional<StoredRecord> find(String keyId, Instant now) {
+    return delegate.find(keyId, now);
   }
 }

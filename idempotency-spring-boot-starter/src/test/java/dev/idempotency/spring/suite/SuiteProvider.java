@@ -21,8 +21,12 @@ public final class SuiteProvider {
   private final AtomicBoolean interruptSenders = new AtomicBoolean();
   private final AtomicReference<HeldOnce> holdNext = new AtomicReference<>();
 
-  /** The next send's hold: opened by {@code release}; {@code started} counts it starting. */
-  private record HeldOnce(CountDownLatch release, CountDownLatch started) {}
+  /**
+   * The next send's hold: opened by {@code release}; {@code started} counts it starting, {@code
+   * interrupted} the first interrupt of its thread while it is held.
+   */
+  private record HeldOnce(
+      CountDownLatch release, CountDownLatch started, CountDownLatch interrupted) {}
 
   private final AtomicBoolean interruptAndFailNext = new AtomicBoolean();
 
@@ -42,17 +46,17 @@ public final class SuiteProvider {
     HeldOnce once = holdNext.getAndSet(null);
     if (once != null) {
       once.started().countDown();
-      awaitUninterruptibly(once.release());
+      awaitUninterruptibly(once.release(), once.interrupted());
     }
     CountDownLatch held = hold.get();
     if (held != null) {
-      awaitUninterruptibly(held);
+      awaitUninterruptibly(held, new CountDownLatch(1));
     }
     int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
     return "sent-" + key + "-" + n;
   }
 
-  private static void awaitUninterruptibly(CountDownLatch latch) {
+  private static void awaitUninterruptibly(CountDownLatch latch, CountDownLatch interrupts) {
     boolean interrupted = false;
     long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(2);
     try {
@@ -65,6 +69,7 @@ public final class SuiteProvider {
           latch.await(left, TimeUnit.NANOSECONDS);
         } catch (InterruptedException e) {
           interrupted = true; // a provider call that does not stop for interrupts
+          interrupts.countDown();
         }
       }
     } finally {
@@ -87,8 +92,16 @@ public final class SuiteProvider {
    * returned counts it starting.
    */
   public CountDownLatch holdNext(CountDownLatch release) {
+    return holdNext(release, new CountDownLatch(1));
+  }
+
+  /**
+   * As {@link #holdNext(CountDownLatch)}; {@code interrupted} counts down at the first interrupt of
+   * the held send's thread.
+   */
+  public CountDownLatch holdNext(CountDownLatch release, CountDownLatch interrupted) {
     CountDownLatch started = new CountDownLatch(1);
-    holdNext.set(new HeldOnce(release, started));
+    holdNext.set(new HeldOnce(release, started, interrupted));
     return started;
   }
 

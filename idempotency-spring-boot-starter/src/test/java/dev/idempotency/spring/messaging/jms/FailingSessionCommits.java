@@ -13,6 +13,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.jms.config.DefaultJmsListenerContainerFactory;
+import org.springframework.jms.connection.SessionProxy;
 import org.springframework.util.ClassUtils;
 
 /**
@@ -29,6 +30,7 @@ final class FailingSessionCommits implements BeanPostProcessor {
   private final Set<String> rollBackInterruptedNext = ConcurrentHashMap.newKeySet();
   private final Set<String> refuseInterruptedNext = ConcurrentHashMap.newKeySet();
   private final Set<String> interruptEvery = ConcurrentHashMap.newKeySet();
+  private final Set<String> closeBeforeNext = ConcurrentHashMap.newKeySet();
   private final Map<String, AtomicInteger> tries = new ConcurrentHashMap<>();
   private final ThreadLocal<String> running = new ThreadLocal<>();
 
@@ -84,6 +86,17 @@ final class FailingSessionCommits implements BeanPostProcessor {
    */
   void interruptEveryCommitOf(String event) {
     interruptEvery.add(event);
+  }
+
+  /**
+   * The session in which {@code event} runs next is closed just before its commit, as Spring's
+   * {@code DefaultMessageListenerContainer} closes the session of a delivery it gave up waiting for
+   * at shutdown (Spring Framework 6.2.18 and 7.0.7 on), or as a failed connection closes it: the
+   * close and the commit that follows are Artemis's own (the commit fails with "Session is closed",
+   * and the broker, which rolled the session's transaction back, delivers the message again).
+   */
+  void closeSessionBeforeNextCommitOf(String event) {
+    closeBeforeNext.add(event);
   }
 
   /** How many times a session in which {@code event} ran was committed. */
@@ -145,6 +158,13 @@ final class FailingSessionCommits implements BeanPostProcessor {
                       new InterruptedException());
                 }
                 running.remove();
+                if (event != null && closeBeforeNext.remove(event)) {
+                  // Artemis's session itself, not the cache's handle (whose close only rolls back)
+                  Session session = (Session) target;
+                  (session instanceof SessionProxy cached ? cached.getTargetSession() : session)
+                      .close();
+                  return invoke(method, target, arguments);
+                }
                 if (event != null && failNext.remove(event)) {
                   throw new JMSException(
                       "the commit of the session of " + event + " failed (test)");

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.IdempotencyEvent.Type;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyKey;
+import dev.idempotency.spi.RecordState;
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.IdempotentDelivery;
 import dev.idempotency.spring.messaging.IdempotentListener;
@@ -296,6 +297,54 @@ class JmsTransactionTest {
     commits.refuseNextCommitWhileInterruptedOf(event);
     assertRedeliveryRunAgainAndSentOnOnce(
         event, "the refused message", "a delivery whose commit the broker refused");
+  }
+
+  /**
+   * The product gap behind {@code JmsShutdownInterruptTest} on Spring Boot 4.0: Spring's listener
+   * container (Spring Framework 6.2.18 and 7.0.7 on) gives up waiting for a delivery at shutdown
+   * and closes its session under it, so the starter's commit after the listener's send fails with
+   * Artemis's "Session is closed"; a failed connection does the same. The commit never reached the
+   * broker, which delivers the message again. The starter took that for a refusal and released the
+   * key, so the redelivery sent again at once (failed before the fix: the listener ran twice, one
+   * release). SPEC 15 (an outcome is recorded only for a delivery whose transaction committed) and
+   * SPEC 1/14 (never a release of a key whose send happened; one more send only after the lease, as
+   * after a crash): the key is left claimed, the redelivery is deferred while the lease holds.
+   */
+  @Test
+  void aDeliveryWhoseSessionWasClosedBeforeItsCommitLeavesItsKeyClaimed(CapturedOutput output)
+      throws Exception {
+    int logFrom = output.getAll().length();
+    String event = unique("session-closed");
+    commits.closeSessionBeforeNextCommitOf(event);
+    template.convertAndSend("idem.tx", event);
+
+    await("the listener's send", () -> sends.of(event).size() >= 1);
+    await(
+        "the redelivery, deferred (the key in flight) or run again",
+        () -> events.count(Type.IN_PROGRESS_CONFLICT, RECORD, event) > 0 || sends.runs(event) >= 2);
+    assertThat(sends.runs(event))
+        .as("the listener ran once: the redelivery within the lease did not send again")
+        .isEqualTo(1);
+    assertThat(events.count(Type.RELEASED, RECORD, event))
+        .as("releases of the key of a send that happened, in a delivery that did not commit")
+        .isZero();
+    assertThat(events.count(Type.COMPLETED, RECORD, event))
+        .as("outcomes recorded for a delivery whose transaction did not commit")
+        .isZero();
+    assertThat(guard.find(IdempotencyKey.of(RECORD, event)))
+        .as("the key stays claimed until its lease runs out")
+        .hasValueSatisfying(
+            record -> assertThat(record.state()).isEqualTo(RecordState.IN_PROGRESS));
+    assertThat(sentOn()).as("what the listener sent on, rolled back").doesNotContain(event);
+    List<String> warnings =
+        output
+            .getAll()
+            .substring(logFrom)
+            .lines()
+            .filter(line -> line.contains("was closed before its commit"))
+            .toList();
+    assertThat(warnings).as("WARN lines naming the closed session").hasSize(1);
+    assertThat(warnings.get(0)).contains("WARN").contains("idem.tx").doesNotContain(event);
   }
 
   /**
