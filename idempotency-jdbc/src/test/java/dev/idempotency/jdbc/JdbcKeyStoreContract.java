@@ -83,6 +83,18 @@ abstract class JdbcKeyStoreContract extends SharedKeyStoreContract {
     }
   }
 
+  /**
+   * probeL: the take-back raced by renewals, completions and third callers' claims, each on its own
+   * pooled connection, on this database.
+   */
+  @Nested
+  class TakeBackRaces extends dev.idempotency.tck.TakeBackRaceProbe {
+    @Override
+    protected KeyStore store() {
+      return JdbcKeyStoreContract.this.store();
+    }
+  }
+
   /** Guarded calls inside the caller's transaction, on this database. */
   @Nested
   class InTheCallersTransaction extends JoinedTransactionCases {

@@ -54,6 +54,15 @@ class PostgresDatabaseTimeKeyStoreTest extends KeyStoreContract {
     }
   }
 
+  /** probeL: the take-back raced on the database's clock (lapseTakeover's LEAST with now()). */
+  @Nested
+  class TakeBackRaces extends dev.idempotency.tck.TakeBackRaceProbe {
+    @Override
+    protected KeyStore store() {
+      return PostgresDatabaseTimeKeyStoreTest.this.store();
+    }
+  }
+
   @Test
   void storeReportsServerTime() {
     assertThat(store.usesServerTime()).isTrue();

@@ -60,6 +60,15 @@ class RedisClusterKeyStoreTest extends SharedKeyStoreContract {
     return store;
   }
 
+  /** probeL: the take-back raced by renewals, completions and third callers, on the cluster. */
+  @Nested
+  class TakeBackRaces extends dev.idempotency.tck.TakeBackRaceProbe {
+    @Override
+    protected KeyStore store() {
+      return RedisClusterKeyStoreTest.this.store();
+    }
+  }
+
   /** The guard's promises on this store. */
   @Nested
   class OnTheGuard extends GuardOnStoreContract {
