@@ -39,10 +39,11 @@ import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
  * ReturnValuesOnConditionCheckFailure}), and where it does not (emulators such as dynalite), one
  * consistent {@code GetItem} reads it. Complete, release and extend are one conditional {@code
  * UpdateItem} or {@code DeleteItem} each, fenced by the owner token and the window; a take-back of
- * a takeover ({@link #takeBack}) is a conditional {@code DeleteItem} then {@code UpdateItem}. A
- * first send therefore costs two writes, a replay one failed conditional write (plus one read where
- * the item does not come back with it). Batches read their keys with {@code BatchGetItem} and write
- * in parallel on the store's own threads ({@link Builder#batchParallelism(int)}); DynamoDB's
+ * a claim ({@link #takeBack}) is a consistent {@code GetItem} then a conditional {@code DeleteItem}
+ * or {@code UpdateItem} (up to two more if a renewal moves the lease meanwhile). A first send
+ * therefore costs two writes, a replay one failed conditional write (plus one read where the item
+ * does not come back with it). Batches read their keys with {@code BatchGetItem} and write in
+ * parallel on the store's own threads ({@link Builder#batchParallelism(int)}); DynamoDB's
  * transactions are not used.
  *
  * <p><b>Time.</b> DynamoDB has no server time in conditions, so leases and windows run on the

@@ -55,6 +55,11 @@ final class InterceptedHttpClient implements SdkHttpClient {
     beforeNext.put(operation, action);
   }
 
+  /** Drops the action {@link #beforeNext} left for {@code operation}, if it has not run. */
+  void cancelBeforeNext(String operation) {
+    beforeNext.remove(operation);
+  }
+
   /**
    * From now on a refused condition carries the item that failed it, as DynamoDB's does (read
    * through the given items' own client, whose requests are not counted); or not, if null.

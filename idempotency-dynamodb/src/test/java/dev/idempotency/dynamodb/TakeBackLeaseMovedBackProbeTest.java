@@ -12,28 +12,32 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 
 /**
- * probeL (open finding, low severity: availability only, a key held at most one more lease with
- * nothing sent, no duplicate; needs two renewals of the claim in flight that land out of order):
- * DynamoDbWrites.takeBack of a takeover tries endTakeover three times (lease after now, lease not
+ * probeL's finding (low severity: availability only, a key held at most one more lease with nothing
+ * sent, no duplicate; needs two renewals of the claim in flight that land out of order), fixed.
+ * DynamoDbWrites.takeBack of a takeover tried three conditional updates (lease after now, lease not
  * after now, lease after now again), on the premise that "a lease only moves forward". It does not:
- * extend sets lease_until = its own now + lease, fenced by the token only, so an older renewal
- * landing after a newer one moves the lease back. A take-back whose lease had passed by its now,
- * with a renewal landing before its second request (lease moved after now) and an older one before
- * its third (lease moved back), applies none of the three, answers false, and leaves the record
- * under the claim's own token: a later renewal of that token then gives it a live lease, the very
- * revival 7b0fc29 ended (KeyStore.takeBack: "no later extend ... under the old token can change it
- * again"). The renewals are sent from a second client just before the take-back's second and third
- * UpdateItem (InterceptedHttpClient.beforeNext), with the request times a keeper and a late answer
- * would carry.
+ * extend sets lease_until = its own now + lease, fenced by the token only (as JDBC's and Redis's
+ * do), so an older renewal landing after a newer one moves the lease back. A take-back whose lease
+ * had passed by its now, with a renewal landing before its second request (lease moved after now)
+ * and an older one before its third (lease moved back), applied none of the three, answered false,
+ * and left the record under the claim's own token: a later renewal of that token then gave it a
+ * live lease, the very revival 7b0fc29 ended (KeyStore.takeBack: "no later extend ... under the old
+ * token can change it again"). The take-back now ends the token on the token's condition alone when
+ * the lease is not cut with it, and then cuts a lease that a renewal moved forward on condition of
+ * the fresh token, which no renewal passes.
+ *
+ * <p>The renewals are sent from a second client just before the take-back's UpdateItems
+ * (InterceptedHttpClient.beforeNext), with the request times a keeper and a late answer would
+ * carry. The first test is the probe's interleaving (failed before the fix); the other two move the
+ * lease both ways around the requests the take-back makes now.
  */
-@Tag("open-finding")
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class TakeBackLeaseMovedBackProbeTest {
 
@@ -63,6 +67,11 @@ class TakeBackLeaseMovedBackProbeTest {
         .build();
   }
 
+  @AfterEach
+  void noActionLeft() {
+    http.cancelBeforeNext("UpdateItem");
+  }
+
   @AfterAll
   void stop() {
     store.close();
@@ -71,14 +80,12 @@ class TakeBackLeaseMovedBackProbeTest {
     otherClient.close();
   }
 
+  /** The probe's interleaving, against the three tries before the fix: failed 1/1 there. */
   @Test
   void aTakeBackWhoseLeaseMovesForwardThenBackEndsTheTokenAllTheSame() {
-    String keyId = "movedback" + UUID.randomUUID().toString().replace("-", "");
+    String keyId = newKey();
     Instant t0 = Instant.now();
-    assertThat(store.claim(request(keyId, "first", t0.minusSeconds(10), Duration.ofSeconds(1))))
-        .isEqualTo(new ClaimResult.Claimed(1, false));
-    assertThat(store.claim(request(keyId, "taken-back", t0, Duration.ofSeconds(1))))
-        .isEqualTo(new ClaimResult.Claimed(2, true));
+    takeOver(keyId, t0, Duration.ofSeconds(1));
     Instant now = t0.plusSeconds(5); // the take-back's now: the takeover's lease ended at t0 + 1 s
     List<Boolean> renewals = new ArrayList<>();
 
@@ -99,17 +106,99 @@ class TakeBackLeaseMovedBackProbeTest {
                                   renewal(keyId, t0.plusSeconds(2), Duration.ofSeconds(1)))));
                 }));
     boolean takenBack = store.takeBack(keyId, "taken-back", now);
+    http.cancelBeforeNext("UpdateItem");
+
+    assertTakenBackForGood(keyId, now, takenBack, renewals);
+  }
+
+  /**
+   * The lease had passed when the take-back read it; a renewal moves it forward before the request
+   * that ends the token, and an older one lands before the next request (it would move it back).
+   */
+  @Test
+  void aLeaseMovedForwardBeforeTheTokenEndsIsCutAndNoLaterRenewalLands() {
+    String keyId = newKey();
+    Instant t0 = Instant.now();
+    takeOver(keyId, t0, Duration.ofSeconds(1));
+    Instant now = t0.plusSeconds(5);
+    List<Boolean> renewals = new ArrayList<>();
+
+    http.beforeNext(
+        "UpdateItem",
+        endToken -> {
+          renewals.add(other.extend(renewal(keyId, now, Duration.ofMinutes(10))));
+          http.beforeNext(
+              "UpdateItem",
+              cutLease ->
+                  renewals.add(
+                      other.extend(renewal(keyId, t0.plusSeconds(2), Duration.ofSeconds(1)))));
+        });
+    boolean takenBack = store.takeBack(keyId, "taken-back", now);
+    http.cancelBeforeNext("UpdateItem");
+
+    assertThat(renewals).as("the renewals during the take-back").isNotEmpty();
+    assertThat(renewals.get(0)).as("the renewal before the token ended landed").isTrue();
+    assertThat(renewals.subList(1, renewals.size()))
+        .as("the older one, if the take-back made a second request")
+        .doesNotContain(true);
+    assertTakenBackForGood(keyId, now, takenBack, renewals);
+  }
+
+  /**
+   * The lease was live when the take-back read it; an older renewal moves it back to have passed
+   * before the request that would cut it, and a newer one moves it forward again before the next.
+   */
+  @Test
+  void aLeaseMovedBackThenForwardIsCutAllTheSame() {
+    String keyId = newKey();
+    Instant t0 = Instant.now();
+    takeOver(keyId, t0, Duration.ofMinutes(1));
+    Instant now = t0.plusSeconds(5);
+    List<Boolean> renewals = new ArrayList<>();
+
+    http.beforeNext(
+        "UpdateItem",
+        cutWithToken -> {
+          renewals.add(other.extend(renewal(keyId, t0.plusSeconds(2), Duration.ofSeconds(1))));
+          http.beforeNext(
+              "UpdateItem",
+              endToken -> renewals.add(other.extend(renewal(keyId, now, Duration.ofMinutes(10)))));
+        });
+    boolean takenBack = store.takeBack(keyId, "taken-back", now);
+    http.cancelBeforeNext("UpdateItem");
 
     assertThat(renewals).as("both renewals landed, in that order").containsExactly(true, true);
+    assertTakenBackForGood(keyId, now, takenBack, renewals);
+  }
+
+  /** A first claim at {@code t0 - 10 s} (1 s lease), taken over at {@code t0} as "taken-back". */
+  private void takeOver(String keyId, Instant t0, Duration lease) {
+    assertThat(store.claim(request(keyId, "first", t0.minusSeconds(10), Duration.ofSeconds(1))))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(store.claim(request(keyId, "taken-back", t0, lease)))
+        .isEqualTo(new ClaimResult.Claimed(2, true));
+  }
+
+  /**
+   * The take-back said so, no later renewal under its token lands, and the next claim takes the
+   * record over at once.
+   */
+  private void assertTakenBackForGood(
+      String keyId, Instant now, boolean takenBack, List<Boolean> renewals) {
     boolean revived = other.extend(renewal(keyId, now, Duration.ofMinutes(10)));
     ClaimResult next = store.claim(request(keyId, "next", now, Duration.ofMinutes(10)));
     assertThat(revived)
         .as(
             "a renewal under the token taken back, after the take-back (which answered %s; the"
-                + " next claim then got %s)",
-            takenBack, next)
+                + " renewals during it %s; the next claim then got %s)",
+            takenBack, renewals, next)
         .isFalse();
     assertThat(next).isEqualTo(new ClaimResult.Claimed(3, true));
+    assertThat(takenBack).as("takeBack's answer for a takeover it took back").isTrue();
+  }
+
+  private static String newKey() {
+    return "movedback" + UUID.randomUUID().toString().replace("-", "");
   }
 
   private static ExtendRequest renewal(String keyId, Instant at, Duration lease) {
