@@ -144,8 +144,10 @@ class LeaseRenewalCrashTest {
       assertThat(takeover.attempt()).isEqualTo(2);
       assertThat(parentSends).as("the only send of this process is the takeover").hasValue(1);
       assertThat(takenOverAfterKillMillis)
+          // one lease, give or take the last renewal's age and a busy machine's store answers
+          // (3,055 ms seen on dynalite at a load of 30); five leases is what it must not be
           .as("about one lease after the kill: the last renewal's lease, not five")
-          .isLessThanOrEqualTo(LEASE_MS + 1_000);
+          .isLessThanOrEqualTo(2 * LEASE_MS);
     }
   }
 
