@@ -25,6 +25,7 @@ import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.bind.annotation.RestControllerAdvice;
 import org.springframework.web.context.request.async.WebAsyncTask;
@@ -35,10 +36,12 @@ import org.springframework.web.context.request.async.WebAsyncTask;
  * sent. SPEC 13: "A 5xx (an exception that nothing maps to a 4xx is one) ... releases the key"; a
  * 4xx other than 408/409/425/429 is stored. Without a timeout the failure is answered 422 by the
  * advice and stored: the retry gets it replayed, one send. When the container async timeout (1 s)
- * came first (client answered 409, the key kept), the late failure is resolved by {@code
+ * came first (client answered 409, the key kept), the late failure was resolved by {@code
  * StoredStatuses.statusOf}, which reads only {@code ErrorResponse} and {@code @ResponseStatus}: the
- * advice's mapping is not seen, the failure counts as 500 and the key is released, so the retry
- * runs the handler, and sends, again.
+ * advice's mapping was not seen, the failure counted as 500 and the key was released, so the retry
+ * ran the handler, and sent, again (9/9 failed, fixlate). Now {@code LateResponse.renderFailure}
+ * resolves it with the application's exception resolvers, as on time; the reverse (an annotated 404
+ * the advice maps to 503) releases as on time instead of being stored as a 404.
  */
 @SpringBootTest(
     classes = MvcLateMappedFailureProbeTest.ProbeApplication.class,
@@ -51,6 +54,7 @@ import org.springframework.web.context.request.async.WebAsyncTask;
 class MvcLateMappedFailureProbeTest implements EndpointClient {
 
   static final String HOLD = "X-Probe-Hold";
+  static final String UNAVAILABLE = "X-Probe-Unavailable";
 
   @LocalServerPort int port;
 
@@ -91,7 +95,6 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
    * The same failure after the container async timeout answered: expected the same stored 422 and
    * one send.
    */
-  @org.junit.jupiter.api.Tag("open-finding")
   @ParameterizedTest
   @ValueSource(strings = {"callable", "future", "task"})
   void afterATimeoutTheMappedFailureIsStoredToo(String kind) throws Exception {
@@ -127,12 +130,60 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
     assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).as(answers).isEqualTo("true");
   }
 
+  /**
+   * The reverse: a failure annotated {@code @ResponseStatus(NOT_FOUND)} that the application's
+   * advice maps to 503. On time it is a 503, which releases the key; after a timeout it must be
+   * resolved the same way, not by its annotation alone (a stored 404 that the client never would
+   * have got): the retry runs the handler again, as it would have without the timeout.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"callable", "future", "task"})
+  void afterATimeoutAFailureTheAdviceMapsToA5xxReleasesAsOnTime(String kind) throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/probe/mapped/" + kind;
+    int before = ProbeController.sends.get();
+
+    HttpResponse<byte[]> timedOut;
+    try {
+      timedOut = post(path, key, "{}", HOLD, "true", UNAVAILABLE, "true");
+    } finally {
+      ProbeController.gate.countDown();
+    }
+    HttpResponse<byte[]> retry;
+    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
+    do {
+      retry = post(path, key, "{}", UNAVAILABLE, "true");
+    } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
+
+    String answers =
+        String.format(
+            "first %s; retry %s replayed=%s %s",
+            timedOut.statusCode(),
+            retry.statusCode(),
+            EndpointClient.header(retry, "Idempotent-Replayed"),
+            EndpointClient.text(retry));
+    assertThat(timedOut.statusCode()).as(answers).isEqualTo(409);
+    assertThat(retry.statusCode()).as(answers).isEqualTo(503);
+    assertThat(EndpointClient.header(retry, "Idempotent-Replayed")).as(answers).isNull();
+    assertThat(ProbeController.sends.get() - before).as("handler runs (%s)", answers).isEqualTo(2);
+  }
+
   /** The provider accepted the message, then the application refuses the rest: mapped to 422. */
   static final class RecipientBlocked extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     RecipientBlocked() {
       super("recipient blocked after the send", null, false, false);
+    }
+  }
+
+  /** Says it is a 404; the application's advice answers it with 503. */
+  @ResponseStatus(HttpStatus.NOT_FOUND)
+  static final class ProviderUnavailable extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    ProviderUnavailable() {
+      super("provider unavailable after the send", null, false, false);
     }
   }
 
@@ -148,6 +199,12 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
       return ResponseEntity.status(HttpStatus.UNPROCESSABLE_ENTITY)
           .body(Map.of("error", "recipient-blocked"));
     }
+
+    @ExceptionHandler(ProviderUnavailable.class)
+    ResponseEntity<Map<String, String>> unavailable(ProviderUnavailable e) {
+      return ResponseEntity.status(HttpStatus.SERVICE_UNAVAILABLE)
+          .body(Map.of("error", "provider-unavailable"));
+    }
   }
 
   @RestController
@@ -157,7 +214,7 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
     private static final ExecutorService PROVIDER = Executors.newCachedThreadPool();
 
     /** One provider send, held (bounded) while the request carries {@link #HOLD}. */
-    static String send(boolean hold) {
+    static String send(boolean hold, boolean unavailable) {
       sends.incrementAndGet();
       if (hold) {
         try {
@@ -166,25 +223,34 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
           Thread.currentThread().interrupt();
         }
       }
+      if (unavailable) {
+        throw new ProviderUnavailable();
+      }
       throw new RecipientBlocked();
     }
 
     @IdempotentEndpoint
     @PostMapping("/probe/mapped/callable")
-    Callable<String> callable(@RequestHeader(name = HOLD, required = false) String hold) {
-      return () -> send(hold != null);
+    Callable<String> callable(
+        @RequestHeader(name = HOLD, required = false) String hold,
+        @RequestHeader(name = UNAVAILABLE, required = false) String unavailable) {
+      return () -> send(hold != null, unavailable != null);
     }
 
     @IdempotentEndpoint
     @PostMapping("/probe/mapped/future")
-    CompletableFuture<String> future(@RequestHeader(name = HOLD, required = false) String hold) {
-      return CompletableFuture.supplyAsync(() -> send(hold != null), PROVIDER);
+    CompletableFuture<String> future(
+        @RequestHeader(name = HOLD, required = false) String hold,
+        @RequestHeader(name = UNAVAILABLE, required = false) String unavailable) {
+      return CompletableFuture.supplyAsync(() -> send(hold != null, unavailable != null), PROVIDER);
     }
 
     @IdempotentEndpoint
     @PostMapping("/probe/mapped/task")
-    WebAsyncTask<String> task(@RequestHeader(name = HOLD, required = false) String hold) {
-      return new WebAsyncTask<>(() -> send(hold != null));
+    WebAsyncTask<String> task(
+        @RequestHeader(name = HOLD, required = false) String hold,
+        @RequestHeader(name = UNAVAILABLE, required = false) String unavailable) {
+      return new WebAsyncTask<>(() -> send(hold != null, unavailable != null));
     }
   }
 }
