@@ -40,7 +40,9 @@ final class InMemoryResponse {
       copy.encoding = encoding;
     }
     for (String name : response.getHeaderNames()) {
-      if (!"Content-Type".equalsIgnoreCase(name) && !copy.headers.containsKey(name)) {
+      if (!"Content-Type".equalsIgnoreCase(name)
+          && !"Content-Length".equalsIgnoreCase(name) // the late body's, not this one's
+          && !copy.headers.containsKey(name)) {
         copy.headers.put(name, new ArrayList<>(response.getHeaders(name)));
       }
     }
