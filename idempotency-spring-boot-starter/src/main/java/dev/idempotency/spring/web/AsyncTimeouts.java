@@ -155,7 +155,7 @@ final class AsyncTimeouts
     if (servletRequest == null || capture == null) {
       return Timeout.NOT_DETACHED;
     }
-    LateResponse late = LateResponse.of(servletRequest, handler, capture.limit());
+    LateResponse late = LateResponse.of(servletRequest, capture, handler, capture.limit());
     if (!work.detach(late)) {
       if (callableWork && work.detachWithEarlyResult(late)) {
         // the result is the answer, unless an application's timeout fallback wins the request

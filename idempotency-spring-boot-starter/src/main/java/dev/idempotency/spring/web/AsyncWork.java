@@ -3,13 +3,14 @@ package dev.idempotency.spring.web;
 import static dev.idempotency.spring.web.StoredStatuses.isStored;
 
 import dev.idempotency.spring.PendingCall;
+import dev.idempotency.spring.web.LateResponse.UnresolvedFailure;
 import dev.idempotency.spring.web.StoredStatuses.NotStored;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.http.ResponseEntity;
 
 /**
  * The async work of one claimed {@link IdempotentEndpoint} request as a container async timeout
@@ -163,11 +164,12 @@ final class AsyncWork {
   }
 
   /**
-   * The async result of a handler, called for every one; stored (or, for a failure, released) only
-   * if its request timed out before it came ({@link #detach}). A failure is resolved to a status as
-   * on the synchronous path ({@link StoredStatuses#statusOf}): a 4xx that is kept is stored with
-   * its problem detail (a {@code ResponseStatusException(404)} is a stored 404), anything else
-   * releases.
+   * The async result of a handler, called for every one; stored (or released) only if its request
+   * timed out before it came ({@link #detach}), as Spring MVC would have answered it on time
+   * ({@link LateResponse}): a failure through the application's exception resolvers, so that one
+   * its {@code @ExceptionHandler} maps to a kept 4xx is stored, and one that nothing maps (a 500)
+   * releases. A failure whose status cannot be resolved here is recorded as answered without its
+   * response: the send happened, so a retry must not send again (SPEC 1).
    */
   void lateResult(@Nullable Object result) {
     LateResponse response;
@@ -182,34 +184,46 @@ final class AsyncWork {
     if (!reported.compareAndSet(false, true)) {
       return;
     }
-    Object toRender = result;
-    if (result instanceof Throwable failure) {
-      int status = StoredStatuses.statusOf(failure);
-      if (!isStored(status)) {
-        call.fail(
-            new NotStored(
-                "the async result failed after its request timed out: "
-                    + failure.getClass().getName()
-                    + " (status "
-                    + status
-                    + ")"));
-        return;
-      }
-      toRender = ResponseEntity.status(status).body(StoredStatuses.problemOf(failure, status));
-    }
     try {
-      StoredResponse stored = response.render(toRender, headers);
+      StoredResponse stored;
+      if (result instanceof Throwable failure) {
+        try {
+          stored = response.renderFailure(failure, headers);
+        } catch (UnresolvedFailure e) {
+          log()
+              .warn(
+                  "The late failure ({}) of a timed-out idempotent request could not be resolved"
+                      + " to a status: recorded as answered without its response, so a retry is"
+                      + " not run again",
+                  failure.getClass().getName(),
+                  e);
+          call.complete(new StoredResponse(StoredStatuses.statusOf(failure), List.of(), null));
+          return;
+        }
+        if (stored == null) {
+          call.fail(
+              new NotStored(
+                  "the async result failed after its request timed out and nothing maps it: "
+                      + failure.getClass().getName()));
+          return;
+        }
+      } else {
+        stored = response.render(result, headers);
+      }
       if (isStored(stored.status())) {
         call.complete(stored);
       } else {
         call.fail(new NotStored("status " + stored.status() + " is not stored"));
       }
     } catch (RuntimeException | Error e) {
-      // under EndpointCall's logger, as before this class was split out of it
-      LoggerFactory.getLogger(EndpointCall.class)
-          .warn("The late result of a timed-out idempotent request could not be stored", e);
+      log().warn("The late result of a timed-out idempotent request could not be stored", e);
       throw e;
     }
+  }
+
+  /** Under EndpointCall's logger, as before this class was split out of it. */
+  private static Logger log() {
+    return LoggerFactory.getLogger(EndpointCall.class);
   }
 
   /**

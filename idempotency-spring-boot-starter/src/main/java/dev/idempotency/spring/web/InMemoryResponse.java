@@ -25,6 +25,49 @@ final class InMemoryResponse {
   @Nullable String contentType;
   String encoding = StandardCharsets.ISO_8859_1.name();
   @Nullable PrintWriter writer;
+  private boolean errorSent;
+
+  /** Empty: status 200, no headers. */
+  InMemoryResponse() {}
+
+  /** A response that starts as {@code response} is now: status, Content-Type, headers; no body. */
+  static InMemoryResponse copyOf(HttpServletResponse response) {
+    InMemoryResponse copy = new InMemoryResponse();
+    copy.status = response.getStatus();
+    copy.contentType = response.getContentType();
+    String encoding = response.getCharacterEncoding();
+    if (encoding != null) {
+      copy.encoding = encoding;
+    }
+    for (String name : response.getHeaderNames()) {
+      if (!"Content-Type".equalsIgnoreCase(name)
+          && !"Content-Length".equalsIgnoreCase(name) // the late body's, not this one's
+          && !copy.headers.containsKey(name)) {
+        copy.headers.put(name, new ArrayList<>(response.getHeaders(name)));
+      }
+    }
+    return copy;
+  }
+
+  /** A fresh response with this one's status, Content-Type and headers; no body. */
+  InMemoryResponse copy() {
+    InMemoryResponse copy = new InMemoryResponse();
+    copy.status = status;
+    copy.contentType = contentType;
+    copy.encoding = encoding;
+    headers.forEach((name, values) -> copy.headers.put(name, new ArrayList<>(values)));
+    return copy;
+  }
+
+  /** Whether {@code sendError} was called: an error page would have written the body. */
+  boolean errorSent() {
+    return errorSent;
+  }
+
+  /** The error sent is answered here after all: the response is written as any other. */
+  void errorHandled() {
+    errorSent = false;
+  }
 
   HttpServletResponse proxy() {
     ServletOutputStream stream =
@@ -57,6 +100,7 @@ final class InMemoryResponse {
               return status;
             case "sendError":
               status = (Integer) args[0];
+              errorSent = true;
               return null;
             case "sendRedirect":
               status = 302;

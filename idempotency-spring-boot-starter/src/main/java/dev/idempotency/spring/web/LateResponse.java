@@ -1,11 +1,18 @@
 package dev.idempotency.spring.web;
 
+import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.util.ArrayList;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
+import org.springframework.beans.factory.BeanFactoryUtils;
 import org.springframework.core.MethodParameter;
 import org.springframework.core.ResolvableType;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.annotation.AnnotationAwareOrderComparator;
+import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.context.WebApplicationContext;
 import org.springframework.web.context.request.ServletWebRequest;
@@ -13,43 +20,67 @@ import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.method.support.HandlerMethodReturnValueHandler;
 import org.springframework.web.method.support.HandlerMethodReturnValueHandlerComposite;
 import org.springframework.web.method.support.ModelAndViewContainer;
+import org.springframework.web.servlet.HandlerExceptionResolver;
+import org.springframework.web.servlet.HandlerMapping;
+import org.springframework.web.servlet.ModelAndView;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerAdapter;
 import org.springframework.web.servlet.support.RequestContextUtils;
 
 /**
  * The response an async handler's result would have been, rendered after its request timed out and
- * ended: with Spring MVC's own return value handlers (message converters, content negotiation,
- * {@code ResponseEntity}), against a copy of the request taken while it was still valid (method,
- * URI, headers, attributes) and an in-memory response. What cannot be rendered so (a view) is
- * stored without a body: the send happened, so a repeat must not send again.
+ * ended, as Spring MVC would have rendered it on time: into an in-memory response that starts as
+ * the handler left the request's response when the work went async (its status and headers), with
+ * the handler's {@code @ResponseStatus} (the method's, else its class's), then Spring MVC's own
+ * return value handlers (message converters, content negotiation, {@code ResponseEntity}); a
+ * failure goes through the application's {@code HandlerExceptionResolver}s in {@code
+ * DispatcherServlet}'s order ({@code @ExceptionHandler} methods of the controller and of {@code
+ * ControllerAdvice} beans, {@code ResponseStatusExceptionResolver}, {@code
+ * DefaultHandlerExceptionResolver}). The request is a copy taken while it was still valid (method,
+ * URI, headers, attributes). What cannot be rendered so (a view, an error page) is stored without
+ * its body, or with a problem detail: the send happened, so a repeat must not send again.
  */
 final class LateResponse {
 
   private final HandlerMethod handler;
   private final @Nullable HandlerMethodReturnValueHandlerComposite handlers;
+  private final @Nullable List<HandlerExceptionResolver> resolvers;
   private final EndedRequest request;
+  private final InMemoryResponse leftAs;
   private final long limit;
 
   private LateResponse(
       HandlerMethod handler,
       @Nullable HandlerMethodReturnValueHandlerComposite handlers,
+      @Nullable List<HandlerExceptionResolver> resolvers,
       EndedRequest request,
+      InMemoryResponse leftAs,
       long limit) {
     this.handler = handler;
     this.handlers = handlers;
+    this.resolvers = resolvers;
     this.request = request;
+    this.leftAs = leftAs;
     this.limit = limit;
   }
 
-  /** A copy of what rendering reads of {@code request}, taken while it is valid. */
-  static LateResponse of(HttpServletRequest request, HandlerMethod handler, long limit) {
+  /**
+   * A copy of what rendering reads of {@code request} and of {@code response} as the handler left
+   * it (status, headers, not the body), taken while they are valid.
+   */
+  static LateResponse of(
+      HttpServletRequest request, HttpServletResponse response, HandlerMethod handler, long limit) {
+    WebApplicationContext context = RequestContextUtils.findWebApplicationContext(request);
     return new LateResponse(
-        handler, returnValueHandlers(request), EndedRequest.copyOf(request), limit);
+        handler,
+        returnValueHandlers(context),
+        exceptionResolvers(context),
+        EndedRequest.copyOf(request),
+        InMemoryResponse.copyOf(response),
+        limit);
   }
 
   private static @Nullable HandlerMethodReturnValueHandlerComposite returnValueHandlers(
-      HttpServletRequest request) {
-    WebApplicationContext context = RequestContextUtils.findWebApplicationContext(request);
+      @Nullable WebApplicationContext context) {
     RequestMappingHandlerAdapter adapter =
         context == null
             ? null
@@ -61,32 +92,115 @@ final class LateResponse {
         : new HandlerMethodReturnValueHandlerComposite().addHandlers(handlers);
   }
 
+  /** The resolvers {@code DispatcherServlet} detects: every bean of the type, in order. */
+  private static @Nullable List<HandlerExceptionResolver> exceptionResolvers(
+      @Nullable WebApplicationContext context) {
+    if (context == null) {
+      return null;
+    }
+    List<HandlerExceptionResolver> resolvers =
+        new ArrayList<>(
+            BeanFactoryUtils.beansOfTypeIncludingAncestors(
+                    context, HandlerExceptionResolver.class, true, false)
+                .values());
+    AnnotationAwareOrderComparator.sort(resolvers);
+    return resolvers.isEmpty() ? null : List.copyOf(resolvers);
+  }
+
   /**
    * The response for {@code value}, the async result, as it would have been written.
    *
    * @param listedHeaders the headers the endpoint lists to store
    */
   StoredResponse render(@Nullable Object value, List<String> listedHeaders) {
-    InMemoryResponse response = new InMemoryResponse();
+    InMemoryResponse response = leftAs.copy();
     HttpServletResponse servletResponse = response.proxy();
-    ResponseStatus status = handler.getMethodAnnotation(ResponseStatus.class);
+    ResponseStatus status = responseStatus(handler);
     if (status != null) {
       servletResponse.setStatus(status.code().value());
     }
-    boolean rendered = false;
-    if (handlers != null) {
-      ServletWebRequest web = new ServletWebRequest(request.proxy(), servletResponse);
-      ModelAndViewContainer model = new ModelAndViewContainer();
-      try {
-        handlers.handleReturnValue(value, new AsyncResultType(handler, value), model, web);
-        rendered = model.isRequestHandled();
-      } catch (Exception e) {
-        rendered = false;
-      }
+    boolean rendered = handle(value, new AsyncResultType(handler, value), servletResponse);
+    return captured(response, servletResponse, rendered, listedHeaders);
+  }
+
+  /**
+   * The response for {@code failure}, the async work's exception, as {@code DispatcherServlet}
+   * would have resolved it: by the first of the application's exception resolvers that handles it.
+   * An error sent without a body ({@code sendError}, whose body an error page would have written)
+   * is stored with a problem detail.
+   *
+   * @param listedHeaders the headers the endpoint lists to store
+   * @return the response, or null if no resolver handles the failure (on time, a 500)
+   * @throws UnresolvedFailure if the failure could not be resolved here (no resolvers known, or one
+   *     failed on the ended request): its status is not known
+   */
+  @Nullable StoredResponse renderFailure(Throwable failure, List<String> listedHeaders) {
+    List<HandlerExceptionResolver> known = resolvers;
+    if (known == null) {
+      throw new UnresolvedFailure("no exception resolvers were found", null);
     }
+    Exception exception =
+        failure instanceof Exception e
+            ? e
+            : new ServletException("Handler dispatch failed: " + failure, failure);
+    InMemoryResponse response = leftAs.copy();
+    HttpServletResponse servletResponse = response.proxy();
+    HttpServletRequest servletRequest = request.proxy();
+    // as DispatcherServlet does: success and error responses may use different content types
+    servletRequest.removeAttribute(HandlerMapping.PRODUCIBLE_MEDIA_TYPES_ATTRIBUTE);
+    ModelAndView view = null;
+    try {
+      for (HandlerExceptionResolver resolver : known) {
+        view = resolver.resolveException(servletRequest, servletResponse, handler, exception);
+        if (view != null) {
+          break;
+        }
+      }
+    } catch (RuntimeException e) {
+      throw new UnresolvedFailure("an exception resolver failed", e);
+    }
+    if (view == null) {
+      return null;
+    }
+    boolean rendered = view.isEmpty();
+    if (view.getStatus() != null) {
+      servletResponse.setStatus(view.getStatus().value());
+    }
+    if (rendered && response.errorSent() && StoredStatuses.isStored(response.status)) {
+      // sendError: the error page would have written the body; a problem detail stands for it
+      int status = response.status;
+      response.errorHandled();
+      ResponseEntity<?> problem =
+          ResponseEntity.status(status).body(StoredStatuses.problemOf(failure, status));
+      rendered = handle(problem, new AsyncResultType(handler, problem), servletResponse);
+    }
+    return captured(response, servletResponse, rendered, listedHeaders);
+  }
+
+  /** Whether Spring MVC's return value handlers wrote {@code value} on {@code response}. */
+  private boolean handle(
+      @Nullable Object value, MethodParameter type, HttpServletResponse servletResponse) {
+    if (handlers == null) {
+      return false;
+    }
+    ServletWebRequest web = new ServletWebRequest(request.proxy(), servletResponse);
+    ModelAndViewContainer model = new ModelAndViewContainer();
+    try {
+      handlers.handleReturnValue(value, type, model, web);
+      return model.isRequestHandled();
+    } catch (Exception e) {
+      return false;
+    }
+  }
+
+  private StoredResponse captured(
+      InMemoryResponse response,
+      HttpServletResponse servletResponse,
+      boolean rendered,
+      List<String> listedHeaders) {
     try {
       servletResponse.flushBuffer();
-    } catch (java.io.IOException e) {
+    } catch (IOException e) {
       rendered = false;
     }
     byte[] body = response.body.toByteArray();
@@ -94,6 +208,25 @@ final class LateResponse {
         StoredResponse.capture(
             servletResponse, rendered && body.length <= limit ? body : null, listedHeaders);
     return rendered ? stored : stored.withoutBody();
+  }
+
+  /**
+   * The handler's {@code @ResponseStatus}, as Spring MVC reads it: the method's, else its class's.
+   */
+  private static @Nullable ResponseStatus responseStatus(HandlerMethod handler) {
+    ResponseStatus status = handler.getMethodAnnotation(ResponseStatus.class);
+    return status != null
+        ? status
+        : AnnotatedElementUtils.findMergedAnnotation(handler.getBeanType(), ResponseStatus.class);
+  }
+
+  /** A late failure whose status cannot be known here. */
+  static final class UnresolvedFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    UnresolvedFailure(String why, @Nullable Throwable cause) {
+      super(why, cause);
+    }
   }
 
   /** The async result's type, as Spring MVC's own concurrent-result parameter gives it. */

@@ -10,7 +10,8 @@ import org.springframework.web.bind.annotation.ResponseStatus;
  * Which answers of an {@link IdempotentEndpoint} are stored (SPEC 13), on Spring MVC and WebFlux
  * alike ({@link ReactiveEndpointCall}), and the status a handler's failure resolves to, as Spring
  * MVC would resolve it: shared by the request's own answer ({@link EndpointCall}) and a timed-out
- * request's late result ({@link AsyncWork}).
+ * request's late result ({@link AsyncWork}), whose failures the application's exception resolvers
+ * resolve ({@link LateResponse#renderFailure}).
  */
 final class StoredStatuses {
 
@@ -30,9 +31,9 @@ final class StoredStatuses {
   }
 
   /**
-   * The status Spring MVC resolves {@code failure} to, as on the synchronous path: an {@link
-   * ErrorResponse}'s (a {@code ResponseStatusException}'s), a {@link ResponseStatus} on its class,
-   * else 500.
+   * The status {@code failure} declares itself, without the application's exception resolvers: an
+   * {@link ErrorResponse}'s (a {@code ResponseStatusException}'s), a {@link ResponseStatus} on its
+   * class, else 500.
    */
   static int statusOf(Throwable failure) {
     if (failure instanceof ErrorResponse error) {
