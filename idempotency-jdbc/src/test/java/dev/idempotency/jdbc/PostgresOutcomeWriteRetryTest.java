@@ -53,6 +53,11 @@ class PostgresOutcomeWriteRetryTest {
             .createSchemaIfMissing(true)
             .connectionWait(Duration.ofMillis(500))
             .build();
+    // the pool's first connection and the dialect's detection may take longer than the 500 ms
+    // connectionWait on a busy machine: the store is warmed up before the cases time it
+    Poll.within(Duration.ofSeconds(60))
+        .ignoring(KeyStoreException.class)
+        .until("the store answers", () -> store.find("warm-up", Instant.now()).isEmpty());
   }
 
   @AfterAll
