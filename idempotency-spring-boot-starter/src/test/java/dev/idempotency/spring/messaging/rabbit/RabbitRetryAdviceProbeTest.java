@@ -12,7 +12,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
@@ -45,6 +44,9 @@ import org.springframework.test.context.DynamicPropertySource;
  * without its send. SPEC 15 and RabbitDeliveryAdvice's Javadoc: a deferred delivery "comes back and
  * is never dead-lettered for that reason", "whatever the container's retry or requeue settings". On
  * the shared rabbitmq-server.
+ *
+ * <p>Fixed (fixrabbit): the starter's deferral catcher is last in the chain, inside the retry, and
+ * hands a deferral past it to the first part, which requeues it.
  */
 @SpringBootTest(classes = RabbitRetryAdviceProbeTest.App.class)
 @DirtiesContext
@@ -60,6 +62,9 @@ class RabbitRetryAdviceProbeTest {
     @IdempotentListener(name = "rabbit-retry-advice", key = "#event")
     public void onEvent(String event) {
       runs.add(event);
+      if (event.startsWith("fail-")) {
+        throw new IllegalStateException("the send failed (test)");
+      }
     }
   }
 
@@ -110,7 +115,6 @@ class RabbitRetryAdviceProbeTest {
   @Autowired SwitchableKeyStore store;
 
   @Test
-  @Tag("open-finding")
   void aDeliveryDeferredWhileTheStoreIsDownIsNotDeadLetteredByTheApplicationsRetryAdvice()
       throws Exception {
     String event = "event-" + UUID.randomUUID();
@@ -146,6 +150,31 @@ class RabbitRetryAdviceProbeTest {
             "the deferred delivery's and the marker's runs",
             () -> List.copyOf(runs),
             done -> done.contains(event) && done.contains(marker));
+  }
+
+  /**
+   * The other side of the rule: a listener's own failure (a send that failed; the store answers)
+   * still goes through the application's retry, which runs the listener again, and then its
+   * recoverer, which dead-letters it as the application configured.
+   */
+  @Test
+  void aFailedSendStillGoesThroughTheApplicationsRetryAndRecoverer() throws Exception {
+    String failing = "fail-" + UUID.randomUUID();
+    List<String> deadLettered = new CopyOnWriteArrayList<>();
+    send(failing);
+    Poll.within(Duration.ofSeconds(60))
+        .until(
+            "the failed delivery dead-lettered by the application's recoverer",
+            () -> {
+              for (Message m = template.receive(DLQ); m != null; m = template.receive(DLQ)) {
+                deadLettered.add(new String(m.getBody(), StandardCharsets.UTF_8));
+              }
+              return deadLettered.contains(failing);
+            },
+            done -> done);
+    assertThat(runs.stream().filter(failing::equals).count())
+        .as("runs of the failing delivery: the first and the retry's")
+        .isGreaterThanOrEqualTo(2);
   }
 
   private void send(String payload) {
