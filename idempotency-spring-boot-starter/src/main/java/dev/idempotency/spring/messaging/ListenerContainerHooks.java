@@ -74,10 +74,10 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * Puts the RabbitMQ advice first in every Spring AMQP listener container factory's advice chain
-   * and, after the application's {@code ContainerCustomizer}, in the chain of each container it
-   * creates (also after the start) if the customizer replaced it; and refuses those containers as
-   * {@link #rabbitContainers} does.
+   * Puts the RabbitMQ advice first (and its deferral catcher last) in every Spring AMQP listener
+   * container factory's advice chain and, after the application's {@code ContainerCustomizer}, in
+   * the chain of each container it creates (also after the start) if the customizer replaced or
+   * reordered it; and refuses those containers as {@link #rabbitContainers} does.
    *
    * @param backOff the pause before a deferred delivery is requeued
    * @return the post-processor

@@ -20,16 +20,21 @@ import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer
 /**
  * The Spring AMQP side of {@link IdempotentListener}: an advice of the listener container (where
  * Spring AMQP's own retry interceptors sit), first in the chain, around each delivery of a message
- * or batch.
+ * or batch, with a second part ({@link #LAST}) last in the chain, right around the listener.
  *
  * <ul>
  *   <li>binds the delivered messages' headers to the thread, for header keys, as a delivery on the
  *       container's consumer thread (an interrupt a guarded send leaves on it is cleared: {@link
  *       ConsumerThreadInterrupts});
- *   <li>a deferred delivery (the key in flight elsewhere, the store down) waits the messaging
- *       backoff on the consumer's thread, counted per key in this process, and is then requeued
- *       with {@link ImmediateRequeueAmqpException}: whatever the container's retry or requeue
- *       settings, it comes back and is never dead-lettered for that reason;
+ *   <li>a deferred delivery (the key in flight elsewhere, the store down or refused by the guard's
+ *       outage breaker) waits the messaging backoff on the consumer's thread, counted per key in
+ *       this process, and is then requeued with {@link ImmediateRequeueAmqpException}: whatever the
+ *       container's retry or requeue settings, it comes back and is never dead-lettered for that
+ *       reason. The application's advices between the two parts (a retry interceptor with a {@code
+ *       MessageRecoverer}, Spring Boot's {@code spring.rabbitmq.listener.*.retry}) never see a
+ *       deferral: the last part takes it from the listener, their call returns as if the delivery
+ *       had succeeded (a retry neither retries nor recovers it), and the first part then requeues
+ *       it;
  *   <li>a stored permanent failure that the listener does not acknowledge, and a message without a
  *       usable key ({@link InvalidIdempotencyKeyException}), are rejected with {@link
  *       AmqpRejectAndDontRequeueException}: the queue's dead-letter exchange takes them, if it has
@@ -41,6 +46,15 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
+  /**
+   * The starter's advice last in every chain, right around the listener: takes a deferral from it
+   * for the first part of the delivery on this thread, past the application's advices.
+   */
+  static final MethodInterceptor LAST = new DeferralCatcher();
+
+  /** The deferral of the delivery the first part is around on this thread, once caught last. */
+  private static final ThreadLocal<Caught> CAUGHT = new ThreadLocal<>();
+
   private final DeferralCounter deferrals;
 
   RabbitDeliveryAdvice(DeliveryBackOff backOff) {
@@ -48,27 +62,37 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   }
 
   /**
-   * An advice chain with this advice first, before the rest of {@code chain}, or {@code null} if
-   * {@code chain} already has the starter's advice.
+   * An advice chain with the starter's advice first and {@link #LAST} last, the application's
+   * advices of {@code chain} between them in their order, or {@code null} if {@code chain} is
+   * already so. The starter's first part is the one {@code chain} has, else this one.
    */
   Advice @Nullable [] firstIn(Advice @Nullable [] chain) {
-    if (has(chain)) {
+    if (isComposed(chain)) {
       return null;
     }
-    int length = chain == null ? 0 : chain.length;
-    Advice[] withThis = new Advice[length + 1];
-    withThis[0] = this;
-    if (length > 0) {
-      System.arraycopy(chain, 0, withThis, 1, length);
+    Advice first = this;
+    List<Advice> composed = new ArrayList<>();
+    if (chain != null) {
+      for (Advice advice : chain) {
+        if (advice instanceof RabbitDeliveryAdvice existing) {
+          if (first == this) {
+            first = existing;
+          }
+        } else if (!(advice instanceof DeferralCatcher)) {
+          composed.add(advice);
+        }
+      }
     }
-    return withThis;
+    composed.add(0, first);
+    composed.add(LAST);
+    return composed.toArray(new Advice[0]);
   }
 
   /**
-   * Puts this advice first in a Spring AMQP container's advice chain unless the chain has the
-   * starter's advice: after an application's {@code ContainerCustomizer} replaced the chain the
-   * container got from its factory, and before the container is initialized (it reads its chain
-   * then). The application's advice stays, after this one.
+   * Puts this advice first and {@link #LAST} last in a Spring AMQP container's advice chain unless
+   * the chain is already so: after an application's {@code ContainerCustomizer} replaced the chain
+   * the container got from its factory, and before the container is initialized (it reads its chain
+   * then). The application's advices stay, between the two, in their order.
    */
   void includeIn(Object container) {
     if (container instanceof AbstractMessageListenerContainer rabbit) {
@@ -79,20 +103,34 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     }
   }
 
-  /** Whether a Spring AMQP container's advice chain has the starter's advice. */
+  /**
+   * Whether a Spring AMQP container's advice chain has the starter's advice first and, if it has
+   * other advices, {@link #LAST} last.
+   */
   static boolean isIn(AbstractMessageListenerContainer container) {
-    return has(chainOf(container));
+    return isComposed(chainOf(container));
   }
 
-  private static boolean has(Advice @Nullable [] chain) {
-    if (chain != null) {
-      for (Advice advice : chain) {
-        if (advice instanceof RabbitDeliveryAdvice) {
-          return true;
-        }
+  /**
+   * Whether {@code chain} starts with the starter's advice, ends with {@link #LAST} (or is the
+   * starter's advice alone), and has no other part of the starter's between.
+   */
+  private static boolean isComposed(Advice @Nullable [] chain) {
+    if (chain == null || chain.length == 0 || !(chain[0] instanceof RabbitDeliveryAdvice)) {
+      return false;
+    }
+    if (chain.length == 1) {
+      return true;
+    }
+    if (!(chain[chain.length - 1] instanceof DeferralCatcher)) {
+      return false;
+    }
+    for (int i = 1; i < chain.length - 1; i++) {
+      if (chain[i] instanceof RabbitDeliveryAdvice || chain[i] instanceof DeferralCatcher) {
+        return false;
       }
     }
-    return false;
+    return true;
   }
 
   private static Advice @Nullable [] chainOf(AbstractMessageListenerContainer container) {
@@ -104,29 +142,84 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     Object[] arguments = invocation.getArguments();
     Object data = arguments.length > 1 ? arguments[1] : null;
     Delivery previous = Delivery.bind(delivery(data));
+    Caught caught = new Caught();
+    Caught outer = CAUGHT.get();
+    CAUGHT.set(caught);
+    Throwable deferred;
     try {
-      return invocation.proceed();
-    } catch (Throwable failure) {
-      Throwable deferral = DeferredDeliveryException.deferralIn(failure);
-      if (deferral != null) {
-        Duration pause = deferrals.next(DeferredDeliveryException.backOffId(deferral));
-        log.debug("Requeueing a deferred delivery after {} ms", pause.toMillis());
-        try {
-          Thread.sleep(pause.toMillis());
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt(); // stopping: requeue at once
-        }
-        throw new ImmediateRequeueAmqpException(
-            "deferred, requeued after " + pause.toMillis() + " ms", failure);
+      Object result = invocation.proceed();
+      if (caught.failure == null) {
+        return result;
       }
-      if (storedFailureIn(failure) || in(failure, InvalidIdempotencyKeyException.class)) {
+      // deferred: the last part took it from the listener, past the application's advices
+      deferred = caught.failure;
+    } catch (Throwable failure) {
+      if (caught.failure != null) {
+        // deferred, then an application's advice failed on its way out: still not dead-lettered
+        deferred = caught.failure;
+      } else if (DeferredDeliveryException.deferralIn(failure) != null) {
+        deferred = failure; // without the last part in the chain
+      } else if (storedFailureIn(failure) || in(failure, InvalidIdempotencyKeyException.class)) {
         throw new AmqpRejectAndDontRequeueException(
             "no usable key, or the key failed permanently before; rejected without requeue",
             failure);
+      } else {
+        throw failure;
       }
-      throw failure;
     } finally {
+      if (outer == null) {
+        CAUGHT.remove();
+      } else {
+        CAUGHT.set(outer);
+      }
       Delivery.restore(previous);
+    }
+    throw requeue(deferred);
+  }
+
+  /**
+   * Waits the messaging backoff of a deferral on the consumer's thread, and returns the exception
+   * that requeues the delivery.
+   */
+  private ImmediateRequeueAmqpException requeue(Throwable failure) {
+    Throwable deferral = DeferredDeliveryException.deferralIn(failure);
+    Duration pause =
+        deferrals.next(DeferredDeliveryException.backOffId(deferral != null ? deferral : failure));
+    log.debug("Requeueing a deferred delivery after {} ms", pause.toMillis());
+    try {
+      Thread.sleep(pause.toMillis());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt(); // stopping: requeue at once
+    }
+    return new ImmediateRequeueAmqpException(
+        "deferred, requeued after " + pause.toMillis() + " ms", failure);
+  }
+
+  /** The deferral {@link #LAST} caught for the first part, on one thread. */
+  private static final class Caught {
+    @Nullable Throwable failure;
+  }
+
+  /**
+   * The starter's advice last in the chain, right around the listener: a deferral the listener
+   * throws is kept for the first part ({@link RabbitDeliveryAdvice}) around the same delivery, and
+   * the call returns as if it had succeeded, so that no advice between (a retry and its recoverer)
+   * retries or dead-letters it; the first part then requeues it. Without the first part around the
+   * call, or on any other failure, the failure goes on unchanged.
+   */
+  private static final class DeferralCatcher implements MethodInterceptor {
+    @Override
+    public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
+      try {
+        return invocation.proceed();
+      } catch (Throwable failure) {
+        Caught caught = CAUGHT.get();
+        if (caught == null || DeferredDeliveryException.deferralIn(failure) == null) {
+          throw failure;
+        }
+        caught.failure = failure;
+        return null;
+      }
     }
   }
 

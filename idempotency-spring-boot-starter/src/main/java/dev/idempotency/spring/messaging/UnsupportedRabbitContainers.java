@@ -79,10 +79,11 @@ final class UnsupportedRabbitContainers {
 
   /**
    * Refuses {@code container} if it is a Spring AMQP container whose listener method is guarded and
-   * whose advice chain lacks the starter's advice: the application replaced the container's chain
-   * where the starter could not put its advice back (a container factory it could not observe,
-   * whose class is final). Its header keys would not be found, and its poison messages would be
-   * requeued in a loop.
+   * whose advice chain lacks the starter's advice, first, and its last part, last (if the chain has
+   * other advices): the application replaced the container's chain where the starter could not put
+   * its advice back (a container factory it could not observe, whose class is final). Its header
+   * keys would not be found, its poison messages would be requeued in a loop, and an advice of the
+   * application's outside the last part (a retry with a recoverer) would dead-letter a deferral.
    *
    * @throws IllegalStateException naming the method, the container, the cause and the remedy
    */
@@ -100,9 +101,10 @@ final class UnsupportedRabbitContainers {
               + "' whose advice chain lacks the idempotency starter's advice: the application"
               + " replaced the advice chain the container got from its factory (setAdviceChain,"
               + " in a ContainerCustomizer say), so header keys would not be found and poison"
-              + " messages would be requeued in a loop. Keep the first element of the factory's"
-              + " advice chain (the starter's) when you set the container's, or add your advice"
-              + " to the factory's chain instead");
+              + " messages would be requeued in a loop (or, behind a retry, dead-lettered while"
+              + " deferred). Keep the first element of the factory's advice chain (the"
+              + " starter's) first and its last element (the starter's too) last when you set"
+              + " the container's, or add your advice to the factory's chain instead");
     }
   }
 
