@@ -13,7 +13,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -38,14 +37,14 @@ import org.springframework.web.context.request.async.WebAsyncTask;
  * they would have, their outcomes recorded within the grace period (here 20 s); the application
  * started again on the same store replays the send: one provider send, no lost send.
  *
- * <p>Open finding on Redis (Spring Data Redis): the Lettuce connection factory is a {@code
+ * <p>Was an open finding on Redis (Spring Data Redis): the Lettuce connection factory is a {@code
  * SmartLifecycle} that Spring stops (closing its connection) after Boot's graceful shutdown and
- * before the guard's bean is destroyed (its close() and grace period), so the outcome of a send
- * that outlived its request cannot be written ("Connection is closed"); its lease lapses and the
- * retry after the restart takes the key over and sends again. The PostgreSQL row (Hikari, closed on
- * destroy after the guard that depends on it) passes on the same commit: the contrast.
+ * before the guard's bean was destroyed (its close() and grace period), so the outcome of a send
+ * that outlived its request could not be written ("Connection is closed"); its lease lapsed and the
+ * retry after the restart took the key over and sent again. Now the starter closes the guard in a
+ * lifecycle phase of its own, before that factory stops. The PostgreSQL row (Hikari, closed on
+ * destroy after the guard that depends on it) passed before too: the contrast.
  */
-@Tag("open-finding")
 class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
 
   private int port;
