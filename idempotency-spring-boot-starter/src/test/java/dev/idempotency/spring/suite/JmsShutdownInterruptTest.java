@@ -12,6 +12,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 
 /**
  * Issue 37 (found by probe42l): the JMS listener's send outlives the application's shutdown phase
@@ -29,8 +31,24 @@ import org.junit.jupiter.api.Test;
  * for a rollback and released the key, so the next delivery of the key sent again. A commit that an
  * interrupt failed is now tried again with the interrupt held back, and never releases the key
  * ({@code JmsSessionCommit}).
+ *
+ * <p>The starter now closes the guard in a lifecycle phase before the beans are destroyed ({@code
+ * GuardShutdown}), so a send that outlives the container's stop phase ends within the guard's
+ * close, before the container's {@code doShutdown} interrupts anything. The interrupt still comes
+ * where the guard is closed at bean destruction (a parent context's guard, for a child context that
+ * closes; an application that replaces the bean {@code idempotencyGuardShutdown}): this test does
+ * the latter, to keep the interrupt in the commit.
  */
 class JmsShutdownInterruptTest {
+
+  /** Replaces the starter's guard shutdown phase: the guard is closed on destroy, as before. */
+  @Configuration(proxyBeanMethods = false)
+  static class GuardClosedOnDestroy {
+    @Bean
+    Object idempotencyGuardShutdown() {
+      return new Object();
+    }
+  }
 
   @Test
   void aSendThatOutlivesTheShutdownPhaseIsRecordedThoughTheContainerInterruptsItsThread()
@@ -45,6 +63,7 @@ class JmsShutdownInterruptTest {
             provider,
             closing,
             queue,
+            new Class<?>[] {GuardClosedOnDestroy.class},
             "spring.lifecycle.timeout-per-shutdown-phase=1s",
             "spring.jms.listener.receive-timeout=1ms");
     String key = Waits.newKey("probe-jms-shutdown");
