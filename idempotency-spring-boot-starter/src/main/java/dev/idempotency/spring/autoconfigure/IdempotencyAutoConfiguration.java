@@ -35,6 +35,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.autoconfigure.condition.SearchStrategy;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.SmartLifecycle;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
@@ -128,6 +129,21 @@ public final class IdempotencyAutoConfiguration {
     classifier.ifUnique(builder::failureClassifier);
     customizers.orderedStream().forEach(customizer -> customizer.customize(builder));
     return builder.build();
+  }
+
+  /**
+   * Closes the context's guard when the context closes, in a lifecycle phase after the web server
+   * and the listener containers have stopped and before Spring Data Redis's connection factory
+   * stops: the guard's grace period (calls still running finish, their outcomes recorded) then runs
+   * while the store's connections still work.
+   *
+   * @param beanFactory the context's bean factory, whose own guards it closes
+   * @return the lifecycle bean
+   */
+  @Bean
+  @ConditionalOnMissingBean(name = "idempotencyGuardShutdown")
+  static SmartLifecycle idempotencyGuardShutdown(ConfigurableListableBeanFactory beanFactory) {
+    return new GuardShutdown(beanFactory);
   }
 
   /**

@@ -14,6 +14,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.core.SpringVersion;
 
 /**
@@ -45,8 +47,24 @@ import org.springframework.core.SpringVersion;
  * session's close; the commit that lost failed, and the starter released the key (a second send for
  * the next delivery). Now the test waits for the interrupt itself, and on the newer line for {@code
  * doShutdown} to return (the session closed) before it lets the send finish.
+ *
+ * <p>The starter now closes the guard in a lifecycle phase before the beans are destroyed ({@code
+ * GuardShutdown}), so a send that outlives the container's stop phase ends within the guard's
+ * close, before the container's {@code doShutdown} interrupts anything. The interrupt still comes
+ * where the guard is closed at bean destruction (a parent context's guard, for a child context that
+ * closes; an application that replaces the bean {@code idempotencyGuardShutdown}): this test does
+ * the latter, to keep the interrupt in the commit.
  */
 class JmsShutdownInterruptTest {
+
+  /** Replaces the starter's guard shutdown phase: the guard is closed on destroy, as before. */
+  @Configuration(proxyBeanMethods = false)
+  static class GuardClosedOnDestroy {
+    @Bean
+    Object idempotencyGuardShutdown() {
+      return new Object();
+    }
+  }
 
   @Test
   void aSendThatOutlivesTheShutdownPhaseIsNeverReleasedWhateverTheContainerDoesToItsThread()
@@ -61,6 +79,7 @@ class JmsShutdownInterruptTest {
             provider,
             closing,
             queue,
+            new Class<?>[] {GuardClosedOnDestroy.class},
             "spring.lifecycle.timeout-per-shutdown-phase=1s",
             "spring.jms.listener.receive-timeout=1ms");
     String key = Waits.newKey("probe-jms-shutdown");
