@@ -84,15 +84,14 @@ class ContextHierarchyProbeTest {
   }
 
   /**
-   * A child that defines its own guard gets a default-name registry of its own
-   * (DefaultOperationNames.sharedIn stops at a context with a guard), but a guard over the parent's
-   * store writes the same records: its {@code Mailer.send} and the parent's share one key
-   * namespace. The shared-guard case fails the child's start (ContextHierarchyTest); here the child
-   * starts, and its first send of order 42 is answered with the parent's receipt: the child's
-   * message is never sent.
+   * A child that defines its own guard got a default-name registry of its own
+   * (DefaultOperationNames.sharedIn stopped at a context with a guard), but a guard over the
+   * parent's store writes the same records: its {@code Mailer.send} and the parent's share one key
+   * namespace. The child started, and its first send of order 42 was answered with the parent's
+   * receipt: the child's message was never sent. Fixed (fixhier2): one registry per hierarchy, so
+   * the child's start fails, as in the shared-guard case (ContextHierarchyTest).
    */
   @Test
-  @Tag("open-finding")
   void aChildWithItsOwnGuardOnTheParentsStoreDoesNotShareTheParentsNamespaceUnnoticed() {
     runner
         .withUserConfiguration(ParentConfig.class)
@@ -152,15 +151,15 @@ class ContextHierarchyProbeTest {
    * A child that defines its own guard starts (the starter's guard backs off, the advisors are the
    * child's own), but the child's advisor looks its guard up as an autowiring candidate, which
    * counts the parent's guard too: two candidates, none primary. Every call of the child's {@code
-   * Idempotent} method then fails with NoUniqueBeanDefinitionException, at call time, not at the
-   * start (SPEC 13: a misconfiguration the starter can see fails the start). For an {@code
-   * IdempotentListener} in such a child the same exception would be an ordinary listener failure,
-   * not a deferral: a container's error handler retries it and then skips or dead-letters the
-   * message (Spring Kafka's default: ten tries, then logged and skipped), with nothing sent (not
-   * run on a broker here).
+   * Idempotent} method then failed with NoUniqueBeanDefinitionException, at call time, not at the
+   * start (SPEC 13: a misconfiguration the starter can see fails the start). Fixed (fixhier2): the
+   * advisors and endpoints use the closest context's guard (ClosestGuard), the child's own. For an
+   * {@code IdempotentListener} in such a child the same exception would be an ordinary listener
+   * failure, not a deferral: a container's error handler retries it and then skips or dead-letters
+   * the message (Spring Kafka's default: ten tries, then logged and skipped), with nothing sent
+   * (not run on a broker here).
    */
   @Test
-  @Tag("open-finding")
   void aChildWithItsOwnGuardEitherFailsItsStartOrUsesItsGuard() {
     runner.run(
         parent -> {
@@ -247,11 +246,11 @@ class ContextHierarchyProbeTest {
    * built from one configuration), each with its bean {@code mailer} of one class: in one context
    * the second bean of a class is refused (its default name is the class's: both would share one
    * key namespace); across siblings it is not (DefaultOperationNames.registerBean keys beans by
-   * name, and the siblings' beans have one name), so tenant b's first send of order 42 is answered
-   * with tenant a's receipt and never sent.
+   * name, and the siblings' beans have one name), so tenant b's first send of order 42 was answered
+   * with tenant a's receipt and never sent. Fixed (fixhier2): beans are told apart by context too,
+   * in one registry per hierarchy, so tenant b's start fails.
    */
   @Test
-  @Tag("open-finding")
   void siblingChildrenWithOneBeanClassDoNotShareOneNamespaceUnnoticed() {
     runner.run(
         parent -> {

@@ -313,7 +313,7 @@ public final class IdempotencyAutoConfiguration {
         ObjectProvider<JsonCodecs> json,
         ObjectProvider<IdempotencyProperties> properties) {
       return new IdempotentMethodAdvisor(
-          guard::getObject,
+          ClosestGuard.of(beanFactory, guard),
           () ->
               json.getIfAvailable(
                   () -> {
