@@ -3,6 +3,8 @@ package dev.idempotency.spring;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyKey;
+import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import java.util.ArrayList;
@@ -183,6 +185,59 @@ class ContextHierarchyProbeTest {
                         .as("the first call of the started child's @Idempotent method")
                         .isNull();
                     assertThat(SENT).containsExactly("notifier:9");
+                  });
+        });
+  }
+
+  /** A child's listener, keyed by its event. */
+  static class ChildEventListener {
+    @IdempotentListener(name = "child-events", key = "#event")
+    public void onEvent(String event) {
+      SENT.add("child-event:" + event);
+    }
+  }
+
+  /** A child with a guard of its own over a store of its own, not {@code @Primary}. */
+  @Configuration(proxyBeanMethods = false)
+  static class ChildWithOwnStoreGuardConfig {
+    @Bean
+    IdempotencyGuard childGuard() {
+      return IdempotencyGuard.builder().store(InMemoryKeyStore.builder().build()).build();
+    }
+
+    @Bean
+    ChildEventListener childEventListener() {
+      return new ChildEventListener();
+    }
+  }
+
+  /**
+   * fixhier2: a child's {@code @IdempotentListener} runs on the child's own guard (the closest
+   * context's), as its {@code @Idempotent} methods do, not on the parent's, and a repeat is not
+   * handled again.
+   */
+  @Test
+  void aChildsListenerUsesTheChildsOwnGuard() {
+    runner.run(
+        parent -> {
+          assertThat(parent).hasNotFailed();
+          runner
+              .withParent(parent.getSourceApplicationContext())
+              .withUserConfiguration(ChildWithOwnStoreGuardConfig.class)
+              .run(
+                  child -> {
+                    assertThat(child).hasNotFailed();
+                    ChildEventListener listener = child.getBean(ChildEventListener.class);
+                    listener.onEvent("e1");
+                    listener.onEvent("e1");
+                    assertThat(SENT).containsExactly("child-event:e1");
+                    String key = IdempotencyKey.of("child-events", "e1");
+                    assertThat(child.getBean("childGuard", IdempotencyGuard.class).find(key))
+                        .as("the child's own guard's record")
+                        .isPresent();
+                    assertThat(parent.getBean(IdempotencyGuard.class).find(key))
+                        .as("the parent's guard's record")
+                        .isEmpty();
                   });
         });
   }
@@ -395,6 +450,16 @@ class ContextHierarchyProbeTest {
    * after it started its lifecycle beans (listener containers, schedulers): what they call before
    * it runs unguarded. Here a lifecycle bean sends one order twice at its start: two sends, then
    * the refusal.
+   *
+   * <p>Still open (fixhier2): not fixable from the parent. A plain child runs none of the starter's
+   * beans (no post-processor, no SmartInitializingSingleton, no lifecycle bean of the starter is in
+   * it), and its refresh (Spring 6.2 and 7.0 AbstractApplicationContext.refresh) publishes no event
+   * and asks its parent for no bean of the starter before finishRefresh starts its lifecycle beans;
+   * ContextRefreshedEvent is the first the parent hears of it. The fix is in the child (import the
+   * auto-configuration, docs/spring-boot.md "Context hierarchies", which now says so). A narrower
+   * fix, not done: the parent's container-factory hooks could refuse, when a child's registry
+   * builds a container from the parent's factory (before the child's lifecycle starts), a listener
+   * whose @IdempotentListener or @Idempotent method no advisor guards.
    */
   @Test
   @Tag("open-finding")
