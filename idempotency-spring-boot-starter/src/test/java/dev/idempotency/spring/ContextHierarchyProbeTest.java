@@ -323,7 +323,13 @@ class ContextHierarchyProbeTest {
                         .run(
                             b -> {
                               if (b.getStartupFailure() != null) {
-                                return; // refused, as in one context
+                                // refused, as in one context, naming both beans and their class
+                                assertThat(
+                                        NestedExceptionUtils.getMostSpecificCause(
+                                            b.getStartupFailure()))
+                                    .hasMessageContainingAll(
+                                        "'mailer' (of", "TenantMailer", "same hierarchy");
+                                return;
                               }
                               String answer = b.getBean(TenantMailer.class).send("42");
                               assertThat(SENT)
