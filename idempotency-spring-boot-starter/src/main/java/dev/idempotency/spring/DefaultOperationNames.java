@@ -1,6 +1,5 @@
 package dev.idempotency.spring;
 
-import dev.idempotency.IdempotencyGuard;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.util.Arrays;
@@ -18,9 +17,12 @@ import org.springframework.aop.scope.ScopedProxyUtils;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.beans.BeansException;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.beans.factory.support.DefaultListableBeanFactory;
+import org.springframework.beans.factory.support.DefaultSingletonBeanRegistry;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.annotation.AnnotationUtils;
 import org.springframework.util.ClassUtils;
+import org.springframework.util.ObjectUtils;
 import org.springframework.util.ReflectionUtils;
 
 /**
@@ -28,9 +30,9 @@ import org.springframework.util.ReflectionUtils;
  * OrderShippedListener.onMessage}) handed out so far: two different methods whose default names are
  * equal (the same simple class name in two packages, or overloads) would share one key namespace,
  * so the second is refused when it is found, that is while the application starts. One registry per
- * application, {@link #sharedIn}, serves {@link Idempotent} and {@code @IdempotentListener}
- * together, each through its {@link #forAnnotation view}, so that an {@code @Idempotent} method and
- * a listener never share a namespace either.
+ * hierarchy of contexts, {@link #sharedIn}, serves {@link Idempotent} and
+ * {@code @IdempotentListener} together, each through its {@link #forAnnotation view}, so that an
+ * {@code @Idempotent} method and a listener never share a namespace either.
  *
  * <p>A default name belongs to a class, not to a bean: two beans of one class (one notifier per
  * channel) would share it, so the second bean is refused too ({@link #registerBean}), at startup
@@ -48,10 +50,20 @@ public final class DefaultOperationNames {
 
   private final String annotation;
   private final String consequence;
+  private final Scope scope;
   private final Map<String, Owner> owners;
-  private final Map<String, String> beans;
+  private final Map<String, BeanOwner> beans;
 
   private record Owner(String annotation, Method method, Class<?> userClass) {}
+
+  /** The context whose beans a view registers: compared by identity, named for messages. */
+  private record Scope(Object beanFactory, String name) {
+    boolean is(Scope other) {
+      return beanFactory == other.beanFactory;
+    }
+  }
+
+  private record BeanOwner(Scope scope, String bean) {}
 
   /**
    * Creates an empty registry.
@@ -61,42 +73,89 @@ public final class DefaultOperationNames {
    *     the other's result"})
    */
   public DefaultOperationNames(String annotation, String consequence) {
-    this(annotation, consequence, new ConcurrentHashMap<>(), new ConcurrentHashMap<>());
+    this(
+        annotation,
+        consequence,
+        new Scope(new Object(), "the application"),
+        new ConcurrentHashMap<>(),
+        new ConcurrentHashMap<>());
   }
 
   private DefaultOperationNames(
-      String annotation, String consequence, Map<String, Owner> owners, Map<String, String> beans) {
+      String annotation,
+      String consequence,
+      Scope scope,
+      Map<String, Owner> owners,
+      Map<String, BeanOwner> beans) {
     this.annotation = Objects.requireNonNull(annotation, "annotation must not be null");
     this.consequence = Objects.requireNonNull(consequence, "consequence must not be null");
+    this.scope = scope;
     this.owners = owners;
     this.beans = beans;
   }
 
   /**
-   * The registry of an application, created on first use and kept among its singletons ({@value
-   * #BEAN_NAME}), so that every kind of annotated method registers in one. A child context that
-   * defines no {@link IdempotencyGuard} of its own uses its parent's guard, and so its parent's
-   * registry: a child's {@code Mailer.send} and its parent's would share one key namespace.
+   * The registry of a context's whole hierarchy, created on first use, kept at its root context's
+   * singletons ({@value #BEAN_NAME}) and seen from each context through a view of its own, so that
+   * every kind of annotated method, in every context of the hierarchy, registers in one. Contexts
+   * of one hierarchy share its guards' stores as often as not (a child on its parent's guard, a
+   * child with a guard of its own over the parent's store, sibling children on their parent's
+   * guard), and a store's records are keyed by name alone: a child's {@code Mailer.send} and its
+   * parent's, or two siblings' beans of one class, would share one key namespace. So a default name
+   * is unique in the whole hierarchy, whether or not the contexts' guards share a store (the
+   * starter cannot always tell: a guard is the application's own), and a second bean of a class
+   * with a default-named method is refused in a sibling or a parent as in one context. A bean is
+   * released when its context closes, so that a child closed and built again (a refreshed named
+   * context) registers its beans again; a default name is kept, since the records a closed child
+   * left in the store keep their namespace until their window ends.
    *
-   * @param beanFactory the application's bean factory
-   * @return its registry
+   * @param beanFactory the context's bean factory
+   * @return its view of its hierarchy's registry
    */
   public static DefaultOperationNames sharedIn(ConfigurableListableBeanFactory beanFactory) {
-    if (beanFactory.getParentBeanFactory() instanceof ConfigurableListableBeanFactory parent
-        && beanFactory.getBeanNamesForType(IdempotencyGuard.class, true, false).length == 0) {
-      // a child context on its parent's guard shares the parent's key namespaces: one registry
-      return sharedIn(parent);
+    ConfigurableListableBeanFactory root = beanFactory;
+    while (root.getParentBeanFactory() instanceof ConfigurableListableBeanFactory parent) {
+      root = parent;
     }
+    DefaultOperationNames shared = viewIn(root, null);
+    return root == beanFactory ? shared : viewIn(beanFactory, shared);
+  }
+
+  /** A context's view, kept among its singletons; on {@code shared}'s names unless the root. */
+  private static DefaultOperationNames viewIn(
+      ConfigurableListableBeanFactory beanFactory, @Nullable DefaultOperationNames shared) {
     synchronized (beanFactory.getSingletonMutex()) {
-      if (beanFactory.getSingleton(BEAN_NAME) instanceof DefaultOperationNames shared) {
-        return shared;
+      if (beanFactory.getSingleton(BEAN_NAME) instanceof DefaultOperationNames view) {
+        return view;
       }
+      String id =
+          beanFactory instanceof DefaultListableBeanFactory listable
+                  && listable.getSerializationId() != null
+              ? listable.getSerializationId()
+              : ObjectUtils.identityToString(beanFactory);
+      Scope scope = new Scope(beanFactory, "the context '" + id + "'");
       DefaultOperationNames created =
-          new DefaultOperationNames(
-              "an idempotent method", "one could be answered with the other's result");
+          shared == null
+              ? new DefaultOperationNames(
+                  "an idempotent method",
+                  "one could be answered with the other's result",
+                  scope,
+                  new ConcurrentHashMap<>(),
+                  new ConcurrentHashMap<>())
+              : new DefaultOperationNames(
+                  shared.annotation, shared.consequence, scope, shared.owners, shared.beans);
       beanFactory.registerSingleton(BEAN_NAME, created);
+      if (shared != null && beanFactory instanceof DefaultSingletonBeanRegistry registry) {
+        // a manually registered singleton is not destroyed with its context: release its beans
+        registry.registerDisposableBean(
+            BEAN_NAME + ".release", () -> created.beans.values().removeIf(created::registeredHere));
+      }
       return created;
     }
+  }
+
+  private boolean registeredHere(BeanOwner owner) {
+    return owner.scope.is(scope);
   }
 
   /**
@@ -107,7 +166,7 @@ public final class DefaultOperationNames {
    * @return the view
    */
   public DefaultOperationNames forAnnotation(String annotation, String consequence) {
-    return new DefaultOperationNames(annotation, consequence, owners, beans);
+    return new DefaultOperationNames(annotation, consequence, scope, owners, beans);
   }
 
   /**
@@ -174,8 +233,9 @@ public final class DefaultOperationNames {
         ScopedProxyUtils.isScopedTarget(beanName)
             ? ScopedProxyUtils.getOriginalBeanName(beanName)
             : beanName;
-    String first = beans.putIfAbsent(annotation + " " + userClass.getName(), bean);
-    if (first == null || first.equals(bean)) {
+    BeanOwner owner = new BeanOwner(scope, bean);
+    BeanOwner firstOwner = beans.putIfAbsent(annotation + " " + userClass.getName(), owner);
+    if (firstOwner == null || (registeredHere(firstOwner) && firstOwner.bean.equals(bean))) {
       return;
     }
     List<Method> methods =
@@ -193,12 +253,23 @@ public final class DefaultOperationNames {
       named.append(describe(method, userClass)).append(" (default name '");
       named.append(userClass.getSimpleName()).append('.').append(method.getName()).append("')");
     }
+    boolean sameContext = registeredHere(firstOwner);
+    String both =
+        sameContext
+            ? "'" + firstOwner.bean + "' and '" + bean + "'"
+            : "'"
+                + firstOwner.bean
+                + "' (of "
+                + firstOwner.scope.name
+                + ") and '"
+                + bean
+                + "' (of "
+                + scope.name
+                + ", in the same hierarchy of contexts)";
     throw new IllegalStateException(
-        "beans '"
-            + first
-            + "' and '"
-            + bean
-            + "' are both "
+        "beans "
+            + both
+            + " are both "
             + userClass.getName()
             + ", whose "
             + annotation

@@ -329,7 +329,7 @@ public final class IdempotencyAutoConfiguration {
         ObjectProvider<JsonCodecs> json,
         ObjectProvider<IdempotencyProperties> properties) {
       return new IdempotentMethodAdvisor(
-          guard::getObject,
+          ClosestGuard.of(beanFactory, guard),
           () ->
               json.getIfAvailable(
                   () -> {

@@ -80,7 +80,7 @@ public final class IdempotencyMessagingAutoConfiguration {
     org.springframework.util.function.SingletonSupplier<IdempotencyMessagingProperties> messaging =
         org.springframework.util.function.SingletonSupplier.of(() -> messaging(environment));
     return new IdempotentListenerAdvisor(
-        guard::getObject,
+        ClosestGuard.of(beanFactory, guard),
         () ->
             json.getIfAvailable(
                 () -> {

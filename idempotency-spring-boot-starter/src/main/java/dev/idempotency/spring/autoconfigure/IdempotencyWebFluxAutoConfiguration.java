@@ -106,7 +106,8 @@ public final class IdempotencyWebFluxAutoConfiguration {
   /**
    * The filter that claims, replays and refuses.
    *
-   * @param guard the guard
+   * @param guards the guards of the context's hierarchy (the closest context's is used)
+   * @param beanFactory the context's beans, where the closest guard is looked for
    * @param endpoints the annotated handler methods
    * @param mappings the application's annotated-controller mappings
    * @param json the application's JSON codecs, for fingerprints of JSON bodies
@@ -120,7 +121,8 @@ public final class IdempotencyWebFluxAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   public IdempotentEndpointWebFilter idempotentEndpointWebFilter(
-      IdempotencyGuard guard,
+      ObjectProvider<IdempotencyGuard> guards,
+      org.springframework.beans.factory.ListableBeanFactory beanFactory,
       IdempotentEndpoints endpoints,
       ObjectProvider<RequestMappingHandlerMapping> mappings,
       ObjectProvider<JsonCodecs> json,
@@ -131,7 +133,7 @@ public final class IdempotencyWebFluxAutoConfiguration {
     IdempotencyProperties.Http http = properties.getHttp();
     // each looked up at the first request, once the context is refreshed, not on every request
     return new IdempotentEndpointWebFilter(
-        guard,
+        ClosestGuard.of(beanFactory, guards).get(),
         endpoints,
         SingletonSupplier.of(() -> List.copyOf(mappings.orderedStream().toList())),
         SingletonSupplier.of(json::getIfAvailable),

@@ -164,7 +164,8 @@ public final class IdempotencyWebMvcAutoConfiguration {
   /**
    * The interceptor that claims, replays and refuses.
    *
-   * @param guard the guard
+   * @param guards the guards of the context's hierarchy (the closest context's is used)
+   * @param beanFactory the context's beans, where the closest guard is looked for
    * @param endpoints the annotated handler methods
    * @param scope who a request comes from
    * @param json the application's JSON codecs, for fingerprints of JSON bodies
@@ -174,14 +175,15 @@ public final class IdempotencyWebMvcAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   public IdempotentEndpointInterceptor idempotentEndpointInterceptor(
-      IdempotencyGuard guard,
+      ObjectProvider<IdempotencyGuard> guards,
+      org.springframework.beans.factory.ListableBeanFactory beanFactory,
       IdempotentEndpoints endpoints,
       IdempotencyKeyScope scope,
       ObjectProvider<JsonCodecs> json,
       IdempotencyProperties properties) {
     IdempotencyProperties.Http http = properties.getHttp();
     return new IdempotentEndpointInterceptor(
-        guard,
+        ClosestGuard.of(beanFactory, guards).get(),
         endpoints,
         scope,
         SingletonSupplier.of(json::getIfAvailable), // looked up once, not on every request
