@@ -1,0 +1,377 @@
+package dev.idempotency.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spi.KeyStore;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.SmartLifecycle;
+import org.springframework.context.annotation.AnnotationConfigApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Primary;
+import org.springframework.core.NestedExceptionUtils;
+
+/**
+ * probeS: attempts to break SPEC 1 (at most one send per key within its window; no lost send) with
+ * child contexts of an application that runs the starter (issue 37, "fixhier"). No broker: the
+ * beans are called as an application calls them.
+ */
+class ContextHierarchyProbeTest {
+
+  static final List<String> SENT = new CopyOnWriteArrayList<>();
+
+  final ApplicationContextRunner runner = DefaultNameClashes.runner();
+
+  @BeforeEach
+  void clear() {
+    SENT.clear();
+  }
+
+  /** The parent's mailer; default name {@code Mailer.send}. */
+  static class ParentSide {
+    static class Mailer {
+      @Idempotent(key = "#orderId")
+      public String send(String orderId) {
+        SENT.add("parent:" + orderId);
+        return "parent-receipt-" + orderId;
+      }
+    }
+  }
+
+  /** The child's mailer: another class (another message), the same default name. */
+  static class ChildSide {
+    static class Mailer {
+      @Idempotent(key = "#orderId")
+      public String send(String orderId) {
+        SENT.add("child:" + orderId);
+        return "child-receipt-" + orderId;
+      }
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class ParentConfig {
+    @Bean
+    ParentSide.Mailer parentMailer() {
+      return new ParentSide.Mailer();
+    }
+  }
+
+  /**
+   * A child with a guard of its own (its own lease, say) over the parent's store, {@code @Primary}
+   * so that the child's own lookups prefer it to the parent's.
+   */
+  @Configuration(proxyBeanMethods = false)
+  static class ChildWithOwnGuardConfig {
+    @Bean
+    @Primary
+    IdempotencyGuard childGuard(KeyStore parentsStore) {
+      return IdempotencyGuard.builder().store(parentsStore).build();
+    }
+
+    @Bean
+    ChildSide.Mailer childMailer() {
+      return new ChildSide.Mailer();
+    }
+  }
+
+  /**
+   * A child that defines its own guard gets a default-name registry of its own
+   * (DefaultOperationNames.sharedIn stops at a context with a guard), but a guard over the parent's
+   * store writes the same records: its {@code Mailer.send} and the parent's share one key
+   * namespace. The shared-guard case fails the child's start (ContextHierarchyTest); here the child
+   * starts, and its first send of order 42 is answered with the parent's receipt: the child's
+   * message is never sent.
+   */
+  @Test
+  @Tag("open-finding")
+  void aChildWithItsOwnGuardOnTheParentsStoreDoesNotShareTheParentsNamespaceUnnoticed() {
+    runner
+        .withUserConfiguration(ParentConfig.class)
+        .run(
+            parent -> {
+              assertThat(parent).hasNotFailed();
+              assertThat(parent.getBean(ParentSide.Mailer.class).send("42"))
+                  .isEqualTo("parent-receipt-42");
+              runner
+                  .withParent(parent.getSourceApplicationContext())
+                  .withUserConfiguration(ChildWithOwnGuardConfig.class)
+                  .run(
+                      child -> {
+                        if (child.getStartupFailure() != null) {
+                          // refused: what the shared-guard case does
+                          assertThat(
+                                  NestedExceptionUtils.getMostSpecificCause(
+                                      child.getStartupFailure()))
+                              .hasMessageContaining("'Mailer.send'");
+                          return;
+                        }
+                        String answer = child.getBean(ChildSide.Mailer.class).send("42");
+                        assertThat(SENT)
+                            .as(
+                                "the child's first call of its own Mailer.send for order 42"
+                                    + " (answered %s)",
+                                answer)
+                            .containsExactly("parent:42", "child:42");
+                      });
+            });
+  }
+
+  /** The same child, its guard not {@code @Primary}: what a child defining a guard writes first. */
+  @Configuration(proxyBeanMethods = false)
+  static class ChildWithOwnPlainGuardConfig {
+    @Bean
+    IdempotencyGuard childGuard(KeyStore parentsStore) {
+      return IdempotencyGuard.builder().store(parentsStore).build();
+    }
+
+    @Bean
+    Notifier childNotifier() {
+      return new Notifier();
+    }
+  }
+
+  /** The child's own operation, {@code Notifier.notify}: no name shared with the parent. */
+  static class Notifier {
+    @Idempotent(key = "#orderId")
+    public String notify(String orderId) {
+      SENT.add("notifier:" + orderId);
+      return "notified-" + orderId;
+    }
+  }
+
+  /**
+   * A child that defines its own guard starts (the starter's guard backs off, the advisors are the
+   * child's own), but the child's advisor looks its guard up as an autowiring candidate, which
+   * counts the parent's guard too: two candidates, none primary. Every call of the child's {@code
+   * Idempotent} method then fails with NoUniqueBeanDefinitionException, at call time, not at the
+   * start (SPEC 13: a misconfiguration the starter can see fails the start). For an {@code
+   * IdempotentListener} in such a child the same exception would be an ordinary listener failure,
+   * not a deferral: a container's error handler retries it and then skips or dead-letters the
+   * message (Spring Kafka's default: ten tries, then logged and skipped), with nothing sent (not
+   * run on a broker here).
+   */
+  @Test
+  @Tag("open-finding")
+  void aChildWithItsOwnGuardEitherFailsItsStartOrUsesItsGuard() {
+    runner.run(
+        parent -> {
+          assertThat(parent).hasNotFailed();
+          runner
+              .withParent(parent.getSourceApplicationContext())
+              .withUserConfiguration(ChildWithOwnPlainGuardConfig.class)
+              .run(
+                  child -> {
+                    if (child.getStartupFailure() != null) {
+                      return; // refused at the start: acceptable
+                    }
+                    Notifier notifier = child.getBean(Notifier.class);
+                    Throwable failure = null;
+                    try {
+                      notifier.notify("9");
+                    } catch (RuntimeException e) {
+                      failure = e;
+                    }
+                    assertThat(failure)
+                        .as("the first call of the started child's @Idempotent method")
+                        .isNull();
+                    assertThat(SENT).containsExactly("notifier:9");
+                  });
+        });
+  }
+
+  /**
+   * One class, configured per tenant (its SMS account, say); default name {@code
+   * TenantMailer.send}.
+   */
+  static class TenantMailer {
+    final String tenant;
+
+    TenantMailer(String tenant) {
+      this.tenant = tenant;
+    }
+
+    @Idempotent(key = "#orderId")
+    public String send(String orderId) {
+      SENT.add(tenant + ":" + orderId);
+      return tenant + "-receipt-" + orderId;
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class TenantAConfig {
+    @Bean
+    TenantMailer mailer() {
+      return new TenantMailer("a");
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class TenantBConfig {
+    @Bean
+    TenantMailer mailer() {
+      return new TenantMailer("b");
+    }
+  }
+
+  /** Two beans of one class in one context: refused (control, TwoBeansOfOneClassTest's rule). */
+  @Configuration(proxyBeanMethods = false)
+  static class TwoTenantsConfig {
+    @Bean
+    TenantMailer mailerA() {
+      return new TenantMailer("a");
+    }
+
+    @Bean
+    TenantMailer mailerB() {
+      return new TenantMailer("b");
+    }
+  }
+
+  @Test
+  void controlTwoBeansOfOneClassInOneContextAreRefused() {
+    DefaultNameClashes.assertStartFails(
+        runner, TwoTenantsConfig.class, "'mailerA'", "'mailerB'", "TenantMailer");
+  }
+
+  /**
+   * Two sibling children on the parent's guard (Spring Cloud's named contexts, one per tenant,
+   * built from one configuration), each with its bean {@code mailer} of one class: in one context
+   * the second bean of a class is refused (its default name is the class's: both would share one
+   * key namespace); across siblings it is not (DefaultOperationNames.registerBean keys beans by
+   * name, and the siblings' beans have one name), so tenant b's first send of order 42 is answered
+   * with tenant a's receipt and never sent.
+   */
+  @Test
+  @Tag("open-finding")
+  void siblingChildrenWithOneBeanClassDoNotShareOneNamespaceUnnoticed() {
+    runner.run(
+        parent -> {
+          assertThat(parent).hasNotFailed();
+          ApplicationContextRunner children =
+              runner.withParent(parent.getSourceApplicationContext());
+          children
+              .withUserConfiguration(TenantAConfig.class)
+              .run(
+                  a -> {
+                    assertThat(a).hasNotFailed();
+                    a.getBean(TenantMailer.class).send("42");
+                    children
+                        .withUserConfiguration(TenantBConfig.class)
+                        .run(
+                            b -> {
+                              if (b.getStartupFailure() != null) {
+                                return; // refused, as in one context
+                              }
+                              String answer = b.getBean(TenantMailer.class).send("42");
+                              assertThat(SENT)
+                                  .as("tenant b's first send of order 42 (answered %s)", answer)
+                                  .containsExactly("a:42", "b:42");
+                            });
+                  });
+        });
+  }
+
+  /**
+   * A child closed and built again from the same configuration (a refresh of a named context): it
+   * starts (its names are its own from before), and its bean is guarded on the parent's guard: a
+   * repeat of a key the first child sent is a replay.
+   */
+  @Test
+  void aChildClosedAndBuiltAgainStartsAndReplaysWhatItsPredecessorSent() {
+    runner.run(
+        parent -> {
+          assertThat(parent).hasNotFailed();
+          ApplicationContextRunner children =
+              runner.withParent(parent.getSourceApplicationContext());
+          List<String> answers = new ArrayList<>();
+          for (int i = 0; i < 2; i++) {
+            children
+                .withUserConfiguration(TenantAConfig.class)
+                .run(
+                    child -> {
+                      assertThat(child).hasNotFailed();
+                      answers.add(child.getBean(TenantMailer.class).send("7"));
+                    });
+          }
+          assertThat(answers).containsExactly("a-receipt-7", "a-receipt-7");
+          assertThat(SENT).containsExactly("a:7");
+        });
+  }
+
+  /** Sends a backlog as soon as it starts, as a listener container or a scheduler does. */
+  static class Backlog implements SmartLifecycle {
+    private final ChildSide.Mailer mailer;
+    private volatile boolean running;
+
+    Backlog(ChildSide.Mailer mailer) {
+      this.mailer = mailer;
+    }
+
+    @Override
+    public void start() {
+      running = true;
+      mailer.send("42"); // one order's notification
+      mailer.send("42"); // and its redelivery
+    }
+
+    @Override
+    public void stop() {
+      running = false;
+    }
+
+    @Override
+    public boolean isRunning() {
+      return running;
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class PlainChildWithBacklogConfig {
+    @Bean
+    ChildSide.Mailer childMailer() {
+      return new ChildSide.Mailer();
+    }
+
+    @Bean
+    Backlog backlog(ChildSide.Mailer childMailer) {
+      return new Backlog(childMailer);
+    }
+  }
+
+  /**
+   * A plain child (no advisor) with an {@code @Idempotent} bean fails its refresh
+   * (UnguardedChildContexts), but only on its ContextRefreshedEvent, which a context publishes
+   * after it started its lifecycle beans (listener containers, schedulers): what they call before
+   * it runs unguarded. Here a lifecycle bean sends one order twice at its start: two sends, then
+   * the refusal.
+   */
+  @Test
+  @Tag("open-finding")
+  void aPlainChildIsRefusedBeforeItsLifecycleBeansRunItsUnguardedMethods() {
+    runner.run(
+        parent -> {
+          assertThat(parent).hasNotFailed();
+          Throwable refusal = null;
+          try (AnnotationConfigApplicationContext child =
+              new AnnotationConfigApplicationContext()) {
+            child.setParent(parent.getSourceApplicationContext());
+            child.register(PlainChildWithBacklogConfig.class);
+            child.refresh();
+          } catch (RuntimeException e) {
+            refusal = e;
+          }
+          assertThat(refusal).as("the plain child's refresh").isNotNull();
+          assertThat(SENT)
+              .as("sends of one key by the plain child before its refusal (%s)", refusal)
+              .hasSizeLessThanOrEqualTo(1);
+        });
+  }
+}
