@@ -1,0 +1,152 @@
+package dev.idempotency.spring.messaging.rabbit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import dev.idempotency.testservers.Poll;
+import dev.idempotency.testservers.RabbitMqServer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.amqp.core.Declarables;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.core.MessageBuilder;
+import org.springframework.amqp.core.QueueBuilder;
+import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.amqp.rabbit.config.ContainerCustomizer;
+import org.springframework.amqp.rabbit.config.RetryInterceptorBuilder;
+import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
+import org.springframework.amqp.rabbit.retry.RepublishMessageRecoverer;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * probeS (fixcustom; SPEC 15): an application's {@code ContainerCustomizer} sets the container's
+ * advice chain to Spring AMQP's stateless retry with a {@code RepublishMessageRecoverer} (the
+ * dead-letter pattern of the Spring AMQP reference). The starter puts its advice first, the
+ * application's after it ({@code RabbitDeliveryAdvice.includeIn}), so the retry runs inside the
+ * starter's advice: a deferred delivery (here the store is down: nothing was sent) is retried by
+ * the retry (three or four attempts), then the recoverer republishes it to the dead-letter queue
+ * and returns, and the starter's advice sees a delivery that succeeded: the message is acknowledged
+ * without its send. SPEC 15 and RabbitDeliveryAdvice's Javadoc: a deferred delivery "comes back and
+ * is never dead-lettered for that reason", "whatever the container's retry or requeue settings". On
+ * the shared rabbitmq-server.
+ */
+@SpringBootTest(classes = RabbitRetryAdviceProbeTest.App.class)
+@DirtiesContext
+class RabbitRetryAdviceProbeTest {
+
+  static final String QUEUE = "idem.retry-advice";
+  static final String DLQ = "idem.retry-advice.dlq";
+
+  static final List<String> runs = new CopyOnWriteArrayList<>();
+
+  public static class KeyedListener {
+    @RabbitListener(id = "rabbit-retry-advice", queues = QUEUE)
+    @IdempotentListener(name = "rabbit-retry-advice", key = "#event")
+    public void onEvent(String event) {
+      runs.add(event);
+    }
+  }
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class App {
+    @Bean
+    KeyedListener keyedListener() {
+      return new KeyedListener();
+    }
+
+    @Bean
+    Declarables retryAdviceQueues() {
+      return new Declarables(
+          QueueBuilder.nonDurable(QUEUE).build(), QueueBuilder.nonDurable(DLQ).build());
+    }
+
+    /**
+     * Retry each delivery in the consumer (the default attempts: three on Spring AMQP 3.2, four on
+     * 4.0), then republish it to the DLQ.
+     */
+    @Bean
+    ContainerCustomizer<SimpleMessageListenerContainer> retryThenDeadLetter(
+        RabbitTemplate template) {
+      return container -> {
+        container.setReceiveTimeout(100L);
+        container.setAdviceChain(
+            RetryInterceptorBuilder.stateless()
+                .backOffOptions(20, 2.0, 100)
+                .recoverer(new RepublishMessageRecoverer(template, "", DLQ))
+                .build());
+      };
+    }
+  }
+
+  @DynamicPropertySource
+  static void rabbit(DynamicPropertyRegistry registry) {
+    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
+    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
+    for (String property : ListenerTestConfiguration.PROPERTIES) {
+      int equals = property.indexOf('=');
+      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
+    }
+  }
+
+  @Autowired RabbitTemplate template;
+  @Autowired SwitchableKeyStore store;
+
+  @Test
+  @Tag("open-finding")
+  void aDeliveryDeferredWhileTheStoreIsDownIsNotDeadLetteredByTheApplicationsRetryAdvice()
+      throws Exception {
+    String event = "event-" + UUID.randomUUID();
+    String marker = "marker-" + UUID.randomUUID();
+    store.down.set(true);
+    try {
+      send(event);
+      // the retry's three attempts reached the store and were refused
+      Poll.within(Duration.ofSeconds(30))
+          .until("three refused claims", () -> store.refused.get(), refused -> refused >= 3);
+    } finally {
+      store.down.set(false);
+    }
+    send(marker);
+    Poll.within(Duration.ofSeconds(30))
+        .until("the marker's run", () -> List.copyOf(runs), done -> done.contains(marker));
+    List<String> deadLettered = new ArrayList<>();
+    for (Message m = template.receive(DLQ); m != null; m = template.receive(DLQ)) {
+      deadLettered.add(new String(m.getBody(), StandardCharsets.UTF_8));
+    }
+    // a requeued deferral runs again within the backoff's 300 ms; allow far more
+    Poll.within(Duration.ofSeconds(10))
+        .until(
+            "the deferred delivery's run (dead-lettered: " + deadLettered + ")",
+            () -> List.copyOf(runs),
+            done -> done.contains(event));
+    assertThat(deadLettered).as("deferred deliveries in the dead-letter queue").isEmpty();
+  }
+
+  private void send(String payload) {
+    template.send(
+        "",
+        QUEUE,
+        MessageBuilder.withBody(payload.getBytes(StandardCharsets.UTF_8))
+            .setContentType("text/plain")
+            .build());
+  }
+}
