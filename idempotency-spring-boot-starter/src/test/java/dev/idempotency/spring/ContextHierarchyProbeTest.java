@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spring.messaging.IdempotentListener;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -304,6 +305,49 @@ class ContextHierarchyProbeTest {
           assertThat(answers).containsExactly("a-receipt-7", "a-receipt-7");
           assertThat(SENT).containsExactly("a:7");
         });
+  }
+
+  /** A listener with a window of one minute: longer than the default lease, not than 2m. */
+  static class MinuteListener {
+    @IdempotentListener(name = "minute-events", key = "#event", ttl = "1m")
+    public void onEvent(String event) {
+      SENT.add("minute:" + event);
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class ChildMinuteListenerConfig {
+    @Bean
+    MinuteListener childMinuteListener() {
+      return new MinuteListener();
+    }
+  }
+
+  /**
+   * fab531e checked a child's {@code @Idempotent} window against its parent's guard's lease (its
+   * test covers methods only): a child's {@code @IdempotentListener} window is checked too.
+   */
+  @Test
+  void aChildListenersWindowIsCheckedAgainstTheLeaseOfTheParentsGuard() {
+    runner
+        .withPropertyValues("idempotency.lease=2m")
+        .run(
+            parent -> {
+              assertThat(parent).hasNotFailed();
+              runner
+                  .withParent(parent.getSourceApplicationContext())
+                  .withUserConfiguration(ChildMinuteListenerConfig.class)
+                  .run(
+                      child -> {
+                        assertThat(child)
+                            .as("a 1m listener window on the parent's guard, whose lease is 2m")
+                            .hasFailed();
+                        assertThat(
+                                NestedExceptionUtils.getMostSpecificCause(
+                                    child.getStartupFailure()))
+                            .hasMessageContainingAll("lease", "PT2M");
+                      });
+            });
   }
 
   /** Sends a backlog as soon as it starts, as a listener container or a scheduler does. */
