@@ -1,0 +1,16 @@
+package dev.idempotency.spring.web;
+
+import dev.idempotency.spring.EmbeddedServers;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/** probeE: {@link MvcLateMappedFailureProbeTest} on a real Redis (embedded, standalone). */
+class MvcLateMappedFailureRedisProbeTest extends MvcLateMappedFailureProbeTest {
+
+  @DynamicPropertySource
+  static void redis(DynamicPropertyRegistry registry) {
+    registry.add("idempotency.store", () -> "redis");
+    registry.add("spring.data.redis.host", () -> "127.0.0.1");
+    registry.add("spring.data.redis.port", EmbeddedServers::redisPort);
+  }
+}
