@@ -1,0 +1,180 @@
+package dev.idempotency;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.spi.RecordState;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * probeR: {@link Batch#record()} racing send loops on other threads (af14534: no key handed out
+ * once record() began). In-memory store, real guard.
+ */
+class BatchRecordRacingSendsProbeTest {
+
+  static final Duration TTL = Duration.ofHours(1);
+
+  final IdempotencyGuard guard =
+      IdempotencyGuard.builder()
+          .store(InMemoryKeyStore.builder().build())
+          .inFlightWait(Duration.ZERO)
+          .build();
+  final ExecutorService pool = Executors.newFixedThreadPool(5);
+
+  @AfterEach
+  void close() {
+    pool.shutdownNow();
+    guard.close();
+  }
+
+  /**
+   * A key handed out before record() began, whose send is still running on the loop's thread when
+   * another thread calls record(): record() releases it (fenced delete, as "never reported"), the
+   * loop's report is refused, and a repeat within the window sends it again. af14534 stops
+   * hand-outs after record() began, not this: the documented contract ("record() once, at the end
+   * ... releases the keys without an outcome") allows it, but the effect is a second send (SPEC 1).
+   * Leaving a handed-out, unreported key to its lease (as a crash would) would not send twice.
+   */
+  @Test
+  @Tag("open-finding")
+  void aSendRunningWhenRecordIsCalledIsNotSentAgainByARepeat() throws Exception {
+    String key = "probe-batch-inflight:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    Batch<String> batch =
+        guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
+    Iterator<Batch.Item> toSend = batch.toSend().iterator();
+    Batch.Item item = toSend.next(); // the loop is handed the key and starts its send
+
+    pool.submit(batch::record).get(30, TimeUnit.SECONDS); // another thread records meanwhile
+
+    sends.incrementAndGet(); // the provider accepted the send
+    assertThatThrownBy(() -> batch.succeeded(item, "sent-1"))
+        .isInstanceOf(IllegalStateException.class);
+
+    guard.execute(key, TTL, ctx -> "repeat-" + sends.incrementAndGet());
+    assertThat(sends).as("sends of the key within its window").hasValue(1);
+  }
+
+  /**
+   * af14534 (low, not SPEC 1: nothing is sent): hasNext() returned true, record() began (on another
+   * thread, in the race; here, to fix the order, on this one), and next() then throws
+   * NoSuchElementException, against Iterator's contract: a for-each send loop racing record() ends
+   * with an exception instead of ending. Before af14534 next() handed the key out. Seen first in
+   * the stress test below (a loop thread's for-each threw it).
+   */
+  @Test
+  @Tag("open-finding")
+  void nextAfterHasNextTrueDoesNotThrow() {
+    Batch<String> batch =
+        guard.claimBatch(
+            List.of(IdempotencyRequest.of("probe-batch-next:" + UUID.randomUUID(), TTL)),
+            ResultCodec.string());
+    Iterator<Batch.Item> toSend = batch.toSend().iterator();
+    assertThat(toSend.hasNext()).isTrue();
+    batch.record();
+    Throwable next = org.assertj.core.api.Assertions.catchThrowable(toSend::next);
+    assertThat(next).as("next() after hasNext() returned true").isNull();
+  }
+
+  /**
+   * Several send loops (each its own iterator of toSend()) and reports racing record(), repeated:
+   * no key is handed out twice, and after record() no key is left IN_PROGRESS (held a lease for
+   * nothing). Counts the keys a loop was handed and whose report record() refused (the case above).
+   */
+  @Test
+  void sendLoopsRacingRecordHandOutEachKeyOnceAndLeaveNoneClaimed() throws Exception {
+    int rounds = 40;
+    int keysPerBatch = 30;
+    int loops = 4;
+    int refusedReports = 0;
+    int nextThrewTotal = 0;
+    for (int round = 0; round < rounds; round++) {
+      List<IdempotencyRequest> requests = new ArrayList<>();
+      for (int i = 0; i < keysPerBatch; i++) {
+        requests.add(IdempotencyRequest.of("probe-batch-race:" + UUID.randomUUID(), TTL));
+      }
+      Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+      Map<String, AtomicInteger> handOuts = new ConcurrentHashMap<>();
+      AtomicInteger refused = new AtomicInteger();
+      AtomicInteger nextThrew = new AtomicInteger();
+      CountDownLatch start = new CountDownLatch(1);
+      List<Future<?>> running = new ArrayList<>();
+      for (int l = 0; l < loops; l++) {
+        running.add(
+            pool.submit(
+                () -> {
+                  start.await();
+                  Iterator<Batch.Item> it = batch.toSend().iterator();
+                  while (it.hasNext()) {
+                    Batch.Item item;
+                    try {
+                      item = it.next();
+                    } catch (NoSuchElementException afterHasNext) {
+                      nextThrew.incrementAndGet(); // see nextAfterHasNextTrueDoesNotThrow
+                      break;
+                    }
+                    handOuts
+                        .computeIfAbsent(item.key(), k -> new AtomicInteger())
+                        .incrementAndGet();
+                    try {
+                      if (ThreadLocalRandom.current().nextBoolean()) {
+                        batch.succeeded(item, "sent");
+                      } else {
+                        batch.failed(item, new RuntimeException("transient"));
+                      }
+                    } catch (IllegalStateException recordBegan) {
+                      refused.incrementAndGet();
+                    }
+                  }
+                  return null;
+                }));
+      }
+      int spin = ThreadLocalRandom.current().nextInt(2000);
+      start.countDown();
+      for (int s = 0; s < spin; s++) {
+        Thread.onSpinWait();
+      }
+      batch.record();
+      for (Future<?> loop : running) {
+        loop.get(60, TimeUnit.SECONDS);
+      }
+      refusedReports += refused.get();
+      nextThrewTotal += nextThrew.get();
+      for (Map.Entry<String, AtomicInteger> handOut : handOuts.entrySet()) {
+        assertThat(handOut.getValue()).as("hand-outs of %s", handOut.getKey()).hasValue(1);
+      }
+      for (IdempotencyRequest request : requests) {
+        Optional<IdempotencyRecord> found = guard.find(request.key());
+        assertThat(found.map(IdempotencyRecord::state))
+            .as("record of %s after record() (round %s)", request.key(), round)
+            .satisfiesAnyOf(
+                state -> assertThat(state).isEmpty(),
+                state -> assertThat(state).contains(RecordState.COMPLETED));
+      }
+    }
+    System.out.println(
+        "probeR: reports refused because record() began: "
+            + refusedReports
+            + "; next() threw after hasNext() was true: "
+            + nextThrewTotal);
+  }
+}
