@@ -4,6 +4,7 @@ import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.ConcurrentModificationException;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -341,7 +342,15 @@ public final class Batch<T> implements AutoCloseable {
           return item;
         } // another iteration of toSend() handed it out since hasNext(): look further
       }
-      throw new NoSuchElementException();
+      if (reports.isClosed()) {
+        // fail fast, as the JDK's iterators do on a concurrent change: handing the key out now
+        // would have it sent after record() released it
+        throw new ConcurrentModificationException(
+            "record() began on another thread while toSend() was iterated: no key is handed out"
+                + " after it (call record() once the send loops ended)");
+      }
+      throw new NoSuchElementException(
+          "no key left to hand out: those hasNext() found were handed out, reported or lapsed since");
     }
   }
 

@@ -7,10 +7,10 @@ import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.RecordState;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.ConcurrentModificationException;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.NoSuchElementException;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -75,24 +75,25 @@ class BatchRecordRacingSendsProbeTest {
   }
 
   /**
-   * af14534 (low, not SPEC 1: nothing is sent): hasNext() returned true, record() began (on another
-   * thread, in the race; here, to fix the order, on this one), and next() then throws
-   * NoSuchElementException, against Iterator's contract: a for-each send loop racing record() ends
-   * with an exception instead of ending. Before af14534 next() handed the key out. Seen first in
-   * the stress test below (a loop thread's for-each threw it).
+   * probeR on af14534: hasNext() returned true, record() began (on another thread, in the race;
+   * here, to fix the order, on this one), and next() threw a bare NoSuchElementException. It now
+   * fails fast with a {@link ConcurrentModificationException} that names the cause, as the JDK's
+   * iterators do on a concurrent change (handing the key out would have it sent after record()
+   * released it). Before af14534 next() handed the key out.
    */
   @Test
-  @Tag("open-finding")
-  void nextAfterHasNextTrueDoesNotThrow() {
+  void nextAfterRecordBeganFailsFastWithAClearError() {
+    String key = "probe-batch-next:" + UUID.randomUUID();
     Batch<String> batch =
-        guard.claimBatch(
-            List.of(IdempotencyRequest.of("probe-batch-next:" + UUID.randomUUID(), TTL)),
-            ResultCodec.string());
+        guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
     Iterator<Batch.Item> toSend = batch.toSend().iterator();
     assertThat(toSend.hasNext()).isTrue();
     batch.record();
-    Throwable next = org.assertj.core.api.Assertions.catchThrowable(toSend::next);
-    assertThat(next).as("next() after hasNext() returned true").isNull();
+    assertThatThrownBy(toSend::next)
+        .as("next() after hasNext() returned true, record() having begun since")
+        .isInstanceOf(ConcurrentModificationException.class)
+        .hasMessageContaining("record() began");
+    assertThat(guard.find(key)).as("the key released, not sent").isEmpty();
   }
 
   /**
@@ -128,8 +129,9 @@ class BatchRecordRacingSendsProbeTest {
                     Batch.Item item;
                     try {
                       item = it.next();
-                    } catch (NoSuchElementException afterHasNext) {
-                      nextThrew.incrementAndGet(); // see nextAfterHasNextTrueDoesNotThrow
+                    } catch (ConcurrentModificationException afterHasNext) {
+                      nextThrew
+                          .incrementAndGet(); // see nextAfterRecordBeganFailsFastWithAClearError
                       break;
                     }
                     handOuts
