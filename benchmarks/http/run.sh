@@ -93,24 +93,27 @@ start() { # stack store
 clock_ticks=$(getconf CLK_TCK)
 # CPU time of a process so far, in clock ticks: utime + stime (fields 14 and 15 of /proc/PID/stat,
 # counted after the command name's closing parenthesis, which may hold spaces)
-cpu_ticks() { # pid
+cpu_ticks() { # pid [user|system]
   if [ -z "$1" ]; then echo 0; return; fi
-  sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+  sed 's/^.*) //' "/proc/$1/stat" | awk -v part="${2:-both}" \
+    '{ print part == "user" ? $12 : part == "system" ? $13 : $12 + $13 }'
 }
 
 # One wrk run; appends a line to results.tsv.
 measure() { # stack store mode connections handler round duration run-id [record]
-  local line load app_before redis_before app_ticks redis_ticks requests
+  local line load app_before app_sys_before redis_before app_ticks app_sys_ticks redis_ticks requests
   load=$(cut -d' ' -f1 /proc/loadavg)
   app_before=$(cpu_ticks "$app_pid")
+  app_sys_before=$(cpu_ticks "$app_pid" system)
   redis_before=$(cpu_ticks "$redis_pid")
   line=$(wrk -t"$WRK_THREADS" -c"$4" -d"$7" -s "$here/$3.lua" "http://127.0.0.1:$port/$5" -- "$8" "$5-$6-$(date +%s%N)" | grep '^RESULT')
   app_ticks=$(( $(cpu_ticks "$app_pid") - app_before ))
+  app_sys_ticks=$(( $(cpu_ticks "$app_pid" system) - app_sys_before ))
   redis_ticks=$(( $(cpu_ticks "$redis_pid") - redis_before ))
   requests=$(echo "$line" | sed 's/.*requests=\([0-9]*\).*/\1/')
-  # CPU microseconds per request completed
-  line="$line $(awk -v a="$app_ticks" -v r="$redis_ticks" -v n="$requests" -v hz="$clock_ticks" \
-    'BEGIN { if (n < 1) n = 1; printf "app_cpu_us=%.2f redis_cpu_us=%.2f", a * 1e6 / hz / n, r * 1e6 / hz / n }')"
+  # CPU microseconds per request completed (the application's in all, and of that in the kernel)
+  line="$line $(awk -v a="$app_ticks" -v s="$app_sys_ticks" -v r="$redis_ticks" -v n="$requests" -v hz="$clock_ticks" \
+    'BEGIN { if (n < 1) n = 1; printf "app_cpu_us=%.2f app_sys_us=%.2f redis_cpu_us=%.2f", a * 1e6 / hz / n, s * 1e6 / hz / n, r * 1e6 / hz / n }')"
   if [ "${9:-yes}" = yes ]; then
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$load" \
       "$(echo "$line" | sed 's/^RESULT //; s/ /\t/g')" >> "$results"

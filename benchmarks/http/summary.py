@@ -80,8 +80,8 @@ if cpu_keys:
           "redis-server")
     print()
     print("| stack | store | mode | conns | app plain | app floor | app guarded "
-          "| app guarded - floor (SDK) | redis floor | redis guarded |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| app guarded - floor (SDK) | of which kernel | redis floor | redis guarded |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for key in cpu_keys:
         cells = {}
         for h in ("plain", "floor", "guarded"):
@@ -96,8 +96,10 @@ if cpu_keys:
         def redis(h):
             runs = cells[h]
             return f"{median('redis_cpu_us', runs):.1f}" if runs else "-"
-        sdk = "-"
+        sdk, kernel = "-", "-"
         if cells["floor"] and cells["guarded"]:
             sdk = f"{median('app_cpu_us', cells['guarded']) - median('app_cpu_us', cells['floor']):.1f}"
+            if "app_sys_us" in cells["guarded"][0]:
+                kernel = (f"{median('app_sys_us', cells['guarded']) - median('app_sys_us', cells['floor']):.1f}")
         print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {app('plain')} | {app('floor')} "
-              f"| {app('guarded')} | {sdk} | {redis('floor')} | {redis('guarded')} |")
+              f"| {app('guarded')} | {sdk} | {kernel} | {redis('floor')} | {redis('guarded')} |")
