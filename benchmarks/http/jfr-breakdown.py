@@ -37,6 +37,8 @@ PARTS = [
     ("in-memory store", "dev.idempotency.inmemory."),
     ("Redis store (SDK code)", "dev.idempotency.redis."),
     ("Lettuce", "io.lettuce."),
+    ("  Lettuce SharedLock (every command's write)", "io.lettuce.core.protocol.SharedLock."),
+    ("benchmark /floor (RedisFloor, no SDK code)", "dev.idempotency.benchmarks.http.RedisFloor"),
     ("Jackson", "tools.jackson."),
     ("Jackson 2", "com.fasterxml.jackson."),
     ("MDC", "org.slf4j.MDC."),

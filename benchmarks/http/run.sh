@@ -3,6 +3,13 @@
 # same store, measured with wrk, alternately (plain, guarded, plain, guarded, ...) so that the load
 # of a shared machine falls on both alike. First sends (a new key per request) and replays (a fixed
 # set of 1,000 keys, stored by prime.py first), at each connection count, on each stack and store.
+# On Redis a third handler, /floor, is measured between them (plain, floor, guarded, ...): the same
+# Redis commands with Lettuce on the store's own connection and no SDK code (RedisFloor), so that
+# guarded against floor is the SDK's own cost.
+#
+# Beside requests/s, each wrk run records the CPU time the application's JVM and redis-server spent
+# in it (utime + stime of /proc/PID/stat, all threads) divided by the requests wrk completed: CPU
+# per request moves far less with the machine's load than requests/s (summary.py gives both).
 #
 # Run:  benchmarks/http/run.sh [output dir]   (it builds this tree's SDK and the application first)
 # Settings (environment), PROFILE_OPTS (see start) too: STACKS="mvc webflux" STORES="memory redis" CONNECTIONS="32 64" ROUNDS=3
@@ -83,11 +90,30 @@ start() { # stack store
   echo "the application did not start in 180 s" >&2; exit 1
 }
 
+clock_ticks=$(getconf CLK_TCK)
+# CPU time of a process so far, in clock ticks: utime + stime (fields 14 and 15 of /proc/PID/stat,
+# counted after the command name's closing parenthesis, which may hold spaces)
+cpu_ticks() { # pid [user|system]
+  if [ -z "$1" ]; then echo 0; return; fi
+  sed 's/^.*) //' "/proc/$1/stat" | awk -v part="${2:-both}" \
+    '{ print part == "user" ? $12 : part == "system" ? $13 : $12 + $13 }'
+}
+
 # One wrk run; appends a line to results.tsv.
 measure() { # stack store mode connections handler round duration run-id [record]
-  local line load
+  local line load app_before app_sys_before redis_before app_ticks app_sys_ticks redis_ticks requests
   load=$(cut -d' ' -f1 /proc/loadavg)
+  app_before=$(cpu_ticks "$app_pid")
+  app_sys_before=$(cpu_ticks "$app_pid" system)
+  redis_before=$(cpu_ticks "$redis_pid")
   line=$(wrk -t"$WRK_THREADS" -c"$4" -d"$7" -s "$here/$3.lua" "http://127.0.0.1:$port/$5" -- "$8" "$5-$6-$(date +%s%N)" | grep '^RESULT')
+  app_ticks=$(( $(cpu_ticks "$app_pid") - app_before ))
+  app_sys_ticks=$(( $(cpu_ticks "$app_pid" system) - app_sys_before ))
+  redis_ticks=$(( $(cpu_ticks "$redis_pid") - redis_before ))
+  requests=$(echo "$line" | sed 's/.*requests=\([0-9]*\).*/\1/')
+  # CPU microseconds per request completed (the application's in all, and of that in the kernel)
+  line="$line $(awk -v a="$app_ticks" -v s="$app_sys_ticks" -v r="$redis_ticks" -v n="$requests" -v hz="$clock_ticks" \
+    'BEGIN { if (n < 1) n = 1; printf "app_cpu_us=%.2f app_sys_us=%.2f redis_cpu_us=%.2f", a * 1e6 / hz / n, s * 1e6 / hz / n, r * 1e6 / hz / n }')"
   if [ "${9:-yes}" = yes ]; then
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$load" \
       "$(echo "$line" | sed 's/^RESULT //; s/ /\t/g')" >> "$results"
@@ -98,22 +124,29 @@ measure() { # stack store mode connections handler round duration run-id [record
 run=$(date +%s)
 for stack in $STACKS; do
   for store in $STORES; do
+    handlers="plain guarded"
+    [ "$store" = redis ] && handlers="plain floor guarded"
     start "$stack" "$store"
-    # the application's warm-up (JIT), on both handlers
-    measure "$stack" "$store" first-send 32 plain 0 "$APP_WARMUP" "$run-warm" no
-    measure "$stack" "$store" first-send 32 guarded 0 "$APP_WARMUP" "$run-warm" no
+    # the application's warm-up (JIT), on every handler
+    for handler in $handlers; do
+      measure "$stack" "$store" first-send 32 "$handler" 0 "$APP_WARMUP" "$run-warm" no
+    done
     for connections in $CONNECTIONS; do
       for mode in first-send replay; do
         id="$run-$stack-$store-$connections-$mode"
         if [ "$mode" = replay ]; then
-          python3 "$here/prime.py" "http://127.0.0.1:$port/guarded" "$id" # stores the fixed keys
+          for handler in $handlers; do # stores the fixed keys (the floor's and the guard's)
+            [ "$handler" = plain ] || python3 "$here/prime.py" "http://127.0.0.1:$port/$handler" "$id"
+          done
         fi
         # warm-up at this connection count
-        measure "$stack" "$store" "$mode" "$connections" plain 0 "$WARMUP" "$id" no
-        measure "$stack" "$store" "$mode" "$connections" guarded 0 "$WARMUP" "$id" no
+        for handler in $handlers; do
+          measure "$stack" "$store" "$mode" "$connections" "$handler" 0 "$WARMUP" "$id" no
+        done
         for round in $(seq 1 "$ROUNDS"); do
-          measure "$stack" "$store" "$mode" "$connections" plain "$round" "$DURATION" "$id"
-          measure "$stack" "$store" "$mode" "$connections" guarded "$round" "$DURATION" "$id"
+          for handler in $handlers; do
+            measure "$stack" "$store" "$mode" "$connections" "$handler" "$round" "$DURATION" "$id"
+          done
         done
       done
     done
