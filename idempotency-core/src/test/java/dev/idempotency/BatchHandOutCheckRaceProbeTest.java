@@ -6,6 +6,7 @@ import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.tck.ForwardingKeyStore;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ConcurrentModificationException;
 import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
@@ -87,7 +88,7 @@ class BatchHandOutCheckRaceProbeTest {
                 spin(loopSpin);
                 try {
                   return toSend.next();
-                } catch (NoSuchElementException none) {
+                } catch (NoSuchElementException | ConcurrentModificationException none) {
                   return null;
                 }
               });
