@@ -61,10 +61,13 @@ import org.jspecify.annotations.Nullable;
  * <p>{@link #toSend()} may be iterated again (it skips reported keys), {@link #succeeded} and
  * {@link #failed} may be called from several threads, each once per item; {@link #record()} once,
  * at the end: it waits for reports already begun, writes what is left and releases the keys without
- * an outcome. Once {@link #record()} has begun, {@link #toSend()} hands out no more keys. A batch
- * is {@link AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still
- * has what it reported written and the rest released. A batch abandoned without either has its
- * reported outcomes written in the background, its keys renewed for no longer than the guard's
+ * an outcome. Once {@link #record()} has begun, {@link #toSend()} hands out no more keys (a {@code
+ * next()} then throws {@link java.util.ConcurrentModificationException}); a key handed out before,
+ * whose send still runs on another thread when {@code record()} is called, is released as never
+ * reported, so a repeat may send it again: call {@code record()} once every send loop ended. A
+ * batch is {@link AutoCloseable}: in a try-with-resources block, a send loop that throws half-way
+ * still has what it reported written and the rest released. A batch abandoned without either has
+ * its reported outcomes written in the background, its keys renewed for no longer than the guard's
  * renewal limit, and is then let go (nothing keeps it reachable); its other keys run out one lease
  * later.
  *
