@@ -92,25 +92,16 @@ final class DynamoDbWrites {
       values.put(":result", Items.bytes(request.payload()));
       update += ", #result = :result";
     }
-    String expression = update;
     try {
-      requests.send(
+      update(
           "complete",
-          () ->
-              requests
-                  .client()
-                  .updateItem(
-                      write ->
-                          write
-                              .tableName(requests.table())
-                              .key(items.key(request.keyId()))
-                              .updateExpression(expression)
-                              .conditionExpression(FENCE + " AND #retain_until > :now")
-                              .expressionAttributeNames(names)
-                              .expressionAttributeValues(values)
-                              .returnValuesOnConditionCheckFailure(
-                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
-                              .overrideConfiguration(requests.override())));
+          request.keyId(),
+          update,
+          FENCE + " AND #retain_until > :now",
+          names,
+          values,
+          ReturnValue.NONE,
+          ReturnValuesOnConditionCheckFailure.ALL_OLD);
       return true;
     } catch (ConditionalCheckFailedException e) {
       Map<String, AttributeValue> item = itemAfter(e, request.keyId());
@@ -126,23 +117,13 @@ final class DynamoDbWrites {
 
   boolean release(String keyId, String ownerToken) {
     try {
-      requests.send(
+      deleteItem(
           "release",
-          () ->
-              requests
-                  .client()
-                  .deleteItem(
-                      delete ->
-                          delete
-                              .tableName(requests.table())
-                              .key(items.key(keyId))
-                              .conditionExpression(FENCE)
-                              .expressionAttributeNames(Map.of("#owner", OWNER, "#state", STATE))
-                              .expressionAttributeValues(
-                                  Map.of(
-                                      ":owner", string(ownerToken),
-                                      ":in_progress", string(IN_PROGRESS)))
-                              .overrideConfiguration(requests.override())));
+          keyId,
+          FENCE,
+          Map.of("#owner", OWNER, "#state", STATE),
+          Map.of(":owner", string(ownerToken), ":in_progress", string(IN_PROGRESS)),
+          ReturnValuesOnConditionCheckFailure.NONE);
       return true;
     } catch (ConditionalCheckFailedException e) {
       return false;
@@ -264,22 +245,13 @@ final class DynamoDbWrites {
       Map<String, String> names,
       Map<String, AttributeValue> values) {
     try {
-      requests.send(
+      deleteItem(
           "take back",
-          () ->
-              requests
-                  .client()
-                  .deleteItem(
-                      delete ->
-                          delete
-                              .tableName(requests.table())
-                              .key(items.key(keyId))
-                              .conditionExpression(FENCE + " AND #attempt = :first")
-                              .expressionAttributeNames(names)
-                              .expressionAttributeValues(values)
-                              .returnValuesOnConditionCheckFailure(
-                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
-                              .overrideConfiguration(requests.override())));
+          keyId,
+          FENCE + " AND #attempt = :first",
+          names,
+          values,
+          ReturnValuesOnConditionCheckFailure.ALL_OLD);
       return true;
     } catch (ConditionalCheckFailedException e) {
       Map<String, AttributeValue> after = itemAfter(e, keyId);
@@ -301,8 +273,29 @@ final class DynamoDbWrites {
       Map<String, String> names,
       Map<String, AttributeValue> values,
       ReturnValue returned) {
-    return requests.send(
+    return update(
         "take back",
+        keyId,
+        update,
+        condition,
+        names,
+        values,
+        returned,
+        ReturnValuesOnConditionCheckFailure.ALL_OLD);
+  }
+
+  /** One conditional {@code UpdateItem} of a key id, named {@code operation} in its failures. */
+  private UpdateItemResponse update(
+      String operation,
+      String keyId,
+      String update,
+      String condition,
+      Map<String, String> names,
+      Map<String, AttributeValue> values,
+      ReturnValue returned,
+      ReturnValuesOnConditionCheckFailure onRefusal) {
+    return requests.send(
+        operation,
         () ->
             requests
                 .client()
@@ -316,8 +309,32 @@ final class DynamoDbWrites {
                             .expressionAttributeNames(names)
                             .expressionAttributeValues(values)
                             .returnValues(returned)
-                            .returnValuesOnConditionCheckFailure(
-                                ReturnValuesOnConditionCheckFailure.ALL_OLD)
+                            .returnValuesOnConditionCheckFailure(onRefusal)
+                            .overrideConfiguration(requests.override())));
+  }
+
+  /** One conditional {@code DeleteItem} of a key id, named {@code operation} in its failures. */
+  private void deleteItem(
+      String operation,
+      String keyId,
+      String condition,
+      Map<String, String> names,
+      Map<String, AttributeValue> values,
+      ReturnValuesOnConditionCheckFailure onRefusal) {
+    requests.send(
+        operation,
+        () ->
+            requests
+                .client()
+                .deleteItem(
+                    delete ->
+                        delete
+                            .tableName(requests.table())
+                            .key(items.key(keyId))
+                            .conditionExpression(condition)
+                            .expressionAttributeNames(names)
+                            .expressionAttributeValues(values)
+                            .returnValuesOnConditionCheckFailure(onRefusal)
                             .overrideConfiguration(requests.override())));
   }
 
@@ -381,21 +398,15 @@ final class DynamoDbWrites {
       Map<String, String> names,
       Map<String, AttributeValue> values) {
     try {
-      requests.send(
+      update(
           "extend",
-          () ->
-              requests
-                  .client()
-                  .updateItem(
-                      write ->
-                          write
-                              .tableName(requests.table())
-                              .key(items.key(keyId))
-                              .updateExpression(update)
-                              .conditionExpression(condition)
-                              .expressionAttributeNames(names)
-                              .expressionAttributeValues(values)
-                              .overrideConfiguration(requests.override())));
+          keyId,
+          update,
+          condition,
+          names,
+          values,
+          ReturnValue.NONE,
+          ReturnValuesOnConditionCheckFailure.NONE);
       return true;
     } catch (ConditionalCheckFailedException e) {
       return false;
@@ -433,38 +444,19 @@ final class DynamoDbWrites {
       throw Items.unreadable("its " + OWNER + " is missing or not a string");
     }
     try {
-      requests.send(
+      deleteItem(
           "forget",
-          () ->
-              requests
-                  .client()
-                  .deleteItem(
-                      delete ->
-                          delete
-                              .tableName(requests.table())
-                              .key(items.key(keyId))
-                              .conditionExpression(
-                                  "#owner = :owner AND #state <> :in_progress"
-                                      + " AND #retain_until > :now")
-                              .expressionAttributeNames(
-                                  Map.of(
-                                      "#owner",
-                                      OWNER,
-                                      "#state",
-                                      STATE,
-                                      "#retain_until",
-                                      RETAIN_UNTIL))
-                              .expressionAttributeValues(
-                                  Map.of(
-                                      ":owner",
-                                      string(owner),
-                                      ":in_progress",
-                                      string(IN_PROGRESS),
-                                      ":now",
-                                      number(now.toEpochMilli())))
-                              .returnValuesOnConditionCheckFailure(
-                                  ReturnValuesOnConditionCheckFailure.ALL_OLD)
-                              .overrideConfiguration(requests.override())));
+          keyId,
+          "#owner = :owner AND #state <> :in_progress AND #retain_until > :now",
+          Map.of("#owner", OWNER, "#state", STATE, "#retain_until", RETAIN_UNTIL),
+          Map.of(
+              ":owner",
+              string(owner),
+              ":in_progress",
+              string(IN_PROGRESS),
+              ":now",
+              number(now.toEpochMilli())),
+          ReturnValuesOnConditionCheckFailure.ALL_OLD);
       return true;
     } catch (ConditionalCheckFailedException e) {
       Map<String, AttributeValue> current = itemAfter(e, keyId);

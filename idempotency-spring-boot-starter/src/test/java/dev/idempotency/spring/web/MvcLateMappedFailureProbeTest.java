@@ -3,21 +3,16 @@ package dev.idempotency.spring.web;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.net.http.HttpResponse;
-import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.HttpStatus;
@@ -45,32 +40,14 @@ import org.springframework.web.context.request.async.WebAsyncTask;
  */
 @SpringBootTest(
     classes = MvcLateMappedFailureProbeTest.ProbeApplication.class,
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      "idempotency.close-grace-period=1s"
-    })
-class MvcLateMappedFailureProbeTest implements EndpointClient {
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class MvcLateMappedFailureProbeTest extends MvcLateFixture {
 
-  static final String HOLD = "X-Probe-Hold";
   static final String UNAVAILABLE = "X-Probe-Unavailable";
-
-  @LocalServerPort int port;
-
-  @Override
-  public int port() {
-    return port;
-  }
 
   @Override
   public int runs() {
     return ProbeController.sends.get();
-  }
-
-  @BeforeEach
-  void reset() {
-    ProbeController.gate = new CountDownLatch(1);
   }
 
   /** The control: no timeout; the advice's 422 is stored and replayed, one send. */
@@ -80,7 +57,7 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
     String key = EndpointClient.newKey();
     String path = "/probe/mapped/" + kind;
     int before = ProbeController.sends.get();
-    ProbeController.gate.countDown();
+    gate.countDown();
 
     HttpResponse<byte[]> first = post(path, key, "{}");
     HttpResponse<byte[]> retry = post(path, key, "{}");
@@ -102,17 +79,8 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
     String path = "/probe/mapped/" + kind;
     int before = ProbeController.sends.get();
 
-    HttpResponse<byte[]> timedOut;
-    try {
-      timedOut = post(path, key, "{}", HOLD, "true");
-    } finally {
-      ProbeController.gate.countDown();
-    }
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-    do {
-      retry = post(path, key, "{}");
-    } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
+    HttpResponse<byte[]> timedOut = postTimedOut(path, key);
+    HttpResponse<byte[]> retry = retry(path, key);
 
     String answers =
         String.format(
@@ -143,17 +111,8 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
     String path = "/probe/mapped/" + kind;
     int before = ProbeController.sends.get();
 
-    HttpResponse<byte[]> timedOut;
-    try {
-      timedOut = post(path, key, "{}", HOLD, "true", UNAVAILABLE, "true");
-    } finally {
-      ProbeController.gate.countDown();
-    }
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-    do {
-      retry = post(path, key, "{}", UNAVAILABLE, "true");
-    } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
+    HttpResponse<byte[]> timedOut = postTimedOut(path, key, UNAVAILABLE, "true");
+    HttpResponse<byte[]> retry = retry(path, key, UNAVAILABLE, "true");
 
     String answers =
         String.format(
@@ -210,18 +169,13 @@ class MvcLateMappedFailureProbeTest implements EndpointClient {
   @RestController
   static class ProbeController {
     static final AtomicInteger sends = new AtomicInteger();
-    static volatile CountDownLatch gate = new CountDownLatch(1);
     private static final ExecutorService PROVIDER = Executors.newCachedThreadPool();
 
     /** One provider send, held (bounded) while the request carries {@link #HOLD}. */
     static String send(boolean hold, boolean unavailable) {
       sends.incrementAndGet();
       if (hold) {
-        try {
-          gate.await(20, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
+        awaitGate();
       }
       if (unavailable) {
         throw new ProviderUnavailable();

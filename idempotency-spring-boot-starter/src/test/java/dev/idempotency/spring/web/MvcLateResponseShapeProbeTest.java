@@ -4,18 +4,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import jakarta.servlet.http.HttpServletResponse;
 import java.net.http.HttpResponse;
-import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.HttpStatus;
@@ -38,31 +33,12 @@ import org.springframework.web.bind.annotation.RestController;
  */
 @SpringBootTest(
     classes = MvcLateResponseShapeProbeTest.ProbeApplication.class,
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      "idempotency.close-grace-period=1s"
-    })
-class MvcLateResponseShapeProbeTest implements EndpointClient {
-
-  static final String HOLD = "X-Probe-Hold";
-
-  @LocalServerPort int port;
-
-  @Override
-  public int port() {
-    return port;
-  }
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class MvcLateResponseShapeProbeTest extends MvcLateFixture {
 
   @Override
   public int runs() {
     return ClassStatusController.runs.get();
-  }
-
-  @BeforeEach
-  void reset() {
-    ClassStatusController.gate = new CountDownLatch(1);
   }
 
   @ParameterizedTest
@@ -70,7 +46,7 @@ class MvcLateResponseShapeProbeTest implements EndpointClient {
   void withoutATimeoutTheReplayHasTheFirstAnswersStatusAndHeader(String kind) throws Exception {
     String key = EndpointClient.newKey();
     String path = "/probe/shape/" + kind;
-    ClassStatusController.gate.countDown();
+    gate.countDown();
 
     HttpResponse<byte[]> first = post(path, key, "{}");
     HttpResponse<byte[]> replay = post(path, key, "{}");
@@ -89,17 +65,8 @@ class MvcLateResponseShapeProbeTest implements EndpointClient {
     String path = "/probe/shape/" + kind;
     int before = ClassStatusController.runs.get();
 
-    HttpResponse<byte[]> timedOut;
-    try {
-      timedOut = post(path, key, "{}", HOLD, "true");
-    } finally {
-      ClassStatusController.gate.countDown();
-    }
-    HttpResponse<byte[]> replay;
-    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-    do {
-      replay = post(path, key, "{}");
-    } while (replay.statusCode() == 409 && System.nanoTime() < deadline);
+    HttpResponse<byte[]> timedOut = postTimedOut(path, key);
+    HttpResponse<byte[]> replay = retry(path, key);
 
     String answers =
         String.format(
@@ -128,15 +95,10 @@ class MvcLateResponseShapeProbeTest implements EndpointClient {
   @ResponseStatus(HttpStatus.CREATED)
   static class ClassStatusController {
     static final AtomicInteger runs = new AtomicInteger();
-    static volatile CountDownLatch gate = new CountDownLatch(1);
 
     static Map<String, String> send(boolean hold, int run) {
       if (hold) {
-        try {
-          gate.await(20, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
+        awaitGate();
       }
       return Map.of("id", "sent-" + run);
     }

@@ -8,16 +8,11 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
@@ -38,31 +33,19 @@ import org.springframework.web.servlet.ModelAndView;
  */
 @SpringBootTest(
     classes = MvcLateUnresolvedFailureTest.ProbeApplication.class,
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      "idempotency.close-grace-period=1s"
-    })
-class MvcLateUnresolvedFailureTest implements EndpointClient {
-
-  static final String HOLD = "X-Probe-Hold";
-
-  @LocalServerPort int port;
-
-  @Override
-  public int port() {
-    return port;
-  }
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class MvcLateUnresolvedFailureTest extends MvcLateFixture {
 
   @Override
   public int runs() {
     return ProbeController.sends.get();
   }
 
-  @BeforeEach
-  void reset() {
-    ProbeController.gate = new CountDownLatch(1);
+  /** A 409 that says the key is in progress (not any other 409). */
+  @Override
+  boolean inProgress(HttpResponse<byte[]> answer) {
+    return answer.statusCode() == 409
+        && EndpointClient.text(answer).contains("request-in-progress");
   }
 
   /** The control: on time the resolver answers 422, which is stored and replayed. */
@@ -70,7 +53,7 @@ class MvcLateUnresolvedFailureTest implements EndpointClient {
   void withoutATimeoutTheResolversAnswerIsStored() throws Exception {
     String key = EndpointClient.newKey();
     int before = ProbeController.sends.get();
-    ProbeController.gate.countDown();
+    gate.countDown();
 
     HttpResponse<byte[]> first = post("/probe/unresolved", key, "{}");
     HttpResponse<byte[]> retry = post("/probe/unresolved", key, "{}");
@@ -87,19 +70,8 @@ class MvcLateUnresolvedFailureTest implements EndpointClient {
     String key = EndpointClient.newKey();
     int before = ProbeController.sends.get();
 
-    HttpResponse<byte[]> timedOut;
-    try {
-      timedOut = post("/probe/unresolved", key, "{}", HOLD, "true");
-    } finally {
-      ProbeController.gate.countDown();
-    }
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-    do {
-      retry = post("/probe/unresolved", key, "{}");
-    } while (retry.statusCode() == 409
-        && EndpointClient.text(retry).contains("request-in-progress")
-        && System.nanoTime() < deadline);
+    HttpResponse<byte[]> timedOut = postTimedOut("/probe/unresolved", key);
+    HttpResponse<byte[]> retry = retry("/probe/unresolved", key);
 
     String answers =
         String.format(
@@ -154,7 +126,6 @@ class MvcLateUnresolvedFailureTest implements EndpointClient {
   @RestController
   static class ProbeController {
     static final AtomicInteger sends = new AtomicInteger();
-    static volatile CountDownLatch gate = new CountDownLatch(1);
 
     @IdempotentEndpoint
     @PostMapping("/probe/unresolved")
@@ -162,7 +133,7 @@ class MvcLateUnresolvedFailureTest implements EndpointClient {
       return () -> {
         sends.incrementAndGet();
         if (hold != null) {
-          gate.await(20, TimeUnit.SECONDS);
+          awaitGate();
         }
         throw new Refused();
       };

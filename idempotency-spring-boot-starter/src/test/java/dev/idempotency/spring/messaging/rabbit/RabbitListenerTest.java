@@ -94,12 +94,7 @@ class RabbitListenerTest extends BatchListenerContract {
 
   @DynamicPropertySource
   static void rabbit(DynamicPropertyRegistry registry) {
-    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
-    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
-    for (String property : ListenerTestConfiguration.PROPERTIES) {
-      int equals = property.indexOf('=');
-      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
-    }
+    RabbitTestProperties.register(registry);
   }
 
   @Autowired RabbitTemplate template;
