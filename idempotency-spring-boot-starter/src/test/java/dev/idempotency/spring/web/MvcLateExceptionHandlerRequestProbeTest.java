@@ -42,6 +42,10 @@ import org.springframework.web.bind.annotation.RestControllerAdvice;
  * maps it" (as for a 500) and the key is released: the client's retry runs the handler and sends
  * again. The starter's "status cannot be known: recorded as answered" rule (UnresolvedFailure) only
  * covers a resolver that throws.
+ *
+ * <p>Severity medium-high (a second provider send). Fails on main (dc550c5) on Boot 3.5 and 4.0,
+ * Callable and CompletableFuture: "provider sends for one key (first 409 ...; retry 422
+ * replayed=null {"error":"recipient-blocked","tenant":"acme"}) expected: 1 but was: 2".
  */
 @SpringBootTest(
     classes = MvcLateExceptionHandlerRequestProbeTest.ProbeApplication.class,

@@ -52,6 +52,10 @@ import org.springframework.test.context.DynamicPropertySource;
  * </ul>
  *
  * On the shared rabbitmq-server.
+ *
+ * <p>Severity medium (a lost send). Fails on main (dc550c5) on Boot 3.5 and 4.0: "timed out after
+ * 30000 ms waiting for the deferred delivery's run" (the event handled by the error handler, never
+ * run); the control passes on both.
  */
 @SpringBootTest(classes = RabbitListenerErrorHandlerProbeTest.App.class)
 @DirtiesContext
