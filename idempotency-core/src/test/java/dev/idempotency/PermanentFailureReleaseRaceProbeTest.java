@@ -18,7 +18,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -96,7 +95,6 @@ class PermanentFailureReleaseRaceProbeTest {
    * answered before the FAILED write deletes the record, and a repeat runs the sender again.
    */
   @Test
-  @Tag("open-finding")
   void blockingPermanentFailureIsNotErasedByABackgroundRelease() throws Exception {
     String key = "probe-blocking-bg:" + UUID.randomUUID();
     AtomicInteger calls = new AtomicInteger();
@@ -124,7 +122,6 @@ class PermanentFailureReleaseRaceProbeTest {
    * through to the direct release, which deletes the record the background is about to mark FAILED.
    */
   @Test
-  @Tag("open-finding")
   void blockingPermanentFailureIsNotErasedByTheDirectRelease() throws Exception {
     String key = "probe-blocking-direct:" + UUID.randomUUID();
     AtomicInteger calls = new AtomicInteger();
@@ -146,7 +143,6 @@ class PermanentFailureReleaseRaceProbeTest {
 
   /** The async path of the case above: its direct release is not guarded by outcomePending. */
   @Test
-  @Tag("open-finding")
   void asyncPermanentFailureIsNotErasedByTheDirectRelease() throws Exception {
     String key = "probe-async-direct:" + UUID.randomUUID();
     AtomicInteger calls = new AtomicInteger();
