@@ -69,6 +69,7 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
     String path = "/probe/shutdown/task-long";
     MvcShutdownAfterTimeoutProbeTest.ProbeController.gate = new CountDownLatch(1);
     int before = runs();
+    int sentBefore = MvcShutdownAfterTimeoutProbeTest.ProbeController.sent.get();
     CountDownLatch closing = new CountDownLatch(1);
     ConfigurableApplicationContext first = start(store, closing);
     CompletableFuture<Void> closed;
@@ -93,6 +94,9 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
       MvcShutdownAfterTimeoutProbeTest.ProbeController.gate.countDown();
     }
     closed.get(60, TimeUnit.SECONDS);
+    assertThat(MvcShutdownAfterTimeoutProbeTest.ProbeController.sent.get() - sentBefore)
+        .as("the send happened during the shutdown")
+        .isEqualTo(1);
     String firstAnswer =
         answered
             .handle(
