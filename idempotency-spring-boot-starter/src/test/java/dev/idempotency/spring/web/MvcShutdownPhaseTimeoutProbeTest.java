@@ -10,6 +10,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.builder.SpringApplicationBuilder;
@@ -25,7 +26,20 @@ import org.springframework.context.event.ContextClosedEvent;
  * starts closing the guard; the send is released only then. SPEC 1/14: the guard's grace period
  * records the send before Lettuce's factory (phase 0) stops, and the restarted application replays
  * it: one handler run.
+ *
+ * <p>Open finding (medium-high: an ordinary shutdown, no crash, leaves a send that happened
+ * unrecorded; its key is kept, not released, so the retry gets 409 until the lease lapses and is
+ * then taken over and sent again). Boot 4.0: fails 3/3; Boot 3.5: fails 1 of 3 (passed twice), main
+ * dc550c5. The send is released as soon as the guard is closing and does end ('the send happened
+ * during the shutdown' holds), yet the guard logs 'Closed the idempotency guard with 1 calls still
+ * running after its grace period of 20000 ms' and 'Ended 1 async calls abandoned', and the retry
+ * after the restart is answered '409 ... request-in-progress' ('expected: 201 but was: 409'; the
+ * first client got no answer, 'HTTP/1.1 header parser received no bytes'). Likely cause (not
+ * checked): the endpoint's call ends only when the async result is dispatched back to the
+ * container, which no longer happens once the web server stopped after the graceful phase timed
+ * out.
  */
+@Tag("open-finding")
 class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
 
   private int port;
