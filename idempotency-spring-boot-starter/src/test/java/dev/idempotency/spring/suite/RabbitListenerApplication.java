@@ -43,20 +43,25 @@ final class RabbitListenerApplication implements ListenerApplication {
     return start(store, provider, closing, queue, true);
   }
 
-  private static RabbitListenerApplication start(
+  /** The application with {@code extraProperties} set last (probes). */
+  static RabbitListenerApplication start(
       SwitchableKeyStore store,
       SuiteProvider provider,
       CountDownLatch closing,
       String queue,
-      boolean idempotentMethod) {
+      boolean idempotentMethod,
+      String... extraProperties) {
     ConfigurableApplicationContext context =
         SuiteApplications.application(SuiteRabbitApplication.class, store, provider, closing)
             .defaultProperties(
                 SuiteApplications.listenerProperties(
-                    "spring.rabbitmq.host=127.0.0.1",
-                    "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
-                    "suite.destination=" + queue,
-                    "suite.rabbit.idempotent-method=" + idempotentMethod))
+                    new String[] {
+                      "spring.rabbitmq.host=127.0.0.1",
+                      "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
+                      "suite.destination=" + queue,
+                      "suite.rabbit.idempotent-method=" + idempotentMethod
+                    },
+                    extraProperties))
             .run();
     return new RabbitListenerApplication(context, queue);
   }

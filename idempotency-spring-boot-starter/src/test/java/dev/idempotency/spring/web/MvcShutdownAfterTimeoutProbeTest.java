@@ -218,12 +218,18 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
     static volatile CountDownLatch gate = new CountDownLatch(1);
     private static final ExecutorService PROVIDER = Executors.newCachedThreadPool();
 
+    /**
+     * Sends that ended (the provider accepted the message), for MvcShutdownPhaseTimeoutProbeTest.
+     */
+    static final AtomicInteger sent = new AtomicInteger();
+
     static ResponseEntity<Map<String, String>> send(int run) {
       try {
         gate.await(30, TimeUnit.SECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
+      sent.incrementAndGet();
       return ResponseEntity.status(201).body(Map.of("id", "sent-" + run));
     }
 
