@@ -16,7 +16,9 @@ import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.context.WebApplicationContext;
 import org.springframework.web.context.request.ServletWebRequest;
+import org.springframework.web.method.ControllerAdviceBean;
 import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.method.annotation.ExceptionHandlerMethodResolver;
 import org.springframework.web.method.support.HandlerMethodReturnValueHandler;
 import org.springframework.web.method.support.HandlerMethodReturnValueHandlerComposite;
 import org.springframework.web.method.support.ModelAndViewContainer;
@@ -47,14 +49,17 @@ final class LateResponse {
   private final EndedRequest request;
   private final InMemoryResponse leftAs;
   private final long limit;
+  private final @Nullable WebApplicationContext context;
 
   private LateResponse(
+      @Nullable WebApplicationContext context,
       HandlerMethod handler,
       @Nullable HandlerMethodReturnValueHandlerComposite handlers,
       @Nullable List<HandlerExceptionResolver> resolvers,
       EndedRequest request,
       InMemoryResponse leftAs,
       long limit) {
+    this.context = context;
     this.handler = handler;
     this.handlers = handlers;
     this.resolvers = resolvers;
@@ -71,6 +76,7 @@ final class LateResponse {
       HttpServletRequest request, HttpServletResponse response, HandlerMethod handler, long limit) {
     WebApplicationContext context = RequestContextUtils.findWebApplicationContext(request);
     return new LateResponse(
+        context,
         handler,
         returnValueHandlers(context),
         exceptionResolvers(context),
@@ -131,8 +137,9 @@ final class LateResponse {
    *
    * @param listedHeaders the headers the endpoint lists to store
    * @return the response, or null if no resolver handles the failure (on time, a 500)
-   * @throws UnresolvedFailure if the failure could not be resolved here (no resolvers known, or one
-   *     failed on the ended request): its status is not known
+   * @throws UnresolvedFailure if the failure could not be resolved here (no resolvers known, one
+   *     failed on the ended request, or an {@code @ExceptionHandler} declared for it answered
+   *     nothing there): its status is not known
    */
   @Nullable StoredResponse renderFailure(Throwable failure, List<String> listedHeaders) {
     List<HandlerExceptionResolver> known = resolvers;
@@ -160,6 +167,13 @@ final class LateResponse {
       throw new UnresolvedFailure("an exception resolver failed", e);
     }
     if (view == null) {
+      if (anExceptionHandlerMaps(failure)) {
+        // ExceptionHandlerExceptionResolver logs and swallows what an @ExceptionHandler throws:
+        // one that read what the ended request no longer has (a parameter, the session) answers
+        // nothing here, where on time it mapped the failure (a 4xx: the send may have happened)
+        throw new UnresolvedFailure(
+            "an @ExceptionHandler maps it but answered nothing on the ended request", null);
+      }
       return null;
     }
     boolean rendered = view.isEmpty();
@@ -175,6 +189,29 @@ final class LateResponse {
       rendered = handle(problem, new AsyncResultType(handler, problem), servletResponse);
     }
     return captured(response, servletResponse, rendered, listedHeaders);
+  }
+
+  /**
+   * Whether an {@code @ExceptionHandler} method of the handler's controller, or of a {@code
+   * ControllerAdvice} bean that applies to it, is declared for {@code failure}.
+   */
+  private boolean anExceptionHandlerMaps(Throwable failure) {
+    Class<?> controller = handler.getBeanType();
+    if (new ExceptionHandlerMethodResolver(controller).resolveMethodByThrowable(failure) != null) {
+      return true;
+    }
+    if (context == null) {
+      return false;
+    }
+    for (ControllerAdviceBean advice : ControllerAdviceBean.findAnnotatedBeans(context)) {
+      Class<?> type = advice.getBeanType();
+      if (type != null
+          && advice.isApplicableToBeanType(controller)
+          && new ExceptionHandlerMethodResolver(type).resolveMethodByThrowable(failure) != null) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** Whether Spring MVC's return value handlers wrote {@code value} on {@code response}. */
