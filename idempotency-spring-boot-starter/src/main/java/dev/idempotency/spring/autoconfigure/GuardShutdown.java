@@ -4,7 +4,9 @@ import dev.idempotency.IdempotencyGuard;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.beans.factory.support.AbstractBeanDefinition;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.ApplicationContextAware;
 import org.springframework.context.ApplicationListener;
@@ -21,7 +23,9 @@ import org.springframework.context.event.ContextClosedEvent;
  * otherwise be closed, comes after every lifecycle bean has stopped.
  *
  * <p>Only a context that closes closes its guards: a {@code stop()} of a context that may be
- * started again leaves them open. Guards of a parent context are left to the parent.
+ * started again leaves them open. Guards of a parent context are left to the parent, and guards
+ * Spring would not close on destroy (registered as objects, or declared with no destroy method) to
+ * the application.
  */
 final class GuardShutdown
     implements SmartLifecycle, ApplicationListener<ContextClosedEvent>, ApplicationContextAware {
@@ -69,12 +73,39 @@ final class GuardShutdown
       return;
     }
     for (String name : beanFactory.getBeanNamesForType(IdempotencyGuard.class, false, false)) {
-      if (beanFactory.containsSingleton(name)) {
+      if (beanFactory.containsSingleton(name) && closedOnDestroy(name)) {
         log.debug("Closing the idempotency guard '{}' before the store's connections stop", name);
         // waits for the calls still running, for at most the guard's grace period
         beanFactory.getBean(name, IdempotencyGuard.class).close();
       }
     }
+  }
+
+  /**
+   * Whether Spring would close the guard {@code name} when its beans are destroyed, so that closing
+   * it earlier changes only when: a bean definition whose destroy method is inferred (an {@code
+   * AutoCloseable}'s {@code close()}) or {@code close}. A guard registered as an object (perhaps
+   * shared with another context) or declared with no destroy method ({@code @Bean(destroyMethod =
+   * "")}) is the application's to close.
+   */
+  private boolean closedOnDestroy(String name) {
+    if (!beanFactory.containsBeanDefinition(name)) {
+      return false;
+    }
+    BeanDefinition definition = beanFactory.getMergedBeanDefinition(name);
+    if (!(definition instanceof AbstractBeanDefinition declared)) {
+      return true;
+    }
+    String[] destroyMethods = declared.getDestroyMethodNames();
+    if (destroyMethods == null) {
+      return true; // none named: Spring infers an AutoCloseable's close()
+    }
+    for (String method : destroyMethods) {
+      if (AbstractBeanDefinition.INFER_METHOD.equals(method) || "close".equals(method)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   @Override

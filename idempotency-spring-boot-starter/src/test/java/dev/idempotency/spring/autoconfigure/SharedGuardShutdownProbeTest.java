@@ -6,7 +6,6 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import java.time.Duration;
 import java.util.UUID;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
@@ -32,6 +31,9 @@ import org.springframework.context.annotation.Configuration;
  * other application's error handling). Fails on Boot 3.5 and 4.0 (main dc550c5, 2/2 each; the
  * control passes on both): 'the guard the application closes itself, after the context closed'
  * expected false but was true, and 'the sibling's shared guard' likewise.
+ *
+ * <p>Fixed: {@code GuardShutdown} closes only the guards Spring would close on destroy (a bean
+ * definition whose destroy method is inferred or {@code close}), earlier.
  */
 class SharedGuardShutdownProbeTest {
 
@@ -62,7 +64,6 @@ class SharedGuardShutdownProbeTest {
   }
 
   @Test
-  @Tag("open-finding")
   void aGuardBeanWithoutADestroyMethodIsLeftToTheApplication() {
     runner
         .withUserConfiguration(OwnGuard.class)
@@ -93,7 +94,6 @@ class SharedGuardShutdownProbeTest {
   }
 
   @Test
-  @Tag("open-finding")
   void closingOneApplicationLeavesASiblingsSharedGuardOpen() {
     IdempotencyGuard shared =
         IdempotencyGuard.builder().store(InMemoryKeyStore.builder().build()).build();
