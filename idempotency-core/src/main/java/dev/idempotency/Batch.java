@@ -4,11 +4,8 @@ import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.ConcurrentModificationException;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.NoSuchElementException;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -102,7 +99,7 @@ public final class Batch<T> implements AutoCloseable {
      * When its hand-out was checked ({@code hasNext()}), on the lease scale (the guard's clock);
      * valid once handed out.
      */
-    private volatile long handedOutAt;
+    volatile long handedOutAt;
 
     /** Whether the item was ever handed out to be sent (a send may have started under it). */
     boolean handedOut() {
@@ -221,8 +218,8 @@ public final class Batch<T> implements AutoCloseable {
   }
 
   private final BatchClaims<T> answers;
-  private final List<String> lapsed = new CopyOnWriteArrayList<>();
   private final BatchReportGate reports = new BatchReportGate();
+  private final BatchHandOut handOut;
   private final AtomicReference<Recorded> result = new AtomicReference<>();
   private final LeaseKeeper.Watched watcher =
       new LeaseKeeper.Watched() {
@@ -240,11 +237,17 @@ public final class Batch<T> implements AutoCloseable {
   /** When a key was last handed out or reported, on the monotonic clock. */
   private volatile long lastActivityMono;
 
+  /** A key was handed out at {@code nowMono}: the batch is active (its keys are renewed). */
+  void activeAt(long nowMono) {
+    lastActivityMono = nowMono;
+  }
+
   Batch(GuardSettings settings, List<IdempotencyRequest> requests, ResultCodec<T> codec) {
     this.settings = settings;
     this.writer = new BatchWriter(settings);
     this.leases = new BatchLeases(settings);
     this.answers = new BatchClaims<>(settings, this);
+    this.handOut = new BatchHandOut(this, settings, writer, leases, reports, claimed);
     List<CallSupport<T>> all = answers.toClaim(requests, codec);
     this.lastActivityMono = GuardSettings.monoNow();
     int chunkSize = writer.chunkSize;
@@ -268,7 +271,7 @@ public final class Batch<T> implements AutoCloseable {
   }
 
   /** Has the keeper watch this batch, again if it let it go while the batch was idle. */
-  private void keepWatched() {
+  void keepWatched() {
     synchronized (watchLock) {
       if (!watchedByKeeper && result.get() == null) {
         watchedByKeeper = true;
@@ -304,124 +307,7 @@ public final class Batch<T> implements AutoCloseable {
    * @return the keys to send, in request order; not thread-safe to iterate from several threads
    */
   public Iterable<Item> toSend() {
-    return () -> new ToSend(claimed.iterator());
-  }
-
-  /**
-   * {@code hasNext()} checks the next key (its lease, the guard not closing) and reserves it; only
-   * {@code next()} hands it out. A reserved key that {@code next()} never returned (a loop that
-   * stopped after {@code hasNext()}) was not handed out: {@code record()} takes it back.
-   */
-  private final class ToSend implements Iterator<Item> {
-    private final Iterator<Item> items;
-    private Item reserved;
-
-    ToSend(Iterator<Item> items) {
-      this.items = items;
-    }
-
-    @Override
-    public boolean hasNext() {
-      while (reserved == null && items.hasNext()) {
-        Item item = items.next();
-        if (mayHandOut(item)) {
-          reserved = item;
-        }
-      }
-      return reserved != null;
-    }
-
-    @Override
-    public Item next() {
-      while (hasNext()) {
-        Item item = reserved;
-        reserved = null;
-        if (!stillLive(item)) {
-          continue; // its lease ran out since hasNext() (the loop waited): lapsed, look further
-        }
-        long nowMono = GuardSettings.monoNow();
-        if (item.markHandedOut(nowMono)) {
-          lastActivityMono = nowMono;
-          return item;
-        } // another iteration of toSend() handed it out since hasNext(): look further
-      }
-      if (reports.isClosed()) {
-        // fail fast, as the JDK's iterators do on a concurrent change: handing the key out now
-        // would have it sent after record() released it
-        throw new ConcurrentModificationException(
-            "record() began on another thread while toSend() was iterated: no key is handed out"
-                + " after it (call record() once the send loops ended)");
-      }
-      throw new NoSuchElementException(
-          "no key left to hand out: those hasNext() found were handed out, reported or lapsed since");
-    }
-  }
-
-  /**
-   * Whether {@code item} may be handed out now; a key whose lease lapsed never is again. First, by
-   * the guard's clock and one send ahead ({@link BatchLeases}): the reported outcomes whose leases
-   * end sooner are written, and (with lease renewal on) the unreported keys whose leases end sooner
-   * are renewed; a key whose lease would still end before its send could is not handed out.
-   */
-  private boolean mayHandOut(Item item) {
-    if (item.state.get() != Item.NEW || item.handedOut()) {
-      return false; // reported, lapsed, or handed out before (its send may be running): never twice
-    }
-    if (reports.isClosed()) {
-      return false; // record() began (on another thread): it releases the key, so it is not sent
-    }
-    long now = settings.leaseNow();
-    long horizonNanos = leases.horizonNanos();
-    writer.writeIfLeaseShort(now, horizonNanos);
-    if (item.claim != null) {
-      if (settings.leaseRenewal) {
-        leases.renewBefore(now + horizonNanos, claimed);
-      } // without renewal, a lease is what the claim got: one that ends too soon is not sent on
-      if (!item.claim.isLive(now, horizonNanos)) {
-        lapse(item);
-        return false;
-      }
-    }
-    if (!item.startRunning(settings.inFlight)) {
-      lapse(item); // the guard is closing: no send starts now
-      return false;
-    }
-    item.handedOutAt = now;
-    lastActivityMono = GuardSettings.monoNow();
-    keepWatched();
-    return true;
-  }
-
-  /**
-   * Whether a key {@code hasNext()} reserved may still be handed out: time may have passed since (a
-   * loop that waits for a quota between {@code hasNext()} and {@code next()}), so its lease is
-   * checked again, one send ahead, after renewing what is due; a key whose lease no longer outlasts
-   * a send is lapsed, never handed out (another caller may have taken it over and sent).
-   */
-  private boolean stillLive(Item item) {
-    if (item.claim == null) {
-      return true;
-    }
-    long now = settings.leaseNow();
-    long horizonNanos = leases.horizonNanos();
-    if (settings.leaseRenewal) {
-      leases.renewBefore(now + horizonNanos, claimed);
-    }
-    if (item.claim.isLive(now, horizonNanos)) {
-      return true;
-    }
-    item.stopRunning(settings.inFlight);
-    lapse(item);
-    return false;
-  }
-
-  private void lapse(Item item) {
-    if (item.state.compareAndSet(Item.NEW, Item.LAPSED)) {
-      lapsed.add(item.key());
-      CallEvents.log.debug(
-          "Key {} of a batch was not handed out: its lease lapsed, or the guard is closing",
-          item.call.keyId);
-    }
+    return handOut::iterator;
   }
 
   /**
@@ -465,7 +351,7 @@ public final class Batch<T> implements AutoCloseable {
    * @return the keys, growing while the batch runs
    */
   public List<String> lapsed() {
-    return Collections.unmodifiableList(lapsed);
+    return Collections.unmodifiableList(handOut.lapsed());
   }
 
   /**
