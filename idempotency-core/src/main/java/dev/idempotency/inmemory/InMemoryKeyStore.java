@@ -2,7 +2,6 @@ package dev.idempotency.inmemory;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
-import com.github.benmanes.caffeine.cache.Expiry;
 import com.github.benmanes.caffeine.cache.RemovalCause;
 import com.github.benmanes.caffeine.cache.Ticker;
 import dev.idempotency.IdempotencyEvent;
@@ -55,7 +54,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
 
   private static final Logger log = LoggerFactory.getLogger(InMemoryKeyStore.class);
 
-  private final Cache<String, Entry> cache;
+  private final Cache<String, InMemoryEntry> cache;
   private final Ticker ticker;
   private final int maxPayloadBytes;
   private final IdempotencyListener listener;
@@ -70,7 +69,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
             .maximumSize(builder.maximumSize)
             .ticker(ticker)
             .executor(Runnable::run)
-            .expireAfter(new UntilRetentionDeadline())
+            .expireAfter(new InMemoryEntry.UntilRetentionDeadline())
             .evictionListener(this::onEviction)
             .build();
   }
@@ -96,7 +95,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
             (keyId, current) -> {
               if (current == null || !now.isBefore(current.record.retentionDeadline())) {
                 result[0] = new ClaimResult.Claimed(1, false);
-                return Entry.fresh(request, ticker.read());
+                return InMemoryEntry.fresh(request, ticker.read());
               }
               StoredRecord record = current.record;
               boolean leaseExpired =
@@ -176,7 +175,8 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
    * Replaces the record {@code ownerToken} owns with what {@code change} makes of it (null deletes
    * it), atomically; whether the token owned it.
    */
-  private boolean changeOwned(String keyId, String ownerToken, UnaryOperator<Entry> change) {
+  private boolean changeOwned(
+      String keyId, String ownerToken, UnaryOperator<InMemoryEntry> change) {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
     boolean[] owned = new boolean[1];
@@ -198,7 +198,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
   public Optional<StoredRecord> find(String keyId, Instant now) {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(now, "now");
-    Entry entry = cache.getIfPresent(keyId);
+    InMemoryEntry entry = cache.getIfPresent(keyId);
     if (entry == null || !now.isBefore(entry.record.retentionDeadline())) {
       return Optional.empty();
     }
@@ -284,7 +284,7 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
     return cache.estimatedSize();
   }
 
-  private void onEviction(String keyId, Entry entry, RemovalCause cause) {
+  private void onEviction(String keyId, InMemoryEntry entry, RemovalCause cause) {
     if (cause != RemovalCause.SIZE) {
       return;
     }
@@ -306,146 +306,6 @@ public final class InMemoryKeyStore implements AsyncKeyStore {
       } catch (RuntimeException e) {
         log.warn("An IdempotencyListener threw on an eviction event; ignored", e);
       }
-    }
-  }
-
-  /** One record with its owner token and its removal time on the cache's ticker. */
-  private static final class Entry {
-    final StoredRecord record;
-    final String ownerToken;
-    final long expiresAtTick;
-
-    private Entry(StoredRecord record, String ownerToken, long expiresAtTick) {
-      this.record = record;
-      this.ownerToken = ownerToken;
-      this.expiresAtTick = expiresAtTick;
-    }
-
-    static Entry fresh(ClaimRequest request, long nowTick) {
-      Instant now = request.now();
-      StoredRecord record =
-          new StoredRecord(
-              RecordState.IN_PROGRESS,
-              1,
-              request.fingerprint(),
-              null,
-              now,
-              null,
-              now.plus(request.lease()),
-              now.plus(request.retention()));
-      return new Entry(record, request.ownerToken(), nowTick + request.retention().toNanos());
-    }
-
-    boolean isOwnedBy(String token) {
-      return record.state() == RecordState.IN_PROGRESS && ownerToken.equals(token);
-    }
-
-    /** Whether this record holds exactly the outcome {@code request} writes, by its owner. */
-    boolean holdsOutcomeOf(CompleteRequest request) {
-      return record.state() == request.state()
-          && ownerToken.equals(request.ownerToken())
-          && java.util.Arrays.equals(record.payload(), request.payload());
-    }
-
-    /** A takeover: a new owner and attempt, with a whole lease (the record lives as long). */
-    Entry takenOver(ClaimRequest request, long nowTick) {
-      Instant leaseDeadline = request.now().plus(request.lease());
-      StoredRecord next =
-          new StoredRecord(
-              RecordState.IN_PROGRESS,
-              record.attempt() + 1,
-              record.fingerprint(),
-              null,
-              record.createdAt(),
-              null,
-              leaseDeadline,
-              latest(record.retentionDeadline(), leaseDeadline));
-      return new Entry(
-          next, request.ownerToken(), lastingAtLeast(nowTick, request.lease().toNanos()));
-    }
-
-    /**
-     * The same claim with a new lease deadline; the record lives at least as long as the lease,
-     * past the window if need be, so it never ends under a live owner.
-     */
-    Entry withLease(Instant leaseDeadline, long nowTick, Duration lease) {
-      StoredRecord next =
-          new StoredRecord(
-              record.state(),
-              record.attempt(),
-              record.fingerprint(),
-              null,
-              record.createdAt(),
-              null,
-              leaseDeadline,
-              latest(record.retentionDeadline(), leaseDeadline));
-      return new Entry(next, ownerToken, lastingAtLeast(nowTick, lease.toNanos()));
-    }
-
-    /**
-     * A take-back: the same attempt with its lease ended at {@code now} (if not before), under a
-     * fresh owner token no caller holds, so that no late write of the claim taken back passes the
-     * fence again.
-     */
-    Entry lapsedAt(Instant now) {
-      StoredRecord next =
-          new StoredRecord(
-              record.state(),
-              record.attempt(),
-              record.fingerprint(),
-              null,
-              record.createdAt(),
-              null,
-              record.leaseDeadline().isBefore(now) ? record.leaseDeadline() : now,
-              record.retentionDeadline());
-      return new Entry(next, endedOwnerToken(), expiresAtTick);
-    }
-
-    /** A random owner token (22 characters, as a claim's), held by no caller. */
-    private static String endedOwnerToken() {
-      byte[] random = new byte[16];
-      java.util.concurrent.ThreadLocalRandom.current().nextBytes(random);
-      return java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(random);
-    }
-
-    private long lastingAtLeast(long nowTick, long nanos) {
-      return Math.max(expiresAtTick, nowTick + nanos);
-    }
-
-    private static Instant latest(Instant a, Instant b) {
-      return a.isAfter(b) ? a : b;
-    }
-
-    Entry completed(CompleteRequest request) {
-      StoredRecord next =
-          new StoredRecord(
-              request.state(),
-              record.attempt(),
-              record.fingerprint(),
-              request.payload().clone(),
-              record.createdAt(),
-              request.now(),
-              record.leaseDeadline(),
-              record.retentionDeadline());
-      return new Entry(next, ownerToken, expiresAtTick);
-    }
-  }
-
-  /** Removes a record when its window has passed on the cache's ticker. */
-  private static final class UntilRetentionDeadline implements Expiry<String, Entry> {
-    @Override
-    public long expireAfterCreate(String key, Entry entry, long currentTime) {
-      return Math.max(0, entry.expiresAtTick - currentTime);
-    }
-
-    @Override
-    public long expireAfterUpdate(String key, Entry entry, long currentTime, long currentDuration) {
-      return Math.max(0, entry.expiresAtTick - currentTime);
-    }
-
-    @Override
-    public long expireAfterRead(String key, Entry entry, long currentTime, long currentDuration) {
-      return currentDuration;
     }
   }
 
