@@ -46,7 +46,7 @@ final class AsyncGuardedCall<T> {
     }
     // every stage from here on is a CallerStage, completed the way any dependent stage is (so its
     // callbacks, and the guard's own, run in the order they always did)
-    return CallerStage.root(call::callerGaveUp)
+    return CallerStage.root(call.breaker::callerGaveUp)
         .thenCompose(ignored -> result)
         .exceptionallyCompose(
             failure -> CompletableFuture.failedFuture(abandonedIfRejected(failure)))
@@ -81,7 +81,7 @@ final class AsyncGuardedCall<T> {
     // a blocking store's claim may wait in the executor's queue: it asks the breaker as it starts
     boolean queued = AsyncStores.queuesCalls(call.settings.asyncStore);
     KeyStoreException refusal =
-        queued ? call.breakerRefusalBeforeQueueing() : call.breakerRefusal();
+        queued ? call.breaker.refusalBeforeQueueing() : call.breaker.refusal();
     if (refusal != null) {
       answer = CompletableFuture.failedFuture(refusal);
     } else {

@@ -32,9 +32,9 @@ final class AsyncStores {
 
   /**
    * A claim of {@code call} on a store that {@link #queuesCalls queues its calls}, which asks the
-   * guard's breaker ({@link CallSupport#breakerRefusal()}) when it starts rather than when it was
-   * queued, and tells the breaker of an answer or a failure before its thread takes the next queued
-   * claim ({@link CallSupport#claimAnsweredWhereAsked}, {@link CallSupport#claimFailedWhereAsked}):
+   * guard's breaker ({@link CallBreaker#refusal()}) when it starts rather than when it was queued,
+   * and tells the breaker of an answer or a failure before its thread takes the next queued claim
+   * ({@link CallBreaker#claimAnsweredWhereAsked}, {@link CallBreaker#claimFailedWhereAsked}):
    * during an outage that hangs the store, the claims queued before the first failure then fail at
    * once with the breaker's refusal (nothing sent, the store not asked) instead of each waiting the
    * store's own bound in turn. Outcome writes and releases are never refused this way: they follow
@@ -58,7 +58,7 @@ final class AsyncStores {
           if (call.settings.gaveUp()) {
             throw call.lease.closedBeforeSend(0);
           }
-          KeyStoreException refused = call.breakerRefusal();
+          KeyStoreException refused = call.breaker.refusal();
           if (refused != null) {
             throw refused;
           }
@@ -66,9 +66,9 @@ final class AsyncStores {
           try {
             answer = queued.store.claim(request);
           } catch (RuntimeException failure) {
-            throw call.claimFailedWhereAsked(failure);
+            throw call.breaker.claimFailedWhereAsked(failure);
           }
-          call.claimAnsweredWhereAsked(answer);
+          call.breaker.claimAnsweredWhereAsked(answer);
           if (answer instanceof ClaimResult.Claimed granted && call.settings.gaveUp()) {
             call.lease.releaseUnsent(request.ownerToken());
             throw call.lease.closedBeforeSend(granted.attempt());

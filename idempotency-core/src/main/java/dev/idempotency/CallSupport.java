@@ -11,8 +11,6 @@ import java.time.Instant;
 import java.util.Base64;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Supplier;
-import org.jspecify.annotations.Nullable;
 
 /**
  * The decision core of one guarded key, shared by the blocking ({@link GuardedCall}), asynchronous
@@ -30,7 +28,8 @@ import org.jspecify.annotations.Nullable;
  * </ol>
  *
  * What the call reports (events and logs, which name the key only by its digest) goes through its
- * {@link CallEvents}, {@link #events}.
+ * {@link CallEvents}, {@link #events}; what its claims tell the guard's store-outage breaker,
+ * through its {@link CallBreaker}, {@link #breaker}.
  *
  * <p>One instance per key and call; not thread-safe except where noted.
  */
@@ -77,16 +76,13 @@ final class CallSupport<T> {
   private long waitStartNanos;
   private long pollNanos = FIRST_POLL_NANOS;
 
-  /** A claim failure already told to the breaker ({@link #claimFailedWhereAsked}). */
-  private volatile KeyStoreException reportedWhereAsked;
-
-  /** Whether the breaker was told of the last claim's answer ({@link #claimAnsweredWhereAsked}). */
-  private volatile boolean answeredWhereAsked;
-
   /** Whether replays may fill (and be answered from) the guard's near cache. */
   private boolean usesNearCache = true;
 
   final CallEvents events;
+
+  /** What the call's claims tell the guard's breaker, and its refusals. */
+  final CallBreaker breaker;
 
   /** The lease of the claim around its send. */
   final SendLease lease;
@@ -101,6 +97,7 @@ final class CallSupport<T> {
     this.operation = settings.operations.admit(request.operation());
     this.events = new CallEvents(settings, operation, keyId, startNanos);
     this.lease = new SendLease(settings, keyId, events);
+    this.breaker = new CallBreaker(settings, keyId, request.operation(), events);
   }
 
   /**
@@ -147,22 +144,22 @@ final class CallSupport<T> {
       ClaimResult result,
       Throwable error,
       boolean mayWait) {
-    boolean toldWhereAsked = answeredWhereAsked;
-    answeredWhereAsked = false;
+    boolean toldWhereAsked = breaker.takeAnsweredWhereAsked();
     if (error == null && result instanceof ClaimResult.Failed failed) {
       error = failed.error();
     }
-    if (error instanceof CallerGaveUp gaveUp) {
+    if (error instanceof CallBreaker.CallerGaveUp gaveUp) {
       return new Refuse<>(gaveUp); // the store was not asked: no outage, no fail-open send
     }
     if (error instanceof UnreadableRecordException unreadable) {
-      return new Refuse<>(unreadableRecord(unreadable)); // even fail-open: the key was sent before
+      // even fail-open: the key was sent before
+      return new Refuse<>(breaker.unreadableRecord(unreadable));
     }
     if (error instanceof ClosedBeforeSendException closed) {
       return new Refuse<>(closed); // the guard gave up on the call, not a store failure: no send
     }
     if (error != null || result == null) {
-      KeyStoreException storeFailure = claimFailed(error);
+      KeyStoreException storeFailure = breaker.claimFailed(error);
       if (settings.failsOpen(request.operation())) {
         events.failOpen(storeFailure);
         return new SendUnclaimed<>();
@@ -223,7 +220,7 @@ final class CallSupport<T> {
   static boolean mayHaveReachedTheStore(Throwable error) {
     return error != null
         && !(error instanceof StoreOutages.Refused)
-        && !(error instanceof CallerGaveUp)
+        && !(error instanceof CallBreaker.CallerGaveUp)
         && !(error instanceof java.util.concurrent.RejectedExecutionException);
   }
 
@@ -231,83 +228,6 @@ final class CallSupport<T> {
   IdempotencyInProgressException interruptedWhileWaiting(InterruptedException interrupt) {
     Thread.currentThread().interrupt();
     return inProgress(0, interrupt);
-  }
-
-  private KeyStoreException claimFailed(Throwable failure) {
-    KeyStoreException storeFailure = asStoreFailure(failure);
-    if (storeFailure != reportedWhereAsked) {
-      reportToBreaker(storeFailure);
-    }
-    events.emit(Type.STORE_ERROR, 0, events.elapsed(), storeFailure);
-    return storeFailure;
-  }
-
-  /**
-   * A claim failed on the thread that asked the store (a blocking store's executor): tells the
-   * breaker there and then, before the thread takes its next queued claim, which is then refused
-   * rather than sent to the failing store; {@link #decide} does not count it again.
-   *
-   * @return the failure for {@link #decide}
-   */
-  RuntimeException claimFailedWhereAsked(RuntimeException failure) {
-    if (failure instanceof UnreadableRecordException) {
-      return failure; // the store answered: that key's error, decided later
-    }
-    KeyStoreException storeFailure = asStoreFailure(failure);
-    reportedWhereAsked = storeFailure;
-    reportToBreaker(storeFailure);
-    return storeFailure;
-  }
-
-  /**
-   * The store answered a claim on the thread that asked it: tells the breaker there and then (a
-   * trial's answer lets the next queued claim in), as {@link #claimFailedWhereAsked} does for a
-   * failure; {@link #decide} does not tell it again. A {@link ClaimResult.Failed} is left to {@link
-   * #decide}.
-   *
-   * @return {@code answer}
-   */
-  ClaimResult claimAnsweredWhereAsked(ClaimResult answer) {
-    if (!(answer instanceof ClaimResult.Failed)) {
-      answeredWhereAsked = true;
-      settings.outages.storeAnswered();
-    }
-    return answer;
-  }
-
-  private KeyStoreException asStoreFailure(Throwable failure) {
-    return failure instanceof KeyStoreException e
-        ? e
-        : new KeyStoreException("The key store failed to claim key " + keyId, failure);
-  }
-
-  private void reportToBreaker(KeyStoreException storeFailure) {
-    if (Thread.currentThread().isInterrupted()) {
-      // a wait the application interrupted (a pool gives up on it) says nothing of the store
-      settings.outages.claimAbandoned();
-    } else {
-      settings.outages.storeFailed("a claim failed", storeFailure);
-    }
-  }
-
-  /**
-   * The store answered the claim, but holds a record for this key that it cannot read: that key's
-   * error, never an outage (the breaker stays closed, or closes, for every other key), and never a
-   * send, fail-open or not, since the record may be a completed send.
-   */
-  private UnreadableRecordException unreadableRecord(UnreadableRecordException unreadable) {
-    settings.outages.storeAnswered();
-    UnreadableRecordException refused =
-        new UnreadableRecordException(
-            "The key store holds a record for key "
-                + keyId
-                + " that it cannot read ("
-                + unreadable.getMessage()
-                + "); nothing was sent for this key, and its calls are refused until the record is"
-                + " repaired or deleted in the store; other keys are not affected",
-            unreadable);
-    events.emit(Type.STORE_ERROR, 0, events.elapsed(), refused);
-    return refused;
   }
 
   /**
@@ -401,55 +321,6 @@ final class CallSupport<T> {
    */
   SendContext context(Claim claim) {
     return SendContext.lazy(request.key(), claim.attempt, () -> lease.readyToSend(claim));
-  }
-
-  /**
-   * The breaker's refusal for a new claim of this call ({@link StoreOutages#refusal()}), or {@code
-   * null} to ask the store. A fail-open call always asks: refused without asking, it would send a
-   * key the store, answering again, would have replayed.
-   */
-  @Nullable KeyStoreException breakerRefusal() {
-    return breakerRefusal(settings.outages::refusal);
-  }
-
-  /**
-   * The breaker's refusal for a claim about to be queued on a blocking store's executor ({@link
-   * StoreOutages#refusalBeforeQueueing()}), which asks {@link #breakerRefusal()} when it starts.
-   */
-  @Nullable KeyStoreException breakerRefusalBeforeQueueing() {
-    return breakerRefusal(settings.outages::refusalBeforeQueueing);
-  }
-
-  private @Nullable KeyStoreException breakerRefusal(Supplier<KeyStoreException> breaker) {
-    if (callerGaveUp) {
-      return new CallerGaveUp(keyId);
-    }
-    return settings.failsOpen(request.operation()) ? null : breaker.get();
-  }
-
-  /** Whether the caller of an async call gave up on its stage ({@link CallerStage}). */
-  private volatile boolean callerGaveUp;
-
-  /**
-   * The caller of this async call cancelled or completed its stage itself: a claim not yet sent
-   * (queued for a blocking store's executor, or a repeat's next poll) is not sent at all.
-   */
-  void callerGaveUp() {
-    callerGaveUp = true;
-  }
-
-  /**
-   * A claim not sent because the caller had given up on the call: nothing was claimed or sent, and
-   * the store was not asked (no outage, no fail-open send).
-   */
-  static final class CallerGaveUp extends KeyStoreException {
-    CallerGaveUp(String keyId) {
-      super(
-          "The caller gave up on the call of key "
-              + keyId
-              + " before its claim was sent to the store: nothing was claimed or sent",
-          null);
-    }
   }
 
   /**

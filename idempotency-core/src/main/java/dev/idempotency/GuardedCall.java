@@ -45,7 +45,7 @@ final class GuardedCall<T> {
       long askedAt = call.settings.leaseNow(now);
       long askedAtMono = GuardSettings.monoNow();
       ClaimResult result = null;
-      RuntimeException error = call.breakerRefusal();
+      RuntimeException error = call.breaker.refusal();
       if (error == null) {
         try {
           result = call.settings.store.claim(claim);

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.tck.ObservedKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -47,7 +48,7 @@ class QueuedClaimCallerGaveUpTest {
                   return new CallObservation() {
                     @Override
                     public void onEnd(Throwable failure) {
-                      if (failure instanceof CallSupport.CallerGaveUp) {
+                      if (failure instanceof CallBreaker.CallerGaveUp) {
                         gaveUp.incrementAndGet();
                       }
                     }
@@ -147,10 +148,8 @@ class QueuedClaimCallerGaveUpTest {
   /** Polls {@code condition} for at most 10 s (the fixed guard ends the call within 0.5 s). */
   private static void awaitUntil(java.util.function.BooleanSupplier condition)
       throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime()).as("waited 10 s").isLessThan(deadline);
-      Thread.sleep(5);
-    }
+    Poll.within(Duration.ofSeconds(10))
+        .every(Duration.ofMillis(5))
+        .until("the condition", condition::getAsBoolean);
   }
 }
