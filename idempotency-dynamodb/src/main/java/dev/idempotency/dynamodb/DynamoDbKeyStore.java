@@ -109,6 +109,7 @@ public final class DynamoDbKeyStore implements KeyStore, AutoCloseable {
 
   private final Requests requests;
   private final DynamoDbWrites writes;
+  private final DynamoDbTakeBack takeBacks;
   private final DynamoDbClaims claims;
   private final Parallel parallel;
   private final int maxPayloadBytes;
@@ -124,6 +125,7 @@ public final class DynamoDbKeyStore implements KeyStore, AutoCloseable {
     Items items = new Items(builder.partitionKey, builder.ttlAttribute, builder.keyPrefix);
     this.parallel = new Parallel(builder.batchParallelism);
     this.writes = new DynamoDbWrites(requests, items);
+    this.takeBacks = new DynamoDbTakeBack(writes);
     this.claims = new DynamoDbClaims(requests, items, writes, parallel);
     this.maxPayloadBytes = builder.maxPayloadBytes;
     if (builder.createTableIfMissing) {
@@ -208,7 +210,7 @@ public final class DynamoDbKeyStore implements KeyStore, AutoCloseable {
     Objects.requireNonNull(keyId, "keyId");
     Objects.requireNonNull(ownerToken, "ownerToken");
     Objects.requireNonNull(now, "now");
-    return writes.takeBack(keyId, ownerToken, now);
+    return takeBacks.takeBack(keyId, ownerToken, now);
   }
 
   @Override

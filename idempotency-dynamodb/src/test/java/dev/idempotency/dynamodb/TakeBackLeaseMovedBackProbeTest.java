@@ -21,17 +21,17 @@ import software.amazon.awssdk.services.dynamodb.DynamoDbClient;
 /**
  * probeL's finding (low severity: availability only, a key held at most one more lease with nothing
  * sent, no duplicate; needs two renewals of the claim in flight that land out of order), fixed.
- * DynamoDbWrites.takeBack of a takeover tried three conditional updates (lease after now, lease not
- * after now, lease after now again), on the premise that "a lease only moves forward". It does not:
- * extend sets lease_until = its own now + lease, fenced by the token only (as JDBC's and Redis's
- * do), so an older renewal landing after a newer one moves the lease back. A take-back whose lease
- * had passed by its now, with a renewal landing before its second request (lease moved after now)
- * and an older one before its third (lease moved back), applied none of the three, answered false,
- * and left the record under the claim's own token: a later renewal of that token then gave it a
- * live lease, the very revival 7b0fc29 ended (KeyStore.takeBack: "no later extend ... under the old
- * token can change it again"). The take-back now ends the token on the token's condition alone when
- * the lease is not cut with it, and then cuts a lease that a renewal moved forward on condition of
- * the fresh token, which no renewal passes.
+ * DynamoDbTakeBack.takeBack of a takeover tried three conditional updates (lease after now, lease
+ * not after now, lease after now again), on the premise that "a lease only moves forward". It does
+ * not: extend sets lease_until = its own now + lease, fenced by the token only (as JDBC's and
+ * Redis's do), so an older renewal landing after a newer one moves the lease back. A take-back
+ * whose lease had passed by its now, with a renewal landing before its second request (lease moved
+ * after now) and an older one before its third (lease moved back), applied none of the three,
+ * answered false, and left the record under the claim's own token: a later renewal of that token
+ * then gave it a live lease, the very revival 7b0fc29 ended (KeyStore.takeBack: "no later extend
+ * ... under the old token can change it again"). The take-back now ends the token on the token's
+ * condition alone when the lease is not cut with it, and then cuts a lease that a renewal moved
+ * forward on condition of the fresh token, which no renewal passes.
  *
  * <p>The renewals are sent from a second client just before the take-back's UpdateItems
  * (InterceptedHttpClient.beforeNext), with the request times a keeper and a late answer would

@@ -14,12 +14,12 @@ import org.junit.jupiter.api.Test;
  * take-back whose request dynalite applied but whose reply was lost, so that the SDK retried it,
  * answered {@code false} ("not ours") for a claim it did take back. The retry met the condition its
  * own first attempt falsified (the item deleted, or its owner token ended), and
- * DynamoDbWrites.takeBack read a failed condition as "not ours" without looking at what is stored,
- * unlike complete (reads the item back) and delete (issue 40's fix for forget). The store was left
- * right; only the answer was wrong: BatchWriter then counted no release and emitted no RELEASED
- * event for the key. The take-back now reads the item first and recognises its own write in the
- * item that refused the retry (the record read gone; the fresh owner token it wrote). All three
- * failed before the fix ({@code false}).
+ * DynamoDbTakeBack.takeBack read a failed condition as "not ours" without looking at what is
+ * stored, unlike complete (reads the item back) and delete (issue 40's fix for forget). The store
+ * was left right; only the answer was wrong: BatchWriter then counted no release and emitted no
+ * RELEASED event for the key. The take-back now reads the item first and recognises its own write
+ * in the item that refused the retry (the record read gone; the fresh owner token it wrote). All
+ * three failed before the fix ({@code false}).
  */
 class TakeBackLostReplyProbeTest extends LostReplyStore {
 
