@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
  * store applied but whose reply was lost counts as written. Part of {@link GuardOnStoreContract};
  * extend that one.
  */
-public abstract class GuardInterruptContract extends GuardLeaseContract {
+public abstract class GuardInterruptContract extends GuardBatchContract {
 
   /**
    * A sender that returns normally on a thread whose interrupt flag is set (a {@code

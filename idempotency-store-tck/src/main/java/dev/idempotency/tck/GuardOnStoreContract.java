@@ -27,9 +27,10 @@ import org.junit.jupiter.api.Test;
  * The guard's promises on a store, where time passes for real: a sender that outlives its lease is
  * renewed and never taken over, a batch longer than its lease sends each key once while a second
  * worker competes, large batches claim only unsent keys, async calls send once per key, and typed
- * results replay typed (its lease and interrupt cases are in {@link GuardLeaseContract} and {@link
- * GuardInterruptContract}). Extend it beside {@link KeyStoreContract}, for example as a JUnit
- * {@code @Nested} class of the store's test:
+ * results replay typed (its lease, batch-record and interrupt cases are in {@link
+ * GuardLeaseContract}, {@link GuardBatchContract} and {@link GuardInterruptContract}). Extend it
+ * beside {@link KeyStoreContract}, for example as a JUnit {@code @Nested} class of the store's
+ * test:
  *
  * <pre>{@code
  * class MyKeyStoreTest extends KeyStoreContract {
