@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
+import dev.idempotency.testservers.Poll;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -73,10 +74,11 @@ class AsyncPoolCloseTest {
           guard.executeAsync(keys.get(i), TTL, slowCodec, ctx -> provider).toCompletableFuture());
     }
     providers.forEach(provider -> provider.complete("sent"));
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (encodesStarted.get() < DefaultExecutors.ASYNC_THREADS && System.nanoTime() < deadline) {
-      Thread.sleep(10);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(10))
+        .until(
+            "every pool thread to be busy in the codec",
+            () -> encodesStarted.get() >= DefaultExecutors.ASYNC_THREADS);
     assertThat(encodesStarted).as("every pool thread busy in the codec").hasValue(calls - 1);
 
     try {
@@ -85,13 +87,11 @@ class AsyncPoolCloseTest {
       codecMayReturn.countDown();
     }
 
-    long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (callers.stream().anyMatch(c -> !c.isDone()) && System.nanoTime() < settle) {
-      Thread.sleep(20);
-    }
-    assertThat(callers.stream().filter(c -> !c.isDone()).count())
-        .as("callers whose stage never completes after close() returned (10 s later)")
-        .isZero();
+    Poll.within(Duration.ofSeconds(10))
+        .until(
+            "every caller's stage to complete after close() returned",
+            () -> callers.stream().filter(c -> !c.isDone()).count(),
+            notDone -> notDone == 0);
     for (CompletableFuture<String> caller : callers) {
       assertThatThrownBy(caller::join)
           .hasCauseInstanceOf(IllegalStateException.class)

@@ -6,8 +6,10 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.MutableClock;
 import java.lang.ref.WeakReference;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -81,9 +83,11 @@ class BatchLifecycleTest {
   @Test
   void anAbandonedBatchIsLetGoAfterTheRenewalLimitAndCollected() throws Exception {
     Duration lease = Duration.ofMillis(200);
+    MutableClock clock = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
     IdempotencyGuard guard =
         IdempotencyGuard.builder()
             .store(store)
+            .clock(clock)
             .lease(lease)
             .leaseRenewalLimit(Duration.ofMillis(600))
             .inFlightWait(Duration.ZERO)
@@ -98,7 +102,7 @@ class BatchLifecycleTest {
           return abandoned.get() == null;
         },
         "the abandoned batch to be collected");
-    Thread.sleep(lease.multipliedBy(2).toMillis()); // the unrenewed leases run out, in real time
+    clock.advance(lease.multipliedBy(2)); // the unrenewed leases run out, on the guard's clock
     Batch<String> again = guard.claimBatch(requests, ResultCodec.string());
 
     assertThat(again.replayed()).as("the reported outcome was written").hasSize(1);

@@ -92,7 +92,7 @@ class ClockStepTest {
                       stepped.step(lease.multipliedBy(2));
                       long until = System.nanoTime() + lease.multipliedBy(4).toNanos();
                       while (System.nanoTime() < until) {
-                        Thread.sleep(10);
+                        Thread.sleep(10); // a send that outlives its lease: under test
                       }
                       return "slow";
                     }));
@@ -104,7 +104,7 @@ class ClockStepTest {
       } catch (IdempotencyInProgressException expected) {
         polls++;
       }
-      Thread.sleep(20);
+      Thread.sleep(20); // the other host's pace of repeats while the send runs
     }
 
     assertThat(slow.get(30, TimeUnit.SECONDS)).isEqualTo("slow");

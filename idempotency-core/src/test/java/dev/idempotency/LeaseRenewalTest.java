@@ -328,7 +328,7 @@ class LeaseRenewalTest {
         assertThat(blocking.inside.get())
             .as("claims blocked at once")
             .isLessThanOrEqualTo(DefaultExecutors.STORE_IO_THREADS);
-        Thread.sleep(10);
+        Thread.sleep(10); // checks, for half a second, that no more claims get in: under test
       }
     } finally {
       release.countDown();
@@ -509,7 +509,7 @@ class LeaseRenewalTest {
 
     private <R> R late(R answer) {
       try {
-        Thread.sleep(delay.toMillis());
+        Thread.sleep(delay.toMillis()); // a store that answers late: under test
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }

@@ -130,7 +130,7 @@ class StoreOutageTest {
     private void failIfDown() {
       if (down.get()) {
         try {
-          Thread.sleep(failAfterMillis);
+          Thread.sleep(failAfterMillis); // a store that takes this long to fail: under test
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         }
@@ -375,21 +375,17 @@ class StoreOutageTest {
         Thread.interrupted();
         errorNext.set(false);
       }
-      Thread.sleep(10);
+      Thread.sleep(10); // a pause between two attempts of this bounded loop
     }
 
-    long lost = System.nanoTime();
-    String sent = null;
-    while (sent == null && System.nanoTime() - lost < TimeUnit.SECONDS.toNanos(5)) {
-      try {
-        sent = guard.execute(key(), TTL, ctx -> "sent");
-      } catch (KeyStoreException refused) {
-        Thread.sleep(20);
-      }
-    }
-    assertThat(sent)
-        .as("a claim after the lost trial reaches the answering store")
-        .isEqualTo("sent");
+    String sent =
+        Poll.within(Duration.ofSeconds(30))
+            .ignoring(KeyStoreException.class) // refused by the breaker until its probe answered
+            .until(
+                "a claim after the lost trial to reach the answering store",
+                () -> guard.execute(key(), TTL, ctx -> "sent"),
+                "sent"::equals);
+    assertThat(sent).isEqualTo("sent");
   }
 
   /**
@@ -455,7 +451,7 @@ class StoreOutageTest {
         } catch (KeyStoreException e) {
           refused++;
         }
-        Thread.sleep(5);
+        Thread.sleep(5); // a pause between two calls of this bounded loop
       }
       release.countDown();
       slow.get(30, TimeUnit.SECONDS);

@@ -299,7 +299,7 @@ class UnansweredClaimTakeBackTest {
           throw refused;
         }
         try {
-          Thread.sleep(10);
+          Thread.sleep(10); // a pause between two tries, bounded above by the deadline
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
           throw refused;

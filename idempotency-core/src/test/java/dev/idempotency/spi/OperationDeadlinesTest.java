@@ -3,6 +3,7 @@ package dev.idempotency.spi;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -66,11 +67,9 @@ class OperationDeadlinesTest {
   void theSweeperEndsWhenNothingIsWatchedAndStartsAgainWithTheNextWatch() throws Exception {
     OperationDeadlines.watch(Duration.ofSeconds(60), () -> {}).done();
 
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (sweeperAlive()) {
-      assertThat(System.nanoTime()).as("the idle sweeper ended").isLessThan(deadline);
-      Thread.sleep(50);
-    }
+    Poll.within(Duration.ofSeconds(30))
+        .every(Duration.ofMillis(50))
+        .until("the idle sweeper to end", () -> !sweeperAlive());
     CountDownLatch overdue = new CountDownLatch(1);
     OperationDeadlines.watch(Duration.ofMillis(1), overdue::countDown);
 

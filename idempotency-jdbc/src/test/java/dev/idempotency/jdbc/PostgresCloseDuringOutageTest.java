@@ -69,6 +69,8 @@ class PostgresCloseDuringOutageTest {
           new Thread(
               () -> {
                 try {
+                  // a snapshot of the guard's threads 3 s into close(), for the failure message
+                  // only: not a wait the test's outcome depends on
                   Thread.sleep(3000);
                   during.set(guardThreads());
                 } catch (InterruptedException e) {

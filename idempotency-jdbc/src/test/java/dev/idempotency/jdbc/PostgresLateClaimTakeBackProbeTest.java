@@ -132,6 +132,7 @@ class PostgresLateClaimTakeBackProbeTest {
     }
   }
 
+  /** A store's late answer: the thing under test, not a wait for something to happen. */
   private static void pause(long millis) {
     try {
       Thread.sleep(millis);

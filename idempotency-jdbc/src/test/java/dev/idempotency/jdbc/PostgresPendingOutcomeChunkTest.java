@@ -131,7 +131,7 @@ class PostgresPendingOutcomeChunkTest {
       allowConnections();
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
       while (completedRows() < HEALTHY && System.nanoTime() < deadline) {
-        Thread.sleep(50);
+        Thread.sleep(50); // polling, bounded above; the count then goes into the message only
       }
       int writtenWithinTenSeconds = completedRows();
 
