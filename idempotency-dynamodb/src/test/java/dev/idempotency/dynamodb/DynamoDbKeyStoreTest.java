@@ -30,7 +30,13 @@ class DynamoDbKeyStoreTest extends SharedKeyStoreContract {
   void startDynalite() {
     dynalite = Dynalite.shared();
     client = DynaliteClients.client(dynalite.endpoint());
-    store = DynamoDbKeyStore.builder(client).tableName(TABLE).createTableIfMissing(true).build();
+    store =
+        DynamoDbKeyStore.builder(client)
+            .tableName(TABLE)
+            .operationTimeout(TEST_OPERATION_TIMEOUT)
+            .attemptTimeout(TEST_OPERATION_TIMEOUT)
+            .createTableIfMissing(true)
+            .build();
     assertThat(store.tableExists()).isTrue();
   }
 
