@@ -3,27 +3,18 @@ package dev.idempotency.spring.messaging.rabbit;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.messaging.DeferredDeliveryException;
-import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.ListenerTestConfiguration;
-import dev.idempotency.testservers.Poll;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.Test;
-import org.springframework.amqp.core.Declarables;
-import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.amqp.rabbit.config.ContainerCustomizer;
 import org.springframework.amqp.rabbit.listener.ConditionalRejectingErrorHandler;
 import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
 import org.springframework.amqp.rabbit.support.ListenerExecutionFailedException;
 import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
-import org.springframework.test.annotation.DirtiesContext;
 
 /**
  * probeU (fixrabbit; SPEC 1, SPEC 15): the application sets the container's {@code ErrorHandler} to
@@ -39,38 +30,17 @@ import org.springframework.test.annotation.DirtiesContext;
  * container's error handler ({@code RabbitErrorHandlers}): it is not called for a deferral, which
  * is requeued; the listener's own failure still reaches it. On the shared rabbitmq-server.
  */
-@SpringBootTest(classes = RabbitContainerErrorHandlerProbeTest.App.class)
-@DirtiesContext
-class RabbitContainerErrorHandlerProbeTest extends RabbitRetryFixture {
-
-  static final String QUEUE = "idem.container-error-handler";
-  static final String DLQ = "idem.container-error-handler.dlq";
+@SpringBootTest(
+    classes = RabbitContainerErrorHandlerProbeTest.App.class,
+    properties = RabbitDeferralFixture.QUEUE_PROPERTY + "=idem.container-error-handler")
+class RabbitContainerErrorHandlerProbeTest extends RabbitDeferralFixture {
 
   /** What the application's error handler judged fatal: every failure it was called for. */
   static final List<Throwable> judgedFatal = new CopyOnWriteArrayList<>();
 
-  public static class KeyedListener {
-    @RabbitListener(id = "rabbit-container-error-handler", queues = QUEUE)
-    @IdempotentListener(name = "rabbit-container-error-handler", key = "#event")
-    public void onEvent(String event) {
-      run(event);
-    }
-  }
-
   @SpringBootConfiguration(proxyBeanMethods = false)
-  @EnableAutoConfiguration
-  @Import(ListenerTestConfiguration.class)
+  @Import(KeyedApplication.class)
   static class App {
-    @Bean
-    KeyedListener keyedListener() {
-      return new KeyedListener();
-    }
-
-    @Bean
-    Declarables containerErrorHandlerQueues() {
-      return queues(QUEUE, DLQ);
-    }
-
     @Bean
     ContainerCustomizer<SimpleMessageListenerContainer> everyFailureIsFatal() {
       return container -> {
@@ -85,23 +55,9 @@ class RabbitContainerErrorHandlerProbeTest extends RabbitRetryFixture {
     }
   }
 
-  @Override
-  String queue() {
-    return QUEUE;
-  }
-
-  @Override
-  String deadLetterQueue() {
-    return DLQ;
-  }
-
   @Test
   void aDeferralIsNotRejectedByTheContainersErrorHandler() throws Exception {
-    String event = "event-" + UUID.randomUUID();
-    String marker = "marker-" + UUID.randomUUID();
-    assertDeferredWhileDownNotDeadLettered(event);
-    send(marker);
-    awaitRuns(event, marker);
+    assertDeferredThenSentOnce();
     assertThat(judgedFatal)
         .as("failures the application's error handler saw")
         .noneMatch(t -> DeferredDeliveryException.deferralIn(t) != null);
@@ -110,13 +66,9 @@ class RabbitContainerErrorHandlerProbeTest extends RabbitRetryFixture {
   /** The other side: a send that failed (the store answers) reaches the container's handler. */
   @Test
   void aFailedSendStillReachesTheContainersErrorHandler() throws Exception {
-    String failing = "fail-" + UUID.randomUUID();
-    send(failing);
-    Poll.within(Duration.ofSeconds(30))
-        .until(
-            "the failed send judged by the application's error handler",
-            () -> judgedFatal.stream().map(RabbitContainerErrorHandlerProbeTest::payload).toList(),
-            done -> done.contains(failing));
+    assertFailedSendHandledBy(
+        "the container's error handler",
+        () -> judgedFatal.stream().map(RabbitContainerErrorHandlerProbeTest::payload).toList());
   }
 
   private static String payload(Throwable failure) {

@@ -4,29 +4,22 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.rabbitmq.client.Channel;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.ListenerTestConfiguration;
-import dev.idempotency.testservers.Poll;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.AmqpRejectAndDontRequeueException;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
-import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.amqp.rabbit.config.ContainerCustomizer;
 import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
 import org.springframework.amqp.rabbit.listener.api.RabbitListenerErrorHandler;
 import org.springframework.amqp.rabbit.support.ListenerExecutionFailedException;
 import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
-import org.springframework.test.annotation.DirtiesContext;
 
 /**
  * probeU (fixrabbit; SPEC 1, SPEC 15): the application's {@code RabbitListenerErrorHandler} on the
@@ -42,9 +35,13 @@ import org.springframework.test.annotation.DirtiesContext;
  * still reaches it. One that rejects with {@code AmqpRejectAndDontRequeueException(cause)} was fine
  * before too (the deferral stayed in the cause chain). On the shared rabbitmq-server.
  */
-@SpringBootTest(classes = RabbitListenerErrorHandlerProbeTest.App.class)
-@DirtiesContext
-class RabbitListenerErrorHandlerProbeTest extends RabbitRetryFixture {
+@SpringBootTest(
+    classes = RabbitListenerErrorHandlerProbeTest.App.class,
+    properties =
+        RabbitDeferralFixture.QUEUE_PROPERTY
+            + "="
+            + RabbitListenerErrorHandlerProbeTest.SWALLOW_QUEUE)
+class RabbitListenerErrorHandlerProbeTest extends RabbitDeferralFixture {
 
   static final String SWALLOW_QUEUE = "idem.error-handler.swallow";
   static final String REJECT_QUEUE = "idem.error-handler.reject";
@@ -73,21 +70,17 @@ class RabbitListenerErrorHandlerProbeTest extends RabbitRetryFixture {
   }
 
   @SpringBootConfiguration(proxyBeanMethods = false)
-  @EnableAutoConfiguration
-  @Import(ListenerTestConfiguration.class)
+  @Import(Application.class)
   static class App {
     @Bean
     KeyedListeners keyedListeners() {
       return new KeyedListeners();
     }
 
+    /** The second listener's queue; {@link Application} declares the first's. */
     @Bean
-    Declarables errorHandlerQueues() {
-      return new Declarables(
-          QueueBuilder.nonDurable(SWALLOW_QUEUE).build(),
-          QueueBuilder.nonDurable(SWALLOW_QUEUE + ".dlq").build(),
-          QueueBuilder.nonDurable(REJECT_QUEUE).build(),
-          QueueBuilder.nonDurable(REJECT_QUEUE + ".dlq").build());
+    Declarables rejectQueues() {
+      return queues(REJECT_QUEUE);
     }
 
     /** Logs the failure and returns: the message is acknowledged, never requeued in a loop. */
@@ -120,55 +113,29 @@ class RabbitListenerErrorHandlerProbeTest extends RabbitRetryFixture {
     }
   }
 
-  /** The queue of the listener a test sends to. */
-  private String queue = SWALLOW_QUEUE;
-
-  @Override
-  String queue() {
-    return queue;
-  }
-
-  @Override
-  String deadLetterQueue() {
-    return queue + ".dlq";
-  }
-
   @Test
   void aDeferralPassesAnErrorHandlerThatSwallowsFailuresAndIsSentLater() throws Exception {
-    queue = SWALLOW_QUEUE;
-    deferredThenSentOnce();
+    deferredPastTheErrorHandlerThenSentOnce();
   }
 
   @Test
   void aDeferralPassesAnErrorHandlerThatRejectsAndIsSentLater() throws Exception {
     queue = REJECT_QUEUE;
-    deferredThenSentOnce();
+    deferredPastTheErrorHandlerThenSentOnce();
   }
 
   /** The other side: a send that failed (the store answers) reaches the application's handler. */
   @Test
   void aFailedSendStillReachesTheApplicationsErrorHandler() throws Exception {
-    queue = SWALLOW_QUEUE;
-    String failing = "fail-" + UUID.randomUUID();
-    send(failing);
-    Poll.within(Duration.ofSeconds(30))
-        .until(
-            "the failed send handled by the application's error handler",
-            () -> List.copyOf(handled),
-            done -> done.contains(failing));
+    assertFailedSendHandledBy("the application's error handler", () -> List.copyOf(handled));
   }
 
   /**
-   * While the store is down the delivery is requeued again and again (20 claims refused), never
-   * handed to the application's error handler; once the store answers it runs, once.
+   * While the store is down the delivery is requeued, never handed to the application's error
+   * handler; once the store answers it runs, once.
    */
-  private void deferredThenSentOnce() throws Exception {
-    String event = "event-" + UUID.randomUUID();
-    String marker = "marker-" + UUID.randomUUID();
-    assertDeferredWhileDownNotDeadLettered(event);
-    send(marker);
-    awaitRuns(event, marker);
-    assertThat(runs.stream().filter(event::equals).count()).as("sends of the event").isEqualTo(1);
+  private void deferredPastTheErrorHandlerThenSentOnce() throws Exception {
+    String event = assertDeferredThenSentOnce();
     assertThat(handled).as("payloads the application's error handler saw").doesNotContain(event);
   }
 }
