@@ -77,7 +77,9 @@ public final class ListenerContainerHooks {
    * Puts the RabbitMQ advice first (and its deferral catcher last) in every Spring AMQP listener
    * container factory's advice chain and, after the application's {@code ContainerCustomizer}, in
    * the chain of each container it creates (also after the start) if the customizer replaced or
-   * reordered it; and refuses those containers as {@link #rabbitContainers} does.
+   * reordered it; wraps the application's error handlers of each endpoint and container so that a
+   * deferral passes them ({@link RabbitErrorHandlers}); and refuses those containers as {@link
+   * #rabbitContainers} does.
    *
    * @param backOff the pause before a deferred delivery is requeued
    * @return the post-processor
@@ -100,6 +102,7 @@ public final class ListenerContainerHooks {
               ListenerContainerHooks::rabbitEndpoint,
               container -> {
                 ours.includeIn(container);
+                RabbitErrorHandlers.passDeferralsOf(container);
                 UnsupportedRabbitContainers.refuse(container);
               });
         }
@@ -167,14 +170,16 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * Registers the method of a Spring AMQP method endpoint as a listener method. Spring AMQP does
-   * not expose the handler methods of a multi-method endpoint: they count as listener methods by
-   * their {@code @RabbitHandler} annotation.
+   * Registers the method of a Spring AMQP method endpoint as a listener method, and wraps its
+   * {@code RabbitListenerErrorHandler} so that a deferral passes it ({@link RabbitErrorHandlers}).
+   * Spring AMQP does not expose the handler methods of a multi-method endpoint: they count as
+   * listener methods by their {@code @RabbitHandler} annotation.
    */
   private static void rabbitEndpoint(Object endpoint) {
     if (endpoint
         instanceof org.springframework.amqp.rabbit.listener.MethodRabbitListenerEndpoint method) {
       ListenerEndpointMethods.register(method.getBean(), method.getMethod());
+      RabbitErrorHandlers.passDeferralsIn(method);
     }
   }
 
@@ -268,7 +273,9 @@ public final class ListenerContainerHooks {
    * Refuses, before any starts, a Spring AMQP listener container whose listener is an {@link
    * IdempotentListener} or an {@link dev.idempotency.spring.Idempotent} method and that the starter
    * cannot support safely: {@code MANUAL} acknowledgement, a transacted channel, or an advice chain
-   * without the starter's advice that it could not restore (a factory it could not observe).
+   * without the starter's advice that it could not restore (a factory it could not observe); and
+   * wraps each container's error handler again, in case the application replaced it after the
+   * container was created ({@link RabbitErrorHandlers}).
    *
    * @param registries the application's registry, if it has one
    * @return the lifecycle
@@ -284,6 +291,7 @@ public final class ListenerContainerHooks {
                 .forEach(
                     container -> {
                       UnsupportedRabbitContainers.requireAdvice(container);
+                      RabbitErrorHandlers.passDeferralsOf(container);
                       UnsupportedRabbitContainers.refuse(container);
                     }));
   }

@@ -34,7 +34,8 @@ import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer
  *       MessageRecoverer}, Spring Boot's {@code spring.rabbitmq.listener.*.retry}) never see a
  *       deferral: the last part takes it from the listener, their call returns as if the delivery
  *       had succeeded (a retry neither retries nor recovers it), and the first part then requeues
- *       it;
+ *       it. Nor do the application's error handlers, inside and outside the chain ({@link
+ *       RabbitErrorHandlers});
  *   <li>a stored permanent failure that the listener does not acknowledge, and a message without a
  *       usable key ({@link InvalidIdempotencyKeyException}), are rejected with {@link
  *       AmqpRejectAndDontRequeueException}: the queue's dead-letter exchange takes them, if it has

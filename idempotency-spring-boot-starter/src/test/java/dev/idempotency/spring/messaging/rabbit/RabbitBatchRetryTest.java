@@ -1,11 +1,9 @@
 package dev.idempotency.spring.messaging.rabbit;
 
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
-import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.amqp.rabbit.config.RetryInterceptorBuilder;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
@@ -13,11 +11,9 @@ import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.amqp.rabbit.retry.MessageBatchRecoverer;
 import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
-import org.springframework.test.annotation.DirtiesContext;
 
 /**
  * SPEC 15 for a RabbitMQ batch listener behind the application's retry (the batch side of
@@ -27,33 +23,27 @@ import org.springframework.test.annotation.DirtiesContext;
  * message runs. A batch whose send fails is still retried and recovered as configured. On the
  * shared rabbitmq-server.
  */
-@SpringBootTest(classes = RabbitBatchRetryTest.App.class)
-@DirtiesContext
-class RabbitBatchRetryTest extends RabbitRetryFixture {
+@SpringBootTest(
+    classes = RabbitBatchRetryTest.App.class,
+    properties = RabbitDeferralFixture.QUEUE_PROPERTY + "=" + RabbitBatchRetryTest.QUEUE)
+class RabbitBatchRetryTest extends RabbitDeferralFixture {
 
   static final String QUEUE = "idem.batch-retry";
-  static final String DLQ = "idem.batch-retry.dlq";
 
   public static class BatchListener {
     @RabbitListener(id = "rabbit-batch-retry", queues = QUEUE, containerFactory = "retryBatches")
     @IdempotentListener(name = "rabbit-batch-retry", key = "#payload")
     public void onEvents(List<String> events) {
-      events.forEach(RabbitRetryFixture::run);
+      events.forEach(RabbitDeferralFixture::run);
     }
   }
 
   @SpringBootConfiguration(proxyBeanMethods = false)
-  @EnableAutoConfiguration
-  @Import(ListenerTestConfiguration.class)
+  @Import(Application.class)
   static class App {
     @Bean
     BatchListener batchListener() {
       return new BatchListener();
-    }
-
-    @Bean
-    Declarables batchRetryQueues() {
-      return queues(QUEUE, DLQ);
     }
 
     /** Consumer-side batches, retried in the consumer, then each message republished to the DLQ. */
@@ -67,7 +57,8 @@ class RabbitBatchRetryTest extends RabbitRetryFixture {
       factory.setBatchSize(10);
       factory.setReceiveTimeout(100L);
       MessageBatchRecoverer deadLetter =
-          (messages, cause) -> messages.forEach(message -> template.send("", DLQ, message));
+          (messages, cause) ->
+              messages.forEach(message -> template.send("", deadLetterQueue(QUEUE), message));
       factory.setAdviceChain(
           RetryInterceptorBuilder.stateless()
               .backOffOptions(20, 2.0, 100)
@@ -75,16 +66,6 @@ class RabbitBatchRetryTest extends RabbitRetryFixture {
               .build());
       return factory;
     }
-  }
-
-  @Override
-  String queue() {
-    return QUEUE;
-  }
-
-  @Override
-  String deadLetterQueue() {
-    return DLQ;
   }
 
   @Test
