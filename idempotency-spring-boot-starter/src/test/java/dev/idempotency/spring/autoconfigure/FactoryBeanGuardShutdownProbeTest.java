@@ -26,10 +26,10 @@ import org.springframework.context.annotation.Configuration;
  * see SharedGuardShutdownProbeTest for the same hazard with a registered object, fixed in 8405b85).
  *
  * <p>Open finding, low severity (a configuration the docs do not name; a lost send only through the
- * other application's error handling). Main a8f923a, Boot 3.5: fails 2 of 3 ('[the guard a factory
- * bean handed out, after the context closed] Expecting value to be false but was true', and '[the
- * sibling's guard from a factory bean, after the other application closed]' likewise); the control
- * (the starter's idempotencyGuardShutdown replaced) passes.
+ * other application's error handling). Main a8f923a, Boot 3.5 and 4.0: fails 2 of 3 on each ('[the
+ * guard a factory bean handed out, after the context closed] Expecting value to be false but was
+ * true', and '[the sibling's guard from a factory bean, after the other application closed]'
+ * likewise); the control (the starter's idempotencyGuardShutdown replaced) passes.
  */
 @Tag("open-finding")
 class FactoryBeanGuardShutdownProbeTest {
