@@ -457,15 +457,17 @@ class ContextHierarchyProbeTest {
    * it runs unguarded. Here a lifecycle bean sends one order twice at its start: two sends, then
    * the refusal.
    *
-   * <p>Still open (fixhier2): not fixable from the parent. A plain child runs none of the starter's
-   * beans (no post-processor, no SmartInitializingSingleton, no lifecycle bean of the starter is in
-   * it), and its refresh (Spring 6.2 and 7.0 AbstractApplicationContext.refresh) publishes no event
-   * and asks its parent for no bean of the starter before finishRefresh starts its lifecycle beans;
-   * ContextRefreshedEvent is the first the parent hears of it. The fix is in the child (import the
-   * auto-configuration, docs/spring-boot.md "Context hierarchies", which now says so). A narrower
-   * fix, not done: the parent's container-factory hooks could refuse, when a child's registry
-   * builds a container from the parent's factory (before the child's lifecycle starts), a listener
-   * whose @IdempotentListener or @Idempotent method no advisor guards.
+   * <p>Still open (fixhier2, fixhier3): not fixable from the parent for a lifecycle bean of the
+   * child's own. A plain child runs none of the starter's beans: Spring applies only a context's
+   * own post-processors to its beans (PostProcessorRegistrationDelegate looks them up with
+   * getBeanNamesForType, which does not search ancestors), a plain child has no
+   * SmartInitializingSingleton or lifecycle bean of the starter, and its refresh (Spring 6.2 and
+   * 7.0 AbstractApplicationContext.refresh) publishes no event and asks its parent for no bean of
+   * the starter before finishRefresh starts its lifecycle beans; ContextRefreshedEvent is the first
+   * the parent hears of it. Fixed (fixhier3) where the child does ask: a listener on one of the
+   * parent's container factories is refused as that factory creates its container, before the
+   * child's lifecycle starts (PlainChildJmsListenerTest). For the rest the fix is in the child
+   * (import the auto-configuration, docs/spring-boot.md "Context hierarchies" says so).
    */
   @Test
   @Tag("open-finding")
