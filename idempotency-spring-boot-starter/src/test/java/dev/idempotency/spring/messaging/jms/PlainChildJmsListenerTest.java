@@ -4,13 +4,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
 import dev.idempotency.spring.autoconfigure.IdempotencyMessagingAutoConfiguration;
+import dev.idempotency.spring.messaging.ChildLifecycleProbe;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.testservers.Poll;
 import jakarta.jms.ConnectionFactory;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -21,11 +21,9 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.autoconfigure.ImportAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.SmartLifecycle;
 import org.springframework.context.annotation.AnnotationConfigApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.context.annotation.Import;
 import org.springframework.core.NestedExceptionUtils;
 import org.springframework.jms.annotation.EnableJms;
 import org.springframework.jms.annotation.JmsListener;
@@ -42,7 +40,6 @@ import org.springframework.jms.core.JmsTemplate;
 class PlainChildJmsListenerTest {
 
   static final List<String> HANDLED = new CopyOnWriteArrayList<>();
-  static final AtomicBoolean CHILD_LIFECYCLE_STARTED = new AtomicBoolean();
 
   static ConfigurableApplicationContext parent;
 
@@ -67,27 +64,6 @@ class PlainChildJmsListenerTest {
     }
   }
 
-  /** Any lifecycle bean of the child: whether the child began starting its lifecycle beans. */
-  static class LifecycleProbe implements SmartLifecycle {
-    private volatile boolean running;
-
-    @Override
-    public void start() {
-      CHILD_LIFECYCLE_STARTED.set(true);
-      running = true;
-    }
-
-    @Override
-    public void stop() {
-      running = false;
-    }
-
-    @Override
-    public boolean isRunning() {
-      return running;
-    }
-  }
-
   @Configuration(proxyBeanMethods = false)
   @EnableJms
   static class PlainChildConfig {
@@ -95,16 +71,10 @@ class PlainChildJmsListenerTest {
     PlainListener plainListener() {
       return new PlainListener();
     }
-
-    @Bean
-    LifecycleProbe lifecycleProbe() {
-      return new LifecycleProbe();
-    }
   }
 
   @Configuration(proxyBeanMethods = false)
   @EnableJms
-  @Import(LifecycleProbe.class)
   @ImportAutoConfiguration({
     IdempotencyAutoConfiguration.class,
     IdempotencyMessagingAutoConfiguration.class
@@ -140,7 +110,6 @@ class PlainChildJmsListenerTest {
   @BeforeEach
   void clear() {
     HANDLED.clear();
-    CHILD_LIFECYCLE_STARTED.set(false);
   }
 
   @Test
@@ -148,16 +117,18 @@ class PlainChildJmsListenerTest {
     JmsTemplate template = new JmsTemplate(parent.getBean(ConnectionFactory.class));
     template.convertAndSend("idem.plain.refused", "k1");
     template.convertAndSend("idem.plain.refused", "k1"); // a redelivery of one event, waiting
+    ChildLifecycleProbe lifecycle = new ChildLifecycleProbe();
     Throwable refusal = null;
     try (AnnotationConfigApplicationContext child = new AnnotationConfigApplicationContext()) {
       child.setParent(parent);
       child.register(PlainChildConfig.class);
+      child.getBeanFactory().registerSingleton("lifecycleProbe", lifecycle);
       child.refresh();
     } catch (RuntimeException e) {
       refusal = e;
     }
     assertThat(refusal).as("the plain child's refresh").isNotNull();
-    assertThat(CHILD_LIFECYCLE_STARTED)
+    assertThat(lifecycle.started())
         .as("a lifecycle bean of the child started before the refusal (%s)", refusal)
         .isFalse();
     assertThat(NestedExceptionUtils.getMostSpecificCause(refusal))
@@ -173,7 +144,6 @@ class PlainChildJmsListenerTest {
       child.setParent(parent);
       child.register(GuardedChildConfig.class);
       child.refresh();
-      assertThat(CHILD_LIFECYCLE_STARTED).isTrue();
       JmsTemplate template = new JmsTemplate(parent.getBean(ConnectionFactory.class));
       template.convertAndSend("idem.plain.guarded", "k1");
       template.convertAndSend("idem.plain.guarded", "k1"); // a redelivery of one event
