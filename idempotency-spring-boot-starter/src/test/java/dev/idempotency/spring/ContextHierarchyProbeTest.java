@@ -395,8 +395,9 @@ class ContextHierarchyProbeTest {
    * the starter before finishRefresh starts its lifecycle beans; ContextRefreshedEvent is the first
    * the parent hears of it. Fixed (fixhier3) where the child does ask: a listener on one of the
    * parent's container factories is refused as that factory creates its container, before the
-   * child's lifecycle starts (PlainChildJmsListenerTest). For the rest the fix is in the child
-   * (import the auto-configuration, docs/spring-boot.md "Context hierarchies" says so).
+   * child's lifecycle starts (PlainChildJmsListenerTest, PlainChildKafkaListenerTest,
+   * PlainChildRabbitListenerTest). For the rest the fix is in the child (import the
+   * auto-configuration, docs/spring-boot.md "Context hierarchies" says so).
    */
   @Test
   @Tag("open-finding")
