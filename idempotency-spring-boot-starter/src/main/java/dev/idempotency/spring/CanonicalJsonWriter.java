@@ -51,6 +51,11 @@ final class CanonicalJsonWriter {
   private byte[] out;
   private int length;
 
+  /** The order of an object's members and its bytes while it is rewritten, reused. */
+  private int[] order = new int[16];
+
+  private byte[] scratch = new byte[256];
+
   /** The open containers, innermost last. */
   private Container[] open = new Container[8];
 
@@ -171,7 +176,7 @@ final class CanonicalJsonWriter {
 
   void number(long value) {
     beforeValue();
-    writeAscii(Long.toString(value)); // every long has at most 19 digits: plain, as RFC 8785's
+    writeLong(value); // every long has at most 19 digits: plain, as RFC 8785's
     flushIfFree();
   }
 
@@ -248,14 +253,40 @@ final class CanonicalJsonWriter {
    */
   private void sortMembers(Container object) {
     int count = object.members;
-    Integer[] order = new Integer[count];
+    String[] names = object.names;
+    if (order.length < count) {
+      order = new int[Math.max(count, order.length * 2)];
+    }
+    int[] order = this.order;
     for (int i = 0; i < count; i++) {
       order[i] = i;
     }
-    String[] names = object.names;
-    Arrays.sort(order, (a, b) -> names[a].compareTo(names[b])); // stable: equal names in order
+    if (count <= 32) { // an insertion sort: stable, and no boxing for the usual few members
+      for (int i = 1; i < count; i++) {
+        int member = order[i];
+        int j = i;
+        for (; j > 0 && names[order[j - 1]].compareTo(names[member]) > 0; j--) {
+          order[j] = order[j - 1];
+        }
+        order[j] = member;
+      }
+    } else {
+      Integer[] boxed = new Integer[count];
+      for (int i = 0; i < count; i++) {
+        boxed[i] = i;
+      }
+      Arrays.sort(boxed, (a, b) -> names[a].compareTo(names[b])); // stable: equal names in order
+      for (int i = 0; i < count; i++) {
+        order[i] = boxed[i];
+      }
+    }
     int from = object.start + 1; // after '{'
-    byte[] members = Arrays.copyOfRange(out, from, length);
+    int size = length - from;
+    if (scratch.length < size) {
+      scratch = new byte[Math.max(size, scratch.length * 2)];
+    }
+    byte[] members = scratch;
+    System.arraycopy(out, from, members, 0, size);
     int[] starts = object.starts;
     length = from;
     boolean first = true;
@@ -265,7 +296,7 @@ final class CanonicalJsonWriter {
         continue; // a later member of this name follows: it is the one kept
       }
       int start = starts[member] - from;
-      int end = member + 1 < count ? starts[member + 1] - from - 1 : members.length;
+      int end = member + 1 < count ? starts[member + 1] - from - 1 : size;
       if (!first) {
         write((byte) ',');
       }
@@ -341,6 +372,27 @@ final class CanonicalJsonWriter {
       out[length++] = '?'; // a lone surrogate, as String.getBytes replaces it
     }
     return i;
+  }
+
+  private void writeLong(long value) {
+    if (value == Long.MIN_VALUE) {
+      writeAscii(Long.toString(value));
+      return;
+    }
+    ensure(20);
+    if (value < 0) {
+      out[length++] = '-';
+      value = -value;
+    }
+    int digits = 1;
+    for (long rest = value / 10; rest > 0; rest /= 10) {
+      digits++;
+    }
+    for (int i = length + digits - 1; i >= length; i--) {
+      out[i] = (byte) ('0' + value % 10);
+      value /= 10;
+    }
+    length += digits;
   }
 
   private void writeAscii(String text) {
