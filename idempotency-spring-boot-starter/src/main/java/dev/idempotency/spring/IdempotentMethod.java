@@ -300,7 +300,7 @@ final class IdempotentMethod {
     }
     try {
       byte[] written = json.codecFor(value.getClass()).encode(value);
-      return JsonFingerprints.of(json.readTree(written));
+      return json.fingerprint(written);
     } catch (Exception e) {
       throw new IllegalArgumentException(
           "the fingerprint of "

@@ -5,6 +5,8 @@ import java.io.IOException;
 import java.lang.reflect.Type;
 import java.util.Objects;
 import tools.jackson.core.JacksonException;
+import tools.jackson.core.JsonParser;
+import tools.jackson.core.JsonToken;
 import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.JavaType;
 import tools.jackson.databind.ObjectMapper;
@@ -15,6 +17,9 @@ public final class Jackson3JsonCodecs implements JsonCodecs {
 
   private final ObjectMapper mapper;
   private final ObjectReader exactTrees;
+
+  /** Whether {@link #fingerprint} may stream: it agrees with the tree on this mapper. */
+  private final boolean streams;
 
   /**
    * Uses a mapper as it is configured (modules, naming, dates).
@@ -31,6 +36,8 @@ public final class Jackson3JsonCodecs implements JsonCodecs {
             // a body of two JSON values, which WebFlux decodes into a Flux of both, is not one
             // value: it must not be fingerprinted by its first (it then counts by its bytes)
             .with(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+    this.streams =
+        CanonicalJsonWriter.agree(json -> JsonFingerprints.of(readTree(json)), this::streamed);
   }
 
   @Override
@@ -53,6 +60,65 @@ public final class Jackson3JsonCodecs implements JsonCodecs {
   public Object readTree(byte[] json) throws IOException {
     try {
       return exactTrees.readValue(json);
+    } catch (JacksonException e) {
+      throw new IOException("not JSON: " + e.getOriginalMessage(), e);
+    }
+  }
+
+  /**
+   * The fingerprint {@link JsonCodecs#fingerprint} defines, from the parser's tokens instead of a
+   * tree (the parser the tree would be read with, so the mapper's read features apply alike).
+   */
+  @Override
+  public String fingerprint(byte[] json) throws IOException {
+    return streams ? streamed(json) : JsonFingerprints.of(readTree(json));
+  }
+
+  /** Whether {@link #fingerprint} streams on this mapper (the probes agreed); for tests. */
+  boolean streams() {
+    return streams;
+  }
+
+  private String streamed(byte[] json) throws IOException {
+    try (JsonParser parser = exactTrees.createParser(json)) {
+      CanonicalJsonWriter out = new CanonicalJsonWriter(json.length);
+      JsonToken token = parser.nextToken();
+      if (token == null) {
+        throw new IOException("no JSON value: the body is only white space");
+      }
+      do {
+        switch (token) {
+          case START_OBJECT -> out.startObject();
+          case END_OBJECT -> out.endObject();
+          case START_ARRAY -> out.startArray();
+          case END_ARRAY -> out.endArray();
+          case PROPERTY_NAME -> out.name(parser.currentName());
+          case VALUE_STRING ->
+              out.string(
+                  parser.getStringCharacters(), parser.getStringOffset(), parser.getStringLength());
+          case VALUE_NUMBER_INT -> {
+            if (parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
+              out.number(parser.getBigIntegerValue());
+            } else {
+              out.number(parser.getLongValue());
+            }
+          }
+          case VALUE_NUMBER_FLOAT -> {
+            if (parser.isNaN()) {
+              throw new IllegalArgumentException("JSON has no number " + parser.getString());
+            }
+            out.number(parser.getDecimalValue());
+          }
+          case VALUE_TRUE -> out.bool(true);
+          case VALUE_FALSE -> out.bool(false);
+          case VALUE_NULL -> out.nullValue();
+          default -> throw new IOException("not a JSON token: " + token);
+        }
+      } while (out.depth() > 0 && (token = parser.nextToken()) != null);
+      if (out.depth() > 0 || parser.nextToken() != null) {
+        throw new IOException("not one JSON value");
+      }
+      return out.fingerprint();
     } catch (JacksonException e) {
       throw new IOException("not JSON: " + e.getOriginalMessage(), e);
     }

@@ -35,4 +35,19 @@ public interface JsonCodecs {
    *     value only
    */
   Object readTree(byte[] json) throws IOException;
+
+  /**
+   * The fingerprint of a JSON document: {@link JsonFingerprints#of}{@code (readTree(json))}, which
+   * this default computes. The starter's codecs compute the same value from the parser's stream
+   * without building the tree.
+   *
+   * @param json the document
+   * @return 64 lower-case hex digits
+   * @throws IOException if it is not JSON, or not one value (as {@link #readTree})
+   * @throws IllegalArgumentException if it holds something the canonical form cannot (a non-finite
+   *     number that the mapper was configured to accept)
+   */
+  default String fingerprint(byte[] json) throws IOException {
+    return JsonFingerprints.of(readTree(json));
+  }
 }

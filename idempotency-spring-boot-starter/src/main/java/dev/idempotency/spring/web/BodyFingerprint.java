@@ -120,7 +120,7 @@ final class BodyFingerprint {
   static String json(byte[] bytes, @Nullable JsonCodecs json) {
     if (json != null) {
       try {
-        return JsonFingerprints.of(json.readTree(bytes));
+        return json.fingerprint(bytes);
       } catch (IOException | IllegalArgumentException notJson) {
         log.debug("A JSON body that does not parse is fingerprinted by its bytes", notJson);
       }

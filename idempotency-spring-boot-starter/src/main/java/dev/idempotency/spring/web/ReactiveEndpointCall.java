@@ -5,12 +5,14 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.Outcome;
 import dev.idempotency.SendContext;
+import dev.idempotency.spi.AsyncKeyStore;
 import dev.idempotency.spi.OperationDeadlines;
 import dev.idempotency.spring.PendingCall;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
@@ -48,6 +50,9 @@ final class ReactiveEndpointCall {
   private final Supplier<List<WebExceptionHandler>> exceptionHandlers;
   private final Supplier<List<HttpMessageReader<?>>> readers;
 
+  /** Whether the guard's store answers without blocking (Redis, in memory): no JDBC. */
+  private final boolean nonBlockingStore;
+
   ReactiveEndpointCall(
       IdempotencyGuard guard,
       IdempotentEndpointInvocations invocations,
@@ -61,6 +66,7 @@ final class ReactiveEndpointCall {
     this.maxResponseBytes = maxResponseBytes;
     this.exceptionHandlers = exceptionHandlers;
     this.readers = readers;
+    this.nonBlockingStore = guard.store() instanceof AsyncKeyStore;
   }
 
   /** Asks the guard; runs the handler if this request claimed the key, else answers for it. */
@@ -81,9 +87,17 @@ final class ReactiveEndpointCall {
                 return handle(
                     exchange, chain, endpoint, body, context, reactorContext, handled, recorded);
               };
+          // on a store with a non-blocking API, the call goes on where WebFlux would run it: the
+          // request's event loop (the handler subscribed there once the claim is answered, the
+          // outcome's write issued there once the handler answered), not handed to the guard's
+          // pool and back; a blocking store's calls stay on the guard's bounded executors
+          Executor eventLoop =
+              nonBlockingStore ? ReactiveEventLoops.of(exchange.getRequest()) : null;
           CompletableFuture<Outcome<StoredResponse>> outcome =
-              guard
-                  .executeForOutcomeAsync(idempotency, StoredResponse.CODEC, sender)
+              (eventLoop != null
+                      ? guard.executeForOutcomeAsync(
+                          idempotency, StoredResponse.CODEC, sender, eventLoop)
+                      : guard.executeForOutcomeAsync(idempotency, StoredResponse.CODEC, sender))
                   .toCompletableFuture();
           outcome.whenComplete((answered, failure) -> recorded.complete(null));
           return Mono.fromFuture(outcome.thenApply(o -> o), true)

@@ -2,9 +2,11 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spi.AsyncKeyStore;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spring.fluxapp.FluxEndpointApplication;
 import dev.idempotency.spring.fluxapp.FluxNotifyController;
+import dev.idempotency.spring.fluxapp.WhereEvents;
 import dev.idempotency.spring.reactive.BlockingCalls;
 import dev.idempotency.spring.reactive.NettyServer;
 import java.io.OutputStream;
@@ -47,6 +49,7 @@ abstract class WebFluxEndpointContract extends RunningApplication
 
   @Autowired FluxNotifyController controller;
   @Autowired KeyStore store;
+  @Autowired WhereEvents whereEvents;
 
   /** The store this variant must be running on. */
   abstract Class<? extends KeyStore> expectedStore();
@@ -74,6 +77,37 @@ abstract class WebFluxEndpointContract extends RunningApplication
   @Test
   void theApplicationRunsOnTheExpectedStoreOnNetty() {
     assertThat(store).isInstanceOf(expectedStore());
+  }
+
+  /**
+   * Issue 39: on a store with a non-blocking API (Redis, in memory) a claimed request goes on on
+   * its own event loop once the store or the handler answered, where WebFlux runs a handler without
+   * the filter, not on a thread of the guard's pool (a hand-over there and back per request): the
+   * handler is invoked there, and the outcome is recorded there (the guard's COMPLETED event runs
+   * on that step's thread). A blocking store's (JDBC) calls stay on the guard's executors.
+   */
+  @Test
+  void theCallGoesOnOnTheRequestsEventLoopOnANonBlockingStore() throws Exception {
+    whereEvents.reset();
+    String key = EndpointClient.newKey();
+    HttpResponse<byte[]> response = post("/where", key, "{}");
+    HttpResponse<byte[]> replay = post("/where", key, "{}");
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (whereEvents.completedOn() == null && System.nanoTime() < deadline) {
+      Thread.sleep(10); // bounded: the event follows the outcome's write
+    }
+
+    assertThat(response.statusCode()).as(EndpointClient.text(response)).isEqualTo(200);
+    assertThat(EndpointClient.header(replay, "Idempotent-Replayed"))
+        .as("guarded")
+        .isEqualTo("true");
+    assertThat(whereEvents.completedOn()).as("the outcome recorded").isNotNull();
+    if (store instanceof AsyncKeyStore) {
+      assertThat(EndpointClient.text(response)).contains("\"thread\":\"reactor-http-");
+      assertThat(whereEvents.completedOn()).startsWith("reactor-http-");
+    } else {
+      assertThat(whereEvents.completedOn()).startsWith("idempotency-g");
+    }
   }
 
   @Test
