@@ -25,6 +25,8 @@ import org.springframework.web.method.support.ModelAndViewContainer;
 import org.springframework.web.servlet.HandlerExceptionResolver;
 import org.springframework.web.servlet.HandlerMapping;
 import org.springframework.web.servlet.ModelAndView;
+import org.springframework.web.servlet.handler.HandlerExceptionResolverComposite;
+import org.springframework.web.servlet.mvc.method.annotation.ExceptionHandlerExceptionResolver;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerAdapter;
 import org.springframework.web.servlet.support.RequestContextUtils;
 
@@ -38,8 +40,9 @@ import org.springframework.web.servlet.support.RequestContextUtils;
  * DispatcherServlet}'s order ({@code @ExceptionHandler} methods of the controller and of {@code
  * ControllerAdvice} beans, {@code ResponseStatusExceptionResolver}, {@code
  * DefaultHandlerExceptionResolver}). The request is a copy taken while it was still valid (method,
- * URI, headers, attributes). What cannot be rendered so (a view, an error page) is stored without
- * its body, or with a problem detail: the send happened, so a repeat must not send again.
+ * URI, headers, attributes, parameters). What cannot be rendered so (a view, an error page) is
+ * stored without its body, or with a problem detail: the send happened, so a repeat must not send
+ * again.
  */
 final class LateResponse {
 
@@ -110,7 +113,26 @@ final class LateResponse {
                     context, HandlerExceptionResolver.class, true, false)
                 .values());
     AnnotationAwareOrderComparator.sort(resolvers);
-    return resolvers.isEmpty() ? null : List.copyOf(resolvers);
+    return resolvers.isEmpty() ? null : List.copyOf(flattened(resolvers));
+  }
+
+  /**
+   * {@code resolvers} with each composite (Spring MVC's own {@code handlerExceptionResolver} bean
+   * is one) replaced by the resolvers it holds, in its order: so that what
+   * {@code @ExceptionHandler} methods answered is told apart from what the resolvers after them
+   * answered.
+   */
+  private static List<HandlerExceptionResolver> flattened(
+      List<HandlerExceptionResolver> resolvers) {
+    List<HandlerExceptionResolver> flat = new ArrayList<>();
+    for (HandlerExceptionResolver resolver : resolvers) {
+      if (resolver instanceof HandlerExceptionResolverComposite composite) {
+        flat.addAll(flattened(composite.getExceptionResolvers()));
+      } else {
+        flat.add(resolver);
+      }
+    }
+    return flat;
   }
 
   /**
@@ -162,18 +184,24 @@ final class LateResponse {
         if (view != null) {
           break;
         }
+        if (resolver instanceof ExceptionHandlerExceptionResolver
+            && anExceptionHandlerMaps(failure)) {
+          // it logs and swallows what an @ExceptionHandler throws: one that read what the ended
+          // request no longer has (the session, the body) answers nothing here, where on time it
+          // mapped the failure (a 4xx: the send may have happened). What a later resolver would
+          // answer (a @ResponseStatus on the failure's class, a last-resort 500) was never the
+          // answer on time: the status is not known
+          throw new UnresolvedFailure(
+              "an @ExceptionHandler maps it but answered nothing on the ended request", null);
+        }
       }
     } catch (RuntimeException e) {
+      if (e instanceof UnresolvedFailure unresolved) {
+        throw unresolved;
+      }
       throw new UnresolvedFailure("an exception resolver failed", e);
     }
     if (view == null) {
-      if (anExceptionHandlerMaps(failure)) {
-        // ExceptionHandlerExceptionResolver logs and swallows what an @ExceptionHandler throws:
-        // one that read what the ended request no longer has (a parameter, the session) answers
-        // nothing here, where on time it mapped the failure (a 4xx: the send may have happened)
-        throw new UnresolvedFailure(
-            "an @ExceptionHandler maps it but answered nothing on the ended request", null);
-      }
       return null;
     }
     boolean rendered = view.isEmpty();
