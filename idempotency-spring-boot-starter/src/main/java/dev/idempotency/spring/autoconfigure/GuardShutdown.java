@@ -85,11 +85,12 @@ final class GuardShutdown
    * Whether Spring would close the guard {@code name} when its beans are destroyed, so that closing
    * it earlier changes only when: a bean definition whose destroy method is inferred (an {@code
    * AutoCloseable}'s {@code close()}) or {@code close}. A guard registered as an object (perhaps
-   * shared with another context) or declared with no destroy method ({@code @Bean(destroyMethod =
-   * "")}) is the application's to close.
+   * shared with another context), handed out by a {@code FactoryBean}, or declared with no destroy
+   * method ({@code @Bean(destroyMethod = "")}) is the application's to close.
    */
   private boolean closedOnDestroy(String name) {
-    if (!beanFactory.containsBeanDefinition(name)) {
+    if (!beanFactory.containsBeanDefinition(name) || beanFactory.isFactoryBean(name)) {
+      // a factory bean is destroyed, never the object it hands out
       return false;
     }
     BeanDefinition definition = beanFactory.getMergedBeanDefinition(name);
