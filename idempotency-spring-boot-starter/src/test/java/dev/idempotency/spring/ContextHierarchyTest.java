@@ -1,23 +1,28 @@
 package dev.idempotency.spring;
 
+import static dev.idempotency.spring.ContextHierarchies.SENT;
+import static dev.idempotency.spring.ContextHierarchies.assertStartFailed;
+import static dev.idempotency.spring.ContextHierarchies.withChild;
+import static dev.idempotency.spring.ContextHierarchies.withPlainChild;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spring.ContextHierarchies.ChildSide;
+import dev.idempotency.spring.ContextHierarchies.Notifier;
+import dev.idempotency.spring.ContextHierarchies.ParentConfig;
+import dev.idempotency.spring.ContextHierarchies.ParentSide;
 import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
 import dev.idempotency.spring.autoconfigure.IdempotencyMessagingAutoConfiguration;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.boot.autoconfigure.ImportAutoConfiguration;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
-import org.springframework.context.annotation.AnnotationConfigApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.core.NestedExceptionUtils;
 
 /**
  * {@code @Idempotent} and {@code @IdempotentListener} beans of a child {@code ApplicationContext}
@@ -29,44 +34,11 @@ import org.springframework.core.NestedExceptionUtils;
  */
 class ContextHierarchyTest {
 
-  static final List<String> SENT = new CopyOnWriteArrayList<>();
-
   final ApplicationContextRunner runner = DefaultNameClashes.runner();
 
   @BeforeEach
   void clear() {
     SENT.clear();
-  }
-
-  /** The parent's mailer; default name {@code Mailer.send}. */
-  static class ParentSide {
-    static class Mailer {
-      @Idempotent(key = "#orderId")
-      public String send(String orderId) {
-        SENT.add("parent:" + orderId);
-        return "parent-receipt-" + orderId;
-      }
-    }
-  }
-
-  /** The child's mailer: another class, the same default name {@code Mailer.send}. */
-  static class ChildSide {
-    static class Mailer {
-      @Idempotent(key = "#orderId")
-      public String send(String orderId) {
-        SENT.add("child:" + orderId);
-        return "child-receipt-" + orderId;
-      }
-    }
-  }
-
-  /** The child's own operation, {@code Notifier.notify}. */
-  static class Notifier {
-    @Idempotent(key = "#orderId")
-    public String notify(String orderId) {
-      SENT.add("notifier:" + orderId);
-      return "notified-" + orderId;
-    }
   }
 
   /** A listener bean, its method called as a container calls it (no broker needed here). */
@@ -96,14 +68,6 @@ class ContextHierarchyTest {
     @Bean
     EventListener childListener() {
       return new EventListener("child");
-    }
-  }
-
-  @Configuration(proxyBeanMethods = false)
-  static class ParentConfig {
-    @Bean
-    ParentSide.Mailer parentMailer() {
-      return new ParentSide.Mailer();
     }
   }
 
@@ -138,41 +102,33 @@ class ContextHierarchyTest {
 
   @Test
   void aChildContextWithTheStarterGuardsItsMethodsOnTheParentsGuard() {
-    runner
-        .withUserConfiguration(ParentConfig.class)
-        .run(
-            parent -> {
-              assertThat(parent).hasNotFailed();
-              runner
-                  .withParent(parent.getSourceApplicationContext())
-                  .withUserConfiguration(ChildNotifierConfig.class)
-                  .run(
-                      child -> {
-                        assertThat(child).hasNotFailed();
-                        assertThat(child.getBean(IdempotencyGuard.class))
-                            .as("the child uses the parent's guard")
-                            .isSameAs(parent.getBean(IdempotencyGuard.class));
-                        for (String perContext :
-                            List.of(
-                                "idempotencyKafkaContainerFactories",
-                                "idempotencyRabbitContainerFactories",
-                                "idempotencyJmsContainerFactories")) {
-                          assertThat(parent.containsLocalBean(perContext)).isTrue();
-                          assertThat(
-                                  child.getSourceApplicationContext().containsLocalBean(perContext))
-                              .as("the child's own container-factory post-processor %s", perContext)
-                              .isTrue();
-                        }
-                        Notifier notifier = child.getBean(Notifier.class);
-                        assertThat(notifier.notify("42")).isEqualTo("notified-42");
-                        assertThat(notifier.notify("42")).isEqualTo("notified-42");
-                        assertThat(SENT)
-                            .as(
-                                "one key, two calls (the child's bean a proxy: %s)",
-                                AopUtils.isAopProxy(notifier))
-                            .containsExactly("notifier:42");
-                      });
-            });
+    withChild(
+        runner.withUserConfiguration(ParentConfig.class),
+        ChildNotifierConfig.class,
+        (parent, child) -> {
+          assertThat(child).hasNotFailed();
+          assertThat(child.getBean(IdempotencyGuard.class))
+              .as("the child uses the parent's guard")
+              .isSameAs(parent.getBean(IdempotencyGuard.class));
+          for (String perContext :
+              List.of(
+                  "idempotencyKafkaContainerFactories",
+                  "idempotencyRabbitContainerFactories",
+                  "idempotencyJmsContainerFactories")) {
+            assertThat(parent.containsLocalBean(perContext)).isTrue();
+            assertThat(child.getSourceApplicationContext().containsLocalBean(perContext))
+                .as("the child's own container-factory post-processor %s", perContext)
+                .isTrue();
+          }
+          Notifier notifier = child.getBean(Notifier.class);
+          assertThat(notifier.notify("42")).isEqualTo("notified-42");
+          assertThat(notifier.notify("42")).isEqualTo("notified-42");
+          assertThat(SENT)
+              .as(
+                  "one key, two calls (the child's bean a proxy: %s)",
+                  AopUtils.isAopProxy(notifier))
+              .containsExactly("notifier:42");
+        });
   }
 
   /** A window of one minute: longer than the default lease (30 s), not than the parent's. */
@@ -193,123 +149,81 @@ class ContextHierarchyTest {
 
   @Test
   void aChildsWindowIsCheckedAgainstTheLeaseOfTheParentsGuard() {
-    runner
-        .withPropertyValues("idempotency.lease=2m")
-        .run(
-            parent -> {
-              assertThat(parent).hasNotFailed();
-              runner
-                  .withParent(parent.getSourceApplicationContext())
-                  .withUserConfiguration(ChildMinuteConfig.class)
-                  .run(
-                      child -> {
-                        assertThat(child)
-                            .as("a 1m window on the parent's guard, whose lease is 2m")
-                            .hasFailed();
-                        assertThat(
-                                NestedExceptionUtils.getMostSpecificCause(
-                                    child.getStartupFailure()))
-                            .hasMessageContainingAll("must be longer than the lease", "PT2M");
-                      });
-            });
+    withChild(
+        runner.withPropertyValues("idempotency.lease=2m"),
+        ChildMinuteConfig.class,
+        (parent, child) ->
+            // a 1m window on the parent's guard, whose lease is 2m
+            assertStartFailed(child, "must be longer than the lease", "PT2M"));
   }
 
   @Test
   void aChildsDefaultNameThatItsParentHasAlreadyFailsTheChildsStart() {
-    runner
-        .withUserConfiguration(ParentConfig.class)
-        .run(
-            parent -> {
-              assertThat(parent).hasNotFailed();
-              runner
-                  .withParent(parent.getSourceApplicationContext())
-                  .withUserConfiguration(ChildConfig.class)
-                  .run(
-                      child -> {
-                        assertThat(child)
-                            .as("Mailer.send in parent and child share the parent's guard")
-                            .hasFailed();
-                        assertThat(
-                                NestedExceptionUtils.getMostSpecificCause(
-                                    child.getStartupFailure()))
-                            .hasMessageContainingAll(
-                                ParentSide.Mailer.class.getName() + ".send(String)",
-                                ChildSide.Mailer.class.getName() + ".send(String)",
-                                "'Mailer.send'");
-                      });
-            });
+    withChild(
+        runner.withUserConfiguration(ParentConfig.class),
+        ChildConfig.class,
+        (parent, child) ->
+            // Mailer.send in parent and child share the parent's guard
+            assertStartFailed(
+                child,
+                ParentSide.Mailer.class.getName() + ".send(String)",
+                ChildSide.Mailer.class.getName() + ".send(String)",
+                "'Mailer.send'"));
   }
 
   @Test
   void anIdempotentMethodOfAPlainChildContextFailsItsStart() {
-    runner.run(
-        parent -> {
-          assertThat(parent).hasNotFailed();
-          try (AnnotationConfigApplicationContext child =
-              new AnnotationConfigApplicationContext()) {
-            child.setParent(parent.getSourceApplicationContext());
-            child.register(ChildConfig.class);
+    withPlainChild(
+        runner,
+        ChildConfig.class,
+        (parent, child) ->
             assertThatIllegalStateException()
                 .isThrownBy(child::refresh)
                 .withMessageContainingAll(
                     "'childMailer'",
                     ChildSide.Mailer.class.getName() + ".send(String)",
                     "no advisor",
-                    "@ImportAutoConfiguration");
-          }
-          assertThat(SENT).isEmpty();
-        });
+                    "@ImportAutoConfiguration"));
+    assertThat(SENT).isEmpty();
   }
 
   @Test
   void aPlainChildContextThatImportsTheAutoConfigurationIsGuarded() {
-    runner.run(
-        parent -> {
-          assertThat(parent).hasNotFailed();
-          try (AnnotationConfigApplicationContext child =
-              new AnnotationConfigApplicationContext()) {
-            child.setParent(parent.getSourceApplicationContext());
-            child.register(GuardedPlainChildConfig.class);
-            child.refresh();
-            assertThat(child.getBean(IdempotencyGuard.class))
-                .isSameAs(parent.getBean(IdempotencyGuard.class));
-            Notifier notifier = child.getBean(Notifier.class);
-            notifier.notify("7");
-            notifier.notify("7");
-            assertThat(SENT)
-                .as("one key, two calls (a proxy: %s)", AopUtils.isAopProxy(notifier))
-                .containsExactly("notifier:7");
-          }
+    withPlainChild(
+        runner,
+        GuardedPlainChildConfig.class,
+        (parent, child) -> {
+          child.refresh();
+          assertThat(child.getBean(IdempotencyGuard.class))
+              .isSameAs(parent.getBean(IdempotencyGuard.class));
+          Notifier notifier = child.getBean(Notifier.class);
+          notifier.notify("7");
+          notifier.notify("7");
+          assertThat(SENT)
+              .as("one key, two calls (a proxy: %s)", AopUtils.isAopProxy(notifier))
+              .containsExactly("notifier:7");
         });
   }
 
   @Test
   void anIdempotentListenerOfAChildContextWithTheStarterIsGuarded() {
-    runner
-        .withUserConfiguration(ParentListenerConfig.class)
-        .run(
-            parent -> {
-              assertThat(parent).hasNotFailed();
-              EventListener inParent = parent.getBean(EventListener.class);
-              inParent.onEvent("p1");
-              inParent.onEvent("p1");
-              assertThat(SENT).as("control: the parent's listener").containsExactly("parent:p1");
-              runner
-                  .withParent(parent.getSourceApplicationContext())
-                  .withUserConfiguration(ChildListenerConfig.class)
-                  .run(
-                      child -> {
-                        assertThat(child).hasNotFailed();
-                        EventListener inChild = child.getBean("childListener", EventListener.class);
-                        inChild.onEvent("c1");
-                        inChild.onEvent("c1");
-                        assertThat(SENT)
-                            .as(
-                                "one event key delivered twice to the child's listener (a proxy:"
-                                    + " %s)",
-                                AopUtils.isAopProxy(inChild))
-                            .containsExactly("parent:p1", "child:c1");
-                      });
-            });
+    withChild(
+        runner.withUserConfiguration(ParentListenerConfig.class),
+        ChildListenerConfig.class,
+        (parent, child) -> {
+          assertThat(child).hasNotFailed();
+          EventListener inParent = parent.getBean(EventListener.class);
+          inParent.onEvent("p1");
+          inParent.onEvent("p1");
+          assertThat(SENT).as("control: the parent's listener").containsExactly("parent:p1");
+          EventListener inChild = child.getBean("childListener", EventListener.class);
+          inChild.onEvent("c1");
+          inChild.onEvent("c1");
+          assertThat(SENT)
+              .as(
+                  "one event key delivered twice to the child's listener (a proxy: %s)",
+                  AopUtils.isAopProxy(inChild))
+              .containsExactly("parent:p1", "child:c1");
+        });
   }
 }

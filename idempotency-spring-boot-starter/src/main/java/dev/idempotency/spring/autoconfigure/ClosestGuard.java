@@ -2,6 +2,7 @@ package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.IdempotencyGuard;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.HierarchicalBeanFactory;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -14,11 +15,16 @@ import org.springframework.beans.factory.ObjectProvider;
  * second candidate and refuse both (NoUniqueBeanDefinitionException) unless one is
  * {@code @Primary}, at the first call rather than at the start. Where the closest context defines
  * several guards, Spring's rule decides ({@code @Primary}), as in one context.
+ *
+ * <p>Looked up at the first {@code get()} and kept: the guard definitions of a context and its
+ * ancestors are all registered by the time any bean calls a guard. A lookup that fails (no guard
+ * yet) is not kept. Thread-safe: racing first calls resolve the same guard.
  */
 final class ClosestGuard implements Supplier<IdempotencyGuard> {
 
   private final ListableBeanFactory beanFactory;
   private final ObjectProvider<IdempotencyGuard> any;
+  private volatile @Nullable IdempotencyGuard resolved;
 
   private ClosestGuard(ListableBeanFactory beanFactory, ObjectProvider<IdempotencyGuard> any) {
     this.beanFactory = beanFactory;
@@ -26,7 +32,7 @@ final class ClosestGuard implements Supplier<IdempotencyGuard> {
   }
 
   /**
-   * The guard of a context, looked up at each {@code get()}.
+   * The guard of a context, looked up at the first {@code get()}.
    *
    * @param beanFactory the context's bean factory
    * @param any the context's provider of guards (its whole hierarchy), for several or none
@@ -39,6 +45,15 @@ final class ClosestGuard implements Supplier<IdempotencyGuard> {
 
   @Override
   public IdempotencyGuard get() {
+    IdempotencyGuard guard = resolved;
+    if (guard == null) {
+      guard = closest();
+      resolved = guard;
+    }
+    return guard;
+  }
+
+  private IdempotencyGuard closest() {
     BeanFactory factory = beanFactory;
     while (factory instanceof ListableBeanFactory listable) {
       String[] names = listable.getBeanNamesForType(IdempotencyGuard.class, true, false);

@@ -133,9 +133,10 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * Registers the methods of a Spring Kafka method endpoint as listener methods, and refuses an
-   * {@link IdempotentListener} that the endpoint or its factory makes a batch listener while it
-   * takes no {@code List} ({@link BatchParameters#checkBatchListener}).
+   * Refuses a Spring Kafka method endpoint whose bean's guarded methods no advisor guards ({@link
+   * UnguardedEndpointBeans}), registers its methods as listener methods, and refuses an {@link
+   * IdempotentListener} that the endpoint or its factory makes a batch listener while it takes no
+   * {@code List} ({@link BatchParameters#checkBatchListener}).
    */
   private static void kafkaEndpoint(
       Object endpoint,
@@ -151,6 +152,7 @@ public final class ListenerContainerHooks {
     }
     if (endpoint
         instanceof org.springframework.kafka.config.MethodKafkaListenerEndpoint<?, ?> method) {
+      UnguardedEndpointBeans.refuse(method.getBean());
       ListenerEndpointMethods.register(method.getBean(), method.getMethod());
       Boolean batch = method.getBatchListener();
       if (batch == null) {
@@ -162,22 +164,28 @@ public final class ListenerContainerHooks {
     }
   }
 
-  /** Registers the method of a JMS method endpoint as a listener method. */
+  /**
+   * Refuses a JMS method endpoint whose bean's guarded methods no advisor guards ({@link
+   * UnguardedEndpointBeans}) and registers its method as a listener method.
+   */
   private static void jmsEndpoint(Object endpoint) {
     if (endpoint instanceof org.springframework.jms.config.MethodJmsListenerEndpoint method) {
+      UnguardedEndpointBeans.refuse(method.getBean());
       ListenerEndpointMethods.register(method.getBean(), method.getMostSpecificMethod());
     }
   }
 
   /**
-   * Registers the method of a Spring AMQP method endpoint as a listener method, and wraps its
-   * {@code RabbitListenerErrorHandler} so that a deferral passes it ({@link RabbitErrorHandlers}).
-   * Spring AMQP does not expose the handler methods of a multi-method endpoint: they count as
-   * listener methods by their {@code @RabbitHandler} annotation.
+   * Refuses a Spring AMQP method endpoint whose bean's guarded methods no advisor guards ({@link
+   * UnguardedEndpointBeans}), registers its method as a listener method, and wraps its {@code
+   * RabbitListenerErrorHandler} so that a deferral passes it ({@link RabbitErrorHandlers}). Spring
+   * AMQP does not expose the handler methods of a multi-method endpoint: they count as listener
+   * methods by their {@code @RabbitHandler} annotation.
    */
   private static void rabbitEndpoint(Object endpoint) {
     if (endpoint
         instanceof org.springframework.amqp.rabbit.listener.MethodRabbitListenerEndpoint method) {
+      UnguardedEndpointBeans.refuse(method.getBean());
       ListenerEndpointMethods.register(method.getBean(), method.getMethod());
       RabbitErrorHandlers.passDeferralsIn(method);
     }
