@@ -10,9 +10,8 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ApplicationListener;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -21,25 +20,21 @@ import org.springframework.context.event.ContextClosedEvent;
 /**
  * Probe (probeT) of {@code GuardShutdown} with a short {@code
  * spring.lifecycle.timeout-per-shutdown-phase} (1 s) on Redis through Spring Data Redis: an MVC
- * request still in flight (a {@code WebAsyncTask} with its own 60 s timeout, send held) when Boot's
- * graceful shutdown phase gives up after 1 s; the web server stops under it and the starter's phase
- * starts closing the guard; the send is released only then. SPEC 1/14: the guard's grace period
- * records the send before Lettuce's factory (phase 0) stops, and the restarted application replays
- * it: one handler run.
+ * request still in flight (a {@code WebAsyncTask} with its own 60 s timeout, a {@code Callable}, a
+ * {@code CompletableFuture}, a {@code DeferredResult}; send held) when Boot's graceful shutdown
+ * phase gives up after 1 s; the web server stops under it and the starter's phase starts closing
+ * the guard; the send is released only then. SPEC 1/14: the guard's grace period records the send
+ * before Lettuce's factory (phase 0) stops, and the restarted application replays it: one handler
+ * run.
  *
- * <p>Open finding (medium-high: an ordinary shutdown, no crash, leaves a send that happened
- * unrecorded; its key is kept, not released, so the retry gets 409 until the lease lapses and is
- * then taken over and sent again). Boot 4.0: fails 3/3; Boot 3.5: fails 1 of 3 (passed twice), main
- * dc550c5. The send is released as soon as the guard is closing and does end ('the send happened
- * during the shutdown' holds), yet the guard logs 'Closed the idempotency guard with 1 calls still
- * running after its grace period of 20000 ms' and 'Ended 1 async calls abandoned', and the retry
- * after the restart is answered '409 ... request-in-progress' ('expected: 201 but was: 409'; the
- * first client got no answer, 'HTTP/1.1 header parser received no bytes'). Likely cause (not
- * checked): the endpoint's call ends only when the async result is dispatched back to the
- * container, which no longer happens once the web server stopped after the graceful phase timed
- * out.
+ * <p>Was an open finding (medium-high, lost send): the endpoint's outcome was written only when the
+ * async result was dispatched back to the server, which no longer happens once the server stopped;
+ * the record stayed IN_PROGRESS ('Closed the idempotency guard with 1 calls still running after its
+ * grace period'), the retry after the restart got 409 and, once the lease lapsed, sent again (Boot
+ * 4.0 failed 3/3, Boot 3.5 1 of 3: 'expected: 201 but was: 409'). Now the interceptor, a lifecycle
+ * bean that stops after the web server and before the guard closes, records such a request from its
+ * async result.
  */
-@Tag("open-finding")
 class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
 
   private int port;
@@ -77,10 +72,11 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"redis"})
-  void aRequestOutlivingTheGracefulPhaseIsRecordedAndReplayed(String store) throws Exception {
+  @CsvSource({"task-long, redis", "callable, redis", "future, redis", "deferred, redis"})
+  void aRequestOutlivingTheGracefulPhaseIsRecordedAndReplayed(String kind, String store)
+      throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probe/shutdown/task-long";
+    String path = "/probe/shutdown/" + kind;
     MvcShutdownAfterTimeoutProbeTest.ProbeController.gate = new CountDownLatch(1);
     int before = runs();
     int sentBefore = MvcShutdownAfterTimeoutProbeTest.ProbeController.sent.get();
