@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spring.web.MvcProbes.HeldSends;
 import dev.idempotency.testservers.Poll;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -12,10 +13,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ApplicationListener;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.event.ContextClosedEvent;
 
 /**
  * Probe (probeT) of {@code GuardShutdown} with a short {@code
@@ -46,20 +44,15 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
 
   @Override
   public int runs() {
-    return MvcShutdownAfterTimeoutProbeTest.ProbeController.runs.get();
+    return HeldSends.runs.get();
   }
 
   private static ConfigurableApplicationContext start(String store, CountDownLatch closing) {
-    return new SpringApplicationBuilder(MvcShutdownAfterTimeoutProbeTest.ProbeApplication.class)
-        .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-        .properties(
-            "server.port=0",
-            "server.shutdown=graceful",
-            "spring.main.banner-mode=off",
-            "idempotency.close-grace-period=20s",
-            "spring.lifecycle.timeout-per-shutdown-phase=1s")
-        .properties(MvcShutdownAfterTimeoutProbeTest.storeProperties(store))
-        .run();
+    return MvcProbes.startOn(
+        MvcProbes.HeldSendApplication.class,
+        store,
+        closing,
+        "spring.lifecycle.timeout-per-shutdown-phase=1s");
   }
 
   private static boolean isClosed(IdempotencyGuard guard) {
@@ -76,61 +69,36 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
   void aRequestOutlivingTheGracefulPhaseIsRecordedAndReplayed(String kind, String store)
       throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probe/shutdown/" + kind;
-    MvcShutdownAfterTimeoutProbeTest.ProbeController.gate = new CountDownLatch(1);
+    String path = "/probe/held/" + kind;
+    HeldSends.gate = new CountDownLatch(1);
     int before = runs();
-    int sentBefore = MvcShutdownAfterTimeoutProbeTest.ProbeController.sent.get();
+    int sentBefore = HeldSends.sent.get();
     CountDownLatch closing = new CountDownLatch(1);
     ConfigurableApplicationContext first = start(store, closing);
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
-      port = first.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
+      port = MvcProbes.portOf(first);
       IdempotencyGuard guard = first.getBean(IdempotencyGuard.class);
-      answered =
-          CompletableFuture.supplyAsync(
-              () -> {
-                try {
-                  return post(path, key, "{}");
-                } catch (Exception e) {
-                  throw new IllegalStateException(e);
-                }
-              });
+      answered = MvcProbes.postAsync(this, path, key);
       Poll.within(Duration.ofSeconds(30)).until("the handler running", () -> runs() > before);
       closed = CompletableFuture.runAsync(first::close);
       assertThat(closing.await(30, TimeUnit.SECONDS)).as("the shutdown began").isTrue();
       Poll.within(Duration.ofSeconds(60)).until("the guard closing", () -> isClosed(guard));
     } finally {
-      MvcShutdownAfterTimeoutProbeTest.ProbeController.gate.countDown();
+      HeldSends.gate.countDown();
     }
     closed.get(60, TimeUnit.SECONDS);
-    assertThat(MvcShutdownAfterTimeoutProbeTest.ProbeController.sent.get() - sentBefore)
+    assertThat(HeldSends.sent.get() - sentBefore)
         .as("the send happened during the shutdown")
         .isEqualTo(1);
-    String firstAnswer =
-        answered
-            .handle(
-                (response, failure) ->
-                    failure != null
-                        ? "no answer: " + failure
-                        : response.statusCode() + " " + EndpointClient.text(response))
-            .get(60, TimeUnit.SECONDS);
+    String firstAnswer = MvcProbes.answerOf(answered);
 
-    HttpResponse<byte[]> replay;
-    try (ConfigurableApplicationContext second = start(store, new CountDownLatch(1))) {
-      port = second.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
-      long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-      do {
-        replay = post(path, key, "{}");
-      } while (replay.statusCode() == 409 && System.nanoTime() < deadline);
-    }
+    HttpResponse<byte[]> replay =
+        MvcProbes.replayAfterRestart(
+            () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
     String answers =
-        String.format(
-            "first %s; after the restart %s replayed=%s %s",
-            firstAnswer,
-            replay.statusCode(),
-            EndpointClient.header(replay, "Idempotent-Replayed"),
-            EndpointClient.text(replay));
+        String.format("first %s; after the restart %s", firstAnswer, MvcProbes.replayed(replay));
     assertThat(runs() - before).as("handler runs (%s)", answers).isEqualTo(1);
     assertThat(replay.statusCode()).as(answers).isEqualTo(201);
     assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).as(answers).isEqualTo("true");
