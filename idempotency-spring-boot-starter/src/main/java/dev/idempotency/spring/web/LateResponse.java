@@ -47,8 +47,6 @@ import org.springframework.web.servlet.support.RequestContextUtils;
 final class LateResponse {
 
   private final HandlerMethod handler;
-  private final @Nullable HandlerMethodReturnValueHandlerComposite handlers;
-  private final @Nullable List<HandlerExceptionResolver> resolvers;
   private final EndedRequest request;
   private final InMemoryResponse leftAs;
   private final long limit;
@@ -57,15 +55,11 @@ final class LateResponse {
   private LateResponse(
       @Nullable WebApplicationContext context,
       HandlerMethod handler,
-      @Nullable HandlerMethodReturnValueHandlerComposite handlers,
-      @Nullable List<HandlerExceptionResolver> resolvers,
       EndedRequest request,
       InMemoryResponse leftAs,
       long limit) {
     this.context = context;
     this.handler = handler;
-    this.handlers = handlers;
-    this.resolvers = resolvers;
     this.request = request;
     this.leftAs = leftAs;
     this.limit = limit;
@@ -73,16 +67,15 @@ final class LateResponse {
 
   /**
    * A copy of what rendering reads of {@code request} and of {@code response} as the handler left
-   * it (status, headers, not the body), taken while they are valid.
+   * it (status, headers, not the body), taken while they are valid. Spring MVC's return value
+   * handlers and exception resolvers are looked up in the request's application context when a
+   * result is rendered.
    */
   static LateResponse of(
       HttpServletRequest request, HttpServletResponse response, HandlerMethod handler, long limit) {
-    WebApplicationContext context = RequestContextUtils.findWebApplicationContext(request);
     return new LateResponse(
-        context,
+        RequestContextUtils.findWebApplicationContext(request),
         handler,
-        returnValueHandlers(context),
-        exceptionResolvers(context),
         EndedRequest.copyOf(request),
         InMemoryResponse.copyOf(response),
         limit);
@@ -164,7 +157,7 @@ final class LateResponse {
    *     nothing there): its status is not known
    */
   @Nullable StoredResponse renderFailure(Throwable failure, List<String> listedHeaders) {
-    List<HandlerExceptionResolver> known = resolvers;
+    List<HandlerExceptionResolver> known = exceptionResolvers(context);
     if (known == null) {
       throw new UnresolvedFailure("no exception resolvers were found", null);
     }
@@ -245,6 +238,7 @@ final class LateResponse {
   /** Whether Spring MVC's return value handlers wrote {@code value} on {@code response}. */
   private boolean handle(
       @Nullable Object value, MethodParameter type, HttpServletResponse servletResponse) {
+    HandlerMethodReturnValueHandlerComposite handlers = returnValueHandlers(context);
     if (handlers == null) {
       return false;
     }
