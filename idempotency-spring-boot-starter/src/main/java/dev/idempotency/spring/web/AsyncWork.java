@@ -163,6 +163,42 @@ final class AsyncWork {
     return true;
   }
 
+  /** What {@link #dispatchLost} made of a request whose async dispatch will not come. */
+  enum LostDispatch {
+    /** Nothing to do: reported, detached already (a timeout), or its handler never started. */
+    NONE,
+    /** Its {@code Callable} work was still queued: abandoned, it never runs; nothing was sent. */
+    ABANDONED,
+    /** Detached: its result, come already or to come, is recorded as a late one. */
+    DETACHED
+  }
+
+  /**
+   * The request's async dispatch, where its outcome would be written, will not come: the server
+   * stopped while the work ran (SPEC 14). As at a timeout ({@link #detach}), the work's result is
+   * rendered with {@code late} and recorded when it comes, or now if it came already and waited for
+   * that dispatch; {@code Callable} work still queued in Spring MVC's async executor is abandoned
+   * instead (it never runs), so that the caller may release the key.
+   */
+  LostDispatch dispatchLost(LateResponse late) {
+    Object result;
+    synchronized (this) {
+      if (reported.get() || !handlerStarted.getAsBoolean() || this.late != null) {
+        return LostDispatch.NONE;
+      }
+      if (work == Work.QUEUED) {
+        work = Work.ABANDONED;
+        return LostDispatch.ABANDONED;
+      }
+      this.late = late;
+      result = earlyResult;
+    }
+    if (result != NO_RESULT) {
+      lateResult(result);
+    }
+    return LostDispatch.DETACHED;
+  }
+
   /**
    * The async result of a handler, called for every one; stored (or released) only if its request
    * timed out before it came ({@link #detach}), as Spring MVC would have answered it on time

@@ -16,9 +16,10 @@ import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
 
 /**
- * What rendering reads of a request (method, URI, headers, attributes), copied while the request
- * was still valid, and answered after it ended by a {@link HttpServletRequest} proxy whose body is
- * gone.
+ * What rendering and exception resolvers read of a request (method, URI, headers, attributes,
+ * parameters, the client's address, the principal, the session), copied while the request was still
+ * valid, and answered after it ended by a {@link HttpServletRequest} proxy whose body is gone (its
+ * session, if it had one, is the same; none is created).
  */
 final class EndedRequest {
 
@@ -45,6 +46,19 @@ final class EndedRequest {
     copy.put("getCharacterEncoding", request.getCharacterEncoding());
     copy.put("getLocale", request.getLocale());
     copy.put("getRequestURL", request.getRequestURL().toString());
+    copy.put("getProtocol", request.getProtocol());
+    copy.put("getRemoteAddr", request.getRemoteAddr());
+    copy.put("getRemoteHost", request.getRemoteHost());
+    copy.put("getRemotePort", request.getRemotePort());
+    copy.put("getLocalAddr", request.getLocalAddr());
+    copy.put("getLocalName", request.getLocalName());
+    copy.put("getLocalPort", request.getLocalPort());
+    copy.put("getAuthType", request.getAuthType());
+    copy.put("getRemoteUser", request.getRemoteUser());
+    copy.put("getUserPrincipal", request.getUserPrincipal());
+    copy.put("getRequestedSessionId", request.getRequestedSessionId());
+    // a session outlives its request (until it is invalidated); none is created for a late answer
+    copy.put("session", request.getSession(false));
     Map<String, List<String>> headers = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);
     for (String name : Collections.list(request.getHeaderNames())) {
       headers.put(name, Collections.list(request.getHeaders(name)));
@@ -58,7 +72,24 @@ final class EndedRequest {
       }
     }
     copy.put("attributes", Collections.synchronizedMap(attributes));
+    copy.put("parameters", parameters(request));
     return new EndedRequest(copy);
+  }
+
+  /**
+   * The request's parameters (its query string's, and a form body's the container parsed), which an
+   * application's exception resolver or {@code @ExceptionHandler} may read; none if the request can
+   * no longer give them.
+   */
+  private static Map<String, String[]> parameters(HttpServletRequest request) {
+    Map<String, String[]> parameters = new LinkedHashMap<>();
+    try {
+      request.getParameterMap().forEach((name, values) -> parameters.put(name, values.clone()));
+    } catch (RuntimeException e) {
+      // a malformed query string or a form body that cannot be read: as if it had no parameters
+      parameters.clear();
+    }
+    return Collections.unmodifiableMap(parameters);
   }
 
   /** A request that answers from the copy; its attributes may be set and removed. */
@@ -66,6 +97,7 @@ final class EndedRequest {
   HttpServletRequest proxy() {
     Map<String, List<String>> headers = (Map<String, List<String>>) request.get("headers");
     Map<String, Object> attributes = (Map<String, Object>) request.get("attributes");
+    Map<String, String[]> parameters = (Map<String, String[]>) request.get("parameters");
     InvocationHandler answers =
         (proxy, method, args) -> {
           String name = method.getName();
@@ -102,10 +134,18 @@ final class EndedRequest {
               return Collections.enumeration(List.of((Locale) request.get("getLocale")));
             case "getDispatcherType":
               return DispatcherType.REQUEST;
+            case "getSession":
+              return request.get("session");
+            case "getParameter":
+              String[] given = parameters.get((String) args[0]);
+              return given == null || given.length == 0 ? null : given[0];
+            case "getParameterValues":
+              String[] all = parameters.get((String) args[0]);
+              return all == null ? null : all.clone();
             case "getParameterMap":
-              return Map.of();
+              return parameters;
             case "getParameterNames":
-              return Collections.emptyEnumeration();
+              return Collections.enumeration(new ArrayList<>(parameters.keySet()));
             case "getContentLength":
               return -1;
             case "getContentLengthLong":

@@ -191,6 +191,30 @@ final class EndpointCall {
     }
   }
 
+  /**
+   * The server stopped while the request's async work ran, and its async dispatch, where the
+   * outcome would be written, will not come: the work's result is recorded from the result itself,
+   * as after a timeout ({@link AsyncWork#dispatchLost}); {@code Callable} work that never began
+   * releases the key. A stream (part of it may have gone out) is left as it is: its key stays
+   * claimed.
+   *
+   * @param late the request as it went async, to render the result with
+   */
+  void dispatchLost(LateResponse late) {
+    CapturingResponse captured = response;
+    if (captured != null && (captured.passedOn() || captured.returnsAStream())) {
+      return;
+    }
+    if (asyncWork.dispatchLost(late) == AsyncWork.LostDispatch.ABANDONED) {
+      release("the server stopped before the handler's work began");
+    }
+  }
+
+  /** Runs {@code action} once the call's outcome is known (written, released or abandoned). */
+  void whenOutcomeKnown(Runnable action) {
+    call.outcome().whenComplete((outcome, failure) -> action.run());
+  }
+
   /** Puts the call's MDC entries on the request's thread while the handler runs. */
   void enterMdc() {
     mdc = call.enter();

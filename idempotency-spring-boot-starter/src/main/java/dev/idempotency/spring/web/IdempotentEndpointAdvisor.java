@@ -182,8 +182,12 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
     call.asyncWork().observesLateResult();
     own.setResultHandler(
         value -> {
-          copy.setResult(value);
-          call.asyncWork().lateResult(value);
+          try {
+            copy.setResult(value);
+          } finally {
+            // also when Spring MVC's dispatch of the copy fails (the server stopped under it)
+            call.asyncWork().lateResult(value);
+          }
         });
     return copy;
   }

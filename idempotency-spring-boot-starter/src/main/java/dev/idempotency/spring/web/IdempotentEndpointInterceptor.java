@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Enumeration;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -24,6 +25,7 @@ import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.context.SmartLifecycle;
 import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.method.HandlerMethod;
@@ -40,11 +42,29 @@ import org.springframework.web.util.WebUtils;
  * handler run, its response held back by the {@link IdempotentEndpointFilter}, which stores it when
  * it is final. The Spring Boot auto-configuration registers it after the application's own
  * interceptors. Thread-safe.
+ *
+ * <p>As a lifecycle bean it follows the claimed requests whose async work runs ({@code Callable},
+ * {@code WebAsyncTask}, {@code CompletionStage}, {@code DeferredResult}): their outcome is written
+ * when the result is dispatched back to the server, which no longer happens once the server has
+ * stopped (a request that outlived Spring Boot's graceful shutdown phase). When it stops ({@link
+ * #SHUTDOWN_PHASE}: after the web server, just before the starter closes the guard) it hands each
+ * such request to its result, as a container async timeout does: the result is rendered as Spring
+ * MVC would have rendered it and recorded when it comes (or at once, if it came and waited for its
+ * dispatch), within the guard's close grace period; {@code Callable} work still queued, which now
+ * never runs, releases its key. A response streamed in part keeps its key claimed.
  */
-public final class IdempotentEndpointInterceptor implements AsyncHandlerInterceptor {
+public final class IdempotentEndpointInterceptor
+    implements AsyncHandlerInterceptor, SmartLifecycle {
 
   /** The header that marks a replayed response. */
   public static final String REPLAYED_HEADER = "Idempotent-Replayed";
+
+  /**
+   * The lifecycle phase in which it stops: below the web server's stop ({@code
+   * SmartLifecycle.DEFAULT_PHASE - 2048} on Spring Boot 3.5 and 4.0), just above the starter's
+   * close of the guard ({@code SmartLifecycle.DEFAULT_PHASE - 4096}), which waits for the results.
+   */
+  public static final int SHUTDOWN_PHASE = SmartLifecycle.DEFAULT_PHASE - 4095;
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointInterceptor.class);
 
@@ -57,6 +77,8 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
   private final long maxBodyBytes;
   private final Duration maxWait;
   private final Set<Method> warnedUnfollowed = ConcurrentHashMap.newKeySet();
+  private final Map<EndpointCall, LateResponse> asyncCalls = new ConcurrentHashMap<>();
+  private volatile boolean running;
 
   /**
    * Creates the interceptor.
@@ -186,10 +208,55 @@ public final class IdempotentEndpointInterceptor implements AsyncHandlerIntercep
     return fields;
   }
 
+  /**
+   * The handler's async work runs: the request, as it went async, is kept until the call's outcome
+   * is known, in case the server stops before its dispatch comes ({@link #stop()}).
+   */
   @Override
   public void afterConcurrentHandlingStarted(
       HttpServletRequest request, HttpServletResponse response, Object handler) {
     leaveMdc(request);
+    CapturingResponse capture = WebUtils.getNativeResponse(response, CapturingResponse.class);
+    if (request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall call
+        && handler instanceof HandlerMethod method
+        && capture != null
+        && !call.reported()
+        && !asyncCalls.containsKey(call)) {
+      asyncCalls.put(call, LateResponse.of(request, capture, method, capture.limit()));
+      call.whenOutcomeKnown(() -> asyncCalls.remove(call));
+    }
+  }
+
+  /** Nothing to start: requests are claimed as they come. */
+  @Override
+  public void start() {
+    running = true;
+  }
+
+  /**
+   * The web server has stopped: each claimed request whose async work still runs will get no
+   * dispatch, so its result is recorded from the result itself ({@link EndpointCall#dispatchLost}).
+   */
+  @Override
+  public void stop() {
+    running = false;
+    for (Map.Entry<EndpointCall, LateResponse> async : asyncCalls.entrySet()) {
+      try {
+        async.getKey().dispatchLost(async.getValue());
+      } catch (RuntimeException e) {
+        log.warn("An idempotent request's async result could not be recorded at shutdown", e);
+      }
+    }
+  }
+
+  @Override
+  public boolean isRunning() {
+    return running;
+  }
+
+  @Override
+  public int getPhase() {
+    return SHUTDOWN_PHASE;
   }
 
   @Override

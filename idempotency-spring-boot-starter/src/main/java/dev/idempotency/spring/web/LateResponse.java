@@ -25,6 +25,8 @@ import org.springframework.web.method.support.ModelAndViewContainer;
 import org.springframework.web.servlet.HandlerExceptionResolver;
 import org.springframework.web.servlet.HandlerMapping;
 import org.springframework.web.servlet.ModelAndView;
+import org.springframework.web.servlet.handler.HandlerExceptionResolverComposite;
+import org.springframework.web.servlet.mvc.method.annotation.ExceptionHandlerExceptionResolver;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerAdapter;
 import org.springframework.web.servlet.support.RequestContextUtils;
 
@@ -38,14 +40,13 @@ import org.springframework.web.servlet.support.RequestContextUtils;
  * DispatcherServlet}'s order ({@code @ExceptionHandler} methods of the controller and of {@code
  * ControllerAdvice} beans, {@code ResponseStatusExceptionResolver}, {@code
  * DefaultHandlerExceptionResolver}). The request is a copy taken while it was still valid (method,
- * URI, headers, attributes). What cannot be rendered so (a view, an error page) is stored without
- * its body, or with a problem detail: the send happened, so a repeat must not send again.
+ * URI, headers, attributes, parameters). What cannot be rendered so (a view, an error page) is
+ * stored without its body, or with a problem detail: the send happened, so a repeat must not send
+ * again.
  */
 final class LateResponse {
 
   private final HandlerMethod handler;
-  private final @Nullable HandlerMethodReturnValueHandlerComposite handlers;
-  private final @Nullable List<HandlerExceptionResolver> resolvers;
   private final EndedRequest request;
   private final InMemoryResponse leftAs;
   private final long limit;
@@ -54,15 +55,11 @@ final class LateResponse {
   private LateResponse(
       @Nullable WebApplicationContext context,
       HandlerMethod handler,
-      @Nullable HandlerMethodReturnValueHandlerComposite handlers,
-      @Nullable List<HandlerExceptionResolver> resolvers,
       EndedRequest request,
       InMemoryResponse leftAs,
       long limit) {
     this.context = context;
     this.handler = handler;
-    this.handlers = handlers;
-    this.resolvers = resolvers;
     this.request = request;
     this.leftAs = leftAs;
     this.limit = limit;
@@ -70,16 +67,15 @@ final class LateResponse {
 
   /**
    * A copy of what rendering reads of {@code request} and of {@code response} as the handler left
-   * it (status, headers, not the body), taken while they are valid.
+   * it (status, headers, not the body), taken while they are valid. Spring MVC's return value
+   * handlers and exception resolvers are looked up in the request's application context when a
+   * result is rendered.
    */
   static LateResponse of(
       HttpServletRequest request, HttpServletResponse response, HandlerMethod handler, long limit) {
-    WebApplicationContext context = RequestContextUtils.findWebApplicationContext(request);
     return new LateResponse(
-        context,
+        RequestContextUtils.findWebApplicationContext(request),
         handler,
-        returnValueHandlers(context),
-        exceptionResolvers(context),
         EndedRequest.copyOf(request),
         InMemoryResponse.copyOf(response),
         limit);
@@ -110,7 +106,26 @@ final class LateResponse {
                     context, HandlerExceptionResolver.class, true, false)
                 .values());
     AnnotationAwareOrderComparator.sort(resolvers);
-    return resolvers.isEmpty() ? null : List.copyOf(resolvers);
+    return resolvers.isEmpty() ? null : List.copyOf(flattened(resolvers));
+  }
+
+  /**
+   * {@code resolvers} with each composite (Spring MVC's own {@code handlerExceptionResolver} bean
+   * is one) replaced by the resolvers it holds, in its order: so that what
+   * {@code @ExceptionHandler} methods answered is told apart from what the resolvers after them
+   * answered.
+   */
+  private static List<HandlerExceptionResolver> flattened(
+      List<HandlerExceptionResolver> resolvers) {
+    List<HandlerExceptionResolver> flat = new ArrayList<>();
+    for (HandlerExceptionResolver resolver : resolvers) {
+      if (resolver instanceof HandlerExceptionResolverComposite composite) {
+        flat.addAll(flattened(composite.getExceptionResolvers()));
+      } else {
+        flat.add(resolver);
+      }
+    }
+    return flat;
   }
 
   /**
@@ -142,7 +157,7 @@ final class LateResponse {
    *     nothing there): its status is not known
    */
   @Nullable StoredResponse renderFailure(Throwable failure, List<String> listedHeaders) {
-    List<HandlerExceptionResolver> known = resolvers;
+    List<HandlerExceptionResolver> known = exceptionResolvers(context);
     if (known == null) {
       throw new UnresolvedFailure("no exception resolvers were found", null);
     }
@@ -162,18 +177,24 @@ final class LateResponse {
         if (view != null) {
           break;
         }
+        if (resolver instanceof ExceptionHandlerExceptionResolver
+            && anExceptionHandlerMaps(failure)) {
+          // it logs and swallows what an @ExceptionHandler throws: one that read what the ended
+          // request no longer has (the session, the body) answers nothing here, where on time it
+          // mapped the failure (a 4xx: the send may have happened). What a later resolver would
+          // answer (a @ResponseStatus on the failure's class, a last-resort 500) was never the
+          // answer on time: the status is not known
+          throw new UnresolvedFailure(
+              "an @ExceptionHandler maps it but answered nothing on the ended request", null);
+        }
       }
     } catch (RuntimeException e) {
+      if (e instanceof UnresolvedFailure unresolved) {
+        throw unresolved;
+      }
       throw new UnresolvedFailure("an exception resolver failed", e);
     }
     if (view == null) {
-      if (anExceptionHandlerMaps(failure)) {
-        // ExceptionHandlerExceptionResolver logs and swallows what an @ExceptionHandler throws:
-        // one that read what the ended request no longer has (a parameter, the session) answers
-        // nothing here, where on time it mapped the failure (a 4xx: the send may have happened)
-        throw new UnresolvedFailure(
-            "an @ExceptionHandler maps it but answered nothing on the ended request", null);
-      }
       return null;
     }
     boolean rendered = view.isEmpty();
@@ -217,6 +238,7 @@ final class LateResponse {
   /** Whether Spring MVC's return value handlers wrote {@code value} on {@code response}. */
   private boolean handle(
       @Nullable Object value, MethodParameter type, HttpServletResponse servletResponse) {
+    HandlerMethodReturnValueHandlerComposite handlers = returnValueHandlers(context);
     if (handlers == null) {
       return false;
     }

@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.web.MvcProbes.HeldSends;
 import java.io.OutputStream;
 import java.net.Socket;
 import java.net.http.HttpResponse;
@@ -9,27 +10,12 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
-import org.springframework.context.annotation.Configuration;
-import org.springframework.context.annotation.Import;
-import org.springframework.http.ResponseEntity;
-import org.springframework.web.bind.annotation.PostMapping;
-import org.springframework.web.bind.annotation.RestController;
-import org.springframework.web.context.request.async.DeferredResult;
-import org.springframework.web.context.request.async.WebAsyncTask;
 
 /**
  * probeE: a client that goes away while an async {@link IdempotentEndpoint} handler's send runs
@@ -42,7 +28,7 @@ import org.springframework.web.context.request.async.WebAsyncTask;
  * run's response replayed: one handler run.
  */
 @SpringBootTest(
-    classes = MvcClientGoneAsyncProbeTest.ProbeApplication.class,
+    classes = MvcProbes.HeldSendApplication.class,
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {
       "idempotency.store=memory",
@@ -60,12 +46,12 @@ class MvcClientGoneAsyncProbeTest implements EndpointClient {
 
   @Override
   public int runs() {
-    return ProbeController.runs.get();
+    return HeldSends.runs.get();
   }
 
   @BeforeEach
   void reset() {
-    ProbeController.gate = new CountDownLatch(1);
+    HeldSends.gate = new CountDownLatch(1);
   }
 
   @ParameterizedTest
@@ -73,8 +59,8 @@ class MvcClientGoneAsyncProbeTest implements EndpointClient {
   void aClientThatGoesAwayMidSendKeepsTheKeyClaimedAndGetsTheSendReplayed(String kind, String close)
       throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probe/gone/" + kind;
-    int before = ProbeController.runs.get();
+    String path = "/probe/held/" + kind;
+    int before = HeldSends.runs.get();
     List<String> whileSending = new ArrayList<>();
     HttpResponse<byte[]> replay;
     try {
@@ -88,11 +74,8 @@ class MvcClientGoneAsyncProbeTest implements EndpointClient {
                     + "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
                 .getBytes(StandardCharsets.US_ASCII));
         out.flush();
-        long started = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-        while (ProbeController.runs.get() == before && System.nanoTime() < started) {
-          Thread.sleep(10);
-        }
-        assertThat(ProbeController.runs.get() - before).as("the handler started").isEqualTo(1);
+        MvcProbes.awaitHandlerStart(HeldSends.runs::get, before);
+        assertThat(HeldSends.runs.get() - before).as("the handler started").isEqualTo(1);
         if (close.equals("rst")) {
           socket.setSoLinger(true, 0);
         }
@@ -107,78 +90,20 @@ class MvcClientGoneAsyncProbeTest implements EndpointClient {
         Thread.sleep(100);
       }
     } finally {
-      ProbeController.gate.countDown();
+      HeldSends.gate.countDown();
     }
-    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-    do {
-      replay = post(path, key, "{}");
-    } while (replay.statusCode() == 409 && System.nanoTime() < deadline);
+    replay = MvcProbes.retryWhileInProgress(this, path, key);
 
     String answers =
         String.format(
-            "non-409 answers while the send ran: %s; after it: %s replayed=%s %s",
-            whileSending,
-            replay.statusCode(),
-            EndpointClient.header(replay, "Idempotent-Replayed"),
-            EndpointClient.text(replay));
-    assertThat(ProbeController.runs.get() - before)
+            "non-409 answers while the send ran: %s; after it: %s",
+            whileSending, MvcProbes.replayed(replay));
+    assertThat(HeldSends.runs.get() - before)
         .as("handler runs (sends) for one key (%s)", answers)
         .isEqualTo(1);
     assertThat(whileSending).as(answers).isEmpty();
     assertThat(replay.statusCode()).as(answers).isEqualTo(201);
     assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).as(answers).isEqualTo("true");
     assertThat(EndpointClient.text(replay)).as(answers).contains("sent-" + (before + 1));
-  }
-
-  @Configuration(proxyBeanMethods = false)
-  @EnableAutoConfiguration
-  @Import(ProbeController.class)
-  static class ProbeApplication {}
-
-  @RestController
-  static class ProbeController {
-    static final AtomicInteger runs = new AtomicInteger();
-    static volatile CountDownLatch gate = new CountDownLatch(1);
-    private static final ExecutorService PROVIDER = Executors.newCachedThreadPool();
-
-    /** One provider send, held (bounded) until the test lets it go. */
-    static ResponseEntity<Map<String, String>> send(int run) {
-      try {
-        gate.await(30, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-      return ResponseEntity.status(201).body(Map.of("id", "sent-" + run));
-    }
-
-    @IdempotentEndpoint
-    @PostMapping("/probe/gone/callable")
-    Callable<ResponseEntity<Map<String, String>>> callable() {
-      int run = runs.incrementAndGet();
-      return () -> send(run);
-    }
-
-    @IdempotentEndpoint
-    @PostMapping("/probe/gone/future")
-    CompletableFuture<ResponseEntity<Map<String, String>>> future() {
-      int run = runs.incrementAndGet();
-      return CompletableFuture.supplyAsync(() -> send(run), PROVIDER);
-    }
-
-    @IdempotentEndpoint
-    @PostMapping("/probe/gone/deferred")
-    DeferredResult<ResponseEntity<Map<String, String>>> deferred() {
-      int run = runs.incrementAndGet();
-      DeferredResult<ResponseEntity<Map<String, String>>> result = new DeferredResult<>();
-      PROVIDER.execute(() -> result.setResult(send(run)));
-      return result;
-    }
-
-    @IdempotentEndpoint
-    @PostMapping("/probe/gone/task")
-    WebAsyncTask<ResponseEntity<Map<String, String>>> task() {
-      int run = runs.incrementAndGet();
-      return new WebAsyncTask<>(() -> send(run));
-    }
   }
 }

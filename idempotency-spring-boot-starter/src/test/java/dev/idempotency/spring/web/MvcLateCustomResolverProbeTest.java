@@ -16,7 +16,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -44,14 +43,14 @@ import org.springframework.web.servlet.ModelAndView;
  * so fb27539's check does not apply, {@code renderFailure} answers "nothing maps it" (a 500) and
  * the key is released: the retry sends again. SPEC 1, SPEC 13.
  *
- * <p>Open finding, medium (a second provider send for one key; an application resolver that depends
- * on request parameters is less common than an {@code @ExceptionHandler}). Main a8f923a, Boot 3.5
- * and 4.0, in-memory store: fails 2 of 4 on each (Callable and CompletableFuture: 'provider sends
- * for one key (first 409 ... request-in-progress ...; retry 422 replayed=null
+ * <p>Fixed (fixlate2): the ended request keeps the request's parameters. It was an open finding,
+ * medium (a second provider send for one key; an application resolver that depends on request
+ * parameters is less common than an {@code @ExceptionHandler}). Main a8f923a, Boot 3.5 and 4.0,
+ * in-memory store: fails 2 of 4 on each (Callable and CompletableFuture: 'provider sends for one
+ * key (first 409 ... request-in-progress ...; retry 422 replayed=null
  * {"error":"recipient-blocked","tenant":"acme"}) expected: 1 but was: 2'); the on-time controls
  * pass.
  */
-@Tag("open-finding")
 @SpringBootTest(
     classes = MvcLateCustomResolverProbeTest.ProbeApplication.class,
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,

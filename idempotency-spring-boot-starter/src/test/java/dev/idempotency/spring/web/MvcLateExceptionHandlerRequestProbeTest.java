@@ -4,21 +4,16 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import jakarta.servlet.http.HttpServletRequest;
 import java.net.http.HttpResponse;
-import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.HttpStatus;
@@ -53,31 +48,12 @@ import org.springframework.web.bind.annotation.RestControllerAdvice;
  */
 @SpringBootTest(
     classes = MvcLateExceptionHandlerRequestProbeTest.ProbeApplication.class,
-    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    properties = {
-      "idempotency.store=memory",
-      "spring.mvc.async.request-timeout=1s",
-      "idempotency.close-grace-period=1s"
-    })
-class MvcLateExceptionHandlerRequestProbeTest implements EndpointClient {
-
-  static final String HOLD = "X-Probe-Hold";
-
-  @LocalServerPort int port;
-
-  @Override
-  public int port() {
-    return port;
-  }
+    webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class MvcLateExceptionHandlerRequestProbeTest extends MvcLateFixture {
 
   @Override
   public int runs() {
     return ProbeController.sends.get();
-  }
-
-  @BeforeEach
-  void reset() {
-    ProbeController.gate = new CountDownLatch(1);
   }
 
   /** The control: no timeout; the advice's 422 (with the tenant) is stored and replayed. */
@@ -87,7 +63,7 @@ class MvcLateExceptionHandlerRequestProbeTest implements EndpointClient {
     String key = EndpointClient.newKey();
     String path = "/probe/late-param/" + kind + "?tenant=acme";
     int before = ProbeController.sends.get();
-    ProbeController.gate.countDown();
+    gate.countDown();
 
     HttpResponse<byte[]> first = post(path, key, "{}");
     HttpResponse<byte[]> retry = post(path, key, "{}");
@@ -107,17 +83,8 @@ class MvcLateExceptionHandlerRequestProbeTest implements EndpointClient {
     String path = "/probe/late-param/" + kind + "?tenant=acme";
     int before = ProbeController.sends.get();
 
-    HttpResponse<byte[]> timedOut;
-    try {
-      timedOut = post(path, key, "{}", HOLD, "true");
-    } finally {
-      ProbeController.gate.countDown();
-    }
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-    do {
-      retry = post(path, key, "{}");
-    } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
+    HttpResponse<byte[]> timedOut = postTimedOut(path, key);
+    HttpResponse<byte[]> retry = retry(path, key);
 
     String answers =
         String.format(
@@ -131,15 +98,6 @@ class MvcLateExceptionHandlerRequestProbeTest implements EndpointClient {
     assertThat(ProbeController.sends.get() - before)
         .as("provider sends for one key (%s)", answers)
         .isEqualTo(1);
-  }
-
-  /** The provider accepted the message, then the application refuses the rest: mapped to 422. */
-  static final class RecipientBlocked extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-
-    RecipientBlocked() {
-      super("recipient blocked after the send", null, false, false);
-    }
   }
 
   @Configuration(proxyBeanMethods = false)
@@ -159,18 +117,13 @@ class MvcLateExceptionHandlerRequestProbeTest implements EndpointClient {
   @RestController
   static class ProbeController {
     static final AtomicInteger sends = new AtomicInteger();
-    static volatile CountDownLatch gate = new CountDownLatch(1);
     private static final ExecutorService PROVIDER = Executors.newCachedThreadPool();
 
     /** One provider send, held (bounded) while the request carries {@link #HOLD}. */
     static String send(boolean hold) {
       sends.incrementAndGet();
       if (hold) {
-        try {
-          gate.await(20, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
+        awaitGate();
       }
       throw new RecipientBlocked();
     }

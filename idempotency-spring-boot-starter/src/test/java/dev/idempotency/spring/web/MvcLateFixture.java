@@ -80,4 +80,13 @@ abstract class MvcLateFixture implements EndpointClient {
   boolean inProgress(HttpResponse<byte[]> answer) {
     return answer.statusCode() == 409;
   }
+
+  /** The provider accepted the message, then the application refuses the rest: mapped to 422. */
+  static final class RecipientBlocked extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    RecipientBlocked() {
+      super("recipient blocked after the send", null, false, false);
+    }
+  }
 }

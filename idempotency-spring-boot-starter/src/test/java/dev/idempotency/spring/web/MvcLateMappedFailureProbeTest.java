@@ -127,15 +127,6 @@ class MvcLateMappedFailureProbeTest extends MvcLateFixture {
     assertThat(ProbeController.sends.get() - before).as("handler runs (%s)", answers).isEqualTo(2);
   }
 
-  /** The provider accepted the message, then the application refuses the rest: mapped to 422. */
-  static final class RecipientBlocked extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-
-    RecipientBlocked() {
-      super("recipient blocked after the send", null, false, false);
-    }
-  }
-
   /** Says it is a 404; the application's advice answers it with 503. */
   @ResponseStatus(HttpStatus.NOT_FOUND)
   static final class ProviderUnavailable extends RuntimeException {

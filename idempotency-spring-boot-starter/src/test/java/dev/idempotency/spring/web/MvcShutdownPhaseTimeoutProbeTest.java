@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spring.web.MvcProbes.HeldSends;
 import dev.idempotency.testservers.Poll;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -10,36 +11,28 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ApplicationListener;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.event.ContextClosedEvent;
 
 /**
  * Probe (probeT) of {@code GuardShutdown} with a short {@code
  * spring.lifecycle.timeout-per-shutdown-phase} (1 s) on Redis through Spring Data Redis: an MVC
- * request still in flight (a {@code WebAsyncTask} with its own 60 s timeout, send held) when Boot's
- * graceful shutdown phase gives up after 1 s; the web server stops under it and the starter's phase
- * starts closing the guard; the send is released only then. SPEC 1/14: the guard's grace period
- * records the send before Lettuce's factory (phase 0) stops, and the restarted application replays
- * it: one handler run.
+ * request still in flight (a {@code WebAsyncTask} with its own 60 s timeout, a {@code Callable}, a
+ * {@code CompletableFuture}, a {@code DeferredResult}; send held) when Boot's graceful shutdown
+ * phase gives up after 1 s; the web server stops under it and the starter's phase starts closing
+ * the guard; the send is released only then. SPEC 1/14: the guard's grace period records the send
+ * before Lettuce's factory (phase 0) stops, and the restarted application replays it: one handler
+ * run.
  *
- * <p>Open finding (medium-high: an ordinary shutdown, no crash, leaves a send that happened
- * unrecorded; its key is kept, not released, so the retry gets 409 until the lease lapses and is
- * then taken over and sent again). Boot 4.0: fails 3/3; Boot 3.5: fails 1 of 3 (passed twice), main
- * dc550c5. The send is released as soon as the guard is closing and does end ('the send happened
- * during the shutdown' holds), yet the guard logs 'Closed the idempotency guard with 1 calls still
- * running after its grace period of 20000 ms' and 'Ended 1 async calls abandoned', and the retry
- * after the restart is answered '409 ... request-in-progress' ('expected: 201 but was: 409'; the
- * first client got no answer, 'HTTP/1.1 header parser received no bytes'). Likely cause (not
- * checked): the endpoint's call ends only when the async result is dispatched back to the
- * container, which no longer happens once the web server stopped after the graceful phase timed
- * out.
+ * <p>Was an open finding (medium-high, lost send): the endpoint's outcome was written only when the
+ * async result was dispatched back to the server, which no longer happens once the server stopped;
+ * the record stayed IN_PROGRESS ('Closed the idempotency guard with 1 calls still running after its
+ * grace period'), the retry after the restart got 409 and, once the lease lapsed, sent again (Boot
+ * 4.0 failed 3/3, Boot 3.5 1 of 3: 'expected: 201 but was: 409'). Now the interceptor, a lifecycle
+ * bean that stops after the web server and before the guard closes, records such a request from its
+ * async result.
  */
-@Tag("open-finding")
 class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
 
   private int port;
@@ -51,20 +44,15 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
 
   @Override
   public int runs() {
-    return MvcShutdownAfterTimeoutProbeTest.ProbeController.runs.get();
+    return HeldSends.runs.get();
   }
 
   private static ConfigurableApplicationContext start(String store, CountDownLatch closing) {
-    return new SpringApplicationBuilder(MvcShutdownAfterTimeoutProbeTest.ProbeApplication.class)
-        .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-        .properties(
-            "server.port=0",
-            "server.shutdown=graceful",
-            "spring.main.banner-mode=off",
-            "idempotency.close-grace-period=20s",
-            "spring.lifecycle.timeout-per-shutdown-phase=1s")
-        .properties(MvcShutdownAfterTimeoutProbeTest.storeProperties(store))
-        .run();
+    return MvcProbes.startOn(
+        MvcProbes.HeldSendApplication.class,
+        store,
+        closing,
+        "spring.lifecycle.timeout-per-shutdown-phase=1s");
   }
 
   private static boolean isClosed(IdempotencyGuard guard) {
@@ -77,64 +65,40 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"redis"})
-  void aRequestOutlivingTheGracefulPhaseIsRecordedAndReplayed(String store) throws Exception {
+  @CsvSource({"task-long, redis", "callable, redis", "future, redis", "deferred, redis"})
+  void aRequestOutlivingTheGracefulPhaseIsRecordedAndReplayed(String kind, String store)
+      throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probe/shutdown/task-long";
-    MvcShutdownAfterTimeoutProbeTest.ProbeController.gate = new CountDownLatch(1);
+    String path = "/probe/held/" + kind;
+    HeldSends.gate = new CountDownLatch(1);
     int before = runs();
-    int sentBefore = MvcShutdownAfterTimeoutProbeTest.ProbeController.sent.get();
+    int sentBefore = HeldSends.sent.get();
     CountDownLatch closing = new CountDownLatch(1);
     ConfigurableApplicationContext first = start(store, closing);
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
-      port = first.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
+      port = MvcProbes.portOf(first);
       IdempotencyGuard guard = first.getBean(IdempotencyGuard.class);
-      answered =
-          CompletableFuture.supplyAsync(
-              () -> {
-                try {
-                  return post(path, key, "{}");
-                } catch (Exception e) {
-                  throw new IllegalStateException(e);
-                }
-              });
+      answered = MvcProbes.postAsync(this, path, key);
       Poll.within(Duration.ofSeconds(30)).until("the handler running", () -> runs() > before);
       closed = CompletableFuture.runAsync(first::close);
       assertThat(closing.await(30, TimeUnit.SECONDS)).as("the shutdown began").isTrue();
       Poll.within(Duration.ofSeconds(60)).until("the guard closing", () -> isClosed(guard));
     } finally {
-      MvcShutdownAfterTimeoutProbeTest.ProbeController.gate.countDown();
+      HeldSends.gate.countDown();
     }
     closed.get(60, TimeUnit.SECONDS);
-    assertThat(MvcShutdownAfterTimeoutProbeTest.ProbeController.sent.get() - sentBefore)
+    assertThat(HeldSends.sent.get() - sentBefore)
         .as("the send happened during the shutdown")
         .isEqualTo(1);
-    String firstAnswer =
-        answered
-            .handle(
-                (response, failure) ->
-                    failure != null
-                        ? "no answer: " + failure
-                        : response.statusCode() + " " + EndpointClient.text(response))
-            .get(60, TimeUnit.SECONDS);
+    String firstAnswer = MvcProbes.answerOf(answered);
 
-    HttpResponse<byte[]> replay;
-    try (ConfigurableApplicationContext second = start(store, new CountDownLatch(1))) {
-      port = second.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
-      long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-      do {
-        replay = post(path, key, "{}");
-      } while (replay.statusCode() == 409 && System.nanoTime() < deadline);
-    }
+    HttpResponse<byte[]> replay =
+        MvcProbes.replayAfterRestart(
+            () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
     String answers =
-        String.format(
-            "first %s; after the restart %s replayed=%s %s",
-            firstAnswer,
-            replay.statusCode(),
-            EndpointClient.header(replay, "Idempotent-Replayed"),
-            EndpointClient.text(replay));
+        String.format("first %s; after the restart %s", firstAnswer, MvcProbes.replayed(replay));
     assertThat(runs() - before).as("handler runs (%s)", answers).isEqualTo(1);
     assertThat(replay.statusCode()).as(answers).isEqualTo(201);
     assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).as(answers).isEqualTo("true");

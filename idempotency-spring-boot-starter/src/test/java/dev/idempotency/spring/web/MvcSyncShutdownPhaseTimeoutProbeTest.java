@@ -15,12 +15,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ApplicationListener;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
-import org.springframework.context.event.ContextClosedEvent;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
@@ -94,17 +91,12 @@ class MvcSyncShutdownPhaseTimeoutProbeTest implements EndpointClient {
   }
 
   private static ConfigurableApplicationContext start(String store, CountDownLatch closing) {
-    return new SpringApplicationBuilder(ProbeApplication.class)
-        .listeners((ApplicationListener<ContextClosedEvent>) closed -> closing.countDown())
-        .properties(
-            "server.port=0",
-            "server.shutdown=graceful",
-            "spring.main.banner-mode=off",
-            "spring.jmx.enabled=false",
-            "idempotency.close-grace-period=20s",
-            "spring.lifecycle.timeout-per-shutdown-phase=1s")
-        .properties(MvcShutdownAfterTimeoutProbeTest.storeProperties(store))
-        .run();
+    return MvcProbes.startOn(
+        ProbeApplication.class,
+        store,
+        closing,
+        "spring.jmx.enabled=false",
+        "spring.lifecycle.timeout-per-shutdown-phase=1s");
   }
 
   private static boolean isClosed(IdempotencyGuard guard) {

@@ -2,32 +2,22 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.web.MvcProbes.HeldSends;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
-import org.springframework.context.annotation.Configuration;
-import org.springframework.context.annotation.Import;
-import org.springframework.http.ResponseEntity;
-import org.springframework.web.bind.annotation.PostMapping;
-import org.springframework.web.bind.annotation.RestController;
-import org.springframework.web.context.request.async.DeferredResult;
 
 /**
  * probeE: 16 concurrent repeats of one key, sent in waves around the moment the first request's
@@ -36,7 +26,7 @@ import org.springframework.web.context.request.async.DeferredResult;
  * each retry gets the first run's response replayed. One handler run per key.
  */
 @SpringBootTest(
-    classes = MvcTimeoutConcurrentRepeatsProbeTest.ProbeApplication.class,
+    classes = MvcProbes.HeldSendApplication.class,
     webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     properties = {
       "idempotency.store=memory",
@@ -56,12 +46,12 @@ class MvcTimeoutConcurrentRepeatsProbeTest implements EndpointClient {
 
   @Override
   public int runs() {
-    return ProbeController.runs.get();
+    return HeldSends.runs.get();
   }
 
   @BeforeEach
   void reset() {
-    ProbeController.gate = new CountDownLatch(1);
+    HeldSends.gate = new CountDownLatch(1);
   }
 
   @AfterAll
@@ -73,16 +63,13 @@ class MvcTimeoutConcurrentRepeatsProbeTest implements EndpointClient {
   @ValueSource(strings = {"callable", "future", "deferred"})
   void sixteenRepeatsAroundTheTimeoutAllGet409ThenTheReplay(String kind) throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probe/concurrent/" + kind;
-    int before = ProbeController.runs.get();
+    String path = "/probe/held/" + kind;
+    int before = HeldSends.runs.get();
     List<String> unexpected = new ArrayList<>();
     HttpResponse<byte[]> first;
     try {
       Future<HttpResponse<byte[]>> firstCall = CLIENTS.submit(() -> post(path, key, "{}"));
-      long started = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-      while (ProbeController.runs.get() == before && System.nanoTime() < started) {
-        Thread.sleep(5);
-      }
+      MvcProbes.awaitHandlerStart(HeldSends.runs::get, before);
       long startedAt = System.nanoTime();
       // waves of 16 concurrent repeats from 0.7 s to 1.6 s after the handler started
       while (!firstCall.isDone()
@@ -107,20 +94,11 @@ class MvcTimeoutConcurrentRepeatsProbeTest implements EndpointClient {
       }
       first = firstCall.get(60, TimeUnit.SECONDS);
     } finally {
-      ProbeController.gate.countDown();
+      HeldSends.gate.countDown();
     }
     List<Future<HttpResponse<byte[]>>> after = new ArrayList<>();
     for (int i = 0; i < 16; i++) {
-      after.add(
-          CLIENTS.submit(
-              () -> {
-                HttpResponse<byte[]> retry;
-                long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-                do {
-                  retry = post(path, key, "{}");
-                } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
-                return retry;
-              }));
+      after.add(CLIENTS.submit(() -> MvcProbes.retryWhileInProgress(this, path, key)));
     }
     List<String> replays = new ArrayList<>();
     for (Future<HttpResponse<byte[]>> retry : after) {
@@ -137,56 +115,12 @@ class MvcTimeoutConcurrentRepeatsProbeTest implements EndpointClient {
             "first %s; non-409 while sending %s; after %s",
             first.statusCode(), unexpected, replays);
     assertThat(first.statusCode()).as(answers).isEqualTo(409);
-    assertThat(ProbeController.runs.get() - before).as("handler runs (%s)", answers).isEqualTo(1);
+    assertThat(HeldSends.runs.get() - before).as("handler runs (%s)", answers).isEqualTo(1);
     assertThat(unexpected).as(answers).isEmpty();
     assertThat(replays)
         .as(answers)
         .allSatisfy(
             replay ->
                 assertThat(replay).startsWith("201 true ").contains("sent-" + (before + 1) + "\""));
-  }
-
-  @Configuration(proxyBeanMethods = false)
-  @EnableAutoConfiguration
-  @Import(ProbeController.class)
-  static class ProbeApplication {}
-
-  @RestController
-  static class ProbeController {
-    static final AtomicInteger runs = new AtomicInteger();
-    static volatile CountDownLatch gate = new CountDownLatch(1);
-    private static final ExecutorService PROVIDER = Executors.newCachedThreadPool();
-
-    static ResponseEntity<Map<String, String>> send(int run) {
-      try {
-        gate.await(30, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-      return ResponseEntity.status(201).body(Map.of("id", "sent-" + run));
-    }
-
-    @IdempotentEndpoint
-    @PostMapping("/probe/concurrent/callable")
-    Callable<ResponseEntity<Map<String, String>>> callable() {
-      int run = runs.incrementAndGet();
-      return () -> send(run);
-    }
-
-    @IdempotentEndpoint
-    @PostMapping("/probe/concurrent/future")
-    CompletableFuture<ResponseEntity<Map<String, String>>> future() {
-      int run = runs.incrementAndGet();
-      return CompletableFuture.supplyAsync(() -> send(run), PROVIDER);
-    }
-
-    @IdempotentEndpoint
-    @PostMapping("/probe/concurrent/deferred")
-    DeferredResult<ResponseEntity<Map<String, String>>> deferred() {
-      int run = runs.incrementAndGet();
-      DeferredResult<ResponseEntity<Map<String, String>>> result = new DeferredResult<>();
-      PROVIDER.execute(() -> result.setResult(send(run)));
-      return result;
-    }
   }
 }
