@@ -79,7 +79,11 @@ public final class ListenerContainerHooks {
    * the chain of each container it creates (also after the start) if the customizer replaced or
    * reordered it; wraps the application's error handlers of each endpoint and container so that a
    * deferral passes them ({@link RabbitErrorHandlers}); and refuses those containers as {@link
-   * #rabbitContainers} does.
+   * #rabbitContainers} does. A container that is a bean (one the application built with the
+   * factory's {@code createListenerContainer()}, which the starter does not see) gets its error
+   * handler wrapped too, and the starter's advice in its chain bound to it, so that a handler the
+   * application sets later is wrapped when a deferral meets it ({@link
+   * RabbitDeliveryAdvice#bindIn}).
    *
    * @param backOff the pause before a deferred delivery is requeued
    * @return the post-processor
@@ -87,8 +91,25 @@ public final class ListenerContainerHooks {
   public static BeanPostProcessor rabbitContainerFactories(DeliveryBackOff backOff) {
     return new BeanPostProcessor() {
       @Override
+      public Object postProcessBeforeInitialization(Object bean, String beanName)
+          throws BeansException {
+        if (bean
+            instanceof
+            org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer container) {
+          RabbitDeliveryAdvice.bindIn(container); // before it reads its chain
+        }
+        return bean;
+      }
+
+      @Override
       public Object postProcessAfterInitialization(Object bean, String beanName)
           throws BeansException {
+        if (bean
+            instanceof
+            org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer container) {
+          RabbitErrorHandlers.passDeferralsOf(container);
+          return bean;
+        }
         if (bean
             instanceof
             org.springframework.amqp.rabbit.config.BaseRabbitListenerContainerFactory<?> factory) {
