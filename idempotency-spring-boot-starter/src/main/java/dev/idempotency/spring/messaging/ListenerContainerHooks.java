@@ -301,10 +301,10 @@ public final class ListenerContainerHooks {
   /**
    * Refuses, before any starts, a Spring AMQP listener container whose listener is an {@link
    * IdempotentListener} or an {@link dev.idempotency.spring.Idempotent} method and that the starter
-   * cannot support safely: {@code MANUAL} acknowledgement, a transacted channel, or an advice chain
-   * without the starter's advice that it could not restore (a factory it could not observe); and
-   * wraps each container's error handler again, in case the application replaced it after the
-   * container was created ({@link RabbitErrorHandlers}).
+   * cannot support safely: {@code MANUAL} acknowledgement, a transacted channel, {@code
+   * returnExceptions = true}, or an advice chain without the starter's advice that it could not
+   * restore (a factory it could not observe); and wraps each container's error handler again, in
+   * case the application replaced it after the container was created ({@link RabbitErrorHandlers}).
    *
    * @param registries the application's registry, if it has one
    * @return the lifecycle
