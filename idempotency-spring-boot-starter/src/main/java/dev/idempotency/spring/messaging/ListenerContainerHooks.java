@@ -79,7 +79,11 @@ public final class ListenerContainerHooks {
    * the chain of each container it creates (also after the start) if the customizer replaced or
    * reordered it; wraps the application's error handlers of each endpoint and container so that a
    * deferral passes them ({@link RabbitErrorHandlers}); and refuses those containers as {@link
-   * #rabbitContainers} does.
+   * #rabbitContainers} does. A container that is a bean (one the application built with the
+   * factory's {@code createListenerContainer()}, which the starter does not see) gets its error
+   * handler wrapped too, and the starter's advice in its chain bound to it, so that a handler the
+   * application sets later is wrapped when a deferral meets it ({@link
+   * RabbitDeliveryAdvice#bindIn}).
    *
    * @param backOff the pause before a deferred delivery is requeued
    * @return the post-processor
@@ -87,8 +91,25 @@ public final class ListenerContainerHooks {
   public static BeanPostProcessor rabbitContainerFactories(DeliveryBackOff backOff) {
     return new BeanPostProcessor() {
       @Override
+      public Object postProcessBeforeInitialization(Object bean, String beanName)
+          throws BeansException {
+        if (bean
+            instanceof
+            org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer container) {
+          RabbitDeliveryAdvice.bindIn(container); // before it reads its chain
+        }
+        return bean;
+      }
+
+      @Override
       public Object postProcessAfterInitialization(Object bean, String beanName)
           throws BeansException {
+        if (bean
+            instanceof
+            org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer container) {
+          RabbitErrorHandlers.passDeferralsOf(container);
+          return bean;
+        }
         if (bean
             instanceof
             org.springframework.amqp.rabbit.config.BaseRabbitListenerContainerFactory<?> factory) {
@@ -280,10 +301,10 @@ public final class ListenerContainerHooks {
   /**
    * Refuses, before any starts, a Spring AMQP listener container whose listener is an {@link
    * IdempotentListener} or an {@link dev.idempotency.spring.Idempotent} method and that the starter
-   * cannot support safely: {@code MANUAL} acknowledgement, a transacted channel, or an advice chain
-   * without the starter's advice that it could not restore (a factory it could not observe); and
-   * wraps each container's error handler again, in case the application replaced it after the
-   * container was created ({@link RabbitErrorHandlers}).
+   * cannot support safely: {@code MANUAL} acknowledgement, a transacted channel, {@code
+   * returnExceptions = true}, or an advice chain without the starter's advice that it could not
+   * restore (a factory it could not observe); and wraps each container's error handler again, in
+   * case the application replaced it after the container was created ({@link RabbitErrorHandlers}).
    *
    * @param registries the application's registry, if it has one
    * @return the lifecycle

@@ -58,8 +58,20 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
 
   private final DeferralCounter deferrals;
 
+  /**
+   * The container whose chain this advice heads, or {@code null} for a factory's: its error handler
+   * is wrapped when a deferral leaves the chain ({@link #bindIn}).
+   */
+  private final @Nullable AbstractMessageListenerContainer container;
+
   RabbitDeliveryAdvice(DeliveryBackOff backOff) {
-    this.deferrals = new DeferralCounter(backOff);
+    this(new DeferralCounter(backOff), null);
+  }
+
+  private RabbitDeliveryAdvice(
+      DeferralCounter deferrals, @Nullable AbstractMessageListenerContainer container) {
+    this.deferrals = deferrals;
+    this.container = container;
   }
 
   /**
@@ -101,6 +113,30 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
       if (withThis != null) {
         rabbit.setAdviceChain(withThis);
       }
+      bindIn(rabbit);
+    }
+  }
+
+  /**
+   * Binds the starter's advice first in a Spring AMQP container's chain, if it is there, to that
+   * container (sharing its deferral counts), before the container is initialized (it reads its
+   * chain then; later this changes nothing). A bound advice wraps the container's error handler
+   * ({@link RabbitErrorHandlers#passDeferralsOf}) each time a deferral leaves the chain, right
+   * before the container calls that handler with it: Spring AMQP has no hook on a container's start
+   * or on {@code setErrorHandler}, and this is the one place every delivery of the container
+   * passes, so a handler the application set after the start-up wrap (on a container started later)
+   * or on a container the starter never saw created ({@code createListenerContainer()}) is wrapped
+   * in time too.
+   */
+  static void bindIn(AbstractMessageListenerContainer container) {
+    Advice[] chain = chainOf(container);
+    if (chain != null
+        && chain.length > 0
+        && chain[0] instanceof RabbitDeliveryAdvice first
+        && first.container != container) {
+      Advice[] bound = chain.clone();
+      bound[0] = new RabbitDeliveryAdvice(first.deferrals, container);
+      container.setAdviceChain(bound);
     }
   }
 
@@ -174,6 +210,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
         CAUGHT.set(outer);
       }
       Delivery.restore(previous);
+    }
+    if (container != null) {
+      RabbitErrorHandlers.passDeferralsOf(container); // the application may have replaced it
     }
     throw requeue(deferred);
   }

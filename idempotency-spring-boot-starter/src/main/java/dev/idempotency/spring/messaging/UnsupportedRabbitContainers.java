@@ -9,6 +9,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
 import org.springframework.amqp.rabbit.listener.adapter.HandlerAdapter;
+import org.springframework.amqp.rabbit.listener.adapter.MessagingMessageListenerAdapter;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.util.ClassUtils;
@@ -26,6 +27,9 @@ import org.springframework.util.ReflectionUtils;
  *       implies): Spring AMQP commits the channel after the listener returned, with nothing the
  *       starter can wait on, so an outcome would be recorded before a commit that may fail, and the
  *       redelivery acknowledged as a replay.
+ *   <li>{@code returnExceptions = true} on the {@code @RabbitListener}: the listener adapter
+ *       catches what the listener throws, a deferral too, before the starter's advice can requeue
+ *       it, and sends it as the reply; the request is acknowledged and never runs.
  *   <li>An advice chain without the starter's advice ({@link #requireAdvice}), checked before the
  *       registry's containers start.
  * </ul>
@@ -45,6 +49,13 @@ final class UnsupportedRabbitContainers {
           + " that may fail, and the redelivery acknowledged as a replay. Use a channel that"
           + " is not transacted (the default) for this listener's container";
 
+  private static final String RETURN_EXCEPTIONS =
+      "returnExceptions = true, which is not supported: Spring AMQP would send a deferral (the"
+          + " store down, or the key in flight elsewhere: nothing was sent) as the reply and"
+          + " acknowledge the request, which would never run. Remove returnExceptions from this"
+          + " listener: a deferred request is then requeued and answered once it ran (a caller"
+          + " waiting on the reply may time out first, and must then send again)";
+
   private UnsupportedRabbitContainers() {}
 
   /**
@@ -63,6 +74,8 @@ final class UnsupportedRabbitContainers {
       unsupported = MANUAL_ACKNOWLEDGEMENT;
     } else if (rabbit.isChannelTransacted()) {
       unsupported = TRANSACTED_CHANNEL;
+    } else if (returnsExceptions(rabbit.getMessageListener())) {
+      unsupported = RETURN_EXCEPTIONS;
     } else {
       return;
     }
@@ -75,6 +88,16 @@ final class UnsupportedRabbitContainers {
               + "' with "
               + unsupported);
     }
+  }
+
+  /**
+   * Whether a listener is a {@code @RabbitListener} method's adapter with {@code returnExceptions =
+   * true} (read from its field: Spring AMQP has no getter).
+   */
+  private static boolean returnsExceptions(@Nullable Object listener) {
+    return listener instanceof MessagingMessageListenerAdapter adapter
+        && Boolean.TRUE.equals(
+            ListenerContainerHooks.current(adapter, "isReturnExceptions", "returnExceptions"));
   }
 
   /**
