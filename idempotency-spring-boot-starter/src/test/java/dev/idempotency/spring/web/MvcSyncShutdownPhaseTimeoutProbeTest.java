@@ -103,7 +103,7 @@ class MvcSyncShutdownPhaseTimeoutProbeTest implements EndpointClient {
             "spring.jmx.enabled=false",
             "idempotency.close-grace-period=20s",
             "spring.lifecycle.timeout-per-shutdown-phase=1s")
-        .properties(MvcShutdownAfterTimeoutProbeTest.storeProperties(store))
+        .properties(MvcProbes.storeProperties(store))
         .run();
   }
 
