@@ -138,7 +138,7 @@ final class MvcProbes {
     return application.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
   }
 
-  private static String[] storeProperties(String store) {
+  static String[] storeProperties(String store) {
     return store.equals("redis")
         ? new String[] {
           "idempotency.store=redis",
