@@ -56,11 +56,13 @@ class StreamingFingerprintEdgesProbeTest {
    * StreamReadConstraints.maxStringLength}, here 1,000; Jackson's default is 20M chars on 2.x, so
    * with the default 1 MB max-body-size only an application that lowers it meets this) fails the
    * tree on a longer string value (the body then counts by its bytes) while the streamed path,
-   * which reads the characters without {@code getText()}, never checks the limit and fingerprints
-   * it as canonical JSON: a different fingerprint for the same body, so a retry of a key first sent
-   * before the upgrade gets 422 key-reused. Fails on Boot 3.5 (Jackson 2: strings of 1,001, 1,999
-   * and 5,000 chars, plain and escaped) and Boot 4.0 (Jackson 2 likewise; Jackson 3: 1,001 chars):
-   * "j2 small limits / string of 1001: streamed aae99bc6.., tree b9cea78c..".
+   * which reads the characters without {@code getText()}, misses the limit whenever the string fits
+   * one (recycled, grown by the earlier bodies) text buffer segment, since the parser checks only
+   * as a segment fills, and fingerprints it as canonical JSON: a different fingerprint for the same
+   * body, so a retry of a key first sent before the upgrade gets 422 key-reused. Fails on Boot 3.5
+   * (Jackson 2: strings of 1,001, 1,999 and 5,000 chars, plain and escaped) and Boot 4.0 (Jackson 2
+   * likewise; Jackson 3: 1,001 chars): "j2 small limits / string of 1001: streamed aae99bc6.., tree
+   * b9cea78c..".
    */
   @Tag("open-finding")
   @Test
