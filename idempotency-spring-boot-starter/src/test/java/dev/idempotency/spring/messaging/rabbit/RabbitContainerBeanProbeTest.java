@@ -12,6 +12,9 @@ import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.AmqpRejectAndDontRequeueException;
@@ -23,6 +26,7 @@ import org.springframework.amqp.rabbit.config.RetryInterceptorBuilder;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.amqp.rabbit.listener.ConditionalRejectingErrorHandler;
 import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
 import org.springframework.amqp.rabbit.listener.adapter.MessageListenerAdapter;
 import org.springframework.amqp.rabbit.retry.RepublishMessageRecoverer;
@@ -53,6 +57,8 @@ import org.springframework.util.ErrorHandler;
  *       defaultRequeueRejected = false} (no advice of the starter's at all);
  *   <li>a guarded and an unguarded container bean sharing one error handler instance: the deferral
  *       passes it, the unguarded listener's failure reaches it unchanged, the wrap is applied once;
+ *   <li>two deliveries of one key at once on a container bean with two consumers (the key in
+ *       flight), and a handler that judges every failure fatal set on a running container bean;
  *   <li>{@code returnExceptions} given as a property placeholder on a guarded listener (refused),
  *       and {@code returnExceptions = "true"} on an unguarded listener beside a guarded one
  *       (starts).
@@ -67,8 +73,12 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
   static final String PLAIN = "idem.z.plain";
   static final String SHARED_GUARDED = "idem.z.shared-guarded";
   static final String SHARED_UNGUARDED = "idem.z.shared-unguarded";
+  static final String HELD = "idem.z.held";
   static final String Z_REQUESTS = "idem.z.requests";
   static final String Z_REPLIES = "idem.z.replies";
+
+  /** While set, the held listener's runs wait for it. */
+  static final AtomicReference<CountDownLatch> HOLD = new AtomicReference<>();
 
   /** What the shared error handler was called with. */
   static final List<Throwable> sharedHandled = new CopyOnWriteArrayList<>();
@@ -87,6 +97,15 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
     @IdempotentListener(name = "z-shared-guarded", key = "#event")
     public void onSharedGuarded(String event) {
       run(event);
+    }
+
+    @IdempotentListener(name = "z-held", key = "#event")
+    public void onHeld(String event) throws InterruptedException {
+      run(event);
+      CountDownLatch held = HOLD.get();
+      if (held != null && !held.await(60, TimeUnit.SECONDS)) {
+        throw new IllegalStateException("never released (test)");
+      }
     }
 
     /** Not guarded: its failures must reach the application's error handler unchanged. */
@@ -118,7 +137,9 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
           QueueBuilder.nonDurable(PLAIN).build(),
           QueueBuilder.nonDurable(deadLetterQueue(PLAIN)).build(),
           QueueBuilder.nonDurable(SHARED_GUARDED).build(),
-          QueueBuilder.nonDurable(SHARED_UNGUARDED).build());
+          QueueBuilder.nonDurable(SHARED_UNGUARDED).build(),
+          QueueBuilder.nonDurable(HELD).build(),
+          QueueBuilder.nonDurable(deadLetterQueue(HELD)).build());
     }
 
     @Bean
@@ -157,6 +178,27 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
       container.setReceiveTimeout(100L);
       container.setDefaultRequeueRejected(false);
       container.setMessageListener(new MessageListenerAdapter(listeners, "onPlain"));
+      return container;
+    }
+
+    /** Two consumers, one message each at a time, rejected messages not requeued. */
+    @Bean
+    SimpleMessageListenerContainer heldContainer(
+        @Qualifier("rabbitListenerContainerFactory") SimpleRabbitListenerContainerFactory factory,
+        Listeners listeners) {
+      SimpleMessageListenerContainer container = factory.createListenerContainer();
+      container.setQueueNames(HELD);
+      container.setReceiveTimeout(100L);
+      container.setConcurrentConsumers(2);
+      container.setPrefetchCount(1);
+      container.setDefaultRequeueRejected(false);
+      container.setErrorHandler(
+          new ConditionalRejectingErrorHandler(
+              t -> {
+                sharedHandled.add(t);
+                return true;
+              }));
+      container.setMessageListener(new MessageListenerAdapter(listeners, "onHeld"));
       return container;
     }
 
@@ -266,6 +308,77 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
     assertThat(wrapped(sharedUnguardedContainer.getErrorHandler()))
         .as("the unguarded container's handler, unwrapped once")
         .isSameAs(sharedErrorHandler);
+  }
+
+  /**
+   * Two deliveries of one key at once on a container bean (two consumers): the second is deferred
+   * while the first runs (the key in flight), requeued with the backoff, not hot, and acknowledged
+   * as a replay once the first completed; the key is sent once and nothing is dead-lettered.
+   */
+  @Test
+  void aSecondDeliveryOfAKeyInFlightIsRequeuedWithBackoffAndNotSentAgain() throws Exception {
+    queue = HELD;
+    sharedHandled.clear();
+    String event = "event-" + UUID.randomUUID();
+    CountDownLatch held = new CountDownLatch(1);
+    HOLD.set(held);
+    int claimsBefore;
+    int claimsAfter;
+    try {
+      send(event);
+      Poll.within(Duration.ofSeconds(30))
+          .until("the first delivery running", () -> runs.contains(event), done -> done);
+      claimsBefore = store.claims.get();
+      send(event);
+      Poll.within(Duration.ofSeconds(30))
+          .until("the second delivery deferred", () -> store.claims.get(), n -> n > claimsBefore);
+      Thread.sleep(2000); // an observation window: a slower machine only lowers the count
+      claimsAfter = store.claims.get();
+    } finally {
+      HOLD.set(null);
+      held.countDown();
+    }
+    String marker = "marker-" + UUID.randomUUID();
+    send(marker);
+    awaitRuns(marker);
+    Poll.within(Duration.ofSeconds(30))
+        .until(
+            "the held queue empty",
+            () -> template.execute(channel -> channel.messageCount(HELD)),
+            n -> n == 0);
+    assertThat(runs.stream().filter(event::equals).count()).as("sends of the event").isEqualTo(1);
+    assertThat(template.receive(deadLetterQueue(HELD))).as("dead-lettered").isNull();
+    assertThat(claimsAfter - claimsBefore)
+        .as("claims of the second delivery in 2 s while the first ran (a hot loop makes hundreds)")
+        .isBetween(1, 40);
+    assertThat(sharedHandled)
+        .as("deferrals the container's error handler saw")
+        .noneMatch(t -> DeferredDeliveryException.deferralIn(t) != null);
+  }
+
+  /**
+   * The application replaces the error handler of a running container bean with one that judges
+   * every failure fatal: a deferral passes it (the bound advice wraps it) and runs once.
+   */
+  @Test
+  void aDeferralPassesAHandlerSetOnARunningContainerBean() throws Exception {
+    ErrorHandler before = sharedGuardedContainer.getErrorHandler();
+    List<Throwable> judged = new CopyOnWriteArrayList<>();
+    sharedGuardedContainer.setErrorHandler(
+        new ConditionalRejectingErrorHandler(
+            t -> {
+              judged.add(t);
+              return true;
+            }));
+    try {
+      String event = deferredThenRuns(SHARED_GUARDED);
+      assertThat(runs.stream().filter(event::equals).count()).as("sends of the event").isEqualTo(1);
+      assertThat(judged)
+          .as("deferrals the replaced handler saw")
+          .noneMatch(t -> DeferredDeliveryException.deferralIn(t) != null);
+    } finally {
+      sharedGuardedContainer.setErrorHandler(before);
+    }
   }
 
   /** The handler a starter's wrapper holds, or the handler itself if it is not a wrapper. */
