@@ -9,12 +9,14 @@ import dev.idempotency.testservers.Poll;
 import dev.idempotency.testservers.RabbitMqServer;
 import java.lang.reflect.Method;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import org.aopalliance.aop.Advice;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.AmqpRejectAndDontRequeueException;
@@ -74,6 +76,7 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
   static final String SHARED_GUARDED = "idem.z.shared-guarded";
   static final String SHARED_UNGUARDED = "idem.z.shared-unguarded";
   static final String HELD = "idem.z.held";
+  static final String APPENDED = "idem.z.appended";
   static final String Z_REQUESTS = "idem.z.requests";
   static final String Z_REPLIES = "idem.z.replies";
 
@@ -86,6 +89,11 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
   public static class Listeners {
     @IdempotentListener(name = "z-retry", key = "#event")
     public void onRetry(String event) {
+      run(event);
+    }
+
+    @IdempotentListener(name = "z-appended", key = "#event")
+    public void onAppended(String event) {
       run(event);
     }
 
@@ -139,6 +147,8 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
           QueueBuilder.nonDurable(SHARED_GUARDED).build(),
           QueueBuilder.nonDurable(SHARED_UNGUARDED).build(),
           QueueBuilder.nonDurable(HELD).build(),
+          QueueBuilder.nonDurable(APPENDED).build(),
+          QueueBuilder.nonDurable(deadLetterQueue(APPENDED)).build(),
           QueueBuilder.nonDurable(deadLetterQueue(HELD)).build());
     }
 
@@ -165,6 +175,30 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
               .backOffOptions(20, 2.0, 100)
               .recoverer(new RepublishMessageRecoverer(template, "", deadLetterQueue(RETRY)))
               .build());
+      return container;
+    }
+
+    /**
+     * Built from Boot's factory; the application adds its retry to the factory's chain (after it,
+     * so after the starter's last part) rather than replacing it.
+     */
+    @Bean
+    SimpleMessageListenerContainer appendedContainer(
+        @Qualifier("rabbitListenerContainerFactory") SimpleRabbitListenerContainerFactory factory,
+        RabbitTemplate template,
+        Listeners listeners) {
+      SimpleMessageListenerContainer container = factory.createListenerContainer();
+      container.setQueueNames(APPENDED);
+      container.setReceiveTimeout(100L);
+      container.setMessageListener(new MessageListenerAdapter(listeners, "onAppended"));
+      Advice[] factorys = factory.getAdviceChain();
+      List<Advice> chain = new ArrayList<>(factorys == null ? List.of() : List.of(factorys));
+      chain.add(
+          RetryInterceptorBuilder.stateless()
+              .backOffOptions(20, 2.0, 100)
+              .recoverer(new RepublishMessageRecoverer(template, "", deadLetterQueue(APPENDED)))
+              .build());
+      container.setAdviceChain(chain.toArray(new Advice[0]));
       return container;
     }
 
@@ -308,6 +342,18 @@ class RabbitContainerBeanProbeTest extends RabbitDeferralFixture {
     assertThat(wrapped(sharedUnguardedContainer.getErrorHandler()))
         .as("the unguarded container's handler, unwrapped once")
         .isSameAs(sharedErrorHandler);
+  }
+
+  /**
+   * A container bean whose chain is the factory's with the application's retry appended (after the
+   * starter's last part): the starter's advice is first, but a deferral meets the retry.
+   */
+  @Test
+  @Tag("open-finding")
+  void aContainerBeanWithARetryAppendedToTheFactorysChainDoesNotDeadLetterADeferral()
+      throws Exception {
+    queue = APPENDED;
+    assertDeferredThenSentOnce();
   }
 
   /**
