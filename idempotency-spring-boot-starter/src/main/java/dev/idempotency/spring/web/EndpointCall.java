@@ -195,14 +195,23 @@ final class EndpointCall {
    * The server stopped while the request's async work ran, and its async dispatch, where the
    * outcome would be written, will not come: the work's result is recorded from the result itself,
    * as after a timeout ({@link AsyncWork#dispatchLost}); {@code Callable} work that never began
-   * releases the key. A stream (part of it may have gone out) is left as it is: its key stays
-   * claimed.
+   * releases the key. A stream (part of it may have gone out, and its work may still send) is
+   * recorded now as answered without its body, as after a timeout ({@link #streamTimedOut}): a
+   * retry gets {@code 422 response-not-stored}, never a second send.
    *
    * @param late the request as it went async, to render the result with
    */
   void dispatchLost(LateResponse late) {
     CapturingResponse captured = response;
     if (captured != null && (captured.passedOn() || captured.returnsAStream())) {
+      // the server may have recycled the response: the status and headers are those it had when
+      // the work went async
+      if (handlerStarted
+          && isStored(late.statusLeft())
+          && !asyncWork.detached()
+          && reported.compareAndSet(false, true)) {
+        call.complete(late.leftWithoutBody(headers));
+      }
       return;
     }
     if (asyncWork.dispatchLost(late) == AsyncWork.LostDispatch.ABANDONED) {

@@ -235,6 +235,21 @@ final class LateResponse {
     return false;
   }
 
+  /** The status of the response as the handler left it when the work went async. */
+  int statusLeft() {
+    return leftAs.status;
+  }
+
+  /**
+   * The response as the handler left it when the work went async (its status and the listed
+   * headers), without a body: the answer of a stream that the server stopped under.
+   *
+   * @param listedHeaders the headers the endpoint lists to store
+   */
+  StoredResponse leftWithoutBody(List<String> listedHeaders) {
+    return StoredResponse.capture(leftAs.copy().proxy(), null, listedHeaders).withoutBody();
+  }
+
   /** Whether Spring MVC's return value handlers wrote {@code value} on {@code response}. */
   private boolean handle(
       @Nullable Object value, MethodParameter type, HttpServletResponse servletResponse) {
