@@ -120,7 +120,14 @@ public final class RequestFingerprints {
    * double's shortest digits (plain from 1e-6 up to 1e21, exponent notation outside).
    */
   static String exactNumber(Number number) {
-    BigDecimal value = exact(number).stripTrailingZeros();
+    BigDecimal value;
+    try {
+      value = exact(number).stripTrailingZeros();
+    } catch (ArithmeticException outOfRange) {
+      // 100e2147483647: without its trailing zeros, its scale would pass int's range
+      throw new IllegalArgumentException(
+          "a JSON number whose exponent is out of range", outOfRange);
+    }
     if (value.signum() == 0) {
       return "0";
     }

@@ -168,6 +168,12 @@ final class CanonicalJsonWriter {
     flushIfFree();
   }
 
+  void string(String text) {
+    beforeValue();
+    writeString(text);
+    flushIfFree();
+  }
+
   void string(char[] chars, int offset, int count) {
     beforeValue();
     writeString(chars, offset, count);

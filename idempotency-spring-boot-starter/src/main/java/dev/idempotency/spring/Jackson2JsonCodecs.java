@@ -88,9 +88,16 @@ public final class Jackson2JsonCodecs implements JsonCodecs {
           case START_ARRAY -> out.startArray();
           case END_ARRAY -> out.endArray();
           case FIELD_NAME -> out.name(parser.currentName());
-          case VALUE_STRING ->
+          case VALUE_STRING -> {
+            if (parser.getTextLength() > parser.streamReadConstraints().getMaxStringLength()) {
+              // the tree reads the text as a String, which checks the mapper's limit (the
+              // characters alone do not): fail alike, so that the body's fingerprint is the same
+              out.string(parser.getText());
+            } else {
               out.string(
                   parser.getTextCharacters(), parser.getTextOffset(), parser.getTextLength());
+            }
+          }
           case VALUE_NUMBER_INT -> {
             if (parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
               out.number(parser.getBigIntegerValue());

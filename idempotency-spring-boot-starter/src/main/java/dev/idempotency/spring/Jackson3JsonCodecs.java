@@ -93,9 +93,16 @@ public final class Jackson3JsonCodecs implements JsonCodecs {
           case START_ARRAY -> out.startArray();
           case END_ARRAY -> out.endArray();
           case PROPERTY_NAME -> out.name(parser.currentName());
-          case VALUE_STRING ->
+          case VALUE_STRING -> {
+            if (parser.getStringLength() > parser.streamReadConstraints().getMaxStringLength()) {
+              // the tree reads the text as a String, which checks the mapper's limit (the
+              // characters alone do not): fail alike, so that the body's fingerprint is the same
+              out.string(parser.getString());
+            } else {
               out.string(
                   parser.getStringCharacters(), parser.getStringOffset(), parser.getStringLength());
+            }
+          }
           case VALUE_NUMBER_INT -> {
             if (parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
               out.number(parser.getBigIntegerValue());

@@ -18,7 +18,6 @@ import java.util.Map;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.WebApplicationType;
@@ -28,22 +27,22 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 
 /**
- * OPEN FINDING (probeY, low), end to end over HTTP: the upgrade to the streamed fingerprint
- * (8c58251) on an application whose mapper limits string length ({@code
- * StreamReadConstraints.maxStringLength(1000)}; Jackson's default is 20M chars). Two WebFlux
- * applications on one Redis: "before" fingerprints as the starter did before (a {@link JsonCodecs}
- * of the same mapper that only reads the tree, the interface's default), "after" with the starter's
- * codecs on the same mapper. After 24 bodies within the limit (a 1,000-char string) to "after", a
- * JSON body with a longer string is sent once to "before" (200, sent), then retried under the same
- * key to "after": expected a replay, got 422 key-reused for 1,001 chars (the tree's {@code
- * getText()} checks the limit and fails, so "before" stored the body's byte fingerprint; the stream
- * reads the characters without it, and the parser's own check, made only as a text buffer segment
- * fills, misses a string that fits one recycled, grown segment: the canonical fingerprint). Without
- * the warm-up bodies the fresh buffers fill and both fail alike. Fails on Boot 3.5 (Jackson 2) and
- * 4.0 (Jackson 3): "Expecting empty but was: ["1001 chars: 422
- * {..."type":"/problems/key-reused"...}"]". The short-string case passes.
+ * Was an open finding, fixed (fixfp: the streamed path reads a string past the mapper's limit as
+ * the tree does; an out-of-range number is an IllegalArgumentException on both) (probeY, low), end
+ * to end over HTTP: the upgrade to the streamed fingerprint (8c58251) on an application whose
+ * mapper limits string length ({@code StreamReadConstraints.maxStringLength(1000)}; Jackson's
+ * default is 20M chars). Two WebFlux applications on one Redis: "before" fingerprints as the
+ * starter did before (a {@link JsonCodecs} of the same mapper that only reads the tree, the
+ * interface's default), "after" with the starter's codecs on the same mapper. After 24 bodies
+ * within the limit (a 1,000-char string) to "after", a JSON body with a longer string is sent once
+ * to "before" (200, sent), then retried under the same key to "after": expected a replay, got 422
+ * key-reused for 1,001 chars (the tree's {@code getText()} checks the limit and fails, so "before"
+ * stored the body's byte fingerprint; the stream reads the characters without it, and the parser's
+ * own check, made only as a text buffer segment fills, misses a string that fits one recycled,
+ * grown segment: the canonical fingerprint). Without the warm-up bodies the fresh buffers fill and
+ * both fail alike. Fails on Boot 3.5 (Jackson 2) and 4.0 (Jackson 3): "Expecting empty but was:
+ * ["1001 chars: 422 {..."type":"/problems/key-reused"...}"]". The short-string case passes.
  */
-@Tag("open-finding")
 class FingerprintUpgradeLongStringProbeTest {
 
   static final HttpClient CLIENT =

@@ -14,7 +14,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.function.Supplier;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -52,19 +51,19 @@ class StreamingFingerprintEdgesProbeTest {
   }
 
   /**
-   * OPEN FINDING (probeY, low): a mapper whose parser limits string length ({@code
-   * StreamReadConstraints.maxStringLength}, here 1,000; Jackson's default is 20M chars on 2.x, so
-   * with the default 1 MB max-body-size only an application that lowers it meets this) fails the
-   * tree on a longer string value (the body then counts by its bytes) while the streamed path,
-   * which reads the characters without {@code getText()}, misses the limit whenever the string fits
-   * one (recycled, grown by the earlier bodies) text buffer segment, since the parser checks only
-   * as a segment fills, and fingerprints it as canonical JSON: a different fingerprint for the same
-   * body, so a retry of a key first sent before the upgrade gets 422 key-reused. Fails on Boot 3.5
-   * (Jackson 2: strings of 1,001, 1,999 and 5,000 chars, plain and escaped) and Boot 4.0 (Jackson 2
-   * likewise; Jackson 3: 1,001 chars): "j2 small limits / string of 1001: streamed aae99bc6.., tree
-   * b9cea78c..".
+   * Was an open finding, fixed (fixfp: the streamed path reads a string past the mapper's limit as
+   * the tree does; an out-of-range number is an IllegalArgumentException on both) (probeY, low): a
+   * mapper whose parser limits string length ({@code StreamReadConstraints.maxStringLength}, here
+   * 1,000; Jackson's default is 20M chars on 2.x, so with the default 1 MB max-body-size only an
+   * application that lowers it meets this) fails the tree on a longer string value (the body then
+   * counts by its bytes) while the streamed path, which reads the characters without {@code
+   * getText()}, misses the limit whenever the string fits one (recycled, grown by the earlier
+   * bodies) text buffer segment, since the parser checks only as a segment fills, and fingerprints
+   * it as canonical JSON: a different fingerprint for the same body, so a retry of a key first sent
+   * before the upgrade gets 422 key-reused. Fails on Boot 3.5 (Jackson 2: strings of 1,001, 1,999
+   * and 5,000 chars, plain and escaped) and Boot 4.0 (Jackson 2 likewise; Jackson 3: 1,001 chars):
+   * "j2 small limits / string of 1001: streamed aae99bc6.., tree b9cea78c..".
    */
-  @Tag("open-finding")
   @Test
   void aStringPastTheParsersLengthLimitGivesTheTreesFingerprint() {
     List<String> differences = new ArrayList<>();
@@ -82,9 +81,11 @@ class StreamingFingerprintEdgesProbeTest {
   }
 
   /**
-   * OPEN FINDING (probeY, low; not from the streaming change: the tree path throws the same): a
-   * JSON body holding {@code 100e2147483647} makes the fingerprint throw {@link
-   * ArithmeticException} ({@code BigDecimal.stripTrailingZeros} underflows its scale in {@code
+   * Was an open finding, fixed (fixfp: the streamed path reads a string past the mapper's limit as
+   * the tree does; an out-of-range number is an IllegalArgumentException on both) (probeY, low; not
+   * from the streaming change: the tree path throws the same): a JSON body holding {@code
+   * 100e2147483647} makes the fingerprint throw {@link ArithmeticException} ({@code
+   * BigDecimal.stripTrailingZeros} underflows its scale in {@code
    * RequestFingerprints.exactNumber}), which {@link BodyFingerprint#json} does not catch: the
    * request fails with that exception instead of being fingerprinted by its bytes. Nothing is sent.
    * Fails on Boot 3.5 and 4.0: "number 100e2147483647: threw java.lang.ArithmeticException".
@@ -92,7 +93,6 @@ class StreamingFingerprintEdgesProbeTest {
    * <p>Every edge body is fingerprinted (as JSON or by its bytes) without an exception that {@link
    * BodyFingerprint} lets through to the request.
    */
-  @Tag("open-finding")
   @Test
   void everyEdgeBodyIsFingerprintedWithoutAnException() {
     List<String> thrown = new ArrayList<>();
