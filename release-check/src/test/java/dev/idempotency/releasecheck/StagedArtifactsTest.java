@@ -79,6 +79,7 @@ class StagedArtifactsTest {
                 "org.springframework:spring-webmvc",
                 "org.springframework:spring-webflux",
                 "io.projectreactor:reactor-core",
+                "io.projectreactor.netty:reactor-netty-core",
                 "org.springframework:spring-jdbc",
                 "jakarta.servlet:jakarta.servlet-api",
                 "org.springframework.data:spring-data-redis",
