@@ -11,14 +11,12 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * {@link WebFluxClientGoneRaceProbeTest} on PostgreSQL (embedded server), plus the store that
  * stalls between the claim and the record.
  */
-@Tag("open-finding")
 class WebFluxClientGoneRacePostgresProbeTest extends WebFluxClientGoneRaceProbeTest {
 
   @BeforeAll
@@ -31,6 +29,19 @@ class WebFluxClientGoneRacePostgresProbeTest extends WebFluxClientGoneRaceProbeT
    * once the handler claimed its key and until its client got the answer (10 s at most, perf39):
    * once the table is writable again, the key is completed, never taken over: a retry replays the
    * first answer and the handler ran once.
+   *
+   * <p>Why it holds past the 3 s lease: the completion is fenced by the owner token alone, and the
+   * call's three attempts ({@code completionAttempts}), each cancelled after the store's 5 s {@code
+   * operationTimeout}, span about 15 s, so one of them is still waiting for the table lock when the
+   * test releases it (just after the 10 s record wait) and commits before the retry's claim. A lock
+   * held past those attempts, the lease being over, leaves the outcome abandoned ({@code
+   * OUTCOME_ABANDONED}) and a retry takes the key over and sends again (seen once with the lock
+   * held 20 s: the answer at 10.3 s, "could not record the outcome after 3 attempts" at 15 s, the
+   * retry after the lock took the key over at attempt 2 and ran the handler again): the documented
+   * exception, not asserted here ({@code docs/guarantees.md}: "Only a store that stays away until
+   * the lease ends ... leaves the key as a crash would"; SPEC 5: "{@code IN_PROGRESS}, lease
+   * expired (its owner crashed or stalled) | take it over (attempt n+1) and run the sender again:
+   * the rare duplicate").
    */
   @Test
   void theTableLockedBetweenTheClaimAndTheRecordNeitherLosesNorRepeatsTheSend() throws Exception {
