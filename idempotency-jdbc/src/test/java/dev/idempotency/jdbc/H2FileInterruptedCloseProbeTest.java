@@ -36,10 +36,12 @@ import org.junit.jupiter.api.Test;
  * <p>Checked: the application's other connection still works, a new connection and a new store on
  * the same file work, the file reopens after every connection closed (not corrupt), and what the
  * key is left as. Observed on probeB (1157db4): passes. The interrupted take-back ends with a
- * failure, H2 stays open and the file reopens intact; the key is left IN_PROGRESS under the lost
- * claim's token, so the next caller gets {@code IdempotencyInProgressException} until the lease
- * ends, as documented ("close() [...] drops what is left, with one WARN [...]: such a key is then
- * held for one lease, as after a crash"). Regular test, about 5 s.
+ * failure (H2: HYT00, lock wait ended by the interrupt), H2 stays open and the file reopens intact;
+ * the key is left IN_PROGRESS under the lost claim's token, so the next caller gets {@code
+ * IdempotencyInProgressException} until the lease ends, as documented ("close() [...] drops what is
+ * left, with one WARN [...]: such a key is then held for one lease, as after a crash"). The second
+ * test interrupts the take-back's thread as it enters H2 (no lock to wait for): the take-back
+ * succeeds (true), and the file stays usable. Regular tests, about 3 s.
  */
 class H2FileInterruptedCloseProbeTest {
 
@@ -134,6 +136,74 @@ class H2FileInterruptedCloseProbeTest {
     reopened.setURL(url);
     try (Connection again = reopened.getConnection()) {
       assertThat(count(again)).as("the reopened file holds the row").isOne();
+    }
+  }
+
+  /**
+   * The same interrupt, landing as the take-back enters H2 with no lock to wait for (shutdownNow's
+   * interrupt can arrive at any point of the statement, its file I/O included): the claim-taker's
+   * thread is interrupted just before the store's take-back runs. Checked as above.
+   */
+  @Test
+  void aTakeBackInterruptedAsItEntersH2LeavesTheFileUsable() throws Exception {
+    Path dir = Files.createTempDirectory("h2-interrupted-io");
+    String url = "jdbc:h2:file:" + dir.resolve("db").toAbsolutePath();
+    JdbcDataSource h2 = new JdbcDataSource();
+    h2.setURL(url);
+    Connection application = h2.getConnection();
+    JdbcKeyStore jdbc =
+        JdbcKeyStore.builder(h2).tableName(TABLE).createSchemaIfMissing(true).build();
+    CountDownLatch tookBack = new CountDownLatch(1);
+    AtomicReference<Object> takeBackResult = new AtomicReference<>();
+    ForwardingKeyStore lostAnswer =
+        new ForwardingKeyStore(jdbc) {
+          @Override
+          public ClaimResult claim(ClaimRequest request) {
+            delegate.claim(request); // committed; its answer lost on the way back
+            throw new KeyStoreException("the claim's answer was lost", null);
+          }
+
+          @Override
+          public boolean takeBack(String keyId, String ownerToken, Instant now) {
+            Thread.currentThread().interrupt(); // shutdownNow's interrupt, as the take-back runs
+            try {
+              boolean taken = delegate.takeBack(keyId, ownerToken, now);
+              takeBackResult.compareAndSet(null, taken);
+              return taken;
+            } catch (RuntimeException e) {
+              takeBackResult.compareAndSet(null, e);
+              throw e;
+            } finally {
+              Thread.interrupted();
+              tookBack.countDown();
+            }
+          }
+        };
+    String key = "interrupted-io:" + UUID.randomUUID();
+    try (IdempotencyGuard guard =
+        IdempotencyGuard.builder()
+            .store(lostAnswer)
+            .lease(LEASE)
+            .inFlightWait(Duration.ZERO)
+            .build()) {
+      assertThatThrownBy(() -> guard.execute(key, TTL, ctx -> "sent"))
+          .isInstanceOf(KeyStoreException.class);
+      assertThat(tookBack.await(30, TimeUnit.SECONDS)).as("the take-back ran").isTrue();
+      String what = "the take-back ended with " + takeBackResult.get();
+      System.out.println("probeB H2 interrupted I/O: " + what);
+      assertThat(count(application))
+          .as("the application's connection works (%s)", what)
+          .isBetween(0, 1);
+      try (Connection fresh = h2.getConnection()) {
+        assertThat(count(fresh)).as("a new connection works (%s)", what).isBetween(0, 1);
+      }
+    } finally {
+      application.close();
+    }
+    JdbcDataSource reopened = new JdbcDataSource();
+    reopened.setURL(url);
+    try (Connection again = reopened.getConnection()) {
+      assertThat(count(again)).as("the reopened file can be read").isBetween(0, 1);
     }
   }
 
