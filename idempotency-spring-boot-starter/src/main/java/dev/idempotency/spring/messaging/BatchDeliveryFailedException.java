@@ -13,8 +13,9 @@ package dev.idempotency.spring.messaging;
  * <p>The container then learns of the failure as it expects: Spring Kafka gets a {@code
  * BatchListenerFailedException} with the index in the batch it delivered (or, where the listener
  * left an earlier message unread, that message's index, so that no unsent message is committed; the
- * container's tries and recoverer then apply to that message); RabbitMQ gets the cause, and
- * redelivers the whole batch (its sent messages are then replays).
+ * next delivery then holds the failed message back: the listener gets the messages before it
+ * without it, then it alone, so that the container's tries and recoverer apply to it); RabbitMQ
+ * gets the cause, and redelivers the whole batch (its sent messages are then replays).
  */
 public class BatchDeliveryFailedException extends RuntimeException {
 

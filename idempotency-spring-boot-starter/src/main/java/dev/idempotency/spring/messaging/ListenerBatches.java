@@ -11,6 +11,7 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.ResultCodec;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -34,21 +35,54 @@ import org.slf4j.LoggerFactory;
  *       lapsed since the claim is never given to the listener, and the batch comes back from it.
  *   <li>Their outcomes are recorded before the container acknowledges; in a listener container's
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
- *   <li>What failed or must come back is reported as the container expects ({@link Delivery}).
+ *   <li>What failed or must come back is reported as the container expects ({@link Delivery}). A
+ *       Kafka batch that failed at a message after one the listener never read comes back without
+ *       that message at first ({@link #heldBack}).
  *   <li>On a Kafka or RabbitMQ consumer's thread, an interrupt the listener left is cleared before
  *       the container acknowledges ({@link ConsumerThreadInterrupts}).
  * </ol>
  *
- * Stateless apart from the guard's supplier; thread-safe.
+ * Holds the guard's supplier and the held-back messages (a synchronized set); thread-safe.
  */
 final class ListenerBatches {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
+  /** How many held-back messages ({@link #heldBack}) are remembered; the oldest go first. */
+  private static final int HELD_BACK_LIMIT = 1024;
+
   private final Supplier<IdempotencyGuard> guard;
+
+  /**
+   * The messages (listener name and key) a batch listener failed at, naming them, after it left a
+   * message before them unread: a listener that reads its list out of order (from the last message
+   * to the first) fails at such a message at its first read, before it sends the earlier ones, at
+   * every delivery. Kafka is told the first unread message (never committed unsent), so the next
+   * delivery holds the failed message back: the listener gets the messages before it alone, then it
+   * alone (the rest comes back after it), so that the earlier messages are sent and the container's
+   * tries and recoverer apply to the failed message, not to one the listener never read. In memory,
+   * a hint only: it decides where a delivery stops (a deferral of the rest, never a message counted
+   * as sent), and is forgotten once the message was sent. Kafka only (a container that commits the
+   * messages before the failed one).
+   */
+  private final Set<String> heldBack =
+      Collections.synchronizedSet(
+          Collections.newSetFromMap(
+              new LinkedHashMap<>() {
+                private static final long serialVersionUID = 1L;
+
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+                  return size() > HELD_BACK_LIMIT;
+                }
+              }));
 
   ListenerBatches(Supplier<IdempotencyGuard> guard) {
     this.guard = guard;
+  }
+
+  private static String heldBackId(ListenerMethod method, String key) {
+    return method.name + '\n' + key;
   }
 
   /** What became of one message of a batch before the listener ran. */
@@ -142,10 +176,22 @@ final class ListenerBatches {
     int stop = size;
     RuntimeException stopCause = null;
     int replays = 0;
+    // a held-back message (heldBack) at the head of the messages to send runs alone
+    boolean alone = false;
     for (int i = 0; i < size && stop == size; i++) {
       if (i == poison) {
         stop = i;
         stopCause = poisonCause;
+        continue;
+      }
+      if (alone) {
+        stop = i;
+        stopCause =
+            IdempotentListenerInterceptor.deferred(
+                method,
+                IdempotencyKey.digest(keys[i]),
+                "the message before it, which the listener failed at last time, runs alone first",
+                null);
         continue;
       }
       String key = keys[i];
@@ -172,6 +218,23 @@ final class ListenerBatches {
           stopCause = stopCause(method, key, refused);
           continue;
         }
+      }
+      if (fate == Fate.SEND
+          && failures.commitsBefore()
+          && heldBack.contains(heldBackId(method, key))) {
+        if (!run.isEmpty()) {
+          // the listener failed at it last time before reading these: they run without it
+          stop = i;
+          stopCause =
+              IdempotentListenerInterceptor.deferred(
+                  method,
+                  IdempotencyKey.digest(key),
+                  "the listener failed at it last time before reading the messages ahead of it,"
+                      + " which run without it first",
+                  null);
+          continue;
+        }
+        alone = true;
       }
       if (fate == Fate.SEND) {
         run.add(elements.get(i));
@@ -203,6 +266,7 @@ final class ListenerBatches {
         Messages.acknowledgeSkipped(arguments);
       }
     } finally {
+      forgetHeldBack(method, sent);
       if (inTransaction) {
         ContainerTransactions.onCompletion(
             new ContainerTransactions.Completion() {
@@ -291,7 +355,7 @@ final class ListenerBatches {
    * listener never read, as it was not sent. Once the listener's call ended, its list can no longer
    * be read.
    */
-  private static @Nullable Object runBatch(
+  private @Nullable Object runBatch(
       MethodInvocation invocation,
       ListenerMethod method,
       Object[] arguments,
@@ -355,7 +419,10 @@ final class ListenerBatches {
         // a message before the named one was never read, so never sent (its key is released): the
         // batch fails from it with the listener's own failure, so that the container's retries and
         // recoverer stay bounded (a deferral would come back without limit, and a listener that
-        // read out of order would send the messages it read after the named one at every loop)
+        // read out of order would send the messages it read after the named one at every loop);
+        // the named message is held back at the next delivery, so that the unread ones are sent
+        // and the container's tries count against the named one, not against an unread one
+        heldBack.add(heldBackId(method, runKeys.get(named)));
         throw failures.failedAt(runIndexes.get(unread), causeOf(failure));
       }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
@@ -374,6 +441,13 @@ final class ListenerBatches {
       throw failures.failedAt(runIndexes.get(view.firstUnread()), view.deferral(lapsed));
     }
     return result;
+  }
+
+  /** Forgets the held-back messages ({@link #heldBack}) that were sent. */
+  private void forgetHeldBack(ListenerMethod method, List<Batch.Item> sent) {
+    for (Batch.Item item : sent) {
+      heldBack.remove(heldBackId(method, item.key()));
+    }
   }
 
   /** Adds to {@code sent} the items of the messages before {@code end} that the listener read. */
