@@ -25,8 +25,11 @@ import org.junit.jupiter.api.Test;
  * erased by a release of the same claim (SPEC 5/6: a repeat gets the stored failure, the sender is
  * not called again). The store is the in-memory store behind a forwarding store; the order of the
  * two background writes is fixed by holding the FAILED write ({@code complete}) until a release has
- * been answered, or {@link #HOLD_AT_MOST} has passed (so a guard that sends no release at all still
- * writes its failure and passes).
+ * been answered, or {@link #HOLD_AT_MOST} has passed, or no release can come: the caller was
+ * answered {@link #QUIET} ago and the guard attempted no release (both paths attempt their direct
+ * release before they answer the caller, and only a failed attempt goes to the background). So a
+ * guard that sends no release at all still writes its failure and passes, without waiting out
+ * {@link #HOLD_AT_MOST}.
  */
 class PermanentFailureReleaseRaceProbeTest {
 
@@ -34,6 +37,9 @@ class PermanentFailureReleaseRaceProbeTest {
 
   /** How long the FAILED write is held at most, waiting for a release to be answered. */
   static final long HOLD_AT_MOST = TimeUnit.SECONDS.toNanos(10);
+
+  /** How long after the caller's answer, no release attempted, the FAILED write is still held. */
+  static final long QUIET = TimeUnit.MILLISECONDS.toNanos(500);
 
   /** Releases fail while set (the store "down" for releases). */
   final AtomicBoolean releasesDown = new AtomicBoolean();
@@ -43,6 +49,11 @@ class PermanentFailureReleaseRaceProbeTest {
 
   final AtomicLong holdSinceMono = new AtomicLong();
   final AtomicInteger releasesAnswered = new AtomicInteger();
+  final AtomicInteger releasesAttempted = new AtomicInteger();
+
+  /** When the first call's caller got its answer ({@link System#nanoTime()}); 0 until then. */
+  final AtomicLong answeredMono = new AtomicLong();
+
   final AtomicInteger writesAnswered = new AtomicInteger();
 
   final ForwardingKeyStore store =
@@ -53,7 +64,8 @@ class PermanentFailureReleaseRaceProbeTest {
             long since = holdSinceMono.get();
             boolean holding =
                 releasesAnswered.get() == 0
-                    && (since == 0 || System.nanoTime() - since < HOLD_AT_MOST);
+                    && (since == 0 || System.nanoTime() - since < HOLD_AT_MOST)
+                    && !noReleaseComing();
             if (holding) {
               throw new KeyStoreException("the store is down (write held)", null);
             }
@@ -65,6 +77,7 @@ class PermanentFailureReleaseRaceProbeTest {
 
         @Override
         public boolean release(String keyId, String ownerToken) {
+          releasesAttempted.incrementAndGet();
           if (releasesDown.get()) {
             throw new KeyStoreException("the store is down (release)", null);
           }
@@ -81,6 +94,12 @@ class PermanentFailureReleaseRaceProbeTest {
           .completionAttempts(1)
           .failureClassifier(failure -> failure instanceof IllegalArgumentException)
           .build();
+
+  /** The caller was answered a while ago, and the guard attempted no release before that. */
+  private boolean noReleaseComing() {
+    long answered = answeredMono.get();
+    return answered != 0 && releasesAttempted.get() == 0 && System.nanoTime() - answered >= QUIET;
+  }
 
   @AfterEach
   void close() {
@@ -110,6 +129,7 @@ class PermanentFailureReleaseRaceProbeTest {
                       throw new IllegalArgumentException("invalid phone number");
                     }))
         .isInstanceOf(IllegalArgumentException.class);
+    answeredMono.set(System.nanoTime());
     holdSinceMono.set(System.nanoTime());
     releasesDown.set(false); // the store is back: which background write lands first?
 
@@ -137,6 +157,7 @@ class PermanentFailureReleaseRaceProbeTest {
                       throw new IllegalArgumentException("invalid phone number");
                     }))
         .isInstanceOf(IllegalArgumentException.class);
+    answeredMono.set(System.nanoTime());
 
     assertRepeatGetsTheStoredFailure(key, calls);
   }
@@ -161,6 +182,7 @@ class PermanentFailureReleaseRaceProbeTest {
             .toCompletableFuture();
     assertThatThrownBy(() -> first.get(30, TimeUnit.SECONDS))
         .hasCauseInstanceOf(IllegalArgumentException.class);
+    answeredMono.set(System.nanoTime());
 
     assertRepeatGetsTheStoredFailure(key, calls);
   }

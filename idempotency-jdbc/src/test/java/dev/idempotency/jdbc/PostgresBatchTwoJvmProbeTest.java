@@ -8,13 +8,7 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyRecord;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.ResultCodec;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
+import dev.idempotency.testservers.ChildJvm;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -64,7 +58,6 @@ class PostgresBatchTwoJvmProbeTest {
   @Test
   void twoJvmsSendEachKeyOnceThroughOverlappingBatches() throws Exception {
     String url = SharedPostgres.jdbcUrl("probev_batch_two_jvms");
-    Path dir = Files.createTempDirectory("probeV-batch-pg");
     String prefix = "probeV-batch:" + UUID.randomUUID() + ":";
     try (HikariDataSource pool = Pools.of(url, 4);
         Connection connection = pool.getConnection();
@@ -72,41 +65,12 @@ class PostgresBatchTwoJvmProbeTest {
       statement.execute(
           "CREATE TABLE IF NOT EXISTS " + SENT + " (k TEXT PRIMARY KEY, n INT NOT NULL)");
     }
-    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    Process child =
-        new ProcessBuilder(
-                java,
-                "-cp",
-                System.getProperty("java.class.path"),
-                PostgresBatchTwoJvmProbeTest.class.getName(),
-                url,
-                prefix)
-            .redirectError(dir.resolve("child-stderr.txt").toFile())
-            .start();
-    BufferedReader childOut =
-        new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
-    Map<String, Integer> parent =
-        run(
-            url,
-            prefix,
-            Duration.ofSeconds(150),
-            () -> {
-              try {
-                String ready = childOut.readLine();
-                if (!"READY".equals(ready)) {
-                  throw new IllegalStateException(
-                      "the child said " + ready + "; stderr: " + stderr(dir));
-                }
-                child.getOutputStream().write("GO\n".getBytes(StandardCharsets.UTF_8));
-                child.getOutputStream().flush();
-              } catch (IOException e) {
-                throw new UncheckedIOException(e);
-              }
-            });
-    assertThat(child.waitFor(200, TimeUnit.SECONDS))
-        .as("the child JVM ended; stderr: %s", stderr(dir))
+    ChildJvm child = ChildJvm.start(PostgresBatchTwoJvmProbeTest.class, url, prefix);
+    Map<String, Integer> parent = run(url, prefix, Duration.ofSeconds(150), child::go);
+    assertThat(child.waitFor(Duration.ofSeconds(200)))
+        .as("the child JVM ended; stderr: %s", child.stderr())
         .isTrue();
-    String childSummary = String.join("\n", childOut.lines().toList());
+    String childSummary = child.output();
     System.out.println(
         "probeV batch race (PostgreSQL): parent " + parent + "; child " + childSummary);
 
@@ -137,45 +101,19 @@ class PostgresBatchTwoJvmProbeTest {
         assertThat(wrong)
             .as(
                 "keys not sent exactly once or not completed (parent %s; child %s; stderr %s)",
-                parent, childSummary, stderr(dir))
+                parent, childSummary, child.stderr())
             .isEmpty();
       }
     }
     assertThat(parent.get("concurrentModification")).as("parent %s", parent).isZero();
     assertThat(childSummary).as("child").contains("concurrentModification=0");
-    assertThat(child.exitValue()).as("child %s; stderr %s", childSummary, stderr(dir)).isZero();
-  }
-
-  private static String stderr(Path dir) {
-    try {
-      String text = Files.readString(dir.resolve("child-stderr.txt"));
-      return text.length() > 4000 ? text.substring(text.length() - 4000) : text;
-    } catch (IOException e) {
-      return "(none: " + e + ")";
-    }
+    assertThat(child.exitValue()).as("child %s; stderr %s", childSummary, child.stderr()).isZero();
   }
 
   /** The child JVM: the same run; prints its counts. */
   public static void main(String[] args) throws Exception {
-    Map<String, Integer> counts =
-        run(
-            args[0],
-            args[1],
-            Duration.ofSeconds(150),
-            () -> {
-              System.out.println("READY");
-              System.out.flush();
-              try {
-                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))
-                    .readLine();
-              } catch (IOException e) {
-                throw new UncheckedIOException(e);
-              }
-            });
-    StringBuilder line = new StringBuilder();
-    counts.forEach((name, n) -> line.append(name).append('=').append(n).append(' '));
-    System.out.println(line.toString().trim());
-    System.exit(0);
+    ChildJvm.exitWithCounts(
+        run(args[0], args[1], Duration.ofSeconds(150), ChildJvm::readyThenAwaitGo));
   }
 
   /** Runs the batches of one JVM until every key is completed or {@code within} passed. */

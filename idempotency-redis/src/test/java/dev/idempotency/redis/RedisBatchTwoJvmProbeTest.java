@@ -7,16 +7,12 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyRecord;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.ResultCodec;
+import dev.idempotency.testservers.ChildJvm;
 import dev.idempotency.testservers.FreePorts;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -61,45 +57,15 @@ class RedisBatchTwoJvmProbeTest {
     RedisServer server =
         RedisServer.builder().port(port).setting("bind 127.0.0.1").setting("save \"\"").build();
     server.start();
-    Path dir = Files.createTempDirectory("probeV-batch");
     String prefix = "probeV-batch:" + UUID.randomUUID() + ":";
     try {
-      String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-      Process child =
-          new ProcessBuilder(
-                  java,
-                  "-cp",
-                  System.getProperty("java.class.path"),
-                  RedisBatchTwoJvmProbeTest.class.getName(),
-                  Integer.toString(port),
-                  prefix)
-              .redirectError(dir.resolve("child-stderr.txt").toFile())
-              .start();
-      BufferedReader childOut =
-          new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
-      Map<String, Integer> parent =
-          run(
-              port,
-              prefix,
-              Duration.ofSeconds(120),
-              () -> {
-                try {
-                  String ready = childOut.readLine();
-                  if (!"READY".equals(ready)) {
-                    throw new IllegalStateException(
-                        "the child said " + ready + "; stderr: " + stderr(dir));
-                  }
-                  child.getOutputStream().write("GO\n".getBytes(StandardCharsets.UTF_8));
-                  child.getOutputStream().flush();
-                } catch (java.io.IOException e) {
-                  throw new java.io.UncheckedIOException(e);
-                }
-              });
-      assertThat(child.waitFor(180, TimeUnit.SECONDS))
-          .as("the child JVM ended; stderr: %s", stderr(dir))
+      ChildJvm child =
+          ChildJvm.start(RedisBatchTwoJvmProbeTest.class, Integer.toString(port), prefix);
+      Map<String, Integer> parent = run(port, prefix, Duration.ofSeconds(120), child::go);
+      assertThat(child.waitFor(Duration.ofSeconds(180)))
+          .as("the child JVM ended; stderr: %s", child.stderr())
           .isTrue();
-      List<String> childLines = childOut.lines().toList();
-      String childSummary = String.join("\n", childLines);
+      String childSummary = child.output();
       System.out.println("probeV batch race: parent " + parent + "; child " + childSummary);
 
       try (RedisClient client = RedisClient.create(RedisURI.create("127.0.0.1", port));
@@ -120,49 +86,29 @@ class RedisBatchTwoJvmProbeTest {
           assertThat(wrong)
               .as(
                   "keys not sent exactly once or not completed (parent %s; child %s; stderr %s)",
-                  parent, childSummary, stderr(dir))
+                  parent, childSummary, child.stderr())
               .isEmpty();
         }
         store.close();
       }
       assertThat(parent.get("concurrentModification")).as("parent %s", parent).isZero();
       assertThat(childSummary).as("child").contains("concurrentModification=0");
-      assertThat(child.exitValue()).as("child %s; stderr %s", childSummary, stderr(dir)).isZero();
+      assertThat(child.exitValue())
+          .as("child %s; stderr %s", childSummary, child.stderr())
+          .isZero();
     } finally {
       server.stop();
     }
   }
 
-  private static String stderr(Path dir) {
-    try {
-      String text = Files.readString(dir.resolve("child-stderr.txt"));
-      return text.length() > 4000 ? text.substring(text.length() - 4000) : text;
-    } catch (Exception e) {
-      return "(none: " + e + ")";
-    }
-  }
-
   /** The child JVM: the same run; prints its counts. */
   public static void main(String[] args) throws Exception {
-    Map<String, Integer> counts =
+    ChildJvm.exitWithCounts(
         run(
             Integer.parseInt(args[0]),
             args[1],
             Duration.ofSeconds(120),
-            () -> {
-              System.out.println("READY");
-              System.out.flush();
-              try {
-                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))
-                    .readLine();
-              } catch (java.io.IOException e) {
-                throw new java.io.UncheckedIOException(e);
-              }
-            });
-    StringBuilder line = new StringBuilder();
-    counts.forEach((name, n) -> line.append(name).append('=').append(n).append(' '));
-    System.out.println(line.toString().trim());
-    System.exit(0);
+            ChildJvm::readyThenAwaitGo));
   }
 
   /** Runs the batches of one JVM until every key is completed or {@code within} passed. */

@@ -8,8 +8,6 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
 import java.util.HexFormat;
-import java.util.List;
-import java.util.Objects;
 
 /**
  * The canonical form of {@link JsonFingerprints}, written from a parser's events instead of a tree,
@@ -26,7 +24,9 @@ import java.util.Objects;
  * </ol>
  *
  * <p>Strings are encoded as {@link String#getBytes} with UTF-8 encodes them (a lone surrogate
- * becomes {@code ?}), numbers by {@link RequestFingerprints#canonicalJson}. One use, one thread.
+ * becomes {@code ?}), numbers by {@link RequestFingerprints#canonicalJson} ({@link
+ * CanonicalNumbers}); an object's members are sorted by {@link MemberSort}. Whether a mapper may
+ * fingerprint with this writer is {@link StreamedFingerprintCheck}'s question. One use, one thread.
  */
 final class CanonicalJsonWriter {
 
@@ -51,10 +51,8 @@ final class CanonicalJsonWriter {
   private byte[] out;
   private int length;
 
-  /** The order of an object's members and its bytes while it is rewritten, reused. */
-  private int[] order = new int[16];
-
-  private byte[] scratch = new byte[256];
+  /** Rewrites the objects whose members did not arrive in order. */
+  private final MemberSort memberSort = new MemberSort();
 
   /** The open containers, innermost last. */
   private Container[] open = new Container[8];
@@ -63,54 +61,6 @@ final class CanonicalJsonWriter {
 
   /** How many of the open containers are objects: while any is, the bytes are held. */
   private int openObjects;
-
-  /**
-   * Documents on which a mapper's streamed fingerprint must equal its tree's before it is used:
-   * what the application's mapper could be configured to read otherwise (default typing, a root
-   * wrapper, Java arrays, a deserializer of its own for strings, numbers, maps or lists) shows
-   * here, and the tree is then used, as before.
-   */
-  private static final List<String> PROBES =
-      List.of(
-          "{\"b\":[1,2.50,-0,1E2,12345678901234567890123,-0.0,1.5e300,\" x \",true,false,null,"
-              + "{},[]],\"a\":{\"z\":\"\u00e9\\u0000\\ud83d\\ude00\\ud800\",\"y\":[{\"k\":1,"
-              + "\"j\":{\"m\":\"M\"}}]},\"a \":0.1,\"\u00e9\":\"\\n\",\"A\":-7}",
-          "{\"k\":1,\"j\":2,\"k\":{\"b\":3}}", // apart: a mapper may refuse duplicate names
-          "[]",
-          "[\"x\",[1,{\"b\":1,\"a\":2}]]",
-          "\" s \"",
-          "1.0",
-          "-12",
-          "true",
-          "null",
-          "{}");
-
-  /** A fingerprint of a document, computed one way or the other. */
-  interface Fingerprinter {
-    String of(byte[] json) throws Exception;
-  }
-
-  /**
-   * Whether two ways of fingerprinting agree on every probe document (both give the same value, or
-   * both fail).
-   */
-  static boolean agree(Fingerprinter tree, Fingerprinter streamed) {
-    for (String probe : PROBES) {
-      byte[] json = probe.getBytes(StandardCharsets.UTF_8);
-      if (!Objects.equals(outcome(tree, json), outcome(streamed, json))) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  private static String outcome(Fingerprinter fingerprinter, byte[] json) {
-    try {
-      return fingerprinter.of(json);
-    } catch (Exception e) {
-      return "failed";
-    }
-  }
 
   CanonicalJsonWriter(int sizeHint) {
     out = new byte[Math.max(64, Math.min(sizeHint, 1 << 20))];
@@ -149,7 +99,9 @@ final class CanonicalJsonWriter {
   void endObject() {
     Container object = open[--depth];
     if (!object.inOrder) {
-      sortMembers(object);
+      length =
+          memberSort.rewrite(
+              out, object.start + 1, length, object.names, object.starts, object.members);
     }
     write((byte) '}');
     openObjects--;
@@ -182,19 +134,20 @@ final class CanonicalJsonWriter {
 
   void number(long value) {
     beforeValue();
-    writeLong(value); // every long has at most 19 digits: plain, as RFC 8785's
+    ensure(CanonicalNumbers.MAX_LONG_LENGTH);
+    length = CanonicalNumbers.writeLong(out, length, value);
     flushIfFree();
   }
 
   void number(BigInteger value) {
     beforeValue();
-    writeAscii(RequestFingerprints.canonicalJson(value));
+    writeAscii(CanonicalNumbers.of(value));
     flushIfFree();
   }
 
   void number(BigDecimal value) {
     beforeValue();
-    writeAscii(RequestFingerprints.canonicalJson(value));
+    writeAscii(CanonicalNumbers.of(value));
     flushIfFree();
   }
 
@@ -250,66 +203,6 @@ final class CanonicalJsonWriter {
     if (openObjects == 0 && length > 0) {
       digest.update(out, 0, length);
       length = 0;
-    }
-  }
-
-  /**
-   * Rewrites an object's members in name order, the last of equal names kept: each member's bytes
-   * run from its start to the comma before the next one's, the last one's to the end.
-   */
-  private void sortMembers(Container object) {
-    int count = object.members;
-    String[] names = object.names;
-    if (order.length < count) {
-      order = new int[Math.max(count, order.length * 2)];
-    }
-    int[] order = this.order;
-    for (int i = 0; i < count; i++) {
-      order[i] = i;
-    }
-    if (count <= 32) { // an insertion sort: stable, and no boxing for the usual few members
-      for (int i = 1; i < count; i++) {
-        int member = order[i];
-        int j = i;
-        for (; j > 0 && names[order[j - 1]].compareTo(names[member]) > 0; j--) {
-          order[j] = order[j - 1];
-        }
-        order[j] = member;
-      }
-    } else {
-      Integer[] boxed = new Integer[count];
-      for (int i = 0; i < count; i++) {
-        boxed[i] = i;
-      }
-      Arrays.sort(boxed, (a, b) -> names[a].compareTo(names[b])); // stable: equal names in order
-      for (int i = 0; i < count; i++) {
-        order[i] = boxed[i];
-      }
-    }
-    int from = object.start + 1; // after '{'
-    int size = length - from;
-    if (scratch.length < size) {
-      scratch = new byte[Math.max(size, scratch.length * 2)];
-    }
-    byte[] members = scratch;
-    System.arraycopy(out, from, members, 0, size);
-    int[] starts = object.starts;
-    length = from;
-    boolean first = true;
-    for (int i = 0; i < count; i++) {
-      int member = order[i];
-      if (i + 1 < count && names[order[i + 1]].equals(names[member])) {
-        continue; // a later member of this name follows: it is the one kept
-      }
-      int start = starts[member] - from;
-      int end = member + 1 < count ? starts[member + 1] - from - 1 : size;
-      if (!first) {
-        write((byte) ',');
-      }
-      first = false;
-      ensure(end - start);
-      System.arraycopy(members, start, out, length, end - start);
-      length += end - start;
     }
   }
 
@@ -378,27 +271,6 @@ final class CanonicalJsonWriter {
       out[length++] = '?'; // a lone surrogate, as String.getBytes replaces it
     }
     return i;
-  }
-
-  private void writeLong(long value) {
-    if (value == Long.MIN_VALUE) {
-      writeAscii(Long.toString(value));
-      return;
-    }
-    ensure(20);
-    if (value < 0) {
-      out[length++] = '-';
-      value = -value;
-    }
-    int digits = 1;
-    for (long rest = value / 10; rest > 0; rest /= 10) {
-      digits++;
-    }
-    for (int i = length + digits - 1; i >= length; i--) {
-      out[i] = (byte) ('0' + value % 10);
-      value /= 10;
-    }
-    length += digits;
   }
 
   private void writeAscii(String text) {

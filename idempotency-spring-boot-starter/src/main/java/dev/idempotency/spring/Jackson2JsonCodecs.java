@@ -36,7 +36,7 @@ public final class Jackson2JsonCodecs implements JsonCodecs {
             // value: it must not be fingerprinted by its first (it then counts by its bytes)
             .with(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     this.streams =
-        CanonicalJsonWriter.agree(json -> JsonFingerprints.of(readTree(json)), this::streamed);
+        StreamedFingerprintCheck.agree(json -> JsonFingerprints.of(readTree(json)), this::streamed);
   }
 
   @Override
