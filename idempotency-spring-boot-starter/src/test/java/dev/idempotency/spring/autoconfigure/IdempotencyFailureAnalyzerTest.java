@@ -46,7 +46,11 @@ class IdempotencyFailureAnalyzerTest {
         failedStart(
             MissingTable.class,
             "idempotency.jdbc.initialize-schema=never",
-            "idempotency.jdbc.table-name=idem_missing");
+            "idempotency.jdbc.table-name=idem_missing",
+            // a database that does not answer within these starts the application (with a WARN):
+            // generous on a busy machine, where H2's first connection took longer than the 2 s
+            "idempotency.jdbc.connection-wait=60s",
+            "idempotency.jdbc.operation-timeout=60s");
 
     assertThat(refusal.getProblem())
         .contains("The idempotency table idem_missing does not exist")
