@@ -203,14 +203,14 @@ public final class DefaultOperationNames {
         sameKind
             ? annotation + "(name = \"...\")"
             : "name (" + first.annotation + "(name = \"...\"), " + annotation + "(name = \"...\"))";
-    throw new IllegalStateException(
+    throw new IdempotencyConfigurationException(
         methods
             + " have the same default name '"
             + name
             + "', so they would share one key namespace and "
             + consequence
-            + "; give each its own "
-            + fix);
+            + ".",
+        "Give each its own " + fix + ".");
   }
 
   /**
@@ -266,7 +266,7 @@ public final class DefaultOperationNames {
                 + "' (of "
                 + scope.name
                 + ", in the same hierarchy of contexts)";
-    throw new IllegalStateException(
+    throw new IdempotencyConfigurationException(
         "beans "
             + both
             + " are both "
@@ -278,7 +278,8 @@ public final class DefaultOperationNames {
             + " would give both beans one key namespace, so "
             + consequence
             + ". A default name is the class's, not the bean's (so that renaming a bean never"
-            + " changes its keys): give each bean its own class (a subclass is enough), or set "
+            + " changes its keys).",
+        "Give each bean its own class (a subclass is enough), or set "
             + annotation
             + "(name = \"...\") if the beans are meant to share one namespace, and put what tells"
             + " them apart in the key");
@@ -362,7 +363,7 @@ public final class DefaultOperationNames {
       return; // every annotated method names its namespace: shared by beans on purpose
     }
     String annotationName = "@" + annotation.getSimpleName();
-    throw new IllegalStateException(
+    throw new IdempotencyConfigurationException(
         "beans '"
             + first
             + "' and '"
@@ -379,7 +380,8 @@ public final class DefaultOperationNames {
             + "' is not created at startup (@Lazy, or not a singleton) and its definition is"
             + " declared as "
             + declared.getName()
-            + ", so its class is known only when it is first used. Declare its @Bean method's"
+            + ", so its class is known only when it is first used.",
+        "Declare its @Bean method's"
             + " return type as the bean's class (Spring's advice for @Bean methods), so that the"
             + " start can check it; give each bean its own class; or set "
             + annotationName

@@ -104,13 +104,16 @@ public final class TtlAttribute {
       throw new IllegalStateException(where + ": " + source + ": " + e.getMessage());
     }
     if (lease != null && ttl.compareTo(lease) <= 0) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           where
               + ": "
               + source
               + " must be longer than the lease (idempotency.lease = "
               + lease
-              + "), or every call would fail");
+              + "), or every call would fail.",
+          "Give it a window longer than the lease (its ttl, or the property it names), or"
+              + " shorten idempotency.lease: the lease bounds how long a crashed sender's claim"
+              + " blocks its key, and every window must outlast it.");
     }
     return ttl;
   }

@@ -5,6 +5,7 @@ import dev.idempotency.dynamodb.DynamoDbKeyStore;
 import dev.idempotency.jdbc.JdbcKeyStore;
 import dev.idempotency.redis.RedisKeyStore;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.autoconfigure.IdempotencyProperties.SchemaInitialization;
 import dev.idempotency.spring.autoconfigure.IdempotencyProperties.StoreType;
 import io.lettuce.core.AbstractRedisClient;
@@ -87,13 +88,14 @@ final class StoreConfigurations {
         return store;
       }
       if (!exists) {
-        throw new IllegalStateException(
+        throw new IdempotencyConfigurationException(
             "The idempotency table "
                 + jdbc.getTableName()
                 + " does not exist (or this user cannot read it), and idempotency.jdbc"
                 + ".initialize-schema="
                 + jdbc.getInitializeSchema().name().toLowerCase(Locale.ROOT)
-                + " does not create it. Set idempotency.jdbc.initialize-schema=always to create"
+                + " does not create it.",
+            "Set idempotency.jdbc.initialize-schema=always to create"
                 + " it at startup, or create it in your migrations: the DDL is "
                 + store.dialect().schemaResource()
                 + " in the idempotency-jdbc jar (placeholders ${table} and ${name}), or"
@@ -265,11 +267,12 @@ final class StoreConfigurations {
       if (dynamo.isCreateTableIfMissing()) {
         return builder(client, dynamo).createTableIfMissing(true).build();
       }
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           "The idempotency DynamoDB table "
               + dynamo.getTableName()
               + " does not exist (or these credentials cannot describe it), and"
-              + " idempotency.dynamodb.create-table-if-missing is false. Create it with your"
+              + " idempotency.dynamodb.create-table-if-missing is false.",
+          "Create it with your"
               + " infrastructure code (partition key \""
               + DynamoDbKeyStore.DEFAULT_PARTITION_KEY
               + "\" of type S, TTL on attribute \""

@@ -1,6 +1,7 @@
 package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.spring.DefaultOperationNames;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.IdempotentMethodAdvisor;
 import dev.idempotency.spring.messaging.IdempotentListener;
@@ -93,7 +94,7 @@ final class UnguardedChildContexts
       Method method =
           type == null ? null : annotatedMethod(ClassUtils.getUserClass(type), annotation);
       if (method != null) {
-        throw new IllegalStateException(
+        throw new IdempotencyConfigurationException(
             "bean '"
                 + name
                 + "' of the child context '"
@@ -103,8 +104,8 @@ final class UnguardedChildContexts
                 + " method "
                 + DefaultOperationNames.describe(method, ClassUtils.getUserClass(type))
                 + ", but that context has no advisor to guard it (its parent's guards only the"
-                + " parent's beans): every call would run unguarded and every repeat send again. "
-                + FIX);
+                + " parent's beans): every call would run unguarded and every repeat send again.",
+            FIX);
       }
     }
   }

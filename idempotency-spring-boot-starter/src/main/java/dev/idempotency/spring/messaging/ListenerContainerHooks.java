@@ -125,6 +125,7 @@ public final class ListenerContainerHooks {
                 ours.includeIn(container);
                 RabbitErrorHandlers.passDeferralsOf(container);
                 UnsupportedRabbitContainers.refuse(container);
+                RabbitProducerBatches.refuseHeaderKeys(container);
               });
         }
         return bean;
@@ -322,6 +323,7 @@ public final class ListenerContainerHooks {
                       UnsupportedRabbitContainers.requireAdvice(container);
                       RabbitErrorHandlers.passDeferralsOf(container);
                       UnsupportedRabbitContainers.refuse(container);
+                      RabbitProducerBatches.refuseHeaderKeys(container);
                     }));
   }
 

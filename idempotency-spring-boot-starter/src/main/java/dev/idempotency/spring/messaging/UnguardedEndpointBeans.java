@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.spring.DefaultOperationNames;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.IdempotentMethodAdvisor;
 import java.lang.annotation.Annotation;
@@ -55,7 +56,7 @@ final class UnguardedEndpointBeans {
     Class<?> userClass = ClassUtils.getUserClass(AopProxyUtils.ultimateTargetClass(bean));
     Method method = annotatedMethod(userClass, annotation);
     if (method != null) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           "a listener container is being created for a bean of "
               + userClass.getName()
               + ", whose @"
@@ -64,8 +65,8 @@ final class UnguardedEndpointBeans {
               + DefaultOperationNames.describe(method, userClass)
               + " no advisor guards (the bean is in a context without the starter's"
               + " auto-configuration, such as a plain child context using its parent's container"
-              + " factory): every delivery would run unguarded and every redelivery send again."
-              + " Import the starter's auto-configuration into that context"
+              + " factory): every delivery would run unguarded and every redelivery send again.",
+          "Import the starter's auto-configuration into that context"
               + " (@ImportAutoConfiguration({IdempotencyAutoConfiguration.class,"
               + " IdempotencyMessagingAutoConfiguration.class})), or build it with"
               + " SpringApplicationBuilder.child(..), or move the bean into the parent context");

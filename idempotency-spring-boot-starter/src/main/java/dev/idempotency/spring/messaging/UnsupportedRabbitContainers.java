@@ -1,5 +1,6 @@
 package dev.idempotency.spring.messaging;
 
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.Idempotent;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
@@ -36,25 +37,33 @@ import org.springframework.util.ReflectionUtils;
  */
 final class UnsupportedRabbitContainers {
 
-  private static final String MANUAL_ACKNOWLEDGEMENT =
-      "MANUAL acknowledgement, which is not supported: a replay does not run the listener, so"
-          + " nothing would acknowledge it and the consumer would stall once its prefetch"
-          + " filled. Use AUTO acknowledgement (the default; the starter acknowledges replays"
-          + " and rejects poison messages itself)";
+  /** What is not supported and why, then what to do instead. */
+  private record Unsupported(String problem, String action) {}
 
-  private static final String TRANSACTED_CHANNEL =
-      "a transacted channel (channelTransacted, or a RabbitTransactionManager), which is not"
-          + " supported: Spring AMQP commits the channel after the listener returned, with"
-          + " nothing the starter can wait on, so an outcome would be recorded before a commit"
-          + " that may fail, and the redelivery acknowledged as a replay. Use a channel that"
-          + " is not transacted (the default) for this listener's container";
+  private static final Unsupported MANUAL_ACKNOWLEDGEMENT =
+      new Unsupported(
+          "MANUAL acknowledgement, which is not supported: a replay does not run the listener, so"
+              + " nothing would acknowledge it and the consumer would stall once its prefetch"
+              + " filled.",
+          "Use AUTO acknowledgement (the default; the starter acknowledges replays"
+              + " and rejects poison messages itself)");
 
-  private static final String RETURN_EXCEPTIONS =
-      "returnExceptions = true, which is not supported: Spring AMQP would send a deferral (the"
-          + " store down, or the key in flight elsewhere: nothing was sent) as the reply and"
-          + " acknowledge the request, which would never run. Remove returnExceptions from this"
-          + " listener: a deferred request is then requeued and answered once it ran (a caller"
-          + " waiting on the reply may time out first, and must then send again)";
+  private static final Unsupported TRANSACTED_CHANNEL =
+      new Unsupported(
+          "a transacted channel (channelTransacted, or a RabbitTransactionManager), which is not"
+              + " supported: Spring AMQP commits the channel after the listener returned, with"
+              + " nothing the starter can wait on, so an outcome would be recorded before a commit"
+              + " that may fail, and the redelivery acknowledged as a replay.",
+          "Use a channel that is not transacted (the default) for this listener's container");
+
+  private static final Unsupported RETURN_EXCEPTIONS =
+      new Unsupported(
+          "returnExceptions = true, which is not supported: Spring AMQP would send a deferral (the"
+              + " store down, or the key in flight elsewhere: nothing was sent) as the reply and"
+              + " acknowledge the request, which would never run.",
+          "Remove returnExceptions from this"
+              + " listener: a deferred request is then requeued and answered once it ran (a caller"
+              + " waiting on the reply may time out first, and must then send again)");
 
   private UnsupportedRabbitContainers() {}
 
@@ -69,7 +78,7 @@ final class UnsupportedRabbitContainers {
     if (!(container instanceof AbstractMessageListenerContainer rabbit)) {
       return;
     }
-    String unsupported;
+    Unsupported unsupported;
     if (rabbit.getAcknowledgeMode().isManual()) {
       unsupported = MANUAL_ACKNOWLEDGEMENT;
     } else if (rabbit.isChannelTransacted()) {
@@ -81,12 +90,13 @@ final class UnsupportedRabbitContainers {
     }
     String guarded = guardedMethod(rabbit);
     if (guarded != null) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           guarded
               + " runs in RabbitMQ listener container '"
               + rabbit.getListenerId()
               + "' with "
-              + unsupported);
+              + unsupported.problem(),
+          unsupported.action());
     }
   }
 
@@ -117,7 +127,7 @@ final class UnsupportedRabbitContainers {
     }
     String guarded = guardedMethod(rabbit);
     if (guarded != null) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           guarded
               + " runs in RabbitMQ listener container '"
               + rabbit.getListenerId()
@@ -125,7 +135,8 @@ final class UnsupportedRabbitContainers {
               + " replaced the advice chain the container got from its factory (setAdviceChain,"
               + " in a ContainerCustomizer say), so header keys would not be found and poison"
               + " messages would be requeued in a loop (or, behind a retry, dead-lettered while"
-              + " deferred). Keep the first element of the factory's advice chain (the"
+              + " deferred).",
+          "Keep the first element of the factory's advice chain (the"
               + " starter's) first and its last element (the starter's too) last when you set"
               + " the container's, or add your advice to the factory's chain instead");
     }

@@ -1,7 +1,9 @@
 package dev.idempotency.spring.messaging.rabbit;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.messaging.IdempotentDelivery;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
@@ -13,8 +15,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.MessageProperties;
@@ -24,14 +26,18 @@ import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
-import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
+import org.springframework.core.NestedExceptionUtils;
 import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
 import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
@@ -46,9 +52,11 @@ import org.springframework.test.context.DynamicPropertySource;
  * one record: one key for the whole producer batch (a message that came again in another batch was
  * sent again), and no batch contexts (a listener that asks {@code IdempotentDelivery.context} never
  * sent). Now a producer's batch is a batch delivery ({@code RabbitDeliveryAdvice}); the two
- * payload-keyed cases failed before. A header-keyed one stays open: a producer's batch keeps the
- * first message's headers only (Spring AMQP's {@code SimpleBatchingStrategy}).
+ * payload-keyed cases failed before. A header-keyed listener cannot work there: a producer's batch
+ * keeps the first message's headers only (Spring AMQP's {@code SimpleBatchingStrategy}), so it
+ * fails the start ({@code RabbitProducerBatches}).
  */
+@ExtendWith(OutputCaptureExtension.class)
 @SpringBootTest(
     classes = RabbitProducerBatchTest.App.class,
     // a listener that fails is requeued at once, over and over: its stack traces would fill the log
@@ -64,9 +72,10 @@ class RabbitProducerBatchTest {
   static final String CONTEXT_QUEUE = "idem.producer-batch.context";
 
   /**
-   * Listeners of producer batches, as Spring AMQP's batch documentation shows them: two that record
-   * each message they send themselves, and one that asks {@link IdempotentDelivery#context(Object)}
-   * for each message's provider key, as docs/message-consumers.md tells a batch listener to.
+   * Listeners of producer batches, as Spring AMQP's batch documentation shows them: one that
+   * records each message it sends itself, and one that asks {@link
+   * IdempotentDelivery#context(Object)} for each message's provider key, as
+   * docs/message-consumers.md tells a batch listener to.
    */
   public static class ProducerBatchListeners {
     // static: the bean is a class-based proxy, whose own fields the test would read
@@ -79,16 +88,6 @@ class RabbitProducerBatchTest {
         containerFactory = "producerBatchFactory")
     @IdempotentListener(name = PAYLOAD_KEYED, key = "#payload")
     public void payloadKeyed(List<String> events) {
-      batches.add(List.copyOf(events));
-      sent.addAll(events);
-    }
-
-    @RabbitListener(
-        id = HEADER_KEYED,
-        queues = HEADER_QUEUE,
-        containerFactory = "producerBatchFactory")
-    @IdempotentListener(name = HEADER_KEYED)
-    public void headerKeyed(List<String> events) {
       batches.add(List.copyOf(events));
       sent.addAll(events);
     }
@@ -120,17 +119,54 @@ class RabbitProducerBatchTest {
     Declarables producerBatchQueues() {
       return new Declarables(
           QueueBuilder.nonDurable(PAYLOAD_QUEUE).build(),
-          QueueBuilder.nonDurable(HEADER_QUEUE).build(),
           QueueBuilder.nonDurable(CONTEXT_QUEUE).build());
     }
 
     /** Spring AMQP's documented batch factory: batch listener, batches made by the producer. */
     @Bean
     SimpleRabbitListenerContainerFactory producerBatchFactory(ConnectionFactory connectionFactory) {
-      SimpleRabbitListenerContainerFactory factory = new SimpleRabbitListenerContainerFactory();
-      factory.setConnectionFactory(connectionFactory);
-      factory.setBatchListener(true);
-      return factory;
+      return RabbitProducerBatchTest.producerBatchFactory(connectionFactory);
+    }
+  }
+
+  static SimpleRabbitListenerContainerFactory producerBatchFactory(
+      ConnectionFactory connectionFactory) {
+    SimpleRabbitListenerContainerFactory factory = new SimpleRabbitListenerContainerFactory();
+    factory.setConnectionFactory(connectionFactory);
+    factory.setBatchListener(true);
+    return factory;
+  }
+
+  /** A batch listener of producer batches keyed by the Idempotency-Key header. */
+  public static class HeaderKeyedListener {
+    @RabbitListener(
+        id = HEADER_KEYED,
+        queues = HEADER_QUEUE,
+        containerFactory = "producerBatchFactory")
+    @IdempotentListener(name = HEADER_KEYED)
+    public void headerKeyed(List<String> events) {
+      ProducerBatchListeners.sent.addAll(events);
+    }
+  }
+
+  /** An application with {@link HeaderKeyedListener} alone, on the producer batch factory. */
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class HeaderKeyedApp {
+    @Bean
+    HeaderKeyedListener headerKeyedListener() {
+      return new HeaderKeyedListener();
+    }
+
+    @Bean
+    Declarables headerQueue() {
+      return new Declarables(QueueBuilder.nonDurable(HEADER_QUEUE).build());
+    }
+
+    @Bean
+    SimpleRabbitListenerContainerFactory producerBatchFactory(ConnectionFactory connectionFactory) {
+      return RabbitProducerBatchTest.producerBatchFactory(connectionFactory);
     }
   }
 
@@ -148,7 +184,6 @@ class RabbitProducerBatchTest {
 
   @Autowired RabbitListenerEndpointRegistry registry;
   @Autowired ConnectionFactory connectionFactory;
-  @Autowired RabbitTemplate plain;
 
   @BeforeAll
   static void startScheduler() {
@@ -185,38 +220,47 @@ class RabbitProducerBatchTest {
   }
 
   /**
-   * A producer batch of two messages, each with its own Idempotency-Key header, then the second
-   * message published again on its own (a producer retry): it was sent in the batch, so the retry
-   * must be a replay. Broken on fixlist45: the batch ran as one record under one key (the batch
-   * message's header), the second message's key was never claimed, and its retry is sent again.
-   * Open: the producer's batch carries the first message's headers only, so the second's key never
-   * arrives (docs/message-consumers.md); tagged open-finding. On suspects' b3d8ace (run by
-   * suspects, suspicion 5) it fails earlier, failing closed: "timed out after 45 s waiting for the
-   * batch sent". RabbitDeliveryAdvice gives a producer batch's parts no headers, so no message
-   * takes the batch's (first message's) key, none has a key of its own, and the whole batch is
-   * rejected without requeue (MissingIdempotencyKeyException, SPEC 15's dead-letter path): nothing
-   * sent, never one send for several notifications.
+   * A header-keyed batch listener on a factory that consumes producer batches fails the start,
+   * naming it and telling to key it by the payload; Spring Boot reports the starter's problem and
+   * action (its {@code FailureAnalyzer}). Was the open finding {@code
+   * aHeaderKeyedMessageOfAProducerBatchIsNotSentAgainOnItsRetry}: a producer batch of two messages,
+   * each with its own Idempotency-Key header, then the second published again on its own (a
+   * producer retry) must be a replay. The producer's batch carries the first message's headers only
+   * (Spring AMQP's {@code SimpleBatchingStrategy}), so the second's key never arrives:
+   * RabbitDeliveryAdvice gives a producer batch's parts no headers, and the whole batch was
+   * rejected without requeue (MissingIdempotencyKeyException, SPEC 15's dead-letter path: "timed
+   * out after 45 s waiting for the batch sent"), nothing sent, or dropped where the queue has no
+   * dead-letter exchange. The starter cannot know each part's key, so the listener is refused
+   * before any message is taken. A payload-keyed listener on the same factory starts ({@link App}).
    */
-  @Tag("open-finding")
   @Test
-  void aHeaderKeyedMessageOfAProducerBatchIsNotSentAgainOnItsRetry() throws Exception {
-    String first = unique("ph-first");
-    String second = unique("ph-second");
-    publishBatch(HEADER_QUEUE, List.of(first, second), List.of(key(first), key(second)));
-    await("the batch sent", () -> sent(second) >= 1);
-
-    plain.send("", HEADER_QUEUE, message(second, key(second)));
-    // the retry's delivery is over once a message published behind it has been sent
-    String marker = unique("ph-marker");
-    plain.send("", HEADER_QUEUE, message(marker, key(marker)));
-    await("the marker sent", () -> sent(marker) >= 1);
-
-    assertThat(ProducerBatchListeners.batches)
-        .as("the listener got the producer batch as one list (the premise)")
-        .contains(List.of(first, second));
-    assertThat(new int[] {sent(first), sent(second)})
-        .as("provider sends of first, second (published again alone)")
-        .containsExactly(1, 1);
+  void aHeaderKeyedListenerOfProducerBatchesFailsTheStart(CapturedOutput output) {
+    assertThatThrownBy(
+            () ->
+                new SpringApplicationBuilder(HeaderKeyedApp.class)
+                    .web(WebApplicationType.NONE)
+                    .properties(
+                        "spring.rabbitmq.host=127.0.0.1",
+                        "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
+                        "spring.main.banner-mode=off")
+                    .run()
+                    .close())
+        .satisfies(
+            failure ->
+                assertThat(NestedExceptionUtils.getMostSpecificCause(failure))
+                    .isInstanceOf(IdempotencyConfigurationException.class)
+                    .hasMessageContainingAll(
+                        "@IdempotentListener on "
+                            + HeaderKeyedListener.class.getName()
+                            + ".headerKeyed(..) reads its key from a message header",
+                        "container '" + HEADER_KEYED + "'",
+                        "keeps the first message's headers only",
+                        "Key this listener by its payload"));
+    String nl = System.lineSeparator();
+    assertThat(output)
+        .contains("APPLICATION FAILED TO START")
+        .contains("Description:" + nl + nl + "@IdempotentListener on ")
+        .contains("Action:" + nl + nl + "Key this listener by its payload");
   }
 
   /**
@@ -244,10 +288,6 @@ class RabbitProducerBatchTest {
 
   private int sent(String event) {
     return (int) ProducerBatchListeners.sent.stream().filter(event::equals).count();
-  }
-
-  private static String key(String event) {
-    return "key-" + event;
   }
 
   /** One producer batch: the messages are sent together, as one AMQP message. */

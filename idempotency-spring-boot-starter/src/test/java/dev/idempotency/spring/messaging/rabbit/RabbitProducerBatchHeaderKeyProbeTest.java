@@ -1,0 +1,219 @@
+package dev.idempotency.spring.messaging.rabbit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.testservers.RabbitMqServer;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.amqp.core.Declarables;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.core.MessageProperties;
+import org.springframework.amqp.core.QueueBuilder;
+import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
+import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
+import org.springframework.amqp.rabbit.connection.ConnectionFactory;
+import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
+import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * fixboot's probe, on a real RabbitMQ broker: a producer's batch ({@link BatchingRabbitTemplate},
+ * Spring AMQP's {@code SimpleBatchingStrategy}) keeps the first message's headers only, and the
+ * container splits it into messages that all carry them. A header-keyed batch listener without
+ * consumer batching is refused at startup ({@link RabbitProducerBatchTest}); these are the two
+ * other ways a header-keyed listener meets a producer's batch: a record listener (the container
+ * splits the batch and runs the listener once per message) and a consumer-side batch listener
+ * ({@code consumerBatchEnabled = true}: the split messages join the consumer's batch). In both,
+ * every message of the producer's batch carries the first one's key.
+ *
+ * <p>CONFIRMED (open finding, severity high: a lost send, SPEC section 1) on fixboot's be39e67,
+ * Boot 3.5 and 4.0: both cases fail with "[provider sends of first, second (one producer batch,
+ * each its own key)] Expecting actual: [1, 0] to contain exactly (and in same order): [1, 1]": the
+ * second message is acknowledged as the first's replay and never sent. The starter cannot learn the
+ * other messages' keys (the producer never sent them); a fix would mark the parts of a producer's
+ * batch (a {@code BatchingStrategy} wrapper, or an after-receive post-processor, which runs before
+ * the split) so that a header key is read only from the first part and the others fail closed as
+ * messages without a key. Until then: key such listeners by their payload.
+ */
+@SpringBootTest(
+    classes = RabbitProducerBatchHeaderKeyProbeTest.App.class,
+    properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
+@DirtiesContext
+class RabbitProducerBatchHeaderKeyProbeTest {
+
+  static final String RECORD_QUEUE = "idem.producer-batch.header-record";
+  static final String CONSUMER_BATCH_QUEUE = "idem.producer-batch.header-consumer-batch";
+
+  public static class HeaderKeyedListeners {
+    static final List<String> sent = new CopyOnWriteArrayList<>();
+
+    @RabbitListener(id = "producer-batch-header-record", queues = RECORD_QUEUE)
+    @IdempotentListener(name = "producer-batch-header-record")
+    public void record(String event) {
+      sent.add(event);
+    }
+
+    @RabbitListener(
+        id = "producer-batch-header-consumer-batch",
+        queues = CONSUMER_BATCH_QUEUE,
+        containerFactory = "consumerBatchFactory")
+    @IdempotentListener(name = "producer-batch-header-consumer-batch")
+    public void consumerBatch(List<String> events) {
+      sent.addAll(events);
+    }
+  }
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class App {
+    @Bean
+    HeaderKeyedListeners headerKeyedListeners() {
+      return new HeaderKeyedListeners();
+    }
+
+    @Bean
+    Declarables headerKeyedQueues() {
+      return new Declarables(
+          QueueBuilder.nonDurable(RECORD_QUEUE).build(),
+          QueueBuilder.nonDurable(CONSUMER_BATCH_QUEUE).build());
+    }
+
+    /** Consumer-side batches of up to ten messages. */
+    @Bean
+    SimpleRabbitListenerContainerFactory consumerBatchFactory(ConnectionFactory connectionFactory) {
+      SimpleRabbitListenerContainerFactory factory = new SimpleRabbitListenerContainerFactory();
+      factory.setConnectionFactory(connectionFactory);
+      factory.setBatchListener(true);
+      factory.setConsumerBatchEnabled(true);
+      factory.setBatchSize(10);
+      factory.setReceiveTimeout(300L);
+      return factory;
+    }
+  }
+
+  @DynamicPropertySource
+  static void rabbit(DynamicPropertyRegistry registry) {
+    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
+    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
+    for (String property : ListenerTestConfiguration.PROPERTIES) {
+      int equals = property.indexOf('=');
+      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
+    }
+  }
+
+  private static ThreadPoolTaskScheduler scheduler;
+
+  @Autowired ConnectionFactory connectionFactory;
+  @Autowired RabbitTemplate plain;
+
+  @BeforeAll
+  static void startScheduler() {
+    scheduler = new ThreadPoolTaskScheduler();
+    scheduler.initialize();
+  }
+
+  @AfterAll
+  static void stopScheduler() {
+    scheduler.shutdown();
+  }
+
+  /**
+   * A header-keyed record listener gets a producer's batch of two messages, each with its own
+   * Idempotency-Key: each must be sent once. Fails: the second message carries the first's key, so
+   * it is acknowledged as the first's replay and never sent (a lost send).
+   */
+  @Tag("open-finding")
+  @Test
+  void eachMessageOfAProducerBatchToAHeaderKeyedRecordListenerIsSent() throws Exception {
+    bothSentOnce(RECORD_QUEUE, "pr");
+  }
+
+  /**
+   * The same producer's batch, to a header-keyed consumer-side batch listener: each message must be
+   * sent once. Fails as above: both messages carry the first's key.
+   */
+  @Tag("open-finding")
+  @Test
+  void eachMessageOfAProducerBatchToAHeaderKeyedConsumerBatchListenerIsSent() throws Exception {
+    bothSentOnce(CONSUMER_BATCH_QUEUE, "pc");
+  }
+
+  private void bothSentOnce(String queue, String prefix) throws Exception {
+    String first = unique(prefix + "-first");
+    String second = unique(prefix + "-second");
+    publishBatch(queue, List.of(first, second));
+    await("the first sent", () -> sent(first) >= 1);
+    // the batch's delivery is over once a message published behind it on its own has been sent
+    String marker = unique(prefix + "-marker");
+    plain.send("", queue, message(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+
+    assertThat(new int[] {sent(first), sent(second)})
+        .as("provider sends of first, second (one producer batch, each its own key)")
+        .containsExactly(1, 1);
+  }
+
+  private static int sent(String event) {
+    return (int) HeaderKeyedListeners.sent.stream().filter(event::equals).count();
+  }
+
+  /** One producer batch: the messages are sent together, as one AMQP message. */
+  private void publishBatch(String queue, List<String> payloads) {
+    BatchingRabbitTemplate template =
+        new BatchingRabbitTemplate(
+            connectionFactory,
+            new SimpleBatchingStrategy(payloads.size(), 1_000_000, 60_000),
+            scheduler);
+    try {
+      for (String payload : payloads) {
+        template.send("", queue, message(payload));
+      }
+      template.flush();
+    } finally {
+      template.stop();
+    }
+  }
+
+  /** A message keyed by its own Idempotency-Key header. */
+  private static Message message(String payload) {
+    MessageProperties properties = new MessageProperties();
+    properties.setContentType(MessageProperties.CONTENT_TYPE_TEXT_PLAIN);
+    properties.setHeader("Idempotency-Key", "key-" + payload);
+    return new Message(payload.getBytes(StandardCharsets.UTF_8), properties);
+  }
+
+  private static String unique(String what) {
+    return what + "-" + UUID.randomUUID();
+  }
+
+  /** Bounded polling: generous, the machine is busy. */
+  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + 45_000_000_000L;
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out after 45 s waiting for " + what);
+      }
+      Thread.sleep(20);
+    }
+  }
+}
