@@ -35,8 +35,8 @@ import org.slf4j.LoggerFactory;
  *   <li>Their outcomes are recorded before the container acknowledges; in a listener container's
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}).
- *   <li>On a Kafka or RabbitMQ consumer's thread, an interrupt the listener left is cleared before
- *       the container acknowledges ({@link ConsumerThreadInterrupts}).
+ *   <li>On a Kafka, RabbitMQ or JMS consumer's thread, an interrupt the listener left is cleared
+ *       before the container acknowledges ({@link ConsumerThreadInterrupts}).
  * </ol>
  *
  * Stateless apart from the guard's supplier; thread-safe.
@@ -66,7 +66,7 @@ final class ListenerBatches {
       return runGuarded(invocation, method, delivery);
     } finally {
       // the outcomes were recorded (or their record handed on) with any interrupt held back; on a
-      // Kafka or RabbitMQ consumer's thread the interrupt must not reach the container's
+      // Kafka, RabbitMQ or JMS consumer's thread the interrupt must not reach the container's
       // acknowledgement and its next wait for messages (it fails every Kafka poll)
       ConsumerThreadInterrupts.clearAfterDelivery(delivery, method.name);
     }

@@ -47,6 +47,9 @@ class JmsClientAcknowledgeInterruptProbeTest {
           .isEqualTo(jakarta.jms.Session.CLIENT_ACKNOWLEDGE);
       InterruptedDeliveries.assertSentOnce(
           application, provider, operation, key, "probe-jms-client-ack-next", failFirst);
+      assertThat(application.consumerFailures())
+          .as("the container's own failures after the interrupted delivery")
+          .isEmpty();
     }
   }
 }

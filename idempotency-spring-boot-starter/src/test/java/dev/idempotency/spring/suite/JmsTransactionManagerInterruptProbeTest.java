@@ -52,6 +52,9 @@ class JmsTransactionManagerInterruptProbeTest {
           .isInstanceOf(JmsTransactionManager.class);
       InterruptedDeliveries.assertSentOnce(
           application, provider, operation, key, "probe-jms-tm-next", failFirst);
+      assertThat(application.consumerFailures())
+          .as("the container's own failures after the interrupted delivery")
+          .isEmpty();
     }
   }
 
