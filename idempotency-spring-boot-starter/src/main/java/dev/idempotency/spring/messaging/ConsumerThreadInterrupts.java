@@ -8,7 +8,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * What becomes of an interrupt that a guarded delivery leaves on a listener container's consumer
- * thread (Kafka's, RabbitMQ's).
+ * thread (Kafka's, RabbitMQ's, JMS's).
  *
  * <p>An application's provider client may return from a send with the thread's interrupt status set
  * (the application interrupted it mid-send, and the client finished the send all the same). The
@@ -31,13 +31,20 @@ import org.slf4j.LoggerFactory;
  *       from aborted consumer", and the listener consumes nothing more until the application
  *       restarts the container. Spring AMQP interrupts its consumers itself only while the
  *       container stops, after its shutdown timeout, when they stop all the same.
+ *   <li>Spring's JMS {@code DefaultMessageListenerContainer} on Artemis: the container's next
+ *       blocking call fails on it ({@code ActiveMQInterruptedException}): its session commit, after
+ *       the starter's own (a failure reported to the container's error handler, the empty
+ *       transaction rolled back), the commit of a {@code JmsTransactionManager}, or, on a {@code
+ *       CLIENT_ACKNOWLEDGE} session, the acknowledgement or the next receive: the container then
+ *       drops its connection and reconnects, and the broker delivers the message again (a replay).
  * </ul>
  *
  * So the interrupt, the application's and meant for a send that is over, is cleared as the delivery
  * returns to the container, with a warning naming the listener (once per listener; then at debug
- * level). JMS's session commit holds the interrupt back and restores it ({@link
- * JmsDeliveryListener}), and Spring's JMS container goes on with it; a failed JMS delivery's
- * interrupt is cleared before the container's rollback ({@link #clearBeforeRollback}).
+ * level). An interrupt that comes later (Spring's JMS container interrupts its consumers while it
+ * shuts down) is the container's own: JMS's session commit holds it back and sets it again ({@link
+ * JmsSessionCommit}). A failed JMS delivery's interrupt is cleared before the container's rollback
+ * ({@link #clearBeforeRollback}), also where its listener is not guarded as a record.
  *
  * <p>Thread-safe; used by {@link OutcomesAfterCommit} and {@link ListenerBatches}.
  */
@@ -51,8 +58,8 @@ final class ConsumerThreadInterrupts {
 
   /**
    * Clears an interrupt left on this thread by {@code listener}'s delivery if the delivery came
-   * from a Kafka or RabbitMQ container ({@code delivery}, as bound when it started); elsewhere does
-   * nothing.
+   * from a Kafka, RabbitMQ or JMS container ({@code delivery}, as bound when it started); elsewhere
+   * does nothing.
    */
   static void clearAfterDelivery(@Nullable Delivery delivery, String listener) {
     if (delivery == null || !delivery.onConsumerThread() || !Thread.interrupted()) {
@@ -61,8 +68,9 @@ final class ConsumerThreadInterrupts {
     String message =
         "Listener {} returned with its consumer thread interrupted (interrupted mid-send); the"
             + " interrupt is cleared before the container acknowledges the delivery: a Kafka"
-            + " consumer fails every poll and commit on an interrupted thread, and a RabbitMQ"
-            + " consumer stops its container";
+            + " consumer fails every poll and commit on an interrupted thread, a RabbitMQ"
+            + " consumer stops its container, and a JMS container's commit or acknowledgement"
+            + " fails";
     warnOnce(message, listener);
   }
 

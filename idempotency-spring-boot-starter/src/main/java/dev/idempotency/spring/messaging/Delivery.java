@@ -20,8 +20,8 @@ import org.jspecify.annotations.Nullable;
  * @param failures how the container learns which message of a batch failed
  * @param polled the messages as the container polled them (Kafka's records), to find the listener's
  *     elements among; empty where the listener always gets them all
- * @param onConsumerThread whether the listener runs on a Kafka or RabbitMQ container's consumer
- *     thread, which must not be left interrupted ({@link ConsumerThreadInterrupts})
+ * @param onConsumerThread whether the listener runs on a Kafka, RabbitMQ or JMS container's
+ *     consumer thread, which must not be left interrupted ({@link ConsumerThreadInterrupts})
  */
 record Delivery(
     List<Map<String, Object>> headers,

@@ -61,9 +61,11 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
 
   @Override
   public void onMessage(Message message, Session session) throws JMSException {
+    // on the container's consumer thread: an interrupt a guarded send leaves is cleared as the
+    // listener returns (ConsumerThreadInterrupts), before the commit or acknowledgement
     Delivery previous =
         Delivery.bind(
-            new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH, false));
+            new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH, true));
     // a session the container transacts itself: no Spring synchronization tells of its commit
     boolean local =
         session != null && session.getTransacted() && !ContainerTransactions.springSynchronized();

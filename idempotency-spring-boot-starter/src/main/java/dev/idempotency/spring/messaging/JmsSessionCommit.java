@@ -24,7 +24,9 @@ import org.slf4j.LoggerFactory;
  *
  * <ul>
  *   <li>one the application left on the thread (a provider client interrupted mid-send that
- *       finished the send): it is cleared before the commit;
+ *       finished the send): the guarded listener cleared it already as it returned ({@link
+ *       ConsumerThreadInterrupts}), so it is not set again after the commit, where it would fail
+ *       the container's own commit;
  *   <li>Spring's {@code DefaultMessageListenerContainer}, shutting down while the listener ran,
  *       interrupts the consumer's thread once per receive timeout for as long as the delivery runs,
  *       so an interrupt can land inside the commit itself. Artemis's blocking commit then fails

@@ -38,8 +38,8 @@ import org.slf4j.LoggerFactory;
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}). A
  *       Kafka batch that failed at a message after one the listener never read comes back without
  *       that message at first ({@link #heldBack}).
- *   <li>On a Kafka or RabbitMQ consumer's thread, an interrupt the listener left is cleared before
- *       the container acknowledges ({@link ConsumerThreadInterrupts}).
+ *   <li>On a Kafka, RabbitMQ or JMS consumer's thread, an interrupt the listener left is cleared
+ *       before the container acknowledges ({@link ConsumerThreadInterrupts}).
  * </ol>
  *
  * Holds the guard's supplier and the held-back messages (a synchronized set); thread-safe.
@@ -100,7 +100,7 @@ final class ListenerBatches {
       return runGuarded(invocation, method, delivery);
     } finally {
       // the outcomes were recorded (or their record handed on) with any interrupt held back; on a
-      // Kafka or RabbitMQ consumer's thread the interrupt must not reach the container's
+      // Kafka, RabbitMQ or JMS consumer's thread the interrupt must not reach the container's
       // acknowledgement and its next wait for messages (it fails every Kafka poll)
       ConsumerThreadInterrupts.clearAfterDelivery(delivery, method.name);
     }

@@ -50,10 +50,10 @@ public final class OutcomesAfterCommit {
 
   /**
    * Runs a listener's delivery through the guard; in a listener container's transaction, its
-   * outcome waits for the transaction's end. On a Kafka or RabbitMQ container's consumer thread, an
-   * interrupt the listener's run left (a provider client interrupted mid-send) is cleared before
-   * this returns, with a warning: a Kafka consumer fails every poll and commit on an interrupted
-   * thread, and a RabbitMQ consumer stops its container.
+   * outcome waits for the transaction's end. On a Kafka, RabbitMQ or JMS container's consumer
+   * thread, an interrupt the listener's run left (a provider client interrupted mid-send) is
+   * cleared before this returns, with a warning: a Kafka consumer fails every poll and commit on an
+   * interrupted thread, and a RabbitMQ consumer stops its container.
    *
    * @param guard the guard
    * @param request the delivery's key, window, operation and fingerprint
@@ -80,7 +80,7 @@ public final class OutcomesAfterCommit {
       return afterCommit(guard, request, codec, listener, listenerRun);
     } finally {
       // the outcome was recorded (or its record handed on) with any interrupt held back; on a
-      // Kafka or RabbitMQ consumer's thread the interrupt must not reach the container's
+      // Kafka, RabbitMQ or JMS consumer's thread the interrupt must not reach the container's
       // acknowledgement and its next wait for messages (it fails every Kafka poll)
       ConsumerThreadInterrupts.clearAfterDelivery(delivery, listener);
     }

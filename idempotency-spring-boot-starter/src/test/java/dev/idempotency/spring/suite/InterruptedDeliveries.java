@@ -16,7 +16,8 @@ final class InterruptedDeliveries {
    * Publishes {@code key} to {@code application}, its provider call interrupting the thread after a
    * send that succeeded or ({@code failFirst}) interrupting it and failing (then redelivered); then
    * checks: the outcome of {@code operation} recorded once, the consumer goes on (a message under a
-   * new key named after {@code nextKeyName} is sent), a republished message is a replay, one
+   * new key named after {@code nextKeyName} is sent), a republished message is a replay and the
+   * only one (the interrupted delivery was acknowledged the first time, not delivered again), one
    * provider send, nothing dead-lettered.
    */
   static void assertSentOnce(
@@ -48,6 +49,11 @@ final class InterruptedDeliveries {
     application.publish(key, key);
     Waits.await("the replay", () -> application.events().count(Type.REPLAYED, operation, key) >= 1);
     application.awaitAcknowledged();
+    assertThat(application.events().count(Type.REPLAYED, operation, key))
+        .as(
+            "replays: the republished message's only (the interrupted delivery was acknowledged,"
+                + " not delivered again)")
+        .isEqualTo(1);
     assertThat(provider.sends(key)).as("one provider send").isEqualTo(1);
     assertThat(application.deadLettered()).isEmpty();
   }

@@ -114,6 +114,12 @@ final class JmsListenerApplication implements ListenerApplication {
     return context.getBean(JmsTemplate.class);
   }
 
+  /** The container's own failures after a listener returned, as its error handler saw them. */
+  @Override
+  public List<String> consumerFailures() {
+    return context.getBean(ConsumerFailures.class).seen();
+  }
+
   @Override
   public Events events() {
     return context.getBean(Events.class);

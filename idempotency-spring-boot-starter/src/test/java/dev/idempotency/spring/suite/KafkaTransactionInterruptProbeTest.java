@@ -9,7 +9,6 @@ import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.kafka.core.KafkaTemplate;
@@ -21,7 +20,6 @@ import org.springframework.kafka.core.KafkaTemplate;
  * 15, 16): the message is sent once, its outcome recorded after the commit, the consumer goes on,
  * and a republished message is a replay.
  */
-@Tag("open-finding")
 class KafkaTransactionInterruptProbeTest {
 
   @ParameterizedTest

@@ -18,8 +18,9 @@ public interface ListenerApplication extends AutoCloseable {
 
   /**
    * The container's consumer's own failures outside any listener call (a Kafka poll or commit that
-   * threw), as {@link ConsumerFailures#seen()} gives them; empty where none were seen, or where the
-   * application does not note them (JMS, RabbitMQ).
+   * threw; a JMS commit or acknowledgement after the listener returned, as the container's error
+   * handler sees it), as {@link ConsumerFailures#seen()} gives them; empty where none were seen, or
+   * where the application does not note them (RabbitMQ).
    */
   default List<String> consumerFailures() {
     return List.of();

@@ -1,6 +1,5 @@
 package dev.idempotency.spring.suite;
 
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -9,7 +8,6 @@ import org.junit.jupiter.api.Test;
  * promise (SPEC 1, 6, 15, 16): released, redelivered and sent once, the consumer goes on, nothing
  * dead-lettered, a republished message is a replay.
  */
-@Tag("open-finding")
 class RabbitInterruptThenThrowProbeTest {
 
   @Test

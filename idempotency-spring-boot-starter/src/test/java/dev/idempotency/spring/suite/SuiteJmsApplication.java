@@ -2,11 +2,15 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.messaging.Events;
 import dev.idempotency.spring.messaging.IdempotentListener;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.jms.annotation.JmsListener;
+import org.springframework.jms.config.AbstractJmsListenerContainerFactory;
+import org.springframework.jms.listener.adapter.ListenerExecutionFailedException;
 
 /**
  * The entry-point suite's JMS application: one {@code @JmsListener} keyed by the {@code
@@ -25,6 +29,34 @@ public class SuiteJmsApplication {
   @Bean
   Events events() {
     return new Events();
+  }
+
+  @Bean
+  ConsumerFailures consumerFailures() {
+    return new ConsumerFailures();
+  }
+
+  /**
+   * Gives every JMS listener container factory an error handler that notes the container's own
+   * failures in {@link ConsumerFailures} (a commit or acknowledgement that threw after the listener
+   * returned), not the listener's ({@link ListenerExecutionFailedException}).
+   */
+  @Bean
+  static BeanPostProcessor containerFailures(ObjectProvider<ConsumerFailures> failures) {
+    return new BeanPostProcessor() {
+      @Override
+      public Object postProcessAfterInitialization(Object bean, String beanName) {
+        if (bean instanceof AbstractJmsListenerContainerFactory<?> factory) {
+          factory.setErrorHandler(
+              failure -> {
+                if (!(failure instanceof ListenerExecutionFailedException)) {
+                  failures.getObject().add(String.valueOf(failure));
+                }
+              });
+        }
+        return bean;
+      }
+    };
   }
 
   @Bean
