@@ -24,6 +24,7 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.support.GenericApplicationContext;
 import org.springframework.core.NestedExceptionUtils;
 
 /**
@@ -133,6 +134,9 @@ class RabbitContainerBeanChecksTest {
       return container;
     }
   }
+
+  /** No container bean at the start. */
+  static class NoContainers {}
 
   /** The guarded listener set on the container after the bean was initialized. */
   static class LateListenerContainer {
@@ -248,6 +252,37 @@ class RabbitContainerBeanChecksTest {
         "RabbitMQ listener container bean 'initializedContainer'",
         "initialized without the idempotency starter's advice",
         "do not call afterPropertiesSet()");
+  }
+
+  /**
+   * A container bean registered and created after the start is checked as it is created. (A
+   * {@code @Lazy} container bean is not one: Spring's lifecycle processor creates every {@code
+   * SmartLifecycle} bean at the start.)
+   */
+  @Test
+  void aGuardedListenersContainerBeanCreatedAfterTheStartIsRefusedAsItIsCreated() {
+    try (ConfigurableApplicationContext started = start(NoContainers.class)) {
+      GenericApplicationContext context = (GenericApplicationContext) started;
+      ConnectionFactory connections = context.getBean(ConnectionFactory.class);
+      Guarded guarded = context.getBean(Guarded.class);
+      context.registerBean(
+          "lateManualContainer",
+          SimpleMessageListenerContainer.class,
+          () -> {
+            SimpleMessageListenerContainer container = container(connections, guarded);
+            container.setAutoStartup(false);
+            container.setAcknowledgeMode(AcknowledgeMode.MANUAL);
+            return container;
+          });
+      assertThatThrownBy(() -> context.getBean("lateManualContainer"))
+          .satisfies(
+              failure ->
+                  assertThat(NestedExceptionUtils.getMostSpecificCause(failure))
+                      .hasMessageContainingAll(
+                          "@IdempotentListener on " + Guarded.class.getName() + ".onEvent(..)",
+                          "RabbitMQ listener container bean 'lateManualContainer'",
+                          "MANUAL acknowledgement, which is not supported"));
+    }
   }
 
   /** The listener is set after the bean was initialized: the check before the start refuses it. */
