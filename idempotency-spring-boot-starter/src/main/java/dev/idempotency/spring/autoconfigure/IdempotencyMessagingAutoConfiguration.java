@@ -5,6 +5,7 @@ import dev.idempotency.spring.JsonCodecs;
 import dev.idempotency.spring.messaging.IdempotentListenerAdvisor;
 import dev.idempotency.spring.messaging.ListenerContainerHooks;
 import org.springframework.aop.config.AopConfigUtils;
+import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.beans.factory.config.BeanPostProcessor;
@@ -121,7 +122,10 @@ public final class IdempotencyMessagingAutoConfiguration {
     }
   }
 
-  /** Spring AMQP: the advice first in every container factory's chain. */
+  /**
+   * Spring AMQP: the advice first in every container factory's chain and in the chain of each
+   * container bean of a guarded listener; the check of every container before it starts.
+   */
   @Configuration(proxyBeanMethods = false)
   @ConditionalOnClass(
       name = "org.springframework.amqp.rabbit.config.BaseRabbitListenerContainerFactory")
@@ -140,8 +144,9 @@ public final class IdempotencyMessagingAutoConfiguration {
     @ConditionalOnMissingBean(name = "idempotencyRabbitContainers", search = SearchStrategy.CURRENT)
     SmartLifecycle idempotencyRabbitContainers(
         ObjectProvider<org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry>
-            registries) {
-      return ListenerContainerHooks.rabbitContainers(registries);
+            registries,
+        BeanFactory beanFactory) {
+      return ListenerContainerHooks.rabbitContainers(registries, beanFactory);
     }
   }
 

@@ -31,9 +31,10 @@ import org.springframework.aop.support.NameMatchMethodPointcut;
  * </ul>
  *
  * Spring AMQP's {@code createListenerContainer()} builds a container with no listener either; it is
- * not observed: the only hook of a RabbitMQ container is the refusal of an unsupported listener,
- * which needs the listener. The hooks must be safe to apply twice: the start-up hooks run over the
- * same containers again.
+ * not observed: the hooks of a RabbitMQ container depend on its listener (whether it is guarded). A
+ * container so built that is a bean gets them as a bean ({@link
+ * ListenerContainerHooks#rabbitContainerFactories}). The hooks must be safe to apply twice: the
+ * start-up hooks run over the same containers again.
  */
 final class CreatedContainers {
 

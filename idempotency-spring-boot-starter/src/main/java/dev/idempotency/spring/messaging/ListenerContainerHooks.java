@@ -2,8 +2,10 @@ package dev.idempotency.spring.messaging;
 
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.BeansException;
+import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanPostProcessor;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.context.SmartLifecycle;
 
 /**
@@ -12,8 +14,8 @@ import org.springframework.context.SmartLifecycle;
  * created, and on the listener containers themselves (Spring Kafka's error handler and transaction
  * manager, the JMS listener, the refusal of unsupported RabbitMQ containers): as each factory
  * creates one ({@link CreatedContainers}, so containers registered after the start get them too),
- * and again, to the same effect, over the registries' containers before they start. Created by the
- * auto-configuration.
+ * and again, to the same effect, over the registries' containers (and RabbitMQ's container beans)
+ * before they start. Created by the auto-configuration.
  */
 public final class ListenerContainerHooks {
 
@@ -77,18 +79,28 @@ public final class ListenerContainerHooks {
    * Puts the RabbitMQ advice first (and its deferral catcher last) in every Spring AMQP listener
    * container factory's advice chain and, after the application's {@code ContainerCustomizer}, in
    * the chain of each container it creates (also after the start) if the customizer replaced or
-   * reordered it; wraps the application's error handlers of each endpoint and container so that a
-   * deferral passes them ({@link RabbitErrorHandlers}); and refuses those containers as {@link
-   * #rabbitContainers} does. A container that is a bean (one the application built with the
-   * factory's {@code createListenerContainer()}, which the starter does not see) gets its error
-   * handler wrapped too, and the starter's advice in its chain bound to it, so that a handler the
-   * application sets later is wrapped when a deferral meets it ({@link
-   * RabbitDeliveryAdvice#bindIn}).
+   * reordered it; wraps the application's error handlers of each endpoint ({@link
+   * RabbitErrorHandlers}); and checks each container as {@link #rabbitContainers} does ({@code
+   * rabbitContainer}).
+   *
+   * <p>A listener container that is a bean (one the application built with the factory's {@code
+   * createListenerContainer()}, which the starter does not see, or with {@code new
+   * SimpleMessageListenerContainer(..)}) whose message listener is guarded gets the same chain
+   * before Spring initializes it (the container reads its chain then): the starter's advice first,
+   * the application's advices in their order, the starter's last part last, whatever chain the
+   * application set. Its first part is bound to the container ({@link RabbitDeliveryAdvice#bindIn};
+   * so is the factory's in the chain of a container bean whose listener is not guarded, which is
+   * otherwise left as the application set it), so that a handler the application sets later is
+   * wrapped when a deferral meets it. Once initialized, the bean is checked ({@code
+   * rabbitContainer}): a guarded listener's container bean that was initialized without the chain
+   * (its listener set, or the container initialized, before) or with a setting the starter does not
+   * support is refused, and its creation fails naming it.
    *
    * @param backOff the pause before a deferred delivery is requeued
    * @return the post-processor
    */
   public static BeanPostProcessor rabbitContainerFactories(DeliveryBackOff backOff) {
+    RabbitDeliveryAdvice beans = new RabbitDeliveryAdvice(backOff);
     return new BeanPostProcessor() {
       @Override
       public Object postProcessBeforeInitialization(Object bean, String beanName)
@@ -96,7 +108,11 @@ public final class ListenerContainerHooks {
         if (bean
             instanceof
             org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer container) {
-          RabbitDeliveryAdvice.bindIn(container); // before it reads its chain
+          if (UnsupportedRabbitContainers.guardedMethod(container) != null) {
+            beans.includeIn(container); // before it reads its chain; binds it
+          } else {
+            RabbitDeliveryAdvice.bindIn(container);
+          }
         }
         return bean;
       }
@@ -107,7 +123,7 @@ public final class ListenerContainerHooks {
         if (bean
             instanceof
             org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer container) {
-          RabbitErrorHandlers.passDeferralsOf(container);
+          rabbitContainer(container, beanName);
           return bean;
         }
         if (bean
@@ -123,9 +139,7 @@ public final class ListenerContainerHooks {
               ListenerContainerHooks::rabbitEndpoint,
               container -> {
                 ours.includeIn(container);
-                RabbitErrorHandlers.passDeferralsOf(container);
-                UnsupportedRabbitContainers.refuse(container);
-                RabbitProducerBatches.refuseHeaderKeys(container);
+                rabbitContainer(container, null);
               });
         }
         return bean;
@@ -300,31 +314,57 @@ public final class ListenerContainerHooks {
   }
 
   /**
-   * Refuses, before any starts, a Spring AMQP listener container whose listener is an {@link
-   * IdempotentListener} or an {@link dev.idempotency.spring.Idempotent} method and that the starter
-   * cannot support safely: {@code MANUAL} acknowledgement, a transacted channel, {@code
-   * returnExceptions = true}, or an advice chain without the starter's advice that it could not
-   * restore (a factory it could not observe); and wraps each container's error handler again, in
-   * case the application replaced it after the container was created ({@link RabbitErrorHandlers}).
+   * Checks, before any starts, every Spring AMQP listener container of the registries and every one
+   * that is a bean (created by then: one created later is checked as it is created, {@link
+   * #rabbitContainerFactories}), in case the application changed it after it was created ({@code
+   * rabbitContainer}).
    *
    * @param registries the application's registry, if it has one
+   * @param beanFactory the application's bean factory, for the container beans
    * @return the lifecycle
    */
   public static SmartLifecycle rabbitContainers(
       ObjectProvider<org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry>
-          registries) {
+          registries,
+      BeanFactory beanFactory) {
     return new BeforeContainersStart(
-        () ->
-            registries
-                .orderedStream()
-                .flatMap(registry -> registry.getListenerContainers().stream())
-                .forEach(
-                    container -> {
-                      UnsupportedRabbitContainers.requireAdvice(container);
-                      RabbitErrorHandlers.passDeferralsOf(container);
-                      UnsupportedRabbitContainers.refuse(container);
-                      RabbitProducerBatches.refuseHeaderKeys(container);
-                    }));
+        () -> {
+          registries
+              .orderedStream()
+              .flatMap(registry -> registry.getListenerContainers().stream())
+              .forEach(container -> rabbitContainer(container, null));
+          if (beanFactory instanceof ConfigurableListableBeanFactory beans) {
+            for (String name :
+                beans.getBeanNamesForType(
+                    org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer.class,
+                    false,
+                    false)) {
+              Object container = beans.getSingleton(name); // not one not created yet (@Lazy)
+              if (container != null) {
+                rabbitContainer(container, name);
+              }
+            }
+          }
+        });
+  }
+
+  /**
+   * The one check of a Spring AMQP listener container before it starts, a registry's or a bean:
+   * refuses it if its listener is an {@link IdempotentListener} or an {@link
+   * dev.idempotency.spring.Idempotent} method and the starter cannot support it safely, an advice
+   * chain without the starter's advice first and its last part last ({@link
+   * UnsupportedRabbitContainers#requireAdvice}), {@code MANUAL} acknowledgement, a transacted
+   * channel or {@code returnExceptions = true} ({@link UnsupportedRabbitContainers#refuse}); and
+   * wraps its error handler, again in case the application replaced it ({@link
+   * RabbitErrorHandlers}). Applying it twice changes nothing.
+   *
+   * @param beanName the container's bean name, or {@code null} if it is not a bean
+   */
+  private static void rabbitContainer(Object container, @Nullable String beanName) {
+    UnsupportedRabbitContainers.requireAdvice(container, beanName);
+    RabbitErrorHandlers.passDeferralsOf(container);
+    UnsupportedRabbitContainers.refuse(container, beanName);
+    RabbitProducerBatches.refuseHeaderKeys(container);
   }
 
   /**

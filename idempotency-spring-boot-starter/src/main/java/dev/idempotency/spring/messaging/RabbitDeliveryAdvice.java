@@ -16,6 +16,8 @@ import org.springframework.amqp.ImmediateRequeueAmqpException;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.MessageProperties;
 import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
+import org.springframework.aop.Advisor;
+import org.springframework.aop.framework.Advised;
 
 /**
  * The Spring AMQP side of {@link IdempotentListener}: an advice of the listener container (where
@@ -104,8 +106,10 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   /**
    * Puts this advice first and {@link #LAST} last in a Spring AMQP container's advice chain unless
    * the chain is already so: after an application's {@code ContainerCustomizer} replaced the chain
-   * the container got from its factory, and before the container is initialized (it reads its chain
-   * then). The application's advices stay, between the two, in their order.
+   * the container got from its factory, or in the chain of a guarded listener's container bean,
+   * whatever chain the application set; before the container is initialized (it reads its chain
+   * then). The application's advices stay, between the two, in their order; the first part is bound
+   * to the container ({@link #bindIn}).
    */
   void includeIn(Object container) {
     if (container instanceof AbstractMessageListenerContainer rabbit) {
@@ -141,11 +145,35 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   }
 
   /**
-   * Whether a Spring AMQP container's advice chain has the starter's advice first and, if it has
-   * other advices, {@link #LAST} last.
+   * Whether the advice chain a Spring AMQP container runs each delivery through has the starter's
+   * advice first and, if it has other advices, {@link #LAST} last: the chain it was initialized
+   * with (its {@code afterPropertiesSet()} builds a proxy of the chain, which a later {@code
+   * setAdviceChain} does not change), or, before that, its chain.
    */
   static boolean isIn(AbstractMessageListenerContainer container) {
-    return isComposed(chainOf(container));
+    return isComposed(runChainOf(container));
+  }
+
+  /**
+   * The advices of the proxy an initialized container built from its chain (none if the chain was
+   * empty: the proxy is then the container's own delegate), or the chain of one not initialized.
+   * Read from the container's fields: Spring AMQP has no getter for either.
+   */
+  private static Advice @Nullable [] runChainOf(AbstractMessageListenerContainer container) {
+    if (!Boolean.TRUE.equals(
+        ListenerContainerHooks.current(container, "isInitialized", "initialized"))) {
+      return chainOf(container);
+    }
+    if (!(ListenerContainerHooks.current(container, "getProxy", "proxy")
+        instanceof Advised proxy)) {
+      return new Advice[0];
+    }
+    Advisor[] advisors = proxy.getAdvisors();
+    Advice[] advices = new Advice[advisors.length];
+    for (int i = 0; i < advisors.length; i++) {
+      advices[i] = advisors[i].getAdvice();
+    }
+    return advices;
   }
 
   /**

@@ -5,11 +5,17 @@ import dev.idempotency.spring.Idempotent;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import org.jspecify.annotations.Nullable;
+import org.springframework.amqp.core.MessageListener;
 import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
 import org.springframework.amqp.rabbit.listener.adapter.HandlerAdapter;
+import org.springframework.amqp.rabbit.listener.adapter.MessageListenerAdapter;
 import org.springframework.amqp.rabbit.listener.adapter.MessagingMessageListenerAdapter;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.core.annotation.AnnotatedElementUtils;
@@ -18,8 +24,10 @@ import org.springframework.util.ReflectionUtils;
 
 /**
  * Refuses, before it starts, a Spring AMQP listener container whose listener method is guarded
- * ({@link IdempotentListener}, or {@link Idempotent} on the {@code @RabbitListener} method) and
- * that the starter cannot support safely. Used by {@link ListenerContainerHooks}.
+ * ({@link IdempotentListener}, or {@link Idempotent} on the {@code @RabbitListener} method, or on
+ * the method a {@code MessageListenerAdapter} calls) and that the starter cannot support safely:
+ * the registry's containers and the listener containers that are beans alike. Used by {@link
+ * ListenerContainerHooks}.
  *
  * <ul>
  *   <li>{@code MANUAL} acknowledgement: a replay does not run the listener, so nothing would
@@ -31,8 +39,7 @@ import org.springframework.util.ReflectionUtils;
  *   <li>{@code returnExceptions = true} on the {@code @RabbitListener}: the listener adapter
  *       catches what the listener throws, a deferral too, before the starter's advice can requeue
  *       it, and sends it as the reply; the request is acknowledged and never runs.
- *   <li>An advice chain without the starter's advice ({@link #requireAdvice}), checked before the
- *       registry's containers start.
+ *   <li>An advice chain without the starter's advice ({@link #requireAdvice}).
  * </ul>
  */
 final class UnsupportedRabbitContainers {
@@ -71,10 +78,11 @@ final class UnsupportedRabbitContainers {
    * Refuses {@code container} if it is a Spring AMQP container the starter cannot support and its
    * listener method is guarded.
    *
-   * @throws IllegalStateException naming the annotation, the method, the container, what is not
-   *     supported and what to use instead
+   * @param beanName the container's bean name, or {@code null} if it is not a bean (a registry's)
+   * @throws IdempotencyConfigurationException naming the annotation, the method, the container,
+   *     what is not supported and what to use instead
    */
-  static void refuse(Object container) {
+  static void refuse(Object container, @Nullable String beanName) {
     if (!(container instanceof AbstractMessageListenerContainer rabbit)) {
       return;
     }
@@ -91,11 +99,7 @@ final class UnsupportedRabbitContainers {
     String guarded = guardedMethod(rabbit);
     if (guarded != null) {
       throw new IdempotencyConfigurationException(
-          guarded
-              + " runs in RabbitMQ listener container '"
-              + rabbit.getListenerId()
-              + "' with "
-              + unsupported.problem(),
+          guarded + " runs in " + describe(rabbit, beanName) + " with " + unsupported.problem(),
           unsupported.action());
     }
   }
@@ -112,56 +116,134 @@ final class UnsupportedRabbitContainers {
 
   /**
    * Refuses {@code container} if it is a Spring AMQP container whose listener method is guarded and
-   * whose advice chain lacks the starter's advice, first, and its last part, last (if the chain has
-   * other advices): the application replaced the container's chain where the starter could not put
-   * its advice back (a container factory it could not observe, whose class is final). Its header
-   * keys would not be found, its poison messages would be requeued in a loop, and an advice of the
-   * application's outside the last part (a retry with a recoverer) would dead-letter a deferral.
+   * whose advice chain, as the container runs it ({@link RabbitDeliveryAdvice#isIn}), lacks the
+   * starter's advice, first, and its last part, last (if the chain has other advices). Its header
+   * keys would not be found, its poison messages would be requeued in a loop, a deferral would meet
+   * the container's requeue settings ({@code defaultRequeueRejected = false} drops it), and an
+   * advice of the application's outside the last part (a retry with a recoverer) would dead-letter
+   * it. A registry's container lacks it when the application replaced its chain where the starter
+   * could not put its advice back (a container factory it could not observe, whose class is final);
+   * a container bean, when its listener was set, or the container initialized, before the starter
+   * could compose its chain (before Spring initializes the bean).
    *
-   * @throws IllegalStateException naming the method, the container, the cause and the remedy
+   * @param beanName the container's bean name, or {@code null} if it is not a bean (a registry's)
+   * @throws IdempotencyConfigurationException naming the method, the container, the cause and the
+   *     remedy
    */
-  static void requireAdvice(Object container) {
+  static void requireAdvice(Object container, @Nullable String beanName) {
     if (!(container instanceof AbstractMessageListenerContainer rabbit)
         || RabbitDeliveryAdvice.isIn(rabbit)) {
       return;
     }
     String guarded = guardedMethod(rabbit);
-    if (guarded != null) {
+    if (guarded == null) {
+      return;
+    }
+    if (beanName != null) {
       throw new IdempotencyConfigurationException(
           guarded
-              + " runs in RabbitMQ listener container '"
-              + rabbit.getListenerId()
-              + "' whose advice chain lacks the idempotency starter's advice: the application"
-              + " replaced the advice chain the container got from its factory (setAdviceChain,"
-              + " in a ContainerCustomizer say), so header keys would not be found and poison"
-              + " messages would be requeued in a loop (or, behind a retry, dead-lettered while"
-              + " deferred).",
-          "Keep the first element of the factory's advice chain (the"
-              + " starter's) first and its last element (the starter's too) last when you set"
-              + " the container's, or add your advice to the factory's chain instead");
+              + " runs in "
+              + describe(rabbit, beanName)
+              + ", which was initialized without the idempotency starter's advice first in its"
+              + " advice chain (and its last part last), so header keys would not be found,"
+              + " poison messages would be requeued in a loop, and a deferral (the store down:"
+              + " nothing was sent) would meet the container's retry, recoverer and requeue"
+              + " settings, to be dead-lettered or dropped.",
+          "The starter composes the chain of a container bean before Spring initializes it, if"
+              + " the bean's message listener is set by then: set the message listener in the"
+              + " container's @Bean method, and do not call afterPropertiesSet(), initialize() or"
+              + " start() there (Spring does); your advices stay in the chain, between the"
+              + " starter's two parts");
     }
+    throw new IdempotencyConfigurationException(
+        guarded
+            + " runs in "
+            + describe(rabbit, null)
+            + " whose advice chain lacks the idempotency starter's advice: the application"
+            + " replaced the advice chain the container got from its factory (setAdviceChain,"
+            + " in a ContainerCustomizer say), so header keys would not be found and poison"
+            + " messages would be requeued in a loop (or, behind a retry, dead-lettered while"
+            + " deferred).",
+        "Keep the first element of the factory's advice chain (the starter's) first and its last"
+            + " element (the starter's too) last when you set the container's, or add your advice"
+            + " to the factory's chain instead");
+  }
+
+  /** How a refusal names a container: the registry's by its listener id, a bean by its name. */
+  private static String describe(AbstractMessageListenerContainer rabbit, @Nullable String bean) {
+    return bean == null
+        ? "RabbitMQ listener container '" + rabbit.getListenerId() + "'"
+        : "RabbitMQ listener container bean '" + bean + "'";
   }
 
   /**
    * The guarded listener method of a container, as {@code "@IdempotentListener on
-   * com.example.Type.method(..)"}, or {@code null} if its listener is not a guarded method.
+   * com.example.Type.method(..)"}, or {@code null} if its listener is not a guarded method: a
+   * {@code @RabbitListener} method's adapter, a {@code MessageListenerAdapter} (the methods of its
+   * delegate it may call: its default listener method and those it maps queues to, or the
+   * delegate's {@code onMessage} if the delegate is a {@code MessageListener}), or a {@code
+   * MessageListener} itself (its {@code onMessage}).
    */
-  private static @Nullable String guardedMethod(AbstractMessageListenerContainer rabbit) {
-    HandlerAdapter handler = handlerOf(rabbit.getMessageListener());
-    if (handler == null) {
-      return null; // not an annotated listener method
+  static @Nullable String guardedMethod(AbstractMessageListenerContainer rabbit) {
+    Object listener = rabbit.getMessageListener();
+    if (listener == null) {
+      return null;
     }
-    Class<?> type = AopUtils.getTargetClass(handler.getBean());
-    List<Method> candidates = new ArrayList<>();
-    boolean classLevel = false;
-    try {
-      candidates.add(handler.getMethodFor(null));
-    } catch (RuntimeException classLevelListener) {
-      // @RabbitHandler methods: chosen by payload type; look at them all
-      classLevel = true;
-      candidates.addAll(Arrays.asList(type.getMethods()));
+    HandlerAdapter handler = handlerOf(listener);
+    if (handler != null) {
+      Class<?> type = AopUtils.getTargetClass(handler.getBean());
+      @Nullable Method method;
+      try {
+        method = handler.getMethodFor(null);
+      } catch (RuntimeException classLevelListener) {
+        // @RabbitHandler methods: chosen by payload type; look at them all
+        return guardedAmong(Arrays.asList(type.getMethods()), type, true);
+      }
+      return guardedAmong(Collections.singletonList(method), type, false);
     }
+    if (listener instanceof MessageListenerAdapter adapter) {
+      Object delegate = ListenerContainerHooks.current(adapter, "getDelegate", "delegate");
+      if (delegate == null) {
+        return null;
+      }
+      Set<String> names = new HashSet<>();
+      if (delegate != adapter && delegate instanceof MessageListener) {
+        names.add("onMessage"); // the adapter passes the message through
+      } else {
+        names.add(
+            String.valueOf(
+                ListenerContainerHooks.current(
+                    adapter, "getDefaultListenerMethod", "defaultListenerMethod")));
+        if (ListenerContainerHooks.current(
+                adapter, "getQueueOrTagToMethodName", "queueOrTagToMethodName")
+            instanceof Map<?, ?> mapped) {
+          mapped.values().forEach(name -> names.add(String.valueOf(name)));
+        }
+      }
+      return methodsNamed(delegate, names);
+    }
+    return methodsNamed(listener, Set.of("onMessage", "onMessageBatch"));
+  }
+
+  /** The guarded method among the public methods of a listener's class with one of the names. */
+  private static @Nullable String methodsNamed(Object listener, Set<String> names) {
+    Class<?> type = AopUtils.getTargetClass(listener);
+    List<@Nullable Method> candidates = new ArrayList<>();
+    for (Method method : type.getMethods()) {
+      if (names.contains(method.getName())) {
+        candidates.add(method);
+      }
+    }
+    return guardedAmong(candidates, type, false);
+  }
+
+  /** The first of {@code candidates}, methods of {@code type}, that is guarded, described. */
+  private static @Nullable String guardedAmong(
+      List<@Nullable Method> candidates, Class<?> type, boolean classLevel) {
     for (Method method : candidates) {
+      if (method == null) {
+        continue;
+      }
       Method specific = AopUtils.getMostSpecificMethod(method, type);
       String guard = specific == null ? null : guardOf(specific, classLevel);
       if (guard != null) {
@@ -177,11 +259,8 @@ final class UnsupportedRabbitContainers {
   }
 
   /** The adapter of an annotated listener method's listener, or {@code null}. */
-  private static @Nullable HandlerAdapter handlerOf(@Nullable Object listener) {
-    Method getter =
-        listener == null
-            ? null
-            : ReflectionUtils.findMethod(listener.getClass(), "getHandlerAdapter");
+  private static @Nullable HandlerAdapter handlerOf(Object listener) {
+    Method getter = ReflectionUtils.findMethod(listener.getClass(), "getHandlerAdapter");
     if (getter == null) {
       return null;
     }
