@@ -57,16 +57,16 @@ abstract class MonoOperatorsProbeContract {
     BlockingCalls.assertNoneFromTheSdk();
   }
 
-  private int runs() {
+  int runs() {
     return mailer.runs() - runsBefore;
   }
 
-  private static String order() {
+  static String order() {
     return UUID.randomUUID().toString();
   }
 
   /** The application's retry of a call that found the key in progress: bounded, 50 ms apart. */
-  private Mono<Sent> heldRetried(String order) {
+  Mono<Sent> heldRetried(String order) {
     return Mono.defer(() -> mailer.held(order))
         .subscribeOn(Schedulers.parallel())
         .retryWhen(
@@ -171,7 +171,7 @@ abstract class MonoOperatorsProbeContract {
     assertThat(runs()).as("sends for %d keys", keys).isEqualTo(keys);
   }
 
-  private static void await(BooleanSupplier condition) {
+  static void await(BooleanSupplier condition) {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     while (!condition.getAsBoolean()) {
       assertThat(System.nanoTime()).as("waited 30 s").isLessThan(deadline);
