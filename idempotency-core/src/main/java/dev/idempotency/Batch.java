@@ -189,7 +189,8 @@ public final class Batch<T> implements AutoCloseable {
    * @param completed outcomes recorded as sent
    * @param failuresStored permanent failures stored for the window
    * @param released keys released for a retry (failed transiently, given no outcome, or lapsed)
-   * @param notRecorded keys sent whose outcome could not be recorded (a repeat may send again)
+   * @param notRecorded keys sent whose outcome could not be recorded (a repeat may send again),
+   *     among them those failed with an {@link OutcomeAbandonedException}
    */
   public record Recorded(
       int completed, int failuresStored, int released, Set<String> notRecorded) {}
@@ -388,7 +389,11 @@ public final class Batch<T> implements AutoCloseable {
 
   /**
    * Reports a failed send: the key is released for a retry, or its failure stored if the guard's
-   * {@link FailureClassifier} calls it permanent.
+   * {@link FailureClassifier} calls it permanent. An {@link OutcomeAbandonedException} leaves the
+   * key claimed, as {@code execute} does and a crash would: nothing is written or released, its
+   * lease is no longer renewed ({@link IdempotencyEvent.Type#OUTCOME_ABANDONED}), and {@link
+   * #record()} lists it in {@link Recorded#notRecorded()}; a repeat may take it over once the lease
+   * has run out.
    *
    * @param item an item of {@link #toSend()}
    * @param failure what the send threw
@@ -398,7 +403,9 @@ public final class Batch<T> implements AutoCloseable {
     Objects.requireNonNull(failure, "failure must not be null");
     requireReportable(item);
     Throwable cause = CallSupport.senderFailure(failure);
-    if (item.call.isPermanent(cause)) {
+    if (cause instanceof OutcomeAbandonedException) {
+      report(item, null, null, failure); // queue() leaves it claimed
+    } else if (item.call.isPermanent(cause)) {
       report(item, RecordState.FAILED, item.call.failurePayload(cause), failure);
     } else {
       report(item, null, null, failure);
@@ -462,6 +469,10 @@ public final class Batch<T> implements AutoCloseable {
     }
     if (!item.recordable()) {
       item.state.set(Item.DONE);
+      return false;
+    }
+    if (state == null && CallSupport.senderFailure(failure) instanceof OutcomeAbandonedException) {
+      writer.abandon(item);
       return false;
     }
     writer.enqueue(item);

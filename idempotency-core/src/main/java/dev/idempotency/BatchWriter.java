@@ -56,6 +56,19 @@ final class BatchWriter {
     pendingCount.incrementAndGet();
   }
 
+  /**
+   * A reported send whose outcome can be neither recorded nor released ({@link
+   * OutcomeAbandonedException}): left claimed, as {@code execute} and a crash leave it. Nothing is
+   * written, the lease is no longer renewed and runs out; a repeat may then take the key over.
+   */
+  void abandon(Batch.Item item) {
+    item.state.set(Batch.Item.DONE);
+    item.call.finish(item.claim);
+    notRecorded.add(item.key());
+    item.call.events.emit(
+        Type.OUTCOME_ABANDONED, item.attempt(), item.call.events.elapsed(), item.failure);
+  }
+
   /** Writes the queue now, on the reporting thread, if a full chunk is queued. */
   void writeIfChunkFull() {
     if (pendingCount.get() >= chunkSize) {

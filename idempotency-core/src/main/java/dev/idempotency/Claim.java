@@ -1,7 +1,6 @@
 package dev.idempotency;
 
 import java.util.List;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A key this guard owns: its owner token and attempt, and two clocks kept up to date by the {@link
@@ -29,7 +28,14 @@ final class Claim implements LeaseKeeper.Watched {
   private volatile long renewUntilMono = Long.MAX_VALUE;
   private volatile boolean lost;
   private volatile boolean finished;
-  private final AtomicBoolean renewing = new AtomicBoolean();
+
+  /**
+   * A renewal of this claim is on its way to the store. Renewals of one claim never overlap: each
+   * sets the stored lease from its own request time, so an older one landing after a newer one
+   * would move the stored lease back while {@link #renewed} keeps the later estimate. Written under
+   * this object's monitor, read without it.
+   */
+  private volatile boolean renewing;
 
   /**
    * A claim the store granted.
@@ -102,19 +108,43 @@ final class Claim implements LeaseKeeper.Watched {
   boolean dueForRenewal(long nowMono, long renewAfterNanos) {
     return !lost
         && !finished
-        && !renewing.get()
+        && !renewing
         && nowMono - renewedAtMono >= renewAfterNanos
         && nowMono - renewUntilMono < 0;
   }
 
   /** Marks a renewal under way; {@code false} if one already is. */
-  boolean startRenewal() {
-    return renewing.compareAndSet(false, true);
+  synchronized boolean startRenewal() {
+    if (renewing) {
+      return false;
+    }
+    renewing = true;
+    return true;
+  }
+
+  /**
+   * Waits until no renewal of this claim is under way (without starting one), keeping an interrupt
+   * that arrives meanwhile for later: the wait is as long as the store call of the renewal under
+   * way, which its store's timeouts bound.
+   */
+  synchronized void awaitNoRenewal() {
+    boolean interrupted = false;
+    while (renewing) {
+      try {
+        wait();
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   /** The renewal under way ended, whatever its result. */
-  void endRenewal() {
-    renewing.set(false);
+  synchronized void endRenewal() {
+    renewing = false;
+    notifyAll();
   }
 
   /**

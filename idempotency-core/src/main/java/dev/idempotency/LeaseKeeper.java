@@ -30,6 +30,10 @@ import org.slf4j.LoggerFactory;
  *       whose renewal is still under way, and renews them together, one {@code extendAll} per
  *       {@link dev.idempotency.spi.KeyStore#maxBatchSize() chunk}. A round stops starting chunks
  *       after a quarter lease; the rest go to the next round.
+ *   <li>Renewals of one claim never overlap, the keeper's and those made on a caller's thread
+ *       ({@link #renewNow}) alike: a store sets the lease from each request's own time, so an older
+ *       renewal landing after a newer one would move the stored lease back behind the guard's
+ *       estimate.
  *   <li>A claim whose renewal the store refuses is marked lost; a failed renewal is retried on the
  *       next round. A renewed lease has at least about half its length left when the next renewal
  *       is due.
@@ -180,11 +184,7 @@ final class LeaseKeeper {
         mine.add(claim);
       }
     }
-    try {
-      renew(mine, false, startMono + renewAfterNanos);
-    } finally {
-      mine.forEach(Claim::endRenewal);
-    }
+    renew(mine, false, startMono + renewAfterNanos);
   }
 
   /**
@@ -234,65 +234,95 @@ final class LeaseKeeper {
   /**
    * Renews these claims now, on the calling thread, fenced; a claim the store refuses, or cannot
    * renew, is lost (nothing may be sent on it).
+   *
+   * <p>A claim whose renewal by the keeper (or another caller) is on its way to the store is
+   * renewed once that one has ended, never beside it: each renewal sets the stored lease from its
+   * own request time, so an older one landing after this one would move the stored lease back while
+   * the claim keeps this one's later deadline, and a key handed out on it could be taken over
+   * mid-send. The wait holds no other claim's renewal, so two callers cannot wait for each other.
    */
   void renewNow(List<Claim> claims) {
-    if (!claims.isEmpty()) {
-      renew(claims, true, Long.MAX_VALUE);
+    List<Claim> left = claims;
+    while (!left.isEmpty()) {
+      List<Claim> mine = new ArrayList<>(left.size());
+      List<Claim> busy = new ArrayList<>();
+      for (Claim claim : left) {
+        if (claim.isLost()) {
+          continue;
+        }
+        (claim.startRenewal() ? mine : busy).add(claim);
+      }
+      renew(mine, true, Long.MAX_VALUE);
+      busy.forEach(Claim::awaitNoRenewal);
+      left = busy;
     }
   }
 
   /**
-   * Renews the claims, a chunk per store call, starting no chunk once {@code stopStartingAtMono}
-   * has passed.
+   * Renews the claims, whose renewal flags ({@link Claim#startRenewal}) the caller took, a chunk
+   * per store call, starting no chunk once {@code stopStartingAtMono} has passed; ends each claim's
+   * renewal once its chunk is answered, or not started.
    */
   private void renew(List<Claim> due, boolean loseOnFailure, long stopStartingAtMono) {
     int chunk = Math.max(1, settings.store.maxBatchSize());
     for (int from = 0; from < due.size(); from += chunk) {
-      long sentAtMono = System.nanoTime();
-      if (sentAtMono - stopStartingAtMono > 0) {
-        log.debug(
-            "The renewal round ran out of time with {} leases to go; the next round takes them",
-            due.size() - from);
-        return;
-      }
       List<Claim> part = due.subList(from, Math.min(due.size(), from + chunk));
-      Instant now = settings.clock.instant();
-      long sentAt = settings.leaseNow(now);
-      List<ExtendRequest> requests = new ArrayList<>(part.size());
-      for (Claim claim : part) {
-        requests.add(new ExtendRequest(claim.keyId, claim.ownerToken, settings.lease, now));
-      }
-      List<Boolean> extended;
       try {
-        extended = Interrupts.deferredDuring(() -> settings.store.extendAll(requests));
-      } catch (RuntimeException e) {
-        if (loseOnFailure) {
+        if (!renewChunk(part, loseOnFailure, stopStartingAtMono)) {
           log.debug(
-              "Could not renew the leases of {} late claims; nothing is sent", part.size(), e);
-          part.forEach(Claim::lose);
-        } else {
-          settings.outages.renewalFailed(
-              "Could not renew the leases of " + part.size() + " keys; trying again", e);
+              "The renewal round ran out of time with {} leases to go; the next round takes them",
+              due.size() - from);
+          due.subList(from + part.size(), due.size()).forEach(Claim::endRenewal);
+          return;
         }
-        continue;
-      }
-      settings.outages.renewalSucceeded();
-      long tookNanos = System.nanoTime() - sentAtMono;
-      if (tookNanos > renewAfterNanos) {
-        log.debug(
-            "Renewing {} leases took {} ms, more than a quarter of the lease",
-            part.size(),
-            TimeUnit.NANOSECONDS.toMillis(tookNanos));
-      }
-      for (int i = 0; i < part.size(); i++) {
-        Claim claim = part.get(i);
-        if (extended.get(i)) {
-          claim.renewed(sentAt, sentAtMono);
-        } else {
-          claim.lose();
-          log.debug("The lease of key {} could not be renewed: it is no longer ours", claim.keyId);
-        }
+      } finally {
+        part.forEach(Claim::endRenewal);
       }
     }
+  }
+
+  /** Renews one chunk; {@code false} if it was not started, {@code stopStartingAtMono} passed. */
+  private boolean renewChunk(List<Claim> part, boolean loseOnFailure, long stopStartingAtMono) {
+    long sentAtMono = System.nanoTime();
+    if (sentAtMono - stopStartingAtMono > 0) {
+      return false;
+    }
+    Instant now = settings.clock.instant();
+    long sentAt = settings.leaseNow(now);
+    List<ExtendRequest> requests = new ArrayList<>(part.size());
+    for (Claim claim : part) {
+      requests.add(new ExtendRequest(claim.keyId, claim.ownerToken, settings.lease, now));
+    }
+    List<Boolean> extended;
+    try {
+      extended = Interrupts.deferredDuring(() -> settings.store.extendAll(requests));
+    } catch (RuntimeException e) {
+      if (loseOnFailure) {
+        log.debug("Could not renew the leases of {} late claims; nothing is sent", part.size(), e);
+        part.forEach(Claim::lose);
+      } else {
+        settings.outages.renewalFailed(
+            "Could not renew the leases of " + part.size() + " keys; trying again", e);
+      }
+      return true;
+    }
+    settings.outages.renewalSucceeded();
+    long tookNanos = System.nanoTime() - sentAtMono;
+    if (tookNanos > renewAfterNanos) {
+      log.debug(
+          "Renewing {} leases took {} ms, more than a quarter of the lease",
+          part.size(),
+          TimeUnit.NANOSECONDS.toMillis(tookNanos));
+    }
+    for (int i = 0; i < part.size(); i++) {
+      Claim claim = part.get(i);
+      if (extended.get(i)) {
+        claim.renewed(sentAt, sentAtMono);
+      } else {
+        claim.lose();
+        log.debug("The lease of key {} could not be renewed: it is no longer ours", claim.keyId);
+      }
+    }
+    return true;
   }
 }

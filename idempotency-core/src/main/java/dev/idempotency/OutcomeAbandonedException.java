@@ -15,8 +15,9 @@ import org.jspecify.annotations.Nullable;
  * nor undone: the Spring Boot starter throws it for a JMS delivery whose session was closed under
  * it before its commit (the broker delivers the message again, and recording would acknowledge that
  * redelivery without the work of its transaction). Honoured by {@link IdempotencyGuard#execute} and
- * {@link IdempotencyGuard#executeAsync} and their outcome forms; a batch item failed with it is
- * released as any failure is.
+ * {@link IdempotencyGuard#executeAsync} and their outcome forms, and by {@link Batch#failed}: a
+ * batch item failed with it is left claimed the same way, and listed in {@link
+ * Batch.Recorded#notRecorded()}.
  *
  * <p>It is the sender's signal, not the guard's refusal, so it is not an {@link
  * IdempotencyException}.

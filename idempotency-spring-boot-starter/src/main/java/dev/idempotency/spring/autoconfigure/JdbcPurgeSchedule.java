@@ -23,9 +23,11 @@ import org.springframework.context.SmartLifecycle;
  * statement holds many locks or a long transaction. Every instance of a service runs it: concurrent
  * purges skip each other's rows (PostgreSQL) or retry a deadlock (MySQL/MariaDB), and the first run
  * comes at a random point within one interval so that instances started together spread out. A
- * failed run (the database down) logs one WARN line, with the stack trace at DEBUG, and the next
- * run tries again; a run that follows a failed one and succeeds logs that the purge works again.
- * Which rows have expired is decided on the database's clock when the store uses it.
+ * failed run (the database down, or an {@code Error} such as a driver class that fails to load)
+ * logs one WARN line per streak of failed runs, with the stack trace at DEBUG, and the next run
+ * tries again: no failure ends the schedule. A run that follows a failed one and succeeds logs that
+ * the purge works again. Which rows have expired is decided on the database's clock when the store
+ * uses it.
  */
 public final class JdbcPurgeSchedule implements SmartLifecycle {
 
@@ -102,16 +104,31 @@ public final class JdbcPurgeSchedule implements SmartLifecycle {
       }
       log.debug("Purged {} expired idempotency records from {}", deleted, table);
     } catch (RuntimeException e) {
-      if (!failing) {
-        failing = true;
-        log.warn(
-            "Purging expired idempotency records from {} failed ({}); retrying every {}",
-            table,
-            e.getMessage(),
-            interval);
-      }
-      log.debug("The purge's failure", e);
+      failed(table, e.getMessage(), e);
+    } catch (Error e) {
+      // An Error must not end the schedule either: scheduleWithFixedDelay runs no further run once
+      // one throws, and keeps the throwable in a future nobody reads, so the purge would stop for
+      // the life of the application without a word and the table grow without bound. That holds
+      // for a VirtualMachineError too (an OutOfMemoryError, a StackOverflowError in a driver):
+      // thrown from here it reaches no handler and kills nothing but the purge, so it is logged
+      // and the next run tries again, as Spring's TaskUtils.LOG_AND_SUPPRESS_ERROR_HANDLER does. An
+      // application that must die on OutOfMemoryError says so to the JVM
+      // (-XX:+ExitOnOutOfMemoryError), which acts before this catch.
+      failed(table, e.toString(), e);
     }
+  }
+
+  /** A run failed: one WARN per streak of failed runs (no keys in it), the next run tries again. */
+  private void failed(String table, @Nullable String why, Throwable e) {
+    if (!failing) {
+      failing = true;
+      log.warn(
+          "Purging expired idempotency records from {} failed ({}); retrying every {}",
+          table,
+          why,
+          interval);
+    }
+    log.debug("The purge's failure", e);
   }
 
   @Override
