@@ -30,7 +30,7 @@ import org.springframework.util.backoff.FixedBackOff;
  * <p>Open finding (high, a lost send: a message dead-lettered without ever being tried), Boot 3.5
  * and 4.0. The held-back hint only acts at the next delivery; the first failure is still reported
  * at the first unread message (message 0), and a handler with no retry for it recovers that message
- * at once: message 0 is dead-lettered unsent. Fails with "dead-lettered (listener calls: .., sends
+ * at once: message 0 is dead-lettered unsent. Fails with "dead-lettered (listener calls: 3, sends
  * of the four: [0, 1, 1, 0]) Expecting actual: [message 0, refused 3] to contain exactly: [refused
  * 3]".
  */
