@@ -1,0 +1,163 @@
+package dev.idempotency.spring.suite;
+
+import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.beans.factory.config.BeanPostProcessor;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.kafka.annotation.KafkaListener;
+import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.util.backoff.FixedBackOff;
+
+/**
+ * Probe (probeD, of commit 04d884e's held-back message): the backwards reader of {@link
+ * KafkaBatchBackwardsPermanentFailureProbeTest}, with the application's error handler told that a
+ * refusal for good is final, as an application says so to Spring Kafka: {@code notRetryable} (the
+ * refusal's exception class added to the handler's not-retryable exceptions), or {@code noRetries}
+ * (the handler's back-off gives no retry, {@code FixedBackOff(0, 0)}: straight to the dead-letter
+ * topic). The promise (SPEC 1): every other message is sent, only the refused one is dead-lettered.
+ *
+ * <p>Open finding (high, a lost send: a message dead-lettered without ever being tried), Boot 3.5
+ * and 4.0. The held-back hint only acts at the next delivery; the first failure is still reported
+ * at the first unread message (message 0), and a handler with no retry for it recovers that message
+ * at once: message 0 is dead-lettered unsent. Fails with "dead-lettered (listener calls: 3, sends
+ * of the four: [0, 1, 1, 0]) Expecting actual: [message 0, refused 3] to contain exactly: [refused
+ * 3]".
+ */
+@Tag("open-finding")
+class KafkaBatchHeldBackNotRetryableProbeTest {
+
+  static final String LISTENER = "probe-kafka-batch-held-back-final";
+
+  @ParameterizedTest
+  @ValueSource(strings = {"notRetryable", "noRetries"})
+  void aBackwardsReaderRefusedForGoodWithNoRetryLeftSendsTheOthers(String handler)
+      throws Exception {
+    SuiteProvider provider = new SuiteProvider();
+    String topic = "idem.probe-held-back-final-" + UUID.randomUUID();
+    try (KafkaListenerApplication application =
+        KafkaListenerApplication.start(
+            new SwitchableKeyStore(),
+            provider,
+            new CountDownLatch(1),
+            topic,
+            "none",
+            new Class<?>[] {FinalRefusalListeners.class},
+            "probe.kafka.handler=" + handler)) {
+      FinalRefusalListener listener = application.context().getBean(FinalRefusalListener.class);
+      String[] keys = new String[4];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = (i == 3 ? "refused-" : "probe-held-back-") + i + "-" + UUID.randomUUID();
+      }
+      application.publishInOneBatch(keys);
+      List<String> others = new ArrayList<>(Arrays.asList(keys).subList(0, 3));
+      try {
+        Waits.await(
+            "the others sent and the refused message dead-lettered, or ten listener calls",
+            () ->
+                listener.calls() >= 10
+                    || (others.stream().allMatch(key -> provider.sends(key) >= 1)
+                        && application.deadLettered().contains(keys[3]))
+                    || application.deadLettered().size() >= 2);
+      } catch (AssertionError timedOut) {
+        // neither: the assertions below say what happened
+      }
+      String facts =
+          "listener calls: "
+              + listener.calls()
+              + ", sends of the four: "
+              + Arrays.stream(keys).map(provider::sends).toList();
+      org.assertj.core.api.SoftAssertions.assertSoftly(
+          softly -> {
+            softly
+                .assertThat(application.deadLettered())
+                .as("dead-lettered (" + facts + ")")
+                .containsExactly(keys[3]);
+            for (String key : others) {
+              softly
+                  .assertThat(provider.sends(key))
+                  .as("sends of " + key + " (" + facts + ")")
+                  .isEqualTo(1);
+            }
+          });
+    }
+  }
+
+  /** The listener's refusal for good. */
+  static class RefusedForGood extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    RefusedForGood() {
+      super("the provider refused the message for good");
+    }
+  }
+
+  /** The probe's listener, and the application's handler told that a refusal is final. */
+  @Configuration(proxyBeanMethods = false)
+  static class FinalRefusalListeners {
+    @Bean
+    FinalRefusalListener finalRefusalListener(SuiteProvider provider) {
+      return new FinalRefusalListener(provider);
+    }
+
+    @Bean
+    static BeanPostProcessor finalRefusals(org.springframework.core.env.Environment environment) {
+      String handler = environment.getProperty("probe.kafka.handler", "notRetryable");
+      return new BeanPostProcessor() {
+        @Override
+        public Object postProcessAfterInitialization(Object bean, String name) {
+          if (bean instanceof DefaultErrorHandler errors) {
+            if (handler.equals("noRetries")) {
+              errors.setBackOffFunction((record, failure) -> new FixedBackOff(0, 0));
+            } else {
+              errors.addNotRetryableExceptions(RefusedForGood.class);
+            }
+          }
+          return bean;
+        }
+      };
+    }
+  }
+
+  /** Sends its list from the last message to the first; a payload "refused-..." always fails. */
+  public static class FinalRefusalListener {
+    private final SuiteProvider provider;
+    private final AtomicInteger calls = new AtomicInteger();
+
+    FinalRefusalListener(SuiteProvider provider) {
+      this.provider = provider;
+    }
+
+    /** How often the listener ran. */
+    public int calls() {
+      return calls.get();
+    }
+
+    @KafkaListener(
+        id = LISTENER,
+        topics = "${suite.kafka.topic}",
+        groupId = "${suite.kafka.topic}",
+        batch = "true")
+    @IdempotentListener(name = LISTENER)
+    public void batch(List<String> payloads) {
+      calls.incrementAndGet();
+      for (int i = payloads.size() - 1; i >= 0; i--) {
+        String payload = payloads.get(i);
+        if (payload.startsWith("refused-")) {
+          throw new BatchDeliveryFailedException(i, new RefusedForGood());
+        }
+        provider.send(payload);
+      }
+    }
+  }
+}

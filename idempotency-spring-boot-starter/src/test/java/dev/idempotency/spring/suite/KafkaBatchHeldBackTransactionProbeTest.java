@@ -1,0 +1,77 @@
+package dev.idempotency.spring.suite;
+
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import dev.idempotency.spring.suite.KafkaBatchBackwardsPermanentFailureProbeTest.BackwardsListener;
+import dev.idempotency.spring.suite.KafkaBatchBackwardsPermanentFailureProbeTest.BackwardsListeners;
+import java.util.Arrays;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Probe (probeD, of commit 04d884e's held-back message): probe42l's backwards reader ({@link
+ * KafkaBatchBackwardsPermanentFailureProbeTest}, message 3 refused for good) in a Kafka container
+ * transaction ({@code spring.kafka.producer.transaction-id-prefix}): a failure, and so the
+ * held-back deferral, rolls the whole delivery back. The promise (SPEC 1): messages 0, 1 and 2 are
+ * each sent once, and the deliveries end (no hot loop re-sending them).
+ *
+ * <p>Open finding (high, repeated sends), Boot 3.5 and 4.0: the first delivery fails at message 3
+ * (read first) and holds it back; the second sends messages 0, 1 and 2 and stops before message 3
+ * (the held-back deferral), which rolls the container's transaction back, so their keys are
+ * released and the next delivery sends them again, and again: a loop re-sending them. Fails after
+ * three listener calls with "sends of message 0 (listener calls: 3, sends of the four: [2, 2, 2,
+ * 0], dead-lettered: []) expected: 1 but was: 3" (messages 1 and 2: 4; the count grows while the
+ * assertions run: 2, 5, 5 on Boot 4.0). About 13 s per Boot line.
+ */
+@Tag("open-finding")
+class KafkaBatchHeldBackTransactionProbeTest {
+
+  @Test
+  void aBackwardsReaderInAKafkaTransactionSendsTheOthersOnce() throws Exception {
+    SuiteProvider provider = new SuiteProvider();
+    String topic = "idem.probe-held-back-tx-" + UUID.randomUUID();
+    try (KafkaListenerApplication application =
+        KafkaListenerApplication.start(
+            new SwitchableKeyStore(),
+            provider,
+            new CountDownLatch(1),
+            topic,
+            "none",
+            new Class<?>[] {BackwardsListeners.class},
+            "spring.kafka.producer.transaction-id-prefix=probe-held-back-tx-" + UUID.randomUUID(),
+            "spring.kafka.consumer.isolation-level=read-committed")) {
+      BackwardsListener listener = application.context().getBean(BackwardsListener.class);
+      String[] keys = new String[4];
+      for (int i = 0; i < keys.length; i++) {
+        keys[i] = (i == 3 ? "refused-" : "probe-held-back-tx-") + i + "-" + UUID.randomUUID();
+      }
+      application.publishInOneBatch(keys);
+      try {
+        Waits.await(
+            "fifteen listener calls, or a message sent twice",
+            () ->
+                listener.calls() >= 15
+                    || Arrays.stream(keys).anyMatch(key -> provider.sends(key) >= 2));
+      } catch (AssertionError timedOut) {
+        // the deliveries ended: the assertions below say what happened
+      }
+      String facts =
+          "listener calls: "
+              + listener.calls()
+              + ", sends of the four: "
+              + Arrays.stream(keys).map(provider::sends).toList()
+              + ", dead-lettered: "
+              + application.deadLettered();
+      org.assertj.core.api.SoftAssertions.assertSoftly(
+          softly -> {
+            for (int i = 0; i < 3; i++) {
+              softly
+                  .assertThat(provider.sends(keys[i]))
+                  .as("sends of message " + i + " (" + facts + ")")
+                  .isEqualTo(1);
+            }
+          });
+    }
+  }
+}
