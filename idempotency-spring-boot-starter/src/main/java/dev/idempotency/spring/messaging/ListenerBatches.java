@@ -63,7 +63,7 @@ final class ListenerBatches {
    * tries and recoverer apply to the failed message, not to one the listener never read. In memory,
    * a hint only: it decides where a delivery stops (a deferral of the rest, never a message counted
    * as sent), and is forgotten once the message was sent. Kafka only (a container that commits the
-   * messages before the failed one).
+   * messages before the failed one), outside a container transaction.
    */
   private final Set<String> heldBack =
       Collections.synchronizedSet(
@@ -421,8 +421,13 @@ final class ListenerBatches {
         // recoverer stay bounded (a deferral would come back without limit, and a listener that
         // read out of order would send the messages it read after the named one at every loop);
         // the named message is held back at the next delivery, so that the unread ones are sent
-        // and the container's tries count against the named one, not against an unread one
-        heldBack.add(heldBackId(method, runKeys.get(named)));
+        // and the container's tries count against the named one, not against an unread one. Not
+        // in a container's transaction: there the held-back deferral would roll back the sends
+        // before it, release their keys, and the next delivery would send them again
+        // (KafkaBatchHeldBackTransactionProbeTest)
+        if (!ContainerTransactions.active()) {
+          heldBack.add(heldBackId(method, runKeys.get(named)));
+        }
         throw failures.failedAt(runIndexes.get(unread), causeOf(failure));
       }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
