@@ -108,6 +108,7 @@ public final class ListenerContainerHooks {
             instanceof
             org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer container) {
           RabbitErrorHandlers.passDeferralsOf(container);
+          RabbitProducerBatchParts.markIn(container);
           return bean;
         }
         if (bean
