@@ -24,7 +24,10 @@ import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFacto
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
 import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
+import org.springframework.amqp.rabbit.listener.adapter.MessageListenerAdapter;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -42,7 +45,8 @@ import org.springframework.test.context.DynamicPropertySource;
  * consumer batching is refused at startup ({@link RabbitProducerBatchTest}); these are the two
  * other ways a header-keyed listener meets a producer's batch: a record listener (the container
  * splits the batch and runs the listener once per message) and a consumer-side batch listener
- * ({@code consumerBatchEnabled = true}: the split messages join the consumer's batch).
+ * ({@code consumerBatchEnabled = true}: the split messages join the consumer's batch); and a record
+ * listener's container bean built with the factory's {@code createListenerContainer()}.
  *
  * <p>Was an open finding (severity high: a lost send, SPEC section 1), confirmed on fixboot's
  * be39e67, Boot 3.5 and 4.0: "[provider sends of first, second] Expecting actual: [1, 0] to contain
@@ -61,6 +65,7 @@ class RabbitProducerBatchHeaderKeyProbeTest {
 
   static final String RECORD_QUEUE = "idem.producer-batch.header-record";
   static final String CONSUMER_BATCH_QUEUE = "idem.producer-batch.header-consumer-batch";
+  static final String BEAN_QUEUE = "idem.producer-batch.header-container-bean";
   static final String DEAD_LETTERS = ".dead-letters";
 
   public static class HeaderKeyedListeners {
@@ -80,6 +85,12 @@ class RabbitProducerBatchHeaderKeyProbeTest {
     public void consumerBatch(List<String> events) {
       sent.addAll(events);
     }
+
+    /** The listener of a container bean the application built with the factory. */
+    @IdempotentListener(name = "producer-batch-header-container-bean")
+    public void containerBean(String event) {
+      sent.add(event);
+    }
   }
 
   @SpringBootConfiguration(proxyBeanMethods = false)
@@ -97,7 +108,24 @@ class RabbitProducerBatchHeaderKeyProbeTest {
           deadLettered(RECORD_QUEUE),
           QueueBuilder.nonDurable(RECORD_QUEUE + DEAD_LETTERS).build(),
           deadLettered(CONSUMER_BATCH_QUEUE),
-          QueueBuilder.nonDurable(CONSUMER_BATCH_QUEUE + DEAD_LETTERS).build());
+          QueueBuilder.nonDurable(CONSUMER_BATCH_QUEUE + DEAD_LETTERS).build(),
+          deadLettered(BEAN_QUEUE),
+          QueueBuilder.nonDurable(BEAN_QUEUE + DEAD_LETTERS).build());
+    }
+
+    /**
+     * A record listener's container that is a bean, built with Boot's factory ({@code
+     * createListenerContainer()}, which the starter does not see created).
+     */
+    @Bean
+    SimpleMessageListenerContainer headerKeyedContainerBean(
+        @Qualifier("rabbitListenerContainerFactory") SimpleRabbitListenerContainerFactory factory,
+        HeaderKeyedListeners listeners) {
+      SimpleMessageListenerContainer container = factory.createListenerContainer();
+      container.setQueueNames(BEAN_QUEUE);
+      container.setReceiveTimeout(100L);
+      container.setMessageListener(new MessageListenerAdapter(listeners, "containerBean"));
+      return container;
     }
 
     /** A queue whose rejected messages go to its dead-letter queue (the default exchange). */
@@ -169,6 +197,13 @@ class RabbitProducerBatchHeaderKeyProbeTest {
   void aProducerBatchToAHeaderKeyedConsumerBatchListenerSendsOnlyTheFirstAndDeadLettersTheBatch()
       throws Exception {
     sentThenDeadLettered(CONSUMER_BATCH_QUEUE, "pc", 1);
+  }
+
+  /** The same producer's batch, to a header-keyed record listener's container bean: as above. */
+  @Test
+  void aProducerBatchToAHeaderKeyedContainerBeanSendsOnlyTheFirstAndDeadLettersTheBatch()
+      throws Exception {
+    sentThenDeadLettered(BEAN_QUEUE, "pb", 1);
   }
 
   private void sentThenDeadLettered(String queue, String prefix, int firstSends) throws Exception {
