@@ -356,7 +356,9 @@ public final class ListenerContainerHooks {
    * UnsupportedRabbitContainers#requireAdvice}), {@code MANUAL} acknowledgement, a transacted
    * channel or {@code returnExceptions = true} ({@link UnsupportedRabbitContainers#refuse}); and
    * wraps its error handler, again in case the application replaced it ({@link
-   * RabbitErrorHandlers}). Applying it twice changes nothing.
+   * RabbitErrorHandlers}); marks the parts of a producer's batch, and refuses a header-keyed batch
+   * listener fed by producer batches ({@link RabbitProducerBatches}). Applying it twice changes
+   * nothing.
    *
    * @param beanName the container's bean name, or {@code null} if it is not a bean
    */

@@ -295,20 +295,21 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     if (data instanceof Message message && isProducerBatch(message)) {
       // a producer's batch (BatchingRabbitTemplate) reaches this advice whole only on its way to a
       // batch listener, which gets it split into a list after it (a record listener's container
-      // splits it first, and each part comes here without the header): a batch, whose parts carry
-      // no headers of their own (the producer's batch keeps the first message's only)
+      // splits it first, and each part after the first comes here marked by
+      // RabbitProducerBatchParts): a batch, whose parts carry no headers of their own (the
+      // producer's batch keeps the first message's only)
       return new Delivery(List.of(), true, Delivery.WHOLE_BATCH, true);
     }
     if (data instanceof Message message) {
       return new Delivery(
-          List.of(message.getMessageProperties().getHeaders()), false, Delivery.WHOLE_BATCH, true);
+          List.of(RabbitProducerBatchParts.headersOf(message)), false, Delivery.WHOLE_BATCH, true);
     }
     List<Map<String, Object>> headers = new ArrayList<>();
     if (data instanceof List<?> messages) {
       for (Object each : messages) {
         headers.add(
             each instanceof Message message
-                ? message.getMessageProperties().getHeaders()
+                ? RabbitProducerBatchParts.headersOf(message)
                 : Map.of());
       }
     }

@@ -12,11 +12,11 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.MessageProperties;
+import org.springframework.amqp.core.Queue;
 import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
@@ -24,7 +24,10 @@ import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFacto
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
 import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
+import org.springframework.amqp.rabbit.listener.adapter.MessageListenerAdapter;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -42,17 +45,17 @@ import org.springframework.test.context.DynamicPropertySource;
  * consumer batching is refused at startup ({@link RabbitProducerBatchTest}); these are the two
  * other ways a header-keyed listener meets a producer's batch: a record listener (the container
  * splits the batch and runs the listener once per message) and a consumer-side batch listener
- * ({@code consumerBatchEnabled = true}: the split messages join the consumer's batch). In both,
- * every message of the producer's batch carries the first one's key.
+ * ({@code consumerBatchEnabled = true}: the split messages join the consumer's batch); and a record
+ * listener's container bean built with the factory's {@code createListenerContainer()}.
  *
- * <p>CONFIRMED (open finding, severity high: a lost send, SPEC section 1) on fixboot's be39e67,
- * Boot 3.5 and 4.0: both cases fail with "[provider sends of first, second (one producer batch,
- * each its own key)] Expecting actual: [1, 0] to contain exactly (and in same order): [1, 1]": the
- * second message is acknowledged as the first's replay and never sent. The starter cannot learn the
- * other messages' keys (the producer never sent them); a fix would mark the parts of a producer's
- * batch (a {@code BatchingStrategy} wrapper, or an after-receive post-processor, which runs before
- * the split) so that a header key is read only from the first part and the others fail closed as
- * messages without a key. Until then: key such listeners by their payload.
+ * <p>Was an open finding (severity high: a lost send, SPEC section 1), confirmed on fixboot's
+ * be39e67, Boot 3.5 and 4.0: "[provider sends of first, second] Expecting actual: [1, 0] to contain
+ * exactly: [1, 1]": the second message carried the first's key and was acknowledged as its replay,
+ * never sent. The other messages' keys never reach the consumer, so the starter now fails closed:
+ * it wraps each container's batching strategy, marks the parts after the first, and reads no header
+ * key from them; they have no key (SPEC section 15) and the batch is dead-lettered. Both cases
+ * failed before (nothing dead-lettered: "[the producer's batch, dead-lettered] Expecting actual not
+ * to be null").
  */
 @SpringBootTest(
     classes = RabbitProducerBatchHeaderKeyProbeTest.App.class,
@@ -62,6 +65,8 @@ class RabbitProducerBatchHeaderKeyProbeTest {
 
   static final String RECORD_QUEUE = "idem.producer-batch.header-record";
   static final String CONSUMER_BATCH_QUEUE = "idem.producer-batch.header-consumer-batch";
+  static final String BEAN_QUEUE = "idem.producer-batch.header-container-bean";
+  static final String DEAD_LETTERS = ".dead-letters";
 
   public static class HeaderKeyedListeners {
     static final List<String> sent = new CopyOnWriteArrayList<>();
@@ -80,6 +85,12 @@ class RabbitProducerBatchHeaderKeyProbeTest {
     public void consumerBatch(List<String> events) {
       sent.addAll(events);
     }
+
+    /** The listener of a container bean the application built with the factory. */
+    @IdempotentListener(name = "producer-batch-header-container-bean")
+    public void containerBean(String event) {
+      sent.add(event);
+    }
   }
 
   @SpringBootConfiguration(proxyBeanMethods = false)
@@ -94,8 +105,35 @@ class RabbitProducerBatchHeaderKeyProbeTest {
     @Bean
     Declarables headerKeyedQueues() {
       return new Declarables(
-          QueueBuilder.nonDurable(RECORD_QUEUE).build(),
-          QueueBuilder.nonDurable(CONSUMER_BATCH_QUEUE).build());
+          deadLettered(RECORD_QUEUE),
+          QueueBuilder.nonDurable(RECORD_QUEUE + DEAD_LETTERS).build(),
+          deadLettered(CONSUMER_BATCH_QUEUE),
+          QueueBuilder.nonDurable(CONSUMER_BATCH_QUEUE + DEAD_LETTERS).build(),
+          deadLettered(BEAN_QUEUE),
+          QueueBuilder.nonDurable(BEAN_QUEUE + DEAD_LETTERS).build());
+    }
+
+    /**
+     * A record listener's container that is a bean, built with Boot's factory ({@code
+     * createListenerContainer()}, which the starter does not see created).
+     */
+    @Bean
+    SimpleMessageListenerContainer headerKeyedContainerBean(
+        @Qualifier("rabbitListenerContainerFactory") SimpleRabbitListenerContainerFactory factory,
+        HeaderKeyedListeners listeners) {
+      SimpleMessageListenerContainer container = factory.createListenerContainer();
+      container.setQueueNames(BEAN_QUEUE);
+      container.setReceiveTimeout(100L);
+      container.setMessageListener(new MessageListenerAdapter(listeners, "containerBean"));
+      return container;
+    }
+
+    /** A queue whose rejected messages go to its dead-letter queue (the default exchange). */
+    private static Queue deadLettered(String name) {
+      return QueueBuilder.nonDurable(name)
+          .deadLetterExchange("")
+          .deadLetterRoutingKey(name + DEAD_LETTERS)
+          .build();
     }
 
     /** Consumer-side batches of up to ten messages. */
@@ -139,30 +177,41 @@ class RabbitProducerBatchHeaderKeyProbeTest {
 
   /**
    * A header-keyed record listener gets a producer's batch of two messages, each with its own
-   * Idempotency-Key: each must be sent once. Fails: the second message carries the first's key, so
-   * it is acknowledged as the first's replay and never sent (a lost send).
+   * Idempotency-Key: the first is sent once with its own key; the second carries the first's key,
+   * which is not its own, so it has no key (SPEC section 15): never sent, and the batch is rejected
+   * without requeue (its dead-letter queue gets it). Failed before the fix: the second was
+   * acknowledged as the first's replay, unsent, and nothing was dead-lettered (a lost send).
    */
-  @Tag("open-finding")
   @Test
-  void eachMessageOfAProducerBatchToAHeaderKeyedRecordListenerIsSent() throws Exception {
-    bothSentOnce(RECORD_QUEUE, "pr");
+  void aProducerBatchToAHeaderKeyedRecordListenerSendsOnlyTheFirstAndDeadLettersTheBatch()
+      throws Exception {
+    sentThenDeadLettered(RECORD_QUEUE, "pr", 1);
   }
 
   /**
-   * The same producer's batch, to a header-keyed consumer-side batch listener: each message must be
-   * sent once. Fails as above: both messages carry the first's key.
+   * The same producer's batch, to a header-keyed consumer-side batch listener: the first message is
+   * sent with its own key, the second has no key of its own, so it is never sent and the batch is
+   * rejected without requeue (dead-lettered). Failed before the fix as above.
    */
-  @Tag("open-finding")
   @Test
-  void eachMessageOfAProducerBatchToAHeaderKeyedConsumerBatchListenerIsSent() throws Exception {
-    bothSentOnce(CONSUMER_BATCH_QUEUE, "pc");
+  void aProducerBatchToAHeaderKeyedConsumerBatchListenerSendsOnlyTheFirstAndDeadLettersTheBatch()
+      throws Exception {
+    sentThenDeadLettered(CONSUMER_BATCH_QUEUE, "pc", 1);
   }
 
-  private void bothSentOnce(String queue, String prefix) throws Exception {
+  /** The same producer's batch, to a header-keyed record listener's container bean: as above. */
+  @Test
+  void aProducerBatchToAHeaderKeyedContainerBeanSendsOnlyTheFirstAndDeadLettersTheBatch()
+      throws Exception {
+    sentThenDeadLettered(BEAN_QUEUE, "pb", 1);
+  }
+
+  private void sentThenDeadLettered(String queue, String prefix, int firstSends) throws Exception {
     String first = unique(prefix + "-first");
     String second = unique(prefix + "-second");
     publishBatch(queue, List.of(first, second));
-    await("the first sent", () -> sent(first) >= 1);
+    Message deadLetter = plain.receive(queue + DEAD_LETTERS, 45_000);
+    assertThat(deadLetter).as("the producer's batch, dead-lettered").isNotNull();
     // the batch's delivery is over once a message published behind it on its own has been sent
     String marker = unique(prefix + "-marker");
     plain.send("", queue, message(marker));
@@ -170,7 +219,7 @@ class RabbitProducerBatchHeaderKeyProbeTest {
 
     assertThat(new int[] {sent(first), sent(second)})
         .as("provider sends of first, second (one producer batch, each its own key)")
-        .containsExactly(1, 1);
+        .containsExactly(firstSends, 0);
   }
 
   private static int sent(String event) {
