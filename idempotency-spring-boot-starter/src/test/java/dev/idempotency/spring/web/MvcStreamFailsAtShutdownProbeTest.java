@@ -149,7 +149,6 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
    * OPEN FINDING (medium, a lost send): a {@code StreamingResponseBody} still queued in Spring
    * MVC's async executor at the shutdown never runs, yet it is recorded as answered.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({"redis", "postgres"})
   void aQueuedStreamThatNeverRanIsRunByTheRetry(String store) throws Exception {
@@ -226,7 +225,6 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
    * Boot 4.0 passed 2 of 2 in that run. The queued-body and failing-stream rows above show the same
    * empty 200 replay deterministically.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({"redis", "postgres"})
   void aStreamThatSendsDuringTheGraceIsNotReplayedAsAnEmptySuccess(String store) throws Exception {
