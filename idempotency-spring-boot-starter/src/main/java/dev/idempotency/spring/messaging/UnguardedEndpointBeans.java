@@ -6,7 +6,10 @@ import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.IdempotentMethodAdvisor;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.aop.Advisor;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.framework.AopProxyUtils;
@@ -30,6 +33,8 @@ import org.springframework.util.ReflectionUtils;
  * (in the child's {@code afterSingletonsInstantiated}) is the one call a parent sees in time.
  */
 final class UnguardedEndpointBeans {
+
+  private static final Logger log = LoggerFactory.getLogger(UnguardedEndpointBeans.class);
 
   private UnguardedEndpointBeans() {}
 
@@ -75,7 +80,11 @@ final class UnguardedEndpointBeans {
 
   /**
    * Whether the bean, or a proxy it wraps, carries the advisor. A proxy whose target is not fixed
-   * (a scoped or lazy proxy) counts as advised: its target is another bean, proxied on its own.
+   * (a scoped or lazy proxy) counts as advised: its target is another bean, proxied on its own. So
+   * does a JDK dynamic proxy that is not Spring's (another post-processor's wrapper): what it
+   * delegates to cannot be seen, and its class takes the annotations of the interfaces it
+   * implements, so refusing it could refuse a guarded bean; the check at the context's refresh
+   * still applies.
    */
   private static boolean advisedBy(Object bean, Class<? extends Advisor> advisor) {
     Object current = bean;
@@ -93,6 +102,13 @@ final class UnguardedEndpointBeans {
       } catch (Exception unreadable) {
         return true; // cannot see: leave it to the check at the context's refresh
       }
+    }
+    if (current != null && Proxy.isProxyClass(current.getClass())) {
+      log.debug(
+          "A listener bean of {} is a JDK dynamic proxy that is not Spring's: its target cannot be"
+              + " seen, so it is not refused here",
+          current.getClass().getName());
+      return true;
     }
     return false;
   }

@@ -163,6 +163,22 @@ final class AsyncWork {
     return true;
   }
 
+  /**
+   * The request's async dispatch will not come (the server stopped) while its work waits in Spring
+   * MVC's async executor: abandoned, it never runs ({@link #workStarts}), so nothing was sent and
+   * the caller may release the key. Checked before anything else, a stream's work among others (a
+   * {@code StreamingResponseBody} runs there too).
+   *
+   * @return true if the work was queued, not yet begun, and is now abandoned
+   */
+  synchronized boolean abandonQueuedWork() {
+    if (reported.get() || !handlerStarted.getAsBoolean() || late != null || work != Work.QUEUED) {
+      return false;
+    }
+    work = Work.ABANDONED;
+    return true;
+  }
+
   /** What {@link #dispatchLost} made of a request whose async dispatch will not come. */
   enum LostDispatch {
     /** Nothing to do: reported, detached already (a timeout), or its handler never started. */

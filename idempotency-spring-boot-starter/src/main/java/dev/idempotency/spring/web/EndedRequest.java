@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpSession;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
@@ -13,17 +14,22 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
 
 /**
  * What rendering and exception resolvers read of a request (method, URI, headers, attributes,
  * parameters, the client's address, the principal, the session), copied while the request was still
- * valid, and answered after it ended by a {@link HttpServletRequest} proxy whose body is gone (its
- * session, if it had one, is the same; none is created).
+ * valid, and answered after it ended by a {@link HttpServletRequest} proxy whose body is gone. Its
+ * session, if it had one, is the same while it is valid; once invalidated, or if it had none,
+ * {@code getSession(false)} answers null and {@code getSession()} a fresh detached session that no
+ * container knows (a late answer creates no session the client could use).
  */
 final class EndedRequest {
 
   private final Map<String, Object> request;
+  private @Nullable HttpSession detached; // guarded by this: created by the first getSession()
 
   private EndedRequest(Map<String, Object> request) {
     this.request = request;
@@ -57,7 +63,7 @@ final class EndedRequest {
     copy.put("getRemoteUser", request.getRemoteUser());
     copy.put("getUserPrincipal", request.getUserPrincipal());
     copy.put("getRequestedSessionId", request.getRequestedSessionId());
-    // a session outlives its request (until it is invalidated); none is created for a late answer
+    // a session outlives its request (until it is invalidated): answered while it is valid
     copy.put("session", request.getSession(false));
     Map<String, List<String>> headers = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);
     for (String name : Collections.list(request.getHeaderNames())) {
@@ -90,6 +96,87 @@ final class EndedRequest {
       parameters.clear();
     }
     return Collections.unmodifiableMap(parameters);
+  }
+
+  /**
+   * The request's session as the container would answer now: the copied one while it is valid; else
+   * none, or, if one is to be created ({@code getSession()}, an {@code HttpSession} parameter of an
+   * {@code @ExceptionHandler}), a fresh detached one, kept by this copy only: a late answer creates
+   * no session the client could use, yet reads what it reads on time of a new session.
+   */
+  private synchronized @Nullable HttpSession session(boolean create) {
+    if (request.get("session") instanceof HttpSession copied && valid(copied)) {
+      return copied;
+    }
+    if (!create) {
+      return null;
+    }
+    HttpSession created = detached;
+    if (created == null || !valid(created)) {
+      created = detachedSession();
+      detached = created;
+    }
+    return created;
+  }
+
+  /** Whether {@code session} is still valid: an invalidated one throws, as the Servlet API says. */
+  private static boolean valid(HttpSession session) {
+    try {
+      session.getCreationTime();
+      return true;
+    } catch (IllegalStateException invalidated) {
+      return false;
+    }
+  }
+
+  /** A new session that no container knows: its attributes live as long as the ended request. */
+  private static HttpSession detachedSession() {
+    Map<String, Object> attributes = Collections.synchronizedMap(new LinkedHashMap<>());
+    String id = UUID.randomUUID().toString();
+    long created = System.currentTimeMillis();
+    AtomicBoolean invalidated = new AtomicBoolean();
+    InvocationHandler answers =
+        (proxy, method, args) -> {
+          String name = method.getName();
+          boolean objectMethod =
+              name.equals("equals") || name.equals("hashCode") || name.equals("toString");
+          if (invalidated.get() && !objectMethod && !name.equals("getId")) {
+            throw new IllegalStateException("the session was invalidated");
+          }
+          switch (name) {
+            case "getId":
+              return id;
+            case "getCreationTime":
+            case "getLastAccessedTime":
+              return created;
+            case "isNew":
+              return true;
+            case "getAttribute":
+              return attributes.get((String) args[0]);
+            case "setAttribute":
+              if (args[1] == null) {
+                attributes.remove((String) args[0]);
+              } else {
+                attributes.put((String) args[0], args[1]);
+              }
+              return null;
+            case "removeAttribute":
+              attributes.remove((String) args[0]);
+              return null;
+            case "getAttributeNames":
+              synchronized (attributes) {
+                return Collections.enumeration(new ArrayList<>(attributes.keySet()));
+              }
+            case "invalidate":
+              invalidated.set(true);
+              return null;
+            default:
+              return objectMethodOrDefault(proxy, method, args);
+          }
+        };
+    return (HttpSession)
+        Proxy.newProxyInstance(
+            LateResponse.class.getClassLoader(), new Class<?>[] {HttpSession.class}, answers);
   }
 
   /** A request that answers from the copy; its attributes may be set and removed. */
@@ -135,7 +222,8 @@ final class EndedRequest {
             case "getDispatcherType":
               return DispatcherType.REQUEST;
             case "getSession":
-              return request.get("session");
+              boolean create = args == null || args.length == 0 || (Boolean) args[0];
+              return session(create);
             case "getParameter":
               String[] given = parameters.get((String) args[0]);
               return given == null || given.length == 0 ? null : given[0];

@@ -50,8 +50,11 @@ import org.springframework.web.util.WebUtils;
  * #SHUTDOWN_PHASE}: after the web server, just before the starter closes the guard) it hands each
  * such request to its result, as a container async timeout does: the result is rendered as Spring
  * MVC would have rendered it and recorded when it comes (or at once, if it came and waited for its
- * dispatch), within the guard's close grace period; {@code Callable} work still queued, which now
- * never runs, releases its key. A response streamed in part keeps its key claimed.
+ * dispatch), within the guard's close grace period; work still queued in Spring MVC's async
+ * executor (a {@code Callable}'s, a {@code StreamingResponseBody}'s), which now never runs,
+ * releases its key. A stream whose work began (an emitter, a running {@code StreamingResponseBody},
+ * a response streamed in part) may still send: it is recorded as answered without its body, and a
+ * retry gets {@code 422 response-not-stored}.
  */
 public final class IdempotentEndpointInterceptor
     implements AsyncHandlerInterceptor, SmartLifecycle {

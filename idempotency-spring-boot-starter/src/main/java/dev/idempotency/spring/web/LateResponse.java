@@ -242,12 +242,13 @@ final class LateResponse {
 
   /**
    * The response as the handler left it when the work went async (its status and the listed
-   * headers), without a body: the answer of a stream that the server stopped under.
+   * headers), with no body stored: the answer of a stream that the server stopped under, which a
+   * retry gets as {@code 422 response-not-stored}, never as a replay.
    *
    * @param listedHeaders the headers the endpoint lists to store
    */
   StoredResponse leftWithoutBody(List<String> listedHeaders) {
-    return StoredResponse.capture(leftAs.copy().proxy(), null, listedHeaders).withoutBody();
+    return StoredResponse.capture(leftAs.copy().proxy(), null, listedHeaders);
   }
 
   /** Whether Spring MVC's return value handlers wrote {@code value} on {@code response}. */

@@ -95,10 +95,11 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
    * ({@code EndpointCall.dispatchLost}), the retry is a REPLAY of an empty 200, "sends: the retry
    * sends once (first no answer: ... header parser received no bytes; after the restart 200
    * replayed=true ) expected: 1 but was: 0" (Boot 3.5, sse on Redis and PostgreSQL), since {@code
-   * LateResponse.leftWithoutBody} stores {@code withoutBody()}, an empty body, not "no body"; when
-   * Tomcat's stop dispatched an async timeout first, it is recorded as answered 503: "after the
-   * restart 422 replayed=null {...response-not-stored...,"original-status":503}) expected: 1 but
-   * was: 0" (Boot 3.5 body rows, all Boot 4.0 rows).
+   * LateResponse.leftWithoutBody} stored {@code withoutBody()}, an empty body, not "no body" (fixed
+   * since: that path now gives 422 response-not-stored, still no second run); when Tomcat's stop
+   * dispatched an async timeout first, it is recorded as answered 503: "after the restart 422
+   * replayed=null {...response-not-stored...,"original-status":503}) expected: 1 but was: 0" (Boot
+   * 3.5 body rows, all Boot 4.0 rows).
    */
   @Tag("open-finding")
   @ParameterizedTest
@@ -146,10 +147,10 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (medium, a lost send): a {@code StreamingResponseBody} still queued in Spring
-   * MVC's async executor at the shutdown never runs, yet it is recorded as answered.
+   * Was an open finding (medium, a lost send), fixed: a {@code StreamingResponseBody} still queued
+   * in Spring MVC's async executor at the shutdown never runs, yet it was recorded as answered; the
+   * interceptor's stop now abandons queued work and releases its key before it looks at streams.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({"redis", "postgres"})
   void aQueuedStreamThatNeverRanIsRunByTheRetry(String store) throws Exception {
@@ -212,9 +213,10 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (medium, a replay of an answer the request did not produce; intermittent by path):
-   * the case 3ea0eac fixed, a stream whose send happens after the server stopped under it (the
-   * provider answers once the guard closes), seen from the retry: its commit and {@code
+   * Was an open finding (medium, intermittent by path), fixed: {@code leftWithoutBody} now stores
+   * no body, so the retry gets 422 response-not-stored. A replay of an answer the request did not
+   * produce: the case 3ea0eac fixed, a stream whose send happens after the server stopped under it
+   * (the provider answers once the guard closes), seen from the retry: its commit and {@code
    * EndpointCall.dispatchLost}'s comment say "a retry gets 422 response-not-stored", the docs say
    * "never a replay cut short". When the interceptor's stop records it, the retry is replayed as a
    * 200 with an empty body ({@code Idempotent-Replayed: true}), though the stream's event was
@@ -226,7 +228,6 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
    * Boot 4.0 passed 2 of 2 in that run. The queued-body and failing-stream rows above show the same
    * empty 200 replay deterministically.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({"redis", "postgres"})
   void aStreamThatSendsDuringTheGraceIsNotReplayedAsAnEmptySuccess(String store) throws Exception {
