@@ -136,11 +136,19 @@ final class AsyncTimeouts
    * What the timeout means for the call, decided at its first sign (the starter's timeout handler,
    * or, if it was not added, this interceptor's turn in the chain): a stream is cut short, or the
    * call is detached (its response no longer held back, so that whatever answers the timeout goes
-   * to the client, and never stored), or neither.
+   * to the client, and never stored), or neither (its work, a stream's too, still queued in the
+   * async executor: abandoned, {@link AsyncWork#abandonQueuedWork}).
    */
   private synchronized Timeout decide(NativeWebRequest request) {
     if (timeout == null) {
-      timeout = cutAStream(request) ? Timeout.STREAM_CUT : detach(request);
+      if (work.abandonQueuedWork()) {
+        // its work (a Callable's, a StreamingResponseBody's) still waits in Spring MVC's async
+        // executor, whose task Spring cancels at the timeout: it never runs, nothing was sent,
+        // and the request's end releases the key (a stream's too: nothing of it was written)
+        timeout = Timeout.NOT_DETACHED;
+      } else {
+        timeout = cutAStream(request) ? Timeout.STREAM_CUT : detach(request);
+      }
     }
     return timeout;
   }

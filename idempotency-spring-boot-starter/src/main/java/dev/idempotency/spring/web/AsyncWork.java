@@ -164,10 +164,10 @@ final class AsyncWork {
   }
 
   /**
-   * The request's async dispatch will not come (the server stopped) while its work waits in Spring
-   * MVC's async executor: abandoned, it never runs ({@link #workStarts}), so nothing was sent and
-   * the caller may release the key. Checked before anything else, a stream's work among others (a
-   * {@code StreamingResponseBody} runs there too).
+   * The request timed out, or its async dispatch will not come (the server stopped), while its work
+   * waits in Spring MVC's async executor: abandoned, it never runs ({@link #workStarts}), so
+   * nothing was sent and the caller may release the key. Checked before anything else, a stream's
+   * work among others (a {@code StreamingResponseBody} runs there too).
    *
    * @return true if the work was queued, not yet begun, and is now abandoned
    */

@@ -6,6 +6,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Map;
 import java.util.UUID;
@@ -14,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -22,10 +24,12 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Import;
+import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.request.async.WebAsyncTask;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
  * Issue 37 (SPEC 13, 16): a {@code Callable} endpoint (or a {@code WebAsyncTask}) whose task is
@@ -101,6 +105,56 @@ class QueuedCallableTimeoutTest {
     assertThat(state.sends.get() - sendsBefore).as("still one provider send").isEqualTo(1);
   }
 
+  /**
+   * A {@code StreamingResponseBody} runs in the same executor, and its queued task is cancelled at
+   * the timeout the same way: nothing was written, nothing sent, so the key is released and the
+   * retry sends once. The timeout used to cut it short as a stream (recorded as answered without
+   * its body): the retry got 422 response-not-stored and the notification was never sent (seen in a
+   * clean-clone CI run of MvcStreamFailsAtShutdownProbeTest, where Tomcat's stop times the queued
+   * stream out).
+   */
+  @Test
+  void aStreamingBodyCancelledInTheExecutorQueueReleasesItsKeyAndTheRetrySendsOnce()
+      throws Exception {
+    String path = "/queued/stream";
+    int sendsBefore = state.sends.get();
+    CountDownLatch release = new CountDownLatch(1);
+    state.release = release;
+    state.blockStarted = new CountDownLatch(1);
+    CompletableFuture<HttpResponse<byte[]>> blocking = postAsync("/queued/block", null);
+    assertThat(state.blockStarted.await(30, TimeUnit.SECONDS))
+        .as("the blocking task holds the executor's only thread")
+        .isTrue();
+
+    String key = "\"" + UUID.randomUUID() + "\"";
+    HttpResponse<byte[]> timedOut;
+    try {
+      timedOut = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    } finally {
+      release.countDown();
+    }
+    blocking.get(30, TimeUnit.SECONDS);
+    assertThat(timedOut.statusCode()).as(text(timedOut)).isEqualTo(503);
+    assertThat(state.sends.get() - sendsBefore).as("the queued stream never ran").isZero();
+
+    HttpResponse<byte[]> last;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    do {
+      last = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    } while (last.statusCode() != 201 && System.nanoTime() < deadline);
+    assertThat(last.statusCode())
+        .as(
+            "a retry once the executor was free (streams run %d times): %s",
+            state.sends.get() - sendsBefore, text(last))
+        .isEqualTo(201);
+    assertThat(state.sends.get() - sendsBefore).as("one provider send").isEqualTo(1);
+
+    HttpResponse<byte[]> again = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    assertThat(state.sends.get() - sendsBefore)
+        .as("a repeat after the send does not send again: %s", text(again))
+        .isEqualTo(1);
+  }
+
   private CompletableFuture<HttpResponse<byte[]>> postAsync(String path, String key) {
     HttpRequest.Builder request =
         HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
@@ -174,6 +228,19 @@ class QueuedCallableTimeoutTest {
       WebAsyncTask<ResponseEntity<Map<String, Object>>> task = new WebAsyncTask<>(this::send);
       task.onTimeout(() -> ResponseEntity.status(202).body(Map.of("queued", true)));
       return task;
+    }
+
+    @PostMapping("/queued/stream")
+    @IdempotentEndpoint
+    public ResponseEntity<StreamingResponseBody> stream() {
+      state.handlerEntered.incrementAndGet();
+      return ResponseEntity.status(201)
+          .contentType(MediaType.APPLICATION_JSON)
+          .body(
+              out ->
+                  out.write(
+                      ("{\"send\":" + state.sends.incrementAndGet() + "}")
+                          .getBytes(StandardCharsets.UTF_8)));
     }
 
     private ResponseEntity<Map<String, Object>> send() {
