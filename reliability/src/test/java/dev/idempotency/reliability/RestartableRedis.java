@@ -15,15 +15,44 @@ import redis.embedded.RedisServer;
  */
 final class RestartableRedis implements AutoCloseable {
 
-  final int port = FreePorts.next();
+  /** Tries at the first start: a port found free may be taken before the server binds it. */
+  private static final int PORT_TRIES = 5;
+
+  final int port;
   private final Path dir;
   private final boolean appendOnly;
   private RedisServer server;
 
   RestartableRedis(boolean appendOnly) throws Exception {
     this.appendOnly = appendOnly;
-    this.dir = Files.createTempDirectory("idem-redis-" + port);
-    start();
+    int tried = 0;
+    int candidate;
+    Path candidateDir;
+    while (true) {
+      candidate = FreePorts.next();
+      candidateDir = Files.createTempDirectory("idem-redis-" + candidate);
+      try {
+        start(candidate, candidateDir);
+        break;
+      } catch (RuntimeException e) {
+        // another server (this module runs two test classes at once, each starting several) took
+        // the port between FreePorts.next() and redis-server's bind: "Address in use"
+        if (++tried >= PORT_TRIES || !portTaken(e)) {
+          throw e;
+        }
+      }
+    }
+    this.port = candidate;
+    this.dir = candidateDir;
+  }
+
+  private static boolean portTaken(Throwable failure) {
+    for (Throwable t = failure; t != null; t = t.getCause()) {
+      if (String.valueOf(t.getMessage()).contains("Address in use")) {
+        return true;
+      }
+    }
+    return false;
   }
 
   String uri() {
@@ -31,12 +60,16 @@ final class RestartableRedis implements AutoCloseable {
   }
 
   void start() {
+    start(port, dir);
+  }
+
+  private void start(int onPort, Path inDir) {
     server =
         RedisServer.builder()
             .redisExecProvider(RedisBinary.provider())
-            .port(port)
+            .port(onPort)
             .setting("bind 127.0.0.1")
-            .setting("dir " + dir)
+            .setting("dir " + inDir)
             .setting("save \"\"")
             .setting("appendonly " + (appendOnly ? "yes" : "no"))
             .setting("appendfsync always")
