@@ -1,0 +1,313 @@
+package dev.idempotency.spring.messaging.rabbit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.testservers.RabbitMqServer;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.amqp.core.Declarables;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.core.MessageProperties;
+import org.springframework.amqp.core.Queue;
+import org.springframework.amqp.core.QueueBuilder;
+import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
+import org.springframework.amqp.rabbit.connection.ConnectionFactory;
+import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
+import org.springframework.amqp.rabbit.core.RabbitTemplate;
+import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
+import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.messaging.handler.annotation.Header;
+import org.springframework.messaging.handler.annotation.Headers;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * probeE, on a real RabbitMQ broker: producer batches ({@link BatchingRabbitTemplate}) against the
+ * starter's marking of their parts ({@code RabbitProducerBatchParts}, b09232e): a key read from a
+ * {@code @Header} parameter, a part that fails once, an unguarded listener's parts, and a batching
+ * strategy set on a container after the start.
+ */
+@SpringBootTest(
+    classes = RabbitProducerBatchPartsProbeTest.App.class,
+    properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
+@DirtiesContext
+class RabbitProducerBatchPartsProbeTest {
+
+  static final String HEADER_PARAMETER_QUEUE = "idem.parts-probe.header-parameter";
+  static final String FAILS_ONCE_QUEUE = "idem.parts-probe.fails-once";
+  static final String UNGUARDED_QUEUE = "idem.parts-probe.unguarded";
+  static final String RUNTIME_STRATEGY_QUEUE = "idem.parts-probe.runtime-strategy";
+  static final String RUNTIME_STRATEGY_ID = "parts-probe-runtime-strategy";
+  static final String DEAD_LETTERS = ".dead-letters";
+
+  public static class Listeners {
+    static final List<String> sent = new CopyOnWriteArrayList<>();
+    static final Set<String> failOnce = ConcurrentHashMap.newKeySet();
+    static final Map<String, Map<String, Object>> unguardedHeaders = new ConcurrentHashMap<>();
+
+    /** Keyed by a {@code @Header} parameter: idiomatic Spring, allowed for a record listener. */
+    @RabbitListener(id = "parts-probe-header-parameter", queues = HEADER_PARAMETER_QUEUE)
+    @IdempotentListener(name = "parts-probe-header-parameter", key = "#p1")
+    public void headerParameter(String event, @Header("Idempotency-Key") String key) {
+      sent.add(event);
+    }
+
+    /** Keyed by its payload; a payload in {@link #failOnce} fails its first call. */
+    @RabbitListener(id = "parts-probe-fails-once", queues = FAILS_ONCE_QUEUE)
+    @IdempotentListener(name = "parts-probe-fails-once", key = "#payload")
+    public void failsOnce(String event) {
+      if (failOnce.remove(event)) {
+        throw new IllegalStateException("the provider failed once (probe)");
+      }
+      sent.add(event);
+    }
+
+    /** Not guarded: what it gets is the application's own business. */
+    @RabbitListener(id = "parts-probe-unguarded", queues = UNGUARDED_QUEUE)
+    public void unguarded(String event, @Headers Map<String, Object> headers) {
+      unguardedHeaders.put(event, Map.copyOf(headers));
+    }
+
+    /** Header-keyed; its container's batching strategy is replaced after the start. */
+    @RabbitListener(id = RUNTIME_STRATEGY_ID, queues = RUNTIME_STRATEGY_QUEUE)
+    @IdempotentListener(name = "parts-probe-runtime-strategy")
+    public void runtimeStrategy(String event) {
+      sent.add(event);
+    }
+  }
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class App {
+    @Bean
+    Listeners partsProbeListeners() {
+      return new Listeners();
+    }
+
+    @Bean
+    Declarables partsProbeQueues() {
+      return new Declarables(
+          deadLettered(HEADER_PARAMETER_QUEUE),
+          QueueBuilder.nonDurable(HEADER_PARAMETER_QUEUE + DEAD_LETTERS).build(),
+          deadLettered(FAILS_ONCE_QUEUE),
+          QueueBuilder.nonDurable(FAILS_ONCE_QUEUE + DEAD_LETTERS).build(),
+          QueueBuilder.nonDurable(UNGUARDED_QUEUE).build(),
+          deadLettered(RUNTIME_STRATEGY_QUEUE),
+          QueueBuilder.nonDurable(RUNTIME_STRATEGY_QUEUE + DEAD_LETTERS).build());
+    }
+
+    private static Queue deadLettered(String name) {
+      return QueueBuilder.nonDurable(name)
+          .deadLetterExchange("")
+          .deadLetterRoutingKey(name + DEAD_LETTERS)
+          .build();
+    }
+  }
+
+  @DynamicPropertySource
+  static void rabbit(DynamicPropertyRegistry registry) {
+    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
+    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
+    for (String property : ListenerTestConfiguration.PROPERTIES) {
+      int equals = property.indexOf('=');
+      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
+    }
+  }
+
+  private static ThreadPoolTaskScheduler scheduler;
+
+  @Autowired ConnectionFactory connectionFactory;
+  @Autowired RabbitTemplate plain;
+  @Autowired RabbitListenerEndpointRegistry registry;
+
+  @BeforeAll
+  static void startScheduler() {
+    scheduler = new ThreadPoolTaskScheduler();
+    scheduler.initialize();
+  }
+
+  @AfterAll
+  static void stopScheduler() {
+    scheduler.shutdown();
+  }
+
+  /**
+   * A record listener keyed by its {@code @Header("Idempotency-Key")} parameter gets a producer's
+   * batch of two messages, each with its own key. The starter reads no header of the second part
+   * (marked), but Spring resolves the parameter from the part's headers, which are the first
+   * message's: the second must be sent once or dead-lettered, never acknowledged as the first's
+   * replay.
+   *
+   * <p>Open finding (severity high: a lost send, SPEC section 1), Boot 3.5 and 4.0: "[the second
+   * (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false] Expecting value to be
+   * true but was false". The part's {@code @Header} argument is the first message's key (the marked
+   * part keeps the batch's headers), so it is acknowledged as the first's replay, never sent. The
+   * same holds for any key read from the arguments rather than from {@code #headers} (a {@code
+   * Message<?>} parameter's headers; {@code @Idempotent} on the listener method).
+   */
+  @Test
+  @Tag("open-finding")
+  void aKeyFromAHeaderParameterNeverAcknowledgesALaterPartAsTheFirstsReplay() throws Exception {
+    String first = unique("hp-first");
+    String second = unique("hp-second");
+    publishBatch(HEADER_PARAMETER_QUEUE, List.of(message(first), message(second)));
+    String marker = unique("hp-marker");
+    plain.send("", HEADER_PARAMETER_QUEUE, message(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+    Message deadLetter = plain.receive(HEADER_PARAMETER_QUEUE + DEAD_LETTERS, 2_000);
+
+    assertThat(sent(first)).as("sends of the first").isEqualTo(1);
+    assertThat(sent(second) == 1 || deadLetter != null)
+        .as(
+            "the second (its own key) sent once or dead-lettered; sends: %d, dead-lettered: %s",
+            sent(second), deadLetter != null)
+        .isTrue();
+  }
+
+  /**
+   * A payload-keyed record listener gets a producer's batch of four, whose third fails once: the
+   * batch comes back, the first two are replays, and each of the four is sent exactly once; nothing
+   * is dead-lettered.
+   */
+  @Test
+  void aPartThatFailsOnceLeavesEachPartOfTheBatchSentOnce() throws Exception {
+    List<String> parts = List.of(unique("fo-1"), unique("fo-2"), unique("fo-3"), unique("fo-4"));
+    Listeners.failOnce.add(parts.get(2));
+    publishBatch(FAILS_ONCE_QUEUE, parts.stream().map(p -> message(p)).toList());
+    await("every part sent", () -> parts.stream().allMatch(p -> sent(p) >= 1));
+    String marker = unique("fo-marker");
+    plain.send("", FAILS_ONCE_QUEUE, message(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+
+    assertThat(parts.stream().map(RabbitProducerBatchPartsProbeTest::sent).toList())
+        .as("sends of the four parts")
+        .containsExactly(1, 1, 1, 1);
+    assertThat(Listeners.failOnce).as("the third failed once").isEmpty();
+    assertThat(plain.receive(FAILS_ONCE_QUEUE + DEAD_LETTERS, 500)).as("dead-lettered").isNull();
+  }
+
+  /**
+   * An unguarded listener gets a producer's batch: its parts are Spring AMQP's, with no header of
+   * the starter's added.
+   *
+   * <p>Open finding (severity low: no send lost; an application-visible change), Boot 3.5 and 4.0:
+   * the second part's headers contain {@code idempotency_producerBatchPart} (the starter wraps
+   * every container's batching strategy, guarded or not). An application that forwards such a part
+   * with its headers carries the marker to the broker, and a guarded listener downstream then reads
+   * no header key from it.
+   */
+  @Test
+  @Tag("open-finding")
+  void anUnguardedListenersPartsCarryNoHeaderOfTheStarters() throws Exception {
+    String first = unique("ug-first");
+    String second = unique("ug-second");
+    publishBatch(UNGUARDED_QUEUE, List.of(message(first), message(second)));
+    await(
+        "both parts received",
+        () ->
+            Listeners.unguardedHeaders.containsKey(first)
+                && Listeners.unguardedHeaders.containsKey(second));
+
+    assertThat(Listeners.unguardedHeaders.get(second).keySet())
+        .as("the second part's headers (an unguarded listener)")
+        .doesNotContain("idempotency_producerBatchPart");
+  }
+
+  /**
+   * The batching strategy of a header-keyed record listener's container is replaced after the start
+   * (an application's runner): the second part of a producer's batch carries the first's key, and
+   * must be sent once or dead-lettered, never acknowledged as the first's replay.
+   *
+   * <p>Open finding (severity medium: a lost send, SPEC section 1, after an unusual change at run
+   * time), Boot 3.5 and 4.0: "[the second (its own key) sent once or dead-lettered; sends: 0,
+   * dead-lettered: false] Expecting value to be true but was false". The starter wraps the
+   * container's strategy once, before the start; the container reads its field at each delivery, so
+   * a strategy set later splits batches unmarked.
+   */
+  @Test
+  @Tag("open-finding")
+  void aBatchingStrategySetAfterTheStartStillKeepsALaterPartFromTheFirstsKey() throws Exception {
+    ((AbstractMessageListenerContainer) registry.getListenerContainer(RUNTIME_STRATEGY_ID))
+        .setBatchingStrategy(new SimpleBatchingStrategy(2, 1_000_000, 60_000));
+    String first = unique("rs-first");
+    String second = unique("rs-second");
+    publishBatch(RUNTIME_STRATEGY_QUEUE, List.of(message(first), message(second)));
+    String marker = unique("rs-marker");
+    plain.send("", RUNTIME_STRATEGY_QUEUE, message(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+    Message deadLetter = plain.receive(RUNTIME_STRATEGY_QUEUE + DEAD_LETTERS, 2_000);
+
+    assertThat(sent(first)).as("sends of the first").isEqualTo(1);
+    assertThat(sent(second) == 1 || deadLetter != null)
+        .as(
+            "the second (its own key) sent once or dead-lettered; sends: %d, dead-lettered: %s",
+            sent(second), deadLetter != null)
+        .isTrue();
+  }
+
+  private static int sent(String event) {
+    return (int) Listeners.sent.stream().filter(event::equals).count();
+  }
+
+  /** One producer batch: the messages are sent together, as one AMQP message. */
+  private void publishBatch(String queue, List<Message> messages) {
+    BatchingRabbitTemplate template =
+        new BatchingRabbitTemplate(
+            connectionFactory,
+            new SimpleBatchingStrategy(messages.size(), 1_000_000, 60_000),
+            scheduler);
+    try {
+      for (Message message : messages) {
+        template.send("", queue, message);
+      }
+      template.flush();
+    } finally {
+      template.stop();
+    }
+  }
+
+  /** A message keyed by its own Idempotency-Key header. */
+  private static Message message(String payload) {
+    MessageProperties properties = new MessageProperties();
+    properties.setContentType(MessageProperties.CONTENT_TYPE_TEXT_PLAIN);
+    properties.setHeader("Idempotency-Key", "key-" + payload);
+    return new Message(payload.getBytes(StandardCharsets.UTF_8), properties);
+  }
+
+  private static String unique(String what) {
+    return what + "-" + UUID.randomUUID();
+  }
+
+  /** Bounded polling: generous, the machine is busy. */
+  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + 45_000_000_000L;
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out after 45 s waiting for " + what);
+      }
+      Thread.sleep(20);
+    }
+  }
+}
