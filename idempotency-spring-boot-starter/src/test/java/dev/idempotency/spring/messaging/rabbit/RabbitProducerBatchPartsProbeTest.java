@@ -2,16 +2,21 @@ package dev.idempotency.spring.messaging.rabbit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.IdempotencyKey;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.testservers.RabbitMqServer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -64,6 +69,7 @@ class RabbitProducerBatchPartsProbeTest {
   static final String UNGUARDED_QUEUE = "idem.parts-probe.unguarded";
   static final String RUNTIME_STRATEGY_QUEUE = "idem.parts-probe.runtime-strategy";
   static final String RUNTIME_STRATEGY_ID = "parts-probe-runtime-strategy";
+  static final String DEFERRED_QUEUE = "idem.parts-probe.deferred";
   static final String CONSUMER_BATCH_QUEUE = "idem.parts-probe.consumer-batch";
   static final String DEAD_LETTERS = ".dead-letters";
 
@@ -93,6 +99,13 @@ class RabbitProducerBatchPartsProbeTest {
     @RabbitListener(id = "parts-probe-unguarded", queues = UNGUARDED_QUEUE)
     public void unguarded(String event, @Headers Map<String, Object> headers) {
       unguardedHeaders.put(event, Map.copyOf(headers));
+    }
+
+    /** Keyed by its payload; one part's key is held in flight elsewhere. */
+    @RabbitListener(id = "parts-probe-deferred", queues = DEFERRED_QUEUE)
+    @IdempotentListener(name = "parts-probe-deferred", key = "#payload")
+    public void deferred(String event) {
+      sent.add(event);
     }
 
     /** A consumer-side batch listener keyed by each message's payload. */
@@ -132,6 +145,8 @@ class RabbitProducerBatchPartsProbeTest {
           QueueBuilder.nonDurable(UNGUARDED_QUEUE).build(),
           deadLettered(RUNTIME_STRATEGY_QUEUE),
           QueueBuilder.nonDurable(RUNTIME_STRATEGY_QUEUE + DEAD_LETTERS).build(),
+          deadLettered(DEFERRED_QUEUE),
+          QueueBuilder.nonDurable(DEFERRED_QUEUE + DEAD_LETTERS).build(),
           deadLettered(CONSUMER_BATCH_QUEUE),
           QueueBuilder.nonDurable(CONSUMER_BATCH_QUEUE + DEAD_LETTERS).build());
     }
@@ -172,6 +187,7 @@ class RabbitProducerBatchPartsProbeTest {
   @Autowired ConnectionFactory connectionFactory;
   @Autowired RabbitTemplate plain;
   @Autowired RabbitListenerEndpointRegistry registry;
+  @Autowired IdempotencyGuard guard;
 
   @BeforeAll
   static void startScheduler() {
@@ -320,6 +336,52 @@ class RabbitProducerBatchPartsProbeTest {
     assertThat(plain.receive(CONSUMER_BATCH_QUEUE + DEAD_LETTERS, 500))
         .as("dead-lettered")
         .isNull();
+  }
+
+  /**
+   * A payload-keyed record listener gets a producer's batch of four whose third part's key is in
+   * flight elsewhere (another sender holds it): the batch is deferred and requeued whole until the
+   * other sender completes; the first two are not sent again, the third is the other sender's
+   * (replayed), the fourth is sent once; nothing is dead-lettered.
+   */
+  @Test
+  @Tag("extended")
+  void aPartInFlightElsewhereDefersTheBatchWithoutASecondSendOrALostOne() throws Exception {
+    List<String> parts = List.of(unique("df-1"), unique("df-2"), unique("df-3"), unique("df-4"));
+    CountDownLatch holding = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    Thread holder =
+        new Thread(
+            () ->
+                guard.execute(
+                    IdempotencyKey.of("parts-probe-deferred", parts.get(2)),
+                    Duration.ofMinutes(5),
+                    context -> {
+                      holding.countDown();
+                      release.await();
+                      return "sent elsewhere";
+                    }));
+    holder.start();
+    try {
+      assertThat(holding.await(45, TimeUnit.SECONDS)).as("the other sender holds it").isTrue();
+      publishBatch(DEFERRED_QUEUE, parts.stream().map(p -> message(p)).toList());
+      await("the first two sent", () -> sent(parts.get(0)) >= 1 && sent(parts.get(1)) >= 1);
+      // a few deferrals of the batch (the back-off is 50 to 300 ms)
+      Thread.sleep(1_500);
+      assertThat(sent(parts.get(3))).as("the fourth, behind the deferred third").isZero();
+    } finally {
+      release.countDown();
+      holder.join(45_000);
+    }
+    await("the fourth sent", () -> sent(parts.get(3)) >= 1);
+    String marker = unique("df-marker");
+    plain.send("", DEFERRED_QUEUE, message(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+
+    assertThat(parts.stream().map(RabbitProducerBatchPartsProbeTest::sent).toList())
+        .as("the listener's sends of the four (the third is the other sender's)")
+        .containsExactly(1, 1, 0, 1);
+    assertThat(plain.receive(DEFERRED_QUEUE + DEAD_LETTERS, 500)).as("dead-lettered").isNull();
   }
 
   private static int sent(String event) {
