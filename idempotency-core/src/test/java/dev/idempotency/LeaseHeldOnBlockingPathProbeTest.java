@@ -10,7 +10,6 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -29,8 +28,10 @@ import org.junit.jupiter.api.Test;
  * <p>CONFIRMED on probeF (8a3c40d), both tests: "sends (A got: a-2 (B: b-1)) Expecting
  * AtomicInteger(2) to have value: 1". Severity medium: a second send for a sender that follows the
  * Javadoc on the blocking path or in a batch (the async path checks).
+ *
+ * <p>FIXED (probeF): {@code execute} and a batch's items give the sender the context that checks
+ * the claim ({@code CallSupport.context(Claim)}), as {@code executeAsync} does.
  */
-@Tag("open-finding")
 class LeaseHeldOnBlockingPathProbeTest {
 
   static final Duration TTL = Duration.ofHours(1);
