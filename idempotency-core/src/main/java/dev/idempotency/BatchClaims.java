@@ -96,7 +96,7 @@ final class BatchClaims<T> {
               false);
       String key = call.request.key();
       if (next instanceof CallSupport.Send<T> send) {
-        items.add(new Batch.Item(batch, call, call.context(send.claim().attempt), send.claim()));
+        items.add(new Batch.Item(batch, call, call.context(send.claim()), send.claim()));
       } else if (next instanceof CallSupport.SendUnclaimed<T>) {
         items.add(new Batch.Item(batch, call, call.context(1), null));
       } else if (next instanceof CallSupport.Replay<T> replay) {

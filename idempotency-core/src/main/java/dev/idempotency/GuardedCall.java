@@ -60,7 +60,7 @@ final class GuardedCall<T> {
       if (next instanceof CallSupport.Send<T> send) {
         return sendAsOwner(send.claim());
       } else if (next instanceof CallSupport.SendUnclaimed<T>) {
-        return new Outcome<>(callSender(1), false, 1, false);
+        return new Outcome<>(callSender(1, call.context(1)), false, 1, false);
       } else if (next instanceof CallSupport.Replay<T> replay) {
         return replay.outcome();
       } else if (next instanceof CallSupport.Refuse<T> refuse) {
@@ -84,7 +84,7 @@ final class GuardedCall<T> {
       Instant sendStart = call.settings.clock.instant();
       T value;
       try {
-        value = callSender(attempt);
+        value = callSender(attempt, call.context(claim));
       } catch (Throwable failure) {
         try (Interrupts deferred = Interrupts.deferred()) {
           onSendFailure(claim, failure, call.lease.sendFinished(claim, sendStart), deferred);
@@ -105,10 +105,14 @@ final class GuardedCall<T> {
     }
   }
 
-  /** Runs the sender; only unchecked throwables escape, so callers can rethrow them as they are. */
-  private T callSender(int attempt) {
+  /**
+   * Runs the sender with {@code context} (under a claim, one whose {@link SendContext#leaseHeld()}
+   * checks the claim again, as an async send's does); only unchecked throwables escape, so callers
+   * can rethrow them as they are.
+   */
+  private T callSender(int attempt, SendContext context) {
     try (MdcScope mdc = call.mdc(attempt)) {
-      return sender.send(call.context(attempt));
+      return sender.send(context);
     } catch (RuntimeException | Error e) {
       throw e;
     } catch (Exception e) {

@@ -261,23 +261,33 @@ final class LeaseKeeper {
   /**
    * Renews the claims, whose renewal flags ({@link Claim#startRenewal}) the caller took, a chunk
    * per store call, starting no chunk once {@code stopStartingAtMono} has passed; ends each claim's
-   * renewal once its chunk is answered, or not started.
+   * renewal exactly once: as soon as its chunk is answered, or, if its chunk is not started or an
+   * earlier chunk throws (an {@link Error} from the store too), on the way out. A flag left set
+   * would keep the keeper from renewing that claim ever again and make the next {@link #renewNow}
+   * of it wait for ever.
    */
   private void renew(List<Claim> due, boolean loseOnFailure, long stopStartingAtMono) {
     int chunk = Math.max(1, settings.store.maxBatchSize());
-    for (int from = 0; from < due.size(); from += chunk) {
-      List<Claim> part = due.subList(from, Math.min(due.size(), from + chunk));
-      try {
-        if (!renewChunk(part, loseOnFailure, stopStartingAtMono)) {
+    int ended = 0;
+    try {
+      for (int from = 0; from < due.size(); from += chunk) {
+        List<Claim> part = due.subList(from, Math.min(due.size(), from + chunk));
+        boolean started;
+        try {
+          started = renewChunk(part, loseOnFailure, stopStartingAtMono);
+        } finally {
+          part.forEach(Claim::endRenewal);
+          ended = from + part.size();
+        }
+        if (!started) {
           log.debug(
               "The renewal round ran out of time with {} leases to go; the next round takes them",
               due.size() - from);
-          due.subList(from + part.size(), due.size()).forEach(Claim::endRenewal);
           return;
         }
-      } finally {
-        part.forEach(Claim::endRenewal);
       }
+    } finally {
+      due.subList(ended, due.size()).forEach(Claim::endRenewal);
     }
   }
 
