@@ -7,10 +7,13 @@ import dev.idempotency.spring.web.MvcProbes.HeldSends;
 import dev.idempotency.testservers.Poll;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -32,10 +35,23 @@ import org.springframework.context.ConfigurableApplicationContext;
  * 4.0 failed 3/3, Boot 3.5 1 of 3: 'expected: 201 but was: 409'). Now the interceptor, a lifecycle
  * bean that stops after the web server and before the guard closes, records such a request from its
  * async result.
+ *
+ * <p>The application started again on the store, which must replay each case's send, is one for the
+ * class (each case has its own key): started at the first case's replay, closed after the last.
+ * Only the first application of each case is shut down mid-send.
  */
 class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
 
+  /** The application started again on each store, shared by the cases. */
+  private static final Map<String, ConfigurableApplicationContext> RESTARTED = new HashMap<>();
+
   private int port;
+
+  @AfterAll
+  static void closeTheRestartedApplications() {
+    RESTARTED.values().forEach(ConfigurableApplicationContext::close);
+    RESTARTED.clear();
+  }
 
   @Override
   public int port() {
@@ -94,9 +110,10 @@ class MvcShutdownPhaseTimeoutProbeTest implements EndpointClient {
         .isEqualTo(1);
     String firstAnswer = MvcProbes.answerOf(answered);
 
-    HttpResponse<byte[]> replay =
-        MvcProbes.replayAfterRestart(
-            () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
+    ConfigurableApplicationContext restarted =
+        RESTARTED.computeIfAbsent(store, stored -> start(stored, new CountDownLatch(1)));
+    port = MvcProbes.portOf(restarted);
+    HttpResponse<byte[]> replay = MvcProbes.retryWhileInProgress(this, path, key);
     String answers =
         String.format("first %s; after the restart %s", firstAnswer, MvcProbes.replayed(replay));
     assertThat(runs() - before).as("handler runs (%s)", answers).isEqualTo(1);

@@ -18,6 +18,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.ObjectProvider;
@@ -55,11 +56,26 @@ import reactor.core.publisher.Mono;
  * <p>Passes on main a8f923a, Boot 3.5 and 4.0 (3/3 each; the log shows 'Graceful shutdown aborted
  * with one or more requests still active' before the guard's phase, so the case is exercised):
  * unlike the MVC async request of MvcShutdownPhaseTimeoutProbeTest, these calls end with their
- * send, not with a dispatch back to the stopped server. Six application starts.
+ * send, not with a dispatch back to the stopped server.
+ *
+ * <p>The application started again on Redis, which must replay each case's send, is one for the
+ * class (each case has its own key): started at the first case's retry, closed after the last. Only
+ * the first application of each case is shut down mid-send: four application starts.
  */
 class ReactiveShutdownPhaseTimeoutProbeTest implements EndpointClient {
 
+  /** The application started again on Redis, shared by the cases. */
+  private static ConfigurableApplicationContext restarted;
+
   private int port;
+
+  @AfterAll
+  static void closeTheRestartedApplication() {
+    if (restarted != null) {
+      restarted.close();
+      restarted = null;
+    }
+  }
 
   @Override
   public int port() {
@@ -263,14 +279,16 @@ class ReactiveShutdownPhaseTimeoutProbeTest implements EndpointClient {
         .isEqualTo(1);
 
     String retry;
-    try (ConfigurableApplicationContext second = start(new CountDownLatch(1))) {
-      port = second.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
-      long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-      do {
-        retry = call(kind, second, id, key).get(60, TimeUnit.SECONDS);
-      } while ((retry.startsWith("409") || retry.contains("InProgress"))
-          && System.nanoTime() < deadline);
+    if (restarted == null) {
+      restarted = start(new CountDownLatch(1));
     }
+    ConfigurableApplicationContext second = restarted;
+    port = second.getEnvironment().getRequiredProperty("local.server.port", Integer.class);
+    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
+    do {
+      retry = call(kind, second, id, key).get(60, TimeUnit.SECONDS);
+    } while ((retry.startsWith("409") || retry.contains("InProgress"))
+        && System.nanoTime() < deadline);
     String answers = String.format("first %s; after the restart %s", firstAnswer, retry);
     assertThat(runs() - before).as("sends started (%s)", answers).isEqualTo(1);
     assertThat(Provider.sent.get() - sentBefore).as("provider sends (%s)", answers).isEqualTo(1);

@@ -7,6 +7,7 @@ import dev.idempotency.IdempotencyKey;
 import dev.idempotency.redis.RedisKeyStore;
 import dev.idempotency.spring.EmbeddedServers;
 import dev.idempotency.spring.messaging.EmbeddedKafka;
+import dev.idempotency.testservers.Poll;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import java.io.BufferedReader;
@@ -23,9 +24,14 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -81,7 +87,9 @@ class ConsumerCrashTest {
       for (String event : events) {
         awaitReplay(guard, IdempotencyKey.of(CrashingConsumer.LISTENER, event));
       }
-      Thread.sleep(1_000);
+      // and the batch acknowledged: Kafka delivers none of it again, so no send can follow (this
+      // wait replaced a fixed 1 s, which only watched for one)
+      awaitCommitted(bootstrap);
     }
 
     List<String[]> sends = lines(providerLog).stream().map(line -> line.split(" ")).toList();
@@ -121,6 +129,37 @@ class ConsumerCrashTest {
         producer.send(new ProducerRecord<>(CrashingConsumer.TOPIC, event));
       }
       producer.flush();
+    }
+  }
+
+  /**
+   * Waits until the consumers' group committed every message of the topic. The group is the
+   * listener's id, as Spring Kafka makes it when the listener names no group ({@code idIsGroup}).
+   */
+  private static void awaitCommitted(String bootstrap) throws Exception {
+    try (Admin admin =
+        Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
+      TopicPartition partition = new TopicPartition(CrashingConsumer.TOPIC, 0);
+      long end =
+          admin
+              .listOffsets(Map.of(partition, OffsetSpec.latest()))
+              .partitionResult(partition)
+              .get(30, TimeUnit.SECONDS)
+              .offset();
+      assertThat(end).as("the topic's end offset").isGreaterThanOrEqualTo(BATCH);
+      Poll.within(Duration.ofSeconds(60))
+          .until(
+              "the group's committed offset at " + end,
+              () -> {
+                OffsetAndMetadata committed =
+                    admin
+                        .listConsumerGroupOffsets(CrashingConsumer.LISTENER)
+                        .partitionsToOffsetAndMetadata()
+                        .get(30, TimeUnit.SECONDS)
+                        .get(partition);
+                return committed == null ? -1L : committed.offset();
+              },
+              offset -> offset >= end);
     }
   }
 
