@@ -68,6 +68,20 @@ class IdempotencyFailureAnalyzerTest {
     assertReported(output, refusal);
   }
 
+  @Test
+  void aPurgeIntervalThatIsNotPositiveIsReportedWithTheProperty(CapturedOutput output) {
+    IdempotencyConfigurationException refusal =
+        failedStart(
+            MissingTable.class,
+            "idempotency.jdbc.initialize-schema=always",
+            "idempotency.jdbc.purge.interval=0s");
+
+    assertThat(refusal.getProblem())
+        .isEqualTo("idempotency.jdbc.purge.interval must be positive, was PT0S.");
+    assertThat(refusal.getAction()).contains("idempotency.jdbc.purge.enabled=false");
+    assertReported(output, refusal);
+  }
+
   /** A guarded method whose window is not longer than the lease (30 s by default). */
   @Configuration(proxyBeanMethods = false)
   @ImportAutoConfiguration(IdempotencyAutoConfiguration.class)
