@@ -44,8 +44,10 @@ public final class ExpressionAttributes {
       return parser.parseExpression(source);
     } catch (ParseException e) {
       // the message carries the parser's; no cause, so that this is the root cause Boot shows
-      throw new IllegalStateException(
-          named(where, attribute, source) + " is not a valid SpEL expression: " + e.getMessage());
+      throw new IdempotencyConfigurationException(
+          named(where, attribute, source) + " is not a valid SpEL expression: " + e.getMessage(),
+          "Correct the expression: SpEL over the method's parameters, such as #orderId or"
+              + " #event.id.");
     }
   }
 
@@ -87,8 +89,10 @@ public final class ExpressionAttributes {
           }
         });
     if (!problems.isEmpty()) {
-      throw new IllegalStateException(
-          named(where, attribute, source) + " is wrong: " + String.join("; ", problems));
+      throw new IdempotencyConfigurationException(
+          named(where, attribute, source) + " is wrong: " + String.join("; ", problems) + ".",
+          "Refer only to the method's parameters, by name (#orderId, which needs the -parameters"
+              + " compiler flag) or by position (#p0, #a0), and call no functions.");
     }
   }
 

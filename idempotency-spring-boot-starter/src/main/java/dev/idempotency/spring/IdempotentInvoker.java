@@ -104,13 +104,14 @@ public final class IdempotentInvoker {
   private static void requireSpringJdbc(IdempotentMethod method, @Nullable ClassLoader loader) {
     for (String required : SPRING_JDBC_CLASSES) {
       if (!ClassUtils.isPresent(required, loader)) {
-        throw new IllegalStateException(
+        throw new IdempotencyConfigurationException(
             method.where()
                 + " has joinTransaction = true, but spring-jdbc is not on the classpath ("
                 + required
                 + " is missing): joining a transaction takes its connection through Spring's"
-                + " DataSourceUtils; add the dependency org.springframework:spring-jdbc (Spring"
-                + " Boot's spring-boot-starter-jdbc brings it), or remove joinTransaction");
+                + " DataSourceUtils.",
+            "Add the dependency org.springframework:spring-jdbc (Spring"
+                + " Boot's spring-boot-starter-jdbc brings it), or remove joinTransaction.");
       }
     }
   }

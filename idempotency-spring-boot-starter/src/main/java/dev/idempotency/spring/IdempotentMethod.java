@@ -155,20 +155,22 @@ final class IdempotentMethod {
   /** Refuses what a joining method cannot be: asynchronous, or its own transaction's owner. */
   private static void checkJoining(String where, Method method, Class<?> userClass, Kind kind) {
     if (kind == Kind.STAGE || kind == Kind.MONO) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           where
               + " has joinTransaction = true and returns "
               + (kind == Kind.STAGE ? "a CompletionStage" : "a Mono")
               + ": a transaction is bound to the calling thread, and an asynchronous result would"
-              + " complete outside it; return the value itself");
+              + " complete outside it.",
+          "Return the value itself, or remove joinTransaction.");
     }
     if (isTransactional(method) || isTransactional(userClass)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           where
               + " has joinTransaction = true and is itself @Transactional: its transaction would"
-              + " begin inside the guard, after the claim; remove @Transactional from it and call"
+              + " begin inside the guard, after the claim.",
+          "Remove @Transactional from it and call"
               + " it from inside a transaction (the caller's @Transactional method or a"
-              + " TransactionTemplate)");
+              + " TransactionTemplate).");
     }
   }
 
@@ -225,7 +227,9 @@ final class IdempotentMethod {
     for (int i = 0; i < types.length; i++) {
       if (SendContext.class.equals(types[i])) {
         if (index >= 0) {
-          throw new IllegalStateException(where + " declares more than one SendContext parameter");
+          throw new IdempotencyConfigurationException(
+              where + " declares more than one SendContext parameter.",
+              "Keep one SendContext parameter.");
         }
         index = i;
       }
@@ -236,7 +240,10 @@ final class IdempotentMethod {
   private static Expression parse(
       String where, String attribute, String source, SpelExpressionParser parser) {
     if (source.isBlank()) {
-      throw new IllegalStateException(where + " has an empty " + attribute + " expression");
+      throw new IdempotencyConfigurationException(
+          where + " has an empty " + attribute + " expression.",
+          "Write a SpEL expression over the method's parameters, such as #orderId"
+              + ("key".equals(attribute) ? "." : ", or leave " + attribute + " out."));
     }
     return ExpressionAttributes.parse(where, attribute, source, parser);
   }

@@ -114,21 +114,22 @@ final class JoinedCalls {
 
   private static DataSource dataSourceOf(IdempotentMethod method, KeyStore store) {
     if (!(store instanceof JdbcKeyStore jdbc)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           method.where()
               + " has joinTransaction = true, but the idempotency store is "
               + store.kind()
               + ", not the JDBC store: only a JdbcKeyStore on the application's DataSource can"
-              + " join its transaction; use the JDBC store or remove joinTransaction");
+              + " join its transaction.",
+          "Use the JDBC store or remove joinTransaction.");
     }
     return jdbc.dataSource()
         .orElseThrow(
             () ->
-                new IllegalStateException(
+                new IdempotencyConfigurationException(
                     method.where()
                         + " has joinTransaction = true, but the JdbcKeyStore was not built on a"
-                        + " DataSource, so no Spring transaction can hold it; build it with"
-                        + " JdbcKeyStore.builder(dataSource)"));
+                        + " DataSource, so no Spring transaction can hold it.",
+                    "Build it with JdbcKeyStore.builder(dataSource)."));
   }
 
   /** What the active transaction holds (its DataSources), for the message of a wrong one. */

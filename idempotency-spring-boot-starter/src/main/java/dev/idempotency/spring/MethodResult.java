@@ -31,38 +31,42 @@ record MethodResult(Kind kind, Type type) {
     }
     if (CompletionStage.class.isAssignableFrom(raw)) {
       if (raw != CompletionStage.class && raw != CompletableFuture.class) {
-        throw new IllegalStateException(
-            where + " returns " + raw.getName() + "; declare CompletionStage or CompletableFuture");
+        throw new IdempotencyConfigurationException(
+            where + " returns " + raw.getName() + ", a stage type that is not supported.",
+            "Declare CompletionStage or CompletableFuture.");
       }
       ResolvableType value = returnType.as(CompletionStage.class).getGeneric(0);
       if (value.resolve() == null || value.hasUnresolvableGenerics()) {
-        throw new IllegalStateException(
-            where
-                + " returns a stage of an unknown type; declare it, as in CompletionStage<Receipt>");
+        throw new IdempotencyConfigurationException(
+            where + " returns a stage of an unknown type, so its result cannot be stored.",
+            "Declare its type, as in CompletionStage<Receipt>.");
       }
       return new MethodResult(Kind.STAGE, concrete(value));
     }
     if (raw.getName().equals(MONO_CLASS)) {
       ResolvableType value = returnType.getGeneric(0);
       if (value.resolve() == null || value.hasUnresolvableGenerics()) {
-        throw new IllegalStateException(
-            where + " returns a Mono of an unknown type; declare it, as in Mono<Receipt>");
+        throw new IdempotencyConfigurationException(
+            where + " returns a Mono of an unknown type, so its result cannot be stored.",
+            "Declare its type, as in Mono<Receipt>.");
       }
       Class<?> element = value.resolve(Object.class);
       return new MethodResult(Kind.MONO, element == Void.class ? Void.class : concrete(value));
     }
     if (isReactive(raw)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           where
               + " returns "
               + raw.getName()
               + ", which is not supported: a stream of elements is not one result to store and"
-              + " replay; return a Mono (of a List, to keep several elements) or a"
-              + " CompletionStage");
+              + " replay.",
+          "Return a Mono (of a List, to keep several elements) or a CompletionStage.");
     }
     if (returnType.hasUnresolvableGenerics()) {
-      throw new IllegalStateException(
-          where + " returns a type that cannot be resolved for " + targetClass.getName());
+      throw new IdempotencyConfigurationException(
+          where + " returns a type that cannot be resolved for " + targetClass.getName() + ".",
+          "Declare a return type without unresolved type variables, so that its result can be"
+              + " stored and replayed.");
     }
     return new MethodResult(Kind.VALUE, concrete(returnType));
   }

@@ -27,11 +27,9 @@ public final class NameAttribute {
   public static String of(String where, String text, Class<?> userClass, Method method) {
     String name = text.isEmpty() ? userClass.getSimpleName() + "." + method.getName() : text;
     if (!IdempotencyKey.isOperationName(name)) {
-      throw new IllegalStateException(
-          where
-              + ": the name '"
-              + name
-              + "' must be 1 to 64 characters of [A-Za-z0-9_.-]; set name = \"...\"");
+      throw new IdempotencyConfigurationException(
+          where + ": the name '" + name + "' must be 1 to 64 characters of [A-Za-z0-9_.-].",
+          "Set name = \"...\" to such a name.");
     }
     return name;
   }

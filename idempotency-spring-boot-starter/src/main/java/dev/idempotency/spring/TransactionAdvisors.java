@@ -30,16 +30,16 @@ public final class TransactionAdvisors {
       int order =
           advisor instanceof Ordered ordered ? ordered.getOrder() : Ordered.LOWEST_PRECEDENCE;
       if (isTransactional(advisor.getAdvice()) && order <= guardOrder) {
-        throw new IllegalStateException(
+        throw new IdempotencyConfigurationException(
             "Spring's transaction advisor has order "
                 + order
                 + ", so @Transactional would run outside "
                 + annotation
                 + " (order "
                 + guardOrder
-                + ") and an outcome could be recorded before a commit that fails; set the"
-                + " transaction order higher than the guard's (the default,"
-                + " @EnableTransactionManagement(order = Ordered.LOWEST_PRECEDENCE), is)");
+                + ") and an outcome could be recorded before a commit that fails.",
+            "Set the transaction order higher than the guard's (the default,"
+                + " @EnableTransactionManagement(order = Ordered.LOWEST_PRECEDENCE), is).");
       }
     }
   }

@@ -94,14 +94,18 @@ public final class TtlAttribute {
       try {
         ttl = DurationStyle.detectAndParse(text.strip());
       } catch (IllegalArgumentException e) {
-        throw new IllegalStateException(
-            where + ": " + source + " is not a duration such as PT72H or 72h");
+        throw new IdempotencyConfigurationException(
+            where + ": " + source + " is not a duration such as PT72H or 72h.",
+            "Write the window in Spring Boot's duration formats (PT72H, 72h, 30m).");
       }
     }
     try {
       IdempotencyWindows.requireValidTtl(ttl);
     } catch (IllegalArgumentException e) {
-      throw new IllegalStateException(where + ": " + source + ": " + e.getMessage());
+      throw new IdempotencyConfigurationException(
+          where + ": " + source + ": " + e.getMessage() + ".",
+          "Give it a window of at least 1 ms and at most 365 days (its ttl, or the property it"
+              + " names).");
     }
     if (lease != null && ttl.compareTo(lease) <= 0) {
       throw new IdempotencyConfigurationException(

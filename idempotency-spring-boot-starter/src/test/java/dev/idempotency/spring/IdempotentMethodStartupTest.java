@@ -220,7 +220,7 @@ class IdempotentMethodStartupTest {
     failsWith(
         ReturnsFlux.class,
         "returns reactor.core.publisher.Flux, which is not supported",
-        "return a Mono (of a List, to keep several elements)");
+        "Return a Mono (of a List, to keep several elements)");
     runner.withBean(ReturnsMono.class).run(context -> assertThat(context).hasNotFailed());
   }
 

@@ -2,6 +2,7 @@ package dev.idempotency.spring.autoconfigure;
 
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.actuate.Boot3IdempotencyHealthIndicator;
 import dev.idempotency.spring.actuate.IdempotencyEndpoint;
 import dev.idempotency.spring.actuate.IdempotencyEndpointWebExtension;
@@ -85,10 +86,11 @@ public final class IdempotencyActuatorAutoConfiguration {
       granting.add("management.endpoints.enabled-by-default=true");
     }
     if (!granting.isEmpty()) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           String.join(", ", granting)
               + " would give the idempotency Actuator endpoint unrestricted access, so that a"
-              + " DELETE could forget keys (and the next call send again). Name its access: "
+              + " DELETE could forget keys (and the next call send again).",
+          "Name its access: "
               + ACCESS
               + "=read-only to keep it read-only, or "
               + ACCESS

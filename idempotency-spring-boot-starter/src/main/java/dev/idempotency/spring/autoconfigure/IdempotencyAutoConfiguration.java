@@ -7,6 +7,7 @@ import dev.idempotency.IdempotencyObserver;
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.micrometer.MicrometerIdempotencyObserver;
 import dev.idempotency.spi.KeyStore;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.IdempotentMethodAdvisor;
 import dev.idempotency.spring.Jackson2JsonCodecs;
 import dev.idempotency.spring.Jackson3JsonCodecs;
@@ -178,11 +179,15 @@ public final class IdempotencyAutoConfiguration {
           find(available, wanted)
               .orElseThrow(
                   () ->
-                      new IllegalStateException(
+                      new IdempotencyConfigurationException(
                           "idempotency.store="
                               + wanted.name().toLowerCase(Locale.ROOT)
                               + " but the application has no "
-                              + missing(wanted)));
+                              + missing(wanted)
+                              + ".",
+                          "Define that bean (or add what the auto-configuration builds it"
+                              + " from), or set idempotency.store to a store the application"
+                              + " has (auto chooses one)."));
     }
     log.info(
         "Idempotency store: {} ({}){}",
@@ -223,12 +228,14 @@ public final class IdempotencyAutoConfiguration {
 
   private static void requireOperationName(String operation) {
     if (!dev.idempotency.IdempotencyKey.isOperationName(operation)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           "idempotency.operations."
               + operation
               + ": '"
               + operation
-              + "' is not an operation name (1 to 64 characters of [A-Za-z0-9_.-])");
+              + "' is not an operation name (1 to 64 characters of [A-Za-z0-9_.-]).",
+          "Key idempotency.operations by the operation's name (@Idempotent(name = ...) or its"
+              + " default, such as Mailer.send).");
     }
   }
 

@@ -150,9 +150,18 @@ final class StoreConfigurations {
         matchIfMissing = true)
     JdbcPurgeSchedule idempotencyJdbcPurgeSchedule(
         ObjectProvider<KeyStore> store, IdempotencyProperties properties) {
-      return new JdbcPurgeSchedule(
-          () -> store.getIfUnique() instanceof JdbcKeyStore jdbc ? jdbc : null,
-          properties.getJdbc().getPurge());
+      try {
+        return new JdbcPurgeSchedule(
+            () -> store.getIfUnique() instanceof JdbcKeyStore jdbc ? jdbc : null,
+            properties.getJdbc().getPurge());
+      } catch (IllegalArgumentException e) {
+        // the message names the property; no cause, so that this is the root cause Boot shows
+        throw new IdempotencyConfigurationException(
+            e.getMessage() + ".",
+            "Set idempotency.jdbc.purge.interval to a positive duration (such as 1h) and"
+                + " idempotency.jdbc.purge.batch-size to 1 or more, or set"
+                + " idempotency.jdbc.purge.enabled=false and purge expired rows yourself.");
+      }
     }
   }
 

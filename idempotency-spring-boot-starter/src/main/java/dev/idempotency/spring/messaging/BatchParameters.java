@@ -1,5 +1,6 @@
 package dev.idempotency.spring.messaging;
 
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import java.lang.annotation.Annotation;
 import java.lang.reflect.Method;
 import java.lang.reflect.Parameter;
@@ -53,13 +54,14 @@ final class BatchParameters {
     int batch = -1;
     for (int i = 0; i < parameters.length; i++) {
       if (isKafkaConsumerRecords(parameters[i].getType())) {
-        throw new IllegalStateException(
+        throw new IdempotencyConfigurationException(
             where
                 + " takes its batch as Kafka's "
                 + parameters[i].getType().getSimpleName()
                 + ", which the starter cannot hand out message by message (each message's key,"
-                + " lease check and failure index); take the batch as List<ConsumerRecord<K, V>>"
-                + " (or List<Message<?>>, or a List of payloads)");
+                + " lease check and failure index).",
+            "Take the batch as List<ConsumerRecord<K, V>> (or List<Message<?>>, or a List of"
+                + " payloads).");
       }
       if (batch < 0
           && List.class.isAssignableFrom(parameters[i].getType())
@@ -68,11 +70,12 @@ final class BatchParameters {
       }
     }
     if (batch < 0 && declaresKafkaBatch(method)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           where
               + " is a batch listener (@KafkaListener(batch = \"true\")) with no List parameter"
-              + " to take its batch: the starter reads a batch only from a List"
-              + " (List<ConsumerRecord<K, V>>, List<Message<?>> or a List of payloads)");
+              + " to take its batch: the starter reads a batch only from a List.",
+          "Take the batch as a List (List<ConsumerRecord<K, V>>, List<Message<?>> or a List of"
+              + " payloads), or make it a record listener.");
     }
     return batch;
   }
@@ -97,12 +100,14 @@ final class BatchParameters {
             + method.getName()
             + "(..)";
     if (indexOf(where, method) < 0) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           where
               + " is a batch listener (its container factory is one, such as Boot's"
               + " spring.kafka.listener.type=batch) with no List parameter to take its batch: the"
-              + " starter reads a batch only from a List (List<ConsumerRecord<K, V>>,"
-              + " List<Message<?>> or a List of payloads)");
+              + " starter reads a batch only from a List.",
+          "Take the batch as a List (List<ConsumerRecord<K, V>>, List<Message<?>> or a List of"
+              + " payloads), or give this listener a container factory that is not a batch"
+              + " one.");
     }
   }
 

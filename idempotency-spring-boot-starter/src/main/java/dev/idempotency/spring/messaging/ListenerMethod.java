@@ -2,6 +2,7 @@ package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.spring.ExpressionAttributes;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.KeyValues;
 import dev.idempotency.spring.NameAttribute;
 import dev.idempotency.spring.TtlAttribute;
@@ -108,8 +109,8 @@ final class ListenerMethod {
     boolean defaultName = annotation.name().isEmpty();
     String name = NameAttribute.of(where, annotation.name(), userClass, method);
     if (!annotation.key().isEmpty() && !annotation.header().isEmpty()) {
-      throw new IllegalStateException(
-          where + " names both a key expression and a header; keep one of them");
+      throw new IdempotencyConfigurationException(
+          where + " names both a key expression and a header.", "Keep one of them.");
     }
     int batchIndex = BatchParameters.indexOf(where, method);
     Expression key = null;
@@ -117,7 +118,10 @@ final class ListenerMethod {
     boolean keyReadsHeaders = true;
     if (!annotation.key().isEmpty()) {
       if (annotation.key().isBlank()) {
-        throw new IllegalStateException(where + " has a blank key expression");
+        throw new IdempotencyConfigurationException(
+            where + " has a blank key expression.",
+            "Write a SpEL expression over the payload (such as \"#event.orderId\"), or set"
+                + " header instead.");
       }
       key = ExpressionAttributes.parse(where, "key", annotation.key(), parser);
       keyReadsHeaders =
@@ -125,12 +129,13 @@ final class ListenerMethod {
     } else {
       header = annotation.header().isEmpty() ? defaultHeader : annotation.header();
       if (header == null || header.isBlank()) {
-        throw new IllegalStateException(
+        throw new IdempotencyConfigurationException(
             where
-                + " names no key: set key (SpEL over the payload, such as \"#event.orderId\") or"
+                + " names no key: the broker's message id or offset is never used, since a"
+                + " producer that publishes an event twice gives it two.",
+            "Set key (SpEL over the payload, such as \"#event.orderId\") or"
                 + " header (such as \"Idempotency-Key\"), or the property"
-                + " idempotency.messaging.header. The broker's message id or offset is never"
-                + " used: a producer that publishes an event twice gives it two");
+                + " idempotency.messaging.header.");
       }
     }
     Duration ttl = TtlAttribute.parse(where, annotation.ttl(), name, ttlOf, lease);

@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.spring.DefaultOperationNames;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.Idempotent;
 import java.lang.reflect.Method;
 import java.time.Duration;
@@ -91,13 +92,14 @@ final class ListenerMethods {
       return Optional.empty();
     }
     if (AnnotatedElementUtils.hasAnnotation(specific, Idempotent.class)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           "@IdempotentListener and @Idempotent on "
               + targetClass.getName()
               + "."
               + method.getName()
-              + "(..): keep @IdempotentListener, which also tells the broker what to do with"
-              + " each delivery");
+              + "(..): the delivery would be guarded twice.",
+          "Keep @IdempotentListener, which also tells the broker what to do with each"
+              + " delivery.");
     }
     ListenerMethod found =
         ListenerMethod.of(

@@ -1,6 +1,7 @@
 package dev.idempotency.spring.web;
 
 import dev.idempotency.SendContext;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.util.Arrays;
@@ -109,13 +110,13 @@ final class EndpointStartupChecks {
     Class<?> returned = method.getReturnType();
     if (!CompletionStage.class.isAssignableFrom(returned)
         && ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned) != null) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + " returns "
               + returned.getName()
               + UNFOLLOWED_REACTIVE
-              + ", and a retry would send again; return a CompletableFuture (mono.toFuture()), or"
-              + " serve it from Spring WebFlux");
+              + ", and a retry would send again.",
+          "Return a CompletableFuture (mono.toFuture()), or serve it from Spring WebFlux.");
     }
     Class<?> entityBody =
         HttpEntity.class.isAssignableFrom(returned)
@@ -126,52 +127,55 @@ final class EndpointStartupChecks {
             : null;
     if (entityBody != null
         && ReactiveAdapterRegistry.getSharedInstance().getAdapter(entityBody) != null) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + " returns a "
               + returned.getSimpleName()
               + " of "
               + entityBody.getName()
               + UNFOLLOWED_REACTIVE
-              + ", and a retry would send again; return a CompletableFuture of the entity, or serve"
-              + " it from Spring WebFlux");
+              + ", and a retry would send again.",
+          "Return a CompletableFuture of the entity, or serve it from Spring WebFlux.");
     }
     if (CompletionStage.class.isAssignableFrom(returned)
         && returned != CompletionStage.class
         && returned != CompletableFuture.class) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + " returns "
               + returned.getName()
               + ", a subtype of CompletionStage, which is not supported: its late result is not"
               + " followed across a container timeout (its key would be released while its send"
-              + " runs); declare the return type CompletableFuture or CompletionStage");
+              + " runs).",
+          "Declare the return type CompletableFuture or CompletionStage.");
     }
     if (LISTENABLE_FUTURE != null && LISTENABLE_FUTURE.isAssignableFrom(returned)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + " returns "
               + returned.getName()
               + ", a ListenableFuture, which is not supported: its late result is not followed"
-              + " across a container timeout; return listenableFuture.completable()");
+              + " across a container timeout.",
+          "Return listenableFuture.completable().");
     }
     if (DeferredResult.class.isAssignableFrom(returned) && returned != DeferredResult.class) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + " returns "
               + returned.getName()
               + ", a subclass of DeferredResult, which is not supported: at a container timeout"
-              + " its key would be released while its send runs; return DeferredResult itself");
+              + " its key would be released while its send runs.",
+          "Return DeferredResult itself.");
     }
     if (Callable.class.isAssignableFrom(returned) && returned != Callable.class) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + " returns "
               + returned.getName()
               + ", a subtype of Callable, which is not supported: its work cannot be shielded from"
               + " Spring MVC's interrupt at a timeout (a send cut off after the provider accepted"
-              + " it would be released and sent again), nor released if its task never ran; declare"
-              + " the return type Callable");
+              + " it would be released and sent again), nor released if its task never ran.",
+          "Declare the return type Callable.");
     }
   }
 
@@ -180,12 +184,13 @@ final class EndpointStartupChecks {
       IdempotentEndpoints.Endpoint endpoint, HandlerMethod handler, Class<?> advisorType) {
     Method method = handler.getMethod();
     if (Modifier.isFinal(method.getModifiers()) || Modifier.isPrivate(method.getModifiers())) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + ": the method is "
               + (Modifier.isPrivate(method.getModifiers()) ? "private" : "final")
               + ", so Spring AOP cannot see the handler start, and the response could never be"
-              + " stored; make it public and not final");
+              + " stored.",
+          "Make it public and not final.");
     }
     Object bean = singleton(handler);
     if (bean == null) {
@@ -199,12 +204,14 @@ final class EndpointStartupChecks {
                 .orElse(null)
             : null;
     if (ours == null) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + ": its bean is not advised by the "
               + advisorType.getSimpleName()
-              + " (is its class final, or the auto-proxy creator off?), so the handler start cannot be seen and the"
-              + " response could never be stored");
+              + " (is its class final, or the auto-proxy creator off?), so the handler start cannot"
+              + " be seen and the response could never be stored.",
+          "Let Spring proxy the controller: a class that is not final, and Spring's auto-proxy"
+              + " creator on (the auto-configuration registers it).");
     }
     innermost((Advised) bean, ours, endpoint);
   }
@@ -223,12 +230,13 @@ final class EndpointStartupChecks {
       return;
     }
     if (proxy.isFrozen()) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           endpoint.where()
               + ": its proxy is frozen with advice inside the "
               + ours.getClass().getSimpleName()
               + ", so a call that advice refuses before the method body (method validation) would"
-              + " count as a started handler and its refusal be stored; do not freeze the proxy");
+              + " count as a started handler and its refusal be stored.",
+          "Do not freeze the proxy.");
     }
     proxy.removeAdvisor(ours);
     proxy.addAdvisor(ours);
@@ -242,10 +250,10 @@ final class EndpointStartupChecks {
       annotatedOnlyBehindAnInterface(handler);
     }
     if (endpoint == null && Arrays.asList(method.getParameterTypes()).contains(SendContext.class)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           IdempotentEndpoints.describe(method)
-              + " takes a SendContext, which only @IdempotentEndpoint handlers get; annotate it"
-              + " or remove the parameter");
+              + " takes a SendContext, which only @IdempotentEndpoint handlers get.",
+          "Annotate it with @IdempotentEndpoint, or remove the parameter.");
     }
     return endpoint;
   }
@@ -264,12 +272,12 @@ final class EndpointStartupChecks {
         AopUtils.getMostSpecificMethod(handler.getMethod(), AopUtils.getTargetClass(bean));
     if (!implementation.equals(handler.getMethod())
         && AnnotatedElementUtils.hasAnnotation(implementation, IdempotentEndpoint.class)) {
-      throw new IllegalStateException(
+      throw new IdempotencyConfigurationException(
           IdempotentEndpoints.describe(implementation)
               + " carries @IdempotentEndpoint, but its bean is a JDK proxy mapped through the"
-              + " interface method, which does not: the endpoint would not be guarded; annotate the"
-              + " interface method too, or let Spring proxy classes"
-              + " (spring.aop.proxy-target-class=true)");
+              + " interface method, which does not: the endpoint would not be guarded.",
+          "Annotate the interface method too, or let Spring proxy classes"
+              + " (spring.aop.proxy-target-class=true).");
     }
   }
 

@@ -2,6 +2,7 @@ package dev.idempotency.spring.web;
 
 import dev.idempotency.IdempotencyKey;
 import dev.idempotency.SendContext;
+import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.TtlAttribute;
 import java.lang.reflect.Method;
 import java.time.Duration;
@@ -106,18 +107,21 @@ public final class IdempotentEndpoints implements SmartInitializingSingleton, Be
     String where = "@IdempotentEndpoint on " + describe(method);
     String name = annotation.name().isEmpty() ? null : annotation.name();
     if (name != null && !IdempotencyKey.isOperationName(name)) {
-      throw new IllegalStateException(
-          where + ": the name '" + name + "' must be 1 to 64 characters of [A-Za-z0-9_.-]");
+      throw new IdempotencyConfigurationException(
+          where + ": the name '" + name + "' must be 1 to 64 characters of [A-Za-z0-9_.-].",
+          "Set name = \"...\" to such a name, or leave it out for the default.");
     }
     List<String> headers = new ArrayList<>();
     for (String header : annotation.headers()) {
       if (header.isBlank() || "Set-Cookie".equalsIgnoreCase(header.strip())) {
-        throw new IllegalStateException(
+        throw new IdempotencyConfigurationException(
             where
                 + ": headers must name response headers to replay, never Set-Cookie (a replay"
                 + " must not hand one client's cookie to another), was '"
                 + header
-                + "'");
+                + "'.",
+            "Remove it from headers; name only response headers that are the same for every"
+                + " client.");
       }
       headers.add(header.strip());
     }

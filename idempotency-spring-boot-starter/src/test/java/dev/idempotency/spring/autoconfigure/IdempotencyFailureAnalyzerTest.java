@@ -5,10 +5,14 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.Idempotent;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.web.IdempotentEndpoint;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.autoconfigure.ImportAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.diagnostics.FailureAnalysis;
@@ -16,6 +20,8 @@ import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
 
 /**
  * Issue 37 (a newcomer's findings): a start the starter refuses showed its message only at the
@@ -23,7 +29,8 @@ import org.springframework.context.annotation.Configuration;
  * reports it as "APPLICATION FAILED TO START" with the starter's problem under "Description" and
  * what to do under "Action" ({@link IdempotencyFailureAnalyzer}, registered in {@code
  * META-INF/spring.factories}): each case is a real {@code SpringApplication} run that fails, and
- * what Boot printed. On Boot 3.5 here, on Boot 4.0 in spring-boot-4-tests.
+ * what Boot printed, one refusal of each kind: the records table, a window, default names, a store
+ * property, a listener, an endpoint. On Boot 3.5 here, on Boot 4.0 in spring-boot-4-tests.
  */
 @ExtendWith(OutputCaptureExtension.class)
 class IdempotencyFailureAnalyzerTest {
@@ -58,6 +65,20 @@ class IdempotencyFailureAnalyzerTest {
     assertThat(refusal.getAction())
         .contains("Set idempotency.jdbc.initialize-schema=always")
         .contains("the DDL is dev/idempotency/jdbc/schema-h2.sql in the idempotency-jdbc jar");
+    assertReported(output, refusal);
+  }
+
+  @Test
+  void aPurgeIntervalThatIsNotPositiveIsReportedWithTheProperty(CapturedOutput output) {
+    IdempotencyConfigurationException refusal =
+        failedStart(
+            MissingTable.class,
+            "idempotency.jdbc.initialize-schema=always",
+            "idempotency.jdbc.purge.interval=0s");
+
+    assertThat(refusal.getProblem())
+        .isEqualTo("idempotency.jdbc.purge.interval must be positive, was PT0S.");
+    assertThat(refusal.getAction()).contains("idempotency.jdbc.purge.enabled=false");
     assertReported(output, refusal);
   }
 
@@ -136,26 +157,117 @@ class IdempotencyFailureAnalyzerTest {
     assertReported(output, refusal);
   }
 
+  /** Redis chosen by property, and no Redis client in the application. */
+  @Configuration(proxyBeanMethods = false)
+  @ImportAutoConfiguration(IdempotencyAutoConfiguration.class)
+  static class NoStoreForTheProperty {}
+
+  @Test
+  void aStorePropertyTheApplicationHasNoClientForIsReportedWithTheProperty(CapturedOutput output) {
+    IdempotencyConfigurationException refusal =
+        failedStart(NoStoreForTheProperty.class, "idempotency.store=redis");
+
+    assertThat(refusal.getProblem())
+        .startsWith("idempotency.store=redis but the application has no Lettuce connection");
+    assertThat(refusal.getAction()).contains("set idempotency.store to a store the application");
+    assertReported(output, refusal);
+  }
+
+  /** A listener that names no key, with the header property emptied. */
+  @Configuration(proxyBeanMethods = false)
+  @ImportAutoConfiguration({
+    IdempotencyAutoConfiguration.class,
+    IdempotencyMessagingAutoConfiguration.class
+  })
+  static class ListenerWithoutAKey {
+    @Bean
+    Deliveries deliveries() {
+      return new Deliveries();
+    }
+  }
+
+  static class Deliveries {
+    @IdempotentListener
+    public void onEvent(String event) {}
+  }
+
+  @Test
+  void aListenerThatNamesNoKeyIsReportedWithWhereTheKeyComesFrom(CapturedOutput output) {
+    IdempotencyConfigurationException refusal =
+        failedStart(
+            ListenerWithoutAKey.class, "idempotency.store=memory", "idempotency.messaging.header=");
+
+    assertThat(refusal.getProblem())
+        .startsWith("@IdempotentListener on " + Deliveries.class.getName() + ".onEvent(..)")
+        .contains("names no key")
+        .contains("message id or offset is never used");
+    assertThat(refusal.getAction())
+        .startsWith("Set key (SpEL over the payload")
+        .contains("idempotency.messaging.header");
+    assertReported(output, refusal);
+  }
+
+  /** A Spring MVC endpoint whose handler method is final: Spring AOP cannot see it start. */
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class FinalEndpoint {
+    @Bean
+    FinalHandler finalHandler() {
+      return new FinalHandler();
+    }
+  }
+
+  @RestController
+  static class FinalHandler {
+    @PostMapping("/analyzed/final")
+    @IdempotentEndpoint
+    public final String send() {
+      return "sent";
+    }
+  }
+
+  @Test
+  void aFinalEndpointMethodIsReportedWithTheMethodAndTheFix(CapturedOutput output) {
+    IdempotencyConfigurationException refusal =
+        failedStart(
+            FinalEndpoint.class,
+            WebApplicationType.SERVLET,
+            "idempotency.store=memory",
+            "server.port=0");
+
+    assertThat(refusal.getProblem())
+        .startsWith("@IdempotentEndpoint on " + FinalHandler.class.getName() + ".send(")
+        .contains("the method is final");
+    assertThat(refusal.getAction()).isEqualTo("Make it public and not final.");
+    assertReported(output, refusal);
+  }
+
   /**
    * Runs the application, which must fail; checks that the analyzer finds the starter's refusal
    * under what Spring wrapped it in, and returns the refusal.
    */
   private static IdempotencyConfigurationException failedStart(
       Class<?> application, String... properties) {
+    return failedStart(application, WebApplicationType.NONE, properties);
+  }
+
+  private static IdempotencyConfigurationException failedStart(
+      Class<?> application, WebApplicationType type, String... properties) {
     Throwable failure =
         catchThrowable(
             () ->
                 new SpringApplicationBuilder(application)
-                    .web(WebApplicationType.NONE)
+                    .web(type)
                     .properties("spring.main.banner-mode=off")
                     .properties(properties)
                     .run()
                     .close());
     assertThat(failure).as("the start's failure").isNotNull();
-    assertThat(failure)
-        .as("Spring wraps the refusal (so its message alone would be at the bottom)")
-        .isNotInstanceOf(IdempotencyConfigurationException.class)
-        .hasRootCauseInstanceOf(IdempotencyConfigurationException.class);
+    assertThat(rootCause(failure))
+        .as(
+            "the refusal, as Spring threw it (most wrapped in a BeanCreationException or two, so"
+                + " that its message alone would be at the bottom; the endpoint checks unwrapped)")
+        .isInstanceOf(IdempotencyConfigurationException.class);
     IdempotencyConfigurationException refusal =
         (IdempotencyConfigurationException) rootCause(failure);
     FailureAnalysis analysis = new IdempotencyFailureAnalyzer().analyze(failure);
