@@ -14,6 +14,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
@@ -161,6 +163,59 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     }
   }
 
+  /**
+   * OPEN FINDING (low-medium, SPEC 13: a request timeout answers the client; no second send). The
+   * send happens in the guarded {@code Callable}'s work, whose result is async work again: a {@code
+   * StreamingResponseBody} writing the receipt, or a {@code Callable}, which Spring MVC runs after
+   * the first result's dispatch, on the same executor. The second stage is queued behind another
+   * task (the first stage hands the executor a task that holds its only thread, so the order is
+   * deterministic). Its shield sets the work back from STARTED to QUEUED ({@code
+   * AsyncWork.workQueued}), so the timeout abandons it; by reading, {@code
+   * AsyncTimeouts.handleTimeout} then answers with the first stage's result ({@code
+   * AsyncWork.earlyResult}), which Spring MVC dispatches and queues again, and the decision being
+   * taken once, each later timeout does the same: the client gets no answer while the executor is
+   * busy (here 15 s, with a 1 s request timeout), then the work's answer. SPEC 1 holds: one send,
+   * the retry a replay. Fails on both rows, Boot 3.5 and Boot 4.0, commit c1701d4: "the first
+   * request answered at its timeout: sends while the executor was held 1, first answer (only once
+   * the executor was freed) 201 {"send":1}, last 201 replayed=true {"send":1}". 16-17 s per row.
+   */
+  @Tag("open-finding")
+  @ParameterizedTest
+  @ValueSource(strings = {"/probeG/callable-then-stream", "/probeG/callable-then-callable"})
+  void aCallableThatReturnedMoreAsyncWorkIsAnsweredAtItsTimeoutAndSendsOnce(String path)
+      throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch release = new CountDownLatch(1);
+    QueuedWork.release = release;
+    QueuedWork.blockStarted = new CountDownLatch(1);
+    CompletableFuture<HttpResponse<byte[]>> first = sendAsync(path, key);
+    boolean answeredWhileHeld;
+    int sendsWhileHeld;
+    try {
+      // the second stage times out 1 s after it was queued: 15 s is ample
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
+      while (!first.isDone() && System.nanoTime() < deadline) {
+        Thread.sleep(20);
+      }
+      answeredWhileHeld = first.isDone();
+      sendsWhileHeld = QueuedWork.sendsOf(key);
+    } finally {
+      release.countDown();
+    }
+    String firstAnswer = MvcProbes.answerOf(first);
+
+    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    String seen =
+        String.format(
+            "sends while the executor was held %d, first answer (%s) %s, last %s",
+            sendsWhileHeld,
+            answeredWhileHeld ? "while held" : "only once the executor was freed",
+            firstAnswer,
+            MvcProbes.replayed(last));
+    assertThat(QueuedWork.sendsOf(key)).as("sends for the key: " + seen).isEqualTo(1);
+    assertThat(answeredWhileHeld).as("the first request answered at its timeout: " + seen).isTrue();
+  }
+
   /** Runs {@code request} while the executor's only thread is held; frees it after. */
   private HttpResponse<byte[]> whileExecutorHeld(Callable<HttpResponse<byte[]>> request)
       throws Exception {
@@ -214,6 +269,61 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static volatile CountDownLatch blockStarted = new CountDownLatch(1);
     static volatile CountDownLatch release = new CountDownLatch(1);
+
+    private final Executor executor;
+
+    QueuedWork(@Qualifier("applicationTaskExecutor") Executor executor) {
+      this.executor = executor;
+    }
+
+    /**
+     * Hands the async executor a task that holds its only thread until the test releases it: queued
+     * behind the running task, so it runs before any work queued after this call.
+     */
+    private void holdTheExecutorNext() {
+      CountDownLatch started = blockStarted;
+      CountDownLatch held = release;
+      executor.execute(
+          () -> {
+            started.countDown();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (held.getCount() > 0 && System.nanoTime() < deadline) {
+              try {
+                held.await(100, TimeUnit.MILLISECONDS);
+              } catch (InterruptedException e) {
+                // keep the thread busy until released
+              }
+            }
+          });
+    }
+
+    /** Sends in its Callable, then streams the receipt (Spring MVC's second async stage). */
+    @PostMapping("/probeG/callable-then-stream")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<StreamingResponseBody>> callableThenStream(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> {
+        int n = send(key);
+        holdTheExecutorNext();
+        return ResponseEntity.status(201)
+            .contentType(MediaType.APPLICATION_JSON)
+            .body(out -> out.write(("{\"send\":" + n + "}").getBytes(StandardCharsets.UTF_8)));
+      };
+    }
+
+    /** Sends in its Callable, then formats the answer in a second Callable. */
+    @PostMapping("/probeG/callable-then-callable")
+    @IdempotentEndpoint
+    public Callable<Callable<ResponseEntity<Map<String, Object>>>> callableThenCallable(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> {
+        int n = send(key);
+        holdTheExecutorNext();
+        return () -> ResponseEntity.status(201).body(Map.of("send", n));
+      };
+    }
 
     static int sendsOf(String key) {
       AtomicInteger n = sends.get(key);
