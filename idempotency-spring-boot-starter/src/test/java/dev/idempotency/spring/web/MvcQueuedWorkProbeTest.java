@@ -216,6 +216,50 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     assertThat(answeredWhileHeld).as("the first request answered at its timeout: " + seen).isTrue();
   }
 
+  /**
+   * OPEN FINDING (high: a second send, and a replay of an answer the request never produced; SPEC
+   * 1). A {@code Callable} that returns at once more async work, which sends and runs past the
+   * request timeout (1 s), nothing queued behind anything: a second {@code Callable} (run on the
+   * executor's thread), or a {@code CompletableFuture} completed by a thread of the application's.
+   * At the timeout the first stage's result (that second {@code Callable} or future) is the work's
+   * "early result" ({@code AsyncWork.earlyResult}, set by the first stage's {@code postProcess}),
+   * so the call is not detached. By reading: {@code AsyncTimeouts.detach} stores that result as the
+   * late answer ({@code detachWithEarlyResult}: rendered as a 200 with no body) and the timeout
+   * answers with it, so Spring MVC dispatches it and runs the second stage again. Fails on the
+   * Callable row, Boot 3.5 and Boot 4.0, commit c1701d4: "sends for the key (while the first send
+   * was held 1; first answer 201 {"send":1}; last 200 replayed=true ) expected: 1 but was: 2": the
+   * client got no answer at its timeout (only once the held send ended), the second run sent again
+   * once the first freed the executor's thread, and the retry is a replay of an empty 200. About 25
+   * s per row.
+   */
+  @Tag("open-finding")
+  @ParameterizedTest
+  @ValueSource(strings = {"/probeG/callable-then-slow", "/probeG/callable-then-future"})
+  void aCallableWhoseSecondStageOutlivesTheTimeoutSendsOnce(String path) throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch slow = new CountDownLatch(1);
+    QueuedWork.slowSend = slow;
+    CompletableFuture<HttpResponse<byte[]>> first = sendAsync(path, key);
+    int sendsWhileHeld;
+    try {
+      // a second send would come 1 s after the first; 10 s is ample
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (QueuedWork.sendsOf(key) < 2 && System.nanoTime() < deadline) {
+        Thread.sleep(20);
+      }
+      sendsWhileHeld = QueuedWork.sendsOf(key);
+    } finally {
+      slow.countDown();
+    }
+    String firstAnswer = MvcProbes.answerOf(first);
+    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    assertThat(QueuedWork.sendsOf(key))
+        .as(
+            "sends for the key (while the first send was held %d; first answer %s; last %s)",
+            sendsWhileHeld, firstAnswer, MvcProbes.replayed(last))
+        .isEqualTo(1);
+  }
+
   /** Runs {@code request} while the executor's only thread is held; frees it after. */
   private HttpResponse<byte[]> whileExecutorHeld(Callable<HttpResponse<byte[]>> request)
       throws Exception {
@@ -322,6 +366,66 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
         int n = send(key);
         holdTheExecutorNext();
         return () -> ResponseEntity.status(201).body(Map.of("send", n));
+      };
+    }
+
+    static volatile CountDownLatch slowSend = new CountDownLatch(0);
+
+    /**
+     * Returns at once a second Callable, which sends, then waits (up to 20 s) for the test: past
+     * the request timeout.
+     */
+    @PostMapping("/probeG/callable-then-slow")
+    @IdempotentEndpoint
+    public Callable<Callable<ResponseEntity<Map<String, Object>>>> callableThenSlow(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch held = slowSend;
+      return () ->
+          () -> {
+            int n = send(key);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (held.getCount() > 0 && System.nanoTime() < deadline) {
+              try {
+                held.await(100, TimeUnit.MILLISECONDS);
+              } catch (InterruptedException e) {
+                // the provider call goes on
+              }
+            }
+            return ResponseEntity.status(201).body(Map.of("send", n));
+          };
+    }
+
+    /**
+     * Returns at once a future that a thread of its own completes once it sent and waited (up to 20
+     * s) for the test: past the request timeout.
+     */
+    @PostMapping("/probeG/callable-then-future")
+    @IdempotentEndpoint
+    public Callable<CompletableFuture<ResponseEntity<Map<String, Object>>>> callableThenFuture(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch held = slowSend;
+      return () -> {
+        CompletableFuture<ResponseEntity<Map<String, Object>>> result = new CompletableFuture<>();
+        Thread provider =
+            new Thread(
+                () -> {
+                  int n = send(key);
+                  long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                  while (held.getCount() > 0 && System.nanoTime() < deadline) {
+                    try {
+                      held.await(100, TimeUnit.MILLISECONDS);
+                    } catch (InterruptedException e) {
+                      // the provider call goes on
+                    }
+                  }
+                  result.complete(ResponseEntity.status(201).body(Map.of("send", n)));
+                },
+                "probeG-provider");
+        provider.setDaemon(true);
+        provider.start();
+        return result;
       };
     }
 
