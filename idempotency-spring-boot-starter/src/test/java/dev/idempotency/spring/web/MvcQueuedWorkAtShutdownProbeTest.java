@@ -1,0 +1,112 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.IdempotencyGuard;
+import dev.idempotency.spring.web.MvcQueuedWorkProbeTest.QueuedWork;
+import dev.idempotency.testservers.Poll;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.context.ConfigurableApplicationContext;
+
+/**
+ * Probe (probeG) of c1bdd8f, the shutdown side of {@link MvcQueuedWorkProbeTest}: work still queued
+ * in Spring MVC's async executor (one thread, held by an unguarded request) when the server stops
+ * is abandoned and its key released, "nothing was sent" (docs/spring-boot.md, "Shutdown", step 3).
+ * Here the guarded handler sent in its method body before it returned the queued work (a {@code
+ * StreamingResponseBody} writing the receipt, or a {@code Callable} formatting it). Redis, graceful
+ * phase 1 s, then a restart on the same store and the retry.
+ */
+class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
+
+  private int port;
+
+  @Override
+  public int port() {
+    return port;
+  }
+
+  @Override
+  public int runs() {
+    return QueuedWork.entered.get();
+  }
+
+  private static ConfigurableApplicationContext start() {
+    return MvcProbes.startOn(
+        MvcQueuedWorkProbeTest.QueuedWorkApplication.class,
+        "redis",
+        new CountDownLatch(1),
+        "spring.lifecycle.timeout-per-shutdown-phase=1s",
+        "spring.mvc.async.request-timeout=120s",
+        "spring.task.execution.pool.core-size=1",
+        "spring.task.execution.pool.max-size=1");
+  }
+
+  private static boolean isClosed(IdempotencyGuard guard) {
+    try {
+      guard.execute("probe-closing:" + UUID.randomUUID(), Duration.ofMinutes(1), c -> "nothing");
+      return false;
+    } catch (IllegalStateException closed) {
+      return true;
+    }
+  }
+
+  /**
+   * OPEN FINDING (medium-high, a second send; SPEC 1): the handler method sent, its queued work is
+   * abandoned at the shutdown and the key released; the retry after the restart runs the handler
+   * again and sends a second time. Same cause as {@link
+   * MvcQueuedWorkProbeTest#aHandlerThatSentBeforeItsWorkWasQueuedIsNotRunAgainByTheRetry}. Fails on
+   * both rows, Boot 3.5 and Boot 4.0, commit c1701d4: "sends for the key (before the restart 1;
+   * first answer no answer: ... header parser received no bytes; after the restart 201
+   * replayed=null {"send":2}) expected: 1 but was: 2". 6-17 s per row.
+   */
+  @Tag("open-finding")
+  @ParameterizedTest
+  @ValueSource(strings = {"/probeG/send-then-stream", "/probeG/send-then-callable"})
+  void aHandlerThatSentBeforeItsWorkWasQueuedIsNotRunAgainAfterTheRestart(String path)
+      throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch release = new CountDownLatch(1);
+    QueuedWork.release = release;
+    QueuedWork.blockStarted = new CountDownLatch(1);
+    ConfigurableApplicationContext first = start();
+    CompletableFuture<Void> closed;
+    CompletableFuture<HttpResponse<byte[]>> answered;
+    try {
+      port = MvcProbes.portOf(first);
+      IdempotencyGuard guard = first.getBean(IdempotencyGuard.class);
+      MvcProbes.postAsync(this, "/probeG/block", null);
+      assertThat(QueuedWork.blockStarted.await(30, TimeUnit.SECONDS))
+          .as("the blocking task holds the executor's only thread")
+          .isTrue();
+      answered = MvcProbes.postAsync(this, path, key);
+      Poll.within(Duration.ofSeconds(30))
+          .until("the handler method sent", () -> QueuedWork.sendsOf(key) == 1);
+      closed = CompletableFuture.runAsync(first::close);
+      Poll.within(Duration.ofSeconds(60)).until("the guard closing", () -> isClosed(guard));
+    } finally {
+      release.countDown();
+    }
+    closed.get(60, TimeUnit.SECONDS);
+    String firstAnswer = MvcProbes.answerOf(answered);
+    int sendsBeforeRestart = QueuedWork.sendsOf(key);
+
+    HttpResponse<byte[]> retry;
+    try (ConfigurableApplicationContext second = start()) {
+      port = MvcProbes.portOf(second);
+      retry = MvcProbes.retryWhileInProgress(this, path, key);
+    }
+    assertThat(QueuedWork.sendsOf(key))
+        .as(
+            "sends for the key (before the restart %d; first answer %s; after the restart %s)",
+            sendsBeforeRestart, firstAnswer, MvcProbes.replayed(retry))
+        .isEqualTo(1);
+  }
+}
