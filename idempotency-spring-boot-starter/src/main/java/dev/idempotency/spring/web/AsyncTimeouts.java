@@ -142,10 +142,7 @@ final class AsyncTimeouts
   private synchronized Timeout decide(NativeWebRequest request) {
     if (timeout == null) {
       if (work.abandonQueuedWork()) {
-        // its work (a Callable's, a StreamingResponseBody's) still waits in Spring MVC's async
-        // executor, whose task Spring cancels at the timeout: it never runs, nothing was sent,
-        // and the request's end releases the key (a stream's too: nothing of it was written)
-        timeout = Timeout.NOT_DETACHED;
+        timeout = Timeout.NOT_DETACHED; // the request's end releases the key
       } else {
         timeout = cutAStream(request) ? Timeout.STREAM_CUT : detach(request);
       }

@@ -114,25 +114,18 @@ final class AsyncWork {
   /**
    * The request timed out while the handler's async work runs: from now on the request's own end
    * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
-   * #lateResult}), is rendered with {@code late} and stored.
+   * #lateResult}), is rendered with {@code late} and stored. Work still queued in Spring MVC's
+   * async executor is not detached but abandoned, by {@link #abandonQueuedWork}, which the caller
+   * asks first.
    *
-   * <p>{@code Callable} work still queued in Spring MVC's async executor is abandoned instead: at a
-   * timeout Spring MVC cancels its task, so it never runs and nothing is sent; the request's own
-   * end releases the key ({@link EndpointCall#finish(CapturingResponse)}), so that a retry runs the
-   * handler again.
-   *
-   * @return false if the call was already reported, its handler never started, its result came
-   *     already (it is the request's answer: {@link #earlyResult}) or its work never began
+   * @return false if the call was already reported, its handler never started, or its result came
+   *     already (it is the request's answer: {@link #earlyResult})
    */
   synchronized boolean detach(LateResponse late) {
     if (reported.get()
         || !handlerStarted.getAsBoolean()
         || this.late != null
         || earlyResult != NO_RESULT) {
-      return false;
-    }
-    if (work == Work.QUEUED) {
-      work = Work.ABANDONED;
       return false;
     }
     this.late = late;
@@ -164,10 +157,14 @@ final class AsyncWork {
   }
 
   /**
-   * The request timed out, or its async dispatch will not come (the server stopped), while its work
-   * waits in Spring MVC's async executor: abandoned, it never runs ({@link #workStarts}), so
-   * nothing was sent and the caller may release the key. Checked before anything else, a stream's
-   * work among others (a {@code StreamingResponseBody} runs there too).
+   * The one entry point of the rule for work queued in Spring MVC's async executor (a {@code
+   * Callable}'s, a {@code WebAsyncTask}'s, a {@code StreamingResponseBody}'s) whose request will
+   * never get its dispatch: the request timed out (Spring MVC cancels the task) or the server
+   * stopped (SPEC 14). Abandoned, it never runs ({@link #workStarts}), so nothing was sent, and the
+   * caller releases the key: at a timeout the request's own end does ({@link
+   * EndpointCall#finish(CapturingResponse)}, through {@link #workAbandoned}), at a shutdown {@link
+   * EndpointCall#dispatchLost}. Asked before anything else is decided ({@link #detach}, {@link
+   * #dispatchLost}, a stream cut short), a stream's work among others.
    *
    * @return true if the work was queued, not yet begun, and is now abandoned
    */
@@ -179,32 +176,21 @@ final class AsyncWork {
     return true;
   }
 
-  /** What {@link #dispatchLost} made of a request whose async dispatch will not come. */
-  enum LostDispatch {
-    /** Nothing to do: reported, detached already (a timeout), or its handler never started. */
-    NONE,
-    /** Its {@code Callable} work was still queued: abandoned, it never runs; nothing was sent. */
-    ABANDONED,
-    /** Detached: its result, come already or to come, is recorded as a late one. */
-    DETACHED
-  }
-
   /**
    * The request's async dispatch, where its outcome would be written, will not come: the server
    * stopped while the work ran (SPEC 14). As at a timeout ({@link #detach}), the work's result is
    * rendered with {@code late} and recorded when it comes, or now if it came already and waited for
-   * that dispatch; {@code Callable} work still queued in Spring MVC's async executor is abandoned
-   * instead (it never runs), so that the caller may release the key.
+   * that dispatch. Work still queued in Spring MVC's async executor is abandoned instead, by {@link
+   * #abandonQueuedWork}, which the caller asks first.
+   *
+   * @return false if there was nothing to do: reported, detached already (a timeout), or its
+   *     handler never started
    */
-  LostDispatch dispatchLost(LateResponse late) {
+  boolean dispatchLost(LateResponse late) {
     Object result;
     synchronized (this) {
       if (reported.get() || !handlerStarted.getAsBoolean() || this.late != null) {
-        return LostDispatch.NONE;
-      }
-      if (work == Work.QUEUED) {
-        work = Work.ABANDONED;
-        return LostDispatch.ABANDONED;
+        return false;
       }
       this.late = late;
       result = earlyResult;
@@ -212,7 +198,7 @@ final class AsyncWork {
     if (result != NO_RESULT) {
       lateResult(result);
     }
-    return LostDispatch.DETACHED;
+    return true;
   }
 
   /**

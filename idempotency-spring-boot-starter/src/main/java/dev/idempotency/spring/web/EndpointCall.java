@@ -195,16 +195,15 @@ final class EndpointCall {
    * The server stopped while the request's async work ran, and its async dispatch, where the
    * outcome would be written, will not come: the work's result is recorded from the result itself,
    * as after a timeout ({@link AsyncWork#dispatchLost}); work still queued in Spring MVC's async
-   * executor (a {@code Callable}'s, a {@code StreamingResponseBody}'s) never runs: its key is
-   * released. A stream (part of it may have gone out, and its work may still send) is recorded now
-   * as answered without its body, as after a timeout ({@link #streamTimedOut}): a retry gets {@code
-   * 422 response-not-stored}, never a second send.
+   * executor never runs: its key is released ({@link AsyncWork#abandonQueuedWork}). A stream (part
+   * of it may have gone out, and its work may still send) is recorded now as answered without its
+   * body, as after a timeout ({@link #streamTimedOut}): a retry gets {@code 422
+   * response-not-stored}, never a second send.
    *
    * @param late the request as it went async, to render the result with
    */
   void dispatchLost(LateResponse late) {
     if (asyncWork.abandonQueuedWork()) {
-      // its work (a Callable's, a StreamingResponseBody's) waits in the executor and never runs
       release("the server stopped before the handler's work began");
       return;
     }
@@ -220,9 +219,7 @@ final class EndpointCall {
       }
       return;
     }
-    if (asyncWork.dispatchLost(late) == AsyncWork.LostDispatch.ABANDONED) {
-      release("the server stopped before the handler's work began");
-    }
+    asyncWork.dispatchLost(late);
   }
 
   /** Runs {@code action} once the call's outcome is known (written, released or abandoned). */
