@@ -11,6 +11,7 @@ import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.web.context.request.async.AsyncRequestTimeoutException;
 
 /**
  * The async work of one claimed {@link IdempotentEndpoint} request as a container async timeout
@@ -41,6 +42,7 @@ final class AsyncWork {
   private final AtomicBoolean reported;
   private final BooleanSupplier handlerStarted;
   private volatile @Nullable LateResponse late;
+  private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
   private volatile boolean lateResultObserved;
   private volatile @Nullable Class<?> returnedClass;
   private @Nullable Object earlyResult = NO_RESULT; // guarded by this
@@ -133,6 +135,81 @@ final class AsyncWork {
   }
 
   /**
+   * A stream that wrote nothing of its body yet was cut short (a timeout, or the server stopped
+   * under it) while its work runs on Spring MVC's async executor (a {@code StreamingResponseBody}),
+   * whose end this call hears of ({@link #lateResult}): the outcome waits for that end instead of
+   * being decided now. A failure before the stream wrote anything is the stream's own (nothing
+   * sent): the key is released, as for a failed request; a normal end, or a failure after it wrote
+   * (its send happened, the response was gone), is recorded as answered without its body ({@code
+   * late}'s status and headers), as is a stream that has not ended when the guard's close grace
+   * runs out ({@link #streamOutlivesTheGrace}). From now on the request's own end reports nothing.
+   *
+   * @param late the response as the handler left it when the work went async
+   * @param wroteBody whether the stream has written any of its body by now
+   * @return false if the call was reported or detached already, its handler never started, its
+   *     result came already, or its work is not a {@code StreamingResponseBody}'s that began
+   */
+  synchronized boolean awaitStreamEnd(LateResponse late, BooleanSupplier wroteBody) {
+    if (reported.get()
+        || !handlerStarted.getAsBoolean()
+        || this.late != null
+        || earlyResult != NO_RESULT
+        || work != Work.STARTED) {
+      return false;
+    }
+    this.late = late;
+    this.streamWrote = wroteBody;
+    return true;
+  }
+
+  /**
+   * Whether the outcome waits for the end of a stream that was cut short ({@link #awaitStreamEnd}).
+   */
+  boolean awaitsStreamEnd() {
+    return streamWrote != null;
+  }
+
+  /**
+   * The guard's close grace runs out and the stream whose outcome waits for its end ({@link
+   * #awaitStreamEnd}) has not ended: it may still send, so it is recorded now as answered without
+   * its body, before the guard gives up on its call (a retry gets {@code 422 response-not-stored},
+   * never a second send). Does nothing once it was reported.
+   */
+  void streamOutlivesTheGrace() {
+    LateResponse response;
+    synchronized (this) {
+      response = late;
+      if (response == null || streamWrote == null) {
+        return;
+      }
+    }
+    if (reported.compareAndSet(false, true)) {
+      recordStreamEnd(response, NO_RESULT, true);
+    }
+  }
+
+  /**
+   * The stream's outcome, decided at its end ({@link #awaitStreamEnd}), reported already: its own
+   * failure before it wrote releases the key; anything else is recorded as answered without its
+   * body.
+   */
+  private void recordStreamEnd(LateResponse response, @Nullable Object result, boolean wroteBody) {
+    if (result instanceof Throwable failure
+        && !wroteBody
+        && !EndpointCall.isDisconnect(failure)
+        && !(failure instanceof AsyncRequestTimeoutException)) {
+      call.fail(
+          new NotStored(
+              "the handler's stream failed before it wrote anything: "
+                  + failure.getClass().getName()));
+    } else if (isStored(response.statusLeft())) {
+      call.complete(response.leftWithoutBody(headers));
+    } else {
+      call.fail(new NotStored("status " + response.statusLeft() + " is not stored"));
+    }
+  }
+
+  /**
    * A timeout came after the {@code Callable} work's result ({@link #earlyResult}) but before
    * Spring MVC dispatched it, and another answer may win the request (an application's timeout
    * fallback): the send happened, so the result is stored now, as a late one, and the request's own
@@ -211,8 +288,10 @@ final class AsyncWork {
    */
   void lateResult(@Nullable Object result) {
     LateResponse response;
+    BooleanSupplier wroteBody;
     synchronized (this) {
       response = late;
+      wroteBody = streamWrote;
       if (response == null) {
         earlyResult =
             result; // on its way to the request's own dispatch; a timeout must not drop it
@@ -220,6 +299,10 @@ final class AsyncWork {
       }
     }
     if (!reported.compareAndSet(false, true)) {
+      return;
+    }
+    if (wroteBody != null) {
+      recordStreamEnd(response, result, wroteBody.getAsBoolean());
       return;
     }
     try {
