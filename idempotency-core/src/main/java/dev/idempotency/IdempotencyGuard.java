@@ -556,6 +556,16 @@ public final class IdempotencyGuard implements AutoCloseable {
   }
 
   /**
+   * How long {@link #close()} lets the calls still running finish ({@link
+   * Builder#closeGracePeriod(Duration)}).
+   *
+   * @return the grace period
+   */
+  public Duration closeGracePeriod() {
+    return Duration.ofNanos(settings.closeGraceNanos);
+  }
+
+  /**
    * The store this guard uses.
    *
    * @return the store

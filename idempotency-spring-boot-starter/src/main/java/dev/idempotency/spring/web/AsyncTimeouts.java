@@ -70,6 +70,11 @@ final class AsyncTimeouts
   private enum Timeout {
     /** A stream was cut short: Spring's timeout handling ends it ({@link #cutAStream}). */
     STREAM_CUT,
+    /**
+     * A stream that wrote nothing was cut short, its outcome decided at its end ({@link
+     * AsyncWork#awaitStreamEnd}): Spring's timeout handling ends the request, never stored.
+     */
+    STREAM_AWAITED,
     /** The call was detached: the key stays claimed, the work's result is stored. */
     DETACHED,
     /** A {@code Callable}'s result came just before: stored now, whatever answers the timeout. */
@@ -142,12 +147,10 @@ final class AsyncTimeouts
   private synchronized Timeout decide(NativeWebRequest request) {
     if (timeout == null) {
       if (work.abandonQueuedWork()) {
-        // its work (a Callable's, a StreamingResponseBody's) still waits in Spring MVC's async
-        // executor, whose task Spring cancels at the timeout: it never runs, nothing was sent,
-        // and the request's end releases the key (a stream's too: nothing of it was written)
-        timeout = Timeout.NOT_DETACHED;
+        timeout = Timeout.NOT_DETACHED; // the request's end releases the key
       } else {
-        timeout = cutAStream(request) ? Timeout.STREAM_CUT : detach(request);
+        Timeout cut = cutAStream(request);
+        timeout = cut != null ? cut : detach(request);
       }
     }
     return timeout;
@@ -198,8 +201,8 @@ final class AsyncTimeouts
   @Override
   public <T> Object handleTimeout(NativeWebRequest request, Callable<T> task) throws Exception {
     Timeout decided = decide(request);
-    if (decided == Timeout.STREAM_CUT) {
-      return RESULT_NONE; // Spring's timeout handling ends the request; the call is recorded
+    if (decided == Timeout.STREAM_CUT || decided == Timeout.STREAM_AWAITED) {
+      return RESULT_NONE; // Spring's timeout handling ends the request; the stream's call too
     }
     if (decided == Timeout.DETACHED) {
       answer409(request);
@@ -220,7 +223,9 @@ final class AsyncTimeouts
    */
   Object ownTimeout(HttpServletRequest servletRequest, HttpServletResponse servletResponse) {
     Timeout decided = decide(new ServletWebRequest(servletRequest, servletResponse));
-    if (decided == Timeout.DETACHED || decided == Timeout.STREAM_CUT) {
+    if (decided == Timeout.DETACHED
+        || decided == Timeout.STREAM_CUT
+        || decided == Timeout.STREAM_AWAITED) {
       return RESULT_NONE; // the application's timeout answer goes to the client as it is
     }
     Object early = work.earlyResult();
@@ -231,7 +236,7 @@ final class AsyncTimeouts
   public <T> boolean handleTimeout(NativeWebRequest request, DeferredResult<T> deferredResult)
       throws Exception {
     Timeout decided = decide(request);
-    if (decided == Timeout.STREAM_CUT) {
+    if (decided == Timeout.STREAM_CUT || decided == Timeout.STREAM_AWAITED) {
       return true; // Spring's timeout handling ends the stream; the call is recorded
     }
     // a CompletionStage (adapted to a DeferredResult by Spring MVC) and an application's own
@@ -296,22 +301,37 @@ final class AsyncTimeouts
   /**
    * A timeout of a response that went out in part (a stream, or a body past the bound), or of a
    * handler that returned a stream (an emitter, a {@code StreamingResponseBody}) before it wrote:
-   * there is no answer left to give the client, nor one to store, and its work may still send; it
-   * is cut short, recorded as answered without its body when the request ends ({@link
-   * EndpointCall#streamTimedOut}), and Spring's own timeout handling ends it.
+   * there is no answer left to give the client, nor one to store, and its work may still send. A
+   * {@code StreamingResponseBody} that wrote nothing yet, whose end this call hears of, is decided
+   * at that end ({@link AsyncWork#awaitStreamEnd}: its own failure releases the key, any other end
+   * records it as answered without its body); any other stream is cut short, recorded as answered
+   * without its body when the request ends ({@link EndpointCall#streamTimedOut}). Either way
+   * Spring's own timeout handling ends the request.
+   *
+   * @return what became of the stream, or null if the response is not one
    */
-  private boolean cutAStream(NativeWebRequest request) {
+  private @Nullable Timeout cutAStream(NativeWebRequest request) {
+    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
     HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
     CapturingResponse capture =
         servletResponse == null
             ? null
             : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
     if (capture == null || !(capture.passedOn() || capture.returnsAStream())) {
-      return false;
+      return null;
+    }
+    if (servletRequest != null
+        && capture.returnsAStream()
+        && !capture.wroteBody()
+        && work.awaitStreamEnd(
+            LateResponse.of(servletRequest, capture, handler, capture.limit()),
+            capture::wroteBody)) {
+      log.debug("An idempotent endpoint's stream timed out before it wrote; its end decides");
+      return Timeout.STREAM_AWAITED;
     }
     call.streamTimedOut(capture.getStatus());
     capture.cutShort();
-    return true;
+    return Timeout.STREAM_CUT;
   }
 
   /**

@@ -11,6 +11,7 @@ import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.web.context.request.async.AsyncRequestTimeoutException;
 
 /**
  * The async work of one claimed {@link IdempotentEndpoint} request as a container async timeout
@@ -41,6 +42,7 @@ final class AsyncWork {
   private final AtomicBoolean reported;
   private final BooleanSupplier handlerStarted;
   private volatile @Nullable LateResponse late;
+  private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
   private volatile boolean lateResultObserved;
   private volatile @Nullable Class<?> returnedClass;
   private @Nullable Object earlyResult = NO_RESULT; // guarded by this
@@ -114,15 +116,12 @@ final class AsyncWork {
   /**
    * The request timed out while the handler's async work runs: from now on the request's own end
    * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
-   * #lateResult}), is rendered with {@code late} and stored.
+   * #lateResult}), is rendered with {@code late} and stored. Work still queued in Spring MVC's
+   * async executor is not detached but abandoned, by {@link #abandonQueuedWork}, which the caller
+   * asks first.
    *
-   * <p>{@code Callable} work still queued in Spring MVC's async executor is abandoned instead: at a
-   * timeout Spring MVC cancels its task, so it never runs and nothing is sent; the request's own
-   * end releases the key ({@link EndpointCall#finish(CapturingResponse)}), so that a retry runs the
-   * handler again.
-   *
-   * @return false if the call was already reported, its handler never started, its result came
-   *     already (it is the request's answer: {@link #earlyResult}) or its work never began
+   * @return false if the call was already reported, its handler never started, or its result came
+   *     already (it is the request's answer: {@link #earlyResult})
    */
   synchronized boolean detach(LateResponse late) {
     if (reported.get()
@@ -131,12 +130,83 @@ final class AsyncWork {
         || earlyResult != NO_RESULT) {
       return false;
     }
-    if (work == Work.QUEUED) {
-      work = Work.ABANDONED;
+    this.late = late;
+    return true;
+  }
+
+  /**
+   * A stream that wrote nothing of its body yet was cut short (a timeout, or the server stopped
+   * under it) while its work runs on Spring MVC's async executor (a {@code StreamingResponseBody}),
+   * whose end this call hears of ({@link #lateResult}): the outcome waits for that end instead of
+   * being decided now. A failure before the stream wrote anything is the stream's own (nothing
+   * sent): the key is released, as for a failed request; a normal end, or a failure after it wrote
+   * (its send happened, the response was gone), is recorded as answered without its body ({@code
+   * late}'s status and headers), as is a stream that has not ended when the guard's close grace
+   * runs out ({@link #streamOutlivesTheGrace}). From now on the request's own end reports nothing.
+   *
+   * @param late the response as the handler left it when the work went async
+   * @param wroteBody whether the stream has written any of its body by now
+   * @return false if the call was reported or detached already, its handler never started, its
+   *     result came already, or its work is not a {@code StreamingResponseBody}'s that began
+   */
+  synchronized boolean awaitStreamEnd(LateResponse late, BooleanSupplier wroteBody) {
+    if (reported.get()
+        || !handlerStarted.getAsBoolean()
+        || this.late != null
+        || earlyResult != NO_RESULT
+        || work != Work.STARTED) {
       return false;
     }
     this.late = late;
+    this.streamWrote = wroteBody;
     return true;
+  }
+
+  /**
+   * Whether the outcome waits for the end of a stream that was cut short ({@link #awaitStreamEnd}).
+   */
+  boolean awaitsStreamEnd() {
+    return streamWrote != null;
+  }
+
+  /**
+   * The guard's close grace runs out and the stream whose outcome waits for its end ({@link
+   * #awaitStreamEnd}) has not ended: it may still send, so it is recorded now as answered without
+   * its body, before the guard gives up on its call (a retry gets {@code 422 response-not-stored},
+   * never a second send). Does nothing once it was reported.
+   */
+  void streamOutlivesTheGrace() {
+    LateResponse response;
+    synchronized (this) {
+      response = late;
+      if (response == null || streamWrote == null) {
+        return;
+      }
+    }
+    if (reported.compareAndSet(false, true)) {
+      recordStreamEnd(response, NO_RESULT, true);
+    }
+  }
+
+  /**
+   * The stream's outcome, decided at its end ({@link #awaitStreamEnd}), reported already: its own
+   * failure before it wrote releases the key; anything else is recorded as answered without its
+   * body.
+   */
+  private void recordStreamEnd(LateResponse response, @Nullable Object result, boolean wroteBody) {
+    if (result instanceof Throwable failure
+        && !wroteBody
+        && !EndpointCall.isDisconnect(failure)
+        && !(failure instanceof AsyncRequestTimeoutException)) {
+      call.fail(
+          new NotStored(
+              "the handler's stream failed before it wrote anything: "
+                  + failure.getClass().getName()));
+    } else if (isStored(response.statusLeft())) {
+      call.complete(response.leftWithoutBody(headers));
+    } else {
+      call.fail(new NotStored("status " + response.statusLeft() + " is not stored"));
+    }
   }
 
   /**
@@ -164,10 +234,14 @@ final class AsyncWork {
   }
 
   /**
-   * The request timed out, or its async dispatch will not come (the server stopped), while its work
-   * waits in Spring MVC's async executor: abandoned, it never runs ({@link #workStarts}), so
-   * nothing was sent and the caller may release the key. Checked before anything else, a stream's
-   * work among others (a {@code StreamingResponseBody} runs there too).
+   * The one entry point of the rule for work queued in Spring MVC's async executor (a {@code
+   * Callable}'s, a {@code WebAsyncTask}'s, a {@code StreamingResponseBody}'s) whose request will
+   * never get its dispatch: the request timed out (Spring MVC cancels the task) or the server
+   * stopped (SPEC 14). Abandoned, it never runs ({@link #workStarts}), so nothing was sent, and the
+   * caller releases the key: at a timeout the request's own end does ({@link
+   * EndpointCall#finish(CapturingResponse)}, through {@link #workAbandoned}), at a shutdown {@link
+   * EndpointCall#dispatchLost}. Asked before anything else is decided ({@link #detach}, {@link
+   * #dispatchLost}, a stream cut short), a stream's work among others.
    *
    * @return true if the work was queued, not yet begun, and is now abandoned
    */
@@ -179,32 +253,21 @@ final class AsyncWork {
     return true;
   }
 
-  /** What {@link #dispatchLost} made of a request whose async dispatch will not come. */
-  enum LostDispatch {
-    /** Nothing to do: reported, detached already (a timeout), or its handler never started. */
-    NONE,
-    /** Its {@code Callable} work was still queued: abandoned, it never runs; nothing was sent. */
-    ABANDONED,
-    /** Detached: its result, come already or to come, is recorded as a late one. */
-    DETACHED
-  }
-
   /**
    * The request's async dispatch, where its outcome would be written, will not come: the server
    * stopped while the work ran (SPEC 14). As at a timeout ({@link #detach}), the work's result is
    * rendered with {@code late} and recorded when it comes, or now if it came already and waited for
-   * that dispatch; {@code Callable} work still queued in Spring MVC's async executor is abandoned
-   * instead (it never runs), so that the caller may release the key.
+   * that dispatch. Work still queued in Spring MVC's async executor is abandoned instead, by {@link
+   * #abandonQueuedWork}, which the caller asks first.
+   *
+   * @return false if there was nothing to do: reported, detached already (a timeout), or its
+   *     handler never started
    */
-  LostDispatch dispatchLost(LateResponse late) {
+  boolean dispatchLost(LateResponse late) {
     Object result;
     synchronized (this) {
       if (reported.get() || !handlerStarted.getAsBoolean() || this.late != null) {
-        return LostDispatch.NONE;
-      }
-      if (work == Work.QUEUED) {
-        work = Work.ABANDONED;
-        return LostDispatch.ABANDONED;
+        return false;
       }
       this.late = late;
       result = earlyResult;
@@ -212,7 +275,7 @@ final class AsyncWork {
     if (result != NO_RESULT) {
       lateResult(result);
     }
-    return LostDispatch.DETACHED;
+    return true;
   }
 
   /**
@@ -225,8 +288,10 @@ final class AsyncWork {
    */
   void lateResult(@Nullable Object result) {
     LateResponse response;
+    BooleanSupplier wroteBody;
     synchronized (this) {
       response = late;
+      wroteBody = streamWrote;
       if (response == null) {
         earlyResult =
             result; // on its way to the request's own dispatch; a timeout must not drop it
@@ -234,6 +299,10 @@ final class AsyncWork {
       }
     }
     if (!reported.compareAndSet(false, true)) {
+      return;
+    }
+    if (wroteBody != null) {
+      recordStreamEnd(response, result, wroteBody.getAsBoolean());
       return;
     }
     try {

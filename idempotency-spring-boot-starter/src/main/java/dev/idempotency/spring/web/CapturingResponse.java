@@ -37,6 +37,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   private boolean streamingResult;
   private volatile boolean streamed;
   private volatile boolean cutShort;
+  private volatile boolean wrote;
   private @Nullable Runnable onStreamPastBound;
   private boolean errorSent;
   private boolean redirected;
@@ -95,6 +96,14 @@ final class CapturingResponse extends HttpServletResponseWrapper {
    */
   boolean wasCutShort() {
     return cutShort;
+  }
+
+  /**
+   * Whether the application wrote any of the body (held back, passed on, or refused by the
+   * container): a stream that wrote nothing has sent nothing of its answer yet.
+   */
+  boolean wroteBody() {
+    return wrote;
   }
 
   /** Part of the body went out, and the rest never will: what the client has is not the answer. */
@@ -180,6 +189,9 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   }
 
   private void write(byte[] bytes, int offset, int length) throws IOException {
+    if (length > 0) {
+      wrote = true;
+    }
     decide();
     if (streamed) {
       passOn(() -> super.getOutputStream().write(bytes, offset, length));

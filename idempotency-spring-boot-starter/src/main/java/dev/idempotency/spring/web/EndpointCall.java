@@ -195,21 +195,35 @@ final class EndpointCall {
    * The server stopped while the request's async work ran, and its async dispatch, where the
    * outcome would be written, will not come: the work's result is recorded from the result itself,
    * as after a timeout ({@link AsyncWork#dispatchLost}); work still queued in Spring MVC's async
-   * executor (a {@code Callable}'s, a {@code StreamingResponseBody}'s) never runs: its key is
-   * released. A stream (part of it may have gone out, and its work may still send) is recorded now
-   * as answered without its body, as after a timeout ({@link #streamTimedOut}): a retry gets {@code
-   * 422 response-not-stored}, never a second send.
+   * executor never runs: its key is released ({@link AsyncWork#abandonQueuedWork}). A stream whose
+   * work began may still send: one that wrote nothing yet and whose end is heard of (a {@code
+   * StreamingResponseBody}) is decided at that end ({@link AsyncWork#awaitStreamEnd}: its own
+   * failure releases the key), or, if it has not ended when the guard's close grace runs out, on
+   * {@code graceRunsOut}; any other (an emitter, one that wrote) is recorded now as answered
+   * without its body, as after a timeout ({@link #streamTimedOut}): a retry gets {@code 422
+   * response-not-stored}, never a second send.
    *
    * @param late the request as it went async, to render the result with
+   * @param graceRunsOut runs its task shortly before the guard's close grace runs out
    */
-  void dispatchLost(LateResponse late) {
+  void dispatchLost(LateResponse late, java.util.function.Consumer<Runnable> graceRunsOut) {
     if (asyncWork.abandonQueuedWork()) {
-      // its work (a Callable's, a StreamingResponseBody's) waits in the executor and never runs
       release("the server stopped before the handler's work began");
+      return;
+    }
+    if (asyncWork.awaitsStreamEnd()) {
+      // a timeout cut it short before it wrote: its end decides, within the guard's grace
+      graceRunsOut.accept(asyncWork::streamOutlivesTheGrace);
       return;
     }
     CapturingResponse captured = response;
     if (captured != null && (captured.passedOn() || captured.returnsAStream())) {
+      if (captured.returnsAStream()
+          && !captured.wroteBody()
+          && asyncWork.awaitStreamEnd(late, captured::wroteBody)) {
+        graceRunsOut.accept(asyncWork::streamOutlivesTheGrace);
+        return;
+      }
       // the server may have recycled the response: the status and headers are those it had when
       // the work went async
       if (handlerStarted
@@ -220,9 +234,7 @@ final class EndpointCall {
       }
       return;
     }
-    if (asyncWork.dispatchLost(late) == AsyncWork.LostDispatch.ABANDONED) {
-      release("the server stopped before the handler's work began");
-    }
+    asyncWork.dispatchLost(late);
   }
 
   /** Runs {@code action} once the call's outcome is known (written, released or abandoned). */

@@ -20,7 +20,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -54,7 +56,9 @@ import org.springframework.web.util.WebUtils;
  * executor (a {@code Callable}'s, a {@code StreamingResponseBody}'s), which now never runs,
  * releases its key. A stream whose work began (an emitter, a running {@code StreamingResponseBody},
  * a response streamed in part) may still send: it is recorded as answered without its body, and a
- * retry gets {@code 422 response-not-stored}.
+ * retry gets {@code 422 response-not-stored}; a running {@code StreamingResponseBody} that wrote
+ * nothing yet is decided at its end instead (its own failure releases its key), or shortly before
+ * the guard's close grace runs out if it has not ended by then.
  */
 public final class IdempotentEndpointInterceptor
     implements AsyncHandlerInterceptor, SmartLifecycle {
@@ -70,6 +74,9 @@ public final class IdempotentEndpointInterceptor
   public static final int SHUTDOWN_PHASE = SmartLifecycle.DEFAULT_PHASE - 4095;
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentEndpointInterceptor.class);
+
+  /** How long before the guard's close grace runs out an unended stream is recorded at most. */
+  private static final Duration GRACE_MARGIN = Duration.ofSeconds(1);
 
   private final IdempotencyGuard guard;
   private final IdempotentEndpoints endpoints;
@@ -245,10 +252,36 @@ public final class IdempotentEndpointInterceptor
     running = false;
     for (Map.Entry<EndpointCall, LateResponse> async : asyncCalls.entrySet()) {
       try {
-        async.getKey().dispatchLost(async.getValue());
+        async.getKey().dispatchLost(async.getValue(), this::beforeTheGraceRunsOut);
       } catch (RuntimeException e) {
         log.warn("An idempotent request's async result could not be recorded at shutdown", e);
       }
+    }
+  }
+
+  /**
+   * Runs {@code task} shortly before the guard's close grace, which begins as this stop returns,
+   * runs out ({@link #GRACE_MARGIN} before it, or half way through a shorter one): a stream whose
+   * outcome waits for its end is recorded then if it has not ended, while the guard still writes
+   * outcomes.
+   */
+  private void beforeTheGraceRunsOut(Runnable task) {
+    Duration grace = guard.closeGracePeriod();
+    Duration half = grace.dividedBy(2);
+    long delayMillis =
+        grace.minus(half.compareTo(GRACE_MARGIN) < 0 ? half : GRACE_MARGIN).toMillis();
+    Runnable guarded =
+        () -> {
+          try {
+            task.run();
+          } catch (RuntimeException e) {
+            log.warn("An idempotent request's stream could not be recorded at shutdown", e);
+          }
+        };
+    if (delayMillis <= 0) {
+      guarded.run();
+    } else {
+      CompletableFuture.delayedExecutor(delayMillis, TimeUnit.MILLISECONDS).execute(guarded);
     }
   }
 
@@ -279,8 +312,7 @@ public final class IdempotentEndpointInterceptor
 
   /** Answers a request that was not claimed: a replay, or the reason it was refused. */
   private void answer(
-      java.util.concurrent.CompletableFuture<Outcome<StoredResponse>> outcome,
-      HttpServletResponse response)
+      CompletableFuture<Outcome<StoredResponse>> outcome, HttpServletResponse response)
       throws IOException {
     Outcome<StoredResponse> replay;
     try {

@@ -2,8 +2,12 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.spring.web.MvcProbes.HeldSends;
+import dev.idempotency.testservers.Poll;
 import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -11,6 +15,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.SmartLifecycle;
 
 /**
  * probeE: the application shuts down (its context closed, as on SIGTERM; Boot's graceful shutdown,
@@ -61,11 +66,13 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
     HttpResponse<byte[]> timedOut;
     try {
       port = MvcProbes.portOf(first);
+      IdempotencyGuard guard = first.getBean(IdempotencyGuard.class);
       timedOut = post(path, key, "{}");
       closed = CompletableFuture.runAsync(first::close);
       assertThat(closing.await(30, TimeUnit.SECONDS)).as("the shutdown began").isTrue();
-      // the shutdown goes on while the send is held; let it be under way
-      Thread.sleep(500);
+      // the shutdown goes on while the send is held, up to the guard's close (after the web
+      // server's graceful phase and stop): the send ends within the guard's grace period
+      Poll.within(Duration.ofSeconds(60)).until("the guard closing", () -> isClosed(guard));
     } finally {
       HeldSends.gate.countDown();
     }
@@ -102,11 +109,14 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
       port = MvcProbes.portOf(first);
+      SmartLifecycle gracefulShutdown = gracefulShutdownOf(first);
       answered = MvcProbes.postAsync(this, path, key);
       MvcProbes.awaitHandlerStart(HeldSends.runs::get, before);
       closed = CompletableFuture.runAsync(first::close);
       assertThat(closing.await(30, TimeUnit.SECONDS)).as("the shutdown began").isTrue();
-      Thread.sleep(500);
+      // the web server's graceful shutdown began, and waits for this request
+      Poll.within(Duration.ofSeconds(30))
+          .until("the graceful shutdown began", () -> !gracefulShutdown.isRunning());
     } finally {
       HeldSends.gate.countDown();
     }
@@ -121,6 +131,28 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
     assertThat(HeldSends.runs.get() - before).as("handler runs (%s)", answers).isEqualTo(1);
     assertThat(replay.statusCode()).as(answers).isEqualTo(201);
     assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).as(answers).isEqualTo("true");
+  }
+
+  /** Whether the guard refuses new calls: its close began. */
+  private static boolean isClosed(IdempotencyGuard guard) {
+    try {
+      guard.execute("probe-closing:" + UUID.randomUUID(), Duration.ofMinutes(1), c -> "nothing");
+      return false;
+    } catch (IllegalStateException closed) {
+      return true;
+    }
+  }
+
+  /**
+   * Spring Boot's lifecycle bean of the web server's graceful shutdown (its package differs between
+   * Boot 3.5 and 4.0): not running once the graceful shutdown began.
+   */
+  private static SmartLifecycle gracefulShutdownOf(ConfigurableApplicationContext application) {
+    return application.getBeansOfType(SmartLifecycle.class).values().stream()
+        .filter(
+            bean -> bean.getClass().getSimpleName().equals("WebServerGracefulShutdownLifecycle"))
+        .findFirst()
+        .orElseThrow(() -> new AssertionError("no graceful shutdown (server.shutdown=graceful)"));
   }
 
   private HttpResponse<byte[]> replayAfterRestart(String store, String path, String key)
