@@ -11,7 +11,6 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.ResultCodec;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -37,52 +36,24 @@ import org.slf4j.LoggerFactory;
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}). A
  *       Kafka batch that failed at a message after one the listener never read comes back without
- *       that message at first ({@link #heldBack}).
+ *       that message at first ({@link HeldBackMessages}).
  *   <li>On a Kafka, RabbitMQ or JMS consumer's thread, an interrupt the listener left is cleared
  *       before the container acknowledges ({@link ConsumerThreadInterrupts}).
  * </ol>
  *
- * Holds the guard's supplier and the held-back messages (a synchronized set); thread-safe.
+ * Holds the guard's supplier and the held-back messages; thread-safe.
  */
 final class ListenerBatches {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
-  /** How many held-back messages ({@link #heldBack}) are remembered; the oldest go first. */
-  private static final int HELD_BACK_LIMIT = 1024;
-
   private final Supplier<IdempotencyGuard> guard;
 
-  /**
-   * The messages (listener name and key) a batch listener failed at, naming them, after it left a
-   * message before them unread: a listener that reads its list out of order (from the last message
-   * to the first) fails at such a message at its first read, before it sends the earlier ones, at
-   * every delivery. Kafka is told the first unread message (never committed unsent), so the next
-   * delivery holds the failed message back: the listener gets the messages before it alone, then it
-   * alone (the rest comes back after it), so that the earlier messages are sent and the container's
-   * tries and recoverer apply to the failed message, not to one the listener never read. In memory,
-   * a hint only: it decides where a delivery stops (a deferral of the rest, never a message counted
-   * as sent), and is forgotten once the message was sent. Kafka only (a container that commits the
-   * messages before the failed one), outside a container transaction.
-   */
-  private final Set<String> heldBack =
-      Collections.synchronizedSet(
-          Collections.newSetFromMap(
-              new LinkedHashMap<>() {
-                private static final long serialVersionUID = 1L;
-
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-                  return size() > HELD_BACK_LIMIT;
-                }
-              }));
+  /** The messages held back at the next deliveries ({@link HeldBackMessages}). */
+  private final HeldBackMessages heldBack = new HeldBackMessages();
 
   ListenerBatches(Supplier<IdempotencyGuard> guard) {
     this.guard = guard;
-  }
-
-  private static String heldBackId(ListenerMethod method, String key) {
-    return method.name + '\n' + key;
   }
 
   /** What became of one message of a batch before the listener ran. */
@@ -219,9 +190,7 @@ final class ListenerBatches {
           continue;
         }
       }
-      if (fate == Fate.SEND
-          && failures.commitsBefore()
-          && heldBack.contains(heldBackId(method, key))) {
+      if (fate == Fate.SEND && failures.commitsBefore() && heldBack.holds(method, key)) {
         if (!run.isEmpty()) {
           // the listener failed at it last time before reading these: they run without it
           stop = i;
@@ -266,7 +235,7 @@ final class ListenerBatches {
         Messages.acknowledgeSkipped(arguments);
       }
     } finally {
-      forgetHeldBack(method, sent);
+      heldBack.forget(method, sent);
       if (inTransaction) {
         ContainerTransactions.onCompletion(
             new ContainerTransactions.Completion() {
@@ -426,7 +395,7 @@ final class ListenerBatches {
         // before it, release their keys, and the next delivery would send them again
         // (KafkaBatchHeldBackTransactionProbeTest)
         if (!ContainerTransactions.active()) {
-          heldBack.add(heldBackId(method, runKeys.get(named)));
+          heldBack.holdBack(method, runKeys.get(named));
         }
         throw failures.failedAt(runIndexes.get(unread), causeOf(failure));
       }
@@ -446,13 +415,6 @@ final class ListenerBatches {
       throw failures.failedAt(runIndexes.get(view.firstUnread()), view.deferral(lapsed));
     }
     return result;
-  }
-
-  /** Forgets the held-back messages ({@link #heldBack}) that were sent. */
-  private void forgetHeldBack(ListenerMethod method, List<Batch.Item> sent) {
-    for (Batch.Item item : sent) {
-      heldBack.remove(heldBackId(method, item.key()));
-    }
   }
 
   /** Adds to {@code sent} the items of the messages before {@code end} that the listener read. */

@@ -1,11 +1,8 @@
 package dev.idempotency.spring.suite;
 
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import dev.idempotency.spring.suite.KafkaBatchBackwardsPermanentFailureProbeTest.BackwardsListener;
 import dev.idempotency.spring.suite.KafkaBatchBackwardsPermanentFailureProbeTest.BackwardsListeners;
-import java.util.Arrays;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -31,45 +28,25 @@ class KafkaBatchHeldBackTransactionProbeTest {
 
   @Test
   void aBackwardsReaderInAKafkaTransactionSendsTheOthersOnce() throws Exception {
-    SuiteProvider provider = new SuiteProvider();
-    String topic = "idem.probe-held-back-tx-" + UUID.randomUUID();
-    try (KafkaListenerApplication application =
-        KafkaListenerApplication.start(
-            new SwitchableKeyStore(),
-            provider,
-            new CountDownLatch(1),
-            topic,
-            "none",
-            new Class<?>[] {BackwardsListeners.class},
+    try (HeldBackBatch batch =
+        HeldBackBatch.publish(
+            "probe-held-back-tx",
+            3,
+            "refused-",
+            BackwardsListeners.class,
+            BackwardsListener.class,
+            BackwardsListener::calls,
             "spring.kafka.producer.transaction-id-prefix=probe-held-back-tx-" + UUID.randomUUID(),
             "spring.kafka.consumer.isolation-level=read-committed")) {
-      BackwardsListener listener = application.context().getBean(BackwardsListener.class);
-      String[] keys = new String[4];
-      for (int i = 0; i < keys.length; i++) {
-        keys[i] = (i == 3 ? "refused-" : "probe-held-back-tx-") + i + "-" + UUID.randomUUID();
-      }
-      application.publishInOneBatch(keys);
-      try {
-        Waits.await(
-            "fifteen listener calls, or a message sent twice",
-            () ->
-                listener.calls() >= 15
-                    || Arrays.stream(keys).anyMatch(key -> provider.sends(key) >= 2));
-      } catch (AssertionError timedOut) {
-        // the deliveries ended: the assertions below say what happened
-      }
-      String facts =
-          "listener calls: "
-              + listener.calls()
-              + ", sends of the four: "
-              + Arrays.stream(keys).map(provider::sends).toList()
-              + ", dead-lettered: "
-              + application.deadLettered();
+      batch.awaitOrGoOn(
+          "fifteen listener calls, or a message sent twice",
+          () -> batch.calls() >= 15 || batch.sends().stream().anyMatch(sends -> sends >= 2));
+      String facts = batch.facts();
       org.assertj.core.api.SoftAssertions.assertSoftly(
           softly -> {
             for (int i = 0; i < 3; i++) {
               softly
-                  .assertThat(provider.sends(keys[i]))
+                  .assertThat(batch.provider.sends(batch.keys[i]))
                   .as("sends of message " + i + " (" + facts + ")")
                   .isEqualTo(1);
             }

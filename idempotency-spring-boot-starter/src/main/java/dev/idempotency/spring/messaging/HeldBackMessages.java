@@ -1,0 +1,66 @@
+package dev.idempotency.spring.messaging;
+
+import dev.idempotency.Batch;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The messages (listener name and key) a Kafka batch listener failed at, naming them, after it left
+ * a message before them unread, for {@link ListenerBatches}. A listener that reads its list out of
+ * order (from the last message to the first) fails at such a message at its first read, before it
+ * sends the earlier ones, at every delivery. The container is never told a message that was not
+ * sent as done, so the next delivery holds the failed message back: the listener gets the messages
+ * before it alone, then it alone (the rest comes back after it), so that the earlier messages are
+ * sent and the container's tries and recoverer apply to the failed message, not to one the listener
+ * never read.
+ *
+ * <p>In memory and a hint only: it decides where a delivery stops (a deferral of the rest, never a
+ * message counted as sent), and a message is forgotten once it was sent. At most {@link #LIMIT}
+ * messages are remembered; the oldest go first. Kafka only (a container that commits the messages
+ * before the failed one), outside a container transaction.
+ *
+ * <p>Thread-safe (a synchronized set): one instance serves every batch listener of an application.
+ */
+final class HeldBackMessages {
+
+  /** How many held-back messages are remembered; the oldest go first. */
+  static final int LIMIT = 1024;
+
+  private final Set<String> messages =
+      Collections.synchronizedSet(
+          Collections.newSetFromMap(
+              new LinkedHashMap<>() {
+                private static final long serialVersionUID = 1L;
+
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+                  return size() > LIMIT;
+                }
+              }));
+
+  private static String id(ListenerMethod method, String key) {
+    return method.name + '\n' + key;
+  }
+
+  /**
+   * Holds back the message of {@code key} at {@code method}'s next deliveries, until it is sent.
+   */
+  void holdBack(ListenerMethod method, String key) {
+    messages.add(id(method, key));
+  }
+
+  /** Whether the message of {@code key} is held back at {@code method}'s deliveries. */
+  boolean holds(ListenerMethod method, String key) {
+    return messages.contains(id(method, key));
+  }
+
+  /** Forgets the held-back messages that were sent. */
+  void forget(ListenerMethod method, List<Batch.Item> sent) {
+    for (Batch.Item item : sent) {
+      messages.remove(id(method, item.key()));
+    }
+  }
+}
