@@ -386,18 +386,30 @@ final class ListenerBatches {
       int unread = view.firstUnread();
       if (unread >= 0 && unread < named && failures.commitsBefore()) {
         // a message before the named one was never read, so never sent (its key is released): the
-        // batch fails from it with the listener's own failure, so that the container's retries and
-        // recoverer stay bounded (a deferral would come back without limit, and a listener that
-        // read out of order would send the messages it read after the named one at every loop);
-        // the named message is held back at the next delivery, so that the unread ones are sent
-        // and the container's tries count against the named one, not against an unread one. Not
-        // in a container's transaction: there the held-back deferral would roll back the sends
-        // before it, release their keys, and the next delivery would send them again
-        // (KafkaBatchHeldBackTransactionProbeTest)
+        // batch comes back from it as a deferral, which the container's handler neither counts as
+        // a try nor hands to its recoverer (told the listener's failure there, a handler that gives
+        // no retry dead-lettered that unread message unsent at once:
+        // KafkaBatchHeldBackNotRetryableProbeTest). The named message is held back at the next
+        // delivery: the unread ones are sent first, then it runs alone, and its failures from then
+        // on reach the handler at its own index, its tries and recoverer. Each such deferral holds
+        // back another message of the batch (a held-back one runs alone or not at all), so they
+        // end. Not held back in a container's transaction: there the held-back deferral would roll
+        // back the sends before it, release their keys, and the next delivery would send them
+        // again (KafkaBatchHeldBackTransactionProbeTest); the deferral still keeps the handler from
+        // recovering (and committing past) a message that was not sent
         if (!ContainerTransactions.active()) {
           heldBack.holdBack(method, runKeys.get(named));
         }
-        throw failures.failedAt(runIndexes.get(unread), causeOf(failure));
+        DeferredDeliveryException deferral =
+            IdempotentListenerInterceptor.deferred(
+                method,
+                IdempotencyKey.digest(runKeys.get(unread)),
+                "the listener failed at a later message of its batch before it read this one",
+                null);
+        // not its cause: the deferrals' handler would take a cause it classifies as fatal (a
+        // ClassCastException) for a reason to skip the message
+        deferral.addSuppressed(failure);
+        throw failures.failedAt(runIndexes.get(unread), deferral);
       }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
     } finally {
