@@ -5,56 +5,68 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
- * The messages (listener name and key) a Kafka batch listener failed at, naming them, after it left
- * a message before them unread, for {@link ListenerBatches}. A listener that reads its list out of
- * order (from the last message to the first) fails at such a message at its first read, before it
- * sends the earlier ones, at every delivery. The container is never told a message that was not
- * sent as done, so the next delivery holds the failed message back: the listener gets the messages
- * before it alone, then it alone (the rest comes back after it), so that the earlier messages are
- * sent and the container's tries and recoverer apply to the failed message, not to one the listener
- * never read.
+ * The messages (listener name, key and record) a Kafka batch listener failed at, naming them, after
+ * it left a message before them unread, for {@link ListenerBatches}. A listener that reads its list
+ * out of order (from the last message to the first) fails at such a message at its first read,
+ * before it sends the earlier ones, at every delivery. The container is never told a message that
+ * was not sent as done, so the next delivery holds the failed message back: the listener gets the
+ * messages before it alone, then it alone (the rest comes back after it), so that the earlier
+ * messages are sent and the container's tries and recoverer apply to the failed message, not to one
+ * the listener never read.
  *
  * <p>In memory and a hint only: it decides where a delivery stops (a deferral of the rest, never a
  * message counted as sent), and a message is forgotten once it was sent. At most {@link #LIMIT}
- * messages are remembered; the oldest go first. Kafka only (a container that commits the messages
- * before the failed one), outside a container transaction.
+ * messages are remembered; the oldest go first. A message the container's handler dead-letters is
+ * never sent, so its hint stays: it names the message's record (Kafka's topic, partition and
+ * offset, which a redelivery keeps), so that a later message of the same key (the dead letter
+ * republished) is not held back. Kafka only (a container that commits the messages before the
+ * failed one), outside a container transaction.
  *
- * <p>Thread-safe (a synchronized set): one instance serves every batch listener of an application.
+ * <p>Thread-safe (a synchronized map): one instance serves every batch listener of an application.
  */
 final class HeldBackMessages {
 
   /** How many held-back messages are remembered; the oldest go first. */
   static final int LIMIT = 1024;
 
-  private final Set<String> messages =
-      Collections.synchronizedSet(
-          Collections.newSetFromMap(
-              new LinkedHashMap<>() {
-                private static final long serialVersionUID = 1L;
+  /** The record of a held-back message whose record is not known: any message of its key. */
+  private static final String ANY_RECORD = "";
 
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-                  return size() > LIMIT;
-                }
-              }));
+  /** Each held-back message's record, by listener name and key. */
+  private final Map<String, String> messages =
+      Collections.synchronizedMap(
+          new LinkedHashMap<>() {
+            private static final long serialVersionUID = 1L;
+
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, String> eldest) {
+              return size() > LIMIT;
+            }
+          });
 
   private static String id(ListenerMethod method, String key) {
     return method.name + '\n' + key;
   }
 
   /**
-   * Holds back the message of {@code key} at {@code method}'s next deliveries, until it is sent.
+   * Holds back the message of {@code key} at {@code method}'s next deliveries, until it is sent;
+   * {@code record} names it ({@link Delivery#recordIdAt}), or is {@code null} where that is unknown
+   * (then any message of its key is held back).
    */
-  void holdBack(ListenerMethod method, String key) {
-    messages.add(id(method, key));
+  void holdBack(ListenerMethod method, String key, @Nullable String record) {
+    messages.put(id(method, key), record == null ? ANY_RECORD : record);
   }
 
-  /** Whether the message of {@code key} is held back at {@code method}'s deliveries. */
-  boolean holds(ListenerMethod method, String key) {
-    return messages.contains(id(method, key));
+  /**
+   * Whether the message of {@code key} (its record {@code record}, or {@code null} if unknown) is
+   * held back at {@code method}'s deliveries.
+   */
+  boolean holds(ListenerMethod method, String key, @Nullable String record) {
+    String held = messages.get(id(method, key));
+    return held != null && (held.equals(ANY_RECORD) || record == null || held.equals(record));
   }
 
   /** Forgets the held-back messages that were sent. */

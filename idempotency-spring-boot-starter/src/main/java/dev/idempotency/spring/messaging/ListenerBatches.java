@@ -35,8 +35,9 @@ import org.slf4j.LoggerFactory;
  *   <li>Their outcomes are recorded before the container acknowledges; in a listener container's
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}). A
- *       Kafka batch that failed at a message after one the listener never read comes back without
- *       that message at first ({@link HeldBackMessages}).
+ *       Kafka batch that failed at a message after one the listener never read comes back as a
+ *       deferral from the unread one, then without the failed message at first ({@link
+ *       HeldBackMessages}).
  *   <li>On a Kafka, RabbitMQ or JMS consumer's thread, an interrupt the listener left is cleared
  *       before the container acknowledges ({@link ConsumerThreadInterrupts}).
  * </ol>
@@ -144,6 +145,7 @@ final class ListenerBatches {
     List<Object> run = new ArrayList<>();
     List<String> runKeys = new ArrayList<>();
     List<Integer> runIndexes = new ArrayList<>();
+    List<@Nullable String> runRecords = new ArrayList<>();
     int stop = size;
     RuntimeException stopCause = null;
     int replays = 0;
@@ -190,7 +192,9 @@ final class ListenerBatches {
           continue;
         }
       }
-      if (fate == Fate.SEND && failures.commitsBefore() && heldBack.holds(method, key)) {
+      if (fate == Fate.SEND
+          && failures.commitsBefore()
+          && heldBack.holds(method, key, recordOf(delivery, positions, i))) {
         if (!run.isEmpty()) {
           // the listener failed at it last time before reading these: they run without it
           stop = i;
@@ -209,6 +213,7 @@ final class ListenerBatches {
         run.add(elements.get(i));
         runKeys.add(key);
         runIndexes.add(polledIndex(positions, i));
+        runRecords.add(recordOf(delivery, positions, i));
       } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
         replays++;
       }
@@ -230,7 +235,16 @@ final class ListenerBatches {
       if (!run.isEmpty()) {
         result =
             runBatch(
-                invocation, method, arguments, run, runKeys, runIndexes, batch, failures, sent);
+                invocation,
+                method,
+                arguments,
+                run,
+                runKeys,
+                runIndexes,
+                runRecords,
+                batch,
+                failures,
+                sent);
       } else if (stopCause == null) {
         Messages.acknowledgeSkipped(arguments);
       }
@@ -284,6 +298,15 @@ final class ListenerBatches {
     return positions != null ? positions[i] : i;
   }
 
+  /**
+   * Element {@code i}'s polled record as the container names it ({@link Delivery#recordIdAt}), or
+   * {@code null} where that is unknown.
+   */
+  private static @Nullable String recordOf(
+      @Nullable Delivery delivery, int @Nullable [] positions, int i) {
+    return delivery != null && positions != null ? delivery.recordIdAt(positions[i]) : null;
+  }
+
   private static Map<String, Object> orEmpty(@Nullable Map<String, Object> headers) {
     return headers == null ? Map.of() : headers;
   }
@@ -331,6 +354,7 @@ final class ListenerBatches {
       List<Object> run,
       List<String> runKeys,
       List<Integer> runIndexes,
+      List<@Nullable String> runRecords,
       Batch<String> batch,
       Delivery.BatchFailures failures,
       List<Batch.Item> sent)
@@ -398,7 +422,7 @@ final class ListenerBatches {
         // again (KafkaBatchHeldBackTransactionProbeTest); the deferral still keeps the handler from
         // recovering (and committing past) a message that was not sent
         if (!ContainerTransactions.active()) {
-          heldBack.holdBack(method, runKeys.get(named));
+          heldBack.holdBack(method, runKeys.get(named), runRecords.get(named));
         }
         DeferredDeliveryException deferral =
             IdempotentListenerInterceptor.deferred(
