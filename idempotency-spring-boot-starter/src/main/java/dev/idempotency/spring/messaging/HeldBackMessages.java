@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.Batch;
+import dev.idempotency.IdempotencyKey;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -67,6 +68,66 @@ final class HeldBackMessages {
   boolean holds(ListenerMethod method, String key, @Nullable String record) {
     String held = messages.get(id(method, key));
     return held != null && (held.equals(ANY_RECORD) || record == null || held.equals(record));
+  }
+
+  /**
+   * The deferral of {@code unreadKey}, the first message the listener left unread before the one
+   * its {@code failure} named ({@code namedKey}, its record {@code namedRecord}), which it holds
+   * back.
+   *
+   * <ol>
+   *   <li>The batch comes back from the unread message as a deferral, which the container's handler
+   *       neither counts as a try nor hands to its recoverer: told the listener's failure there, a
+   *       handler that gives no retry dead-lettered that unread message unsent at once
+   *       (KafkaBatchHeldBackNotRetryableProbeTest). The failure is a suppressed exception of the
+   *       deferral, not its cause: the deferrals' handler would take a cause it classifies as fatal
+   *       (a {@code ClassCastException}) for a reason to skip the message.
+   *   <li>The named message is held back at the next delivery: the unread ones are sent first, then
+   *       it runs alone, and its failures from then on reach the handler at its own index, its
+   *       tries and recoverer. Each such deferral holds back another message of the batch (a
+   *       held-back one runs alone or not at all), so they end.
+   *   <li>Not held back in a container's transaction: there the held-back deferral would roll back
+   *       the sends before it, release their keys, and the next delivery would send them again
+   *       (KafkaBatchHeldBackTransactionProbeTest). The deferral still keeps the handler from
+   *       recovering (and committing past) a message that was not sent.
+   * </ol>
+   */
+  DeferredDeliveryException deferUnread(
+      ListenerMethod method,
+      String unreadKey,
+      String namedKey,
+      @Nullable String namedRecord,
+      Throwable failure) {
+    if (!ContainerTransactions.active()) {
+      holdBack(method, namedKey, namedRecord);
+    }
+    DeferredDeliveryException deferral =
+        IdempotentListenerInterceptor.deferred(
+            method,
+            IdempotencyKey.digest(unreadKey),
+            "the listener failed at a later message of its batch before it read this one",
+            null);
+    deferral.addSuppressed(failure);
+    return deferral;
+  }
+
+  /** The deferral of held-back message {@code key}: the messages before it run without it first. */
+  static RuntimeException heldBack(ListenerMethod method, String key) {
+    return IdempotentListenerInterceptor.deferred(
+        method,
+        IdempotencyKey.digest(key),
+        "the listener failed at it last time before reading the messages ahead of it,"
+            + " which run without it first",
+        null);
+  }
+
+  /** The deferral of message {@code key}, after a held-back message that runs alone first. */
+  static RuntimeException afterAlone(ListenerMethod method, String key) {
+    return IdempotentListenerInterceptor.deferred(
+        method,
+        IdempotencyKey.digest(key),
+        "the message before it, which the listener failed at last time, runs alone first",
+        null);
   }
 
   /** Forgets the held-back messages that were sent. */

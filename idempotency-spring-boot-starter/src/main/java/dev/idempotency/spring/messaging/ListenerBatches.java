@@ -159,12 +159,7 @@ final class ListenerBatches {
       }
       if (alone) {
         stop = i;
-        stopCause =
-            IdempotentListenerInterceptor.deferred(
-                method,
-                IdempotencyKey.digest(keys[i]),
-                "the message before it, which the listener failed at last time, runs alone first",
-                null);
+        stopCause = HeldBackMessages.afterAlone(method, keys[i]);
         continue;
       }
       String key = keys[i];
@@ -198,13 +193,7 @@ final class ListenerBatches {
         if (!run.isEmpty()) {
           // the listener failed at it last time before reading these: they run without it
           stop = i;
-          stopCause =
-              IdempotentListenerInterceptor.deferred(
-                  method,
-                  IdempotencyKey.digest(key),
-                  "the listener failed at it last time before reading the messages ahead of it,"
-                      + " which run without it first",
-                  null);
+          stopCause = HeldBackMessages.heldBack(method, key);
           continue;
         }
         alone = true;
@@ -409,31 +398,12 @@ final class ListenerBatches {
       }
       int unread = view.firstUnread();
       if (unread >= 0 && unread < named && failures.commitsBefore()) {
-        // a message before the named one was never read, so never sent (its key is released): the
-        // batch comes back from it as a deferral, which the container's handler neither counts as
-        // a try nor hands to its recoverer (told the listener's failure there, a handler that gives
-        // no retry dead-lettered that unread message unsent at once:
-        // KafkaBatchHeldBackNotRetryableProbeTest). The named message is held back at the next
-        // delivery: the unread ones are sent first, then it runs alone, and its failures from then
-        // on reach the handler at its own index, its tries and recoverer. Each such deferral holds
-        // back another message of the batch (a held-back one runs alone or not at all), so they
-        // end. Not held back in a container's transaction: there the held-back deferral would roll
-        // back the sends before it, release their keys, and the next delivery would send them
-        // again (KafkaBatchHeldBackTransactionProbeTest); the deferral still keeps the handler from
-        // recovering (and committing past) a message that was not sent
-        if (!ContainerTransactions.active()) {
-          heldBack.holdBack(method, runKeys.get(named), runRecords.get(named));
-        }
-        DeferredDeliveryException deferral =
-            IdempotentListenerInterceptor.deferred(
-                method,
-                IdempotencyKey.digest(runKeys.get(unread)),
-                "the listener failed at a later message of its batch before it read this one",
-                null);
-        // not its cause: the deferrals' handler would take a cause it classifies as fatal (a
-        // ClassCastException) for a reason to skip the message
-        deferral.addSuppressed(failure);
-        throw failures.failedAt(runIndexes.get(unread), deferral);
+        // a message before the named one was never read, so never sent (its key is released):
+        // the batch comes back from it, deferred, and the named one is held back
+        throw failures.failedAt(
+            runIndexes.get(unread),
+            heldBack.deferUnread(
+                method, runKeys.get(unread), runKeys.get(named), runRecords.get(named), failure));
       }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
     } finally {
