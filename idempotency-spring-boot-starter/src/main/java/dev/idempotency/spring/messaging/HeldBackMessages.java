@@ -80,8 +80,10 @@ final class HeldBackMessages {
    *       neither counts as a try nor hands to its recoverer: told the listener's failure there, a
    *       handler that gives no retry dead-lettered that unread message unsent at once
    *       (KafkaBatchHeldBackNotRetryableProbeTest). The failure is a suppressed exception of the
-   *       deferral, not its cause: the deferrals' handler would take a cause it classifies as fatal
-   *       (a {@code ClassCastException}) for a reason to skip the message.
+   *       deferral, not its cause: a deferral's causes are the starter's own (with Spring Kafka's
+   *       default classification, the deferrals' handler took a cause it classifies as fatal, a
+   *       {@code ClassCastException}, for a reason to skip the message:
+   *       KafkaDeferralFatalCauseProbeTest).
    *   <li>The named message is held back at the next delivery: the unread ones are sent first, then
    *       it runs alone, and its failures from then on reach the handler at its own index, its
    *       tries and recoverer. Each such deferral holds back another message of the batch (a
