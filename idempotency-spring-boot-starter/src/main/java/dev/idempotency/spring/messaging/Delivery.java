@@ -176,6 +176,14 @@ record Delivery(
     return found;
   }
 
+  /**
+   * Polled message {@code index} as the container names it (a Kafka record's topic, partition and
+   * offset), or {@code null} where unknown.
+   */
+  @Nullable String recordIdAt(int index) {
+    return index >= 0 && index < polled.size() ? Messages.recordId(polled.get(index)) : null;
+  }
+
   /** The headers of message {@code index}, or none. */
   Map<String, Object> headersOf(int index) {
     return index < headers.size() ? headers.get(index) : Map.of();

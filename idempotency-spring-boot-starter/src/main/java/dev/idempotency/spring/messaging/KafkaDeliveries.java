@@ -212,6 +212,10 @@ final class KafkaDeliveries {
               // never called: the backoff has no end
             },
             exponential);
+    // nothing is fatal to a deferral: Spring Kafka's default classification walks the cause chain,
+    // and a store failure caused by a ClassCastException (a default fatal exception) would get no
+    // retry and be skipped unsent by the recoverer above (KafkaDeferralFatalCauseProbeTest)
+    deferring.setClassifications(Map.of(), true);
     deferring.setAckAfterHandle(fallback.isAckAfterHandle());
     deferring.setSeekAfterError(fallback.seeksAfterHandling());
     // the interceptor logs each deferral, naming the listener; the retry itself is routine

@@ -11,7 +11,6 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.ResultCodec;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -36,53 +35,26 @@ import org.slf4j.LoggerFactory;
  *   <li>Their outcomes are recorded before the container acknowledges; in a listener container's
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}). A
- *       Kafka batch that failed at a message after one the listener never read comes back without
- *       that message at first ({@link #heldBack}).
+ *       Kafka batch that failed at a message after one the listener never read comes back as a
+ *       deferral from the unread one, then without the failed message at first ({@link
+ *       HeldBackMessages}).
  *   <li>On a Kafka, RabbitMQ or JMS consumer's thread, an interrupt the listener left is cleared
  *       before the container acknowledges ({@link ConsumerThreadInterrupts}).
  * </ol>
  *
- * Holds the guard's supplier and the held-back messages (a synchronized set); thread-safe.
+ * Holds the guard's supplier and the held-back messages; thread-safe.
  */
 final class ListenerBatches {
 
   private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
-  /** How many held-back messages ({@link #heldBack}) are remembered; the oldest go first. */
-  private static final int HELD_BACK_LIMIT = 1024;
-
   private final Supplier<IdempotencyGuard> guard;
 
-  /**
-   * The messages (listener name and key) a batch listener failed at, naming them, after it left a
-   * message before them unread: a listener that reads its list out of order (from the last message
-   * to the first) fails at such a message at its first read, before it sends the earlier ones, at
-   * every delivery. Kafka is told the first unread message (never committed unsent), so the next
-   * delivery holds the failed message back: the listener gets the messages before it alone, then it
-   * alone (the rest comes back after it), so that the earlier messages are sent and the container's
-   * tries and recoverer apply to the failed message, not to one the listener never read. In memory,
-   * a hint only: it decides where a delivery stops (a deferral of the rest, never a message counted
-   * as sent), and is forgotten once the message was sent. Kafka only (a container that commits the
-   * messages before the failed one), outside a container transaction.
-   */
-  private final Set<String> heldBack =
-      Collections.synchronizedSet(
-          Collections.newSetFromMap(
-              new LinkedHashMap<>() {
-                private static final long serialVersionUID = 1L;
-
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-                  return size() > HELD_BACK_LIMIT;
-                }
-              }));
+  /** The messages held back at the next deliveries ({@link HeldBackMessages}). */
+  private final HeldBackMessages heldBack = new HeldBackMessages();
 
   ListenerBatches(Supplier<IdempotencyGuard> guard) {
     this.guard = guard;
-  }
-
-  private static String heldBackId(ListenerMethod method, String key) {
-    return method.name + '\n' + key;
   }
 
   /** What became of one message of a batch before the listener ran. */
@@ -173,6 +145,7 @@ final class ListenerBatches {
     List<Object> run = new ArrayList<>();
     List<String> runKeys = new ArrayList<>();
     List<Integer> runIndexes = new ArrayList<>();
+    List<@Nullable String> runRecords = new ArrayList<>();
     int stop = size;
     RuntimeException stopCause = null;
     int replays = 0;
@@ -186,12 +159,7 @@ final class ListenerBatches {
       }
       if (alone) {
         stop = i;
-        stopCause =
-            IdempotentListenerInterceptor.deferred(
-                method,
-                IdempotencyKey.digest(keys[i]),
-                "the message before it, which the listener failed at last time, runs alone first",
-                null);
+        stopCause = HeldBackMessages.afterAlone(method, keys[i]);
         continue;
       }
       String key = keys[i];
@@ -221,17 +189,11 @@ final class ListenerBatches {
       }
       if (fate == Fate.SEND
           && failures.commitsBefore()
-          && heldBack.contains(heldBackId(method, key))) {
+          && heldBack.holds(method, key, recordOf(delivery, positions, i))) {
         if (!run.isEmpty()) {
           // the listener failed at it last time before reading these: they run without it
           stop = i;
-          stopCause =
-              IdempotentListenerInterceptor.deferred(
-                  method,
-                  IdempotencyKey.digest(key),
-                  "the listener failed at it last time before reading the messages ahead of it,"
-                      + " which run without it first",
-                  null);
+          stopCause = HeldBackMessages.heldBack(method, key);
           continue;
         }
         alone = true;
@@ -240,6 +202,7 @@ final class ListenerBatches {
         run.add(elements.get(i));
         runKeys.add(key);
         runIndexes.add(polledIndex(positions, i));
+        runRecords.add(recordOf(delivery, positions, i));
       } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
         replays++;
       }
@@ -261,12 +224,21 @@ final class ListenerBatches {
       if (!run.isEmpty()) {
         result =
             runBatch(
-                invocation, method, arguments, run, runKeys, runIndexes, batch, failures, sent);
+                invocation,
+                method,
+                arguments,
+                run,
+                runKeys,
+                runIndexes,
+                runRecords,
+                batch,
+                failures,
+                sent);
       } else if (stopCause == null) {
         Messages.acknowledgeSkipped(arguments);
       }
     } finally {
-      forgetHeldBack(method, sent);
+      heldBack.forget(method, sent);
       if (inTransaction) {
         ContainerTransactions.onCompletion(
             new ContainerTransactions.Completion() {
@@ -313,6 +285,15 @@ final class ListenerBatches {
    */
   private static int polledIndex(int @Nullable [] positions, int i) {
     return positions != null ? positions[i] : i;
+  }
+
+  /**
+   * Element {@code i}'s polled record as the container names it ({@link Delivery#recordIdAt}), or
+   * {@code null} where that is unknown.
+   */
+  private static @Nullable String recordOf(
+      @Nullable Delivery delivery, int @Nullable [] positions, int i) {
+    return delivery != null && positions != null ? delivery.recordIdAt(positions[i]) : null;
   }
 
   private static Map<String, Object> orEmpty(@Nullable Map<String, Object> headers) {
@@ -362,6 +343,7 @@ final class ListenerBatches {
       List<Object> run,
       List<String> runKeys,
       List<Integer> runIndexes,
+      List<@Nullable String> runRecords,
       Batch<String> batch,
       Delivery.BatchFailures failures,
       List<Batch.Item> sent)
@@ -416,19 +398,12 @@ final class ListenerBatches {
       }
       int unread = view.firstUnread();
       if (unread >= 0 && unread < named && failures.commitsBefore()) {
-        // a message before the named one was never read, so never sent (its key is released): the
-        // batch fails from it with the listener's own failure, so that the container's retries and
-        // recoverer stay bounded (a deferral would come back without limit, and a listener that
-        // read out of order would send the messages it read after the named one at every loop);
-        // the named message is held back at the next delivery, so that the unread ones are sent
-        // and the container's tries count against the named one, not against an unread one. Not
-        // in a container's transaction: there the held-back deferral would roll back the sends
-        // before it, release their keys, and the next delivery would send them again
-        // (KafkaBatchHeldBackTransactionProbeTest)
-        if (!ContainerTransactions.active()) {
-          heldBack.add(heldBackId(method, runKeys.get(named)));
-        }
-        throw failures.failedAt(runIndexes.get(unread), causeOf(failure));
+        // a message before the named one was never read, so never sent (its key is released):
+        // the batch comes back from it, deferred, and the named one is held back
+        throw failures.failedAt(
+            runIndexes.get(unread),
+            heldBack.deferUnread(
+                method, runKeys.get(unread), runKeys.get(named), runRecords.get(named), failure));
       }
       throw failures.failedAt(runIndexes.get(named), causeOf(failure));
     } finally {
@@ -446,13 +421,6 @@ final class ListenerBatches {
       throw failures.failedAt(runIndexes.get(view.firstUnread()), view.deferral(lapsed));
     }
     return result;
-  }
-
-  /** Forgets the held-back messages ({@link #heldBack}) that were sent. */
-  private void forgetHeldBack(ListenerMethod method, List<Batch.Item> sent) {
-    for (Batch.Item item : sent) {
-      heldBack.remove(heldBackId(method, item.key()));
-    }
   }
 
   /** Adds to {@code sent} the items of the messages before {@code end} that the listener read. */

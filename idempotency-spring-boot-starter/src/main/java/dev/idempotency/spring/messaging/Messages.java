@@ -99,6 +99,16 @@ final class Messages {
     }
   }
 
+  /**
+   * A polled Kafka record's topic, partition and offset (which its redeliveries keep), or {@code
+   * null} for anything else.
+   */
+  static @Nullable String recordId(@Nullable Object polled) {
+    return KAFKA && polled instanceof ConsumerRecord<?, ?> record
+        ? record.topic() + '-' + record.partition() + '@' + record.offset()
+        : null;
+  }
+
   /** A Kafka record's headers, the last value of each name. */
   static Map<String, Object> kafkaHeaders(ConsumerRecord<?, ?> record) {
     Map<String, Object> headers = new LinkedHashMap<>();

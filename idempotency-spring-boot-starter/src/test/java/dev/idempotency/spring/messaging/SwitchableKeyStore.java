@@ -43,9 +43,17 @@ public final class SwitchableKeyStore implements KeyStore {
    */
   public final AtomicReference<CountDownLatch> heldClaimAnswer = new AtomicReference<>();
 
+  /** If set, every call fails with it: a store client's own exception, not a KeyStoreException. */
+  public final AtomicReference<RuntimeException> failsWith = new AtomicReference<>();
+
   private final KeyStore delegate = InMemoryKeyStore.builder().build();
 
   private void check() {
+    RuntimeException failure = failsWith.get();
+    if (failure != null) {
+      refused.incrementAndGet();
+      throw failure;
+    }
     if (down.get()) {
       refused.incrementAndGet();
       throw new KeyStoreException("the store is down (test)", null);

@@ -2,13 +2,9 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.springframework.context.annotation.Bean;
@@ -27,41 +23,26 @@ class KafkaBatchHeldBackThenSentProbeTest {
 
   @Test
   void aHeldBackMessageThatThenSucceedsIsSentOnceWithTheOthers() throws Exception {
-    SuiteProvider provider = new SuiteProvider();
-    String topic = "idem.probe-held-back-sent-" + UUID.randomUUID();
-    try (KafkaListenerApplication application =
-        KafkaListenerApplication.start(
-            new SwitchableKeyStore(),
-            provider,
-            new CountDownLatch(1),
-            topic,
-            "none",
-            new Class<?>[] {OnceFailingListeners.class})) {
-      OnceFailingListener listener = application.context().getBean(OnceFailingListener.class);
-      String[] keys = new String[4];
-      for (int i = 0; i < keys.length; i++) {
-        keys[i] = (i == 3 ? "flaky-" : "probe-held-back-sent-") + i + "-" + UUID.randomUUID();
-      }
-      application.publishInOneBatch(keys);
-      Waits.await(
-          "each message sent", () -> Arrays.stream(keys).allMatch(key -> provider.sends(key) >= 1));
-      application.awaitAcknowledged();
-      String facts =
-          "listener calls: "
-              + listener.calls()
-              + ", sends of the four: "
-              + Arrays.stream(keys).map(provider::sends).toList()
-              + ", dead-lettered: "
-              + application.deadLettered();
+    try (HeldBackBatch batch =
+        HeldBackBatch.publish(
+            "probe-held-back-sent",
+            3,
+            "flaky-",
+            OnceFailingListeners.class,
+            OnceFailingListener.class,
+            OnceFailingListener::calls)) {
+      Waits.await("each message sent", () -> batch.sends().stream().allMatch(sends -> sends >= 1));
+      batch.application.awaitAcknowledged();
+      String facts = batch.facts();
       org.assertj.core.api.SoftAssertions.assertSoftly(
           softly -> {
-            for (String key : keys) {
+            for (String key : batch.keys) {
               softly
-                  .assertThat(provider.sends(key))
+                  .assertThat(batch.provider.sends(key))
                   .as("sends of " + key + " (" + facts + ")")
                   .isEqualTo(1);
             }
-            softly.assertThat(application.deadLettered()).as("dead-lettered").isEmpty();
+            softly.assertThat(batch.application.deadLettered()).as("dead-lettered").isEmpty();
           });
     }
   }

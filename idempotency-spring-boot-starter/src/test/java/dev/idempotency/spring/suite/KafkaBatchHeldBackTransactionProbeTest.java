@@ -1,11 +1,8 @@
 package dev.idempotency.spring.suite;
 
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import dev.idempotency.spring.suite.KafkaBatchBackwardsPermanentFailureProbeTest.BackwardsListener;
 import dev.idempotency.spring.suite.KafkaBatchBackwardsPermanentFailureProbeTest.BackwardsListeners;
-import java.util.Arrays;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -25,51 +22,41 @@ import org.junit.jupiter.api.Test;
  * no progress): each delivery fails at the first unread message with the listener's failure, rolls
  * back, and comes again; nothing is sent or dead-lettered ("listener calls: 15, sends of the four:
  * [0, 0, 0, 0], dead-lettered: []", Boot 3.5 and 4.0).
+ *
+ * <p>Left open by fixkafka2, which found no way to progress here without a second send: in a
+ * container transaction any failure of a batch rolls its whole transaction back, the sends before
+ * the failed message included (their keys released), and Spring Kafka's after-rollback processor
+ * seeks the whole batch back. The container commits the offsets before a failed message only when
+ * its error handler returns, having recovered the failed one in the same call (then it sends the
+ * whole batch's offsets to the transaction): a held-back message, or a handler's retry of it, rolls
+ * back the sends before it. Since b07e968 the first failure comes back as a deferral from message 0
+ * (never counted or recovered by the handler, so never dead-lettered or committed unsent), and the
+ * batch still comes back without end, without a send (the same facts, Boot 3.5).
  */
 @Tag("open-finding")
 class KafkaBatchHeldBackTransactionProbeTest {
 
   @Test
   void aBackwardsReaderInAKafkaTransactionSendsTheOthersOnce() throws Exception {
-    SuiteProvider provider = new SuiteProvider();
-    String topic = "idem.probe-held-back-tx-" + UUID.randomUUID();
-    try (KafkaListenerApplication application =
-        KafkaListenerApplication.start(
-            new SwitchableKeyStore(),
-            provider,
-            new CountDownLatch(1),
-            topic,
-            "none",
-            new Class<?>[] {BackwardsListeners.class},
+    try (HeldBackBatch batch =
+        HeldBackBatch.publish(
+            "probe-held-back-tx",
+            3,
+            "refused-",
+            BackwardsListeners.class,
+            BackwardsListener.class,
+            BackwardsListener::calls,
             "spring.kafka.producer.transaction-id-prefix=probe-held-back-tx-" + UUID.randomUUID(),
             "spring.kafka.consumer.isolation-level=read-committed")) {
-      BackwardsListener listener = application.context().getBean(BackwardsListener.class);
-      String[] keys = new String[4];
-      for (int i = 0; i < keys.length; i++) {
-        keys[i] = (i == 3 ? "refused-" : "probe-held-back-tx-") + i + "-" + UUID.randomUUID();
-      }
-      application.publishInOneBatch(keys);
-      try {
-        Waits.await(
-            "fifteen listener calls, or a message sent twice",
-            () ->
-                listener.calls() >= 15
-                    || Arrays.stream(keys).anyMatch(key -> provider.sends(key) >= 2));
-      } catch (AssertionError timedOut) {
-        // the deliveries ended: the assertions below say what happened
-      }
-      String facts =
-          "listener calls: "
-              + listener.calls()
-              + ", sends of the four: "
-              + Arrays.stream(keys).map(provider::sends).toList()
-              + ", dead-lettered: "
-              + application.deadLettered();
+      batch.awaitOrGoOn(
+          "fifteen listener calls, or a message sent twice",
+          () -> batch.calls() >= 15 || batch.sends().stream().anyMatch(sends -> sends >= 2));
+      String facts = batch.facts();
       org.assertj.core.api.SoftAssertions.assertSoftly(
           softly -> {
             for (int i = 0; i < 3; i++) {
               softly
-                  .assertThat(provider.sends(keys[i]))
+                  .assertThat(batch.provider.sends(batch.keys[i]))
                   .as("sends of message " + i + " (" + facts + ")")
                   .isEqualTo(1);
             }

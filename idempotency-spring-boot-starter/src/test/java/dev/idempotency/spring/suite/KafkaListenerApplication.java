@@ -107,16 +107,21 @@ final class KafkaListenerApplication implements ListenerApplication {
    * the listener's consumer gets them all, a batch listener's one batch: a producer of its own that
    * lingers until it is flushed.
    */
-  @SuppressWarnings("unchecked")
   void publishInOneBatch(String... keys) throws Exception {
+    publishInOneBatch(keys, keys);
+  }
+
+  /** As {@link #publishInOneBatch(String...)}, message {@code i} keyed {@code keys[i]}. */
+  @SuppressWarnings("unchecked")
+  void publishInOneBatch(String[] keys, String[] payloads) throws Exception {
     Map<String, Object> configs =
         new HashMap<>(context.getBean(ProducerFactory.class).getConfigurationProperties());
     configs.put(ProducerConfig.LINGER_MS_CONFIG, 60_000);
     try (Producer<String, String> producer = new KafkaProducer<>(configs)) {
       List<Future<RecordMetadata>> sent = new ArrayList<>();
-      for (String key : keys) {
-        ProducerRecord<String, String> record = new ProducerRecord<>(topic, key);
-        record.headers().add("Idempotency-Key", key.getBytes(StandardCharsets.UTF_8));
+      for (int i = 0; i < keys.length; i++) {
+        ProducerRecord<String, String> record = new ProducerRecord<>(topic, payloads[i]);
+        record.headers().add("Idempotency-Key", keys[i].getBytes(StandardCharsets.UTF_8));
         sent.add(producer.send(record));
       }
       producer.flush();
