@@ -226,7 +226,6 @@ class RabbitProducerBatchPartsProbeTest {
    * Message<?>} parameter's headers; {@code @Idempotent} on the listener method).
    */
   @Test
-  @Tag("open-finding")
   void aKeyFromAHeaderParameterNeverAcknowledgesALaterPartAsTheFirstsReplay() throws Exception {
     String first = unique("hp-first");
     String second = unique("hp-second");
@@ -255,7 +254,6 @@ class RabbitProducerBatchPartsProbeTest {
    * headers at all: the part's {@code @Header} argument is the first message's key.
    */
   @Test
-  @Tag("open-finding")
   void anIdempotentMethodKeyedByAHeaderParameterNeverTakesALaterPartAsTheFirstsReplay()
       throws Exception {
     String first = unique("ih-first");
@@ -308,7 +306,6 @@ class RabbitProducerBatchPartsProbeTest {
    * no header key from it.
    */
   @Test
-  @Tag("open-finding")
   void anUnguardedListenersPartsCarryNoHeaderOfTheStarters() throws Exception {
     String first = unique("ug-first");
     String second = unique("ug-second");
@@ -336,7 +333,6 @@ class RabbitProducerBatchPartsProbeTest {
    * a strategy set later splits batches unmarked.
    */
   @Test
-  @Tag("open-finding")
   void aBatchingStrategySetAfterTheStartStillKeepsALaterPartFromTheFirstsKey() throws Exception {
     ((AbstractMessageListenerContainer) registry.getListenerContainer(RUNTIME_STRATEGY_ID))
         .setBatchingStrategy(new SimpleBatchingStrategy(2, 1_000_000, 60_000));
