@@ -218,12 +218,14 @@ class RabbitProducerBatchPartsProbeTest {
    * message's: the second must be sent once or dead-lettered, never acknowledged as the first's
    * replay.
    *
-   * <p>Open finding (severity high: a lost send, SPEC section 1), Boot 3.5 and 4.0: "[the second
-   * (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false] Expecting value to be
-   * true but was false". The part's {@code @Header} argument is the first message's key (the marked
-   * part keeps the batch's headers), so it is acknowledged as the first's replay, never sent. The
-   * same holds for any key read from the arguments rather than from {@code #headers} (a {@code
-   * Message<?>} parameter's headers; {@code @Idempotent} on the listener method).
+   * <p>Was an open finding (severity high: a lost send, SPEC section 1), Boot 3.5 and 4.0: "[the
+   * second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false] Expecting
+   * value to be true but was false". Fixed: a marked part to a listener whose key may read anything
+   * but the payload is rejected before the listener runs (dead-lettered). The part's
+   * {@code @Header} argument is the first message's key (the marked part keeps the batch's
+   * headers), so it is acknowledged as the first's replay, never sent. The same holds for any key
+   * read from the arguments rather than from {@code #headers} (a {@code Message<?>} parameter's
+   * headers; {@code @Idempotent} on the listener method).
    */
   @Test
   void aKeyFromAHeaderParameterNeverAcknowledgesALaterPartAsTheFirstsReplay() throws Exception {
@@ -248,8 +250,8 @@ class RabbitProducerBatchPartsProbeTest {
    * Idempotent} on the {@code @RabbitListener} method (a supported shape) instead of {@code
    * IdempotentListener}.
    *
-   * <p>Open finding (severity high: a lost send, SPEC section 1), the same cause, Boot 3.5 and 4.0:
-   * "[the second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false]
+   * <p>Was an open finding (fixed as the one above; severity high), the same cause, Boot 3.5 and
+   * 4.0: "[the second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false]
    * Expecting value to be true but was false". {@code Idempotent} does not look at the delivery's
    * headers at all: the part's {@code @Header} argument is the first message's key.
    */
@@ -299,11 +301,11 @@ class RabbitProducerBatchPartsProbeTest {
    * An unguarded listener gets a producer's batch: its parts are Spring AMQP's, with no header of
    * the starter's added.
    *
-   * <p>Open finding (severity low: no send lost; an application-visible change), Boot 3.5 and 4.0:
-   * the second part's headers contain {@code idempotency_producerBatchPart} (the starter wraps
-   * every container's batching strategy, guarded or not). An application that forwards such a part
-   * with its headers carries the marker to the broker, and a guarded listener downstream then reads
-   * no header key from it.
+   * <p>Was an open finding (fixed: only guarded listeners' containers are marked; severity low: no
+   * send lost; an application-visible change), Boot 3.5 and 4.0: the second part's headers contain
+   * {@code idempotency_producerBatchPart} (the starter wraps every container's batching strategy,
+   * guarded or not). An application that forwards such a part with its headers carries the marker
+   * to the broker, and a guarded listener downstream then reads no header key from it.
    */
   @Test
   void anUnguardedListenersPartsCarryNoHeaderOfTheStarters() throws Exception {
@@ -326,9 +328,10 @@ class RabbitProducerBatchPartsProbeTest {
    * (an application's runner): the second part of a producer's batch carries the first's key, and
    * must be sent once or dead-lettered, never acknowledged as the first's replay.
    *
-   * <p>Open finding (severity medium: a lost send, SPEC section 1, after an unusual change at run
-   * time), Boot 3.5 and 4.0: "[the second (its own key) sent once or dead-lettered; sends: 0,
-   * dead-lettered: false] Expecting value to be true but was false". The starter wraps the
+   * <p>Was an open finding (fixed: the starter's advice wraps the strategy again at the next
+   * delivery and requeues it; severity medium: a lost send, SPEC section 1, after an unusual change
+   * at run time), Boot 3.5 and 4.0: "[the second (its own key) sent once or dead-lettered; sends:
+   * 0, dead-lettered: false] Expecting value to be true but was false". The starter wraps the
    * container's strategy once, before the start; the container reads its field at each delivery, so
    * a strategy set later splits batches unmarked.
    */
