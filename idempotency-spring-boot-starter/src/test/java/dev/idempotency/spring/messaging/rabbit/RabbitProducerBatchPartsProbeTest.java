@@ -71,6 +71,7 @@ class RabbitProducerBatchPartsProbeTest {
   static final String RUNTIME_STRATEGY_QUEUE = "idem.parts-probe.runtime-strategy";
   static final String RUNTIME_STRATEGY_ID = "parts-probe-runtime-strategy";
   static final String IDEMPOTENT_HEADER_QUEUE = "idem.parts-probe.idempotent-header";
+  static final String IDEMPOTENT_PAYLOAD_QUEUE = "idem.parts-probe.idempotent-payload";
   static final String DEFERRED_QUEUE = "idem.parts-probe.deferred";
   static final String CONSUMER_BATCH_QUEUE = "idem.parts-probe.consumer-batch";
   static final String DEAD_LETTERS = ".dead-letters";
@@ -107,6 +108,16 @@ class RabbitProducerBatchPartsProbeTest {
     @RabbitListener(id = "parts-probe-idempotent-header", queues = IDEMPOTENT_HEADER_QUEUE)
     @Idempotent(name = "parts-probe-idempotent-header", key = "#p1")
     public void idempotentHeader(String event, @Header("Idempotency-Key") String key) {
+      sent.add(event);
+    }
+
+    /**
+     * {@code @Idempotent} on the listener method, keyed by its payload parameter beside a
+     * {@code @Header} parameter it does not key by.
+     */
+    @RabbitListener(id = "parts-probe-idempotent-payload", queues = IDEMPOTENT_PAYLOAD_QUEUE)
+    @Idempotent(name = "parts-probe-idempotent-payload", key = "#p0")
+    public void idempotentPayload(String event, @Header("Idempotency-Key") String key) {
       sent.add(event);
     }
 
@@ -156,6 +167,8 @@ class RabbitProducerBatchPartsProbeTest {
           QueueBuilder.nonDurable(RUNTIME_STRATEGY_QUEUE + DEAD_LETTERS).build(),
           deadLettered(IDEMPOTENT_HEADER_QUEUE),
           QueueBuilder.nonDurable(IDEMPOTENT_HEADER_QUEUE + DEAD_LETTERS).build(),
+          deadLettered(IDEMPOTENT_PAYLOAD_QUEUE),
+          QueueBuilder.nonDurable(IDEMPOTENT_PAYLOAD_QUEUE + DEAD_LETTERS).build(),
           deadLettered(DEFERRED_QUEUE),
           QueueBuilder.nonDurable(DEFERRED_QUEUE + DEAD_LETTERS).build(),
           deadLettered(CONSUMER_BATCH_QUEUE),
@@ -272,6 +285,28 @@ class RabbitProducerBatchPartsProbeTest {
             "the second (its own key) sent once or dead-lettered; sends: %d, dead-lettered: %s",
             sent(second), deadLetter != null)
         .isTrue();
+  }
+
+  /**
+   * An {@code Idempotent} listener method keyed by its payload parameter ({@code #p0}), beside a
+   * {@code @Header} parameter it does not key by, gets a producer's batch of two: each part is its
+   * own key, and both are sent once, nothing dead-lettered (a part after the first is rejected only
+   * for a key that may read the headers).
+   */
+  @Test
+  void anIdempotentMethodKeyedByItsPayloadParameterSendsEachPartOnce() throws Exception {
+    String first = unique("ip-first");
+    String second = unique("ip-second");
+    publishBatch(IDEMPOTENT_PAYLOAD_QUEUE, List.of(message(first), message(second)));
+    await("both parts sent", () -> sent(first) >= 1 && sent(second) >= 1);
+    String marker = unique("ip-marker");
+    plain.send("", IDEMPOTENT_PAYLOAD_QUEUE, message(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+
+    assertThat(List.of(sent(first), sent(second))).as("sends of the two").containsExactly(1, 1);
+    assertThat(plain.receive(IDEMPOTENT_PAYLOAD_QUEUE + DEAD_LETTERS, 500))
+        .as("dead-lettered")
+        .isNull();
   }
 
   /**
