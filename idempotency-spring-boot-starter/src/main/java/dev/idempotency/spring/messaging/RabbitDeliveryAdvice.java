@@ -66,6 +66,12 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
    */
   private final @Nullable AbstractMessageListenerContainer container;
 
+  /**
+   * Whether {@link #container}'s listener is guarded, found at its first delivery; {@code null}
+   * before.
+   */
+  private volatile @Nullable Boolean guarded;
+
   RabbitDeliveryAdvice(DeliveryBackOff backOff) {
     this(new DeferralCounter(backOff), null);
   }
@@ -206,6 +212,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
     Object[] arguments = invocation.getArguments();
     Object data = arguments.length > 1 ? arguments[1] : null;
+    if (container != null) {
+      checkProducerBatchParts(container, data);
+    }
     Delivery previous = Delivery.bind(delivery(data));
     Caught caught = new Caught();
     Caught outer = CAUGHT.get();
@@ -243,6 +252,50 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
       RabbitErrorHandlers.passDeferralsOf(container); // the application may have replaced it
     }
     throw requeue(deferred);
+  }
+
+  /**
+   * Keeps a guarded listener from taking a part of a producer's batch for the first message ({@link
+   * RabbitProducerBatchParts}), before the listener runs: a batching strategy the application set
+   * on the container after the start is wrapped again and the delivery requeued (it may have been
+   * split unmarked); a part after the first reaching a record listener whose key may read anything
+   * but the payload is rejected without requeue, not sent (its headers, from which Spring resolves
+   * {@code @Header} parameters and the rest, are the first message's).
+   */
+  private void checkProducerBatchParts(
+      AbstractMessageListenerContainer rabbit, @Nullable Object data) {
+    Boolean known = guarded;
+    if (known == null) {
+      known = UnsupportedRabbitContainers.guardedMethod(rabbit) != null;
+      guarded = known;
+    }
+    if (!known) {
+      return;
+    }
+    if (RabbitProducerBatchParts.markedAgain(rabbit)) {
+      log.warn(
+          "The batching strategy of RabbitMQ listener container '{}' was replaced after the start;"
+              + " the starter wrapped it again (it marks the parts of a producer's batch) and"
+              + " requeued the delivery",
+          rabbit.getListenerId());
+      throw new ImmediateRequeueAmqpException(
+          "the container's batching strategy was replaced; wrapped again, requeued");
+    }
+    if (data instanceof Message message
+        && RabbitProducerBatchParts.isMarked(message)
+        && !RabbitProducerBatchParts.keyedByPayload(rabbit)) {
+      log.warn(
+          "A part after the first of a producer's batch (BatchingRabbitTemplate) reached RabbitMQ"
+              + " listener container '{}', whose guarded listener may read its key from the"
+              + " message's headers (a header, @Header or Message parameter), which such a part"
+              + " shares with the batch's first message: the batch is rejected without requeue"
+              + " (dead-lettered if its queue has a dead-letter exchange), this part not sent. Key"
+              + " the listener by its payload.",
+          rabbit.getListenerId());
+      throw new AmqpRejectAndDontRequeueException(
+          "a producer batch's part after the first, to a listener keyed from its headers:"
+              + " rejected without requeue");
+    }
   }
 
   /**

@@ -1,5 +1,8 @@
 package dev.idempotency.spring.messaging;
 
+import dev.idempotency.spring.Idempotent;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
 import java.util.Collection;
 import java.util.Date;
 import java.util.Map;
@@ -11,6 +14,23 @@ import org.springframework.amqp.rabbit.batch.BatchingStrategy;
 import org.springframework.amqp.rabbit.batch.MessageBatch;
 import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
 import org.springframework.beans.BeanUtils;
+import org.springframework.core.DefaultParameterNameDiscoverer;
+import org.springframework.core.MethodParameter;
+import org.springframework.core.ResolvableType;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.expression.spel.SpelNode;
+import org.springframework.expression.spel.ast.CompoundExpression;
+import org.springframework.expression.spel.ast.MethodReference;
+import org.springframework.expression.spel.ast.Projection;
+import org.springframework.expression.spel.ast.PropertyOrFieldReference;
+import org.springframework.expression.spel.ast.Selection;
+import org.springframework.expression.spel.ast.VariableReference;
+import org.springframework.expression.spel.standard.SpelExpression;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.messaging.handler.annotation.Header;
+import org.springframework.messaging.handler.annotation.Headers;
+import org.springframework.messaging.support.MessageHeaderAccessor;
+import org.springframework.util.ReflectionUtils;
 
 /**
  * Keeps the starter from reading a header key of one message of a producer's batch ({@code
@@ -24,6 +44,13 @@ import org.springframework.beans.BeanUtils;
  * no key for it and rejects it without requeue, nothing sent ({@link
  * MissingIdempotencyKeyException}); a key read from the payload is each part's own and works. The
  * first part keeps the batch message's headers, which are its own.
+ *
+ * <p>Spring resolves a listener method's {@code @Header} parameters, a {@code Message}, and the
+ * rest from the part's headers, the first message's: a guarded record listener whose key may read
+ * anything but the payload ({@link #keyedByPayload}) has each marked part rejected before the
+ * listener runs ({@link RabbitDeliveryAdvice}). Only the containers of guarded listeners are
+ * marked; a strategy the application sets on one after the start is wrapped again at its next
+ * delivery ({@link #markedAgain}), which is requeued.
  */
 final class RabbitProducerBatchParts {
 
@@ -41,14 +68,159 @@ final class RabbitProducerBatchParts {
    * else is left as it is.
    */
   static void markIn(Object container) {
-    if (!(container instanceof AbstractMessageListenerContainer rabbit)) {
-      return;
+    if (container instanceof AbstractMessageListenerContainer rabbit
+        && UnsupportedRabbitContainers.guardedMethod(rabbit) != null) {
+      markedAgain(rabbit);
     }
-    Object current =
-        ListenerContainerHooks.current(rabbit, "getBatchingStrategy", "batchingStrategy");
+  }
+
+  /** Spring AMQP's field of a container's strategy (its getter is protected), read at delivery. */
+  private static final Field STRATEGY =
+      fieldOf(AbstractMessageListenerContainer.class, "batchingStrategy");
+
+  private static Field fieldOf(Class<?> type, String name) {
+    Field field = ReflectionUtils.findField(type, name);
+    if (field == null) {
+      throw new IllegalStateException(
+          "cannot read the "
+              + name
+              + " of "
+              + type.getName()
+              + "; please report this with your Spring AMQP version");
+    }
+    ReflectionUtils.makeAccessible(field);
+    return field;
+  }
+
+  /**
+   * Wraps the container's batching strategy if it is not wrapped (a guarded listener's container,
+   * whose strategy the application replaced), and says whether it did.
+   */
+  static boolean markedAgain(AbstractMessageListenerContainer rabbit) {
+    Object current = ReflectionUtils.getField(STRATEGY, rabbit);
     if (current instanceof BatchingStrategy strategy && !(strategy instanceof Marking)) {
       rabbit.setBatchingStrategy(new Marking(strategy));
+      return true;
     }
+    return false;
+  }
+
+  /** Whether {@code message} is a part after the first of a producer's batch (marked). */
+  static boolean isMarked(Message message) {
+    return message.getMessageProperties().getHeaders().containsKey(PART);
+  }
+
+  /**
+   * Whether every guarded listener method of the container reads its key from the payload only:
+   * {@code #payload}, the payload's properties, or payload parameters ({@code #p0}, {@code #a1}, a
+   * parameter's name) that are no {@code @Header} or {@code @Headers} parameter, {@code Message},
+   * AMQP {@code Message}, {@code MessageProperties}, {@code MessageHeaders} or channel. Anything
+   * else ({@code #headers}, {@code #root} over a message, a variable it does not know, a header
+   * key) counts as read from the headers.
+   */
+  static boolean keyedByPayload(AbstractMessageListenerContainer rabbit) {
+    for (Method method : UnsupportedRabbitContainers.guardedMethods(rabbit)) {
+      if (!keyedByPayload(method)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  static boolean keyedByPayload(Method method) {
+    IdempotentListener listener =
+        AnnotatedElementUtils.findMergedAnnotation(method, IdempotentListener.class);
+    if (listener != null) {
+      // the root object is the first argument, #payload its payload
+      return !listener.key().isEmpty()
+          && keyedByPayload(listener.key(), method, payloadParameter(method, 0), true);
+    }
+    Idempotent idempotent = AnnotatedElementUtils.findMergedAnnotation(method, Idempotent.class);
+    // the root object is the listener's bean
+    return idempotent == null || keyedByPayload(idempotent.key(), method, true, false);
+  }
+
+  private static boolean keyedByPayload(
+      String key, Method method, boolean rootIsPayload, boolean payloadVariable) {
+    SpelNode ast;
+    try {
+      ast = ((SpelExpression) new SpelExpressionParser().parseExpression(key)).getAST();
+    } catch (RuntimeException invalid) {
+      return false;
+    }
+    return payloadOnly(ast, true, method, rootIsPayload, payloadVariable);
+  }
+
+  private static boolean payloadOnly(
+      SpelNode node,
+      boolean atRoot,
+      Method method,
+      boolean rootIsPayload,
+      boolean payloadVariable) {
+    if (node instanceof VariableReference) {
+      String name = node.toStringAST().substring(1);
+      if (name.equals("this") ? atRoot : name.equals("root")) {
+        return rootIsPayload;
+      }
+      if (!name.equals("this")
+          && !(payloadVariable && name.equals("payload"))
+          && !payloadParameterNamed(method, name)) {
+        return false;
+      }
+    } else if ((node instanceof PropertyOrFieldReference || node instanceof MethodReference)
+        && atRoot
+        && !rootIsPayload) {
+      return false;
+    }
+    boolean compound = node instanceof CompoundExpression;
+    boolean overElements = node instanceof Selection || node instanceof Projection;
+    for (int i = 0; i < node.getChildCount(); i++) {
+      boolean childAtRoot = compound ? i == 0 && atRoot : !overElements;
+      if (!payloadOnly(node.getChild(i), childAtRoot, method, rootIsPayload, payloadVariable)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** Whether {@code name} ({@code p0}, {@code a0} or a parameter's name) is a payload parameter. */
+  private static boolean payloadParameterNamed(Method method, String name) {
+    if (name.matches("[pa]\\d+")) {
+      int index = Integer.parseInt(name.substring(1));
+      return index < method.getParameterCount() && payloadParameter(method, index);
+    }
+    String[] names = new DefaultParameterNameDiscoverer().getParameterNames(method);
+    if (names != null) {
+      for (int i = 0; i < names.length; i++) {
+        if (names[i].equals(name)) {
+          return payloadParameter(method, i);
+        }
+      }
+    }
+    return false;
+  }
+
+  /** Whether the parameter at {@code index} is resolved from the payload, not the headers. */
+  private static boolean payloadParameter(Method method, int index) {
+    if (index >= method.getParameterCount()) {
+      return false;
+    }
+    MethodParameter parameter = new MethodParameter(method, index);
+    if (parameter.hasParameterAnnotation(Header.class)
+        || parameter.hasParameterAnnotation(Headers.class)) {
+      return false;
+    }
+    ResolvableType type = ResolvableType.forMethodParameter(parameter);
+    if (Collection.class.isAssignableFrom(type.toClass())) {
+      type = type.asCollection().getGeneric(0);
+    }
+    Class<?> raw = type.toClass();
+    return !(org.springframework.messaging.Message.class.isAssignableFrom(raw)
+        || Message.class.isAssignableFrom(raw)
+        || MessageProperties.class.isAssignableFrom(raw)
+        || org.springframework.messaging.MessageHeaders.class.isAssignableFrom(raw)
+        || MessageHeaderAccessor.class.isAssignableFrom(raw)
+        || raw.getName().equals("com.rabbitmq.client.Channel"));
   }
 
   /**

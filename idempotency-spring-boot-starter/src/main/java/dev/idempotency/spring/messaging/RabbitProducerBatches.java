@@ -34,10 +34,10 @@ final class RabbitProducerBatches {
    * header}, the default header, or {@code #headers} in {@code key}). Such a listener gets a list
    * only from a producer's batch (the factory turns the container's de-batching off and the
    * listener's adapter splits the batch; with de-batching on, each part would come alone with the
-   * first message's headers), so it is refused whatever its de-batching. Every Spring AMQP
-   * container first gets its batching strategy wrapped ({@link RabbitProducerBatchParts#markIn}),
-   * so that a record or consumer-side batch listener reads no header key from the parts of a
-   * producer's batch after the first.
+   * first message's headers), so it is refused whatever its de-batching. Every guarded listener's
+   * Spring AMQP container first gets its batching strategy wrapped ({@link
+   * RabbitProducerBatchParts#markIn}), so that a record or consumer-side batch listener reads no
+   * header key from the parts of a producer's batch after the first.
    *
    * @throws IdempotencyConfigurationException naming the method, the container and what to do
    */

@@ -185,9 +185,34 @@ final class UnsupportedRabbitContainers {
    * MessageListener} itself (its {@code onMessage}).
    */
   static @Nullable String guardedMethod(AbstractMessageListenerContainer rabbit) {
+    List<Guarded> guarded = guarded(rabbit);
+    if (guarded.isEmpty()) {
+      return null;
+    }
+    Guarded first = guarded.get(0);
+    return first.guard()
+        + " on "
+        + ClassUtils.getUserClass(first.type()).getName()
+        + "."
+        + first.method().getName()
+        + "(..)";
+  }
+
+  /** A guarded listener method, most specific, of its listener's type, and its guard. */
+  private record Guarded(Method method, Class<?> type, String guard) {}
+
+  /**
+   * The guarded listener methods a container may call (as {@link #guardedMethod} finds them, most
+   * specific first), none if its listener is not a guarded method.
+   */
+  static List<Method> guardedMethods(AbstractMessageListenerContainer rabbit) {
+    return guarded(rabbit).stream().map(Guarded::method).toList();
+  }
+
+  private static List<Guarded> guarded(AbstractMessageListenerContainer rabbit) {
     Object listener = rabbit.getMessageListener();
     if (listener == null) {
-      return null;
+      return List.of();
     }
     HandlerAdapter handler = handlerOf(listener);
     if (handler != null) {
@@ -204,7 +229,7 @@ final class UnsupportedRabbitContainers {
     if (listener instanceof MessageListenerAdapter adapter) {
       Object delegate = ListenerContainerHooks.current(adapter, "getDelegate", "delegate");
       if (delegate == null) {
-        return null;
+        return List.of();
       }
       Set<String> names = new HashSet<>();
       if (delegate != adapter && delegate instanceof MessageListener) {
@@ -225,8 +250,8 @@ final class UnsupportedRabbitContainers {
     return methodsNamed(listener, Set.of("onMessage", "onMessageBatch"));
   }
 
-  /** The guarded method among the public methods of a listener's class with one of the names. */
-  private static @Nullable String methodsNamed(Object listener, Set<String> names) {
+  /** The methods of {@code listener} with one of {@code names} that are guarded. */
+  private static List<Guarded> methodsNamed(Object listener, Set<String> names) {
     Class<?> type = AopUtils.getTargetClass(listener);
     List<@Nullable Method> candidates = new ArrayList<>();
     for (Method method : type.getMethods()) {
@@ -237,9 +262,10 @@ final class UnsupportedRabbitContainers {
     return guardedAmong(candidates, type, false);
   }
 
-  /** The first of {@code candidates}, methods of {@code type}, that is guarded, described. */
-  private static @Nullable String guardedAmong(
+  /** The most specific of {@code candidates}, methods of {@code type}, that are guarded. */
+  private static List<Guarded> guardedAmong(
       List<@Nullable Method> candidates, Class<?> type, boolean classLevel) {
+    List<Guarded> guarded = new ArrayList<>();
     for (Method method : candidates) {
       if (method == null) {
         continue;
@@ -247,15 +273,10 @@ final class UnsupportedRabbitContainers {
       Method specific = AopUtils.getMostSpecificMethod(method, type);
       String guard = specific == null ? null : guardOf(specific, classLevel);
       if (guard != null) {
-        return guard
-            + " on "
-            + ClassUtils.getUserClass(type).getName()
-            + "."
-            + specific.getName()
-            + "(..)";
+        guarded.add(new Guarded(specific, type, guard));
       }
     }
-    return null;
+    return guarded;
   }
 
   /** The adapter of an annotated listener method's listener, or {@code null}. */

@@ -71,6 +71,7 @@ class RabbitProducerBatchPartsProbeTest {
   static final String RUNTIME_STRATEGY_QUEUE = "idem.parts-probe.runtime-strategy";
   static final String RUNTIME_STRATEGY_ID = "parts-probe-runtime-strategy";
   static final String IDEMPOTENT_HEADER_QUEUE = "idem.parts-probe.idempotent-header";
+  static final String IDEMPOTENT_PAYLOAD_QUEUE = "idem.parts-probe.idempotent-payload";
   static final String DEFERRED_QUEUE = "idem.parts-probe.deferred";
   static final String CONSUMER_BATCH_QUEUE = "idem.parts-probe.consumer-batch";
   static final String DEAD_LETTERS = ".dead-letters";
@@ -107,6 +108,16 @@ class RabbitProducerBatchPartsProbeTest {
     @RabbitListener(id = "parts-probe-idempotent-header", queues = IDEMPOTENT_HEADER_QUEUE)
     @Idempotent(name = "parts-probe-idempotent-header", key = "#p1")
     public void idempotentHeader(String event, @Header("Idempotency-Key") String key) {
+      sent.add(event);
+    }
+
+    /**
+     * {@code @Idempotent} on the listener method, keyed by its payload parameter beside a
+     * {@code @Header} parameter it does not key by.
+     */
+    @RabbitListener(id = "parts-probe-idempotent-payload", queues = IDEMPOTENT_PAYLOAD_QUEUE)
+    @Idempotent(name = "parts-probe-idempotent-payload", key = "#p0")
+    public void idempotentPayload(String event, @Header("Idempotency-Key") String key) {
       sent.add(event);
     }
 
@@ -156,6 +167,8 @@ class RabbitProducerBatchPartsProbeTest {
           QueueBuilder.nonDurable(RUNTIME_STRATEGY_QUEUE + DEAD_LETTERS).build(),
           deadLettered(IDEMPOTENT_HEADER_QUEUE),
           QueueBuilder.nonDurable(IDEMPOTENT_HEADER_QUEUE + DEAD_LETTERS).build(),
+          deadLettered(IDEMPOTENT_PAYLOAD_QUEUE),
+          QueueBuilder.nonDurable(IDEMPOTENT_PAYLOAD_QUEUE + DEAD_LETTERS).build(),
           deadLettered(DEFERRED_QUEUE),
           QueueBuilder.nonDurable(DEFERRED_QUEUE + DEAD_LETTERS).build(),
           deadLettered(CONSUMER_BATCH_QUEUE),
@@ -218,15 +231,16 @@ class RabbitProducerBatchPartsProbeTest {
    * message's: the second must be sent once or dead-lettered, never acknowledged as the first's
    * replay.
    *
-   * <p>Open finding (severity high: a lost send, SPEC section 1), Boot 3.5 and 4.0: "[the second
-   * (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false] Expecting value to be
-   * true but was false". The part's {@code @Header} argument is the first message's key (the marked
-   * part keeps the batch's headers), so it is acknowledged as the first's replay, never sent. The
-   * same holds for any key read from the arguments rather than from {@code #headers} (a {@code
-   * Message<?>} parameter's headers; {@code @Idempotent} on the listener method).
+   * <p>Was an open finding (severity high: a lost send, SPEC section 1), Boot 3.5 and 4.0: "[the
+   * second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false] Expecting
+   * value to be true but was false". Fixed: a marked part to a listener whose key may read anything
+   * but the payload is rejected before the listener runs (dead-lettered). The part's
+   * {@code @Header} argument is the first message's key (the marked part keeps the batch's
+   * headers), so it is acknowledged as the first's replay, never sent. The same holds for any key
+   * read from the arguments rather than from {@code #headers} (a {@code Message<?>} parameter's
+   * headers; {@code @Idempotent} on the listener method).
    */
   @Test
-  @Tag("open-finding")
   void aKeyFromAHeaderParameterNeverAcknowledgesALaterPartAsTheFirstsReplay() throws Exception {
     String first = unique("hp-first");
     String second = unique("hp-second");
@@ -249,13 +263,12 @@ class RabbitProducerBatchPartsProbeTest {
    * Idempotent} on the {@code @RabbitListener} method (a supported shape) instead of {@code
    * IdempotentListener}.
    *
-   * <p>Open finding (severity high: a lost send, SPEC section 1), the same cause, Boot 3.5 and 4.0:
-   * "[the second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false]
+   * <p>Was an open finding (fixed as the one above; severity high), the same cause, Boot 3.5 and
+   * 4.0: "[the second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: false]
    * Expecting value to be true but was false". {@code Idempotent} does not look at the delivery's
    * headers at all: the part's {@code @Header} argument is the first message's key.
    */
   @Test
-  @Tag("open-finding")
   void anIdempotentMethodKeyedByAHeaderParameterNeverTakesALaterPartAsTheFirstsReplay()
       throws Exception {
     String first = unique("ih-first");
@@ -272,6 +285,28 @@ class RabbitProducerBatchPartsProbeTest {
             "the second (its own key) sent once or dead-lettered; sends: %d, dead-lettered: %s",
             sent(second), deadLetter != null)
         .isTrue();
+  }
+
+  /**
+   * An {@code Idempotent} listener method keyed by its payload parameter ({@code #p0}), beside a
+   * {@code @Header} parameter it does not key by, gets a producer's batch of two: each part is its
+   * own key, and both are sent once, nothing dead-lettered (a part after the first is rejected only
+   * for a key that may read the headers).
+   */
+  @Test
+  void anIdempotentMethodKeyedByItsPayloadParameterSendsEachPartOnce() throws Exception {
+    String first = unique("ip-first");
+    String second = unique("ip-second");
+    publishBatch(IDEMPOTENT_PAYLOAD_QUEUE, List.of(message(first), message(second)));
+    await("both parts sent", () -> sent(first) >= 1 && sent(second) >= 1);
+    String marker = unique("ip-marker");
+    plain.send("", IDEMPOTENT_PAYLOAD_QUEUE, message(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+
+    assertThat(List.of(sent(first), sent(second))).as("sends of the two").containsExactly(1, 1);
+    assertThat(plain.receive(IDEMPOTENT_PAYLOAD_QUEUE + DEAD_LETTERS, 500))
+        .as("dead-lettered")
+        .isNull();
   }
 
   /**
@@ -301,14 +336,13 @@ class RabbitProducerBatchPartsProbeTest {
    * An unguarded listener gets a producer's batch: its parts are Spring AMQP's, with no header of
    * the starter's added.
    *
-   * <p>Open finding (severity low: no send lost; an application-visible change), Boot 3.5 and 4.0:
-   * the second part's headers contain {@code idempotency_producerBatchPart} (the starter wraps
-   * every container's batching strategy, guarded or not). An application that forwards such a part
-   * with its headers carries the marker to the broker, and a guarded listener downstream then reads
-   * no header key from it.
+   * <p>Was an open finding (fixed: only guarded listeners' containers are marked; severity low: no
+   * send lost; an application-visible change), Boot 3.5 and 4.0: the second part's headers contain
+   * {@code idempotency_producerBatchPart} (the starter wraps every container's batching strategy,
+   * guarded or not). An application that forwards such a part with its headers carries the marker
+   * to the broker, and a guarded listener downstream then reads no header key from it.
    */
   @Test
-  @Tag("open-finding")
   void anUnguardedListenersPartsCarryNoHeaderOfTheStarters() throws Exception {
     String first = unique("ug-first");
     String second = unique("ug-second");
@@ -329,14 +363,14 @@ class RabbitProducerBatchPartsProbeTest {
    * (an application's runner): the second part of a producer's batch carries the first's key, and
    * must be sent once or dead-lettered, never acknowledged as the first's replay.
    *
-   * <p>Open finding (severity medium: a lost send, SPEC section 1, after an unusual change at run
-   * time), Boot 3.5 and 4.0: "[the second (its own key) sent once or dead-lettered; sends: 0,
-   * dead-lettered: false] Expecting value to be true but was false". The starter wraps the
+   * <p>Was an open finding (fixed: the starter's advice wraps the strategy again at the next
+   * delivery and requeues it; severity medium: a lost send, SPEC section 1, after an unusual change
+   * at run time), Boot 3.5 and 4.0: "[the second (its own key) sent once or dead-lettered; sends:
+   * 0, dead-lettered: false] Expecting value to be true but was false". The starter wraps the
    * container's strategy once, before the start; the container reads its field at each delivery, so
    * a strategy set later splits batches unmarked.
    */
   @Test
-  @Tag("open-finding")
   void aBatchingStrategySetAfterTheStartStillKeepsALaterPartFromTheFirstsKey() throws Exception {
     ((AbstractMessageListenerContainer) registry.getListenerContainer(RUNTIME_STRATEGY_ID))
         .setBatchingStrategy(new SimpleBatchingStrategy(2, 1_000_000, 60_000));
