@@ -67,10 +67,12 @@ final class InMemoryEntry {
   }
 
   /**
-   * The same claim with a new lease deadline; the record lives at least as long as the lease, past
-   * the window if need be, so it never ends under a live owner.
+   * The same claim with a new lease deadline, never before the one it had (a renewal from an
+   * earlier time that lands after a newer one leaves the newer lease); the record lives at least as
+   * long as the lease, past the window if need be, so it never ends under a live owner.
    */
   InMemoryEntry withLease(Instant leaseDeadline, long nowTick, Duration lease) {
+    Instant renewedUntil = latest(record.leaseDeadline(), leaseDeadline);
     StoredRecord next =
         new StoredRecord(
             record.state(),
@@ -79,8 +81,8 @@ final class InMemoryEntry {
             null,
             record.createdAt(),
             null,
-            leaseDeadline,
-            latest(record.retentionDeadline(), leaseDeadline));
+            renewedUntil,
+            latest(record.retentionDeadline(), renewedUntil));
     return new InMemoryEntry(next, ownerToken, lastingAtLeast(nowTick, lease.toNanos()));
   }
 

@@ -192,6 +192,11 @@ final class DynamoDbWrites {
    * Both are safe to repeat: a retry of either, after the first attempt was applied but its reply
    * lost, meets its own condition again ({@code retain_until >= :lease}, {@code retain_until <=
    * :lease}) and writes the same values.
+   *
+   * <p>Neither moves a lease back ({@code lease_until <= :lease}): a renewal the client gave up on
+   * that reaches the table after a newer one leaves the newer, later lease. When both conditions
+   * fail, the item read back tells a claim still held under a later lease (renewed: {@code true})
+   * from one lost (another owner, settled or gone: {@code false}).
    */
   boolean extend(ExtendRequest request) {
     long now = request.now().toEpochMilli();
@@ -208,19 +213,32 @@ final class DynamoDbWrites {
     if (extend(
         request.keyId(),
         "SET #lease_until = :lease",
-        FENCE + " AND #retain_until >= :lease",
+        FENCE + " AND #retain_until >= :lease AND #lease_until <= :lease",
         names,
         values)) {
       return true;
     }
     names.put("#ttl", items.ttlAttribute());
     values.put(":ttl", number(Items.ttlSeconds(lease)));
-    return extend(
+    if (extend(
         request.keyId(),
         "SET #lease_until = :lease, #retain_until = :lease, #ttl = :ttl",
-        FENCE + " AND #retain_until <= :lease",
+        FENCE + " AND #retain_until <= :lease AND #lease_until <= :lease",
         names,
-        values);
+        values)) {
+      return true;
+    }
+    return heldUnderLaterLease(read(request.keyId()), request.ownerToken(), lease);
+  }
+
+  /** Whether an item is this owner's claim, in progress, leased to {@code lease} or later. */
+  private static boolean heldUnderLaterLease(
+      @Nullable Map<String, AttributeValue> item, String ownerToken, long lease) {
+    return item != null
+        && ownerToken.equals(Items.text(item, OWNER))
+        && IN_PROGRESS.equals(Items.text(item, STATE))
+        && item.containsKey(LEASE_UNTIL)
+        && Items.millis(item, LEASE_UNTIL) >= lease;
   }
 
   private boolean extend(

@@ -81,8 +81,8 @@ final class PostgresStatements extends Statements {
         "UPDATE "
             + table
             + " AS t SET lease_until = "
-            + batchNow
-            + " + b.lease_millis, retain_until = "
+            + neverBack(batchNow + " + b.lease_millis")
+            + ", retain_until = "
             + lastingAtLeast(batchNow + " + b.lease_millis")
             + " FROM unnest(CAST(:keyIds AS VARCHAR[]), CAST(:ownerTokens AS VARCHAR[]),"
             + " CAST(:leases AS BIGINT[]), CAST(:nows AS BIGINT[]))"

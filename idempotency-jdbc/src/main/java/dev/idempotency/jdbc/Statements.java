@@ -122,13 +122,12 @@ abstract class Statements {
         "UPDATE "
             + table
             + " SET lease_until = "
-            + now
-            + " + "
-            + lease
+            + neverBack(now + " + " + lease)
             + ", retain_until = "
             + lastingAtLeast(now + " + " + lease)
             // fenced by the owner token alone, not by the renewer's clock: an owner whose clock
-            // ran past the window still holds the row (nobody claimed it since) and keeps it
+            // ran past the window still holds the row (nobody claimed it since) and keeps it; a
+            // row already leased further (a newer renewal landed first) still counts as renewed
             + " WHERE key_id = :keyId AND owner_token = :ownerToken AND state = 'IN_PROGRESS'";
     complete =
         "UPDATE "
@@ -360,6 +359,16 @@ abstract class Statements {
    */
   static String lastingAtLeast(String leaseEnd) {
     return "GREATEST(retain_until, " + leaseEnd + ")";
+  }
+
+  /**
+   * A renewal's new lease end, never before the stored one: a renewal the client gave up on that
+   * reaches the database after a newer one (its end computed from an earlier time) leaves the
+   * newer, later lease. {@code GREATEST} is in every supported dialect (PostgreSQL, MariaDB and
+   * MySQL, H2).
+   */
+  static String neverBack(String leaseEnd) {
+    return "GREATEST(lease_until, " + leaseEnd + ")";
   }
 
   /** Now, in SQL: the database's clock, or the request's time bound as {@code :now}. */

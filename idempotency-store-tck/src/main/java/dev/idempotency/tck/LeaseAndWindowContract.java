@@ -146,6 +146,52 @@ public abstract class LeaseAndWindowContract extends StoreContractSupport {
   }
 
   @Test
+  public void aRenewalLandingAfterANewerOneNeverMovesTheLeaseBack() {
+    renewalsLandOutOfOrder(false);
+  }
+
+  @Test
+  public void aBatchRenewalLandingAfterANewerOneNeverMovesTheLeaseBack() {
+    renewalsLandOutOfOrder(true);
+  }
+
+  /**
+   * The keeper's renewal the client gave up on (request time T0) reaches the store after a newer
+   * one (T0 + lease / 2): the lease stays at the newer end, and the late one answers renewed (the
+   * claim is still its owner's), not lost. On server time the store takes its own clock, so a later
+   * request's lease ends later anyway; the lease there is long enough not to run out.
+   */
+  private void renewalsLandOutOfOrder(boolean batch) {
+    String keyId = newKeyId();
+    String token = newToken();
+    Duration lease = serverTime() ? Duration.ofSeconds(30) : LONG_LEASE;
+    store().claim(claim(keyId, token, lease, LONG_RETENTION));
+
+    boolean newer = renew(batch, extend(keyId, token, lease, requestNow(lease.dividedBy(2))));
+    boolean older = renew(batch, extend(keyId, token, lease, requestNow(ZERO)));
+    ClaimResult later =
+        store()
+            .claim(
+                claim(keyId, newToken(), lease, LONG_RETENTION)
+                    .withNow(requestNow(lease.multipliedBy(5).dividedBy(4))));
+
+    assertThat(newer).isTrue();
+    assertThat(older)
+        .as("a late renewal of a claim still held, already leased further: renewed, not lost")
+        .isTrue();
+    assertThat(later).isInstanceOf(ClaimResult.Existing.class);
+    assertThat(((ClaimResult.Existing) later).leaseExpired())
+        .as("the newer renewal's lease (T0 + 1.5 leases) still runs at T0 + 1.25 leases")
+        .isFalse();
+    assertThat(existing(later).attempt()).isEqualTo(1);
+    assertThat(store().complete(complete(keyId, token, bytes("renewed")))).isTrue();
+  }
+
+  private boolean renew(boolean batch, ExtendRequest request) {
+    return batch ? store().extendAll(List.of(request)).get(0) : store().extend(request);
+  }
+
+  @Test
   public void extendWithAStaleTokenIsRefusedAndTheLeaseStillRunsOut() {
     String keyId = newKeyId();
     Duration lease = expiringLease();
