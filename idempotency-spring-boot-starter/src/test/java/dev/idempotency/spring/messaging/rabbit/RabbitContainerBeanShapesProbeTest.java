@@ -4,22 +4,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
-import dev.idempotency.testservers.RabbitMqServer;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
-import org.springframework.amqp.core.MessageProperties;
-import org.springframework.amqp.core.Queue;
-import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
-import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
 import org.springframework.amqp.rabbit.listener.DirectMessageListenerContainer;
 import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
@@ -32,8 +25,6 @@ import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.test.annotation.DirtiesContext;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
 
 /**
  * probeE, on a real RabbitMQ broker: guarded listeners' container beans of shapes the
@@ -52,11 +43,10 @@ import org.springframework.test.context.DynamicPropertySource;
     classes = RabbitContainerBeanShapesProbeTest.App.class,
     properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
 @DirtiesContext
-class RabbitContainerBeanShapesProbeTest {
+class RabbitContainerBeanShapesProbeTest extends RabbitProbeSupport {
 
   static final String INITIALIZED_QUEUE = "idem.bean-shapes.initialized-with-chain";
   static final String DIRECT_QUEUE = "idem.bean-shapes.direct";
-  static final String DEAD_LETTERS = ".dead-letters";
 
   public static class Listeners {
     static final List<String> sent = new CopyOnWriteArrayList<>();
@@ -83,11 +73,7 @@ class RabbitContainerBeanShapesProbeTest {
 
     @Bean
     Declarables beanShapesQueues() {
-      return new Declarables(
-          deadLettered(INITIALIZED_QUEUE),
-          QueueBuilder.nonDurable(INITIALIZED_QUEUE + DEAD_LETTERS).build(),
-          deadLettered(DIRECT_QUEUE),
-          QueueBuilder.nonDurable(DIRECT_QUEUE + DEAD_LETTERS).build());
+      return deadLetteredQueues(INITIALIZED_QUEUE, DIRECT_QUEUE);
     }
 
     /** Built with Boot's factory (its chain has the starter's advice) and initialized here. */
@@ -95,10 +81,8 @@ class RabbitContainerBeanShapesProbeTest {
     SimpleMessageListenerContainer initializedWithTheFactorysChain(
         @Qualifier("rabbitListenerContainerFactory") SimpleRabbitListenerContainerFactory factory,
         Listeners listeners) {
-      SimpleMessageListenerContainer container = factory.createListenerContainer();
-      container.setQueueNames(INITIALIZED_QUEUE);
-      container.setReceiveTimeout(100L);
-      container.setMessageListener(new MessageListenerAdapter(listeners, "initialized"));
+      SimpleMessageListenerContainer container =
+          factoryContainer(factory, INITIALIZED_QUEUE, listeners, "initialized");
       container.afterPropertiesSet();
       return container;
     }
@@ -113,26 +97,12 @@ class RabbitContainerBeanShapesProbeTest {
       container.setMessageListener(new MessageListenerAdapter(listeners, "direct"));
       return container;
     }
-
-    private static Queue deadLettered(String name) {
-      return QueueBuilder.nonDurable(name)
-          .deadLetterExchange("")
-          .deadLetterRoutingKey(name + DEAD_LETTERS)
-          .build();
-    }
   }
 
-  @DynamicPropertySource
-  static void rabbit(DynamicPropertyRegistry registry) {
-    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
-    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
-    for (String property : ListenerTestConfiguration.PROPERTIES) {
-      int equals = property.indexOf('=');
-      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
-    }
+  @Override
+  List<String> sends() {
+    return Listeners.sent;
   }
-
-  @Autowired RabbitTemplate plain;
 
   @Autowired
   @Qualifier("directContainerBean")
@@ -159,47 +129,17 @@ class RabbitContainerBeanShapesProbeTest {
   private void sendsOnceAndDeadLettersAKeylessMessage(String queue, String prefix)
       throws Exception {
     String event = unique(prefix);
-    plain.send("", queue, message(event, true));
-    plain.send("", queue, message(event, true)); // a duplicate: same payload, same key
+    plain.send("", queue, message(event));
+    plain.send("", queue, message(event)); // a duplicate: same payload, same key
     String keyless = unique(prefix + "-keyless");
-    plain.send("", queue, message(keyless, false));
+    plain.send("", queue, withoutKey(keyless));
     Message deadLetter = plain.receive(queue + DEAD_LETTERS, 45_000);
     assertThat(deadLetter).as("the message without a key, dead-lettered").isNotNull();
     assertThat(new String(deadLetter.getBody(), StandardCharsets.UTF_8)).isEqualTo(keyless);
-    String marker = unique(prefix + "-marker");
-    plain.send("", queue, message(marker, true));
-    await("the marker sent", () -> sent(marker) >= 1);
+    awaitMarker(queue, prefix);
 
     assertThat(new int[] {sent(event), sent(keyless)})
         .as("sends of the duplicated event, of the keyless one")
         .containsExactly(1, 0);
-  }
-
-  private static int sent(String event) {
-    return (int) Listeners.sent.stream().filter(event::equals).count();
-  }
-
-  private static Message message(String payload, boolean keyed) {
-    MessageProperties properties = new MessageProperties();
-    properties.setContentType(MessageProperties.CONTENT_TYPE_TEXT_PLAIN);
-    if (keyed) {
-      properties.setHeader("Idempotency-Key", "key-" + payload);
-    }
-    return new Message(payload.getBytes(StandardCharsets.UTF_8), properties);
-  }
-
-  private static String unique(String what) {
-    return what + "-" + UUID.randomUUID();
-  }
-
-  /** Bounded polling: generous, the machine is busy. */
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + 45_000_000_000L;
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out after 45 s waiting for " + what);
-      }
-      Thread.sleep(20);
-    }
   }
 }

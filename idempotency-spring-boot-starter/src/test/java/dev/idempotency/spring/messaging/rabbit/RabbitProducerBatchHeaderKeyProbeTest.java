@@ -4,39 +4,23 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
-import dev.idempotency.testservers.RabbitMqServer;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.function.BooleanSupplier;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
-import org.springframework.amqp.core.MessageProperties;
-import org.springframework.amqp.core.Queue;
-import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
-import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
-import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
-import org.springframework.amqp.rabbit.listener.adapter.MessageListenerAdapter;
-import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
-import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
 import org.springframework.test.annotation.DirtiesContext;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
 
 /**
  * fixboot's probe, on a real RabbitMQ broker: a producer's batch ({@link BatchingRabbitTemplate},
@@ -61,12 +45,11 @@ import org.springframework.test.context.DynamicPropertySource;
     classes = RabbitProducerBatchHeaderKeyProbeTest.App.class,
     properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
 @DirtiesContext
-class RabbitProducerBatchHeaderKeyProbeTest {
+class RabbitProducerBatchHeaderKeyProbeTest extends RabbitProbeSupport {
 
   static final String RECORD_QUEUE = "idem.producer-batch.header-record";
   static final String CONSUMER_BATCH_QUEUE = "idem.producer-batch.header-consumer-batch";
   static final String BEAN_QUEUE = "idem.producer-batch.header-container-bean";
-  static final String DEAD_LETTERS = ".dead-letters";
 
   public static class HeaderKeyedListeners {
     static final List<String> sent = new CopyOnWriteArrayList<>();
@@ -104,13 +87,7 @@ class RabbitProducerBatchHeaderKeyProbeTest {
 
     @Bean
     Declarables headerKeyedQueues() {
-      return new Declarables(
-          deadLettered(RECORD_QUEUE),
-          QueueBuilder.nonDurable(RECORD_QUEUE + DEAD_LETTERS).build(),
-          deadLettered(CONSUMER_BATCH_QUEUE),
-          QueueBuilder.nonDurable(CONSUMER_BATCH_QUEUE + DEAD_LETTERS).build(),
-          deadLettered(BEAN_QUEUE),
-          QueueBuilder.nonDurable(BEAN_QUEUE + DEAD_LETTERS).build());
+      return deadLetteredQueues(RECORD_QUEUE, CONSUMER_BATCH_QUEUE, BEAN_QUEUE);
     }
 
     /**
@@ -121,58 +98,19 @@ class RabbitProducerBatchHeaderKeyProbeTest {
     SimpleMessageListenerContainer headerKeyedContainerBean(
         @Qualifier("rabbitListenerContainerFactory") SimpleRabbitListenerContainerFactory factory,
         HeaderKeyedListeners listeners) {
-      SimpleMessageListenerContainer container = factory.createListenerContainer();
-      container.setQueueNames(BEAN_QUEUE);
-      container.setReceiveTimeout(100L);
-      container.setMessageListener(new MessageListenerAdapter(listeners, "containerBean"));
-      return container;
-    }
-
-    /** A queue whose rejected messages go to its dead-letter queue (the default exchange). */
-    private static Queue deadLettered(String name) {
-      return QueueBuilder.nonDurable(name)
-          .deadLetterExchange("")
-          .deadLetterRoutingKey(name + DEAD_LETTERS)
-          .build();
+      return factoryContainer(factory, BEAN_QUEUE, listeners, "containerBean");
     }
 
     /** Consumer-side batches of up to ten messages. */
     @Bean
     SimpleRabbitListenerContainerFactory consumerBatchFactory(ConnectionFactory connectionFactory) {
-      SimpleRabbitListenerContainerFactory factory = new SimpleRabbitListenerContainerFactory();
-      factory.setConnectionFactory(connectionFactory);
-      factory.setBatchListener(true);
-      factory.setConsumerBatchEnabled(true);
-      factory.setBatchSize(10);
-      factory.setReceiveTimeout(300L);
-      return factory;
+      return RabbitProbeSupport.consumerBatchFactory(connectionFactory);
     }
   }
 
-  @DynamicPropertySource
-  static void rabbit(DynamicPropertyRegistry registry) {
-    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
-    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
-    for (String property : ListenerTestConfiguration.PROPERTIES) {
-      int equals = property.indexOf('=');
-      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
-    }
-  }
-
-  private static ThreadPoolTaskScheduler scheduler;
-
-  @Autowired ConnectionFactory connectionFactory;
-  @Autowired RabbitTemplate plain;
-
-  @BeforeAll
-  static void startScheduler() {
-    scheduler = new ThreadPoolTaskScheduler();
-    scheduler.initialize();
-  }
-
-  @AfterAll
-  static void stopScheduler() {
-    scheduler.shutdown();
+  @Override
+  List<String> sends() {
+    return HeaderKeyedListeners.sent;
   }
 
   /**
@@ -209,60 +147,14 @@ class RabbitProducerBatchHeaderKeyProbeTest {
   private void sentThenDeadLettered(String queue, String prefix, int firstSends) throws Exception {
     String first = unique(prefix + "-first");
     String second = unique(prefix + "-second");
-    publishBatch(queue, List.of(first, second));
+    publishBatch(queue, messages(List.of(first, second)));
     Message deadLetter = plain.receive(queue + DEAD_LETTERS, 45_000);
     assertThat(deadLetter).as("the producer's batch, dead-lettered").isNotNull();
     // the batch's delivery is over once a message published behind it on its own has been sent
-    String marker = unique(prefix + "-marker");
-    plain.send("", queue, message(marker));
-    await("the marker sent", () -> sent(marker) >= 1);
+    awaitMarker(queue, prefix);
 
     assertThat(new int[] {sent(first), sent(second)})
         .as("provider sends of first, second (one producer batch, each its own key)")
         .containsExactly(firstSends, 0);
-  }
-
-  private static int sent(String event) {
-    return (int) HeaderKeyedListeners.sent.stream().filter(event::equals).count();
-  }
-
-  /** One producer batch: the messages are sent together, as one AMQP message. */
-  private void publishBatch(String queue, List<String> payloads) {
-    BatchingRabbitTemplate template =
-        new BatchingRabbitTemplate(
-            connectionFactory,
-            new SimpleBatchingStrategy(payloads.size(), 1_000_000, 60_000),
-            scheduler);
-    try {
-      for (String payload : payloads) {
-        template.send("", queue, message(payload));
-      }
-      template.flush();
-    } finally {
-      template.stop();
-    }
-  }
-
-  /** A message keyed by its own Idempotency-Key header. */
-  private static Message message(String payload) {
-    MessageProperties properties = new MessageProperties();
-    properties.setContentType(MessageProperties.CONTENT_TYPE_TEXT_PLAIN);
-    properties.setHeader("Idempotency-Key", "key-" + payload);
-    return new Message(payload.getBytes(StandardCharsets.UTF_8), properties);
-  }
-
-  private static String unique(String what) {
-    return what + "-" + UUID.randomUUID();
-  }
-
-  /** Bounded polling: generous, the machine is busy. */
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + 45_000_000_000L;
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out after 45 s waiting for " + what);
-      }
-      Thread.sleep(20);
-    }
   }
 }

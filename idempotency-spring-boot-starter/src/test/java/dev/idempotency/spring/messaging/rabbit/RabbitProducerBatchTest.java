@@ -8,21 +8,13 @@ import dev.idempotency.spring.messaging.IdempotentDelivery;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.testservers.RabbitMqServer;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.function.BooleanSupplier;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.amqp.core.Declarables;
-import org.springframework.amqp.core.Message;
-import org.springframework.amqp.core.MessageProperties;
 import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
-import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.BatchingRabbitTemplate;
@@ -38,10 +30,7 @@ import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.core.NestedExceptionUtils;
-import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
 import org.springframework.test.annotation.DirtiesContext;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
 
 /**
  * probe46's finding on fixlist45 (issue 37), on a real RabbitMQ broker: Spring AMQP's own first
@@ -62,7 +51,7 @@ import org.springframework.test.context.DynamicPropertySource;
     // a listener that fails is requeued at once, over and over: its stack traces would fill the log
     properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
 @DirtiesContext
-class RabbitProducerBatchTest {
+class RabbitProducerBatchTest extends RabbitProbeSupport {
 
   static final String PAYLOAD_KEYED = "rabbit-producer-batch-payload";
   static final String HEADER_KEYED = "rabbit-producer-batch-header";
@@ -170,30 +159,11 @@ class RabbitProducerBatchTest {
     }
   }
 
-  @DynamicPropertySource
-  static void rabbit(DynamicPropertyRegistry registry) {
-    registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
-    registry.add("spring.rabbitmq.port", () -> RabbitMqServer.shared().port());
-    for (String property : ListenerTestConfiguration.PROPERTIES) {
-      int equals = property.indexOf('=');
-      registry.add(property.substring(0, equals), () -> property.substring(equals + 1));
-    }
-  }
-
-  private static ThreadPoolTaskScheduler scheduler;
-
   @Autowired RabbitListenerEndpointRegistry registry;
-  @Autowired ConnectionFactory connectionFactory;
 
-  @BeforeAll
-  static void startScheduler() {
-    scheduler = new ThreadPoolTaskScheduler();
-    scheduler.initialize();
-  }
-
-  @AfterAll
-  static void stopScheduler() {
-    scheduler.shutdown();
+  @Override
+  List<String> sends() {
+    return ProducerBatchListeners.sent;
   }
 
   /**
@@ -206,9 +176,9 @@ class RabbitProducerBatchTest {
     String first = unique("pb-first");
     String shared = unique("pb-shared");
     String last = unique("pb-last");
-    publishBatch(PAYLOAD_QUEUE, List.of(first, shared), List.of());
+    publishBatch(PAYLOAD_QUEUE, List.of(withoutKey(first), withoutKey(shared)));
     await("the first batch sent", () -> sent(shared) >= 1);
-    publishBatch(PAYLOAD_QUEUE, List.of(shared, last), List.of());
+    publishBatch(PAYLOAD_QUEUE, List.of(withoutKey(shared), withoutKey(last)));
     await("the second batch's new message sent", () -> sent(last) >= 1);
 
     assertThat(ProducerBatchListeners.batches)
@@ -275,7 +245,7 @@ class RabbitProducerBatchTest {
     String first = unique("pc-first");
     String second = unique("pc-second");
     try {
-      publishBatch(CONTEXT_QUEUE, List.of(first, second), List.of());
+      publishBatch(CONTEXT_QUEUE, List.of(withoutKey(first), withoutKey(second)));
       await("the batch sent", () -> sent(second) >= 1);
       assertThat(new int[] {sent(first), sent(second)})
           .as("provider sends of first, second")
@@ -283,51 +253,6 @@ class RabbitProducerBatchTest {
     } finally {
       // a delivery that fails for ever is requeued at once, for ever: stop it
       registry.getListenerContainer(CONTEXT_KEYED).stop();
-    }
-  }
-
-  private int sent(String event) {
-    return (int) ProducerBatchListeners.sent.stream().filter(event::equals).count();
-  }
-
-  /** One producer batch: the messages are sent together, as one AMQP message. */
-  private void publishBatch(String queue, List<String> payloads, List<String> keys) {
-    BatchingRabbitTemplate template =
-        new BatchingRabbitTemplate(
-            connectionFactory,
-            new SimpleBatchingStrategy(payloads.size(), 1_000_000, 60_000),
-            scheduler);
-    try {
-      for (int i = 0; i < payloads.size(); i++) {
-        template.send("", queue, message(payloads.get(i), keys.isEmpty() ? null : keys.get(i)));
-      }
-      template.flush();
-    } finally {
-      template.stop();
-    }
-  }
-
-  private static Message message(String payload, String key) {
-    MessageProperties properties = new MessageProperties();
-    properties.setContentType(MessageProperties.CONTENT_TYPE_TEXT_PLAIN);
-    if (key != null) {
-      properties.setHeader("Idempotency-Key", key);
-    }
-    return new Message(payload.getBytes(StandardCharsets.UTF_8), properties);
-  }
-
-  private static String unique(String what) {
-    return what + "-" + UUID.randomUUID();
-  }
-
-  /** Bounded polling: generous, the machine is busy. */
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + 45_000_000_000L;
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out after 45 s waiting for " + what);
-      }
-      Thread.sleep(20);
     }
   }
 }
