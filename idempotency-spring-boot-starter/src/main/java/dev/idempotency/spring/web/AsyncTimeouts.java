@@ -147,7 +147,8 @@ final class AsyncTimeouts
         // and the request's end releases the key (a stream's too: nothing of it was written)
         timeout = Timeout.NOT_DETACHED;
       } else {
-        timeout = cutAStream(request) ? Timeout.STREAM_CUT : detach(request);
+        timeout =
+            cutAStream(request) || cutALaterStage(request) ? Timeout.STREAM_CUT : detach(request);
       }
     }
     return timeout;
@@ -311,6 +312,22 @@ final class AsyncTimeouts
     }
     call.streamTimedOut(capture.getStatus());
     capture.cutShort();
+    return true;
+  }
+
+  /**
+   * A timeout that loses the result of a later stage of the work (more async work that a stage
+   * which ran returned: {@link AsyncWork#laterStageLost}), while a stage that ran may have sent. As
+   * a stream cut short, the call is recorded as answered without its body when the request ends
+   * ({@link EndpointCall#streamTimedOut}): a retry gets {@code 422 response-not-stored}, never a
+   * second send.
+   */
+  private boolean cutALaterStage(NativeWebRequest request) {
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    if (servletResponse == null || !work.laterStageLost()) {
+      return false;
+    }
+    call.streamTimedOut(servletResponse.getStatus());
     return true;
   }
 

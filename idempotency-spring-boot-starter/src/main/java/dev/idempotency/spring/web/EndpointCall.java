@@ -209,7 +209,8 @@ final class EndpointCall {
       return;
     }
     CapturingResponse captured = response;
-    if (captured != null && (captured.passedOn() || captured.returnsAStream())) {
+    if (captured != null
+        && (captured.passedOn() || captured.returnsAStream() || asyncWork.laterStageLost())) {
       // the server may have recycled the response: the status and headers are those it had when
       // the work went async
       if (handlerStarted
