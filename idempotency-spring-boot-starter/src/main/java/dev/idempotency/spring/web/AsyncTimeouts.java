@@ -150,6 +150,9 @@ final class AsyncTimeouts
         timeout = Timeout.NOT_DETACHED; // the request's end releases the key
       } else {
         Timeout cut = cutAStream(request);
+        if (cut == null && cutALaterStage(request)) {
+          cut = Timeout.STREAM_CUT;
+        }
         timeout = cut != null ? cut : detach(request);
       }
     }
@@ -332,6 +335,22 @@ final class AsyncTimeouts
     call.streamTimedOut(capture.getStatus());
     capture.cutShort();
     return Timeout.STREAM_CUT;
+  }
+
+  /**
+   * A timeout that loses the result of a later stage of the work (more async work that a stage
+   * which ran returned: {@link AsyncWork#laterStageLost}), while a stage that ran may have sent. As
+   * a stream cut short, the call is recorded as answered without its body when the request ends
+   * ({@link EndpointCall#streamTimedOut}): a retry gets {@code 422 response-not-stored}, never a
+   * second send.
+   */
+  private boolean cutALaterStage(NativeWebRequest request) {
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    if (servletResponse == null || !work.laterStageLost()) {
+      return false;
+    }
+    call.streamTimedOut(servletResponse.getStatus());
+    return true;
   }
 
   /**

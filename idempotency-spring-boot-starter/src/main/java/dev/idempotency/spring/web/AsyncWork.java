@@ -6,12 +6,19 @@ import dev.idempotency.spring.PendingCall;
 import dev.idempotency.spring.web.LateResponse.UnresolvedFailure;
 import dev.idempotency.spring.web.StoredStatuses.NotStored;
 import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.async.AsyncRequestTimeoutException;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncTask;
+import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
  * The async work of one claimed {@link IdempotentEndpoint} request as a container async timeout
@@ -33,6 +40,11 @@ final class AsyncWork {
     QUEUED,
     /** Its task began: from now on its send may happen. */
     STARTED,
+    /**
+     * A later stage's task (a stage that ran returned more async work), not yet run: never
+     * abandoned and released, since a stage that ran may have sent.
+     */
+    REQUEUED,
     /** Its task was cancelled at a timeout before it began: it never runs. */
     ABANDONED
   }
@@ -44,6 +56,7 @@ final class AsyncWork {
   private volatile @Nullable LateResponse late;
   private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
   private volatile boolean lateResultObserved;
+  private boolean laterStageUnfollowed; // guarded by this
   private volatile @Nullable Class<?> returnedClass;
   private @Nullable Object earlyResult = NO_RESULT; // guarded by this
   private Work work = Work.NONE; // guarded by this
@@ -70,9 +83,27 @@ final class AsyncWork {
     return late != null;
   }
 
-  /** The handler returned {@code Callable} work, which Spring MVC's async executor will run. */
+  /**
+   * The handler, or a stage of its work that ran, returned {@code Callable} work, which Spring
+   * MVC's async executor will run: queued, or, after a stage that ran, requeued (never back to
+   * queued).
+   */
   synchronized void workQueued() {
-    work = Work.QUEUED;
+    work = work == Work.STARTED || work == Work.REQUEUED ? Work.REQUEUED : Work.QUEUED;
+  }
+
+  /**
+   * Whether a timeout now loses the result of a later stage of the work (more async work that a
+   * stage which ran returned, so a send may have happened): it waits in Spring MVC's async
+   * executor, where the timeout cancels its task, or it is one the starter does not follow (a
+   * {@code CompletionStage}, a {@code DeferredResult}, an emitter), which Spring MVC expires or
+   * cancels. False once the call is reported or detached, or if its handler never started.
+   */
+  synchronized boolean laterStageLost() {
+    return (work == Work.REQUEUED || laterStageUnfollowed)
+        && !reported.get()
+        && late == null
+        && handlerStarted.getAsBoolean();
   }
 
   /**
@@ -293,8 +324,19 @@ final class AsyncWork {
       response = late;
       wroteBody = streamWrote;
       if (response == null) {
-        earlyResult =
-            result; // on its way to the request's own dispatch; a timeout must not drop it
+        Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
+        if (value instanceof DeferredResult<?>
+            || value instanceof CompletionStage<?>
+            || value instanceof ResponseBodyEmitter) {
+          laterStageUnfollowed = true; // more async work, whose result a timeout loses
+        } else if (!(value instanceof Callable<?>
+            || value instanceof WebAsyncTask<?>
+            || value instanceof StreamingResponseBody)) {
+          earlyResult =
+              result; // on its way to the request's own dispatch; a timeout must not drop it
+        } else if (work == Work.NONE) {
+          work = Work.STARTED; // a stage ran (a CompletionStage's): the next is never abandoned
+        } // else more async work, shielded as the first stage was: its result is the work's
         return;
       }
     }

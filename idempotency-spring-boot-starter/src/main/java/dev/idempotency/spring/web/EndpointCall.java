@@ -217,7 +217,8 @@ final class EndpointCall {
       return;
     }
     CapturingResponse captured = response;
-    if (captured != null && (captured.passedOn() || captured.returnsAStream())) {
+    if (captured != null
+        && (captured.passedOn() || captured.returnsAStream() || asyncWork.laterStageLost())) {
       if (captured.returnsAStream()
           && !captured.wroteBody()
           && asyncWork.awaitStreamEnd(late, captured::wroteBody)) {

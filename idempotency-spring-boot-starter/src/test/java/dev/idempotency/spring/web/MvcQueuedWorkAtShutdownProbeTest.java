@@ -109,4 +109,51 @@ class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
             sendsBeforeRestart, firstAnswer, MvcProbes.replayed(retry))
         .isEqualTo(1);
   }
+
+  /**
+   * Finding C of probeG (suspected from reading, fixed by fixnested): a {@code Callable} sends,
+   * then returns more async work (a {@code StreamingResponseBody}, a {@code Callable}) queued
+   * behind a busy executor when the server stops. Before the fix the later stage's shield set the
+   * work back to "queued", so the shutdown abandoned it and released the key after the first stage
+   * sent; now it is recorded as answered without its body, and the retry after the restart does not
+   * send.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"/probeG/callable-then-stream", "/probeG/callable-then-callable"})
+  void aLaterStageQueuedAtShutdownIsNotRunAgainAfterTheRestart(String path) throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch release = new CountDownLatch(1);
+    QueuedWork.release = release;
+    QueuedWork.blockStarted = new CountDownLatch(1);
+    ConfigurableApplicationContext first = start();
+    CompletableFuture<Void> closed;
+    CompletableFuture<HttpResponse<byte[]>> answered;
+    try {
+      port = MvcProbes.portOf(first);
+      IdempotencyGuard guard = first.getBean(IdempotencyGuard.class);
+      answered = MvcProbes.postAsync(this, path, key);
+      // the first stage sends, then hands the executor a task that holds its only thread
+      assertThat(QueuedWork.blockStarted.await(30, TimeUnit.SECONDS))
+          .as("the first stage ran and the executor's only thread is held")
+          .isTrue();
+      assertThat(QueuedWork.sendsOf(key)).isOne();
+      closed = CompletableFuture.runAsync(first::close);
+      Poll.within(Duration.ofSeconds(60)).until("the guard closing", () -> isClosed(guard));
+    } finally {
+      release.countDown();
+    }
+    closed.get(60, TimeUnit.SECONDS);
+    String firstAnswer = MvcProbes.answerOf(answered);
+
+    HttpResponse<byte[]> retry;
+    try (ConfigurableApplicationContext second = start()) {
+      port = MvcProbes.portOf(second);
+      retry = MvcProbes.retryWhileInProgress(this, path, key);
+    }
+    assertThat(QueuedWork.sendsOf(key))
+        .as(
+            "sends for the key (first answer %s; after the restart %s)",
+            firstAnswer, MvcProbes.replayed(retry))
+        .isEqualTo(1);
+  }
 }

@@ -164,7 +164,9 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (low-medium, SPEC 13: a request timeout answers the client; no second send). The
+   * Was an open finding (low-medium, SPEC 13: a request timeout answers the client; no second
+   * send), fixed by fixnested: a later stage never goes back to queued, and one still queued at the
+   * timeout (Spring cancels it) is recorded as answered without its body (the retry gets 422). The
    * send happens in the guarded {@code Callable}'s work, whose result is async work again: a {@code
    * StreamingResponseBody} writing the receipt, or a {@code Callable}, which Spring MVC runs after
    * the first result's dispatch, on the same executor. The second stage is queued behind another
@@ -177,9 +179,9 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
    * busy (here 15 s, with a 1 s request timeout), then the work's answer. SPEC 1 holds: one send,
    * the retry a replay. Fails on both rows, Boot 3.5 and Boot 4.0, commit c1701d4: "the first
    * request answered at its timeout: sends while the executor was held 1, first answer (only once
-   * the executor was freed) 201 {"send":1}, last 201 replayed=true {"send":1}". 16-17 s per row.
+   * the executor was freed) 201 {"send":1}, last 201 replayed=true {"send":1}". 16-17 s per row
+   * before the fix.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @ValueSource(strings = {"/probeG/callable-then-stream", "/probeG/callable-then-callable"})
   void aCallableThatReturnedMoreAsyncWorkIsAnsweredAtItsTimeoutAndSendsOnce(String path)
@@ -214,25 +216,30 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
             MvcProbes.replayed(last));
     assertThat(QueuedWork.sendsOf(key)).as("sends for the key: " + seen).isEqualTo(1);
     assertThat(answeredWhileHeld).as("the first request answered at its timeout: " + seen).isTrue();
+    // the first stage sent, the second never ran (cancelled at the timeout): answered without
+    // its body
+    assertThat(last.statusCode()).as("the retry: " + seen).isEqualTo(422);
   }
 
   /**
-   * OPEN FINDING (high: a second send, and a replay of an answer the request never produced; SPEC
-   * 1). A {@code Callable} that returns at once more async work, which sends and runs past the
-   * request timeout (1 s), nothing queued behind anything: a second {@code Callable} (run on the
-   * executor's thread), or a {@code CompletableFuture} completed by a thread of the application's.
-   * At the timeout the first stage's result (that second {@code Callable} or future) is the work's
-   * "early result" ({@code AsyncWork.earlyResult}, set by the first stage's {@code postProcess}),
-   * so the call is not detached. By reading: {@code AsyncTimeouts.detach} stores that result as the
-   * late answer ({@code detachWithEarlyResult}: rendered as a 200 with no body) and the timeout
-   * answers with it, so Spring MVC dispatches it and runs the second stage again. Fails on the
-   * Callable row, Boot 3.5 and Boot 4.0, commit c1701d4: "sends for the key (while the first send
-   * was held 1; first answer 201 {"send":1}; last 200 replayed=true ) expected: 1 but was: 2": the
-   * client got no answer at its timeout (only once the held send ended), the second run sent again
-   * once the first freed the executor's thread, and the retry is a replay of an empty 200 (10 s per
-   * row). The future row passes on both lines (one send).
+   * Was an open finding (high: a second send, and a replay of an answer the request never produced;
+   * SPEC 1), fixed by fixnested: a stage's result that is more async work is not the work's early
+   * result; the Callable row is detached at the timeout (409) and the second stage's result stored
+   * and replayed; the future row (Spring MVC cancels the future at the timeout) is recorded as
+   * answered without its body (422). A {@code Callable} that returns at once more async work, which
+   * sends and runs past the request timeout (1 s), nothing queued behind anything: a second {@code
+   * Callable} (run on the executor's thread), or a {@code CompletableFuture} completed by a thread
+   * of the application's. At the timeout the first stage's result (that second {@code Callable} or
+   * future) is the work's "early result" ({@code AsyncWork.earlyResult}, set by the first stage's
+   * {@code postProcess}), so the call is not detached. By reading: {@code AsyncTimeouts.detach}
+   * stores that result as the late answer ({@code detachWithEarlyResult}: rendered as a 200 with no
+   * body) and the timeout answers with it, so Spring MVC dispatches it and runs the second stage
+   * again. Fails on the Callable row, Boot 3.5 and Boot 4.0, commit c1701d4: "sends for the key
+   * (while the first send was held 1; first answer 201 {"send":1}; last 200 replayed=true )
+   * expected: 1 but was: 2": the client got no answer at its timeout (only once the held send
+   * ended), the second run sent again once the first freed the executor's thread, and the retry is
+   * a replay of an empty 200 (10 s per row). The future row passes on both lines (one send).
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @ValueSource(strings = {"/probeG/callable-then-slow", "/probeG/callable-then-future"})
   void aCallableWhoseSecondStageOutlivesTheTimeoutSendsOnce(String path) throws Exception {
@@ -258,6 +265,14 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
             "sends for the key (while the first send was held %d; first answer %s; last %s)",
             sendsWhileHeld, firstAnswer, MvcProbes.replayed(last))
         .isEqualTo(1);
+    // a second Callable's late result is stored and replayed; a future's, which Spring MVC
+    // cancels at the timeout, is lost: answered without its body
+    assertThat(last.statusCode())
+        .as("the retry (first answer %s): %s", firstAnswer, MvcProbes.replayed(last))
+        .isEqualTo(path.endsWith("slow") ? 201 : 422);
+    if (path.endsWith("slow")) {
+      assertThat(EndpointClient.text(last)).isEqualTo("{\"send\":1}");
+    }
   }
 
   /** Runs {@code request} while the executor's only thread is held; frees it after. */
