@@ -183,7 +183,22 @@ final class JoinedCall<T> {
     return java.time.Duration.between(sendStart, call.settings.clock.instant()).toNanos();
   }
 
-  /** Runs the sender; only unchecked throwables escape, so callers can rethrow them as they are. */
+  /**
+   * Runs the sender; only unchecked throwables escape, so callers can rethrow them as they are.
+   *
+   * <p>The sender gets {@code call.context(attempt)}, whose {@link SendContext#leaseHeld()} is
+   * always {@code true}, not the context that checks the claim that {@code execute} and a batch's
+   * items get ({@code call.context(Claim)}): the claim is an uncommitted write of the caller's
+   * transaction, kept by the transaction's row lock until it commits or rolls back, not by a lease;
+   * another call that claims the key waits on that lock and then sees the outcome written in the
+   * same transaction (or nothing, after a rollback), so no takeover can happen while the sender
+   * runs. Checking the claim would be wrong here: once its lease looked late, the keeper would
+   * renew it through the store outside the transaction, which does not see the uncommitted claim
+   * (or waits on the caller's own row lock until the store's operation timeout), and the claim
+   * would then count as lost while the transaction still holds the key. (A sender that commits the
+   * joined transaction itself, which it must not, leaves a claim that can be taken over; {@code
+   * claimLost} reports it.)
+   */
   private T callSender(int attempt) {
     try (MdcScope mdc = call.mdc(attempt)) {
       return sender.send(call.context(attempt));

@@ -59,8 +59,9 @@ public final class SendContext {
    * this itself just before it calls the sender; a sender that hands its work on and starts the
    * provider call later (a task queued on an executor) checks it again just before that call and
    * sends nothing if it is {@code false}, since another caller may have taken the key over. Always
-   * {@code true} for a context the guard did not make (tests, adapters) and for a send without a
-   * claim (fail-open).
+   * {@code true} for a context the guard did not make (tests, adapters), for a send without a claim
+   * (fail-open) and for a send inside the caller's transaction ({@link
+   * IdempotencyGuard#executeInTransaction}), whose claim the transaction holds until it ends.
    *
    * @return {@code true} if a provider call may start now under this key
    */

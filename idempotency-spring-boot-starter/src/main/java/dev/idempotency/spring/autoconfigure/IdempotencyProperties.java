@@ -823,6 +823,16 @@ public class IdempotencyProperties {
     private DataSize maxResponseSize = DataSize.ofMegabytes(1);
 
     /**
+     * On WebFlux, how long a guarded endpoint's complete answer waits for its outcome to be
+     * recorded (stored, or the key released) before it goes to the client anyway, the guard still
+     * writing the outcome after it. A store that stalls between the claim and the record (a paused
+     * Redis, a locked table) holds the answer this long. A Spring MVC endpoint waits on its request
+     * thread as long as it waits for the claim (in-flight-wait plus a minute) and does not read
+     * this.
+     */
+    private Duration recordWait = Duration.ofSeconds(10);
+
+    /**
      * The shortest key accepted (400 below it). A key is the only secret of a client that is not
      * authenticated; a UUID has 36 characters.
      */
@@ -905,6 +915,24 @@ public class IdempotencyProperties {
      */
     public void setMaxResponseSize(DataSize maxResponseSize) {
       this.maxResponseSize = maxResponseSize;
+    }
+
+    /**
+     * How long a WebFlux endpoint's answer waits for its outcome to be recorded.
+     *
+     * @return the wait
+     */
+    public Duration getRecordWait() {
+      return recordWait;
+    }
+
+    /**
+     * Sets how long a WebFlux endpoint's answer waits for its outcome to be recorded.
+     *
+     * @param recordWait the wait
+     */
+    public void setRecordWait(Duration recordWait) {
+      this.recordWait = recordWait;
     }
 
     /**

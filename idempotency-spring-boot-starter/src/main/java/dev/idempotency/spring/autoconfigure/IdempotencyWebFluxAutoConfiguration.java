@@ -141,6 +141,7 @@ public final class IdempotencyWebFluxAutoConfiguration {
         http.getMinKeyLength(),
         http.getMaxBodySize().toBytes(),
         http.getMaxResponseSize().toBytes(),
+        http.getRecordWait(),
         SingletonSupplier.of(() -> List.copyOf(exceptionHandlers.orderedStream().toList())),
         SingletonSupplier.of(
             () -> List.copyOf(codecs.getIfAvailable(ServerCodecConfigurer::create).getReaders())),

@@ -6,6 +6,7 @@ import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.SendContext;
 import dev.idempotency.spring.JsonCodecs;
 import java.security.Principal;
+import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -56,17 +57,17 @@ import reactor.core.publisher.Mono;
  *       again, form and multipart data parsed from it). The response is held until it is known
  *       ({@code CapturingServerResponse}), stored if its status is 2xx, 3xx or a 4xx other than
  *       408, 409, 425 and 429, otherwise the key is released; the answer is written to the client
- *       once that outcome is recorded (10 s at most), as on Spring MVC. A response that nothing
- *       wrote (a {@code void} or {@code Mono<Void>} handler) is completed by the filter, so it is
- *       captured. An error that escapes the handler is answered inside the filter by the
- *       application's {@code WebExceptionHandler}s (Boot's error handler: a {@code
- *       ResponseStatusException(404)} is a stored 404, an unmapped exception a released 500), so
- *       the answer stored is the one the client got. A request whose handler method was not invoked
- *       ({@link IdempotentEndpointInvocations}: WebFlux refused it while binding, decoding or
- *       validating its arguments, whoever answered the refusal) is released, not stored; once the
- *       method was invoked, its answer follows the rules above, whatever its exception type. The
- *       handler's run is subscribed on its own: a client that goes away does not cancel it, and its
- *       outcome is still recorded.
+ *       once that outcome is recorded ({@code idempotency.http.record-wait}, 10 s, at most), as on
+ *       Spring MVC. A response that nothing wrote (a {@code void} or {@code Mono<Void>} handler) is
+ *       completed by the filter, so it is captured. An error that escapes the handler is answered
+ *       inside the filter by the application's {@code WebExceptionHandler}s (Boot's error handler:
+ *       a {@code ResponseStatusException(404)} is a stored 404, an unmapped exception a released
+ *       500), so the answer stored is the one the client got. A request whose handler method was
+ *       not invoked ({@link IdempotentEndpointInvocations}: WebFlux refused it while binding,
+ *       decoding or validating its arguments, whoever answered the refusal) is released, not
+ *       stored; once the method was invoked, its answer follows the rules above, whatever its
+ *       exception type. The handler's run is subscribed on its own: a client that goes away does
+ *       not cancel it, and its outcome is still recorded.
  *   <li>A client that goes away mid-response (a stream, a body past the bound that went out as it
  *       came) ends the request, not the send: the handler's body is not cancelled but drained to
  *       its end, with the demand of a live client until then and never more than the bound held,
@@ -118,6 +119,8 @@ public final class IdempotentEndpointWebFilter
    * @param minKeyLength the shortest key accepted
    * @param maxBodyBytes the largest body read for the fingerprint; a larger one is refused (413)
    * @param maxResponseBytes the largest response body stored; a larger one is sent but not stored
+   * @param recordWait how long a complete answer waits for its outcome to be recorded (stored, or
+   *     the key released) before it is sent anyway ({@code idempotency.http.record-wait})
    * @param exceptionHandlers the application's {@code WebExceptionHandler}s in order, which answer
    *     an error of a guarded handler inside the filter, so that their answer is the one stored
    * @param readers the application's HTTP message readers, which parse a guarded request's form and
@@ -135,6 +138,7 @@ public final class IdempotentEndpointWebFilter
       int minKeyLength,
       long maxBodyBytes,
       long maxResponseBytes,
+      Duration recordWait,
       Supplier<List<WebExceptionHandler>> exceptionHandlers,
       Supplier<List<HttpMessageReader<?>>> readers,
       IdempotentEndpointInvocations invocations) {
@@ -155,6 +159,10 @@ public final class IdempotentEndpointWebFilter
     if (maxResponseBytes < 0) {
       throw new IllegalArgumentException("maxResponseBytes must not be negative");
     }
+    Objects.requireNonNull(recordWait, "recordWait must not be null");
+    if (recordWait.isNegative() || recordWait.isZero()) {
+      throw new IllegalArgumentException("recordWait must be positive, was " + recordWait);
+    }
     this.exceptionHandlers =
         Objects.requireNonNull(exceptionHandlers, "exceptionHandlers must not be null");
     this.readers = Objects.requireNonNull(readers, "readers must not be null");
@@ -166,6 +174,7 @@ public final class IdempotentEndpointWebFilter
             invocations,
             headerName,
             maxResponseBytes,
+            recordWait,
             () -> this.exceptionHandlers.get(),
             () -> this.readers.get());
   }

@@ -39,9 +39,12 @@ final class ReactiveEndpointCall {
 
   /**
    * How long a captured answer waits for its outcome (stored or released) to be recorded before it
-   * is sent anyway.
+   * is sent anyway: {@code idempotency.http.record-wait}, 10 s unless set. Its own setting, not
+   * derived from another: Spring MVC's bound (the in-flight wait plus a minute) is about how long a
+   * request thread may block, and a store's operation timeout bounds one attempt of the write, not
+   * the guard's attempts together, nor applies to the in-memory store.
    */
-  private static final Duration RECORD_WAIT = Duration.ofSeconds(10);
+  private final Duration recordWait;
 
   private final IdempotencyGuard guard;
   private final IdempotentEndpointInvocations invocations;
@@ -58,12 +61,14 @@ final class ReactiveEndpointCall {
       IdempotentEndpointInvocations invocations,
       String headerName,
       long maxResponseBytes,
+      Duration recordWait,
       Supplier<List<WebExceptionHandler>> exceptionHandlers,
       Supplier<List<HttpMessageReader<?>>> readers) {
     this.guard = guard;
     this.invocations = invocations;
     this.headerName = headerName;
     this.maxResponseBytes = maxResponseBytes;
+    this.recordWait = recordWait;
     this.exceptionHandlers = exceptionHandlers;
     this.readers = readers;
     this.nonBlockingStore = guard.store() instanceof AsyncKeyStore;
@@ -210,12 +215,12 @@ final class ReactiveEndpointCall {
   }
 
   /**
-   * {@code recorded}, completed anyway once {@link #RECORD_WAIT} has passed: watched by {@link
+   * {@code recorded}, completed anyway once {@link #recordWait} has passed: watched by {@link
    * OperationDeadlines}' one sweeping thread, not by a timer task per request.
    */
-  private static CompletableFuture<Void> atMostRecordWait(CompletableFuture<Void> recorded) {
+  private CompletableFuture<Void> atMostRecordWait(CompletableFuture<Void> recorded) {
     OperationDeadlines.Watch watch =
-        OperationDeadlines.watch(RECORD_WAIT, () -> recorded.complete(null));
+        OperationDeadlines.watch(recordWait, () -> recorded.complete(null));
     recorded.whenComplete((done, failure) -> watch.done());
     return recorded;
   }

@@ -7,6 +7,8 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
 import java.net.http.HttpResponse;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -15,17 +17,21 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@link WebFluxClientGoneRaceProbeTest} on Redis (embedded server), plus the store that stalls
- * between the claim and the record (perf39: the answer waits for the record, 10 s at most).
+ * between the claim and the record (perf39: the answer waits for the record, {@code
+ * idempotency.http.record-wait} at most: 2 s here instead of the default 10 s, so that the stall
+ * need only outlast 3 s of lease, not 10 s of wait).
  */
 class WebFluxClientGoneRaceRedisProbeTest extends WebFluxClientGoneRaceProbeTest {
 
   @BeforeAll
   static void start() {
-    start(WebFluxTestStores.REDIS, WebFluxTestStores.OnRedis.class);
+    Map<String, Object> properties = new HashMap<>(WebFluxTestStores.REDIS);
+    properties.put("idempotency.http.record-wait", "2s");
+    start(properties, WebFluxTestStores.OnRedis.class);
   }
 
   /**
-   * Redis stalls (every client paused 12 s, past the 10 s record wait and the 3 s lease) once the
+   * Redis stalls (every client paused 4 s, past the 2 s record wait and the 3 s lease) once the
    * handler has claimed the key and before its outcome is written: the client gets its answer, and
    * once Redis answers again the key is completed, never taken over: a retry replays the first
    * answer and the handler has run once.
@@ -52,7 +58,7 @@ class WebFluxClientGoneRaceRedisProbeTest extends WebFluxClientGoneRaceProbeTest
     RedisClient pauser =
         RedisClient.create(RedisURI.create("127.0.0.1", EmbeddedServers.redisPort()));
     try (StatefulRedisConnection<String, String> connection = pauser.connect()) {
-      connection.sync().clientPause(12_000);
+      connection.sync().clientPause(4_000);
     } finally {
       pauser.shutdown();
     }

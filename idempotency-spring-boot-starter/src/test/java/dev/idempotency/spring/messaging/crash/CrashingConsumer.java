@@ -92,6 +92,10 @@ public class CrashingConsumer {
         "--spring.kafka.consumer.group-id=crash-group",
         "--spring.kafka.consumer.auto-offset-reset=earliest",
         "--spring.kafka.consumer.properties.session.timeout.ms=6000",
+        // static membership, one instance id for both processes: the second replaces the killed
+        // first in the group at once, instead of waiting out its session (the broker's shortest
+        // session is 6 s, group.min.session.timeout.ms)
+        "--spring.kafka.consumer.properties.group.instance.id=crash-consumer",
         "--spring.kafka.consumer.properties.heartbeat.interval.ms=1000",
         "--idempotency.store=redis",
         "--spring.data.redis.host=127.0.0.1",
