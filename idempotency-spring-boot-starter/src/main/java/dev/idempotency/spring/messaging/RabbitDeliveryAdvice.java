@@ -72,6 +72,13 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
    */
   private volatile @Nullable Boolean guarded;
 
+  /**
+   * Whether {@link #container}'s guarded listeners read their keys from the payload only ({@link
+   * RabbitProducerBatchParts#keyedByPayload}), found at the first part of a producer's batch after
+   * its first; {@code null} before.
+   */
+  private volatile @Nullable Boolean keyedByPayload;
+
   RabbitDeliveryAdvice(DeliveryBackOff backOff) {
     this(new DeferralCounter(backOff), null);
   }
@@ -283,7 +290,7 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     }
     if (data instanceof Message message
         && RabbitProducerBatchParts.isMarked(message)
-        && !RabbitProducerBatchParts.keyedByPayload(rabbit)) {
+        && !keyedByPayload(rabbit)) {
       log.warn(
           "A part after the first of a producer's batch (BatchingRabbitTemplate) reached RabbitMQ"
               + " listener container '{}', whose guarded listener may read its key from the"
@@ -296,6 +303,16 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
           "a producer batch's part after the first, to a listener keyed from its headers:"
               + " rejected without requeue");
     }
+  }
+
+  /** {@link RabbitProducerBatchParts#keyedByPayload}, worked out (the keys parsed) once. */
+  private boolean keyedByPayload(AbstractMessageListenerContainer rabbit) {
+    Boolean known = keyedByPayload;
+    if (known == null) {
+      known = RabbitProducerBatchParts.keyedByPayload(rabbit);
+      keyedByPayload = known;
+    }
+    return known;
   }
 
   /**
