@@ -1,30 +1,12 @@
 package dev.idempotency.dynamodb;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
-import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.KeyStoreException;
-import dev.idempotency.SendContext;
-import dev.idempotency.spi.ExtendRequest;
-import dev.idempotency.tck.ForwardingKeyStore;
-import dev.idempotency.tck.MutableClock;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.TimedOutRenewalLandsLateContract;
 import dev.idempotency.testservers.Dynalite;
 import dev.idempotency.testservers.Poll;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.List;
-import java.util.UUID;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Test;
 
 /**
  * probeF (SPEC 1): the fix of 1ef3b83 keeps a claim's renewals from overlapping on the client: a
@@ -56,47 +38,14 @@ import org.junit.jupiter.api.Test;
  * <p>FIXED on fixlease: {@code extend}'s conditions also require {@code lease_until <= :lease}, so
  * the late request changes nothing; the item read back after both conditions fail (still the
  * owner's, in progress, leased further) makes it answer renewed, not lost.
+ *
+ * <p>The case is {@link TimedOutRenewalLandsLateContract} (the store TCK), shared with {@code
+ * PostgresTimedOutRenewalLandsLateProbeTest}.
  */
-class DynamoDbTimedOutRenewalLandsLateProbeTest {
+class DynamoDbTimedOutRenewalLandsLateProbeTest extends TimedOutRenewalLandsLateContract {
 
-  static final Duration TTL = Duration.ofHours(1);
-  static final Duration LEASE = Duration.ofSeconds(4);
-
-  final MutableClock time = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
-  final DynamoDbKeyStore store = newStore();
-  final AtomicBoolean keeperTimesOut = new AtomicBoolean(true);
-  final AtomicReference<List<ExtendRequest>> inTheNetwork = new AtomicReference<>();
-  final ExecutorService providerThread =
-      Executors.newSingleThreadExecutor(r -> new Thread(r, "provider-call"));
-
-  final ForwardingKeyStore network =
-      new ForwardingKeyStore(store) {
-        @Override
-        public List<Boolean> extendAll(List<ExtendRequest> requests) {
-          if (keeperTimesOut.get() && Thread.currentThread().getName().contains("lease-keeper")) {
-            inTheNetwork.compareAndSet(null, List.copyOf(requests));
-            throw new KeyStoreException("probeF: the renewal timed out (sent, not answered)", null);
-          }
-          return delegate.extendAll(requests);
-        }
-      };
-
-  final IdempotencyGuard guardA =
-      IdempotencyGuard.builder()
-          .store(network)
-          .clock(time)
-          .lease(LEASE)
-          .inFlightWait(Duration.ZERO)
-          .build();
-  final IdempotencyGuard guardB =
-      IdempotencyGuard.builder()
-          .store(store)
-          .clock(time)
-          .lease(LEASE)
-          .inFlightWait(Duration.ZERO)
-          .build();
-
-  static DynamoDbKeyStore newStore() {
+  @Override
+  protected KeyStore newStore() {
     DynamoDbKeyStore store =
         DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint()))
             .tableName("idempotency-late-renewal")
@@ -114,63 +63,8 @@ class DynamoDbTimedOutRenewalLandsLateProbeTest {
     return store;
   }
 
-  @AfterEach
-  void close() {
-    keeperTimesOut.set(false);
-    providerThread.shutdownNow();
-    guardA.close();
-    guardB.close();
-    store.close();
-  }
-
-  @Test
-  void aTimedOutKeeperRenewalLandingAfterANewerOneDoesNotLetAnotherGuardTakeOverMidSend()
-      throws Exception {
-    String key = "late-renewal:" + UUID.randomUUID();
-    AtomicInteger sends = new AtomicInteger();
-    AtomicReference<SendContext> context = new AtomicReference<>();
-    CompletableFuture<String> providerCall = new CompletableFuture<>();
-    CompletableFuture<String> a =
-        guardA
-            .executeAsync(
-                key,
-                TTL,
-                ctx -> {
-                  context.set(ctx);
-                  return providerCall;
-                })
-            .toCompletableFuture();
-    Poll.within(Duration.ofSeconds(60))
-        .until("the keeper's renewal (request time T0) went out", () -> inTheNetwork.get() != null);
-
-    time.advance(Duration.ofMillis(3_500));
-    boolean held = providerThread.submit(() -> context.get().leaseHeld()).get(60, TimeUnit.SECONDS);
-    assertThat(held).as("lease held at T0+3.5 s (renewed to T0+7.5 s)").isTrue();
-    sends.incrementAndGet(); // A's provider call starts
-
-    List<Boolean> landed = store.extendAll(inTheNetwork.get()); // the older request lands now
-    time.advance(Duration.ofMillis(1_500)); // T0+5 s
-    String b;
-    try {
-      b = guardB.execute(key, TTL, other -> "b-" + sends.incrementAndGet());
-    } catch (IdempotencyInProgressException inProgress) {
-      b = "in progress";
-    }
-    keeperTimesOut.set(false);
-    providerCall.complete("a-sent");
-    String outcomeOfA;
-    try {
-      outcomeOfA = a.get(60, TimeUnit.SECONDS);
-    } catch (ExecutionException e) {
-      outcomeOfA = e.getCause().toString();
-    }
-    assertThat(sends)
-        .as(
-            "sends (the keeper's timed-out renewal landed late: %s; B got: %s; A got: %s)",
-            landed, b, outcomeOfA)
-        .hasValue(1);
-    assertThat(landed)
-        .as("the late renewal of a claim still held, already leased further: renewed, not lost")
-        .containsExactly(true);
+  @Override
+  protected void closeStore(KeyStore store) {
+    ((DynamoDbKeyStore) store).close();
   }
 }
