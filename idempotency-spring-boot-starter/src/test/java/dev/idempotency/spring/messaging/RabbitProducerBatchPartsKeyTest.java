@@ -74,6 +74,15 @@ class RabbitProducerBatchPartsKeyTest {
     @IdempotentListener(key = "#p0.?[true].size()")
     public void messagesOfABatch(List<Message<String>> messages) {}
 
+    @IdempotentListener(key = "#payload")
+    public void springMessagePayloadVariable(Message<String> message) {}
+
+    @IdempotentListener(key = "#payload.messageProperties.messageId")
+    public void amqpMessagePayloadVariable(org.springframework.amqp.core.Message message) {}
+
+    @IdempotentListener(key = "#payload")
+    public void headerFirstPayloadVariable(@Header("Idempotency-Key") String key, String event) {}
+
     @Idempotent(key = "#p0")
     public void idempotentPayload(String event, @Header("Idempotency-Key") String key) {}
 
@@ -91,6 +100,7 @@ class RabbitProducerBatchPartsKeyTest {
     assertThat(keyedByPayload("payloadParameters")).isTrue();
     assertThat(keyedByPayload("typeReference")).isTrue();
     assertThat(keyedByPayload("idempotentPayload")).isTrue();
+    assertThat(keyedByPayload("springMessagePayloadVariable")).isTrue();
   }
 
   @Test
@@ -110,7 +120,9 @@ class RabbitProducerBatchPartsKeyTest {
             "unknownVariable",
             "messagesOfABatch",
             "idempotentHeader",
-            "idempotentMessage")) {
+            "idempotentMessage",
+            "amqpMessagePayloadVariable",
+            "headerFirstPayloadVariable")) {
       assertThat(keyedByPayload(name)).as(name).isFalse();
     }
   }
