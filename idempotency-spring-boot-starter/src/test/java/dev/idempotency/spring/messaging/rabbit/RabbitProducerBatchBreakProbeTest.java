@@ -53,6 +53,7 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
   static final String FORGED_QUEUE = "idem.break-probe.forged";
   static final String RACE_QUEUE = "idem.break-probe.race";
   static final String RACE_ID = "break-probe-race";
+  static final String INTERFACE_QUEUE = "idem.break-probe.interface";
 
   /** A parameter the application resolves from the message's headers with its own resolver. */
   public record KeyRef(String value) {}
@@ -97,6 +98,23 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     }
   }
 
+  /** The listener's interface declares its key parameter a header. */
+  public interface HeaderKeyed {
+    void onEvent(
+        String event,
+        @org.springframework.messaging.handler.annotation.Header("Idempotency-Key") String key);
+  }
+
+  /** Keyed by its second parameter, a header by its interface's declaration only. */
+  public static class InterfaceListener implements HeaderKeyed {
+    @Override
+    @RabbitListener(id = "break-probe-interface", queues = INTERFACE_QUEUE)
+    @IdempotentListener(name = "break-probe-interface", key = "#p1")
+    public void onEvent(String event, String key) {
+      Listeners.sent.add(event);
+    }
+  }
+
   /**
    * A class-level listener: text goes to a header-keyed guarded handler, bytes (any other content
    * type) to a handler that is not guarded.
@@ -126,6 +144,11 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     }
 
     @Bean
+    InterfaceListener breakProbeInterfaceListener() {
+      return new InterfaceListener();
+    }
+
+    @Bean
     Handlers breakProbeHandlers() {
       return new Handlers();
     }
@@ -133,7 +156,12 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     @Bean
     Declarables breakProbeQueues() {
       return deadLetteredQueues(
-          AMQP_MESSAGE_QUEUE, RESOLVED_QUEUE, HANDLERS_QUEUE, FORGED_QUEUE, RACE_QUEUE);
+          AMQP_MESSAGE_QUEUE,
+          RESOLVED_QUEUE,
+          HANDLERS_QUEUE,
+          FORGED_QUEUE,
+          RACE_QUEUE,
+          INTERFACE_QUEUE);
     }
 
     /** Two consumers, one unacknowledged message each. */
@@ -219,6 +247,28 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     publishBatch(RESOLVED_QUEUE, messages(List.of(first, second)));
     awaitMarker(RESOLVED_QUEUE, "rv");
     firstSentOnceAndSecondSentOnceOrDeadLettered(RESOLVED_QUEUE, first, second);
+  }
+
+  /**
+   * A listener keyed by a parameter that is a {@code @Header} by its interface's declaration only
+   * (Spring finds parameter annotations on the interface) gets a producer's batch of two, each with
+   * its own key: the second must be sent once or dead-lettered, never acknowledged as the first's
+   * replay.
+   */
+  // Open finding (severity high: a lost send, SPEC 1, with an ordinary @Header key declared on an
+  // interface), Boot 3.5 and 4.0, at d9f0bfd: "[the second (its own key) sent once or
+  // dead-lettered; sends: 0, dead-lettered: []] Expecting value to be true but was false".
+  // keyedByPayload reads the parameter annotations of the implementing method only; Spring
+  // resolves the argument with the interface's @Header, the first message's key.
+  @Test
+  @Tag("open-finding")
+  void aKeyFromAHeaderDeclaredOnTheInterfaceNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("if-first");
+    String second = unique("if-second");
+    publishBatch(INTERFACE_QUEUE, messages(List.of(first, second)));
+    awaitMarker(INTERFACE_QUEUE, "if");
+    firstSentOnceAndSecondSentOnceOrDeadLettered(INTERFACE_QUEUE, first, second);
   }
 
   /**
