@@ -21,6 +21,7 @@ import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.MethodParameter;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.annotation.AnnotatedMethod;
 import org.springframework.expression.spel.SpelNode;
 import org.springframework.expression.spel.ast.CompoundExpression;
 import org.springframework.expression.spel.ast.MethodReference;
@@ -239,7 +240,7 @@ final class RabbitProducerBatchParts {
     if (method.getParameterCount() == 0 || payloadParameter(method, 0)) {
       return true;
     }
-    MethodParameter first = new MethodParameter(method, 0);
+    MethodParameter first = parameterOf(method, 0);
     if (first.hasParameterAnnotation(Header.class) || first.hasParameterAnnotation(Headers.class)) {
       return false;
     }
@@ -272,7 +273,7 @@ final class RabbitProducerBatchParts {
     if (index >= method.getParameterCount()) {
       return false;
     }
-    MethodParameter parameter = new MethodParameter(method, index);
+    MethodParameter parameter = parameterOf(method, index);
     if (parameter.hasParameterAnnotation(Header.class)
         || parameter.hasParameterAnnotation(Headers.class)) {
       return false;
@@ -288,6 +289,14 @@ final class RabbitProducerBatchParts {
         || org.springframework.messaging.MessageHeaders.class.isAssignableFrom(raw)
         || MessageHeaderAccessor.class.isAssignableFrom(raw)
         || raw.getName().equals("com.rabbitmq.client.Channel"));
+  }
+
+  /**
+   * The parameter at {@code index} with its annotations as Spring resolves the listener's
+   * arguments: those declared on the method of an interface or superclass it implements too.
+   */
+  private static MethodParameter parameterOf(Method method, int index) {
+    return new AnnotatedMethod(method).getMethodParameters()[index];
   }
 
   /**

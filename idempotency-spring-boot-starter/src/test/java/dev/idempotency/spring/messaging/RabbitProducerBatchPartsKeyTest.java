@@ -24,8 +24,16 @@ class RabbitProducerBatchPartsKeyTest {
 
   record Order(String orderId) {}
 
+  interface HeaderKeyed {
+    void headerOnTheInterface(String event, @Header("Idempotency-Key") String key);
+  }
+
   @SuppressWarnings("unused")
-  static class Listeners {
+  static class Listeners implements HeaderKeyed {
+    @Override
+    @IdempotentListener(key = "#p1")
+    public void headerOnTheInterface(String event, String key) {}
+
     @IdempotentListener(key = "#payload")
     public void payload(String event) {}
 
@@ -122,7 +130,8 @@ class RabbitProducerBatchPartsKeyTest {
             "idempotentHeader",
             "idempotentMessage",
             "amqpMessagePayloadVariable",
-            "headerFirstPayloadVariable")) {
+            "headerFirstPayloadVariable",
+            "headerOnTheInterface")) {
       assertThat(keyedByPayload(name)).as(name).isFalse();
     }
   }
@@ -130,7 +139,7 @@ class RabbitProducerBatchPartsKeyTest {
   private static boolean keyedByPayload(String name) {
     Method method =
         Arrays.stream(Listeners.class.getMethods())
-            .filter(m -> m.getName().equals(name))
+            .filter(m -> m.getName().equals(name) && m.getDeclaringClass() == Listeners.class)
             .findFirst()
             .orElseThrow();
     return RabbitProducerBatchParts.keyedByPayload(method);
