@@ -267,7 +267,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
    * on the container after the start is wrapped again and the delivery requeued (it may have been
    * split unmarked); a part after the first reaching a record listener whose key may read anything
    * but the payload is rejected without requeue, not sent (its headers, from which Spring resolves
-   * {@code @Header} parameters and the rest, are the first message's).
+   * {@code @Header} parameters and the rest, are the first message's). A part after the first that
+   * an unwrapped strategy split (read by the container before another consumer's delivery had it
+   * wrapped again) is requeued too ({@link RabbitProducerBatchParts#splitUnmarked}).
    */
   private void checkProducerBatchParts(
       AbstractMessageListenerContainer rabbit, @Nullable Object data) {
@@ -278,6 +280,17 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     }
     if (!known) {
       return;
+    }
+    if (RabbitProducerBatchParts.splitUnmarked(data)) {
+      RabbitProducerBatchParts.markedAgain(rabbit);
+      log.warn(
+          "A part after the first of a producer's batch (BatchingRabbitTemplate) reached RabbitMQ"
+              + " listener container '{}' unmarked: a batching strategy the application set after"
+              + " the start split it (another consumer had it wrapped again meanwhile); the"
+              + " delivery is requeued",
+          rabbit.getListenerId());
+      throw new ImmediateRequeueAmqpException(
+          "a producer batch's part split by a replaced batching strategy; requeued");
     }
     if (RabbitProducerBatchParts.markedAgain(rabbit)) {
       log.warn(

@@ -5,7 +5,10 @@ import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.util.Collection;
 import java.util.Date;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 import org.springframework.amqp.core.Message;
@@ -18,6 +21,7 @@ import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.MethodParameter;
 import org.springframework.core.ResolvableType;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.core.annotation.AnnotatedMethod;
 import org.springframework.expression.spel.SpelNode;
 import org.springframework.expression.spel.ast.CompoundExpression;
 import org.springframework.expression.spel.ast.MethodReference;
@@ -105,6 +109,50 @@ final class RabbitProducerBatchParts {
     return false;
   }
 
+  /**
+   * The consumer and delivery tags of the last message a guarded container's delivery handed to the
+   * starter's advice on this thread: the parts of one producer's batch share them, and are handed
+   * out one after the other on the thread that split the batch.
+   */
+  private static final ThreadLocal<@Nullable String> LAST_DELIVERY = new ThreadLocal<>();
+
+  /**
+   * Whether {@code data}, a guarded container's delivery, is or holds a part after the first of a
+   * producer's batch that no marking strategy split: unmarked, with the consumer and delivery tags
+   * of the message before it (of the same delivery on this thread, or earlier in the list). A
+   * strategy the application set after the start may be read by one consumer right before another's
+   * delivery has it wrapped again ({@link #markedAgain}): that consumer's parts are then unmarked,
+   * and carry the first message's headers.
+   */
+  static boolean splitUnmarked(@Nullable Object data) {
+    if (data instanceof Message message) {
+      String delivery = deliveryOf(message);
+      String last = LAST_DELIVERY.get();
+      LAST_DELIVERY.set(delivery);
+      return delivery != null && delivery.equals(last) && !isMarked(message);
+    }
+    if (data instanceof List<?> messages) {
+      Set<String> seen = new HashSet<>();
+      for (Object each : messages) {
+        if (each instanceof Message message) {
+          String delivery = deliveryOf(message);
+          if (delivery != null && !seen.add(delivery) && !isMarked(message)) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  /** The message's consumer and delivery tags, or {@code null} if it has neither. */
+  private static @Nullable String deliveryOf(Message message) {
+    MessageProperties properties = message.getMessageProperties();
+    String consumer = properties.getConsumerTag();
+    long tag = properties.getDeliveryTag();
+    return consumer == null || tag == 0 ? null : consumer + "#" + tag;
+  }
+
   /** Whether {@code message} is a part after the first of a producer's batch (marked). */
   static boolean isMarked(Message message) {
     return message.getMessageProperties().getHeaders().containsKey(PART);
@@ -163,7 +211,7 @@ final class RabbitProducerBatchParts {
         return rootIsPayload;
       }
       if (!name.equals("this")
-          && !(payloadVariable && name.equals("payload"))
+          && !(payloadVariable && name.equals("payload") && payloadVariableIsPayload(method))
           && !payloadParameterNamed(method, name)) {
         return false;
       }
@@ -181,6 +229,26 @@ final class RabbitProducerBatchParts {
       }
     }
     return true;
+  }
+
+  /**
+   * Whether an {@link IdempotentListener}'s {@code #payload}, the payload of its first argument
+   * (that argument itself unless it is a Spring {@code Message}), is read from the payload: not
+   * when the first parameter is an AMQP {@code Message}, its properties or a header.
+   */
+  private static boolean payloadVariableIsPayload(Method method) {
+    if (method.getParameterCount() == 0 || payloadParameter(method, 0)) {
+      return true;
+    }
+    MethodParameter first = parameterOf(method, 0);
+    if (first.hasParameterAnnotation(Header.class) || first.hasParameterAnnotation(Headers.class)) {
+      return false;
+    }
+    ResolvableType type = ResolvableType.forMethodParameter(first);
+    if (Collection.class.isAssignableFrom(type.toClass())) {
+      type = type.asCollection().getGeneric(0);
+    }
+    return org.springframework.messaging.Message.class.isAssignableFrom(type.toClass());
   }
 
   /** Whether {@code name} ({@code p0}, {@code a0} or a parameter's name) is a payload parameter. */
@@ -205,7 +273,7 @@ final class RabbitProducerBatchParts {
     if (index >= method.getParameterCount()) {
       return false;
     }
-    MethodParameter parameter = new MethodParameter(method, index);
+    MethodParameter parameter = parameterOf(method, index);
     if (parameter.hasParameterAnnotation(Header.class)
         || parameter.hasParameterAnnotation(Headers.class)) {
       return false;
@@ -221,6 +289,14 @@ final class RabbitProducerBatchParts {
         || org.springframework.messaging.MessageHeaders.class.isAssignableFrom(raw)
         || MessageHeaderAccessor.class.isAssignableFrom(raw)
         || raw.getName().equals("com.rabbitmq.client.Channel"));
+  }
+
+  /**
+   * The parameter at {@code index} with its annotations as Spring resolves the listener's
+   * arguments: those declared on the method of an interface or superclass it implements too.
+   */
+  private static MethodParameter parameterOf(Method method, int index) {
+    return new AnnotatedMethod(method).getMethodParameters()[index];
   }
 
   /**

@@ -24,8 +24,16 @@ class RabbitProducerBatchPartsKeyTest {
 
   record Order(String orderId) {}
 
+  interface HeaderKeyed {
+    void headerOnTheInterface(String event, @Header("Idempotency-Key") String key);
+  }
+
   @SuppressWarnings("unused")
-  static class Listeners {
+  static class Listeners implements HeaderKeyed {
+    @Override
+    @IdempotentListener(key = "#p1")
+    public void headerOnTheInterface(String event, String key) {}
+
     @IdempotentListener(key = "#payload")
     public void payload(String event) {}
 
@@ -74,6 +82,15 @@ class RabbitProducerBatchPartsKeyTest {
     @IdempotentListener(key = "#p0.?[true].size()")
     public void messagesOfABatch(List<Message<String>> messages) {}
 
+    @IdempotentListener(key = "#payload")
+    public void springMessagePayloadVariable(Message<String> message) {}
+
+    @IdempotentListener(key = "#payload.messageProperties.messageId")
+    public void amqpMessagePayloadVariable(org.springframework.amqp.core.Message message) {}
+
+    @IdempotentListener(key = "#payload")
+    public void headerFirstPayloadVariable(@Header("Idempotency-Key") String key, String event) {}
+
     @Idempotent(key = "#p0")
     public void idempotentPayload(String event, @Header("Idempotency-Key") String key) {}
 
@@ -91,6 +108,7 @@ class RabbitProducerBatchPartsKeyTest {
     assertThat(keyedByPayload("payloadParameters")).isTrue();
     assertThat(keyedByPayload("typeReference")).isTrue();
     assertThat(keyedByPayload("idempotentPayload")).isTrue();
+    assertThat(keyedByPayload("springMessagePayloadVariable")).isTrue();
   }
 
   @Test
@@ -110,7 +128,10 @@ class RabbitProducerBatchPartsKeyTest {
             "unknownVariable",
             "messagesOfABatch",
             "idempotentHeader",
-            "idempotentMessage")) {
+            "idempotentMessage",
+            "amqpMessagePayloadVariable",
+            "headerFirstPayloadVariable",
+            "headerOnTheInterface")) {
       assertThat(keyedByPayload(name)).as(name).isFalse();
     }
   }
@@ -118,7 +139,7 @@ class RabbitProducerBatchPartsKeyTest {
   private static boolean keyedByPayload(String name) {
     Method method =
         Arrays.stream(Listeners.class.getMethods())
-            .filter(m -> m.getName().equals(name))
+            .filter(m -> m.getName().equals(name) && m.getDeclaringClass() == Listeners.class)
             .findFirst()
             .orElseThrow();
     return RabbitProducerBatchParts.keyedByPayload(method);

@@ -1,0 +1,450 @@
+package dev.idempotency.spring.messaging.rabbit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.amqp.core.Declarables;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.core.MessageProperties;
+import org.springframework.amqp.rabbit.annotation.RabbitHandler;
+import org.springframework.amqp.rabbit.annotation.RabbitListener;
+import org.springframework.amqp.rabbit.annotation.RabbitListenerConfigurer;
+import org.springframework.amqp.rabbit.batch.SimpleBatchingStrategy;
+import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
+import org.springframework.amqp.rabbit.connection.ConnectionFactory;
+import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
+import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.core.MethodParameter;
+import org.springframework.messaging.handler.invocation.HandlerMethodArgumentResolver;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.util.ReflectionTestUtils;
+
+/**
+ * probeH, on a real RabbitMQ broker: attempts to break SPEC 1 on the starter's handling of producer
+ * batches ({@code BatchingRabbitTemplate}; {@code RabbitProducerBatchParts}, ac39e25): a part after
+ * the first carries the first message's headers and properties, so a guarded listener whose key may
+ * read anything but the payload must never take it as the first's replay (rejected, dead- lettered,
+ * is the documented outcome), and a message that should be sent must not be rejected.
+ */
+@SpringBootTest(
+    classes = RabbitProducerBatchBreakProbeTest.App.class,
+    properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
+@DirtiesContext
+class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
+
+  static final String AMQP_MESSAGE_QUEUE = "idem.break-probe.amqp-message";
+  static final String RESOLVED_QUEUE = "idem.break-probe.resolved";
+  static final String HANDLERS_QUEUE = "idem.break-probe.handlers";
+  static final String FORGED_QUEUE = "idem.break-probe.forged";
+  static final String RACE_QUEUE = "idem.break-probe.race";
+  static final String RACE_ID = "break-probe-race";
+  static final String INTERFACE_QUEUE = "idem.break-probe.interface";
+
+  /** A parameter the application resolves from the message's headers with its own resolver. */
+  public record KeyRef(String value) {}
+
+  public static class Listeners {
+    static final List<String> sent = new CopyOnWriteArrayList<>();
+
+    /**
+     * Keyed by the AMQP message id, read through {@code #payload}: the listener's first argument is
+     * the AMQP {@code Message}, and {@code #payload} is that message itself.
+     */
+    @RabbitListener(id = "break-probe-amqp-message", queues = AMQP_MESSAGE_QUEUE)
+    @IdempotentListener(
+        name = "break-probe-amqp-message",
+        key = "#payload.messageProperties.messageId")
+    public void amqpMessage(Message message) {
+      sent.add(new String(message.getBody(), StandardCharsets.UTF_8));
+    }
+
+    /** Keyed by a parameter the application's own argument resolver reads from a header. */
+    @RabbitListener(id = "break-probe-resolved", queues = RESOLVED_QUEUE)
+    @IdempotentListener(name = "break-probe-resolved", key = "#p1.value")
+    public void resolved(String event, KeyRef key) {
+      sent.add(event);
+    }
+
+    /** Keyed by its default header; its container's strategy is replaced after the start. */
+    @RabbitListener(
+        id = RACE_ID,
+        queues = RACE_QUEUE,
+        containerFactory = "breakProbeConcurrentFactory")
+    @IdempotentListener(name = "break-probe-race")
+    public void race(String event) {
+      sent.add(event);
+    }
+
+    /** Keyed by its default header. */
+    @RabbitListener(id = "break-probe-forged", queues = FORGED_QUEUE)
+    @IdempotentListener(name = "break-probe-forged")
+    public void forged(String event) {
+      sent.add(event);
+    }
+  }
+
+  /** The listener's interface declares its key parameter a header. */
+  public interface HeaderKeyed {
+    void onEvent(
+        String event,
+        @org.springframework.messaging.handler.annotation.Header("Idempotency-Key") String key);
+  }
+
+  /** Keyed by its second parameter, a header by its interface's declaration only. */
+  public static class InterfaceListener implements HeaderKeyed {
+    @Override
+    @RabbitListener(id = "break-probe-interface", queues = INTERFACE_QUEUE)
+    @IdempotentListener(name = "break-probe-interface", key = "#p1")
+    public void onEvent(String event, String key) {
+      Listeners.sent.add(event);
+    }
+  }
+
+  /**
+   * A class-level listener: text goes to a header-keyed guarded handler, bytes (any other content
+   * type) to a handler that is not guarded.
+   */
+  @RabbitListener(id = "break-probe-handlers", queues = HANDLERS_QUEUE)
+  public static class Handlers {
+
+    @RabbitHandler
+    @IdempotentListener(name = "break-probe-handlers")
+    public void text(String event) {
+      Listeners.sent.add(event);
+    }
+
+    @RabbitHandler
+    public void bytes(byte[] event) {
+      Listeners.sent.add(new String(event, StandardCharsets.UTF_8));
+    }
+  }
+
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ListenerTestConfiguration.class)
+  static class App {
+    @Bean
+    Listeners breakProbeListeners() {
+      return new Listeners();
+    }
+
+    @Bean
+    InterfaceListener breakProbeInterfaceListener() {
+      return new InterfaceListener();
+    }
+
+    @Bean
+    Handlers breakProbeHandlers() {
+      return new Handlers();
+    }
+
+    @Bean
+    Declarables breakProbeQueues() {
+      return deadLetteredQueues(
+          AMQP_MESSAGE_QUEUE,
+          RESOLVED_QUEUE,
+          HANDLERS_QUEUE,
+          FORGED_QUEUE,
+          RACE_QUEUE,
+          INTERFACE_QUEUE);
+    }
+
+    /** Two consumers, one unacknowledged message each. */
+    @Bean
+    SimpleRabbitListenerContainerFactory breakProbeConcurrentFactory(
+        ConnectionFactory connectionFactory) {
+      SimpleRabbitListenerContainerFactory factory = new SimpleRabbitListenerContainerFactory();
+      factory.setConnectionFactory(connectionFactory);
+      factory.setConcurrentConsumers(2);
+      factory.setPrefetchCount(1);
+      factory.setReceiveTimeout(100L);
+      return factory;
+    }
+
+    /** Resolves a {@link KeyRef} parameter from the Idempotency-Key header. */
+    @Bean
+    RabbitListenerConfigurer breakProbeResolvers() {
+      return registrar ->
+          registrar.setCustomMethodArgumentResolvers(
+              new HandlerMethodArgumentResolver() {
+                @Override
+                public boolean supportsParameter(MethodParameter parameter) {
+                  return parameter.getParameterType() == KeyRef.class;
+                }
+
+                @Override
+                public Object resolveArgument(
+                    MethodParameter parameter, org.springframework.messaging.Message<?> message) {
+                  return new KeyRef(String.valueOf(message.getHeaders().get("Idempotency-Key")));
+                }
+              });
+    }
+  }
+
+  @Autowired RabbitListenerEndpointRegistry registry;
+
+  @Override
+  List<String> sends() {
+    return Listeners.sent;
+  }
+
+  /**
+   * A listener keyed by the AMQP message id through {@code #payload} (its first argument is the
+   * AMQP {@code Message}, which {@code #payload} is) gets a producer's batch of two messages, each
+   * with its own message id. The second part's properties are the first message's: it must be sent
+   * once or dead-lettered, never acknowledged as the first's replay.
+   *
+   * <p>Was an open finding (severity high, a lost send, SPEC 1), Boot 3.5 and 4.0 at 44d14d3: "[the
+   * second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: []]". keyedByPayload
+   * took {@code #payload} as the payload whatever the first parameter; now only when that parameter
+   * is the payload or a Spring {@code Message} (dead-lettered since).
+   */
+  @Test
+  void aMessageIdKeyReadThroughThePayloadVariableNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("am-first");
+    String second = unique("am-second");
+    publishBatch(AMQP_MESSAGE_QUEUE, List.of(withMessageId(first), withMessageId(second)));
+    String marker = unique("am-marker");
+    plain.send("", AMQP_MESSAGE_QUEUE, withMessageId(marker));
+    await("the marker sent", () -> sent(marker) >= 1);
+    firstSentOnceAndSecondSentOnceOrDeadLettered(AMQP_MESSAGE_QUEUE, first, second);
+  }
+
+  /**
+   * A listener keyed by a parameter the application's own argument resolver reads from the
+   * Idempotency-Key header gets a producer's batch of two, each with its own key: the second must
+   * be sent once or dead-lettered, never acknowledged as the first's replay.
+   */
+  // Open finding (severity medium: a lost send, SPEC 1; the application resolves a key parameter
+  // from the headers with its own HandlerMethodArgumentResolver), Boot 3.5 and 4.0, at 44d14d3:
+  // "[the second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: []] Expecting
+  // value to be true but was false". RabbitProducerBatchParts.keyedByPayload counts every
+  // parameter that is no @Header/@Headers/Message/MessageProperties/Channel as the payload, so the
+  // marked part is let through and its KeyRef is the first message's key: acknowledged as the
+  // first's replay.
+  @Test
+  @Tag("open-finding")
+  void aKeyFromAParameterResolvedFromTheHeadersNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("rv-first");
+    String second = unique("rv-second");
+    publishBatch(RESOLVED_QUEUE, messages(List.of(first, second)));
+    awaitMarker(RESOLVED_QUEUE, "rv");
+    firstSentOnceAndSecondSentOnceOrDeadLettered(RESOLVED_QUEUE, first, second);
+  }
+
+  /**
+   * A listener keyed by a parameter that is a {@code @Header} by its interface's declaration only
+   * (Spring finds parameter annotations on the interface) gets a producer's batch of two, each with
+   * its own key: the second must be sent once or dead-lettered, never acknowledged as the first's
+   * replay.
+   *
+   * <p>Was an open finding (severity high, a lost send, SPEC 1), Boot 3.5 and 4.0 at d9f0bfd: "[the
+   * second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: []]". keyedByPayload
+   * read the implementing method's parameter annotations only; now those of the interface and
+   * superclass methods too, as Spring does (dead-lettered since).
+   */
+  @Test
+  void aKeyFromAHeaderDeclaredOnTheInterfaceNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("if-first");
+    String second = unique("if-second");
+    publishBatch(INTERFACE_QUEUE, messages(List.of(first, second)));
+    awaitMarker(INTERFACE_QUEUE, "if");
+    firstSentOnceAndSecondSentOnceOrDeadLettered(INTERFACE_QUEUE, first, second);
+  }
+
+  /**
+   * A class-level listener whose handler for bytes is not guarded (its text handler is) gets a
+   * producer's batch of two byte messages: the unguarded handler must get both, nothing
+   * dead-lettered.
+   */
+  // Open finding (severity medium: a message that should be handled is dead-lettered, by a listener
+  // method that is not guarded), Boot 3.5 and 4.0, at 44d14d3: "[the unguarded handler's calls of
+  // the two; dead-lettered: [the batch]] Expecting actual: [1, 0] to contain exactly: [1, 1]". The
+  // rejection of a marked part is decided per container (any guarded @RabbitHandler not keyed by
+  // its payload), before Spring picks the handler: every later part of any batch to the class is
+  // rejected, whichever handler it is for (a payload-keyed guarded handler's too).
+  @Test
+  @Tag("open-finding")
+  void anUnguardedHandlerOfAClassLevelListenerGetsEveryPartOfABatch() throws Exception {
+    String first = unique("hb-first");
+    String second = unique("hb-second");
+    publishBatch(HANDLERS_QUEUE, List.of(bytes(first), bytes(second)));
+    awaitMarker(HANDLERS_QUEUE, "hb");
+    List<String> deadLettered = drainDeadLetters(HANDLERS_QUEUE);
+
+    assertThat(List.of(sent(first), sent(second)))
+        .as("the unguarded handler's calls of the two; dead-lettered: %s", deadLettered)
+        .containsExactly(1, 1);
+  }
+
+  /**
+   * A plain message (not a producer's batch) with its own Idempotency-Key header that happens to
+   * carry the starter's marker header (a publisher that copies headers, a re-drive) to a
+   * header-keyed listener: it must be sent once.
+   */
+  // Open finding (severity low: a lost send only when a publisher sends the starter's
+  // idempotency_producerBatchPart header, say by copying the headers of a part it consumed), Boot
+  // 3.5 and 4.0, at 44d14d3: "[sends of the message; dead-lettered: [fg-…]] expected: 1 but was:
+  // 0". Any message with the header counts as a later part of a producer's batch: its own
+  // Idempotency-Key is not read, and it is rejected. A trade-off rather than a slip: a forwarded
+  // part carries the first message's key too, and is safer rejected.
+  @Test
+  @Tag("open-finding")
+  void aPlainMessageCarryingTheMarkerHeaderIsStillSent() throws Exception {
+    String event = unique("fg");
+    Message forged = message(event);
+    forged.getMessageProperties().setHeader("idempotency_producerBatchPart", 1);
+    plain.send("", FORGED_QUEUE, forged);
+    awaitMarker(FORGED_QUEUE, "fg");
+    List<String> deadLettered = drainDeadLetters(FORGED_QUEUE);
+
+    assertThat(sent(event))
+        .as("sends of the message; dead-lettered: %s", deadLettered)
+        .isEqualTo(1);
+  }
+
+  /**
+   * A header-keyed listener's container with two consumers gets its batching strategy replaced
+   * after the start. One consumer is splitting a producer's batch with the new (unwrapped) strategy
+   * while the other consumer's delivery has the starter wrap it again: the first consumer's later
+   * part (the first message's key header) must be sent once or dead-lettered, never acknowledged as
+   * the first's replay. The application's strategy holds the first batch until the other consumer
+   * has had it wrapped, which makes the interleaving certain.
+   *
+   * <p>Was an open finding (severity medium, a lost send after an unusual change at run time), Boot
+   * 3.5 and 4.0 at 44d14d3: "[the second (its own key) sent once or dead-lettered within 15 s;
+   * sends: 0, dead-lettered: [the other batch]]". Now an unmarked part with the consumer and
+   * delivery tags of the part before it has its delivery requeued (then split marked).
+   */
+  @Test
+  void aStrategyReplacedWhileAnotherConsumerSplitsABatchNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    AbstractMessageListenerContainer container =
+        (AbstractMessageListenerContainer) registry.getListenerContainer(RACE_ID);
+    String first = unique("rc-first");
+    String second = unique("rc-second");
+    Gate gate = new Gate(container, first);
+    container.setBatchingStrategy(gate);
+    publishBatch(RACE_QUEUE, messages(List.of(first, second)));
+    await("the first consumer splitting the held batch", () -> gate.entered.getCount() == 0);
+    // the other consumer's batch: its delivery has the starter wrap the strategy again
+    publishBatch(RACE_QUEUE, messages(List.of(unique("rc-other-1"), unique("rc-other-2"))));
+    await("the held batch split to its end", () -> gate.done);
+    List<String> deadLettered = new ArrayList<>();
+    long deadline = System.nanoTime() + 15_000_000_000L;
+    while (sent(second) == 0
+        && deadLettered.stream().noneMatch(d -> d.contains(second))
+        && System.nanoTime() < deadline) {
+      deadLettered.addAll(drainDeadLetters(RACE_QUEUE));
+    }
+    awaitMarker(RACE_QUEUE, "rc");
+
+    assertThat(sent(first)).as("sends of the first").isEqualTo(1);
+    assertThat(sent(second) == 1 || deadLettered.stream().anyMatch(d -> d.contains(second)))
+        .as(
+            "the second (its own key) sent once or dead-lettered within 15 s; sends: %d,"
+                + " dead-lettered: %s",
+            sent(second), deadLettered)
+        .isTrue();
+  }
+
+  /**
+   * The application's strategy: splits as Spring AMQP's, but holds the batch whose body holds
+   * {@code held} until the container's strategy is no longer this one (the starter wrapped it).
+   */
+  static final class Gate extends SimpleBatchingStrategy {
+    final CountDownLatch entered = new CountDownLatch(1);
+    volatile boolean done;
+    private final AbstractMessageListenerContainer container;
+    private final String held;
+
+    Gate(AbstractMessageListenerContainer container, String held) {
+      super(2, 1_000_000, 60_000);
+      this.container = container;
+      this.held = held;
+    }
+
+    @Override
+    public void deBatch(Message message, Consumer<Message> fragmentConsumer) {
+      if (new String(message.getBody(), StandardCharsets.ISO_8859_1).contains(held)) {
+        entered.countDown();
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (ReflectionTestUtils.getField(container, "batchingStrategy") == this
+            && System.nanoTime() < deadline) {
+          try {
+            Thread.sleep(20);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            break;
+          }
+        }
+        try {
+          super.deBatch(message, fragmentConsumer);
+        } finally {
+          done = true;
+        }
+        return;
+      }
+      super.deBatch(message, fragmentConsumer);
+    }
+  }
+
+  /**
+   * After the queue's deliveries are over: the first is sent once, the second sent once or
+   * dead-lettered, never acknowledged as the first's replay.
+   */
+  private void firstSentOnceAndSecondSentOnceOrDeadLettered(
+      String queue, String first, String second) {
+    List<String> deadLettered = drainDeadLetters(queue);
+
+    assertThat(sent(first)).as("sends of the first").isEqualTo(1);
+    assertThat(sent(second) == 1 || deadLettered.stream().anyMatch(d -> d.contains(second)))
+        .as(
+            "the second (its own key) sent once or dead-lettered; sends: %d, dead-lettered: %s",
+            sent(second), deadLettered)
+        .isTrue();
+  }
+
+  /** The bodies in the dead-letter queue of {@code queue} (each waited for up to a second). */
+  private List<String> drainDeadLetters(String queue) {
+    List<String> bodies = new ArrayList<>();
+    for (Message dead = plain.receive(queue + DEAD_LETTERS, 1_000);
+        dead != null;
+        dead = plain.receive(queue + DEAD_LETTERS, 1_000)) {
+      bodies.add(new String(dead.getBody(), StandardCharsets.ISO_8859_1));
+    }
+    return bodies;
+  }
+
+  /** A message whose AMQP message id is {@code payload}, without an Idempotency-Key header. */
+  private static Message withMessageId(String payload) {
+    Message message = withoutKey(payload);
+    message.getMessageProperties().setMessageId(payload);
+    return message;
+  }
+
+  /** Bytes (application/octet-stream) keyed by their own Idempotency-Key header. */
+  private static Message bytes(String payload) {
+    Message message = message(payload);
+    message.getMessageProperties().setContentType(MessageProperties.CONTENT_TYPE_BYTES);
+    return message;
+  }
+}
