@@ -28,7 +28,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Nested;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
@@ -41,13 +40,9 @@ import org.junit.jupiter.api.TestInstance;
  * renewal must still answer renewed; answered "lost", the keeper stops renewing a live send, its
  * lease runs out and another guard sends again.
  */
-// Open finding (probeJ, medium: a second send on a non-default but documented driver option) on
-// 44d14d3: aGuardWhoseClockSteppedBackKeepsItsLiveSend fails "[the second guard never got the key
-// while the first one's send ran] expected: null but was: "second""; the nested lease contract
-// fails aRenewalLandingAfterANewerOneNeverMovesTheLeaseBack, its batch twin ("a late renewal of a
-// claim still held, already leased further: renewed, not lost") and extendAllIsFencedPerKey ("key
-// 0 expected: true but was: false"): a renewal that changes nothing reports 0 rows, read as lost.
-@Tag("open-finding")
+// probeJ: failed before the fix (JdbcWrites reads a renewal that changed no row back):
+// aGuardWhoseClockSteppedBackKeepsItsLiveSend "expected: null but was: "second"", and three cases
+// of the nested lease contract answered a renewal of a claim still held as lost.
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class MariaDbAffectedRowsProbeTest {
 
