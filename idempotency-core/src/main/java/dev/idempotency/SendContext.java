@@ -54,8 +54,9 @@ public final class SendContext {
   }
 
   /**
-   * Whether the guard still holds this send's key, checked now: its lease has not lapsed and was
-   * not taken over, and is renewed (fenced, a blocking store call) if it is due. The guard checks
+   * Whether the guard still holds this send's key, checked now: its lease has not lapsed, was not
+   * taken over and is not being released after the sender failed (threw, or a batch item was
+   * reported failed), and is renewed (fenced, a blocking store call) if it is due. The guard checks
    * this itself just before it calls the sender; a sender that hands its work on and starts the
    * provider call later (a task queued on an executor) checks it again just before that call and
    * sends nothing if it is {@code false}, since another caller may have taken the key over. Always

@@ -23,11 +23,12 @@ import org.junit.jupiter.api.Test;
  * Same on {@code execute}, {@code executeAsync} and a batch item failed with an exception.
  *
  * <p>In-memory store, lease 30 s with renewal (the estimate stays live for the whole test).
+ *
+ * <p>CONFIRMED on 082d4f8, all three: "[the released key, sent since by another call, is not held]
+ * Expecting value to be false but was true". Severity medium: a second send for a sender that
+ * follows the Javadoc and gives up on its task. FIXED (probeJ): the claim is given up ({@code
+ * Claim.giveUp}) before the release is sent, so the check answers {@code false}.
  */
-// Open finding (probeJ, medium: a second send for a sender that follows the leaseHeld() Javadoc
-// and gives up on its task): all three fail "[the released key, sent since by another call, is not
-// held] Expecting value to be false but was true".
-@org.junit.jupiter.api.Tag("open-finding")
 class LeaseHeldAfterReleaseProbeTest {
 
   static final Duration TTL = Duration.ofHours(1);
