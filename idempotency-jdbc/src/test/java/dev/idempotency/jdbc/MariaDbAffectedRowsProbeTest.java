@@ -10,6 +10,7 @@ import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.LeaseAndWindowContract;
+import dev.idempotency.tck.TimedOutRenewalLandsLateContract;
 import dev.idempotency.testservers.MariaDbDirs;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -87,6 +88,21 @@ class MariaDbAffectedRowsProbeTest {
     @Override
     protected KeyStore store() {
       return store;
+    }
+  }
+
+  /**
+   * The keeper's renewal the client gave up on lands after a newer one: it changes nothing, and
+   * must answer renewed (the contract asserts {@code [true]}) and leave the later lease.
+   */
+  @Nested
+  class LateRenewal extends TimedOutRenewalLandsLateContract {
+    @Override
+    protected KeyStore newStore() {
+      return JdbcKeyStore.builder(dataSource)
+          .tableName("idem_affected_late")
+          .createSchemaIfMissing(true)
+          .build();
     }
   }
 
