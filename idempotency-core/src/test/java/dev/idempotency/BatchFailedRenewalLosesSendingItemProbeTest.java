@@ -15,7 +15,6 @@ import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -26,11 +25,12 @@ import org.junit.jupiter.api.Test;
  * a lost claim again. So one store error at a hand-out stops the renewal of a send already under
  * way: its lease runs out mid-send and another worker takes the key over and sends again.
  *
- * <p>In-memory store behind one that fails one renewal; lease 4 s, clocks moved by hand. Guard A
- * claims k1 and k2 at T0 and hands out k1; k1's send runs; at T0+3.5 s A hands out k2, whose
- * renewal (of k1 and k2) fails once: k2 is not handed out (right), and k1 is lost. The test then
- * gives the keeper up to 5 s of real time to renew k1 (it renews every second). At T0+5 s guard B
- * asks for k1: its lease (T0+4 s) ran out unrenewed under a live send, and B sends it again.
+ * <p>In-memory store behind one whose renewals fail while k2 is checked; lease 4 s, clocks moved by
+ * hand. Guard A claims k1 and k2 at T0 and hands out k1; k1's send runs; at T0+3.5 s A hands out
+ * k2, whose renewal (of k1 and k2) fails: k2 is not handed out (right), and k1 is lost. The test
+ * then gives the keeper up to 3 s of real time to renew k1 (it renews every second). At T0+5 s
+ * guard B asks for k1: its lease (T0+4 s) ran out unrenewed under a live send, and B sends it
+ * again.
  */
 class BatchFailedRenewalLosesSendingItemProbeTest {
 
@@ -38,7 +38,7 @@ class BatchFailedRenewalLosesSendingItemProbeTest {
   static final Duration LEASE = Duration.ofSeconds(4);
 
   final MutableClock clock = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
-  final AtomicBoolean failNextRenewal = new AtomicBoolean();
+  final AtomicBoolean failRenewals = new AtomicBoolean();
   final InMemoryKeyStore memory = InMemoryKeyStore.builder().build();
   final KeyStore failingOnce =
       new ForwardingKeyStore(memory) {
@@ -55,7 +55,7 @@ class BatchFailedRenewalLosesSendingItemProbeTest {
         }
 
         private void failIfAsked() {
-          if (failNextRenewal.getAndSet(false)) {
+          if (failRenewals.get()) {
             throw new KeyStoreException("the store did not answer in time", null);
           }
         }
@@ -79,10 +79,11 @@ class BatchFailedRenewalLosesSendingItemProbeTest {
   }
 
   /**
-   * Open finding (probeJ, medium: a second send after one transient store error during a batch):
-   * "[k1 sent once (B got: b-2)] Expecting AtomicInteger(2) to have value: 1".
+   * CONFIRMED on 9bcbdc0: "[k1 sent once (B got: b-2)] Expecting AtomicInteger(2) to have value:
+   * 1". Severity medium: one transient store error at a batch's hand-out, sends longer than half a
+   * lease. FIXED (probeJ): a key already handed out is renewed there without being lost on a
+   * failure ({@code LeaseKeeper.renewStartedNow}); the keeper retries it.
    */
-  @Tag("open-finding")
   @Test
   void aFailedRenewalAtAHandOutDoesNotStopRenewingAKeyBeingSent() throws InterruptedException {
     String k1 = "batch-renewal-failed-1:" + UUID.randomUUID();
@@ -100,13 +101,14 @@ class BatchFailedRenewalLosesSendingItemProbeTest {
       k1Sends.incrementAndGet(); // k1's provider call starts, on another thread
 
       clock.advance(Duration.ofMillis(3500));
-      failNextRenewal.set(true);
+      failRenewals.set(true); // the store fails while k2 is checked for its hand-out
       boolean secondHandedOut = toSend.hasNext();
+      failRenewals.set(false);
 
       // real time passes while k1's send runs: the keeper's rounds (every second) renew k1 unless
       // it was dropped; bounded wait, whichever comes first
       Instant leaseBefore = guardB.find(k1).orElseThrow().leaseExpiresAt();
-      long until = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+      long until = System.nanoTime() + Duration.ofSeconds(3).toNanos();
       while (System.nanoTime() - until < 0
           && !guardB.find(k1).orElseThrow().leaseExpiresAt().isAfter(leaseBefore)) {
         Thread.sleep(20);
