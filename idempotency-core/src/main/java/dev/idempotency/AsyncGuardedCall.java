@@ -281,6 +281,7 @@ final class AsyncGuardedCall<T> {
   }
 
   private CompletionStage<Boolean> release(Claim claim) {
+    claim.giveUp();
     try {
       return call.settings.asyncStore.releaseAsync(call.keyId, claim.ownerToken);
     } catch (RuntimeException e) {

@@ -68,7 +68,9 @@ final class BatchLeases {
 
   /**
    * Renews, on this thread, every unreported claim of {@code items} whose lease ends before {@code
-   * horizon}; one that the store refuses, or cannot renew, is lost (and is never handed out).
+   * horizon}; one that the store refuses is lost, and so is one not handed out yet that the store
+   * cannot renew (it is never handed out). A key already handed out that the store cannot renew
+   * stays as it is, for the keeper to retry: its send is running.
    */
   void renewBefore(long horizon, Iterable<Batch.Item> items) {
     if (boundKnown && earliestDeadlineBound - horizon >= 0) {
@@ -79,17 +81,23 @@ final class BatchLeases {
         return; // another thread renewed meanwhile
       }
       List<Claim> due = new ArrayList<>();
+      List<Claim> dueSending = new ArrayList<>();
       List<Claim> kept = new ArrayList<>();
       for (Batch.Item item : items) {
         Claim claim = item.claim;
         if (claim == null || item.state.get() != Batch.Item.NEW || claim.isLost()) {
           continue;
         }
-        (claim.leaseDeadline() - horizon < 0 ? due : kept).add(claim);
+        if (claim.leaseDeadline() - horizon >= 0) {
+          kept.add(claim);
+        } else {
+          (item.handedOut() ? dueSending : due).add(claim);
+        }
       }
       settings.keeper.renewNow(due);
+      settings.keeper.renewStartedNow(dueSending);
       boundKnown = false;
-      for (List<Claim> claims : List.of(kept, due)) {
+      for (List<Claim> claims : List.of(kept, due, dueSending)) {
         for (Claim claim : claims) {
           if (!claim.isLost()) {
             claimed(claim.leaseDeadline());

@@ -227,6 +227,7 @@ final class BatchWriter {
    */
   private void release(Batch.Item item, boolean unsent, Interrupts deferred) {
     item.state.set(Batch.Item.DONE);
+    item.claim.giveUp();
     item.call.finish(item.claim);
     deferred.clear();
     String keyId = item.call.keyId;

@@ -165,6 +165,16 @@ final class Claim implements LeaseKeeper.Watched {
     lost = true;
   }
 
+  /**
+   * The guard is about to release the key after a failed send: from now on nothing may be sent on
+   * this claim ({@link SendContext#leaseHeld()} answers {@code false} to a task the sender handed
+   * its provider call to), since another call may claim the key and send as soon as the release
+   * lands. Not for an outcome still to be written, whose lease must go on being renewed.
+   */
+  void giveUp() {
+    lost = true;
+  }
+
   boolean isLost() {
     return lost;
   }

@@ -141,6 +141,7 @@ final class GuardedCall<T> {
         return; // the permanent failure is written in the background: a release would race it
       }
       deferred.clear();
+      claim.giveUp();
       if (call.settings.store.release(call.keyId, claim.ownerToken)) {
         call.events.emit(Type.RELEASED, claim.attempt, sendNanos, failure);
       } else {

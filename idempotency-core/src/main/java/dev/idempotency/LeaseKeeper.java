@@ -242,6 +242,20 @@ final class LeaseKeeper {
    * mid-send. The wait holds no other claim's renewal, so two callers cannot wait for each other.
    */
   void renewNow(List<Claim> claims) {
+    renewNow(claims, true);
+  }
+
+  /**
+   * Renews these claims now, on the calling thread, fenced, as {@link #renewNow} does, for claims
+   * whose sends already started (a batch's keys handed out): a claim the store refuses is lost, but
+   * a renewal the store fails to answer leaves them as they are, for the keeper to retry. Marked
+   * lost, a claim would never be renewed again and its lease would run out under the running send.
+   */
+  void renewStartedNow(List<Claim> claims) {
+    renewNow(claims, false);
+  }
+
+  private void renewNow(List<Claim> claims, boolean loseOnFailure) {
     List<Claim> left = claims;
     while (!left.isEmpty()) {
       List<Claim> mine = new ArrayList<>(left.size());
@@ -252,7 +266,7 @@ final class LeaseKeeper {
         }
         (claim.startRenewal() ? mine : busy).add(claim);
       }
-      renew(mine, true, Long.MAX_VALUE);
+      renew(mine, loseOnFailure, Long.MAX_VALUE);
       busy.forEach(Claim::awaitNoRenewal);
       left = busy;
     }

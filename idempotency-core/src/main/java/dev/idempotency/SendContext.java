@@ -54,11 +54,16 @@ public final class SendContext {
   }
 
   /**
-   * Whether the guard still holds this send's key, checked now: its lease has not lapsed and was
-   * not taken over, and is renewed (fenced, a blocking store call) if it is due. The guard checks
+   * Whether the guard still holds this send's key, checked now: its lease has not lapsed, was not
+   * taken over and is not being released after the sender failed (threw, or a batch item was
+   * reported failed), and is renewed (fenced, a blocking store call) if it is due. The guard checks
    * this itself just before it calls the sender; a sender that hands its work on and starts the
    * provider call later (a task queued on an executor) checks it again just before that call and
-   * sends nothing if it is {@code false}, since another caller may have taken the key over. Always
+   * sends nothing if it is {@code false}, since another caller may have taken the key over; the
+   * sender then throws (a batch reports the item failed), so that the key is released if it is
+   * still this call's and a retry sends. A result returned instead is recorded as the key's outcome
+   * wherever the key is still this call's ({@code false} also answers a renewal the store failed to
+   * answer, not only one it refused): repeats replay it, and the message is never sent. Always
    * {@code true} for a context the guard did not make (tests, adapters), for a send without a claim
    * (fail-open) and for a send inside the caller's transaction ({@link
    * IdempotencyGuard#executeInTransaction}), whose claim the transaction holds until it ends.

@@ -115,8 +115,15 @@ final class JdbcWrites {
         == 1;
   }
 
+  /**
+   * Renews a lease, fenced; if no row changed, reads the row back: a renewal that matched its
+   * owner's row but changed nothing (the stored lease already ended later, {@link
+   * Statements#neverBack}) counts as renewed where the driver reports changed rows rather than
+   * matched ones (MariaDB's and MySQL's {@code useAffectedRows=true}).
+   */
   boolean extend(Connection connection, ExtendRequest request) {
-    return extend.update(connection, watchdog, values(request)) == 1;
+    return extend.update(connection, watchdog, values(request)) == 1
+        || stillRenewed(connection, request);
   }
 
   /**
@@ -151,7 +158,19 @@ final class JdbcWrites {
     if (sql.updatesBatchesAtOnce() && distinctKeys(requests, ExtendRequest::keyId)) {
       return changed(sql.extendAllAtOnce(handle, requests), requests.size());
     }
-    return batch(handle, extend, requests, JdbcWrites::values, this::extended);
+    List<Boolean> extended =
+        batch(
+            handle,
+            extend,
+            requests,
+            JdbcWrites::values,
+            (h, request) -> stillRenewed(h.getConnection(), request));
+    for (int i = 0; i < extended.size(); i++) {
+      if (!extended.get(i)) {
+        extended.set(i, stillRenewed(handle.getConnection(), requests.get(i)));
+      }
+    }
+    return extended;
   }
 
   private static <R> boolean distinctKeys(List<R> requests, Function<R, String> keyId) {
@@ -213,12 +232,26 @@ final class JdbcWrites {
     }
   }
 
-  /** Read back: whether the row is still this owner's claim, in its window. */
-  private boolean extended(Handle handle, ExtendRequest request) {
-    return sql.selectRow(handle.getConnection(), watchdog, request.keyId(), request.now())
-        .filter(row -> row.ownedBy(request.ownerToken()))
-        .filter(row -> row.record().state() == RecordState.IN_PROGRESS && !row.pastWindow())
-        .isPresent();
+  /**
+   * Read back after a renewal that reported no row changed (or no count): whether the row is still
+   * this owner's claim, in progress, leased at least as far as the renewal asked (on database time,
+   * still leased now). A row that is not one of the store's records is not renewed.
+   */
+  private boolean stillRenewed(Connection connection, ExtendRequest request) {
+    try {
+      return sql.selectRow(connection, watchdog, request.keyId(), request.now())
+          .filter(row -> row.ownedBy(request.ownerToken()))
+          .filter(row -> row.record().state() == RecordState.IN_PROGRESS)
+          .filter(
+              row ->
+                  row.leaseUntil()
+                      >= (sql.databaseTime
+                          ? row.now() + 1
+                          : request.now().toEpochMilli() + request.lease().toMillis()))
+          .isPresent();
+    } catch (UnreadableRecordException notARecord) {
+      return false;
+    }
   }
 
   /**

@@ -187,6 +187,78 @@ public abstract class LeaseAndWindowContract extends StoreContractSupport {
     assertThat(store().complete(complete(keyId, token, bytes("renewed")))).isTrue();
   }
 
+  /**
+   * probeJ: one batch renewal of a mix of keys answers each on its own: its owner's claims (one
+   * already leased further by a newer renewal, one asked for twice) are renewed, and the lease
+   * already further is not moved back; a stale token, a completed, a released, an absent key and a
+   * key released and claimed again by another owner are refused, and none is revived, created or
+   * taken from its new owner.
+   */
+  @Test
+  public void extendAllAnswersEachKeyOfAMixOnItsOwn() {
+    Duration lease = serverTime() ? Duration.ofSeconds(30) : LONG_LEASE;
+    String owned = newKeyId();
+    String ownedToken = newToken();
+    store().claim(claim(owned, ownedToken, lease, LONG_RETENTION));
+    String further = newKeyId();
+    String furtherToken = newToken();
+    store().claim(claim(further, furtherToken, lease, LONG_RETENTION));
+    assertThat(store().extend(extend(further, furtherToken, lease, requestNow(lease.dividedBy(2)))))
+        .isTrue();
+    String stale = newKeyId();
+    String staleOwner = newToken();
+    store().claim(claim(stale, staleOwner, lease, LONG_RETENTION));
+    String completed = newKeyId();
+    String completedToken = newToken();
+    store().claim(claim(completed, completedToken, lease, LONG_RETENTION));
+    assertThat(store().complete(complete(completed, completedToken, bytes("done")))).isTrue();
+    String released = newKeyId();
+    String releasedToken = newToken();
+    store().claim(claim(released, releasedToken, lease, LONG_RETENTION));
+    assertThat(store().release(released, releasedToken)).isTrue();
+    String absent = newKeyId();
+    String reclaimed = newKeyId();
+    String firstToken = newToken();
+    store().claim(claim(reclaimed, firstToken, lease, LONG_RETENTION));
+    assertThat(store().release(reclaimed, firstToken)).isTrue();
+    String secondToken = newToken();
+    assertThat(store().claim(claim(reclaimed, secondToken, lease, LONG_RETENTION)))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+
+    List<Boolean> renewed =
+        store()
+            .extendAll(
+                List.of(
+                    extend(owned, ownedToken, lease, requestNow(ZERO)),
+                    extend(further, furtherToken, lease, requestNow(ZERO)),
+                    extend(stale, newToken(), lease, requestNow(ZERO)),
+                    extend(completed, completedToken, lease, requestNow(ZERO)),
+                    extend(released, releasedToken, lease, requestNow(ZERO)),
+                    extend(absent, newToken(), lease, requestNow(ZERO)),
+                    extend(reclaimed, firstToken, lease, requestNow(ZERO)),
+                    extend(owned, ownedToken, lease, requestNow(ZERO))));
+
+    assertThat(renewed).containsExactly(true, true, false, false, false, false, false, true);
+    ClaimResult furtherLater =
+        store()
+            .claim(
+                claim(further, newToken(), lease, LONG_RETENTION)
+                    .withNow(requestNow(lease.multipliedBy(5).dividedBy(4))));
+    assertThat(((ClaimResult.Existing) furtherLater).leaseExpired())
+        .as("the lease renewed further is not moved back by the batch's earlier renewal")
+        .isFalse();
+    assertThat(existing(store().claim(claim(completed, newToken()))).state())
+        .isEqualTo(RecordState.COMPLETED);
+    assertThat(store().claim(claim(released, newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(store().claim(claim(absent, newToken())))
+        .isEqualTo(new ClaimResult.Claimed(1, false));
+    assertThat(store().complete(complete(reclaimed, firstToken, bytes("old owner")))).isFalse();
+    assertThat(store().complete(complete(reclaimed, secondToken, bytes("new owner")))).isTrue();
+    assertThat(store().complete(complete(stale, staleOwner, bytes("its owner")))).isTrue();
+    assertThat(store().complete(complete(owned, ownedToken, bytes("renewed")))).isTrue();
+  }
+
   private boolean renew(boolean batch, ExtendRequest request) {
     return batch ? store().extendAll(List.of(request)).get(0) : store().extend(request);
   }
