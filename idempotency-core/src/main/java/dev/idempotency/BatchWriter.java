@@ -129,11 +129,20 @@ final class BatchWriter {
     try (Interrupts deferred = Interrupts.deferred()) {
       writePending(deferred);
       for (Batch.Item item : claimed) {
-        int state = item.state.get();
-        if (item.recordable()
-            && (state == Batch.Item.NEW || state == Batch.Item.LAPSED)
-            && item.state.compareAndSet(state, Batch.Item.DONE)) {
-          release(item, !item.handedOut(), deferred);
+        boolean unreported;
+        boolean unsent;
+        // under the monitor Item.markHandedOut takes: a key next() hands out concurrently is
+        // handed out before this (then released, as a send may run) or never (then taken back)
+        synchronized (item) {
+          int state = item.state.get();
+          unreported =
+              item.recordable()
+                  && (state == Batch.Item.NEW || state == Batch.Item.LAPSED)
+                  && item.state.compareAndSet(state, Batch.Item.DONE);
+          unsent = !item.handedOut();
+        }
+        if (unreported) {
+          release(item, unsent, deferred);
         }
         item.stopRunning(settings.inFlight);
       }
