@@ -21,6 +21,7 @@ import org.springframework.kafka.listener.CompositeRecordInterceptor;
 import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.kafka.listener.ExceptionClassifier;
 import org.springframework.kafka.listener.RecordInterceptor;
+import org.springframework.kafka.support.Acknowledgment;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
@@ -176,6 +177,95 @@ final class KafkaDeliveries {
     @Override
     public void clearThreadState(Consumer<?, ?> consumer) {
       Delivery.restore(null);
+    }
+  }
+
+  /**
+   * The manual acknowledgement a batch listener gets ({@link HeldAcknowledgment}): its {@code
+   * acknowledge()} and {@code nack(index, sleep)} are held for the starter to pass on; an
+   * acknowledgement up to an index is passed on at once, as the polled message's index.
+   */
+  static final class HeldBatchAcknowledgment implements Acknowledgment, HeldAcknowledgment {
+    private final Object[] arguments;
+    private final int argument;
+    private final Acknowledgment container;
+    private final int size;
+    private final java.util.function.IntUnaryOperator polledIndex;
+    private boolean acknowledged;
+    private int nackedAt = -1;
+    private java.time.@Nullable Duration nackSleep;
+
+    HeldBatchAcknowledgment(
+        Object[] arguments,
+        int argument,
+        Acknowledgment container,
+        int size,
+        java.util.function.IntUnaryOperator polledIndex) {
+      this.arguments = arguments;
+      this.argument = argument;
+      this.container = container;
+      this.size = size;
+      this.polledIndex = polledIndex;
+      arguments[argument] = this;
+    }
+
+    @Override
+    public synchronized void acknowledge() {
+      acknowledged = true;
+    }
+
+    @Override
+    public void acknowledge(int index) {
+      container.acknowledge(polledIndex.applyAsInt(inList(index)));
+    }
+
+    @Override
+    public synchronized void nack(int index, java.time.Duration sleep) {
+      nackedAt = inList(index);
+      nackSleep = sleep;
+    }
+
+    @Override
+    public void nack(java.time.Duration sleep) {
+      container.nack(sleep);
+    }
+
+    @Override
+    public boolean isOutOfOrderCommit() {
+      return container.isOutOfOrderCommit();
+    }
+
+    private int inList(int index) {
+      if (index < 0 || index >= size) {
+        throw new IllegalArgumentException(
+            "index " + index + " out of bounds: the listener got " + size + " message(s)");
+      }
+      return index;
+    }
+
+    @Override
+    public synchronized boolean acknowledged() {
+      return acknowledged;
+    }
+
+    @Override
+    public synchronized int nackedAt() {
+      return nackedAt;
+    }
+
+    @Override
+    public void passAcknowledgement() {
+      container.acknowledge();
+    }
+
+    @Override
+    public synchronized void passNack(int index) {
+      container.nack(index, nackSleep != null ? nackSleep : java.time.Duration.ZERO);
+    }
+
+    @Override
+    public void restore() {
+      arguments[argument] = container;
     }
   }
 

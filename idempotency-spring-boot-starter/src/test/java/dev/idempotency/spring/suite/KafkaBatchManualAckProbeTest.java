@@ -9,7 +9,6 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -41,7 +40,6 @@ class KafkaBatchManualAckProbeTest {
    * replay: "sends of flaky-2-... (listener calls: 2, sends of the four: [1, 1, 0, 1],
    * dead-lettered: []) expected: 1 but was: 0".
    */
-  @Tag("open-finding")
   @Test
   void aBatchListenerThatNacksAFailedSendSendsItLater() throws Exception {
     try (HeldBackBatch batch =
@@ -84,7 +82,6 @@ class KafkaBatchManualAckProbeTest {
    * listener calls: 2, sends of the four: [1, 1, 1, 0]) expected: 1 but was: 0". ({@code
    * manual_immediate} passed.)
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @ValueSource(strings = {"manual", "manual_immediate"})
   void aHeldBackMessageOfAManuallyAcknowledgingListenerIsSentAfterARestart(String ackMode)
