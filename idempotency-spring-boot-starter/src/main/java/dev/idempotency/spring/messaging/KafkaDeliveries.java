@@ -20,6 +20,7 @@ import org.springframework.kafka.listener.CompositeBatchInterceptor;
 import org.springframework.kafka.listener.CompositeRecordInterceptor;
 import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.kafka.listener.ExceptionClassifier;
+import org.springframework.kafka.listener.MessageListenerContainer;
 import org.springframework.kafka.listener.RecordInterceptor;
 import org.springframework.kafka.support.Acknowledgment;
 import org.springframework.util.backoff.ExponentialBackOff;
@@ -271,10 +272,57 @@ final class KafkaDeliveries {
 
   /** A container's error handler with deferred deliveries retried without limit. */
   static final class DeferringErrorHandler extends CommonDelegatingErrorHandler {
-    DeferringErrorHandler(CommonErrorHandler containerHandler) {
+    private final CommonErrorHandler containerHandler;
+    private final CommonErrorHandler deferring;
+
+    DeferringErrorHandler(CommonErrorHandler containerHandler, CommonErrorHandler deferring) {
       super(containerHandler);
+      this.containerHandler = containerHandler;
+      this.deferring = deferring;
+      setCauseChainTraversing(true);
+      for (Class<? extends Throwable> deferral : DEFERRALS) {
+        addDelegate(deferral, deferring);
+      }
+    }
+
+    /**
+     * A container whose handler does not seek ({@code seekAfterError(false)}, or a handler that is
+     * not a {@code DefaultErrorHandler}) calls this for a batch; Spring Kafka's delegating handler
+     * does not pass it on (its default calls {@code handleBatch} and returns no records, so the
+     * records the delegate handed back were committed unsent: KafkaBatchDeferralHandlerProbeTest).
+     * Passed on to the handler {@code handleBatch} would have chosen.
+     */
+    @Override
+    public <K, V> ConsumerRecords<K, V> handleBatchAndReturnRemaining(
+        Exception thrownException,
+        ConsumerRecords<?, ?> data,
+        Consumer<?, ?> consumer,
+        MessageListenerContainer container,
+        Runnable invokeListener) {
+      CommonErrorHandler handler = isDeferral(thrownException) ? deferring : containerHandler;
+      return handler.handleBatchAndReturnRemaining(
+          thrownException, data, consumer, container, invokeListener);
+    }
+
+    /** Whether {@code failure} or a cause of it is a deferral's, as the delegates are chosen. */
+    private static boolean isDeferral(Throwable failure) {
+      for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+        for (Class<? extends Throwable> deferral : DEFERRALS) {
+          if (deferral.isInstance(t)) {
+            return true;
+          }
+        }
+      }
+      return false;
     }
   }
+
+  /** The failures of a deferred delivery, retried by the deferrals' handler. */
+  private static final List<Class<? extends Throwable>> DEFERRALS =
+      List.of(
+          DeferredDeliveryException.class,
+          IdempotencyInProgressException.class,
+          KeyStoreException.class);
 
   /**
    * The container's handler ({@code null}: Spring Kafka's default, a {@link DefaultErrorHandler}),
@@ -310,11 +358,6 @@ final class KafkaDeliveries {
     deferring.setSeekAfterError(fallback.seeksAfterHandling());
     // the interceptor logs each deferral, naming the listener; the retry itself is routine
     deferring.setLogLevel(KafkaException.Level.DEBUG);
-    DeferringErrorHandler handler = new DeferringErrorHandler(fallback);
-    handler.setCauseChainTraversing(true);
-    handler.addDelegate(DeferredDeliveryException.class, deferring);
-    handler.addDelegate(IdempotencyInProgressException.class, deferring);
-    handler.addDelegate(KeyStoreException.class, deferring);
-    return handler;
+    return new DeferringErrorHandler(fallback, deferring);
   }
 }
