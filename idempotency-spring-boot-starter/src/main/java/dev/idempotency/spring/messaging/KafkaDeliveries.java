@@ -270,6 +270,61 @@ final class KafkaDeliveries {
     }
   }
 
+  /** The manual acknowledgement a record listener gets ({@link HeldNack}). */
+  static final class HeldRecordAcknowledgment implements Acknowledgment, HeldNack {
+    private final Object[] arguments;
+    private final int argument;
+    private final Acknowledgment container;
+    private java.time.@Nullable Duration nackSleep;
+
+    HeldRecordAcknowledgment(Object[] arguments, int argument, Acknowledgment container) {
+      this.arguments = arguments;
+      this.argument = argument;
+      this.container = container;
+      arguments[argument] = this;
+    }
+
+    @Override
+    public void acknowledge() {
+      container.acknowledge();
+    }
+
+    @Override
+    public synchronized void nack(java.time.Duration sleep) {
+      nackSleep = sleep;
+    }
+
+    @Override
+    public void acknowledge(int index) {
+      container.acknowledge(index);
+    }
+
+    @Override
+    public void nack(int index, java.time.Duration sleep) {
+      container.nack(index, sleep);
+    }
+
+    @Override
+    public boolean isOutOfOrderCommit() {
+      return container.isOutOfOrderCommit();
+    }
+
+    @Override
+    public synchronized boolean nacked() {
+      return nackSleep != null;
+    }
+
+    @Override
+    public synchronized void passNack() {
+      container.nack(nackSleep != null ? nackSleep : java.time.Duration.ZERO);
+    }
+
+    @Override
+    public void restore() {
+      arguments[argument] = container;
+    }
+  }
+
   /** A container's error handler with deferred deliveries retried without limit. */
   static final class DeferringErrorHandler extends CommonDelegatingErrorHandler {
     private final CommonErrorHandler containerHandler;
