@@ -93,6 +93,8 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
         method.recordKey(invocation.getThis(), arguments, recordHeaders(delivery, arguments));
     IdempotencyRequest request = IdempotencyRequest.of(key, method.ttl).withOperation(method.name);
     Throwable[] thrown = new Throwable[1];
+    // a nack (Kafka, manual acknowledgement) is a send that did not happen: the key is released
+    HeldNack nack = Messages.holdNack(arguments);
     try {
       Outcome<Object> outcome =
           OutcomesAfterCommit.executeForOutcome(
@@ -100,7 +102,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
               request,
               codec(method),
               method.name,
-              context -> run(invocation, context, thrown));
+              context -> run(invocation, context, thrown, nack));
       if (outcome.replayed()) {
         Messages.acknowledgeSkipped(arguments);
         log.debug(
@@ -132,8 +134,22 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
         return null;
       }
       throw e;
+    } catch (HeldNack.Nacked e) {
+      if (nack == null || thrown[0] != e) {
+        throw e;
+      }
+      log.debug(
+          "Listener {} nacked a delivery of key {}; its key is released",
+          method.name,
+          IdempotencyKey.digest(key));
+      nack.passNack();
+      return null;
     } catch (SendFailedException e) {
       throw ownFailure(e, thrown);
+    } finally {
+      if (nack != null) {
+        nack.restore();
+      }
     }
   }
 
@@ -151,11 +167,16 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     return Map.of();
   }
 
-  private static Object run(MethodInvocation invocation, SendContext context, Throwable[] thrown)
+  private static Object run(
+      MethodInvocation invocation, SendContext context, Throwable[] thrown, @Nullable HeldNack nack)
       throws Exception {
     SendContext previous = IdempotentDelivery.bindRecord(context);
     try {
-      return invocation.proceed();
+      Object result = invocation.proceed();
+      if (nack != null && nack.nacked()) {
+        throw new HeldNack.Nacked();
+      }
+      return result;
     } catch (Exception | Error e) {
       thrown[0] = e;
       throw e;

@@ -20,7 +20,9 @@ import org.springframework.kafka.listener.CompositeBatchInterceptor;
 import org.springframework.kafka.listener.CompositeRecordInterceptor;
 import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.kafka.listener.ExceptionClassifier;
+import org.springframework.kafka.listener.MessageListenerContainer;
 import org.springframework.kafka.listener.RecordInterceptor;
+import org.springframework.kafka.support.Acknowledgment;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
@@ -179,12 +181,203 @@ final class KafkaDeliveries {
     }
   }
 
-  /** A container's error handler with deferred deliveries retried without limit. */
-  static final class DeferringErrorHandler extends CommonDelegatingErrorHandler {
-    DeferringErrorHandler(CommonErrorHandler containerHandler) {
-      super(containerHandler);
+  /**
+   * The manual acknowledgement a batch listener gets ({@link HeldAcknowledgment}): its {@code
+   * acknowledge()} and {@code nack(index, sleep)} are held for the starter to pass on; an
+   * acknowledgement up to an index is passed on at once, as the polled message's index.
+   */
+  static final class HeldBatchAcknowledgment implements Acknowledgment, HeldAcknowledgment {
+    private final Object[] arguments;
+    private final int argument;
+    private final Acknowledgment container;
+    private final int size;
+    private final java.util.function.IntUnaryOperator polledIndex;
+    private boolean acknowledged;
+    private int nackedAt = -1;
+    private java.time.@Nullable Duration nackSleep;
+
+    HeldBatchAcknowledgment(
+        Object[] arguments,
+        int argument,
+        Acknowledgment container,
+        int size,
+        java.util.function.IntUnaryOperator polledIndex) {
+      this.arguments = arguments;
+      this.argument = argument;
+      this.container = container;
+      this.size = size;
+      this.polledIndex = polledIndex;
+      arguments[argument] = this;
+    }
+
+    @Override
+    public synchronized void acknowledge() {
+      acknowledged = true;
+    }
+
+    @Override
+    public void acknowledge(int index) {
+      container.acknowledge(polledIndex.applyAsInt(inList(index)));
+    }
+
+    @Override
+    public synchronized void nack(int index, java.time.Duration sleep) {
+      nackedAt = inList(index);
+      nackSleep = sleep;
+    }
+
+    @Override
+    public void nack(java.time.Duration sleep) {
+      container.nack(sleep);
+    }
+
+    @Override
+    public boolean isOutOfOrderCommit() {
+      return container.isOutOfOrderCommit();
+    }
+
+    private int inList(int index) {
+      if (index < 0 || index >= size) {
+        throw new IllegalArgumentException(
+            "index " + index + " out of bounds: the listener got " + size + " message(s)");
+      }
+      return index;
+    }
+
+    @Override
+    public synchronized boolean acknowledged() {
+      return acknowledged;
+    }
+
+    @Override
+    public synchronized int nackedAt() {
+      return nackedAt;
+    }
+
+    @Override
+    public void passAcknowledgement() {
+      container.acknowledge();
+    }
+
+    @Override
+    public synchronized void passNack(int index) {
+      container.nack(index, nackSleep != null ? nackSleep : java.time.Duration.ZERO);
+    }
+
+    @Override
+    public void restore() {
+      arguments[argument] = container;
     }
   }
+
+  /** The manual acknowledgement a record listener gets ({@link HeldNack}). */
+  static final class HeldRecordAcknowledgment implements Acknowledgment, HeldNack {
+    private final Object[] arguments;
+    private final int argument;
+    private final Acknowledgment container;
+    private java.time.@Nullable Duration nackSleep;
+
+    HeldRecordAcknowledgment(Object[] arguments, int argument, Acknowledgment container) {
+      this.arguments = arguments;
+      this.argument = argument;
+      this.container = container;
+      arguments[argument] = this;
+    }
+
+    @Override
+    public void acknowledge() {
+      container.acknowledge();
+    }
+
+    @Override
+    public synchronized void nack(java.time.Duration sleep) {
+      nackSleep = sleep;
+    }
+
+    @Override
+    public void acknowledge(int index) {
+      container.acknowledge(index);
+    }
+
+    @Override
+    public void nack(int index, java.time.Duration sleep) {
+      container.nack(index, sleep);
+    }
+
+    @Override
+    public boolean isOutOfOrderCommit() {
+      return container.isOutOfOrderCommit();
+    }
+
+    @Override
+    public synchronized boolean nacked() {
+      return nackSleep != null;
+    }
+
+    @Override
+    public synchronized void passNack() {
+      container.nack(nackSleep != null ? nackSleep : java.time.Duration.ZERO);
+    }
+
+    @Override
+    public void restore() {
+      arguments[argument] = container;
+    }
+  }
+
+  /** A container's error handler with deferred deliveries retried without limit. */
+  static final class DeferringErrorHandler extends CommonDelegatingErrorHandler {
+    private final CommonErrorHandler containerHandler;
+    private final CommonErrorHandler deferring;
+
+    DeferringErrorHandler(CommonErrorHandler containerHandler, CommonErrorHandler deferring) {
+      super(containerHandler);
+      this.containerHandler = containerHandler;
+      this.deferring = deferring;
+      setCauseChainTraversing(true);
+      for (Class<? extends Throwable> deferral : DEFERRALS) {
+        addDelegate(deferral, deferring);
+      }
+    }
+
+    /**
+     * A container whose handler does not seek ({@code seekAfterError(false)}, or a handler that is
+     * not a {@code DefaultErrorHandler}) calls this for a batch; Spring Kafka's delegating handler
+     * does not pass it on (its default calls {@code handleBatch} and returns no records, so the
+     * records the delegate handed back were committed unsent: KafkaBatchDeferralHandlerProbeTest).
+     * Passed on to the handler {@code handleBatch} would have chosen.
+     */
+    @Override
+    public <K, V> ConsumerRecords<K, V> handleBatchAndReturnRemaining(
+        Exception thrownException,
+        ConsumerRecords<?, ?> data,
+        Consumer<?, ?> consumer,
+        MessageListenerContainer container,
+        Runnable invokeListener) {
+      CommonErrorHandler handler = isDeferral(thrownException) ? deferring : containerHandler;
+      return handler.handleBatchAndReturnRemaining(
+          thrownException, data, consumer, container, invokeListener);
+    }
+
+    /** Whether {@code failure} or a cause of it is a deferral's, as the delegates are chosen. */
+    private static boolean isDeferral(Throwable failure) {
+      for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+        for (Class<? extends Throwable> deferral : DEFERRALS) {
+          if (deferral.isInstance(t)) {
+            return true;
+          }
+        }
+      }
+      return false;
+    }
+  }
+
+  /** The failures of a deferred delivery, retried by the deferrals' handler. */
+  private static final List<Class<? extends Throwable>> DEFERRALS =
+      List.of(
+          DeferredDeliveryException.class,
+          IdempotencyInProgressException.class,
+          KeyStoreException.class);
 
   /**
    * The container's handler ({@code null}: Spring Kafka's default, a {@link DefaultErrorHandler}),
@@ -220,11 +413,6 @@ final class KafkaDeliveries {
     deferring.setSeekAfterError(fallback.seeksAfterHandling());
     // the interceptor logs each deferral, naming the listener; the retry itself is routine
     deferring.setLogLevel(KafkaException.Level.DEBUG);
-    DeferringErrorHandler handler = new DeferringErrorHandler(fallback);
-    handler.setCauseChainTraversing(true);
-    handler.addDelegate(DeferredDeliveryException.class, deferring);
-    handler.addDelegate(IdempotencyInProgressException.class, deferring);
-    handler.addDelegate(KeyStoreException.class, deferring);
-    return handler;
+    return new DeferringErrorHandler(fallback, deferring);
   }
 }

@@ -220,6 +220,11 @@ final class ListenerBatches {
     // released (record() releases what was never reported) after a rollback
     boolean inTransaction = !run.isEmpty() && ContainerTransactions.active();
     List<Batch.Item> sent = new ArrayList<>();
+    // a listener's manual acknowledgement (Kafka) is held: it acknowledges the list it got, which
+    // the container takes for the whole polled batch, and a nack names an index in that list
+    HeldAcknowledgment acknowledgment =
+        run.isEmpty() ? null : Messages.holdAcknowledgment(arguments, run.size(), runIndexes::get);
+    boolean nacked = false;
     try {
       if (!run.isEmpty()) {
         result =
@@ -233,7 +238,9 @@ final class ListenerBatches {
                 runRecords,
                 batch,
                 failures,
-                sent);
+                sent,
+                acknowledgment);
+        nacked = acknowledgment != null && acknowledgment.nackedAt() >= 0;
       } else if (stopCause == null) {
         Messages.acknowledgeSkipped(arguments);
       }
@@ -272,8 +279,16 @@ final class ListenerBatches {
         recordBatch(batch, sent);
       }
     }
+    if (nacked) {
+      // the nack (passed on) brings the batch back from a message before the stop, if any
+      return result;
+    }
     if (stopCause != null) {
+      // not acknowledged: the container commits the messages before the stop, not the rest
       throw failures.failedAt(polledIndex(positions, stop), stopCause);
+    }
+    if (acknowledgment != null && acknowledgment.acknowledged()) {
+      acknowledgment.passAcknowledgement();
     }
     return result;
   }
@@ -346,7 +361,8 @@ final class ListenerBatches {
       List<@Nullable String> runRecords,
       Batch<String> batch,
       Delivery.BatchFailures failures,
-      List<Batch.Item> sent)
+      List<Batch.Item> sent,
+      @Nullable HeldAcknowledgment acknowledgment)
       throws Throwable {
     BatchContexts contexts = new BatchContexts(method.name, run);
     HandedOutList view =
@@ -412,6 +428,27 @@ final class ListenerBatches {
       view.end();
       IdempotentDelivery.restoreBatch(previous);
       arguments[method.batchIndex] = original;
+      if (acknowledgment != null) {
+        acknowledgment.restore();
+      }
+    }
+    int nacked = acknowledgment != null ? acknowledgment.nackedAt() : -1;
+    if (nacked >= 0) {
+      // the listener nacked (Kafka, manual acknowledgement): the messages from that index on come
+      // back, as does any before it that it did not read or whose lease lapsed; the rest were sent
+      int from = nacked;
+      int unread = view.firstUnread();
+      if (unread >= 0 && unread < from) {
+        from = unread;
+      }
+      addGiven(view, from, sent);
+      log.debug(
+          "Listener {} nacked its batch at message {} of {}; the messages from there come back",
+          method.name,
+          from,
+          run.size());
+      acknowledgment.passNack(runIndexes.get(from));
+      return result;
     }
     addGiven(view, run.size(), sent);
     int lapsed = view.firstLapsed();

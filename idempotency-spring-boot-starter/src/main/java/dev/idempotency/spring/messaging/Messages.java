@@ -100,6 +100,43 @@ final class Messages {
   }
 
   /**
+   * Replaces a batch listener's Spring Kafka {@code Acknowledgment} argument (manual
+   * acknowledgement) with one the starter holds ({@link HeldAcknowledgment}), for a list of {@code
+   * size} messages whose polled indexes are {@code polledIndex}; {@code null} where the listener
+   * takes none.
+   */
+  static @Nullable HeldAcknowledgment holdAcknowledgment(
+      Object[] arguments, int size, java.util.function.IntUnaryOperator polledIndex) {
+    if (!KAFKA_ACK) {
+      return null;
+    }
+    for (int i = 0; i < arguments.length; i++) {
+      if (arguments[i] instanceof org.springframework.kafka.support.Acknowledgment container) {
+        return new KafkaDeliveries.HeldBatchAcknowledgment(
+            arguments, i, container, size, polledIndex);
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Replaces a record listener's Spring Kafka {@code Acknowledgment} argument (manual
+   * acknowledgement) with one whose nack the starter holds ({@link HeldNack}); {@code null} where
+   * the listener takes none.
+   */
+  static @Nullable HeldNack holdNack(Object[] arguments) {
+    if (!KAFKA_ACK) {
+      return null;
+    }
+    for (int i = 0; i < arguments.length; i++) {
+      if (arguments[i] instanceof org.springframework.kafka.support.Acknowledgment container) {
+        return new KafkaDeliveries.HeldRecordAcknowledgment(arguments, i, container);
+      }
+    }
+    return null;
+  }
+
+  /**
    * A polled Kafka record's topic, partition and offset (which its redeliveries keep), or {@code
    * null} for anything else.
    */

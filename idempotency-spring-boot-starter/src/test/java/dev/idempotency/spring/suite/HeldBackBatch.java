@@ -18,13 +18,21 @@ final class HeldBackBatch implements AutoCloseable {
 
   final KafkaListenerApplication application;
   final SuiteProvider provider;
+
+  /** The application's store (a probe may start another application on it). */
+  final SwitchableKeyStore store;
+
   final String[] keys = new String[4];
   private final IntSupplier calls;
 
   private HeldBackBatch(
-      KafkaListenerApplication application, SuiteProvider provider, IntSupplier calls) {
+      KafkaListenerApplication application,
+      SuiteProvider provider,
+      SwitchableKeyStore store,
+      IntSupplier calls) {
     this.application = application;
     this.provider = provider;
+    this.store = store;
     this.calls = calls;
   }
 
@@ -44,9 +52,10 @@ final class HeldBackBatch implements AutoCloseable {
       String... properties)
       throws Exception {
     SuiteProvider provider = new SuiteProvider();
+    SwitchableKeyStore store = new SwitchableKeyStore();
     KafkaListenerApplication application =
         KafkaListenerApplication.start(
-            new SwitchableKeyStore(),
+            store,
             provider,
             new CountDownLatch(1),
             "idem." + name + "-" + UUID.randomUUID(),
@@ -55,7 +64,8 @@ final class HeldBackBatch implements AutoCloseable {
             properties);
     try {
       L bean = application.context().getBean(listener);
-      HeldBackBatch batch = new HeldBackBatch(application, provider, () -> calls.applyAsInt(bean));
+      HeldBackBatch batch =
+          new HeldBackBatch(application, provider, store, () -> calls.applyAsInt(bean));
       for (int i = 0; i < batch.keys.length; i++) {
         batch.keys[i] = (i == odd ? oddPrefix : name + "-") + i + "-" + UUID.randomUUID();
       }
