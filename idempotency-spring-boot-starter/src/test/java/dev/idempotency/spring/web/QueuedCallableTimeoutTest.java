@@ -14,6 +14,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -106,6 +107,56 @@ class QueuedCallableTimeoutTest {
     assertThat(state.sends.get() - sendsBefore).as("still one provider send").isEqualTo(1);
   }
 
+  /**
+   * Work taken over at the timeout that fails is decided as a synchronous handler that throws: a
+   * {@code Callable}'s failure that nothing maps, or a stream's own failure before it wrote, sent
+   * nothing, so the key is released and the retry runs the handler again, which sends once.
+   */
+  @ParameterizedTest
+  @CsvSource({"/queued/failing-callable, 409", "/queued/failing-stream, 503"})
+  void aTakenOverTaskThatFailsReleasesItsKeyAndTheRetrySendsOnce(String path, int timedOutStatus)
+      throws Exception {
+    int sendsBefore = state.sends.get();
+    int enteredBefore = state.handlerEntered.get();
+    int failedBefore = state.failed.get();
+    state.failNext.set(true);
+    CountDownLatch release = new CountDownLatch(1);
+    state.release = release;
+    state.blockStarted = new CountDownLatch(1);
+    CompletableFuture<HttpResponse<byte[]>> blocking = postAsync("/queued/block", null);
+    assertThat(state.blockStarted.await(30, TimeUnit.SECONDS))
+        .as("the blocking task holds the executor's only thread")
+        .isTrue();
+
+    String key = "\"" + UUID.randomUUID() + "\"";
+    HttpResponse<byte[]> timedOut;
+    HttpResponse<byte[]> last;
+    try {
+      timedOut = postAsync(path, key).get(30, TimeUnit.SECONDS);
+      long failedBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (state.failed.get() == failedBefore && System.nanoTime() < failedBy) {
+        Thread.sleep(10);
+      }
+    } finally {
+      release.countDown();
+    }
+    blocking.get(30, TimeUnit.SECONDS);
+    assertThat(timedOut.statusCode()).as(text(timedOut)).isEqualTo(timedOutStatus);
+    assertThat(state.failed.get() - failedBefore).as("the taken-over work failed").isOne();
+    // bounded polling, 20 s: the key is free again, and the retry's own work runs
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    do {
+      last = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    } while (last.statusCode() != 201 && System.nanoTime() < deadline);
+    assertThat(last.statusCode())
+        .as(
+            "the retry (handler entered %d times, sends %d): %s",
+            state.handlerEntered.get() - enteredBefore, state.sends.get() - sendsBefore, text(last))
+        .isEqualTo(201);
+    assertThat(state.handlerEntered.get() - enteredBefore).as("handler runs").isEqualTo(2);
+    assertThat(state.sends.get() - sendsBefore).as("one provider send").isEqualTo(1);
+  }
+
   private CompletableFuture<HttpResponse<byte[]>> postAsync(String path, String key) {
     HttpRequest.Builder request =
         HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
@@ -133,6 +184,8 @@ class QueuedCallableTimeoutTest {
     volatile CountDownLatch release = new CountDownLatch(1);
     final AtomicInteger handlerEntered = new AtomicInteger();
     final AtomicInteger sends = new AtomicInteger();
+    final AtomicBoolean failNext = new AtomicBoolean();
+    final AtomicInteger failed = new AtomicInteger();
   }
 
   @RestController
@@ -192,6 +245,39 @@ class QueuedCallableTimeoutTest {
                   out.write(
                       ("{\"send\":" + state.sends.incrementAndGet() + "}")
                           .getBytes(StandardCharsets.UTF_8)));
+    }
+
+    @PostMapping("/queued/failing-callable")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> failingCallable() {
+      state.handlerEntered.incrementAndGet();
+      return () -> {
+        refuseIfAsked();
+        return send();
+      };
+    }
+
+    @PostMapping("/queued/failing-stream")
+    @IdempotentEndpoint
+    public ResponseEntity<StreamingResponseBody> failingStream() {
+      state.handlerEntered.incrementAndGet();
+      return ResponseEntity.status(201)
+          .contentType(MediaType.APPLICATION_JSON)
+          .body(
+              out -> {
+                refuseIfAsked();
+                out.write(
+                    ("{\"send\":" + state.sends.incrementAndGet() + "}")
+                        .getBytes(StandardCharsets.UTF_8));
+              });
+    }
+
+    /** The provider refuses once when the test asks: nothing sent. */
+    private void refuseIfAsked() {
+      if (state.failNext.compareAndSet(true, false)) {
+        state.failed.incrementAndGet();
+        throw new IllegalStateException("the provider refused; nothing sent");
+      }
     }
 
     private ResponseEntity<Map<String, Object>> send() {
