@@ -141,12 +141,15 @@ final class AsyncTimeouts
    * What the timeout means for the call, decided at its first sign (the starter's timeout handler,
    * or, if it was not added, this interceptor's turn in the chain): a stream is cut short, or the
    * call is detached (its response no longer held back, so that whatever answers the timeout goes
-   * to the client, and never stored), or neither (its work, a stream's too, still queued in the
-   * async executor: abandoned, {@link AsyncWork#abandonQueuedWork}).
+   * to the client, and never stored); work still queued in the async executor, a stream's too, is
+   * taken over by the starter ({@link #takeOver}).
    */
   private synchronized Timeout decide(NativeWebRequest request) {
     if (timeout == null) {
-      if (work.abandonQueuedWork()) {
+      Timeout taken = takeOver(request);
+      if (taken != null) {
+        timeout = taken;
+      } else if (work.abandonQueuedWork()) {
         timeout = Timeout.NOT_DETACHED; // the request's end releases the key
       } else {
         Timeout cut = cutAStream(request);
@@ -157,6 +160,38 @@ final class AsyncTimeouts
       }
     }
     return timeout;
+  }
+
+  /**
+   * Work still queued in Spring MVC's async executor, which cancels its task at the timeout, is
+   * taken over: the starter runs it, detached from the request, the key claimed until it ends
+   * ({@link AsyncWork#takeOverQueuedWork}). A {@code Callable}'s request is then answered as a
+   * detached one ({@code 409}, or a {@code WebAsyncTask}'s own timeout answer), a stream's as a
+   * stream whose end decides ({@link Timeout#STREAM_AWAITED}: Spring's timeout answer).
+   *
+   * @return what became of the request, or null if there was no queued work to take over
+   */
+  private @Nullable Timeout takeOver(NativeWebRequest request) {
+    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    CapturingResponse capture =
+        servletResponse == null
+            ? null
+            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    if (servletRequest == null
+        || capture == null
+        || !work.takeOverQueuedWork(
+            LateResponse.of(servletRequest, capture, handler, capture.limit()))) {
+      return null;
+    }
+    if (work.awaitsStreamEnd()) {
+      log.debug("An idempotent endpoint's queued stream timed out; the starter runs it");
+      return Timeout.STREAM_AWAITED;
+    }
+    capture.discard(); // the timeout's answer goes to the client as it is, never stored
+    log.debug(
+        "An idempotent endpoint's queued work timed out; the starter runs it, the key claimed");
+    return Timeout.DETACHED;
   }
 
   private Timeout detach(NativeWebRequest request) {
@@ -264,6 +299,9 @@ final class AsyncTimeouts
 
   @Override
   public <T> void postProcess(NativeWebRequest request, Callable<T> task, Object concurrentResult) {
+    if (work.takenOver()) {
+      return; // Spring MVC's task did not run the work: the starter runs it
+    }
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
     }

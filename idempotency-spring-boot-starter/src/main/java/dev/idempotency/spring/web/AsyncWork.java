@@ -23,9 +23,10 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
 /**
  * The async work of one claimed {@link IdempotentEndpoint} request as a container async timeout
  * sees it (SPEC 13: a timeout ends the request, not the send): a {@code Callable}'s task queued,
- * started or abandoned; a result that came just before the timeout; and, once the timeout detached
- * the request from its work ({@link #detach}), the work's late result, rendered and stored. Part of
- * its {@link EndpointCall}, whose report it shares: the first report wins.
+ * started, taken over by the starter or abandoned; a result that came just before the timeout; and,
+ * once the timeout detached the request from its work ({@link #detach}), the work's late result,
+ * rendered and stored. Part of its {@link EndpointCall}, whose report it shares: the first report
+ * wins.
  */
 final class AsyncWork {
 
@@ -45,8 +46,40 @@ final class AsyncWork {
      * abandoned and released, since a stage that ran may have sent.
      */
     REQUEUED,
-    /** Its task was cancelled at a timeout before it began: it never runs. */
-    ABANDONED
+    /**
+     * Its task was cancelled at a timeout before it began and nothing could take it over (no
+     * response to render its result with): it never runs.
+     */
+    ABANDONED,
+    /**
+     * Taken over at a timeout or a shutdown before its task began ({@link #takeOverQueuedWork}):
+     * the starter runs it, detached from the request; Spring MVC's task never does.
+     */
+    TAKEN
+  }
+
+  /**
+   * Work queued in Spring MVC's async executor that the starter can run itself instead, detached
+   * from its request ({@link UninterruptedWork}).
+   */
+  interface Queued {
+    /**
+     * Runs the work on the starter's own threads (or, if they are all busy, on the caller's), and
+     * reports its end to {@link #takenOverResult}.
+     */
+    void runDetached();
+
+    /** For a stream's work, what it writes, detached from its request; null for a callable's. */
+    @Nullable WrittenBody body();
+  }
+
+  /** What a stream the starter took over writes: kept in memory up to the stored body's bound. */
+  interface WrittenBody {
+    /** Whether it has written any of its body yet. */
+    boolean wrote();
+
+    /** The body it wrote, or null if it grew past the bound. */
+    byte @Nullable [] bytes();
   }
 
   private final PendingCall<StoredResponse> call;
@@ -55,11 +88,13 @@ final class AsyncWork {
   private final BooleanSupplier handlerStarted;
   private volatile @Nullable LateResponse late;
   private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
+  private volatile @Nullable WrittenBody streamBody; // a stream taken over: what it wrote
   private volatile boolean lateResultObserved;
   private boolean laterStageUnfollowed; // guarded by this
   private volatile @Nullable Class<?> returnedClass;
   private @Nullable Object earlyResult = NO_RESULT; // guarded by this
   private Work work = Work.NONE; // guarded by this
+  private @Nullable Queued queued; // guarded by this: the work while it is QUEUED
 
   /**
    * @param call the claimed call, which the late result completes or fails
@@ -87,9 +122,13 @@ final class AsyncWork {
    * The handler, or a stage of its work that ran, returned {@code Callable} work, which Spring
    * MVC's async executor will run: queued, or, after a stage that ran, requeued (never back to
    * queued).
+   *
+   * @param queued the work, which the starter runs itself if a timeout or a shutdown finds it still
+   *     queued ({@link #takeOverQueuedWork}); only the first stage's is kept
    */
-  synchronized void workQueued() {
+  synchronized void workQueued(Queued queued) {
     work = work == Work.STARTED || work == Work.REQUEUED ? Work.REQUEUED : Work.QUEUED;
+    this.queued = work == Work.QUEUED ? queued : null;
   }
 
   /**
@@ -109,13 +148,15 @@ final class AsyncWork {
   /**
    * The {@code Callable} work is about to begin on its task thread.
    *
-   * @return false if a timeout abandoned it first (Spring MVC cancelled its task): it must not run
+   * @return false if a timeout abandoned it first (Spring MVC cancelled its task), or the starter
+   *     took it over ({@link #takeOverQueuedWork}): Spring MVC's task must not run it
    */
   synchronized boolean workStarts() {
-    if (work == Work.ABANDONED) {
+    if (work == Work.ABANDONED || work == Work.TAKEN) {
       return false;
     }
     work = Work.STARTED;
+    queued = null;
     return true;
   }
 
@@ -148,7 +189,7 @@ final class AsyncWork {
    * The request timed out while the handler's async work runs: from now on the request's own end
    * reports nothing (the key stays claimed), and the work's result, when it comes ({@link
    * #lateResult}), is rendered with {@code late} and stored. Work still queued in Spring MVC's
-   * async executor is not detached but abandoned, by {@link #abandonQueuedWork}, which the caller
+   * async executor is not detached but taken over, by {@link #takeOverQueuedWork}, which the caller
    * asks first.
    *
    * @return false if the call was already reported, its handler never started, or its result came
@@ -222,7 +263,8 @@ final class AsyncWork {
   /**
    * The stream's outcome, decided at its end ({@link #awaitStreamEnd}), reported already: its own
    * failure before it wrote releases the key; anything else is recorded as answered without its
-   * body.
+   * body, but the normal end of a stream the starter took over, which it wrote into memory, with
+   * what it wrote if that fits the bound ({@link #takeOverQueuedWork}).
    */
   private void recordStreamEnd(LateResponse response, @Nullable Object result, boolean wroteBody) {
     if (result instanceof Throwable failure
@@ -234,7 +276,14 @@ final class AsyncWork {
               "the handler's stream failed before it wrote anything: "
                   + failure.getClass().getName()));
     } else if (isStored(response.statusLeft())) {
-      call.complete(response.leftWithoutBody(headers));
+      WrittenBody written = streamBody;
+      byte[] body =
+          written != null && result != NO_RESULT && !(result instanceof Throwable)
+              ? written.bytes()
+              : null;
+      // a stream taken over that ended normally is stored with what it wrote, if it fits
+      call.complete(
+          body != null ? response.leftWithBody(body, headers) : response.leftWithoutBody(headers));
     } else {
       call.fail(new NotStored("status " + response.statusLeft() + " is not stored"));
     }
@@ -265,14 +314,11 @@ final class AsyncWork {
   }
 
   /**
-   * The one entry point of the rule for work queued in Spring MVC's async executor (a {@code
-   * Callable}'s, a {@code WebAsyncTask}'s, a {@code StreamingResponseBody}'s) whose request will
-   * never get its dispatch: the request timed out (Spring MVC cancels the task) or the server
-   * stopped (SPEC 14). Abandoned, it never runs ({@link #workStarts}), so nothing was sent, and the
-   * caller releases the key: at a timeout the request's own end does ({@link
-   * EndpointCall#finish(CapturingResponse)}, through {@link #workAbandoned}), at a shutdown {@link
-   * EndpointCall#dispatchLost}. Asked before anything else is decided ({@link #detach}, {@link
-   * #dispatchLost}, a stream cut short), a stream's work among others.
+   * A timeout found the work still queued and it cannot be taken over ({@link #takeOverQueuedWork}:
+   * there is no response to render its result with, which a claimed request always has): Spring MVC
+   * cancels its task, and abandoned it never runs ({@link #workStarts}), so the request's own end
+   * releases the key ({@link EndpointCall#finish(CapturingResponse)}, through {@link
+   * #workAbandoned}).
    *
    * @return true if the work was queued, not yet begun, and is now abandoned
    */
@@ -285,11 +331,89 @@ final class AsyncWork {
   }
 
   /**
+   * The one entry point of the rule for work queued in Spring MVC's async executor (a {@code
+   * Callable}'s, a {@code WebAsyncTask}'s, a {@code StreamingResponseBody}'s) whose request will
+   * never get its dispatch: the request timed out (Spring MVC cancels the task) or the server
+   * stopped (SPEC 13, 14). The handler method ran, and may have sent before it returned the work,
+   * while the work may be the send: neither releasing the key nor keeping it without running the
+   * work is safe. So the starter takes the work over: marked taken (Spring MVC's task, if it still
+   * begins, does not run it: {@link #workStarts}), it runs on the starter's own threads, detached
+   * from the request as at any timeout ({@link #detach}, {@code late}), the key claimed meanwhile.
+   * Its end is decided as a synchronous handler's would be ({@link #takenOverResult}). Asked before
+   * anything else is decided ({@link #detach}, {@link #dispatchLost}, a stream cut short).
+   *
+   * @param late the response as the handler left it when the work went async
+   * @return true if the work was queued, not yet begun, and is now taken over
+   */
+  boolean takeOverQueuedWork(LateResponse late) {
+    Queued taken;
+    synchronized (this) {
+      if (reported.get()
+          || !handlerStarted.getAsBoolean()
+          || this.late != null
+          || work != Work.QUEUED
+          || queued == null) {
+        return false;
+      }
+      taken = queued;
+      work = Work.TAKEN;
+      queued = null;
+      this.late = late;
+      WrittenBody body = taken.body();
+      if (body != null) { // a stream's end is decided as one cut short, its body kept if it fits
+        this.streamWrote = body::wrote;
+        this.streamBody = body;
+      }
+    }
+    taken.runDetached();
+    return true;
+  }
+
+  /**
+   * The end of work the starter took over ({@link #takeOverQueuedWork}): its result, or its
+   * failure. A first stage's end is decided as a synchronous handler's would be: a result is
+   * rendered and stored (a stream's normal end with what it wrote, kept in memory up to the bound
+   * of a stored body, else without its body: a retry gets {@code 422 response-not-stored}), a
+   * failure goes through the application's exception resolvers (one nothing maps releases the key),
+   * a stream's failure before it wrote releases the key. Once a later stage ran ({@code
+   * laterStageRan}: the first stage's result was more async work, run too), a failure, or a result
+   * that is more async work the starter does not run or follow to its end (a {@code
+   * DeferredResult}, an emitter, a stream it wrote), is recorded as answered without its body: a
+   * stage that ran may have sent.
+   *
+   * @param result the work's result, or its failure
+   * @param laterStageRan whether the result is a later stage's
+   */
+  void takenOverResult(@Nullable Object result, boolean laterStageRan) {
+    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
+    boolean moreWork =
+        value instanceof Callable<?>
+            || value instanceof WebAsyncTask<?>
+            || value instanceof StreamingResponseBody
+            || value instanceof DeferredResult<?>
+            || value instanceof CompletionStage<?>
+            || value instanceof ResponseBodyEmitter;
+    if (moreWork || (laterStageRan && result instanceof Throwable)) {
+      LateResponse response = late;
+      if (response != null && reported.compareAndSet(false, true)) {
+        recordStreamEnd(response, NO_RESULT, true);
+      }
+      return;
+    }
+    lateResult(result, true);
+  }
+
+  /** Whether the starter took the work over ({@link #takeOverQueuedWork}). */
+  synchronized boolean takenOver() {
+    return work == Work.TAKEN;
+  }
+
+  /**
    * The request's async dispatch, where its outcome would be written, will not come: the server
    * stopped while the work ran (SPEC 14). As at a timeout ({@link #detach}), the work's result is
    * rendered with {@code late} and recorded when it comes, or now if it came already and waited for
-   * that dispatch. Work still queued in Spring MVC's async executor is abandoned instead, by {@link
-   * #abandonQueuedWork}, which the caller asks first.
+   * that dispatch. Work still queued in Spring MVC's async executor is taken over instead, by
+   * {@link #takeOverQueuedWork}, which the caller asks first.
    *
    * @return false if there was nothing to do: reported, detached already (a timeout), or its
    *     handler never started
@@ -318,9 +442,20 @@ final class AsyncWork {
    * response: the send happened, so a retry must not send again (SPEC 1).
    */
   void lateResult(@Nullable Object result) {
+    lateResult(result, false);
+  }
+
+  /**
+   * {@link #lateResult}; from work the starter took over if {@code takenOver}, else from Spring
+   * MVC's side, which is ignored once the work was taken over (its task never ran the work).
+   */
+  private void lateResult(@Nullable Object result, boolean takenOver) {
     LateResponse response;
     BooleanSupplier wroteBody;
     synchronized (this) {
+      if (work == Work.TAKEN && !takenOver) {
+        return; // Spring MVC's task, cancelled or refused: the starter runs the work
+      }
       response = late;
       wroteBody = streamWrote;
       if (response == null) {

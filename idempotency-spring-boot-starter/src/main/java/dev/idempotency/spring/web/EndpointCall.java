@@ -49,6 +49,12 @@ final class EndpointCall {
     return asyncWork;
   }
 
+  /** The most body bytes held back to store: the captured response's bound (0 before capture). */
+  long bodyLimit() {
+    CapturingResponse captured = response;
+    return captured == null ? 0 : captured.limit();
+  }
+
   /** The handler method was entered: its response is the endpoint's answer. */
   void handlerStarted() {
     handlerStarted = true;
@@ -195,8 +201,11 @@ final class EndpointCall {
    * The server stopped while the request's async work ran, and its async dispatch, where the
    * outcome would be written, will not come: the work's result is recorded from the result itself,
    * as after a timeout ({@link AsyncWork#dispatchLost}); work still queued in Spring MVC's async
-   * executor never runs: its key is released ({@link AsyncWork#abandonQueuedWork}). A stream whose
-   * work began may still send: one that wrote nothing yet and whose end is heard of (a {@code
+   * executor, which Spring MVC would never run now, is taken over: the starter runs it and records
+   * its end, as after a timeout ({@link AsyncWork#takeOverQueuedWork}), within the guard's close
+   * grace, whose close waits for it (a stream's, if it has not ended when the grace runs out, is
+   * recorded on {@code graceRunsOut} as answered without its body). A stream whose work began may
+   * still send: one that wrote nothing yet and whose end is heard of (a {@code
    * StreamingResponseBody}) is decided at that end ({@link AsyncWork#awaitStreamEnd}: its own
    * failure releases the key), or, if it has not ended when the guard's close grace runs out, on
    * {@code graceRunsOut}; any other (an emitter, one that wrote) is recorded now as answered
@@ -207,9 +216,11 @@ final class EndpointCall {
    * @param graceRunsOut runs its task shortly before the guard's close grace runs out
    */
   void dispatchLost(LateResponse late, java.util.function.Consumer<Runnable> graceRunsOut) {
-    if (asyncWork.abandonQueuedWork()) {
-      release("the server stopped before the handler's work began");
-      return;
+    if (asyncWork.takeOverQueuedWork(late)) {
+      if (asyncWork.awaitsStreamEnd()) {
+        graceRunsOut.accept(asyncWork::streamOutlivesTheGrace);
+      }
+      return; // the starter runs it, within the guard's close grace
     }
     if (asyncWork.awaitsStreamEnd()) {
       // a timeout cut it short before it wrote: its end decides, within the guard's grace

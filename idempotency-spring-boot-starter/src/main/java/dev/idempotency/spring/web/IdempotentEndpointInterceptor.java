@@ -53,12 +53,13 @@ import org.springframework.web.util.WebUtils;
  * such request to its result, as a container async timeout does: the result is rendered as Spring
  * MVC would have rendered it and recorded when it comes (or at once, if it came and waited for its
  * dispatch), within the guard's close grace period; work still queued in Spring MVC's async
- * executor (a {@code Callable}'s, a {@code StreamingResponseBody}'s), which now never runs,
- * releases its key. A stream whose work began (an emitter, a running {@code StreamingResponseBody},
- * a response streamed in part) may still send: it is recorded as answered without its body, and a
- * retry gets {@code 422 response-not-stored}; a running {@code StreamingResponseBody} that wrote
- * nothing yet is decided at its end instead (its own failure releases its key), or shortly before
- * the guard's close grace runs out if it has not ended by then.
+ * executor (a {@code Callable}'s, a {@code StreamingResponseBody}'s), which Spring MVC would now
+ * never run, is taken over and run by the starter, its key claimed, within that grace period. A
+ * stream whose work began (an emitter, a running {@code StreamingResponseBody}, a response streamed
+ * in part) may still send: it is recorded as answered without its body, and a retry gets {@code 422
+ * response-not-stored}; a running {@code StreamingResponseBody} that wrote nothing yet is decided
+ * at its end instead (its own failure releases its key), or shortly before the guard's close grace
+ * runs out if it has not ended by then.
  */
 public final class IdempotentEndpointInterceptor
     implements AsyncHandlerInterceptor, SmartLifecycle {

@@ -251,6 +251,18 @@ final class LateResponse {
     return StoredResponse.capture(leftAs.copy().proxy(), null, listedHeaders);
   }
 
+  /**
+   * The response as the handler left it when the work went async (its status and the listed
+   * headers), with {@code body}: the answer of a stream the starter took over and ran detached from
+   * its request, which wrote that body ({@link AsyncWork#takeOverQueuedWork}).
+   *
+   * @param body what the stream wrote
+   * @param listedHeaders the headers the endpoint lists to store
+   */
+  StoredResponse leftWithBody(byte[] body, List<String> listedHeaders) {
+    return StoredResponse.capture(leftAs.copy().proxy(), body, listedHeaders);
+  }
+
   /** Whether Spring MVC's return value handlers wrote {@code value} on {@code response}. */
   private boolean handle(
       @Nullable Object value, MethodParameter type, HttpServletResponse servletResponse) {

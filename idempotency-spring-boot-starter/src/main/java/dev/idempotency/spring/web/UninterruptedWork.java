@@ -1,12 +1,14 @@
 package dev.idempotency.spring.web;
 
 import dev.idempotency.KeyStoreException;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.SynchronousQueue;
@@ -18,8 +20,10 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.MDC;
 import org.springframework.context.i18n.LocaleContext;
 import org.springframework.context.i18n.LocaleContextHolder;
+import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
@@ -28,19 +32,52 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * an interrupt ({@code future.cancel(true)}) before any timeout handler runs; a provider call that
  * is interruptible ({@code HttpClient.send}) would then fail after the provider got the request,
  * and the key would be released or never reported. Shielded so, the send goes on and its outcome is
- * recorded (SPEC 13, 16). Work whose task was still queued in Spring MVC's async executor at the
- * timeout never runs (Spring MVC cancelled the task; the key is released: {@link EndpointCall}),
- * nor does work whose key's lease lapsed while it waited (answered 503; SPEC 16: never send on a
- * lapsed lease). The work sees the waiting thread's MDC, locale and request attributes. The pool
- * grows with the waiting threads (one worker per waiting task, so it is bounded by Spring MVC's own
- * async executor) and its idle threads end after a minute.
+ * recorded (SPEC 13, 16). Work whose task is still queued in Spring MVC's async executor at a
+ * timeout (Spring MVC cancels the task) or a shutdown is taken over ({@link
+ * AsyncWork#takeOverQueuedWork}): it runs here instead, detached from its request, on a pool of at
+ * most {@link #TAKEN_OVER_THREADS} daemon threads, or, when they are all busy or the pool was shut
+ * down, on the thread that takes it over (the container's, at a timeout; the one stopping the
+ * context, at a shutdown): neither dropping it nor releasing its key is safe. Work whose key's
+ * lease lapsed while it waited does not run (answered 503, or released once taken over; SPEC 16:
+ * never send on a lapsed lease). The work sees the waiting thread's MDC, locale and request
+ * attributes. The pool grows with the waiting threads (one worker per waiting task, so it is
+ * bounded by Spring MVC's own async executor) and its idle threads end after a minute.
  */
 final class UninterruptedWork {
 
+  /** How many threads run work taken over at once at most; more runs on the caller's thread. */
+  static final int TAKEN_OVER_THREADS = 32;
+
   private final ExecutorService workers;
+  private final ThreadPoolExecutor takenOver;
 
   UninterruptedWork() {
+    this(TAKEN_OVER_THREADS);
+  }
+
+  /**
+   * @param takenOverThreads how many threads run work taken over at once at most
+   */
+  UninterruptedWork(int takenOverThreads) {
     AtomicInteger count = new AtomicInteger();
+    AtomicInteger takenOverCount = new AtomicInteger();
+    takenOver =
+        new ThreadPoolExecutor(
+            0,
+            takenOverThreads,
+            60,
+            TimeUnit.SECONDS,
+            new SynchronousQueue<>(),
+            task -> {
+              Thread thread =
+                  new Thread(
+                      task, "idempotent-endpoint-taken-over-" + takenOverCount.incrementAndGet());
+              thread.setDaemon(true);
+              return thread;
+            },
+            // every thread busy, or shut down (the context closes): the caller runs it, since
+            // neither dropping it (a lost send) nor releasing its key (a second send) is safe
+            (task, executor) -> task.run());
     workers =
         new ThreadPoolExecutor(
             0,
@@ -65,13 +102,23 @@ final class UninterruptedWork {
       return body;
     }
     AtomicReference<OutputStream> target = new AtomicReference<>();
+    Callable<Void> write =
+        () -> {
+          body.writeTo(target.get());
+          return null;
+        };
+    BufferedBody buffered = new BufferedBody(call.bodyLimit());
     Callable<Void> writing =
         shield(
-            () -> {
-              body.writeTo(target.get());
-              return null;
-            },
-            call);
+            write,
+            call,
+            detached(
+                () -> {
+                  target.set(buffered); // its request is gone: kept to store, if it fits
+                  return write.call();
+                },
+                call,
+                buffered));
     return (ShieldedBody)
         out -> {
           target.set(out);
@@ -94,7 +141,11 @@ final class UninterruptedWork {
     if (work instanceof ShieldedCallable<V> shielded) {
       return shielded;
     }
-    call.asyncWork().workQueued();
+    return shield(work, call, detached(work, call, null));
+  }
+
+  private <V> Callable<V> shield(Callable<V> work, EndpointCall call, AsyncWork.Queued queued) {
+    call.asyncWork().workQueued(queued);
     return (ShieldedCallable<V>)
         () -> {
           if (!call.asyncWork().workStarts()) {
@@ -133,15 +184,145 @@ final class UninterruptedWork {
         };
   }
 
+  /**
+   * {@code work} as the starter runs it if it takes it over, still queued, at a timeout or a
+   * shutdown ({@link AsyncWork#takeOverQueuedWork}): on a thread of its own, detached from the
+   * request (with the MDC, locale and request attributes the request's thread had when the work was
+   * queued), unless its key's lease lapsed meanwhile (a {@code KeyStoreException}, as for work that
+   * waited in Spring MVC's queue). A result that is more async work is run to its end as Spring MVC
+   * would run it (a {@code Callable}, a {@code WebAsyncTask}'s callable, a {@code CompletionStage}
+   * awaited, a {@code StreamingResponseBody} written to nowhere); the end goes to {@link
+   * AsyncWork#takenOverResult}.
+   *
+   * @param body for a stream's work, what it writes; else null
+   */
+  private AsyncWork.Queued detached(
+      Callable<?> work, EndpointCall call, AsyncWork.@Nullable WrittenBody body) {
+    Map<String, String> mdc = MDC.getCopyOfContextMap();
+    LocaleContext locale = LocaleContextHolder.getLocaleContext();
+    RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
+    return new AsyncWork.Queued() {
+      @Override
+      public void runDetached() {
+        takenOver.execute(
+            () -> {
+              Map<String, String> previousMdc = MDC.getCopyOfContextMap();
+              LocaleContext previousLocale = LocaleContextHolder.getLocaleContext();
+              RequestAttributes previousAttributes = RequestContextHolder.getRequestAttributes();
+              setMdc(mdc);
+              LocaleContextHolder.setLocaleContext(locale);
+              RequestContextHolder.setRequestAttributes(attributes);
+              @Nullable Object result;
+              boolean laterStageRan = false;
+              try {
+                if (!call.leaseHeld()) {
+                  throw new KeyStoreException(
+                      "the key's lease lapsed while the request's work waited to begin; nothing"
+                          + " was sent",
+                      null);
+                }
+                result = work.call();
+                while (true) {
+                  Object value =
+                      result instanceof ResponseEntity<?> entity
+                              && entity.getBody() instanceof StreamingResponseBody body
+                          ? body
+                          : result;
+                  if (value instanceof Callable<?> next) {
+                    result = next.call();
+                  } else if (value instanceof WebAsyncTask<?> task) {
+                    result = task.getCallable().call();
+                  } else if (value instanceof CompletionStage<?> stage) {
+                    result = awaitStage(stage);
+                  } else if (value instanceof StreamingResponseBody stream) {
+                    stream.writeTo(OutputStream.nullOutputStream());
+                    laterStageRan = true;
+                    break; // answered without its body
+                  } else {
+                    break;
+                  }
+                  laterStageRan = true;
+                }
+              } catch (Throwable failure) {
+                result = failure;
+              } finally {
+                RequestContextHolder.setRequestAttributes(previousAttributes);
+                LocaleContextHolder.setLocaleContext(previousLocale);
+                setMdc(previousMdc);
+              }
+              call.asyncWork().takenOverResult(result, laterStageRan);
+            });
+      }
+
+      @Override
+      public AsyncWork.@Nullable WrittenBody body() {
+        return body;
+      }
+    };
+  }
+
+  /** The value of a later stage that a taken-over work returned, or its failure, thrown. */
+  private static @Nullable Object awaitStage(CompletionStage<?> stage) throws Exception {
+    return await(stage.toCompletableFuture());
+  }
+
+  /**
+   * Where a stream taken over writes, its request gone: kept in memory up to the bound of a stored
+   * body, then dropped (it is stored without its body, as a stream past the bound is on time).
+   */
+  private static final class BufferedBody extends OutputStream implements AsyncWork.WrittenBody {
+    private final long limit;
+    private @Nullable ByteArrayOutputStream kept = new ByteArrayOutputStream(); // guarded by this
+    private volatile boolean wrote;
+
+    BufferedBody(long limit) {
+      this.limit = limit;
+    }
+
+    @Override
+    public void write(int b) {
+      write(new byte[] {(byte) b}, 0, 1);
+    }
+
+    @Override
+    public synchronized void write(byte[] b, int off, int len) {
+      if (len <= 0) {
+        return;
+      }
+      wrote = true;
+      ByteArrayOutputStream buffer = kept;
+      if (buffer != null && buffer.size() + (long) len <= limit) {
+        buffer.write(b, off, len);
+      } else {
+        kept = null; // past the bound: not stored
+      }
+    }
+
+    @Override
+    public boolean wrote() {
+      return wrote;
+    }
+
+    @Override
+    public synchronized byte @Nullable [] bytes() {
+      ByteArrayOutputStream buffer = kept;
+      return buffer == null ? null : buffer.toByteArray();
+    }
+  }
+
   /** A shielded copy of a {@code Callable}: shielding it again returns it as it is. */
   private interface ShieldedCallable<V> extends Callable<V> {}
 
   /** A shielded copy of a {@code StreamingResponseBody}: shielding it again returns it as it is. */
   private interface ShieldedBody extends StreamingResponseBody {}
 
-  /** Stops the workers' threads; work still running goes on. */
+  /**
+   * Stops the workers' threads; work still running goes on, and work taken over from now on runs on
+   * the thread that takes it over.
+   */
   void shutdown() {
     workers.shutdown();
+    takenOver.shutdown();
   }
 
   /**

@@ -11,7 +11,6 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -19,10 +18,11 @@ import org.springframework.context.ConfigurableApplicationContext;
 /**
  * Probe (probeG) of c1bdd8f, the shutdown side of {@link MvcQueuedWorkProbeTest}: work still queued
  * in Spring MVC's async executor (one thread, held by an unguarded request) when the server stops
- * is abandoned and its key released, "nothing was sent" (docs/spring-boot.md, "Shutdown", step 3).
- * Here the guarded handler sent in its method body before it returned the queued work (a {@code
- * StreamingResponseBody} writing the receipt, or a {@code Callable} formatting it). Redis, graceful
- * phase 1 s, then a restart on the same store and the retry.
+ * was abandoned and its key released, "nothing was sent"; since fixqueue the starter takes it over
+ * and runs it (docs/spring-boot.md, "Shutdown", step 3). Here the guarded handler sent in its
+ * method body before it returned the queued work (a {@code StreamingResponseBody} writing the
+ * receipt, or a {@code Callable} formatting it). Redis, graceful phase 1 s, then a restart on the
+ * same store and the retry.
  */
 class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
 
@@ -59,15 +59,15 @@ class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (medium-high, a second send; SPEC 1): the handler method sent, its queued work is
-   * abandoned at the shutdown and the key released; the retry after the restart runs the handler
-   * again and sends a second time. Same cause as {@link
-   * MvcQueuedWorkProbeTest#aHandlerThatSentBeforeItsWorkWasQueuedIsNotRunAgainByTheRetry}. Fails on
-   * both rows, Boot 3.5 and Boot 4.0, commit c1701d4: "sends for the key (before the restart 1;
-   * first answer no answer: ... header parser received no bytes; after the restart 201
-   * replayed=null {"send":2}) expected: 1 but was: 2". 6-17 s per row.
+   * Was an open finding (medium-high, a second send; SPEC 1), fixed by fixqueue: the interceptor's
+   * stop takes the queued work over and the starter runs it within the guard's close grace, the key
+   * claimed. The handler method sent; its queued work was abandoned at the shutdown and the key
+   * released, so the retry after the restart ran the handler again and sent a second time (both
+   * rows, Boot 3.5 and 4.0, commit c1701d4: "sends for the key (before the restart 1; first answer
+   * no answer: ... header parser received no bytes; after the restart 201 replayed=null {"send":2})
+   * expected: 1 but was: 2"). Same cause as {@link
+   * MvcQueuedWorkProbeTest#aHandlerThatSentBeforeItsWorkWasQueuedIsNotRunAgainByTheRetry}.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @ValueSource(strings = {"/probeG/send-then-stream", "/probeG/send-then-callable"})
   void aHandlerThatSentBeforeItsWorkWasQueuedIsNotRunAgainAfterTheRestart(String path)

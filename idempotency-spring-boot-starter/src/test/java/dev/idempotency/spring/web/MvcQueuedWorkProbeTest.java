@@ -19,7 +19,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -39,11 +38,12 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
 /**
  * Probe (probeG) of c1bdd8f and 1bbf920: async work ({@code Callable}, {@code
  * StreamingResponseBody}) still queued in Spring MVC's async executor at a container async timeout
- * is abandoned and its key released, on the ground that "nothing was sent" (docs/spring-boot.md,
- * "HTTP endpoints" and "Streaming responses"). One application on a real Redis (Spring Data Redis's
- * Lettuce connection), {@code spring.mvc.async.request-timeout=1s}, Spring MVC's async executor one
- * thread ({@code spring.task.execution.pool.core-size=1}), held by an unguarded request while the
- * guarded one waits in its queue.
+ * was abandoned and its key released, on the ground that "nothing was sent"; since fixqueue the
+ * starter takes it over and runs it itself (docs/spring-boot.md, "HTTP endpoints" and "Streaming
+ * responses"). One application on a real Redis (Spring Data Redis's Lettuce connection), {@code
+ * spring.mvc.async.request-timeout=1s}, Spring MVC's async executor one thread ({@code
+ * spring.task.execution.pool.core-size=1}), held by an unguarded request while the guarded one
+ * waits in its queue.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class MvcQueuedWorkProbeTest implements EndpointClient {
@@ -82,17 +82,14 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (medium-high, a second send; SPEC 1). A handler that sends in its method body and
-   * returns async work that only writes the answer (a {@code StreamingResponseBody} writing the
-   * receipt, or a {@code Callable} formatting it). The work is still queued at the timeout, so it
-   * is abandoned and the key released (AsyncWork.abandonQueuedWork; EndpointCall.finish, "the
-   * handler's work timed out before it began"): yet the handler method, which ran to its end, sent.
-   * The retry runs the handler again and sends a second time. Before 1bbf920 a queued stream was
-   * cut short at the timeout (422 response-not-stored: no second send). Fails on both rows, Boot
-   * 3.5 and Boot 4.0, on commit c1701d4: "sends for the key (first answer 503 ..., last 201 ...)
-   * expected: 1 but was: 2".
+   * Was an open finding (medium-high, a second send; SPEC 1), fixed by fixqueue: the starter takes
+   * work still queued at the timeout over and runs it itself, the key claimed. A handler that sends
+   * in its method body and returns async work that only writes the answer (a {@code
+   * StreamingResponseBody} writing the receipt, or a {@code Callable} formatting it), still queued
+   * at the timeout. It was abandoned and its key released, so the retry ran the handler again and
+   * sent a second time (both rows, Boot 3.5 and 4.0, commit c1701d4: "sends for the key (first
+   * answer 503 ..., last 201 ...) expected: 1 but was: 2").
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @ValueSource(strings = {"/probeG/send-then-stream", "/probeG/send-then-callable"})
   void aHandlerThatSentBeforeItsWorkWasQueuedIsNotRunAgainByTheRetry(String path) throws Exception {
@@ -109,11 +106,12 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
   }
 
   /**
-   * The race the abandonment opens: many guarded {@code Callable} requests queued behind the
-   * executor's one thread, which is freed about when their 1 s timeouts fire, so that some tasks
-   * begin as the timeout abandons them. Each key must send exactly once in the end: its work ran
-   * once (key kept claimed, result stored and replayed), or it was abandoned (key released) and the
-   * retry sent. Passes on Boot 3.5 and 4.0 (no second send, no lost send seen).
+   * The race a take-over (an abandonment, before fixqueue) opens: many guarded {@code Callable}
+   * requests queued behind the executor's one thread, which is freed about when their 1 s timeouts
+   * fire, so that some tasks begin as the timeout takes them over. Each key must send exactly once
+   * in the end: its work ran once, on Spring MVC's executor or taken over by the starter (key kept
+   * claimed, result stored and replayed). Passes on Boot 3.5 and 4.0 (no second send, no lost send
+   * seen).
    */
   @Test
   void queuedCallablesFreedAtTheirTimeoutSendOncePerKey() throws Exception {

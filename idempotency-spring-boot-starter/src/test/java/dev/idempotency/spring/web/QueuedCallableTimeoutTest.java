@@ -14,8 +14,8 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -32,14 +32,17 @@ import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
- * Issue 37 (SPEC 13, 16): a {@code Callable} endpoint (or a {@code WebAsyncTask}) whose task is
- * still queued in Spring MVC's async executor (Boot's {@code applicationTaskExecutor}, here one
- * thread, held by another request) when the container async timeout fires. Spring MVC cancels the
- * queued task, so the handler's work never runs: nothing was sent, so the key is released (the
- * timed-out client gets Spring's 503, or the task's own timeout answer) and the retry sends once.
- * It used to answer 409 and keep the key claimed, its lease renewed, waiting for a result that
- * never came: every retry got 409. A task that started before the timeout keeps its key claimed
- * (AsyncTimeoutEndpointTest).
+ * Issue 37 (SPEC 13, 16): a {@code Callable} endpoint (or a {@code WebAsyncTask}, or a {@code
+ * StreamingResponseBody}) whose task is still queued in Spring MVC's async executor (Boot's {@code
+ * applicationTaskExecutor}, here one thread, held by another request) when the container async
+ * timeout fires. Spring MVC cancels the queued task; the starter takes the work over and runs it
+ * itself (fixqueue), the key claimed meanwhile: the timed-out client gets the starter's 409 (a
+ * {@code Callable}), the task's own timeout answer, or Spring's 503 (a stream), the work sends
+ * once, its result is stored, and the retry gets it replayed. It used to answer 409 and keep the
+ * key claimed waiting for a result that never came (every retry got 409); then the queued work was
+ * abandoned and its key released, so the retry ran the handler again, a second send when the
+ * handler method had sent before it returned the work (MvcQueuedWorkProbeTest). A task that started
+ * before the timeout keeps its key claimed (AsyncTimeoutEndpointTest).
  */
 @SpringBootTest(
     classes = QueuedCallableTimeoutTest.QueuedApp.class,
@@ -59,8 +62,8 @@ class QueuedCallableTimeoutTest {
   @Autowired QueueState state;
 
   @ParameterizedTest
-  @CsvSource({"/queued/callable, 503", "/queued/task-on-timeout, 202"})
-  void aTaskCancelledInTheExecutorQueueReleasesItsKeyAndTheRetrySendsOnce(
+  @CsvSource({"/queued/callable, 409", "/queued/task-on-timeout, 202", "/queued/stream, 503"})
+  void aTaskCancelledInTheExecutorQueueIsTakenOverSendsOnceAndIsReplayed(
       String path, int timedOutStatus) throws Exception {
     int sendsBefore = state.sends.get();
     int enteredBefore = state.handlerEntered.get();
@@ -75,28 +78,27 @@ class QueuedCallableTimeoutTest {
 
     String key = "\"" + UUID.randomUUID() + "\"";
     HttpResponse<byte[]> timedOut;
+    HttpResponse<byte[]> last;
     try {
       timedOut = postAsync(path, key).get(30, TimeUnit.SECONDS);
+      // the starter runs the work while the executor is still held: bounded polling, 20 s
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      do {
+        last = postAsync(path, key).get(30, TimeUnit.SECONDS);
+      } while (last.statusCode() == 409 && System.nanoTime() < deadline);
     } finally {
       release.countDown();
     }
     blocking.get(30, TimeUnit.SECONDS);
     assertThat(timedOut.statusCode()).as(text(timedOut)).isEqualTo(timedOutStatus);
-    assertThat(state.sends.get() - sendsBefore).as("the queued work never ran").isZero();
-
-    // the executor is free again (once the blocking task sees its release): bounded polling, 20 s
-    HttpResponse<byte[]> last;
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    do {
-      last = postAsync(path, key).get(30, TimeUnit.SECONDS);
-    } while (last.statusCode() != 201 && System.nanoTime() < deadline);
-
     assertThat(last.statusCode())
         .as(
-            "a retry once the executor was free (handler entered %d times, work run %d times): %s",
+            "a retry while the executor is held (handler entered %d times, work run %d times): %s",
             state.handlerEntered.get() - enteredBefore, state.sends.get() - sendsBefore, text(last))
         .isEqualTo(201);
-    assertThat(last.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(last.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(new String(last.body(), StandardCharsets.UTF_8)).contains("\"send\"");
+    assertThat(state.handlerEntered.get() - enteredBefore).as("handler runs").isEqualTo(1);
     assertThat(state.sends.get() - sendsBefore).as("one provider send").isEqualTo(1);
 
     HttpResponse<byte[]> replay = postAsync(path, key).get(30, TimeUnit.SECONDS);
@@ -106,18 +108,18 @@ class QueuedCallableTimeoutTest {
   }
 
   /**
-   * A {@code StreamingResponseBody} runs in the same executor, and its queued task is cancelled at
-   * the timeout the same way: nothing was written, nothing sent, so the key is released and the
-   * retry sends once. The timeout used to cut it short as a stream (recorded as answered without
-   * its body): the retry got 422 response-not-stored and the notification was never sent (seen in a
-   * clean-clone CI run of MvcStreamFailsAtShutdownProbeTest, where Tomcat's stop times the queued
-   * stream out).
+   * Work taken over at the timeout that fails is decided as a synchronous handler that throws: a
+   * {@code Callable}'s failure that nothing maps, or a stream's own failure before it wrote, sent
+   * nothing, so the key is released and the retry runs the handler again, which sends once.
    */
-  @Test
-  void aStreamingBodyCancelledInTheExecutorQueueReleasesItsKeyAndTheRetrySendsOnce()
+  @ParameterizedTest
+  @CsvSource({"/queued/failing-callable, 409", "/queued/failing-stream, 503"})
+  void aTakenOverTaskThatFailsReleasesItsKeyAndTheRetrySendsOnce(String path, int timedOutStatus)
       throws Exception {
-    String path = "/queued/stream";
     int sendsBefore = state.sends.get();
+    int enteredBefore = state.handlerEntered.get();
+    int failedBefore = state.failed.get();
+    state.failNext.set(true);
     CountDownLatch release = new CountDownLatch(1);
     state.release = release;
     state.blockStarted = new CountDownLatch(1);
@@ -128,31 +130,31 @@ class QueuedCallableTimeoutTest {
 
     String key = "\"" + UUID.randomUUID() + "\"";
     HttpResponse<byte[]> timedOut;
+    HttpResponse<byte[]> last;
     try {
       timedOut = postAsync(path, key).get(30, TimeUnit.SECONDS);
+      long failedBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (state.failed.get() == failedBefore && System.nanoTime() < failedBy) {
+        Thread.sleep(10);
+      }
     } finally {
       release.countDown();
     }
     blocking.get(30, TimeUnit.SECONDS);
-    assertThat(timedOut.statusCode()).as(text(timedOut)).isEqualTo(503);
-    assertThat(state.sends.get() - sendsBefore).as("the queued stream never ran").isZero();
-
-    HttpResponse<byte[]> last;
+    assertThat(timedOut.statusCode()).as(text(timedOut)).isEqualTo(timedOutStatus);
+    assertThat(state.failed.get() - failedBefore).as("the taken-over work failed").isOne();
+    // bounded polling, 20 s: the key is free again, and the retry's own work runs
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     do {
       last = postAsync(path, key).get(30, TimeUnit.SECONDS);
     } while (last.statusCode() != 201 && System.nanoTime() < deadline);
     assertThat(last.statusCode())
         .as(
-            "a retry once the executor was free (streams run %d times): %s",
-            state.sends.get() - sendsBefore, text(last))
+            "the retry (handler entered %d times, sends %d): %s",
+            state.handlerEntered.get() - enteredBefore, state.sends.get() - sendsBefore, text(last))
         .isEqualTo(201);
+    assertThat(state.handlerEntered.get() - enteredBefore).as("handler runs").isEqualTo(2);
     assertThat(state.sends.get() - sendsBefore).as("one provider send").isEqualTo(1);
-
-    HttpResponse<byte[]> again = postAsync(path, key).get(30, TimeUnit.SECONDS);
-    assertThat(state.sends.get() - sendsBefore)
-        .as("a repeat after the send does not send again: %s", text(again))
-        .isEqualTo(1);
   }
 
   private CompletableFuture<HttpResponse<byte[]>> postAsync(String path, String key) {
@@ -182,6 +184,8 @@ class QueuedCallableTimeoutTest {
     volatile CountDownLatch release = new CountDownLatch(1);
     final AtomicInteger handlerEntered = new AtomicInteger();
     final AtomicInteger sends = new AtomicInteger();
+    final AtomicBoolean failNext = new AtomicBoolean();
+    final AtomicInteger failed = new AtomicInteger();
   }
 
   @RestController
@@ -241,6 +245,39 @@ class QueuedCallableTimeoutTest {
                   out.write(
                       ("{\"send\":" + state.sends.incrementAndGet() + "}")
                           .getBytes(StandardCharsets.UTF_8)));
+    }
+
+    @PostMapping("/queued/failing-callable")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> failingCallable() {
+      state.handlerEntered.incrementAndGet();
+      return () -> {
+        refuseIfAsked();
+        return send();
+      };
+    }
+
+    @PostMapping("/queued/failing-stream")
+    @IdempotentEndpoint
+    public ResponseEntity<StreamingResponseBody> failingStream() {
+      state.handlerEntered.incrementAndGet();
+      return ResponseEntity.status(201)
+          .contentType(MediaType.APPLICATION_JSON)
+          .body(
+              out -> {
+                refuseIfAsked();
+                out.write(
+                    ("{\"send\":" + state.sends.incrementAndGet() + "}")
+                        .getBytes(StandardCharsets.UTF_8));
+              });
+    }
+
+    /** The provider refuses once when the test asks: nothing sent. */
+    private void refuseIfAsked() {
+      if (state.failNext.compareAndSet(true, false)) {
+        state.failed.incrementAndGet();
+        throw new IllegalStateException("the provider refused; nothing sent");
+      }
     }
 
     private ResponseEntity<Map<String, Object>> send() {
