@@ -129,6 +129,7 @@ final class AsyncWork {
   synchronized void workQueued(Queued queued) {
     work = work == Work.STARTED || work == Work.REQUEUED ? Work.REQUEUED : Work.QUEUED;
     this.queued = work == Work.QUEUED ? queued : null;
+    laterStageUnfollowed = false; // Spring MVC followed the unfollowed stage to this work
   }
 
   /**
@@ -215,22 +216,30 @@ final class AsyncWork {
    * (its send happened, the response was gone), is recorded as answered without its body ({@code
    * late}'s status and headers), as is a stream that has not ended when the guard's close grace
    * runs out ({@link #streamOutlivesTheGrace}). From now on the request's own end reports nothing.
+   * If the stream ended already, its end waiting for its dispatch ({@link #earlyResult}), that end
+   * decides now: its own failure just before a timeout releases the key too.
    *
    * @param late the response as the handler left it when the work went async
    * @param wroteBody whether the stream has written any of its body by now
-   * @return false if the call was reported or detached already, its handler never started, its
-   *     result came already, or its work is not a {@code StreamingResponseBody}'s that began
+   * @return false if the call was reported or detached already, its handler never started, or its
+   *     work is not a {@code StreamingResponseBody}'s that began
    */
-  synchronized boolean awaitStreamEnd(LateResponse late, BooleanSupplier wroteBody) {
-    if (reported.get()
-        || !handlerStarted.getAsBoolean()
-        || this.late != null
-        || earlyResult != NO_RESULT
-        || work != Work.STARTED) {
-      return false;
+  boolean awaitStreamEnd(LateResponse late, BooleanSupplier wroteBody) {
+    Object result;
+    synchronized (this) {
+      if (reported.get()
+          || !handlerStarted.getAsBoolean()
+          || this.late != null
+          || work != Work.STARTED) {
+        return false;
+      }
+      this.late = late;
+      this.streamWrote = wroteBody;
+      result = earlyResult;
     }
-    this.late = late;
-    this.streamWrote = wroteBody;
+    if (result != NO_RESULT && reported.compareAndSet(false, true)) {
+      recordStreamEnd(late, result, wroteBody.getAsBoolean());
+    }
     return true;
   }
 

@@ -101,6 +101,7 @@ final class UninterruptedWork {
     if (body instanceof ShieldedBody) {
       return body;
     }
+    call.returnsAStream(); // a later stage's stream too: its timeout is a stream's
     AtomicReference<OutputStream> target = new AtomicReference<>();
     Callable<Void> write =
         () -> {

@@ -18,7 +18,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -93,22 +92,25 @@ class MvcNestedStageProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (medium: a replay of an answer the request did not produce, SPEC 1), probeK. A
-   * {@code Callable} whose result is a {@code StreamingResponseBody} (only the handler method's own
-   * result is marked a stream: {@code IdempotentEndpointAdvisor}, {@code call.returnsAStream()}),
-   * which sends after the 1 s timeout and then writes its receipt {@code {"send":1}}. The timeout
-   * sees no stream ({@code AsyncTimeouts.cutAStream}: not passed on, not marked) and no lost later
-   * stage (it began): it detaches the call as for a {@code Callable} (the client gets 409
-   * request-in-progress) and the stream's end is rendered as a late {@code Callable} result ({@code
-   * AsyncWork.lateResult}): its write after the request ended fails in Spring MVC's response
-   * wrapper ("writes failed 1"), that failure is rendered as a late result (by reading: Spring's
-   * DefaultHandlerExceptionResolver answers an AsyncRequestNotUsableException with an empty view),
-   * and the retry is a replayed 201 with an empty body, which no one ever got. Fails on Boot 3.5
-   * and 4.0, commit 44d14d3 (about 4 s): "an answer the key's one send produced, or 422 (first
-   * answer 409 ...request-in-progress...; while it ran 409 ...; retry 201 replayed=true ; last 201
-   * replayed=true ; stage runs 1, writes failed 1)". One send: no second send.
+   * Was an open finding (medium: a replay of an answer the request did not produce, SPEC 1),
+   * probeK; fixed by fixlater: a later stage's stream is marked a stream when it is shielded
+   * ({@code UninterruptedWork.shield}), so its timeout is decided at its end as the handler's own
+   * stream's is (the receipt's write that cannot reach the response: 422, never an empty replay).
+   * It was: A {@code Callable} whose result is a {@code StreamingResponseBody} (only the handler
+   * method's own result is marked a stream: {@code IdempotentEndpointAdvisor}, {@code
+   * call.returnsAStream()}), which sends after the 1 s timeout and then writes its receipt {@code
+   * {"send":1}}. The timeout sees no stream ({@code AsyncTimeouts.cutAStream}: not passed on, not
+   * marked) and no lost later stage (it began): it detaches the call as for a {@code Callable} (the
+   * client gets 409 request-in-progress) and the stream's end is rendered as a late {@code
+   * Callable} result ({@code AsyncWork.lateResult}): its write after the request ended fails in
+   * Spring MVC's response wrapper ("writes failed 1"), that failure is rendered as a late result
+   * (by reading: Spring's DefaultHandlerExceptionResolver answers an AsyncRequestNotUsableException
+   * with an empty view), and the retry is a replayed 201 with an empty body, which no one ever got.
+   * Fails on Boot 3.5 and 4.0, commit 44d14d3 (about 4 s): "an answer the key's one send produced,
+   * or 422 (first answer 409 ...request-in-progress...; while it ran 409 ...; retry 201
+   * replayed=true ; last 201 replayed=true ; stage runs 1, writes failed 1)". One send: no second
+   * send.
    */
-  @Tag("open-finding")
   @Test
   void aLaterStreamThatSendsAfterTheTimeoutIsNotReplayedWithoutItsReceipt() throws Exception {
     runPastTheTimeout("/probeK/callable-then-stream", EndpointClient.newKey(), false);
@@ -126,21 +128,24 @@ class MvcNestedStageProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (low-medium: a lost send for the window, SPEC 1), probeK. {@code Callable}, then a
-   * {@code DeferredResult} set at once with a third stage, a {@code Callable} that is running (held
-   * by its provider) at the 1 s timeout and then fails before it sent. A {@code DeferredResult}
-   * stage marks the work "later stage unfollowed" for good ({@code AsyncWork.lateResult}:
-   * laterStageUnfollowed is never reset once Spring MVC follows the stage's value), so the timeout
-   * takes the running third stage for one it lost ({@code AsyncTimeouts.cutALaterStage}): the
-   * client gets Spring's 503 and the key is recorded as answered without its body (422, "status
-   * 503") at once, and the third stage's own failure, which the starter hears of ({@code
-   * postProcess}), changes nothing: the retry gets 422 and the notification is never sent in the
-   * window. The same failure with no timeout (a 500) releases the key, and so does the same failure
-   * of a stream or {@code WebAsyncTask} stage that a {@code Callable} returned (the rows above).
-   * Fails on Boot 3.5 and 4.0, commit 44d14d3 (about 2 s): "sends for the key: first answer 503
-   * ...; while it ran 422 ...(status 503)...; retry 422 ...; last 422 ... expected: 1 but was: 0".
+   * Was an open finding (low-medium: a lost send for the window, SPEC 1), probeK; fixed by
+   * fixlater: Spring MVC following the stage to more {@code Callable} work ({@code
+   * AsyncWork.workQueued}) clears "later stage unfollowed", so the running third stage fails as a
+   * {@code Callable} after a {@code Callable} does (released, the retry sends). It was: {@code
+   * Callable}, then a {@code DeferredResult} set at once with a third stage, a {@code Callable}
+   * that is running (held by its provider) at the 1 s timeout and then fails before it sent. A
+   * {@code DeferredResult} stage marks the work "later stage unfollowed" for good ({@code
+   * AsyncWork.lateResult}: laterStageUnfollowed is never reset once Spring MVC follows the stage's
+   * value), so the timeout takes the running third stage for one it lost ({@code
+   * AsyncTimeouts.cutALaterStage}): the client gets Spring's 503 and the key is recorded as
+   * answered without its body (422, "status 503") at once, and the third stage's own failure, which
+   * the starter hears of ({@code postProcess}), changes nothing: the retry gets 422 and the
+   * notification is never sent in the window. The same failure with no timeout (a 500) releases the
+   * key, and so does the same failure of a stream or {@code WebAsyncTask} stage that a {@code
+   * Callable} returned (the rows above). Fails on Boot 3.5 and 4.0, commit 44d14d3 (about 2 s):
+   * "sends for the key: first answer 503 ...; while it ran 422 ...(status 503)...; retry 422 ...;
+   * last 422 ... expected: 1 but was: 0".
    */
-  @Tag("open-finding")
   @Test
   void aThirdStageThatFailsAfterTheTimeoutIsSentByTheRetry() throws Exception {
     runPastTheTimeout("/probeK/callable-deferred-callable", EndpointClient.newKey(), true);

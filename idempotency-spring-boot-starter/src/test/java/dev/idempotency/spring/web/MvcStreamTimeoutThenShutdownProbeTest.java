@@ -74,20 +74,22 @@ class MvcStreamTimeoutThenShutdownProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (low-medium: a second run while the first send may still happen, SPEC 1), probeK.
-   * A stream a {@code Callable} returned is not seen as a stream (only the handler method's result
-   * is marked one), so the timeout detaches it as a {@code Callable}'s work (409), the
-   * interceptor's stop has nothing to do for a detached call, and nothing records it before the
-   * guard's grace runs out: the guard abandons it, its lease (2 s) runs out, and the retry after
-   * the restart runs the handler again while the first stream is still held (it sends later: two
-   * sends). The handler's own stream, in the same state, is recorded before the grace ends (the row
-   * above). A plain {@code Callable} past the grace is abandoned the same way, as
-   * docs/spring-boot.md says ("finish for at most idempotency.close-grace-period"; the guard's
-   * close: "abandoned as a crash would leave it"), so this is the crash duplicate the docs accept
-   * for a {@code Callable}, not the stream rule fixstream made. See the report for the commit and
-   * the failure seen.
+   * Was an open finding (low-medium: a second run while the first send may still happen, SPEC 1),
+   * probeK; fixed by fixlater with the later stream's timeout: a stream a {@code Callable} returned
+   * is marked a stream when shielded, so the timeout awaits its end and the grace decides it, as
+   * for the handler's own stream (extended: about 35 s). It was: A stream a {@code Callable}
+   * returned is not seen as a stream (only the handler method's result is marked one), so the
+   * timeout detaches it as a {@code Callable}'s work (409), the interceptor's stop has nothing to
+   * do for a detached call, and nothing records it before the guard's grace runs out: the guard
+   * abandons it, its lease (2 s) runs out, and the retry after the restart runs the handler again
+   * while the first stream is still held (it sends later: two sends). The handler's own stream, in
+   * the same state, is recorded before the grace ends (the row above). A plain {@code Callable}
+   * past the grace is abandoned the same way, as docs/spring-boot.md says ("finish for at most
+   * idempotency.close-grace-period"; the guard's close: "abandoned as a crash would leave it"), so
+   * this is the crash duplicate the docs accept for a {@code Callable}, not the stream rule
+   * fixstream made. See the report for the commit and the failure seen.
    */
-  @Tag("open-finding")
+  @Tag("extended")
   @ParameterizedTest
   @ValueSource(strings = {"/probeK/callable-then-blocking-stream"})
   void aLaterStreamBlockedAcrossATimeoutAndAShutdownIsDecidedWithinTheGrace(String path)
