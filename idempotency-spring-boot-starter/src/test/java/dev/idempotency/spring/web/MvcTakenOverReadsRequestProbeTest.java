@@ -95,7 +95,7 @@ class MvcTakenOverReadsRequestProbeTest implements EndpointClient {
    * idempotent-endpoint-1]; first answer 409 ...; the work's request read: failed:
    * java.lang.IllegalStateException: The request object has been recycled and is no longer
    * associated with this facade; last 201 replayed=null {"send":2,...}) expected: 1 but was: 2".
-   * Boot 4.0 not run.
+   * The same three rows fail on Boot 4.0 (spring-boot-4-tests), same message.
    */
   @Tag("open-finding")
   @ParameterizedTest
