@@ -1,0 +1,297 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import jakarta.servlet.http.HttpServletRequest;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.context.request.ServletRequestAttributes;
+
+/**
+ * Probe (probeL) of 85e251d (fixqueue): a {@code Callable} still queued in Spring MVC's async
+ * executor at the request timeout is taken over and run by the starter, detached from its request,
+ * "with the request attributes the request had" (docs/spring-boot.md). On time, a {@code Callable}
+ * may read its request (a header, to echo it in the receipt) after its provider call: the request
+ * is still in async processing then. Taken over, the work runs after the timeout answered the
+ * client, when the container may have recycled the request. The work sends, then reads the request
+ * (the handler's {@code HttpServletRequest} parameter, or through {@code RequestContextHolder})
+ * once the client got its 409. One application on a real Redis, {@code
+ * spring.mvc.async.request-timeout=1s}, Spring MVC's async executor one thread held by an unguarded
+ * request while the guarded one waits in its queue. Each key must send once: the retry a replay (or
+ * 422), never the handler run again.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class MvcTakenOverReadsRequestProbeTest implements EndpointClient {
+
+  private ConfigurableApplicationContext application;
+  private int port;
+
+  @BeforeAll
+  void start() {
+    application =
+        MvcProbes.startOn(
+            ReadsRequestApplication.class,
+            "redis",
+            new CountDownLatch(1),
+            "spring.mvc.async.request-timeout=1s",
+            "spring.task.execution.pool.core-size=1",
+            "spring.task.execution.pool.max-size=1");
+    port = MvcProbes.portOf(application);
+  }
+
+  @AfterAll
+  void stop() {
+    if (application != null) {
+      application.close();
+    }
+  }
+
+  @Override
+  public int port() {
+    return port;
+  }
+
+  @Override
+  public int runs() {
+    return ReadsRequest.entered.get();
+  }
+
+  /**
+   * Open finding (probeL, medium: a second send, SPEC 1). Work that sent, then reads its request
+   * (its {@code HttpServletRequest} parameter, or through {@code RequestContextHolder}, as it may
+   * on time) after the timeout answered the client: Tomcat recycled the request, so the read throws
+   * {@code IllegalStateException}; nothing maps it (a 500), so the key is released and the retry
+   * runs the handler again and sends a second time. Both for queued work taken over (fixqueue,
+   * 85e251d: the work would not have run at all before) and for work that began on time and was
+   * detached at the timeout (the "started" rows: older than fixqueue). Fails on Boot 3.5, commit
+   * b5a388a, every row: "sends for the key (on threads [idempotent-endpoint-taken-over-1,
+   * idempotent-endpoint-1]; first answer 409 ...; the work's request read: failed:
+   * java.lang.IllegalStateException: The request object has been recycled and is no longer
+   * associated with this facade; last 201 replayed=null {"send":2,...}) expected: 1 but was: 2".
+   * The same three rows fail on Boot 4.0 (spring-boot-4-tests), same message.
+   */
+  @Tag("open-finding")
+  @ParameterizedTest
+  @CsvSource({
+    "/probeL/send-then-read-parameter, true",
+    "/probeL/send-then-read-holder, true",
+    "/probeL/send-then-read-parameter, false"
+  })
+  void workThatReadsItsRequestAfterTheTimeoutSendsOnce(String path, boolean queued)
+      throws Exception {
+    sendsOnce(path, queued);
+  }
+
+  /**
+   * The same work reading nothing from its request: one send, the retry a replay, queued (taken
+   * over) or begun on time (detached). Passes on Boot 3.5.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void workThatReadsNothingAfterTheTimeoutSendsOnce(boolean queued) throws Exception {
+    HttpResponse<byte[]> last = sendsOnce("/probeL/send-then-no-read", queued);
+    assertThat(last.statusCode()).as(MvcProbes.replayed(last)).isEqualTo(201);
+    assertThat(EndpointClient.header(last, IdempotentEndpointInterceptor.REPLAYED_HEADER))
+        .isEqualTo("true");
+  }
+
+  /**
+   * Posts to {@code path} (its work queued behind a held executor if {@code queued}, else begun at
+   * once), lets the work go on once the client got its timeout answer, retries, and asserts one
+   * send.
+   */
+  private HttpResponse<byte[]> sendsOnce(String path, boolean queued) throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch answered = new CountDownLatch(1);
+    ReadsRequest.firstAnswered = answered;
+    CountDownLatch release = new CountDownLatch(1);
+    ReadsRequest.release = release;
+    ReadsRequest.blockStarted = new CountDownLatch(1);
+    CompletableFuture<HttpResponse<byte[]>> blocking = null;
+    if (queued) {
+      blocking = sendAsync("/probeL/block", null);
+      assertThat(ReadsRequest.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
+    }
+    HttpResponse<byte[]> timedOut;
+    try {
+      timedOut = post(path, key, "{}");
+    } finally {
+      answered.countDown(); // the work goes on to read the request
+      release.countDown();
+      if (blocking != null) {
+        blocking.get(60, TimeUnit.SECONDS);
+      }
+    }
+    // the work's end: sent and read (or failed reading)
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!ReadsRequest.readOutcome.containsKey(key) && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    assertThat(ReadsRequest.sendsOf(key))
+        .as(
+            "sends for the key (on threads %s; first answer %s; the work's request read: %s;"
+                + " last %s)",
+            ReadsRequest.sendThreads.get(key),
+            timedOut.statusCode() + " " + EndpointClient.text(timedOut),
+            ReadsRequest.readOutcome.get(key),
+            MvcProbes.replayed(last))
+        .isEqualTo(1);
+    return last;
+  }
+
+  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
+    HttpResponse<byte[]> retry;
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    do {
+      retry = post(path, key, "{}");
+    } while ((retry.statusCode() == 409 || retry.statusCode() == 503)
+        && System.nanoTime() < deadline);
+    return retry;
+  }
+
+  private CompletableFuture<HttpResponse<byte[]>> sendAsync(String path, String key) {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+            .timeout(Duration.ofSeconds(60))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString("{}"));
+    if (key != null) {
+      request.header("Idempotency-Key", key);
+    }
+    return HTTP.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(ReadsRequest.class)
+  static class ReadsRequestApplication {}
+
+  @RestController
+  static class ReadsRequest {
+    static final AtomicInteger entered = new AtomicInteger();
+    static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
+    static final Map<String, String> readOutcome = new ConcurrentHashMap<>();
+    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
+    static volatile CountDownLatch release = new CountDownLatch(1);
+    static volatile CountDownLatch firstAnswered = new CountDownLatch(0);
+
+    /** Sends, waits for the first answer (20 s at most), then reads its request parameter. */
+    @PostMapping("/probeL/send-then-read-parameter")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> sendThenReadParameter(
+        @RequestHeader("Idempotency-Key") String key, HttpServletRequest request) {
+      entered.incrementAndGet();
+      CountDownLatch answered = firstAnswered;
+      return () -> sendThenRead(key, answered, () -> request);
+    }
+
+    /** Control: sends, waits for the first answer, reads nothing. */
+    @PostMapping("/probeL/send-then-no-read")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> sendThenNoRead(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch answered = firstAnswered;
+      return () -> sendThenRead(key, answered, () -> null);
+    }
+
+    /** As above, the request found through {@code RequestContextHolder}. */
+    @PostMapping("/probeL/send-then-read-holder")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> sendThenReadHolder(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch answered = firstAnswered;
+      return () ->
+          sendThenRead(
+              key,
+              answered,
+              () ->
+                  ((ServletRequestAttributes) RequestContextHolder.currentRequestAttributes())
+                      .getRequest());
+    }
+
+    private static ResponseEntity<Map<String, Object>> sendThenRead(
+        String key,
+        CountDownLatch answered,
+        java.util.function.Supplier<HttpServletRequest> request)
+        throws InterruptedException {
+      int n = send(key);
+      answered.await(20, TimeUnit.SECONDS);
+      AtomicReference<String> echoed = new AtomicReference<>();
+      try {
+        HttpServletRequest read = request.get();
+        echoed.set(read == null ? "not read" : read.getHeader("Idempotency-Key"));
+        readOutcome.putIfAbsent(key, "read " + echoed.get());
+      } catch (RuntimeException e) {
+        readOutcome.putIfAbsent(key, "failed: " + e);
+        throw e;
+      }
+      Map<String, Object> body = new HashMap<>();
+      body.put("send", n);
+      body.put("key", String.valueOf(echoed.get()));
+      return ResponseEntity.status(201).body(body);
+    }
+
+    static int sendsOf(String key) {
+      AtomicInteger n = sends.get(key);
+      return n == null ? 0 : n.get();
+    }
+
+    static final Map<String, java.util.List<String>> sendThreads = new ConcurrentHashMap<>();
+
+    private static int send(String key) {
+      sendThreads
+          .computeIfAbsent(key, k -> new java.util.concurrent.CopyOnWriteArrayList<>())
+          .add(Thread.currentThread().getName());
+      return sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+    }
+
+    /** Not guarded: holds the async executor's only thread until the test releases it. */
+    @PostMapping("/probeL/block")
+    public Callable<String> block() {
+      CountDownLatch started = blockStarted;
+      CountDownLatch held = release;
+      return () -> {
+        started.countDown();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (held.getCount() > 0 && System.nanoTime() < deadline) {
+          try {
+            held.await(100, TimeUnit.MILLISECONDS);
+          } catch (InterruptedException timeoutCancel) {
+            // its own request's timeout: keep the thread busy regardless
+          }
+        }
+        return "done";
+      };
+    }
+  }
+}
