@@ -80,7 +80,7 @@ class AsyncShapesTimeoutTest extends RunningApplication {
     int sendsBefore = ProbeController.providerSends.get();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");
-    HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     awaitNoPendingSend();
 
     assertThat(ProbeController.providerSends.get() - sendsBefore)
@@ -121,7 +121,7 @@ class AsyncShapesTimeoutTest extends RunningApplication {
     int sendsBefore = ProbeController.providerSends.get();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");
-    HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     awaitNoPendingSend();
     HttpResponse<byte[]> late = post(path, key, "{}");
     awaitNoPendingSend();
@@ -217,14 +217,6 @@ class AsyncShapesTimeoutTest extends RunningApplication {
   }
 
   /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
-  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
-    HttpResponse<byte[]> last;
-    long deadline = System.nanoTime() + 15_000_000_000L;
-    do {
-      last = post(path, key, "{}");
-    } while (last.statusCode() == 409 && System.nanoTime() < deadline);
-    return last;
-  }
 
   /** Every provider call begun has ended (bounded, 10 s). */
   static void awaitNoPendingSend() throws InterruptedException {

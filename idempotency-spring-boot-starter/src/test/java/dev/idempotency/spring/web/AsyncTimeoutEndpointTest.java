@@ -33,7 +33,7 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
     int sendsBefore = controller.providerSends();
 
     HttpResponse<byte[]> timedOut = postThenLetTheProviderAnswer(path, key);
-    HttpResponse<byte[]> replay = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> replay = MvcProbes.retryWhileInProgress(this, path, key);
 
     assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
     assertThat(EndpointClient.header(timedOut, "Retry-After")).isNotNull();
@@ -54,7 +54,7 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
     int sendsBefore = controller.providerSends();
 
     HttpResponse<byte[]> timedOut = postThenLetTheProviderAnswer(path, key);
-    HttpResponse<byte[]> replay = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> replay = MvcProbes.retryWhileInProgress(this, path, key);
 
     assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(503);
     assertReplayed(replay, "task-on-timeout");
@@ -73,7 +73,7 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
     int sendsBefore = controller.providerSends();
 
     HttpResponse<byte[]> timedOut = postThenLetTheProviderAnswer(path, key);
-    HttpResponse<byte[]> replay = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> replay = MvcProbes.retryWhileInProgress(this, path, key);
     HttpResponse<byte[]> again = post(path, key, "{}");
 
     assertThat(timedOut.statusCode()).as(EndpointClient.text(timedOut)).isEqualTo(409);
@@ -101,7 +101,7 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
     } finally {
       controller.openRaceGate();
     }
-    HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
 
     assertThat(first.statusCode()).as(EndpointClient.text(first)).isEqualTo(201);
     assertThat(retry.statusCode()).as(EndpointClient.text(retry)).isEqualTo(201);
@@ -124,15 +124,6 @@ class AsyncTimeoutEndpointTest extends RunningApplication {
   }
 
   /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
-  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
-    HttpResponse<byte[]> last;
-    long deadline = System.nanoTime() + 15_000_000_000L;
-    do {
-      last = post(path, key, "{}");
-    } while (last.statusCode() == 409 && System.nanoTime() < deadline);
-    return last;
-  }
-
   private static void assertReplayed(HttpResponse<byte[]> replay, String kind) {
     assertThat(replay.statusCode()).as(EndpointClient.text(replay)).isEqualTo(201);
     assertThat(EndpointClient.header(replay, "Idempotent-Replayed")).isEqualTo("true");

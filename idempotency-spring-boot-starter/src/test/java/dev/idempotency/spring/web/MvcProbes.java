@@ -1,6 +1,8 @@
 package dev.idempotency.spring.web;
 
 import dev.idempotency.spring.EmbeddedServers;
+import java.net.URI;
+import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.Map;
@@ -55,6 +57,37 @@ final class MvcProbes {
       retry = client.post(path, key, "{}");
     } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
     return retry;
+  }
+
+  /**
+   * Posts {@code {}} with {@code key} again while the answer is 409 (in progress) or 503 (the
+   * store, or the starter's hand-over, not ready yet), for 20 s.
+   */
+  static HttpResponse<byte[]> retryUntilAnswered(EndpointClient client, String path, String key)
+      throws Exception {
+    HttpResponse<byte[]> retry;
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    do {
+      retry = client.post(path, key, "{}");
+    } while ((retry.statusCode() == 409 || retry.statusCode() == 503)
+        && System.nanoTime() < deadline);
+    return retry;
+  }
+
+  /**
+   * Posts {@code {}} to {@code path} on {@code port} without waiting (60 s at most for its answer),
+   * with {@code key} as its Idempotency-Key, or none if {@code key} is null.
+   */
+  static CompletableFuture<HttpResponse<byte[]>> sendAsync(int port, String path, String key) {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+            .timeout(Duration.ofSeconds(60))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString("{}"));
+    if (key != null) {
+      request.header("Idempotency-Key", key);
+    }
+    return EndpointClient.HTTP.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
   }
 
   /** Posts {@code {}} with {@code key} on another thread: the client that waits for its answer. */

@@ -2,11 +2,8 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.net.URI;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -17,15 +14,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.MediaType;
@@ -45,35 +38,14 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * spring.task.execution.pool.core-size=1}), held by an unguarded request while the guarded one
  * waits in its queue.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MvcQueuedWorkProbeTest implements EndpointClient {
+class MvcQueuedWorkProbeTest extends MvcProbeApplication {
 
-  private ConfigurableApplicationContext application;
-  private int port;
-
-  @BeforeAll
-  void start() {
-    application =
-        MvcProbes.startOn(
-            QueuedWorkApplication.class,
-            "redis",
-            new CountDownLatch(1),
-            "spring.mvc.async.request-timeout=1s",
-            "spring.task.execution.pool.core-size=1",
-            "spring.task.execution.pool.max-size=1");
-    port = MvcProbes.portOf(application);
-  }
-
-  @AfterAll
-  void stop() {
-    if (application != null) {
-      application.close();
-    }
-  }
-
-  @Override
-  public int port() {
-    return port;
+  MvcQueuedWorkProbeTest() {
+    super(
+        QueuedWorkApplication.class,
+        "spring.mvc.async.request-timeout=1s",
+        "spring.task.execution.pool.core-size=1",
+        "spring.task.execution.pool.max-size=1");
   }
 
   @Override
@@ -97,7 +69,7 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     HttpResponse<byte[]> timedOut = whileExecutorHeld(() -> post(path, key, "{}"));
     assertThat(QueuedWork.sendsOf(key)).as("the handler method sent before it returned").isOne();
 
-    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     assertThat(QueuedWork.sendsOf(key))
         .as(
             "sends for the key (first answer %s, last %s)",
@@ -124,13 +96,14 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     CountDownLatch release = new CountDownLatch(1);
     QueuedWork.release = release;
     QueuedWork.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = sendAsync("/probeG/block", null);
+    CompletableFuture<HttpResponse<byte[]>> blocking =
+        MvcProbes.sendAsync(port(), "/probeG/block", null);
     assertThat(QueuedWork.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
     List<CompletableFuture<HttpResponse<byte[]>>> first = new ArrayList<>();
     int enteredBefore = QueuedWork.callableEntered.get();
     try {
       for (String key : keys) {
-        first.add(sendAsync(path, key));
+        first.add(MvcProbes.sendAsync(port(), path, key));
       }
       // wait until every handler method ran (their work queued), then free the thread as the
       // first timeouts come (1 s after the first handler returned)
@@ -149,7 +122,7 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
       firstAnswers.add(MvcProbes.answerOf(answer));
     }
     for (String key : keys) {
-      HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+      HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
       assertThat(last.statusCode())
           .as("the retry of %s (first answers %s): %s", key, firstAnswers, MvcProbes.replayed(last))
           .isEqualTo(201);
@@ -188,7 +161,7 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     CountDownLatch release = new CountDownLatch(1);
     QueuedWork.release = release;
     QueuedWork.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> first = sendAsync(path, key);
+    CompletableFuture<HttpResponse<byte[]>> first = MvcProbes.sendAsync(port(), path, key);
     boolean answeredWhileHeld;
     int sendsWhileHeld;
     try {
@@ -204,7 +177,7 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     }
     String firstAnswer = MvcProbes.answerOf(first);
 
-    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     String seen =
         String.format(
             "sends while the executor was held %d, first answer (%s) %s, last %s",
@@ -244,7 +217,7 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     String key = EndpointClient.newKey();
     CountDownLatch slow = new CountDownLatch(1);
     QueuedWork.slowSend = slow;
-    CompletableFuture<HttpResponse<byte[]>> first = sendAsync(path, key);
+    CompletableFuture<HttpResponse<byte[]>> first = MvcProbes.sendAsync(port(), path, key);
     int sendsWhileHeld;
     try {
       // a second send would come as the 1 s timeout is answered (Spring MVC dispatching the
@@ -264,7 +237,7 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
       slow.countDown();
     }
     String firstAnswer = MvcProbes.answerOf(first);
-    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     assertThat(QueuedWork.sendsOf(key))
         .as(
             "sends for the key (while the first send was held %d; first answer %s; last %s)",
@@ -286,7 +259,8 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
     CountDownLatch release = new CountDownLatch(1);
     QueuedWork.release = release;
     QueuedWork.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = sendAsync("/probeG/block", null);
+    CompletableFuture<HttpResponse<byte[]>> blocking =
+        MvcProbes.sendAsync(port(), "/probeG/block", null);
     assertThat(QueuedWork.blockStarted.await(30, TimeUnit.SECONDS))
         .as("the blocking task holds the executor's only thread")
         .isTrue();
@@ -299,28 +273,6 @@ class MvcQueuedWorkProbeTest implements EndpointClient {
   }
 
   /** Posts again while the answer is 409 or 503 (the executor still busy), for 20 s. */
-  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-    do {
-      retry = post(path, key, "{}");
-    } while ((retry.statusCode() == 409 || retry.statusCode() == 503)
-        && System.nanoTime() < deadline);
-    return retry;
-  }
-
-  private CompletableFuture<HttpResponse<byte[]>> sendAsync(String path, String key) {
-    HttpRequest.Builder request =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-            .timeout(Duration.ofSeconds(60))
-            .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString("{}"));
-    if (key != null) {
-      request.header("Idempotency-Key", key);
-    }
-    return HTTP.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
-  }
-
   @Configuration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   @Import(QueuedWork.class)

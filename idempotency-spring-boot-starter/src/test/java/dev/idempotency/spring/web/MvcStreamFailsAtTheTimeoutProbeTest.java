@@ -15,12 +15,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
@@ -47,33 +43,10 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * postProcess} is slow: it returns once it saw the timeout (at most 10 s), as a metrics or tracing
  * interceptor that flushes to a slow backend might. One application on a real Redis.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MvcStreamFailsAtTheTimeoutProbeTest implements EndpointClient {
+class MvcStreamFailsAtTheTimeoutProbeTest extends MvcProbeApplication {
 
-  private ConfigurableApplicationContext application;
-  private int port;
-
-  @BeforeAll
-  void start() {
-    application =
-        MvcProbes.startOn(
-            EdgeApplication.class,
-            "redis",
-            new CountDownLatch(1),
-            "spring.mvc.async.request-timeout=1s");
-    port = MvcProbes.portOf(application);
-  }
-
-  @AfterAll
-  void stop() {
-    if (application != null) {
-      application.close();
-    }
-  }
-
-  @Override
-  public int port() {
-    return port;
+  MvcStreamFailsAtTheTimeoutProbeTest() {
+    super(EdgeApplication.class, "spring.mvc.async.request-timeout=1s");
   }
 
   @Override

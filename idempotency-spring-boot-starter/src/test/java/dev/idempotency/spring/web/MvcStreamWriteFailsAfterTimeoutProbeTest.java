@@ -16,13 +16,9 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.MediaType;
@@ -47,33 +43,10 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * MvcNestedStageProbeTest#aLaterStreamThatSendsAfterTheTimeoutIsNotReplayedWithoutItsReceipt},
  * which this one does not assert.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MvcStreamWriteFailsAfterTimeoutProbeTest implements EndpointClient {
+class MvcStreamWriteFailsAfterTimeoutProbeTest extends MvcProbeApplication {
 
-  private ConfigurableApplicationContext application;
-  private int port;
-
-  @BeforeAll
-  void start() {
-    application =
-        MvcProbes.startOn(
-            WrappingStreamApplication.class,
-            "redis",
-            new CountDownLatch(1),
-            "spring.mvc.async.request-timeout=1s");
-    port = MvcProbes.portOf(application);
-  }
-
-  @AfterAll
-  void stop() {
-    if (application != null) {
-      application.close();
-    }
-  }
-
-  @Override
-  public int port() {
-    return port;
+  MvcStreamWriteFailsAfterTimeoutProbeTest() {
+    super(WrappingStreamApplication.class, "spring.mvc.async.request-timeout=1s");
   }
 
   @Override

@@ -3,10 +3,7 @@ package dev.idempotency.spring.web;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import jakarta.servlet.http.HttpServletRequest;
-import java.net.URI;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -16,15 +13,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.ResponseEntity;
@@ -47,35 +40,14 @@ import org.springframework.web.context.request.ServletRequestAttributes;
  * request while the guarded one waits in its queue. Each key must send once: the retry a replay (or
  * 422), never the handler run again.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MvcTakenOverReadsRequestProbeTest implements EndpointClient {
+class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
 
-  private ConfigurableApplicationContext application;
-  private int port;
-
-  @BeforeAll
-  void start() {
-    application =
-        MvcProbes.startOn(
-            ReadsRequestApplication.class,
-            "redis",
-            new CountDownLatch(1),
-            "spring.mvc.async.request-timeout=1s",
-            "spring.task.execution.pool.core-size=1",
-            "spring.task.execution.pool.max-size=1");
-    port = MvcProbes.portOf(application);
-  }
-
-  @AfterAll
-  void stop() {
-    if (application != null) {
-      application.close();
-    }
-  }
-
-  @Override
-  public int port() {
-    return port;
+  MvcTakenOverReadsRequestProbeTest() {
+    super(
+        ReadsRequestApplication.class,
+        "spring.mvc.async.request-timeout=1s",
+        "spring.task.execution.pool.core-size=1",
+        "spring.task.execution.pool.max-size=1");
   }
 
   @Override
@@ -136,7 +108,7 @@ class MvcTakenOverReadsRequestProbeTest implements EndpointClient {
     ReadsRequest.blockStarted = new CountDownLatch(1);
     CompletableFuture<HttpResponse<byte[]>> blocking = null;
     if (queued) {
-      blocking = sendAsync("/probeL/block", null);
+      blocking = MvcProbes.sendAsync(port(), "/probeL/block", null);
       assertThat(ReadsRequest.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
     }
     HttpResponse<byte[]> timedOut;
@@ -154,7 +126,7 @@ class MvcTakenOverReadsRequestProbeTest implements EndpointClient {
     while (!ReadsRequest.readOutcome.containsKey(key) && System.nanoTime() < deadline) {
       Thread.sleep(20);
     }
-    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     assertThat(ReadsRequest.sendsOf(key))
         .as(
             "sends for the key (on threads %s; first answer %s; the work's request read: %s;"
@@ -165,28 +137,6 @@ class MvcTakenOverReadsRequestProbeTest implements EndpointClient {
             MvcProbes.replayed(last))
         .isEqualTo(1);
     return last;
-  }
-
-  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-    do {
-      retry = post(path, key, "{}");
-    } while ((retry.statusCode() == 409 || retry.statusCode() == 503)
-        && System.nanoTime() < deadline);
-    return retry;
-  }
-
-  private CompletableFuture<HttpResponse<byte[]>> sendAsync(String path, String key) {
-    HttpRequest.Builder request =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-            .timeout(Duration.ofSeconds(60))
-            .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString("{}"));
-    if (key != null) {
-      request.header("Idempotency-Key", key);
-    }
-    return HTTP.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
   }
 
   @Configuration(proxyBeanMethods = false)

@@ -47,7 +47,7 @@ class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
 
     HttpResponse<byte[]> timedOut =
         ObjectDeclaredController.untilAnswered(() -> post(path, key, "{}"));
-    HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     // the first request's send, if its key was released, still ends: wait for it (bounded)
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
     while (ObjectDeclaredController.pending.get() > 0 && System.nanoTime() < deadline) {
@@ -77,7 +77,7 @@ class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
 
     HttpResponse<byte[]> timedOut =
         ObjectDeclaredController.untilAnswered(() -> post(path, key, "{}"));
-    HttpResponse<byte[]> retry = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
     while (ObjectDeclaredController.pending.get() > 0 && System.nanoTime() < deadline) {
       Thread.sleep(20);
@@ -91,14 +91,6 @@ class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
   }
 
   /** Retries (bounded, 15 s) while the first request's work runs; the first other answer. */
-  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
-    HttpResponse<byte[]> last;
-    long deadline = System.nanoTime() + 15_000_000_000L;
-    do {
-      last = post(path, key, "{}");
-    } while (last.statusCode() == 409 && System.nanoTime() < deadline);
-    return last;
-  }
 
   /**
    * Handlers declared {@code Object} whose provider call outlives the 1 s timeout: it ends once the
