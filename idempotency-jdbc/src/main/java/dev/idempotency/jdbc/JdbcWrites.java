@@ -5,7 +5,6 @@ import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.ExtendRequest;
 import dev.idempotency.spi.RecordState;
 import java.sql.Connection;
-import java.sql.Statement;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -133,15 +132,15 @@ final class JdbcWrites {
    * written, not a failure of the batch: the others' results stand.
    */
   List<Boolean> completeAll(Handle handle, List<CompleteRequest> requests) {
-    List<Boolean> written =
-        sql.updatesBatchesAtOnce() && distinctKeys(requests, CompleteRequest::keyId)
-            ? changed(sql.completeAllAtOnce(handle, requests), requests.size())
-            : batch(
-                handle,
-                complete,
-                requests,
-                JdbcWrites::values,
-                (h, request) -> holdsReadableOutcome(h.getConnection(), request));
+    if (!sql.updatesBatchesAtOnce() || !distinctKeys(requests, CompleteRequest::keyId)) {
+      return batch(
+          handle,
+          complete,
+          requests,
+          JdbcWrites::values,
+          (h, request) -> holdsReadableOutcome(h.getConnection(), request));
+    }
+    List<Boolean> written = changed(sql.completeAllAtOnce(handle, requests), requests.size());
     for (int i = 0; i < written.size(); i++) {
       if (!written.get(i)) {
         written.set(i, holdsReadableOutcome(handle.getConnection(), requests.get(i)));
@@ -158,19 +157,12 @@ final class JdbcWrites {
     if (sql.updatesBatchesAtOnce() && distinctKeys(requests, ExtendRequest::keyId)) {
       return changed(sql.extendAllAtOnce(handle, requests), requests.size());
     }
-    List<Boolean> extended =
-        batch(
-            handle,
-            extend,
-            requests,
-            JdbcWrites::values,
-            (h, request) -> stillRenewed(h.getConnection(), request));
-    for (int i = 0; i < extended.size(); i++) {
-      if (!extended.get(i)) {
-        extended.set(i, stillRenewed(handle.getConnection(), requests.get(i)));
-      }
-    }
-    return extended;
+    return batch(
+        handle,
+        extend,
+        requests,
+        JdbcWrites::values,
+        (h, request) -> stillRenewed(h.getConnection(), request));
   }
 
   private static <R> boolean distinctKeys(List<R> requests, Function<R, String> keyId) {
@@ -255,8 +247,9 @@ final class JdbcWrites {
   }
 
   /**
-   * Runs one fenced statement per request as a JDBC batch. Drivers that report a batched update as
-   * "done, count unknown" get each such row read back and checked with {@code written}.
+   * Runs one fenced statement per request as a JDBC batch; each row not reported changed (none
+   * changed, or "done, count unknown" from drivers that do not count batched updates) is read back
+   * once and checked with {@code written}.
    */
   private static <R> List<Boolean> batch(
       Handle handle,
@@ -275,10 +268,9 @@ final class JdbcWrites {
     int[] counts = batch.execute();
     List<Boolean> results = new ArrayList<>(counts.length);
     for (int i = 0; i < counts.length; i++) {
-      results.add(
-          counts[i] == Statement.SUCCESS_NO_INFO
-              ? written.test(handle, requests.get(i))
-              : counts[i] == 1);
+      // a row not reported changed (0, or SUCCESS_NO_INFO from a driver that does not count) is
+      // read back once: the statement may have matched it without changing it
+      results.add(counts[i] == 1 || written.test(handle, requests.get(i)));
     }
     return results;
   }
