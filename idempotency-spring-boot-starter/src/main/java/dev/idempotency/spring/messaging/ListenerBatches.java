@@ -142,10 +142,7 @@ final class ListenerBatches {
     Set<String> claimed = new HashSet<>(batch.claimedKeys());
 
     // The messages to run, in order, up to the first that must come back later or fail.
-    List<Object> run = new ArrayList<>();
-    List<String> runKeys = new ArrayList<>();
-    List<Integer> runIndexes = new ArrayList<>();
-    List<@Nullable String> runRecords = new ArrayList<>();
+    BatchListenerRun run = new BatchListenerRun(method, heldBack, batch, failures);
     int stop = size;
     RuntimeException stopCause = null;
     int replays = 0;
@@ -199,10 +196,7 @@ final class ListenerBatches {
         alone = true;
       }
       if (fate == Fate.SEND) {
-        run.add(elements.get(i));
-        runKeys.add(key);
-        runIndexes.add(polledIndex(positions, i));
-        runRecords.add(recordOf(delivery, positions, i));
+        run.add(elements.get(i), key, polledIndex(positions, i), recordOf(delivery, positions, i));
       } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
         replays++;
       }
@@ -219,27 +213,15 @@ final class ListenerBatches {
     // in a container's transaction the outcomes wait for its end: recorded after the commit, and
     // released (record() releases what was never reported) after a rollback
     boolean inTransaction = !run.isEmpty() && ContainerTransactions.active();
-    List<Batch.Item> sent = new ArrayList<>();
+    List<Batch.Item> sent = run.sent();
     // a listener's manual acknowledgement (Kafka) is held: it acknowledges the list it got, which
     // the container takes for the whole polled batch, and a nack names an index in that list
     HeldAcknowledgment acknowledgment =
-        run.isEmpty() ? null : Messages.holdAcknowledgment(arguments, run.size(), runIndexes::get);
+        run.isEmpty() ? null : Messages.holdAcknowledgment(arguments, run.size(), run::polledIndex);
     boolean nacked = false;
     try {
       if (!run.isEmpty()) {
-        result =
-            runBatch(
-                invocation,
-                method,
-                arguments,
-                run,
-                runKeys,
-                runIndexes,
-                runRecords,
-                batch,
-                failures,
-                sent,
-                acknowledgment);
+        result = run.run(invocation, arguments, acknowledgment);
         nacked = acknowledgment != null && acknowledgment.nackedAt() >= 0;
       } else if (stopCause == null) {
         Messages.acknowledgeSkipped(arguments);
@@ -339,139 +321,5 @@ final class ListenerBatches {
       batch.succeeded(item, null);
     }
     batch.record();
-  }
-
-  /**
-   * Runs the listener with the messages to send, each handed out as it reads it ({@link
-   * HandedOutList}); adds to {@code sent} those it read and so may have sent (all of them, or those
-   * before the one a failure names), and reports a named failure to the batch. A message whose
-   * lease lapsed before the listener read it stops the batch there: it comes back, deferred. A
-   * failed batch comes back from its first message that was named, lapsed or never read, never
-   * later: a container that commits the messages before that index (Kafka) must not commit one the
-   * listener never read, as it was not sent. Once the listener's call ended, its list can no longer
-   * be read.
-   */
-  private @Nullable Object runBatch(
-      MethodInvocation invocation,
-      ListenerMethod method,
-      Object[] arguments,
-      List<Object> run,
-      List<String> runKeys,
-      List<Integer> runIndexes,
-      List<@Nullable String> runRecords,
-      Batch<String> batch,
-      Delivery.BatchFailures failures,
-      List<Batch.Item> sent,
-      @Nullable HeldAcknowledgment acknowledgment)
-      throws Throwable {
-    BatchContexts contexts = new BatchContexts(method.name, run);
-    HandedOutList view =
-        new HandedOutList(
-            method.name,
-            run,
-            runKeys,
-            batch,
-            contexts,
-            i ->
-                IdempotentListenerInterceptor.deferred(
-                    method,
-                    IdempotencyKey.digest(runKeys.get(i)),
-                    "its lease lapsed before its send could start (not renewed in time); nothing"
-                        + " was sent",
-                    null));
-    Object original = arguments[method.batchIndex];
-    arguments[method.batchIndex] = view;
-    BatchContexts previous = IdempotentDelivery.bindBatch(contexts);
-    Object result;
-    try {
-      result = invocation.proceed();
-    } catch (Throwable failure) {
-      int named =
-          failure instanceof BatchDeliveryFailedException ours && ours.index() < run.size()
-              ? ours.index()
-              : failures.indexIn(failure, run);
-      int lapsed = view.firstLapsed();
-      if (lapsed >= 0 && (named < 0 ? view.isLapse(failure) : lapsed <= named)) {
-        // the batch comes back from the lapsed message; what was read before the failure is sent
-        addGiven(view, named < 0 ? run.size() : named, sent);
-        Batch.Item failed = named > lapsed ? view.given(named) : null;
-        if (failed != null) {
-          batch.failed(failed, causeOf(failure));
-        }
-        // from the first message not read: the lapsed one, or one before it the listener skipped
-        throw failures.failedAt(runIndexes.get(view.firstUnread()), view.deferral(lapsed));
-      }
-      if (named < 0) {
-        // nothing says which messages went out: every key is released, the batch comes back
-        log.debug(
-            "Listener {} failed a batch of {}; its keys are released", method.name, run.size());
-        throw failure;
-      }
-      addGiven(view, named, sent);
-      Batch.Item failed = view.given(named);
-      if (failed != null) {
-        batch.failed(failed, causeOf(failure));
-      }
-      int unread = view.firstUnread();
-      if (unread >= 0 && unread < named && failures.commitsBefore()) {
-        // a message before the named one was never read, so never sent (its key is released):
-        // the batch comes back from it, deferred, and the named one is held back
-        throw failures.failedAt(
-            runIndexes.get(unread),
-            heldBack.deferUnread(
-                method, runKeys.get(unread), runKeys.get(named), runRecords.get(named), failure));
-      }
-      throw failures.failedAt(runIndexes.get(named), causeOf(failure));
-    } finally {
-      // the batch is over: a read from now on (another thread the listener handed its list to)
-      // fails at once, as its message is no longer this delivery's to send
-      view.end();
-      IdempotentDelivery.restoreBatch(previous);
-      arguments[method.batchIndex] = original;
-      if (acknowledgment != null) {
-        acknowledgment.restore();
-      }
-    }
-    int nacked = acknowledgment != null ? acknowledgment.nackedAt() : -1;
-    if (nacked >= 0) {
-      // the listener nacked (Kafka, manual acknowledgement): the messages from that index on come
-      // back, as does any before it that it did not read or whose lease lapsed; the rest were sent
-      int from = nacked;
-      int unread = view.firstUnread();
-      if (unread >= 0 && unread < from) {
-        from = unread;
-      }
-      addGiven(view, from, sent);
-      log.debug(
-          "Listener {} nacked its batch at message {} of {}; the messages from there come back",
-          method.name,
-          from,
-          run.size());
-      acknowledgment.passNack(runIndexes.get(from));
-      return result;
-    }
-    addGiven(view, run.size(), sent);
-    int lapsed = view.firstLapsed();
-    if (lapsed >= 0) {
-      // the listener went on past a message whose lease lapsed: the batch comes back from it, or
-      // from a message before it that the listener did not read
-      throw failures.failedAt(runIndexes.get(view.firstUnread()), view.deferral(lapsed));
-    }
-    return result;
-  }
-
-  /** Adds to {@code sent} the items of the messages before {@code end} that the listener read. */
-  private static void addGiven(HandedOutList view, int end, List<Batch.Item> sent) {
-    for (int i = 0; i < end; i++) {
-      Batch.Item item = view.given(i);
-      if (item != null) {
-        sent.add(item);
-      }
-    }
-  }
-
-  /** The cause a batch failure names (the listener's own exception), or the failure itself. */
-  private static Throwable causeOf(Throwable failure) {
-    return failure.getCause() != null ? failure.getCause() : failure;
   }
 }
