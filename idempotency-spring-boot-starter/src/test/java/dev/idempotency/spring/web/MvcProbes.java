@@ -14,6 +14,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntConsumer;
+import java.util.function.IntPredicate;
 import java.util.function.IntSupplier;
 import java.util.function.Supplier;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -51,12 +52,7 @@ final class MvcProbes {
   /** Posts {@code {}} with {@code key} again while the answer is 409 (in progress), for 15 s. */
   static HttpResponse<byte[]> retryWhileInProgress(EndpointClient client, String path, String key)
       throws Exception {
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
-    do {
-      retry = client.post(path, key, "{}");
-    } while (retry.statusCode() == 409 && System.nanoTime() < deadline);
-    return retry;
+    return retryWhile(client, path, key, status -> status == 409, Duration.ofSeconds(15));
   }
 
   /**
@@ -65,12 +61,18 @@ final class MvcProbes {
    */
   static HttpResponse<byte[]> retryUntilAnswered(EndpointClient client, String path, String key)
       throws Exception {
+    return retryWhile(
+        client, path, key, status -> status == 409 || status == 503, Duration.ofSeconds(20));
+  }
+
+  private static HttpResponse<byte[]> retryWhile(
+      EndpointClient client, String path, String key, IntPredicate again, Duration within)
+      throws Exception {
     HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    long deadline = System.nanoTime() + within.toNanos();
     do {
       retry = client.post(path, key, "{}");
-    } while ((retry.statusCode() == 409 || retry.statusCode() == 503)
-        && System.nanoTime() < deadline);
+    } while (again.test(retry.statusCode()) && System.nanoTime() < deadline);
     return retry;
   }
 

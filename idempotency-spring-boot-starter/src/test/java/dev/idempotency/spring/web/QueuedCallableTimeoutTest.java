@@ -2,9 +2,7 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.net.URI;
 import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -71,7 +69,8 @@ class QueuedCallableTimeoutTest {
     state.release = release;
     state.blockStarted = new CountDownLatch(1);
     // the only task thread is busy with another (not guarded) request's work
-    CompletableFuture<HttpResponse<byte[]>> blocking = postAsync("/queued/block", null);
+    CompletableFuture<HttpResponse<byte[]>> blocking =
+        MvcProbes.sendAsync(port, "/queued/block", null);
     assertThat(state.blockStarted.await(30, TimeUnit.SECONDS))
         .as("the blocking task holds the executor's only thread")
         .isTrue();
@@ -80,11 +79,11 @@ class QueuedCallableTimeoutTest {
     HttpResponse<byte[]> timedOut;
     HttpResponse<byte[]> last;
     try {
-      timedOut = postAsync(path, key).get(30, TimeUnit.SECONDS);
+      timedOut = MvcProbes.sendAsync(port, path, key).get(30, TimeUnit.SECONDS);
       // the starter runs the work while the executor is still held: bounded polling, 20 s
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
       do {
-        last = postAsync(path, key).get(30, TimeUnit.SECONDS);
+        last = MvcProbes.sendAsync(port, path, key).get(30, TimeUnit.SECONDS);
       } while (last.statusCode() == 409 && System.nanoTime() < deadline);
     } finally {
       release.countDown();
@@ -101,7 +100,7 @@ class QueuedCallableTimeoutTest {
     assertThat(state.handlerEntered.get() - enteredBefore).as("handler runs").isEqualTo(1);
     assertThat(state.sends.get() - sendsBefore).as("one provider send").isEqualTo(1);
 
-    HttpResponse<byte[]> replay = postAsync(path, key).get(30, TimeUnit.SECONDS);
+    HttpResponse<byte[]> replay = MvcProbes.sendAsync(port, path, key).get(30, TimeUnit.SECONDS);
     assertThat(replay.statusCode()).as(text(replay)).isEqualTo(201);
     assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
     assertThat(state.sends.get() - sendsBefore).as("still one provider send").isEqualTo(1);
@@ -123,7 +122,8 @@ class QueuedCallableTimeoutTest {
     CountDownLatch release = new CountDownLatch(1);
     state.release = release;
     state.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = postAsync("/queued/block", null);
+    CompletableFuture<HttpResponse<byte[]>> blocking =
+        MvcProbes.sendAsync(port, "/queued/block", null);
     assertThat(state.blockStarted.await(30, TimeUnit.SECONDS))
         .as("the blocking task holds the executor's only thread")
         .isTrue();
@@ -132,7 +132,7 @@ class QueuedCallableTimeoutTest {
     HttpResponse<byte[]> timedOut;
     HttpResponse<byte[]> last;
     try {
-      timedOut = postAsync(path, key).get(30, TimeUnit.SECONDS);
+      timedOut = MvcProbes.sendAsync(port, path, key).get(30, TimeUnit.SECONDS);
       long failedBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
       while (state.failed.get() == failedBefore && System.nanoTime() < failedBy) {
         Thread.sleep(10);
@@ -146,7 +146,7 @@ class QueuedCallableTimeoutTest {
     // bounded polling, 20 s: the key is free again, and the retry's own work runs
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     do {
-      last = postAsync(path, key).get(30, TimeUnit.SECONDS);
+      last = MvcProbes.sendAsync(port, path, key).get(30, TimeUnit.SECONDS);
     } while (last.statusCode() != 201 && System.nanoTime() < deadline);
     assertThat(last.statusCode())
         .as(
@@ -155,18 +155,6 @@ class QueuedCallableTimeoutTest {
         .isEqualTo(201);
     assertThat(state.handlerEntered.get() - enteredBefore).as("handler runs").isEqualTo(2);
     assertThat(state.sends.get() - sendsBefore).as("one provider send").isEqualTo(1);
-  }
-
-  private CompletableFuture<HttpResponse<byte[]>> postAsync(String path, String key) {
-    HttpRequest.Builder request =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-            .timeout(Duration.ofSeconds(60))
-            .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString("{}"));
-    if (key != null) {
-      request.header("Idempotency-Key", key);
-    }
-    return HTTP.sendAsync(request.build(), HttpResponse.BodyHandlers.ofByteArray());
   }
 
   private static String text(HttpResponse<byte[]> response) {
