@@ -2,6 +2,7 @@ package dev.idempotency.spring.messaging.rabbit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import java.nio.charset.StandardCharsets;
@@ -57,6 +58,7 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
   static final String INTERFACE_QUEUE = "idem.break-probe.interface";
   static final String RESOLVED_PAYLOAD_QUEUE = "idem.break-probe.resolved-payload";
   static final String MIXED_QUEUE = "idem.break-probe.mixed";
+  static final String IDEMPOTENT_HANDLERS_QUEUE = "idem.break-probe.idempotent-handlers";
 
   /** A parameter the application resolves from the message's headers with its own resolver. */
   public record KeyRef(String value) {}
@@ -173,6 +175,27 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     }
   }
 
+  /**
+   * A class-level listener: text goes to a handler that is not guarded, bytes to one with
+   * {@code @Idempotent} keyed by a {@code @Header} parameter.
+   */
+  @RabbitListener(id = "break-probe-idempotent-handlers", queues = IDEMPOTENT_HANDLERS_QUEUE)
+  public static class IdempotentHandlers {
+
+    @RabbitHandler
+    public void text(String event) {
+      Listeners.sent.add(event);
+    }
+
+    @RabbitHandler
+    @Idempotent(name = "break-probe-idempotent-bytes", key = "#p1")
+    public void bytes(
+        byte[] event,
+        @org.springframework.messaging.handler.annotation.Header("Idempotency-Key") String key) {
+      Listeners.sent.add(new String(event, StandardCharsets.UTF_8));
+    }
+  }
+
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   @Import(ListenerTestConfiguration.class)
@@ -197,6 +220,11 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
       return new MixedHandlers();
     }
 
+    @Bean
+    IdempotentHandlers breakProbeIdempotentHandlers() {
+      return new IdempotentHandlers();
+    }
+
     /** Swallows what the listener threw: the delivery is acknowledged. */
     @Bean
     RabbitListenerErrorHandler breakProbeSwallowingErrorHandler() {
@@ -213,7 +241,8 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
           RACE_QUEUE,
           INTERFACE_QUEUE,
           RESOLVED_PAYLOAD_QUEUE,
-          MIXED_QUEUE);
+          MIXED_QUEUE,
+          IDEMPOTENT_HANDLERS_QUEUE);
     }
 
     /** Two consumers, one unacknowledged message each. */
@@ -396,6 +425,40 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     publishBatch(MIXED_QUEUE, List.of(bytes(first), bytes(second)));
     awaitMarker(MIXED_QUEUE, "mb");
     firstSentOnceAndSecondSentOnceOrDeadLettered(MIXED_QUEUE, first, second);
+  }
+
+  /**
+   * A class-level listener whose bytes handler has {@code @Idempotent} keyed by a {@code @Header}
+   * parameter (its text handler is not guarded) gets a producer's batch of two byte messages: the
+   * second must be sent once or dead-lettered, never acknowledged as the first's replay (the
+   * {@code @Idempotent} guard of the handler picked refuses it).
+   */
+  @Test
+  void aHeaderKeyedIdempotentHandlerOfAClassLevelListenerNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("ib-first");
+    String second = unique("ib-second");
+    publishBatch(IDEMPOTENT_HANDLERS_QUEUE, List.of(bytes(first), bytes(second)));
+    awaitMarker(IDEMPOTENT_HANDLERS_QUEUE, "ib");
+    firstSentOnceAndSecondSentOnceOrDeadLettered(IDEMPOTENT_HANDLERS_QUEUE, first, second);
+  }
+
+  /**
+   * A class-level listener's unguarded text handler (its bytes handler has a header-keyed
+   * {@code @Idempotent}) gets a producer's batch of two text messages: both are sent, nothing
+   * dead-lettered.
+   */
+  @Test
+  void anUnguardedHandlerBesideAnIdempotentHandlerGetsEveryPartOfABatch() throws Exception {
+    String first = unique("it-first");
+    String second = unique("it-second");
+    publishBatch(IDEMPOTENT_HANDLERS_QUEUE, messages(List.of(first, second)));
+    awaitMarker(IDEMPOTENT_HANDLERS_QUEUE, "it");
+    List<String> deadLettered = drainDeadLetters(IDEMPOTENT_HANDLERS_QUEUE);
+
+    assertThat(List.of(sent(first), sent(second)))
+        .as("the unguarded handler's calls of the two; dead-lettered: %s", deadLettered)
+        .containsExactly(1, 1);
   }
 
   /**
