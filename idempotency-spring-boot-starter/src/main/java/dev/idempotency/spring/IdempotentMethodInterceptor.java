@@ -1,5 +1,6 @@
 package dev.idempotency.spring;
 
+import dev.idempotency.spring.messaging.PickedHandlers;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
@@ -22,6 +23,8 @@ final class IdempotentMethodInterceptor implements MethodInterceptor {
     if (method == null) {
       return invocation.proceed();
     }
+    // a check the messaging hooks bound for the listener method picked for a delivery
+    PickedHandlers.check(method.method, method.userClass);
     if (method.kind == IdempotentMethod.Kind.MONO) {
       try {
         return guarded(method, invocation);

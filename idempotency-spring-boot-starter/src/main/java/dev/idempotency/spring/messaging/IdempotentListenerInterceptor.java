@@ -66,6 +66,7 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     if (method == null) {
       return invocation.proceed();
     }
+    PickedHandlers.check(invocation.getMethod(), targetClass);
     Delivery delivery = Delivery.current();
     // a List parameter makes a batch listener only where the container hands out a batch: a
     // record listener may take a List payload (a JSON array), and JMS has no batch listeners

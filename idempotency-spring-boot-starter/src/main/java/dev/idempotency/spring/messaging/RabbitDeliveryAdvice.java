@@ -1,10 +1,12 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyStoredFailureException;
+import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Consumer;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -73,11 +75,10 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   private volatile @Nullable Boolean guarded;
 
   /**
-   * Whether {@link #container}'s guarded listeners read their keys from the payload only ({@link
-   * RabbitProducerBatchParts#keyedByPayload}), found at the first part of a producer's batch after
-   * its first; {@code null} before.
+   * What a part after the first of a producer's batch meets in {@link #container} ({@link
+   * RabbitProducerBatchParts#partsRuleOf}), found at the first such part; {@code null} before.
    */
-  private volatile @Nullable Boolean keyedByPayload;
+  private volatile RabbitProducerBatchParts.@Nullable PartsRule partsRule;
 
   RabbitDeliveryAdvice(DeliveryBackOff backOff) {
     this(new DeferralCounter(backOff), null);
@@ -219,9 +220,8 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
     Object[] arguments = invocation.getArguments();
     Object data = arguments.length > 1 ? arguments[1] : null;
-    if (container != null) {
-      checkProducerBatchParts(container, data);
-    }
+    Consumer<Method> check = container == null ? null : checkProducerBatchParts(container, data);
+    Consumer<Method> previousCheck = PickedHandlers.bind(check);
     Delivery previous = Delivery.bind(delivery(data));
     Caught caught = new Caught();
     Caught outer = CAUGHT.get();
@@ -238,7 +238,8 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
       if (caught.failure != null) {
         // deferred, then an application's advice failed on its way out: still not dead-lettered
         deferred = caught.failure;
-      } else if (DeferredDeliveryException.deferralIn(failure) != null) {
+      } else if (DeferredDeliveryException.deferralIn(failure) != null
+          || RabbitProducerBatchParts.rejectionIn(failure) != null) {
         deferred = failure; // without the last part in the chain
       } else if (storedFailureIn(failure) || in(failure, InvalidIdempotencyKeyException.class)) {
         throw new AmqpRejectAndDontRequeueException(
@@ -254,6 +255,23 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
         CAUGHT.set(outer);
       }
       Delivery.restore(previous);
+      PickedHandlers.restore(previousCheck);
+    }
+    RabbitProducerBatchParts.RejectedPart rejected = RabbitProducerBatchParts.rejectionIn(deferred);
+    if (rejected != null) {
+      log.warn(
+          "A part after the first of a producer's batch (BatchingRabbitTemplate) reached the"
+              + " guarded handler {} of RabbitMQ listener container '{}', which may read its key"
+              + " from the message's headers (a header, @Header or Message parameter), which such a"
+              + " part shares with the batch's first message: the batch is rejected without requeue"
+              + " (dead-lettered if its queue has a dead-letter exchange), this part not sent. Key"
+              + " the handler by its payload.",
+          rejected.handler(),
+          container == null ? "?" : container.getListenerId());
+      throw new AmqpRejectAndDontRequeueException(
+          "a producer batch's part after the first, to a handler keyed from its headers: rejected"
+              + " without requeue",
+          rejected);
     }
     if (container != null) {
       RabbitErrorHandlers.passDeferralsOf(container); // the application may have replaced it
@@ -270,8 +288,17 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
    * {@code @Header} parameters and the rest, are the first message's). A part after the first that
    * an unwrapped strategy split (read by the container before another consumer's delivery had it
    * wrapped again) is requeued too ({@link RabbitProducerBatchParts#splitUnmarked}).
+   *
+   * <p>A class-level listener's handler is picked by Spring after this advice, so a part after the
+   * first to one is decided by the guard of the handler picked: the check returned, for {@link
+   * PickedHandlers}, rejects it there if that handler may read its key from the headers ({@link
+   * RabbitProducerBatchParts.RejectedPart}, which {@link DeferralCatcher} carries past the
+   * application's advices, as a deferral); an unguarded handler, or one keyed by its payload, takes
+   * it.
+   *
+   * @return the check for the handler Spring picks, or {@code null} for none
    */
-  private void checkProducerBatchParts(
+  private @Nullable Consumer<Method> checkProducerBatchParts(
       AbstractMessageListenerContainer rabbit, @Nullable Object data) {
     Boolean known = guarded;
     if (known == null) {
@@ -279,7 +306,7 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
       guarded = known;
     }
     if (!known) {
-      return;
+      return null;
     }
     if (RabbitProducerBatchParts.splitUnmarked(data)) {
       RabbitProducerBatchParts.markedAgain(rabbit);
@@ -301,29 +328,35 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
       throw new ImmediateRequeueAmqpException(
           "the container's batching strategy was replaced; wrapped again, requeued");
     }
-    if (data instanceof Message message
-        && RabbitProducerBatchParts.isMarked(message)
-        && !keyedByPayload(rabbit)) {
+    if (!(data instanceof Message message) || !RabbitProducerBatchParts.isMarked(message)) {
+      return null;
+    }
+    RabbitProducerBatchParts.PartsRule rule = partsRule(rabbit);
+    if (rule.rejected()) {
       log.warn(
           "A part after the first of a producer's batch (BatchingRabbitTemplate) reached RabbitMQ"
               + " listener container '{}', whose guarded listener may read its key from the"
-              + " message's headers (a header, @Header or Message parameter), which such a part"
-              + " shares with the batch's first message: the batch is rejected without requeue"
-              + " (dead-lettered if its queue has a dead-letter exchange), this part not sent. Key"
-              + " the listener by its payload.",
+              + " message's headers (a header, @Header or Message parameter, or one the"
+              + " application's argument resolver resolves), which such a part shares with the"
+              + " batch's first message: the batch is rejected without requeue (dead-lettered if"
+              + " its queue has a dead-letter exchange), this part not sent. Key the listener by"
+              + " its payload.",
           rabbit.getListenerId());
       throw new AmqpRejectAndDontRequeueException(
           "a producer batch's part after the first, to a listener keyed from its headers:"
               + " rejected without requeue");
     }
+    return rule.refusingHandlers().isEmpty()
+        ? null
+        : RabbitProducerBatchParts.refuseIn(rule.refusingHandlers());
   }
 
-  /** {@link RabbitProducerBatchParts#keyedByPayload}, worked out (the keys parsed) once. */
-  private boolean keyedByPayload(AbstractMessageListenerContainer rabbit) {
-    Boolean known = keyedByPayload;
+  /** {@link RabbitProducerBatchParts#partsRuleOf}, worked out (the keys parsed) once. */
+  private RabbitProducerBatchParts.PartsRule partsRule(AbstractMessageListenerContainer rabbit) {
+    RabbitProducerBatchParts.PartsRule known = partsRule;
     if (known == null) {
-      known = RabbitProducerBatchParts.keyedByPayload(rabbit);
-      keyedByPayload = known;
+      known = RabbitProducerBatchParts.partsRuleOf(rabbit);
+      partsRule = known;
     }
     return known;
   }
@@ -365,7 +398,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
         return invocation.proceed();
       } catch (Throwable failure) {
         Caught caught = CAUGHT.get();
-        if (caught == null || DeferredDeliveryException.deferralIn(failure) == null) {
+        if (caught == null
+            || (DeferredDeliveryException.deferralIn(failure) == null
+                && RabbitProducerBatchParts.rejectionIn(failure) == null)) {
           throw failure;
         }
         caught.failure = failure;

@@ -20,7 +20,9 @@ import org.springframework.util.ErrorHandler;
  *       runs inside the listener adapter, so inside the whole advice chain: one that returns would
  *       have the delivery acknowledged without its send. Wrapped on the endpoint before the factory
  *       builds the adapter (the adapter keeps it in a final field), it rethrows a deferral as the
- *       adapter does without an error handler, and the starter's advice requeues it.
+ *       adapter does without an error handler, and the starter's advice requeues it (a producer
+ *       batch's part that a class-level listener's guarded handler refused passes it too, and is
+ *       rejected).
  *   <li>The container's {@code ErrorHandler} (Spring AMQP's default is a {@code
  *       ConditionalRejectingErrorHandler}) sees what leaves the advice chain, the starter's {@code
  *       ImmediateRequeueAmqpException} for a deferral: one that judges every failure fatal would
@@ -56,7 +58,10 @@ final class RabbitErrorHandlers {
     }
   }
 
-  /** The application's listener error handler, which a deferral passes untouched. */
+  /**
+   * The application's listener error handler, which a deferral, and a producer batch's part that
+   * the guarded handler refused ({@link RabbitProducerBatchParts.RejectedPart}), pass untouched.
+   */
   private record ListenerErrorHandler(RabbitListenerErrorHandler application)
       implements RabbitListenerErrorHandler {
     @Override
@@ -66,7 +71,8 @@ final class RabbitErrorHandlers {
         org.springframework.messaging.@Nullable Message<?> message,
         ListenerExecutionFailedException exception)
         throws Exception {
-      if (DeferredDeliveryException.deferralIn(exception) != null) {
+      if (DeferredDeliveryException.deferralIn(exception) != null
+          || RabbitProducerBatchParts.rejectionIn(exception) != null) {
         throw exception;
       }
       return application.handleError(amqpMessage, channel, message, exception);

@@ -280,7 +280,7 @@ final class UnsupportedRabbitContainers {
   }
 
   /** The adapter of an annotated listener method's listener, or {@code null}. */
-  private static @Nullable HandlerAdapter handlerOf(Object listener) {
+  static @Nullable HandlerAdapter handlerOf(Object listener) {
     Method getter = ReflectionUtils.findMethod(listener.getClass(), "getHandlerAdapter");
     if (getter == null) {
       return null;

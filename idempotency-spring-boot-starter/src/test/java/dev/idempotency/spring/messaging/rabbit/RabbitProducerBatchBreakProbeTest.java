@@ -2,6 +2,7 @@ package dev.idempotency.spring.messaging.rabbit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import java.nio.charset.StandardCharsets;
@@ -23,6 +24,7 @@ import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFacto
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
 import org.springframework.amqp.rabbit.listener.RabbitListenerEndpointRegistry;
+import org.springframework.amqp.rabbit.listener.api.RabbitListenerErrorHandler;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -54,6 +56,9 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
   static final String RACE_QUEUE = "idem.break-probe.race";
   static final String RACE_ID = "break-probe-race";
   static final String INTERFACE_QUEUE = "idem.break-probe.interface";
+  static final String RESOLVED_PAYLOAD_QUEUE = "idem.break-probe.resolved-payload";
+  static final String MIXED_QUEUE = "idem.break-probe.mixed";
+  static final String IDEMPOTENT_HANDLERS_QUEUE = "idem.break-probe.idempotent-handlers";
 
   /** A parameter the application resolves from the message's headers with its own resolver. */
   public record KeyRef(String value) {}
@@ -77,6 +82,16 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     @RabbitListener(id = "break-probe-resolved", queues = RESOLVED_QUEUE)
     @IdempotentListener(name = "break-probe-resolved", key = "#p1.value")
     public void resolved(String event, KeyRef key) {
+      sent.add(event);
+    }
+
+    /**
+     * Keyed by its payload, beside a parameter the application's own argument resolver reads from a
+     * header.
+     */
+    @RabbitListener(id = "break-probe-resolved-payload", queues = RESOLVED_PAYLOAD_QUEUE)
+    @IdempotentListener(name = "break-probe-resolved-payload", key = "#p0")
+    public void resolvedPayload(String event, KeyRef key) {
       sent.add(event);
     }
 
@@ -134,6 +149,53 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     }
   }
 
+  /**
+   * A class-level listener whose two handlers are guarded: text keyed by its payload, bytes by a
+   * {@code @Header} parameter. Its error handler swallows every failure (the delivery is then
+   * acknowledged), as an application's may.
+   */
+  @RabbitListener(
+      id = "break-probe-mixed",
+      queues = MIXED_QUEUE,
+      errorHandler = "breakProbeSwallowingErrorHandler")
+  public static class MixedHandlers {
+
+    @RabbitHandler
+    @IdempotentListener(name = "break-probe-mixed-text", key = "#p0")
+    public void text(String event) {
+      Listeners.sent.add(event);
+    }
+
+    @RabbitHandler
+    @IdempotentListener(name = "break-probe-mixed-bytes", key = "#p1")
+    public void bytes(
+        byte[] event,
+        @org.springframework.messaging.handler.annotation.Header("Idempotency-Key") String key) {
+      Listeners.sent.add(new String(event, StandardCharsets.UTF_8));
+    }
+  }
+
+  /**
+   * A class-level listener: text goes to a handler that is not guarded, bytes to one with
+   * {@code @Idempotent} keyed by a {@code @Header} parameter.
+   */
+  @RabbitListener(id = "break-probe-idempotent-handlers", queues = IDEMPOTENT_HANDLERS_QUEUE)
+  public static class IdempotentHandlers {
+
+    @RabbitHandler
+    public void text(String event) {
+      Listeners.sent.add(event);
+    }
+
+    @RabbitHandler
+    @Idempotent(name = "break-probe-idempotent-bytes", key = "#p1")
+    public void bytes(
+        byte[] event,
+        @org.springframework.messaging.handler.annotation.Header("Idempotency-Key") String key) {
+      Listeners.sent.add(new String(event, StandardCharsets.UTF_8));
+    }
+  }
+
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   @Import(ListenerTestConfiguration.class)
@@ -154,6 +216,22 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     }
 
     @Bean
+    MixedHandlers breakProbeMixedHandlers() {
+      return new MixedHandlers();
+    }
+
+    @Bean
+    IdempotentHandlers breakProbeIdempotentHandlers() {
+      return new IdempotentHandlers();
+    }
+
+    /** Swallows what the listener threw: the delivery is acknowledged. */
+    @Bean
+    RabbitListenerErrorHandler breakProbeSwallowingErrorHandler() {
+      return (amqpMessage, channel, message, exception) -> null;
+    }
+
+    @Bean
     Declarables breakProbeQueues() {
       return deadLetteredQueues(
           AMQP_MESSAGE_QUEUE,
@@ -161,7 +239,10 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
           HANDLERS_QUEUE,
           FORGED_QUEUE,
           RACE_QUEUE,
-          INTERFACE_QUEUE);
+          INTERFACE_QUEUE,
+          RESOLVED_PAYLOAD_QUEUE,
+          MIXED_QUEUE,
+          IDEMPOTENT_HANDLERS_QUEUE);
     }
 
     /** Two consumers, one unacknowledged message each. */
@@ -230,16 +311,15 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
    * A listener keyed by a parameter the application's own argument resolver reads from the
    * Idempotency-Key header gets a producer's batch of two, each with its own key: the second must
    * be sent once or dead-lettered, never acknowledged as the first's replay.
+   *
+   * <p>Was an open finding (severity medium, a lost send, SPEC 1), Boot 3.5 and 4.0 at 44d14d3 and
+   * feb9e77: "[the second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: []]".
+   * keyedByPayload counted every parameter that is no {@code @Header}, {@code @Headers}, message or
+   * channel as the payload; fixed by reading the listener's handler as Spring resolves its
+   * arguments: a payload parameter is one Spring's payload resolver resolves, not one an earlier
+   * resolver (the application's) supports (dead-lettered since).
    */
-  // Open finding (severity medium: a lost send, SPEC 1; the application resolves a key parameter
-  // from the headers with its own HandlerMethodArgumentResolver), Boot 3.5 and 4.0, at 44d14d3:
-  // "[the second (its own key) sent once or dead-lettered; sends: 0, dead-lettered: []] Expecting
-  // value to be true but was false". RabbitProducerBatchParts.keyedByPayload counts every
-  // parameter that is no @Header/@Headers/Message/MessageProperties/Channel as the payload, so the
-  // marked part is let through and its KeyRef is the first message's key: acknowledged as the
-  // first's replay.
   @Test
-  @Tag("open-finding")
   void aKeyFromAParameterResolvedFromTheHeadersNeverTakesALaterPartAsTheFirstsReplay()
       throws Exception {
     String first = unique("rv-first");
@@ -247,6 +327,24 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
     publishBatch(RESOLVED_QUEUE, messages(List.of(first, second)));
     awaitMarker(RESOLVED_QUEUE, "rv");
     firstSentOnceAndSecondSentOnceOrDeadLettered(RESOLVED_QUEUE, first, second);
+  }
+
+  /**
+   * A listener keyed by its payload, beside a parameter the application's own argument resolver
+   * reads from a header, gets a producer's batch of two: both are sent, nothing dead-lettered (its
+   * key is its payload, which Spring's payload resolver resolves).
+   */
+  @Test
+  void aPayloadKeyBesideAResolvedParameterTakesEveryPartOfABatch() throws Exception {
+    String first = unique("rp-first");
+    String second = unique("rp-second");
+    publishBatch(RESOLVED_PAYLOAD_QUEUE, messages(List.of(first, second)));
+    awaitMarker(RESOLVED_PAYLOAD_QUEUE, "rp");
+    List<String> deadLettered = drainDeadLetters(RESOLVED_PAYLOAD_QUEUE);
+
+    assertThat(List.of(sent(first), sent(second)))
+        .as("sends of the two; dead-lettered: %s", deadLettered)
+        .containsExactly(1, 1);
   }
 
   /**
@@ -274,21 +372,89 @@ class RabbitProducerBatchBreakProbeTest extends RabbitProbeSupport {
    * A class-level listener whose handler for bytes is not guarded (its text handler is) gets a
    * producer's batch of two byte messages: the unguarded handler must get both, nothing
    * dead-lettered.
+   *
+   * <p>Was an open finding (severity medium, a message that should be handled dead-lettered by a
+   * method that is not guarded), Boot 3.5 and 4.0 at 44d14d3 and feb9e77: "[the unguarded handler's
+   * calls of the two; dead-lettered: [the batch]] Expecting actual: [1, 0] to contain exactly: [1,
+   * 1]". The rejection was decided per container, before Spring picks the handler; fixed by
+   * deciding it per handler, in the guard of the handler Spring picked (PickedHandlers).
    */
-  // Open finding (severity medium: a message that should be handled is dead-lettered, by a listener
-  // method that is not guarded), Boot 3.5 and 4.0, at 44d14d3: "[the unguarded handler's calls of
-  // the two; dead-lettered: [the batch]] Expecting actual: [1, 0] to contain exactly: [1, 1]". The
-  // rejection of a marked part is decided per container (any guarded @RabbitHandler not keyed by
-  // its payload), before Spring picks the handler: every later part of any batch to the class is
-  // rejected, whichever handler it is for (a payload-keyed guarded handler's too).
   @Test
-  @Tag("open-finding")
   void anUnguardedHandlerOfAClassLevelListenerGetsEveryPartOfABatch() throws Exception {
     String first = unique("hb-first");
     String second = unique("hb-second");
     publishBatch(HANDLERS_QUEUE, List.of(bytes(first), bytes(second)));
     awaitMarker(HANDLERS_QUEUE, "hb");
     List<String> deadLettered = drainDeadLetters(HANDLERS_QUEUE);
+
+    assertThat(List.of(sent(first), sent(second)))
+        .as("the unguarded handler's calls of the two; dead-lettered: %s", deadLettered)
+        .containsExactly(1, 1);
+  }
+
+  /**
+   * A class-level listener whose text handler is guarded and keyed by its payload (its bytes
+   * handler by a header) gets a producer's batch of two text messages: both are sent, nothing
+   * dead-lettered. Failed before the per-handler rule (feb9e77, Boot 3.5 and 4.0: the batch
+   * dead-lettered, as its other handler is header-keyed).
+   */
+  @Test
+  void aPayloadKeyedHandlerOfAClassLevelListenerGetsEveryPartOfABatch() throws Exception {
+    String first = unique("mt-first");
+    String second = unique("mt-second");
+    publishBatch(MIXED_QUEUE, messages(List.of(first, second)));
+    awaitMarker(MIXED_QUEUE, "mt");
+    List<String> deadLettered = drainDeadLetters(MIXED_QUEUE);
+
+    assertThat(List.of(sent(first), sent(second)))
+        .as("the payload-keyed handler's sends of the two; dead-lettered: %s", deadLettered)
+        .containsExactly(1, 1);
+  }
+
+  /**
+   * The same class-level listener gets a producer's batch of two byte messages, for its handler
+   * keyed by a {@code @Header} parameter: the second (the first message's header) must be sent once
+   * or dead-lettered, never acknowledged as the first's replay, though the listener's error handler
+   * swallows failures (the refusal passes it).
+   */
+  @Test
+  void aHeaderKeyedHandlerOfAClassLevelListenerNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("mb-first");
+    String second = unique("mb-second");
+    publishBatch(MIXED_QUEUE, List.of(bytes(first), bytes(second)));
+    awaitMarker(MIXED_QUEUE, "mb");
+    firstSentOnceAndSecondSentOnceOrDeadLettered(MIXED_QUEUE, first, second);
+  }
+
+  /**
+   * A class-level listener whose bytes handler has {@code @Idempotent} keyed by a {@code @Header}
+   * parameter (its text handler is not guarded) gets a producer's batch of two byte messages: the
+   * second must be sent once or dead-lettered, never acknowledged as the first's replay (the
+   * {@code @Idempotent} guard of the handler picked refuses it).
+   */
+  @Test
+  void aHeaderKeyedIdempotentHandlerOfAClassLevelListenerNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("ib-first");
+    String second = unique("ib-second");
+    publishBatch(IDEMPOTENT_HANDLERS_QUEUE, List.of(bytes(first), bytes(second)));
+    awaitMarker(IDEMPOTENT_HANDLERS_QUEUE, "ib");
+    firstSentOnceAndSecondSentOnceOrDeadLettered(IDEMPOTENT_HANDLERS_QUEUE, first, second);
+  }
+
+  /**
+   * A class-level listener's unguarded text handler (its bytes handler has a header-keyed
+   * {@code @Idempotent}) gets a producer's batch of two text messages: both are sent, nothing
+   * dead-lettered.
+   */
+  @Test
+  void anUnguardedHandlerBesideAnIdempotentHandlerGetsEveryPartOfABatch() throws Exception {
+    String first = unique("it-first");
+    String second = unique("it-second");
+    publishBatch(IDEMPOTENT_HANDLERS_QUEUE, messages(List.of(first, second)));
+    awaitMarker(IDEMPOTENT_HANDLERS_QUEUE, "it");
+    List<String> deadLettered = drainDeadLetters(IDEMPOTENT_HANDLERS_QUEUE);
 
     assertThat(List.of(sent(first), sent(second)))
         .as("the unguarded handler's calls of the two; dead-lettered: %s", deadLettered)
