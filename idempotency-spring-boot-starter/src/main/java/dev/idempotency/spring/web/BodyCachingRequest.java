@@ -17,7 +17,8 @@ import org.jspecify.annotations.Nullable;
  * {@link IdempotentEndpoint} handler's request is fingerprinted), then its body is read again from
  * memory by the handler. Form and multipart bodies are never read here: the container parses them
  * (for {@code getParameter} and {@code getParts}) from its own stream. Used by one request at a
- * time.
+ * time; once the container ends a request whose handler's work goes on ({@link
+ * #outlivedByItsWork}), it answers from a copy of the request.
  */
 final class BodyCachingRequest extends HttpServletRequestWrapper {
 
@@ -48,6 +49,26 @@ final class BodyCachingRequest extends HttpServletRequestWrapper {
     }
     body = read;
     return read;
+  }
+
+  /**
+   * The container is about to end the request (and may recycle it: Tomcat's recycled request throws
+   * {@code IllegalStateException} on every read, and a reused one would answer for another request)
+   * while the handler's async work goes on, detached from it at a timeout or a shutdown, or taken
+   * over by the starter. That work may read its request as it may on time: its {@code
+   * HttpServletRequest} parameter, or the one {@code RequestContextHolder} gives, which are this
+   * wrapper (or wrap it). So from now on this wrapper answers from a copy of the request taken now,
+   * while it is still valid ({@link EndedRequest}: method, URI, headers, attributes, parameters,
+   * the principal, the session while it is valid; the body as it was read here, else none): a read
+   * after the client was answered neither fails (a failure nothing maps would release the key of
+   * work that may have sent, and the retry would send again) nor reaches a request the container
+   * reused. Called on the container's thread, before it recycles the request, through the standard
+   * {@code ServletRequestWrapper.setRequest}.
+   */
+  void outlivedByItsWork() {
+    if (getRequest() instanceof HttpServletRequest request) {
+      setRequest(EndedRequest.copyOf(request).proxy());
+    }
   }
 
   @Override

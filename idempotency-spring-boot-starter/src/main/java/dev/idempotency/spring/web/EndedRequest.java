@@ -20,11 +20,11 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * What rendering and exception resolvers read of a request (method, URI, headers, attributes,
- * parameters, the client's address, the principal, the session), copied while the request was still
- * valid, and answered after it ended by a {@link HttpServletRequest} proxy whose body is gone. Its
- * session, if it had one, is the same while it is valid; once invalidated, or if it had none,
- * {@code getSession(false)} answers null and {@code getSession()} a fresh detached session that no
- * container knows (a late answer creates no session the client could use).
+ * parameters, the client's address, the principal, the session, the servlet context), copied while
+ * the request was still valid, and answered after it ended by a {@link HttpServletRequest} proxy
+ * whose body is gone. Its session, if it had one, is the same while it is valid; once invalidated,
+ * or if it had none, {@code getSession(false)} answers null and {@code getSession()} a fresh
+ * detached session that no container knows (a late answer creates no session the client could use).
  */
 final class EndedRequest {
 
@@ -63,6 +63,7 @@ final class EndedRequest {
     copy.put("getRemoteUser", request.getRemoteUser());
     copy.put("getUserPrincipal", request.getUserPrincipal());
     copy.put("getRequestedSessionId", request.getRequestedSessionId());
+    copy.put("getServletContext", request.getServletContext()); // it outlives its requests
     // a session outlives its request (until it is invalidated): answered while it is valid
     copy.put("session", request.getSession(false));
     Map<String, List<String>> headers = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);

@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.LoggerFactory;
 import org.springframework.web.context.request.async.AsyncRequestNotUsableException;
 import org.springframework.web.util.DisconnectedClientHelper;
 
@@ -36,6 +37,7 @@ final class EndpointCall {
   private volatile int streamTimedOutStatus = -1;
   private PendingCall.@Nullable Scope mdc;
   private final AsyncWork asyncWork;
+  private volatile @Nullable BodyCachingRequest request;
 
   EndpointCall(PendingCall<StoredResponse> call, List<String> headers, Duration maxWait) {
     this.call = call;
@@ -53,6 +55,36 @@ final class EndpointCall {
   long bodyLimit() {
     CapturingResponse captured = response;
     return captured == null ? 0 : captured.limit();
+  }
+
+  /**
+   * The claimed request, as the filter wrapped it: the handler's work reads it through this
+   * wrapper, which answers from a copy once the request ends under work that goes on ({@link
+   * #requestDestroyed}).
+   */
+  void request(BodyCachingRequest request) {
+    this.request = request;
+  }
+
+  /**
+   * The container is about to end the request and may recycle it next. If the handler's work goes
+   * on without it (a timeout or a shutdown detached it, or the starter took it over: {@link
+   * AsyncWork#detached}), the work's request answers from now on from a copy of it ({@link
+   * BodyCachingRequest#outlivedByItsWork}), so that a work that reads its request after its client
+   * was answered gets what it would have got on time, not a failure that releases the key of work
+   * that may have sent.
+   */
+  void requestDestroyed() {
+    BodyCachingRequest wrapped = request;
+    if (wrapped != null && asyncWork.detached()) {
+      try {
+        wrapped.outlivedByItsWork();
+      } catch (RuntimeException e) {
+        // the container's own listener chain goes on; the work reads the request as it is
+        LoggerFactory.getLogger(EndpointCall.class)
+            .debug("The request of an idempotent endpoint's detached work could not be copied", e);
+      }
+    }
   }
 
   /** The handler method was entered: its response is the endpoint's answer. */

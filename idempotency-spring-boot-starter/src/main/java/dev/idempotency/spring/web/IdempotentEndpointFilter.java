@@ -159,17 +159,23 @@ public final class IdempotentEndpointFilter extends OncePerRequestFilter
 
   /**
    * A claimed request that ended without a final response the filter saw: released, or, if the
-   * handler answered with sendError and the container wrote its own error page, stored by status.
+   * handler answered with sendError and the container wrote its own error page, stored by status. A
+   * request whose handler's work goes on without it (after a timeout) is, for that work, a copy of
+   * it from now on ({@link EndpointCall#requestDestroyed}).
    */
   @Override
   public void requestDestroyed(ServletRequestEvent event) {
     EndpointCall call = callOf(event.getServletRequest());
-    if (call != null && !call.reported()) {
+    if (call == null) {
+      return;
+    }
+    if (!call.reported()) {
       try {
         call.requestEnded();
       } catch (IOException e) {
         call.release("the request ended: " + e);
       }
     }
+    call.requestDestroyed(); // work that goes on reads a copy of its request from now on
   }
 }

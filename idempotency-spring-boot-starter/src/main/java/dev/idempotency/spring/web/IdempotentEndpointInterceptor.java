@@ -191,6 +191,7 @@ public final class IdempotentEndpointInterceptor
     }
     EndpointCall endpointCall = new EndpointCall(call, endpoint.headers(), maxWait);
     request.setAttribute(EndpointCall.ATTRIBUTE, endpointCall);
+    endpointCall.request(body);
     AsyncTimeouts timeouts = new AsyncTimeouts(endpointCall, method, headerName, warnedUnfollowed);
     WebAsyncManager async = WebAsyncUtils.getAsyncManager(request);
     async.registerCallableInterceptor(AsyncTimeouts.KEY, timeouts);

@@ -13,7 +13,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -56,20 +55,21 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Open finding (probeL, medium: a second send, SPEC 1). Work that sent, then reads its request
-   * (its {@code HttpServletRequest} parameter, or through {@code RequestContextHolder}, as it may
-   * on time) after the timeout answered the client: Tomcat recycled the request, so the read throws
-   * {@code IllegalStateException}; nothing maps it (a 500), so the key is released and the retry
-   * runs the handler again and sends a second time. Both for queued work taken over (fixqueue,
-   * 85e251d: the work would not have run at all before) and for work that began on time and was
-   * detached at the timeout (the "started" rows: older than fixqueue). Fails on Boot 3.5, commit
-   * b5a388a, every row: "sends for the key (on threads [idempotent-endpoint-taken-over-1,
+   * Was an open finding (probeL, medium: a second send, SPEC 1), fixed by fixreq: when the
+   * container ends a request whose work goes on, the starter's request wrapper answers from a copy
+   * of it (BodyCachingRequest.outlivedByItsWork), so the read succeeds. Work that sent, then reads
+   * its request (its {@code HttpServletRequest} parameter, or through {@code RequestContextHolder},
+   * as it may on time) after the timeout answered the client: Tomcat recycled the request, so the
+   * read throws {@code IllegalStateException}; nothing maps it (a 500), so the key is released and
+   * the retry runs the handler again and sends a second time. Both for queued work taken over
+   * (fixqueue, 85e251d: the work would not have run at all before) and for work that began on time
+   * and was detached at the timeout (the "started" rows: older than fixqueue). Fails on Boot 3.5,
+   * commit b5a388a, every row: "sends for the key (on threads [idempotent-endpoint-taken-over-1,
    * idempotent-endpoint-1]; first answer 409 ...; the work's request read: failed:
    * java.lang.IllegalStateException: The request object has been recycled and is no longer
    * associated with this facade; last 201 replayed=null {"send":2,...}) expected: 1 but was: 2".
    * The same three rows fail on Boot 4.0 (spring-boot-4-tests), same message.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({
     "/probeL/send-then-read-parameter, true",
@@ -101,31 +101,7 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
    */
   private HttpResponse<byte[]> sendsOnce(String path, boolean queued) throws Exception {
     String key = EndpointClient.newKey();
-    CountDownLatch answered = new CountDownLatch(1);
-    ReadsRequest.firstAnswered = answered;
-    CountDownLatch release = new CountDownLatch(1);
-    ReadsRequest.release = release;
-    ReadsRequest.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = null;
-    if (queued) {
-      blocking = MvcProbes.sendAsync(port(), "/probeL/block", null);
-      assertThat(ReadsRequest.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
-    }
-    HttpResponse<byte[]> timedOut;
-    try {
-      timedOut = post(path, key, "{}");
-    } finally {
-      answered.countDown(); // the work goes on to read the request
-      release.countDown();
-      if (blocking != null) {
-        blocking.get(60, TimeUnit.SECONDS);
-      }
-    }
-    // the work's end: sent and read (or failed reading)
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!ReadsRequest.readOutcome.containsKey(key) && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-    }
+    HttpResponse<byte[]> timedOut = firstAnswerAtTheTimeout(path, key, queued);
     HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     assertThat(ReadsRequest.sendsOf(key))
         .as(
@@ -243,5 +219,115 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
         return "done";
       };
     }
+
+    static final Map<String, AtomicInteger> handlerRuns = new ConcurrentHashMap<>();
+
+    /**
+     * (fixreq) On its first run for a key: waits for the first answer (20 s at most), then fails
+     * before it sends or touches its request (a failure nothing maps); run again for the key (by
+     * the retry, the key released): sends.
+     */
+    @PostMapping("/fixreq/fail-first-then-send")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<Map<String, Object>>> failFirstThenSend(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch answered = firstAnswered;
+      int run = handlerRuns.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+      return () -> {
+        if (run == 1) {
+          answered.await(20, TimeUnit.SECONDS);
+          readOutcome.putIfAbsent(key, "failed before it sent or read its request");
+          throw new IllegalStateException("the provider refused the message; nothing was sent");
+        }
+        Map<String, Object> body = new HashMap<>();
+        body.put("send", send(key));
+        return ResponseEntity.status(201).body(body);
+      };
+    }
+  }
+
+  /**
+   * (fixreq) The work that sent and then read its request after the timeout answered its client
+   * read what it would have read on time (the request's own key header, through its parameter or
+   * {@code RequestContextHolder}): its result is stored and the retry gets it replayed, the key
+   * echoed, taken over (queued) or detached (begun on time).
+   */
+  @ParameterizedTest
+  @CsvSource({
+    "/probeL/send-then-read-parameter, true",
+    "/probeL/send-then-read-holder, true",
+    "/probeL/send-then-read-parameter, false"
+  })
+  void workThatReadsItsRequestAfterTheTimeoutReadsItAndIsReplayed(String path, boolean queued)
+      throws Exception {
+    String key = EndpointClient.newKey();
+    HttpResponse<byte[]> first = firstAnswerAtTheTimeout(path, key, queued);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    assertThat(ReadsRequest.readOutcome.get(key)).isEqualTo("read " + key);
+    assertThat(ReadsRequest.sendsOf(key)).isEqualTo(1);
+    assertThat(last.statusCode())
+        .as(
+            "first %s %s, last %s",
+            first.statusCode(), EndpointClient.text(first), MvcProbes.replayed(last))
+        .isEqualTo(201);
+    assertThat(EndpointClient.header(last, IdempotentEndpointInterceptor.REPLAYED_HEADER))
+        .isEqualTo("true");
+    assertThat(EndpointClient.text(last)).contains(key.replace("\"", ""));
+  }
+
+  /**
+   * (fixreq) Work that fails on its own, before it sends or touches its request, after the timeout
+   * answered its client (taken over, or detached): nothing maps its failure, so its key is
+   * released, as for a request that failed on time, and the retry runs the handler again, which
+   * sends once.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void workThatFailsBeforeItTouchesItsRequestIsReleased(boolean queued) throws Exception {
+    String path = "/fixreq/fail-first-then-send";
+    String key = EndpointClient.newKey();
+    HttpResponse<byte[]> first = firstAnswerAtTheTimeout(path, key, queued);
+    assertThat(first.statusCode()).as(EndpointClient.text(first)).isEqualTo(409);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    assertThat(ReadsRequest.readOutcome.get(key))
+        .isEqualTo("failed before it sent or read its request");
+    assertThat(last.statusCode()).as(EndpointClient.text(last)).isEqualTo(201);
+    assertThat(ReadsRequest.handlerRuns.get(key).get()).as("handler runs").isEqualTo(2);
+    assertThat(ReadsRequest.sendsOf(key)).isEqualTo(1);
+  }
+
+  /**
+   * (fixreq) Posts to {@code path} (its work queued behind a held executor if {@code queued}, else
+   * begun at once) and returns the answer its timeout gave; the work goes on once the client got
+   * it, and this waits (20 s at most) until it read its request, or failed.
+   */
+  private HttpResponse<byte[]> firstAnswerAtTheTimeout(String path, String key, boolean queued)
+      throws Exception {
+    CountDownLatch answered = new CountDownLatch(1);
+    ReadsRequest.firstAnswered = answered;
+    CountDownLatch release = new CountDownLatch(1);
+    ReadsRequest.release = release;
+    ReadsRequest.blockStarted = new CountDownLatch(1);
+    CompletableFuture<HttpResponse<byte[]>> blocking = null;
+    if (queued) {
+      blocking = MvcProbes.sendAsync(port(), "/probeL/block", null);
+      assertThat(ReadsRequest.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
+    }
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      answered.countDown(); // the work goes on to read the request
+      release.countDown();
+      if (blocking != null) {
+        blocking.get(60, TimeUnit.SECONDS);
+      }
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!ReadsRequest.readOutcome.containsKey(key) && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    return first;
   }
 }
