@@ -103,7 +103,9 @@ class BatchHandOutRenewalFailsTwiceProbeTest {
       assertThat(anotherHandedOut)
           .as("k2 and k3, whose renewals failed, are not handed out")
           .isFalse();
-      assertThat(failed).as("renewals failed at the two hand-outs").hasValue(3);
+      assertThat(failed.get())
+          .as("renewals failed at the two hand-outs (and a keeper round, if one came)")
+          .isGreaterThanOrEqualTo(3);
 
       // real time passes while k1's send runs: bounded wait for the keeper to renew k1
       Instant leaseBefore = guardB.find(k1).orElseThrow().leaseExpiresAt();

@@ -35,14 +35,14 @@ import org.junit.jupiter.api.TestInstance;
  * fail ({@code lease_until <= :lease}) and the item read back must answer renewed (still the
  * owner's, in progress, leased further). Answered lost, the keeper would stop and another guard (on
  * the true clock) would send again once the lease ran out. A single call and a batch of four (the
- * keeper's {@code extendAll}, one conditional update per key), on dynalite; lease 2 s, guard B asks
- * every 100 ms for three leases of real time.
+ * keeper's {@code extendAll}, one conditional update per key), on dynalite; lease 3 s (after the
+ * step A's leases end 2 s ahead of B's clock), guard B asks every 100 ms for two leases.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class DynamoDbClockSteppedBackProbeTest {
 
   static final Duration TTL = Duration.ofHours(1);
-  static final Duration LEASE = Duration.ofSeconds(2);
+  static final Duration LEASE = Duration.ofSeconds(3);
 
   private DynamoDbKeyStore store;
 
@@ -107,7 +107,7 @@ class DynamoDbClockSteppedBackProbeTest {
 
       List<String> keys = new ArrayList<>(batchKeys);
       keys.add(single);
-      long until = System.nanoTime() + LEASE.multipliedBy(3).toNanos();
+      long until = System.nanoTime() + LEASE.multipliedBy(2).toNanos();
       List<String> secondGot = new ArrayList<>();
       while (System.nanoTime() - until < 0) {
         for (String key : keys) {
