@@ -17,6 +17,7 @@ import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -30,26 +31,36 @@ import org.junit.jupiter.api.TestInstance;
 
 /**
  * probeO (SPEC 1): DynamoDB's conditional extend when the renewal would leave the lease where it
- * is: a guard whose clock steps back a second (an NTP correction) mid-send asks for leases that end
- * no later than the stored one until real time catches up, so both of {@code extend}'s conditions
- * fail ({@code lease_until <= :lease}) and the item read back must answer renewed (still the
- * owner's, in progress, leased further). Answered lost, the keeper would stop and another guard (on
- * the true clock) would send again once the lease ran out. A single call and a batch of four (the
- * keeper's {@code extendAll}, one conditional update per key), on dynalite; lease 3 s (after the
- * step A's leases end 2 s ahead of B's clock), guard B asks every 100 ms for two leases.
+ * is: a guard whose clock steps back 2.5 s (an NTP correction) mid-send asks for leases that end no
+ * later than the stored one until real time catches up, so both of {@code extend}'s conditions fail
+ * ({@code lease_until <= :lease}) and the item read back must answer renewed (still the owner's, in
+ * progress, leased further). Answered lost, the keeper would stop and another guard (on the true
+ * clock) would send again once the lease ran out. A single call and a batch of four (the keeper's
+ * {@code extendAll}, one conditional update per key), on dynalite; lease 5 s (renewed every 2 s or
+ * less, so the first renewals after the step change nothing; A's leases then end 2.5 s ahead of B's
+ * clock), guard B asks every 100 ms for two leases. A's store has its own HTTP client: after the
+ * step it only renews, so its GetItem requests are the read-backs.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class DynamoDbClockSteppedBackProbeTest {
 
   static final Duration TTL = Duration.ofHours(1);
-  static final Duration LEASE = Duration.ofSeconds(3);
+  static final Duration LEASE = Duration.ofSeconds(5);
 
+  private final InterceptedHttpClient httpA =
+      new InterceptedHttpClient(DynaliteClients.http().build());
   private DynamoDbKeyStore store;
+  private DynamoDbKeyStore storeA;
 
   @BeforeAll
   void open() throws InterruptedException {
     store =
         DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint()))
+            .tableName("idempotency-clock-stepped-back")
+            .createTableIfMissing(true)
+            .build();
+    storeA =
+        DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint(), httpA))
             .tableName("idempotency-clock-stepped-back")
             .createTableIfMissing(true)
             .build();
@@ -62,6 +73,7 @@ class DynamoDbClockSteppedBackProbeTest {
   @AfterAll
   void close() {
     store.close();
+    storeA.close();
   }
 
   @Test
@@ -77,7 +89,7 @@ class DynamoDbClockSteppedBackProbeTest {
     CountDownLatch firstSending = new CountDownLatch(1);
     CountDownLatch releaseFirst = new CountDownLatch(1);
     try (IdempotencyGuard first =
-            IdempotencyGuard.builder().store(store).lease(LEASE).clock(clockA).build();
+            IdempotencyGuard.builder().store(storeA).lease(LEASE).clock(clockA).build();
         IdempotencyGuard second =
             IdempotencyGuard.builder()
                 .store(store)
@@ -103,7 +115,8 @@ class DynamoDbClockSteppedBackProbeTest {
       List<Batch.Item> handedOut = new ArrayList<>();
       batch.toSend().forEach(handedOut::add);
       assertThat(handedOut).hasSize(4);
-      clockA.offsetMillis.set(-1_000);
+      clockA.offsetMillis.set(-2_500);
+      httpA.resetCounts(); // from now on A only renews: each GetItem is a renewal's read-back
 
       List<String> keys = new ArrayList<>(batchKeys);
       keys.add(single);
@@ -120,6 +133,7 @@ class DynamoDbClockSteppedBackProbeTest {
         }
         Thread.sleep(100);
       }
+      Map<String, Long> renewalRequests = httpA.counts();
       releaseFirst.countDown();
       assertThat(sending.get(30, TimeUnit.SECONDS)).isEqualTo("first");
       handedOut.forEach(item -> batch.succeeded(item, "a"));
@@ -129,6 +143,9 @@ class DynamoDbClockSteppedBackProbeTest {
           .isEmpty();
       assertThat(secondSends).hasValue(0);
       assertThat(sends).hasValue(1);
+      assertThat(renewalRequests.getOrDefault("GetItem", 0L))
+          .as("renewals that changed nothing were read back (A's requests: %s)", renewalRequests)
+          .isPositive();
     }
   }
 
