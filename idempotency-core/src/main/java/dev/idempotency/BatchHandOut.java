@@ -152,17 +152,27 @@ final class BatchHandOut {
     if (item.claim.isLive(now, horizonNanos)) {
       return true;
     }
+    if (!lapse(item) && item.handedOut()) {
+      return false; // another iteration handed it out: its send runs, and is renewed
+    }
     item.stopRunning(settings.inFlight);
-    lapse(item);
     return false;
   }
 
-  private void lapse(Batch.Item item) {
-    if (item.state.compareAndSet(Batch.Item.NEW, Batch.Item.LAPSED)) {
-      lapsed.add(item.key());
-      CallEvents.log.debug(
-          "Key {} of a batch was not handed out: its lease lapsed, or the guard is closing",
-          item.call.keyId);
+  /**
+   * Lapses a key not handed out, under the monitor {@code Item.markHandedOut} takes: never one that
+   * another iteration handed out, whose send may run (a LAPSED key is no longer renewed).
+   */
+  private boolean lapse(Batch.Item item) {
+    synchronized (item) {
+      if (item.handedOut() || !item.state.compareAndSet(Batch.Item.NEW, Batch.Item.LAPSED)) {
+        return false;
+      }
     }
+    lapsed.add(item.key());
+    CallEvents.log.debug(
+        "Key {} of a batch was not handed out: its lease lapsed, or the guard is closing",
+        item.call.keyId);
+    return true;
   }
 }
