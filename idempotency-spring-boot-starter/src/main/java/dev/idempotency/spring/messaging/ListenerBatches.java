@@ -29,9 +29,11 @@ import org.slf4j.LoggerFactory;
  * <ol>
  *   <li>The batch's keys are claimed together ({@code claimBatch}, one round trip per chunk).
  *   <li>The listener gets the messages to send, in order, up to the first one that must come back
- *       later (or whose key cannot be used: a poison message). Each is handed out by the batch as
- *       the listener reads it ({@link HandedOutList}), its lease checked then: one whose lease
- *       lapsed since the claim is never given to the listener, and the batch comes back from it.
+ *       later (or whose key cannot be used: a poison message; where the whole batch fails together,
+ *       as on RabbitMQ, it gets the others, and the batch is then rejected). Each is handed out by
+ *       the batch as the listener reads it ({@link HandedOutList}), its lease checked then: one
+ *       whose lease lapsed since the claim is never given to the listener, and the batch comes back
+ *       from it.
  *   <li>Their outcomes are recorded before the container acknowledges; in a listener container's
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}). A
@@ -93,8 +95,13 @@ final class ListenerBatches {
     Map<String, Integer> first = new LinkedHashMap<>();
     List<IdempotencyRequest> requests = new ArrayList<>();
     Duration ttl = method.ttl;
-    // a message whose key cannot be used is a poison message: the batch stops there, as it does
-    // for a message that must come back later, and the container's dead-letter path takes it
+    // a message whose key cannot be used is a poison message. Where the container takes the
+    // messages before a failed one as done (Kafka), the batch stops there, as it does for a
+    // message that must come back later, and the container's dead-letter path takes it. Where the
+    // whole batch fails together (RabbitMQ), the others run first: the batch is then rejected
+    // (dead-lettered) for the first poison message, those sent as completed duplicates, never
+    // with a message after it unsent
+    boolean wholeBatchFails = !failures.commitsBefore();
     int poison = size;
     InvalidIdempotencyKeyException poisonCause = null;
     // where each element sits among the messages the container polled (a filter may drop some)
@@ -107,7 +114,7 @@ final class ListenerBatches {
       // payloads of a filtered batch that cannot be told apart: never read with another's key
       throw failures.failedAt(0, IdempotentListenerInterceptor.unmatchedPayloads(method));
     }
-    for (int i = 0; i < size && poison == size; i++) {
+    for (int i = 0; i < size && (poison == size || wholeBatchFails); i++) {
       Object element = elements.get(i);
       Map<String, Object> headers =
           positions != null && delivery != null
@@ -116,9 +123,11 @@ final class ListenerBatches {
       try {
         keys[i] = method.elementKey(Messages.payloadOf(element), headers);
       } catch (InvalidIdempotencyKeyException e) {
-        poison = i;
-        poisonCause = e;
-        continue;
+        if (poison == size) {
+          poison = i;
+          poisonCause = e;
+        }
+        continue; // its key stays null
       }
       if (first.putIfAbsent(keys[i], i) == null) {
         requests.add(IdempotencyRequest.of(keys[i], ttl).withOperation(method.name));
@@ -126,7 +135,7 @@ final class ListenerBatches {
     }
 
     if (requests.isEmpty()) {
-      // the first message is the poison one
+      // the first message is the poison one (every message is, where the whole batch fails)
       throw failures.failedAt(polledIndex(positions, 0), poisonCause);
     }
     Batch<String> batch;
@@ -149,9 +158,11 @@ final class ListenerBatches {
     // a held-back message (heldBack) at the head of the messages to send runs alone
     boolean alone = false;
     for (int i = 0; i < size && stop == size; i++) {
-      if (i == poison) {
-        stop = i;
-        stopCause = poisonCause;
+      if (keys[i] == null) {
+        if (!wholeBatchFails) {
+          stop = i;
+          stopCause = poisonCause;
+        }
         continue;
       }
       if (alone) {
@@ -200,6 +211,11 @@ final class ListenerBatches {
       } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
         replays++;
       }
+    }
+    if (stop == size && poisonCause != null) {
+      // the whole batch fails together: rejected for its poison message once the others ran
+      stop = poison;
+      stopCause = poisonCause;
     }
     if (replays > 0) {
       log.debug(

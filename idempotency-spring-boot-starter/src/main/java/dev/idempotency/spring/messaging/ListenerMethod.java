@@ -207,6 +207,7 @@ final class ListenerMethod {
    * the header's.
    *
    * @throws MissingIdempotencyKeyException if the key is missing (null, or no such header)
+   * @throws InvalidIdempotencyKeyException if it is unusable, or its expression fails
    */
   String recordKey(Object target, Object[] arguments, Map<String, Object> headers) {
     if (key == null) {
@@ -224,6 +225,7 @@ final class ListenerMethod {
    * The key of one message of a batch.
    *
    * @throws MissingIdempotencyKeyException if the key is missing
+   * @throws InvalidIdempotencyKeyException if it is unusable, or its expression fails
    */
   String elementKey(Object payload, Map<String, Object> headers) {
     if (key == null) {
@@ -236,7 +238,23 @@ final class ListenerMethod {
   }
 
   private String evaluate(EvaluationContext context) {
-    Object value = key.getValue(context);
+    Object value;
+    try {
+      value = key.getValue(context);
+    } catch (RuntimeException e) {
+      // the expression cannot be worked out for this message (a field it lacks, an index out of
+      // range, a method its values make throw): the same at every redelivery, so a poison message
+      // (a batch names its index), never a reason to retry the delivery, nor the whole batch's
+      throw new InvalidIdempotencyKeyException(
+          "the key '"
+              + keySource
+              + "' of listener "
+              + name
+              + " cannot be evaluated for this message ("
+              + e.getClass().getSimpleName()
+              + ", the cause below); nothing ran",
+          e);
+    }
     if (value == null) {
       throw new MissingIdempotencyKeyException(
           "the key '" + keySource + "' of listener " + name + " evaluated to null; nothing ran");
