@@ -115,6 +115,9 @@ public final class Batch<T> implements AutoCloseable {
       if (handedOutAtMono != 0 || state.get() != NEW || batch.reports.isClosed()) {
         return false; // once record() began, nothing is handed out: it releases what it finds NEW
       }
+      if (claim != null && !claim.start()) {
+        return false; // lost since its check (a renewal on another thread failed or was refused)
+      }
       handedOutAtMono = nowMono == 0 ? 1 : nowMono;
       return true;
     }

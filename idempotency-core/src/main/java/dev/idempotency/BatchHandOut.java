@@ -85,7 +85,10 @@ final class BatchHandOut {
         if (item.markHandedOut(nowMono)) {
           batch.activeAt(nowMono);
           return item;
-        } // another iteration of toSend() handed it out since hasNext(): look further
+        } // another iteration of toSend() handed it out since hasNext(), or its claim was lost
+        if (lapse(item)) {
+          item.stopRunning(settings.inFlight); // lost, never handed out: look further
+        }
       }
       if (reports.isClosed()) {
         // fail fast, as the JDK's iterators do on a concurrent change: handing the key out now

@@ -179,6 +179,34 @@ final class Claim implements LeaseKeeper.Watched {
     return lost;
   }
 
+  /** A batch's key was handed out: its send may start. Guarded by this object's monitor. */
+  private boolean started;
+
+  /**
+   * Marks a batch's key handed out, its send about to start; {@code false} if the claim is lost
+   * already (nothing may be sent on it). From now on a renewal the store fails to answer does not
+   * lose it ({@link #loseUnlessStarted}).
+   */
+  synchronized boolean start() {
+    if (lost) {
+      return false;
+    }
+    started = true;
+    return true;
+  }
+
+  /**
+   * A renewal the store failed to answer (not refused): the claim is lost, so that nothing is sent
+   * on it, unless a send already started on it ({@link #start}): marked lost, that claim would
+   * never be renewed again and its lease would run out under the running send; the keeper retries
+   * it.
+   */
+  synchronized void loseUnlessStarted() {
+    if (!started) {
+      lost = true;
+    }
+  }
+
   /** The outcome is written or the key released: nothing more to renew. */
   void finish() {
     finished = true;

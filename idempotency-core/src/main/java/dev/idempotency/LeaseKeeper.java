@@ -323,7 +323,8 @@ final class LeaseKeeper {
     } catch (RuntimeException e) {
       if (loseOnFailure) {
         log.debug("Could not renew the leases of {} late claims; nothing is sent", part.size(), e);
-        part.forEach(Claim::lose);
+        // a batch's key handed out meanwhile (on another thread) is sending: the keeper retries it
+        part.forEach(Claim::loseUnlessStarted);
       } else {
         settings.outages.renewalFailed(
             "Could not renew the leases of " + part.size() + " keys; trying again", e);

@@ -63,9 +63,10 @@ public final class SendContext {
    * sender then throws (a batch reports the item failed), so that the key is released if it is
    * still this call's and a retry sends. A result returned instead is recorded as the key's outcome
    * wherever the key is still this call's ({@code false} also answers a renewal the store failed to
-   * answer, not only one it refused): repeats replay it, and the message is never sent. Always
-   * {@code true} for a context the guard did not make (tests, adapters), for a send without a claim
-   * (fail-open) and for a send inside the caller's transaction ({@link
+   * answer, not only one it refused, except for a batch item already handed out, whose send has
+   * started: the keeper tries its renewal again): repeats replay it, and the message is never sent.
+   * Always {@code true} for a context the guard did not make (tests, adapters), for a send without
+   * a claim (fail-open) and for a send inside the caller's transaction ({@link
    * IdempotencyGuard#executeInTransaction}), whose claim the transaction holds until it ends.
    *
    * @return {@code true} if a provider call may start now under this key

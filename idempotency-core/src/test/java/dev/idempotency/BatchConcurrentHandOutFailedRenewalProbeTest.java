@@ -19,7 +19,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -88,14 +87,15 @@ class BatchConcurrentHandOutFailedRenewalProbeTest {
     guardB.close();
   }
 
-  // Open finding (probeO, low-medium: a second send; needs a batch iterated from two threads, a
+  // Was an open finding, fixed by fixlost (a batch key handed out is marked started, and a
+  // renewal the store fails no longer loses a started claim: Claim.loseUnlessStarted). It read:
+  // open finding (probeO, low-medium: a second send; needs a batch iterated from two threads, a
   // store failure of a hand-out renewal, and a send longer than what is left of the lease; made
   // deterministic with a 1 s clock step back) on feb9e77, in-memory store: fails "[a sent once (B
   // got: b-2)] Expecting AtomicInteger(2) to have value: 1" and "[a key handed out is not lapsed]
   // Expecting ... not to contain ...". Since BatchHandOut.lapse spares keys handed out (probeO),
   // only the first: the failed renewal still marks the key lost (LeaseKeeper.renewNow), and the
   // keeper never renews a lost claim.
-  @Tag("open-finding")
   @Test
   void aKeyHandedOutWhileAnotherThreadsRenewalFailsIsStillRenewed() throws Exception {
     String a = "batch-concurrent-a:" + UUID.randomUUID();
