@@ -11,15 +11,11 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.MediaType;
@@ -39,36 +35,15 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * after a send, or with a failure before any send (the provider refused). The handler method sends
  * nothing. One application on a real Redis (Spring Data Redis's Lettuce connection).
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MvcTakenOverLaterStageProbeTest implements EndpointClient {
+class MvcTakenOverLaterStageProbeTest extends MvcProbeApplication {
 
-  private ConfigurableApplicationContext application;
-  private int port;
-
-  @BeforeAll
-  void start() {
-    application =
-        MvcProbes.startOn(
-            LaterStageApplication.class,
-            "redis",
-            new CountDownLatch(1),
-            "spring.mvc.async.request-timeout=1s",
-            "spring.task.execution.pool.core-size=1",
-            "spring.task.execution.pool.max-size=1",
-            "idempotency.http.max-response-size=1KB");
-    port = MvcProbes.portOf(application);
-  }
-
-  @AfterAll
-  void stop() {
-    if (application != null) {
-      application.close();
-    }
-  }
-
-  @Override
-  public int port() {
-    return port;
+  MvcTakenOverLaterStageProbeTest() {
+    super(
+        LaterStageApplication.class,
+        "spring.mvc.async.request-timeout=1s",
+        "spring.task.execution.pool.core-size=1",
+        "spring.task.execution.pool.max-size=1",
+        "idempotency.http.max-response-size=1KB");
   }
 
   @Override
