@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,11 +20,16 @@ import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
+import org.springframework.aop.support.DefaultPointcutAdvisor;
+import org.springframework.aop.support.StaticMethodMatcherPointcut;
+import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
+import org.springframework.context.annotation.Role;
+import org.springframework.core.Ordered;
 import org.springframework.messaging.handler.annotation.Header;
 import org.springframework.test.annotation.DirtiesContext;
 
@@ -45,6 +51,8 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
   static final String AUDITED_QUEUE = "idem.picked-probe.audited";
   static final String LEAK_QUEUE = "idem.picked-probe.leak";
   static final String HIDDEN_QUEUE = "idem.picked-probe.hidden";
+  static final String MIXED_HIDDEN_QUEUE = "idem.picked-probe.mixed-hidden";
+  static final String SWALLOWED_QUEUE = "idem.picked-probe.swallowed";
 
   static final List<String> sent = new CopyOnWriteArrayList<>();
   static final List<String> audited = new CopyOnWriteArrayList<>();
@@ -161,6 +169,45 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
     }
   }
 
+  /**
+   * A class-level listener with two guarded header-keyed handlers: a public one for text (so its
+   * container counts as guarded and its parts are marked) and a package-private one for bytes.
+   */
+  @RabbitListener(id = "picked-probe-mixed-hidden", queues = MIXED_HIDDEN_QUEUE)
+  public static class MixedHiddenHandlers {
+    @RabbitHandler
+    @IdempotentListener(name = "picked-probe-mixed-hidden-text", key = "#p1")
+    public void text(String event, @Header("Idempotency-Key") String key) {
+      sent.add(event);
+    }
+
+    @RabbitHandler
+    @IdempotentListener(name = "picked-probe-mixed-hidden-bytes", key = "#p1")
+    void bytes(byte[] event, @Header("Idempotency-Key") String key) {
+      sent.add(new String(event, StandardCharsets.UTF_8));
+    }
+  }
+
+  /**
+   * A class-level listener whose guarded header-keyed bytes handler is wrapped by the application's
+   * own advice, outside the guard, that logs and drops what the handler throws.
+   */
+  @RabbitListener(id = "picked-probe-swallowed", queues = SWALLOWED_QUEUE)
+  public static class SwallowedHandlers {
+    @RabbitHandler
+    public void text(String event) {
+      sent.add(event);
+    }
+
+    @RabbitHandler
+    @IdempotentListener(name = "picked-probe-swallowed-bytes", key = "#p1")
+    public void bytes(byte[] event, @Header("Idempotency-Key") String key) {
+      sent.add(new String(event, StandardCharsets.UTF_8));
+    }
+  }
+
+  static final List<String> swallowed = new CopyOnWriteArrayList<>();
+
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   @Import(ListenerTestConfiguration.class)
@@ -196,6 +243,41 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
     }
 
     @Bean
+    MixedHiddenHandlers pickedProbeMixedHiddenHandlers() {
+      return new MixedHiddenHandlers();
+    }
+
+    @Bean
+    SwallowedHandlers pickedProbeSwallowedHandlers() {
+      return new SwallowedHandlers();
+    }
+
+    /** The application's "log and drop" advice on SwallowedHandlers.bytes, outside the guard. */
+    @Bean
+    @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+    static DefaultPointcutAdvisor pickedProbeSwallowingAdvisor() {
+      DefaultPointcutAdvisor advisor =
+          new DefaultPointcutAdvisor(
+              new StaticMethodMatcherPointcut() {
+                @Override
+                public boolean matches(Method method, Class<?> targetClass) {
+                  return targetClass == SwallowedHandlers.class && method.getName().equals("bytes");
+                }
+              },
+              (MethodInterceptor)
+                  invocation -> {
+                    try {
+                      return invocation.proceed();
+                    } catch (RuntimeException dropped) {
+                      swallowed.add(dropped.getClass().getSimpleName());
+                      return null;
+                    }
+                  });
+      advisor.setOrder(Ordered.HIGHEST_PRECEDENCE);
+      return advisor;
+    }
+
+    @Bean
     HiddenHandlers pickedProbeHiddenHandlers() {
       return new HiddenHandlers();
     }
@@ -203,7 +285,13 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
     @Bean
     Declarables pickedProbeQueues() {
       return deadLetteredQueues(
-          CALLER_QUEUE, PLAIN_CALLER_QUEUE, AUDITED_QUEUE, LEAK_QUEUE, HIDDEN_QUEUE);
+          CALLER_QUEUE,
+          PLAIN_CALLER_QUEUE,
+          AUDITED_QUEUE,
+          LEAK_QUEUE,
+          HIDDEN_QUEUE,
+          MIXED_HIDDEN_QUEUE,
+          SWALLOWED_QUEUE);
     }
 
     /** A factory whose containers' advice chain audits each delivery (a guarded call). */
@@ -352,6 +440,58 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
     publishBatch(HIDDEN_QUEUE, List.of(bytes(first), bytes(second)));
     awaitBytesMarker(HIDDEN_QUEUE, "hd");
     firstSentOnceAndSecondSentOnceOrDeadLettered(HIDDEN_QUEUE, first, second);
+  }
+
+  /**
+   * A class-level listener whose public text handler and package-private bytes handler are both
+   * guarded and header-keyed (its container is guarded, its parts marked): a producer's batch of
+   * two byte messages, each with its own key, has its second part sent once or dead-lettered, never
+   * acknowledged as the first's replay.
+   */
+  // Open finding (severity high, a lost send, SPEC 1), Boot 3.5 and 4.0 at 657d791: "[the second
+  // (its own key) sent once or dead-lettered; sends: 0, dead-lettered: []]". The parts are marked
+  // here, but the refusing handlers are found among type.getMethods() (public only): the check the
+  // package-private handler's guard runs does not refuse it, and its @Header key is the first's.
+  @Test
+  @Tag("open-finding")
+  void aPackagePrivateHandlerBesideAPublicGuardedOneNeverTakesALaterPartAsTheFirstsReplay()
+      throws Exception {
+    String first = unique("mh-first");
+    String second = unique("mh-second");
+    publishBatch(MIXED_HIDDEN_QUEUE, List.of(bytes(first), bytes(second)));
+    awaitMarker(MIXED_HIDDEN_QUEUE, "mh");
+    firstSentOnceAndSecondSentOnceOrDeadLettered(MIXED_HIDDEN_QUEUE, first, second);
+  }
+
+  /**
+   * A class-level listener's guarded header-keyed bytes handler under the application's advice that
+   * drops what the handler throws (outside the guard): a producer's batch of two byte messages,
+   * each with its own key, has its second part sent once or dead-lettered, never acknowledged as
+   * the first's replay.
+   */
+  // Open finding (severity low: needs an application advice on the listener bean that drops
+  // failures, which would drop a deferral of any listener too), Boot 3.5 and 4.0 at 657d791: "[the
+  // second sent once or dead-lettered; sends: 0, dead-lettered: [], dropped by the application's
+  // advice: [RejectedPart]]". A class-level listener's part is refused inside the bean's proxy,
+  // where
+  // the application's own advisors ordered before the guard's sit outside it; a single-method
+  // listener's part is rejected in the container's advice, before any of them.
+  @Test
+  @Tag("open-finding")
+  void aRefusalDroppedByTheApplicationsAdviceOnTheHandlerNeverLosesALaterPart() throws Exception {
+    String first = unique("sw-first");
+    String second = unique("sw-second");
+    publishBatch(SWALLOWED_QUEUE, List.of(bytes(first), bytes(second)));
+    awaitBytesMarker(SWALLOWED_QUEUE, "sw");
+    List<String> deadLettered = drainDeadLetters(SWALLOWED_QUEUE);
+
+    assertThat(sent(first)).as("sends of the first").isEqualTo(1);
+    assertThat(sent(second) == 1 || deadLettered.stream().anyMatch(d -> d.contains(second)))
+        .as(
+            "the second sent once or dead-lettered; sends: %d, dead-lettered: %s, dropped by the"
+                + " application's advice: %s",
+            sent(second), deadLettered, swallowed)
+        .isTrue();
   }
 
   /**
