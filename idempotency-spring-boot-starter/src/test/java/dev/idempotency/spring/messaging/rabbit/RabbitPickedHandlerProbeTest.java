@@ -1,10 +1,12 @@
 package dev.idempotency.spring.messaging.rabbit;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idempotency.spring.Idempotent;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
+import dev.idempotency.testservers.RabbitMqServer;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -16,6 +18,7 @@ import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.MessageProperties;
+import org.springframework.amqp.core.QueueBuilder;
 import org.springframework.amqp.rabbit.annotation.RabbitHandler;
 import org.springframework.amqp.rabbit.annotation.RabbitListener;
 import org.springframework.amqp.rabbit.config.SimpleRabbitListenerContainerFactory;
@@ -24,11 +27,14 @@ import org.springframework.aop.support.DefaultPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
+import org.springframework.core.NestedExceptionUtils;
 import org.springframework.core.Ordered;
 import org.springframework.messaging.handler.annotation.Header;
 import org.springframework.test.annotation.DirtiesContext;
@@ -207,6 +213,34 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
   }
 
   static final List<String> swallowed = new CopyOnWriteArrayList<>();
+
+  static final String MANUAL_QUEUE = "idem.picked-probe.manual";
+
+  /** A class-level listener, MANUAL acknowledgement, whose guarded handler is package-private. */
+  @RabbitListener(id = "picked-probe-manual", queues = MANUAL_QUEUE, ackMode = "MANUAL")
+  public static class ManualHiddenHandlers {
+    @RabbitHandler
+    public void text(String event) {}
+
+    @RabbitHandler
+    @IdempotentListener(name = "picked-probe-manual-bytes", key = "#p1")
+    void bytes(byte[] event, @Header("Idempotency-Key") String key) {}
+  }
+
+  /** An application with {@link ManualHiddenHandlers} alone. */
+  @SpringBootConfiguration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  static class ManualApp {
+    @Bean
+    ManualHiddenHandlers pickedProbeManualHiddenHandlers() {
+      return new ManualHiddenHandlers();
+    }
+
+    @Bean
+    Declarables pickedProbeManualQueue() {
+      return new Declarables(QueueBuilder.nonDurable(MANUAL_QUEUE).build());
+    }
+  }
 
   @SpringBootConfiguration(proxyBeanMethods = false)
   @EnableAutoConfiguration
@@ -492,6 +526,35 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
                 + " application's advice: %s",
             sent(second), deadLettered, swallowed)
         .isTrue();
+  }
+
+  /**
+   * MANUAL acknowledgement under a class-level listener whose guarded handler is package-private
+   * must fail the start, as it does for a public guarded handler (a replay does not run the
+   * listener, nothing acknowledges it, and the consumer stalls once its prefetch filled).
+   */
+  // Open finding (severity medium: a consumer stuck, not a lost send), Boot 3.5 and 4.0 at 657d791:
+  // "Expecting code to raise a throwable." Same cause as the package-private rows above:
+  // UnsupportedRabbitContainers.guarded looks among public methods only, so none of its refusals
+  // (MANUAL acknowledgement, a transacted channel, returnExceptions, the advice chain) applies.
+  @Test
+  @Tag("open-finding")
+  void manualAcknowledgementUnderAPackagePrivateGuardedHandlerFailsTheStart() {
+    assertThatThrownBy(
+            () ->
+                new SpringApplicationBuilder(ManualApp.class)
+                    .web(WebApplicationType.NONE)
+                    .properties(
+                        "spring.rabbitmq.host=127.0.0.1",
+                        "spring.rabbitmq.port=" + RabbitMqServer.shared().port(),
+                        "idempotency.store=memory",
+                        "spring.main.banner-mode=off")
+                    .run()
+                    .close())
+        .satisfies(
+            failure ->
+                assertThat(NestedExceptionUtils.getMostSpecificCause(failure))
+                    .hasMessageContaining("MANUAL acknowledgement, which is not supported"));
   }
 
   /**
