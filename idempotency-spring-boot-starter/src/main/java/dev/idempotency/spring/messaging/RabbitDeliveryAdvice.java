@@ -1,12 +1,10 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyStoredFailureException;
-import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -220,8 +218,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
     Object[] arguments = invocation.getArguments();
     Object data = arguments.length > 1 ? arguments[1] : null;
-    Consumer<Method> check = container == null ? null : checkProducerBatchParts(container, data);
-    Consumer<Method> previousCheck = PickedHandlers.bind(check);
+    PickedHandlers.Check check =
+        container == null ? null : checkProducerBatchParts(container, data);
+    PickedHandlers.Check previousCheck = PickedHandlers.bind(check);
     Delivery previous = Delivery.bind(delivery(data));
     Caught caught = new Caught();
     Caught outer = CAUGHT.get();
@@ -298,7 +297,7 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
    *
    * @return the check for the handler Spring picks, or {@code null} for none
    */
-  private @Nullable Consumer<Method> checkProducerBatchParts(
+  private PickedHandlers.@Nullable Check checkProducerBatchParts(
       AbstractMessageListenerContainer rabbit, @Nullable Object data) {
     Boolean known = guarded;
     if (known == null) {
@@ -348,7 +347,8 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     }
     return rule.refusingHandlers().isEmpty()
         ? null
-        : RabbitProducerBatchParts.refuseIn(rule.refusingHandlers());
+        : new PickedHandlers.Check(
+            rule.handlers(), RabbitProducerBatchParts.refuseIn(rule.refusingHandlers()));
   }
 
   /** {@link RabbitProducerBatchParts#partsRuleOf}, worked out (the keys parsed) once. */

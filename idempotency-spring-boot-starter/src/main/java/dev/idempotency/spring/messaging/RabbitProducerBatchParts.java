@@ -181,8 +181,10 @@ final class RabbitProducerBatchParts {
    * @param refusingHandlers the guarded {@code @RabbitHandler} methods of a class-level listener
    *     that may read their key from anything but the payload: each refuses the part once Spring
    *     picked it ({@link #refuseIn}); the container's other handlers take it
+   * @param handlers the guarded {@code @RabbitHandler} methods of a class-level listener, those the
+   *     check runs for ({@link PickedHandlers})
    */
-  record PartsRule(boolean rejected, Set<Method> refusingHandlers) {}
+  record PartsRule(boolean rejected, Set<Method> refusingHandlers, Set<Method> handlers) {}
 
   /**
    * The rule of a guarded container's parts. A key counts as read from the payload only where it
@@ -201,15 +203,16 @@ final class RabbitProducerBatchParts {
   static PartsRule partsRuleOf(AbstractMessageListenerContainer rabbit) {
     HandlerMethods handlers = handlerMethodsOf(rabbit);
     Set<Method> refusing = new HashSet<>();
-    for (Method method : UnsupportedRabbitContainers.guardedMethods(rabbit)) {
+    List<Method> guarded = UnsupportedRabbitContainers.guardedMethods(rabbit);
+    for (Method method : guarded) {
       if (!keyedByPayload(method, handlers.argumentsOf(method))) {
         refusing.add(method);
       }
     }
     if (handlers.classLevel()) {
-      return new PartsRule(false, Set.copyOf(refusing));
+      return new PartsRule(false, Set.copyOf(refusing), Set.copyOf(guarded));
     }
-    return new PartsRule(!refusing.isEmpty(), Set.of());
+    return new PartsRule(!refusing.isEmpty(), Set.of(), Set.of());
   }
 
   /**

@@ -221,8 +221,9 @@ final class UnsupportedRabbitContainers {
       try {
         method = handler.getMethodFor(null);
       } catch (RuntimeException classLevelListener) {
-        // @RabbitHandler methods: chosen by payload type; look at them all
-        return guardedAmong(Arrays.asList(type.getMethods()), type, true);
+        // @RabbitHandler methods: chosen by payload type; look at them all, whatever their
+        // visibility, as Spring AMQP finds them (its bean post-processor's user-declared methods)
+        return guardedAmong(Arrays.asList(declaredMethodsOf(type)), type, true);
       }
       return guardedAmong(Collections.singletonList(method), type, false);
     }
@@ -254,12 +255,22 @@ final class UnsupportedRabbitContainers {
   private static List<Guarded> methodsNamed(Object listener, Set<String> names) {
     Class<?> type = AopUtils.getTargetClass(listener);
     List<@Nullable Method> candidates = new ArrayList<>();
-    for (Method method : type.getMethods()) {
+    for (Method method : declaredMethodsOf(type)) {
       if (names.contains(method.getName())) {
         candidates.add(method);
       }
     }
     return guardedAmong(candidates, type, false);
+  }
+
+  /**
+   * The methods of {@code type} and its superclasses, whatever their visibility, each once (an
+   * override hides the method it overrides), without the compiler's bridges and synthetic methods:
+   * Spring AMQP calls a {@code @RabbitHandler} (and a {@code MessageListenerAdapter} its delegate's
+   * method) that is not public too.
+   */
+  private static Method[] declaredMethodsOf(Class<?> type) {
+    return ReflectionUtils.getUniqueDeclaredMethods(type, ReflectionUtils.USER_DECLARED_METHODS);
   }
 
   /** The most specific of {@code candidates}, methods of {@code type}, that are guarded. */
