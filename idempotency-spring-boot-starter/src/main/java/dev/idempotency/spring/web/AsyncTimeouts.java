@@ -212,6 +212,11 @@ final class AsyncTimeouts
    * thread, before that dispatch: the work is taken over there, not run on that thread, since its
    * result could no longer be the request's answer (Spring MVC's async result is set already).
    *
+   * <p>A later stage's work refused so (more async work that a stage which ran returned) is not
+   * taken over, as one still queued at a timeout is not: it is recorded as answered without its
+   * body ({@link AsyncWork#laterStageRejected}), since that stage may have sent; its client gets
+   * Spring MVC's answer to the refusal.
+   *
    * @return true if the work was queued, not yet begun, and is now taken over
    */
   synchronized boolean workRejected(NativeWebRequest request) {
@@ -220,6 +225,19 @@ final class AsyncTimeouts
     }
     Timeout taken = takeOver(request);
     if (taken == null) {
+      // a later stage's work, refused: not taken over (only a first stage's is kept), recorded
+      HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+      HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+      CapturingResponse capture =
+          servletResponse == null
+              ? null
+              : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+      if (servletRequest != null
+          && capture != null
+          && work.laterStageRejected(
+              LateResponse.of(servletRequest, capture, handler, capture.limit()))) {
+        log.debug("An idempotent endpoint's later async stage was refused by its executor");
+      }
       return false;
     }
     timeout = taken;

@@ -153,6 +153,32 @@ class MvcRejectedWorkProbeTest implements EndpointClient {
     assertThat(RejectedWork.sendsOf(key)).as("sends for the key").isEqualTo(1);
   }
 
+  /**
+   * A later stage refused (fixreject): the handler method sends, then returns a {@code
+   * CompletableFuture} (done at once) of a {@code Callable} that only formats the answer, which
+   * Spring MVC's executor refuses. A stage ran (the handler's) and may have sent, so, as for a
+   * later stage still queued at a timeout, the key is never released: the call is recorded as
+   * answered without its body, and the retry gets {@code 422 response-not-stored}, never a second
+   * send. The client gets Spring MVC's answer to the refusal. Failed before the fix (Boot 3.5):
+   * "sends for the key (first answer 500 {...}, last 201 replayed=null {"send":2}) expected: 1 but
+   * was: 2".
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"/probeM/send-then-future-callable"})
+  void aLaterStageRejectedAfterTheHandlerSentIsRecordedNotRunAgain(String path) throws Exception {
+    String key = EndpointClient.newKey();
+    HttpResponse<byte[]> first = whileExecutorsHeld(() -> post(path, key, "{}"));
+    assertThat(RejectedWork.sendsOf(key)).as("the handler method sent before it returned").isOne();
+
+    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    assertThat(RejectedWork.sendsOf(key))
+        .as(
+            "sends for the key (first answer %s, last %s)",
+            first.statusCode() + " " + EndpointClient.text(first), MvcProbes.replayed(last))
+        .isEqualTo(1);
+    assertThat(last.statusCode()).as("the retry: %s", MvcProbes.replayed(last)).isEqualTo(422);
+  }
+
   /** Runs {@code request} while both executors' only threads are held by unguarded tasks. */
   private <T> T whileExecutorsHeld(Callable<T> request) throws Exception {
     CountDownLatch release = new CountDownLatch(1);
@@ -288,6 +314,17 @@ class MvcRejectedWorkProbeTest implements EndpointClient {
       int n = send(key);
       return new WebAsyncTask<>(
           5_000L, OWN, () -> ResponseEntity.status(201).body(Map.of("send", n)));
+    }
+
+    /** Sends in the method body, then formats the answer in a Callable, a later stage. */
+    @PostMapping("/probeM/send-then-future-callable")
+    @IdempotentEndpoint
+    public CompletableFuture<Callable<ResponseEntity<Map<String, Object>>>> sendThenFutureCallable(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      int n = send(key);
+      return CompletableFuture.completedFuture(
+          () -> ResponseEntity.status(201).body(Map.of("send", n)));
     }
 
     /** Sends in its Callable. */
