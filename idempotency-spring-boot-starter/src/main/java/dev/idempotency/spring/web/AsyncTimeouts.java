@@ -64,6 +64,7 @@ final class AsyncTimeouts
   private @Nullable Timeout timeout; // guarded by this: decided at the first sign of the timeout
   private volatile @Nullable DeferredResult<?> deferredResult;
   private volatile boolean callableWork;
+  private volatile boolean rejectedWorkTaken; // taken over when its executor refused its task
   private final AtomicBoolean answered = new AtomicBoolean();
 
   /** What the starter made of the request's timeout, decided once ({@link #decide}). */
@@ -192,6 +193,73 @@ final class AsyncTimeouts
     log.debug(
         "An idempotent endpoint's queued work timed out; the starter runs it, the key claimed");
     return Timeout.DETACHED;
+  }
+
+  /**
+   * The executor that was to run the work (Spring MVC's, or a {@code WebAsyncTask}'s own) refused
+   * its task (every thread busy, its queue full): the case of work still queued at a timeout,
+   * reached sooner, since it never began and never will. The handler method ran, and may have sent
+   * before it returned the work, while the work may be the send: so it is taken over as at a
+   * timeout ({@link #takeOver}), the key claimed until it ends, and the request's async dispatch,
+   * whose result is the refusal, is answered {@code 409} ({@link #answerRejectedWork}) instead of
+   * Spring MVC's answer to it (a 5xx, which would release the key).
+   *
+   * <p>Why here: Spring MVC calls no processing interceptor for a refused task ({@code
+   * CallableInterceptorChain.applyPostProcess} calls only those whose {@code preProcess} ran, and
+   * none did), and hands the refusal on as the async result, dispatched once the request's own
+   * thread returns to the container (a Servlet container delays a dispatch until then). So the
+   * first place the starter sees it is {@code afterConcurrentHandlingStarted}, on the request's own
+   * thread, before that dispatch: the work is taken over there, not run on that thread, since its
+   * result could no longer be the request's answer (Spring MVC's async result is set already).
+   *
+   * <p>A later stage's work refused so (more async work that a stage which ran returned) is not
+   * taken over, as one still queued at a timeout is not: it is recorded as answered without its
+   * body ({@link AsyncWork#laterStageRejected}), since that stage may have sent; its client gets
+   * Spring MVC's answer to the refusal.
+   *
+   * @return true if the work was queued, not yet begun, and is now taken over
+   */
+  synchronized boolean workRejected(NativeWebRequest request) {
+    if (timeout != null) {
+      return false;
+    }
+    Timeout taken = takeOver(request);
+    if (taken == null) {
+      // a later stage's work, refused: not taken over (only a first stage's is kept), recorded
+      HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+      HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+      CapturingResponse capture =
+          servletResponse == null
+              ? null
+              : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+      if (servletRequest != null
+          && capture != null
+          && work.laterStageRejected(
+              LateResponse.of(servletRequest, capture, handler, capture.limit()))) {
+        log.debug("An idempotent endpoint's later async stage was refused by its executor");
+      }
+      return false;
+    }
+    timeout = taken;
+    rejectedWorkTaken = true;
+    log.debug("An idempotent endpoint's async executor refused its work; the starter runs it");
+    return true;
+  }
+
+  /**
+   * The async dispatch of a request whose work was taken over when its executor refused it ({@link
+   * #workRejected}): its result is that refusal, so the client is answered {@code 409} {@code
+   * request-in-progress} instead, the key claimed, and a retry gets the work's answer replayed once
+   * it ended.
+   *
+   * @return whether it answered (the request's work was taken over so)
+   */
+  boolean answerRejectedWork(NativeWebRequest request) throws IOException {
+    if (!rejectedWorkTaken) {
+      return false;
+    }
+    answer409(request);
+    return true;
   }
 
   private Timeout detach(NativeWebRequest request) {
@@ -416,8 +484,11 @@ final class AsyncTimeouts
             "request-in-progress",
             "the request with this "
                 + headerName
-                + " timed out while it is still being processed; it goes on, and a retry gets its"
-                + " response once it is done");
+                + (rejectedWorkTaken
+                    ? " is still being processed (its async executor was full); a retry gets its"
+                        + " response once it is done"
+                    : " timed out while it is still being processed; it goes on, and a retry gets"
+                        + " its response once it is done"));
       }
     } finally {
       AsyncContext async =

@@ -412,6 +412,24 @@ final class AsyncWork {
     lateResult(result, true);
   }
 
+  /**
+   * A later stage's work (more async work that a stage which ran returned: {@link #laterStageLost})
+   * was refused by its executor: it never runs, and a stage that ran may have sent, so the key is
+   * never released (the refusal, dispatched as the async result, would release it): the call is
+   * recorded now as answered without its body, from the status and headers of {@code late}, as a
+   * later stage lost at a timeout is; a retry gets {@code 422 response-not-stored}, never a second
+   * send.
+   *
+   * @return false if there was no later stage to lose, or the call was reported already
+   */
+  boolean laterStageRejected(LateResponse late) {
+    if (!laterStageLost() || !reported.compareAndSet(false, true)) {
+      return false;
+    }
+    recordStreamEnd(late, NO_RESULT, true);
+    return true;
+  }
+
   /** Whether the starter took the work over ({@link #takeOverQueuedWork}). */
   synchronized boolean takenOver() {
     return work == Work.TAKEN;

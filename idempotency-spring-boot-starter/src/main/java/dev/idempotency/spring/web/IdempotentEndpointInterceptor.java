@@ -22,12 +22,14 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.context.SmartLifecycle;
+import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.method.HandlerMethod;
@@ -132,6 +134,13 @@ public final class IdempotentEndpointInterceptor
   @Override
   public boolean preHandle(HttpServletRequest request, HttpServletResponse response, Object handler)
       throws IOException, ServletException {
+    if (request.getDispatcherType() == DispatcherType.ASYNC
+        && request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall
+        && WebAsyncUtils.getAsyncManager(request).getCallableInterceptor(AsyncTimeouts.KEY)
+            instanceof AsyncTimeouts timeouts
+        && timeouts.answerRejectedWork(new ServletWebRequest(request, response))) {
+      return false; // its work was refused by its executor and taken over: answered 409
+    }
     if (!(handler instanceof HandlerMethod method)
         || request.getDispatcherType() != DispatcherType.REQUEST
         || request.getAttribute(EndpointCall.ATTRIBUTE) != null) {
@@ -236,6 +245,28 @@ public final class IdempotentEndpointInterceptor
         && !asyncCalls.containsKey(call)) {
       asyncCalls.put(call, LateResponse.of(request, capture, method, capture.limit()));
       call.whenOutcomeKnown(() -> asyncCalls.remove(call));
+    }
+    takeOverRejectedWork(request, response);
+  }
+
+  /**
+   * The executor that was to run the work (Spring MVC's, or a {@code WebAsyncTask}'s own) refused
+   * its task: Spring MVC set the refusal as the async result, to be dispatched once this thread
+   * returns to the container. Work still queued (it never began) is taken over by the starter, as
+   * at a timeout ({@link AsyncTimeouts#workRejected}): releasing its key would run the handler
+   * method again on the retry, a second send if it sent before it returned the work. Asked after
+   * the call was kept for a shutdown ({@link #stop()}), which then finds it taken over.
+   */
+  private static void takeOverRejectedWork(
+      HttpServletRequest request, HttpServletResponse response) {
+    if (!(request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall)) {
+      return;
+    }
+    WebAsyncManager async = WebAsyncUtils.getAsyncManager(request);
+    if (async.hasConcurrentResult()
+        && async.getConcurrentResult() instanceof RejectedExecutionException
+        && async.getCallableInterceptor(AsyncTimeouts.KEY) instanceof AsyncTimeouts timeouts) {
+      timeouts.workRejected(new ServletWebRequest(request, response));
     }
   }
 
