@@ -43,8 +43,12 @@ import org.springframework.web.multipart.MultipartFile;
  * getCookies()}, not copied: null), its {@code If-Unmodified-Since} date header ({@code
  * getDateHeader}: -1), then fails as an application does on a value that must be there. Taken over
  * (queued behind a held one-thread executor) or detached (begun on time). One application on a real
- * Redis, {@code spring.mvc.async.request-timeout=1s}. Each key must send once (SPEC 1): the retry,
- * with the same cookie and header, a replay or an error, never the handler run again.
+ * Redis, {@code spring.mvc.async.request-timeout=1s}. Also: the work sets a response header (fixreq
+ * switches the request only), or reads its uploaded file (Tomcat deletes it at the recycle). The
+ * work's first run waits (10 s at most) until Tomcat recycled its request (or response) facade
+ * before it reads or writes, as the work of a busy server may; without that wait the response row
+ * once passed on Boot 4.0. Each key must send once (SPEC 1): the retry, with the same cookie and
+ * header, a replay or an error, never the handler run again.
  */
 class MvcTakenOverReadsUncopiedProbeTest extends MvcProbeApplication {
 
