@@ -17,7 +17,9 @@ import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.ResolvableType;
 import org.springframework.expression.EvaluationContext;
+import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
+import org.springframework.expression.ExpressionInvocationTargetException;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.expression.spel.support.StandardEvaluationContext;
 import org.springframework.util.ClassUtils;
@@ -241,9 +243,14 @@ final class ListenerMethod {
     Object value;
     try {
       value = key.getValue(context);
-    } catch (RuntimeException e) {
-      // the expression cannot be worked out for this message (a field it lacks, an index out of
-      // range, a method its values make throw): the same at every redelivery, so a poison message
+    } catch (ExpressionInvocationTargetException lookUp) {
+      // a method the expression calls threw a checked exception (SpEL lets an unchecked one out
+      // as it is): the look-up's own failure, which may pass (a service timed out); retried as any
+      // listener failure, never taken for a poison message
+      throw lookUp;
+    } catch (EvaluationException e) {
+      // the expression itself cannot be worked out for this message (a field it lacks, a method
+      // called on null, an index out of range): the same at every redelivery, so a poison message
       // (a batch names its index), never a reason to retry the delivery, nor the whole batch's
       throw new InvalidIdempotencyKeyException(
           "the key '"
