@@ -1,6 +1,7 @@
 package dev.idempotency.spring.web;
 
 import jakarta.servlet.DispatcherType;
+import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpSession;
 import java.lang.reflect.InvocationHandler;
@@ -17,14 +18,16 @@ import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
+import org.springframework.http.HttpHeaders;
 
 /**
- * What rendering and exception resolvers read of a request (method, URI, headers, attributes,
- * parameters, the client's address, the principal, the session, the servlet context), copied while
- * the request was still valid, and answered after it ended by a {@link HttpServletRequest} proxy
- * whose body is gone. Its session, if it had one, is the same while it is valid; once invalidated,
- * or if it had none, {@code getSession(false)} answers null and {@code getSession()} a fresh
- * detached session that no container knows (a late answer creates no session the client could use).
+ * What rendering and exception resolvers read of a request (method, URI, headers, cookies,
+ * attributes, parameters, the client's address, the principal, the session, the servlet context),
+ * and work that outlived its request may read of it, copied while the request was still valid, and
+ * answered after it ended by a {@link HttpServletRequest} proxy whose body is gone. Its session, if
+ * it had one, is the same while it is valid; once invalidated, or if it had none, {@code
+ * getSession(false)} answers null and {@code getSession()} a fresh detached session that no
+ * container knows (a late answer creates no session the client could use).
  */
 final class EndedRequest {
 
@@ -63,6 +66,7 @@ final class EndedRequest {
     copy.put("getRemoteUser", request.getRemoteUser());
     copy.put("getUserPrincipal", request.getUserPrincipal());
     copy.put("getRequestedSessionId", request.getRequestedSessionId());
+    copy.put("cookies", cookies(request));
     copy.put("getServletContext", request.getServletContext()); // it outlives its requests
     // a session outlives its request (until it is invalidated): answered while it is valid
     copy.put("session", request.getSession(false));
@@ -81,6 +85,20 @@ final class EndedRequest {
     copy.put("attributes", Collections.synchronizedMap(attributes));
     copy.put("parameters", parameters(request));
     return new EndedRequest(copy);
+  }
+
+  /** The request's cookies, each a copy (a {@code Cookie} can be changed), or {@code null}. */
+  private static Cookie @Nullable [] cookies(HttpServletRequest request) {
+    Cookie[] cookies = request.getCookies();
+    return cookies == null ? null : copies(cookies);
+  }
+
+  private static Cookie[] copies(Cookie[] cookies) {
+    Cookie[] copies = new Cookie[cookies.length];
+    for (int i = 0; i < cookies.length; i++) {
+      copies[i] = (Cookie) cookies[i].clone();
+    }
+    return copies;
   }
 
   /**
@@ -201,7 +219,18 @@ final class EndedRequest {
               List<String> ints = headers.get((String) args[0]);
               return ints == null || ints.isEmpty() ? -1 : Integer.parseInt(ints.get(0));
             case "getDateHeader":
-              return -1L;
+              List<String> dates = headers.get((String) args[0]);
+              if (dates == null || dates.isEmpty()) {
+                return -1L;
+              }
+              // the three HTTP date formats, as the container parses them (IllegalArgumentException
+              // for a value that is none of them, as the Servlet API says)
+              HttpHeaders date = new HttpHeaders();
+              date.set(HttpHeaders.DATE, dates.get(0));
+              return date.getFirstDate(HttpHeaders.DATE);
+            case "getCookies":
+              Cookie[] cookies = (Cookie[]) request.get("cookies");
+              return cookies == null ? null : copies(cookies);
             case "getAttribute":
               return attributes.get((String) args[0]);
             case "setAttribute":
