@@ -2,8 +2,6 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.net.URI;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -16,12 +14,9 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.ResponseEntity;
@@ -39,40 +34,24 @@ import org.springframework.web.context.request.async.WebAsyncTask;
  * Spring MVC's. One application on a real Redis (Spring Data Redis's Lettuce connection), {@code
  * spring.mvc.async.request-timeout=1s}.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MvcManyTakenOverProbeTest implements EndpointClient {
+class MvcManyTakenOverProbeTest extends MvcProbeApplication {
 
   private static final int REQUESTS = UninterruptedWork.TAKEN_OVER_THREADS + 8;
 
   private static final String PATH = "/probeM/many/task";
 
-  private ConfigurableApplicationContext application;
-  private int port;
-
-  @BeforeAll
-  void start() {
-    application =
-        MvcProbes.startOn(
-            ManyApplication.class,
-            "redis",
-            new CountDownLatch(1),
-            "spring.mvc.async.request-timeout=1s");
-    port = MvcProbes.portOf(application);
+  MvcManyTakenOverProbeTest() {
+    super(ManyApplication.class, "spring.mvc.async.request-timeout=1s");
   }
 
+  /**
+   * Runs before {@link MvcProbeApplication}'s own {@code @AfterAll}, which closes the application.
+   */
   @AfterAll
-  void stop() {
+  void releaseWork() {
     ManyTasks.gate.countDown();
     ManyTasks.release.countDown();
-    if (application != null) {
-      application.close();
-    }
     ManyTasks.OWN.shutdown();
-  }
-
-  @Override
-  public int port() {
-    return port;
   }
 
   @Override
@@ -115,7 +94,7 @@ class MvcManyTakenOverProbeTest implements EndpointClient {
     List<Integer> repeatsWhileHeld = new ArrayList<>();
     try {
       for (String key : keys) {
-        first.add(sendAsync(PATH, key));
+        first.add(MvcProbes.sendAsync(port(), PATH, key));
       }
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
       while (ManyTasks.started.size() < REQUESTS && System.nanoTime() < deadline) {
@@ -211,17 +190,6 @@ class MvcManyTakenOverProbeTest implements EndpointClient {
   }
 
   /** Not through the common pool (one thread on two cores): every request in flight at once. */
-  private CompletableFuture<HttpResponse<byte[]>> sendAsync(String path, String key) {
-    HttpRequest request =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-            .timeout(Duration.ofSeconds(60))
-            .header("Content-Type", "application/json")
-            .header("Idempotency-Key", key)
-            .POST(HttpRequest.BodyPublishers.ofString("{}"))
-            .build();
-    return HTTP.sendAsync(request, HttpResponse.BodyHandlers.ofByteArray());
-  }
-
   @Configuration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   @Import(ManyTasks.class)

@@ -2,11 +2,8 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.net.URI;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
@@ -15,12 +12,9 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.MediaType;
@@ -44,37 +38,23 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * Lettuce connection), Spring MVC's executor one thread and no queue ({@code queue-capacity=0}),
  * held by an unguarded request while the guarded one comes.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class MvcRejectedWorkProbeTest implements EndpointClient {
+class MvcRejectedWorkProbeTest extends MvcProbeApplication {
 
-  private ConfigurableApplicationContext application;
-  private int port;
-
-  @BeforeAll
-  void start() {
-    application =
-        MvcProbes.startOn(
-            RejectedWorkApplication.class,
-            "redis",
-            new CountDownLatch(1),
-            "spring.mvc.async.request-timeout=5s",
-            "spring.task.execution.pool.core-size=1",
-            "spring.task.execution.pool.max-size=1",
-            "spring.task.execution.pool.queue-capacity=0");
-    port = MvcProbes.portOf(application);
+  MvcRejectedWorkProbeTest() {
+    super(
+        RejectedWorkApplication.class,
+        "spring.mvc.async.request-timeout=5s",
+        "spring.task.execution.pool.core-size=1",
+        "spring.task.execution.pool.max-size=1",
+        "spring.task.execution.pool.queue-capacity=0");
   }
 
+  /**
+   * Runs before {@link MvcProbeApplication}'s own {@code @AfterAll}, which closes the application.
+   */
   @AfterAll
-  void stop() {
-    if (application != null) {
-      application.close();
-    }
+  void releaseWork() {
     RejectedWork.OWN.shutdown();
-  }
-
-  @Override
-  public int port() {
-    return port;
   }
 
   @Override
@@ -117,7 +97,7 @@ class MvcRejectedWorkProbeTest implements EndpointClient {
     HttpResponse<byte[]> first = whileExecutorsHeld(() -> post(path, key, "{}"));
     assertThat(RejectedWork.sendsOf(key)).as("the handler method sent before it returned").isOne();
 
-    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     assertThat(RejectedWork.sendsOf(key))
         .as(
             "sends for the key (first answer %s, last %s)",
@@ -146,7 +126,7 @@ class MvcRejectedWorkProbeTest implements EndpointClient {
             first.statusCode())
         .isLessThanOrEqualTo(1);
 
-    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     assertThat(last.statusCode())
         .as("the retry (first answer %s): %s", first.statusCode(), MvcProbes.replayed(last))
         .isEqualTo(201);
@@ -170,7 +150,7 @@ class MvcRejectedWorkProbeTest implements EndpointClient {
     HttpResponse<byte[]> first = whileExecutorsHeld(() -> post(path, key, "{}"));
     assertThat(RejectedWork.sendsOf(key)).as("the handler method sent before it returned").isOne();
 
-    HttpResponse<byte[]> last = retryUntilAnswered(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     assertThat(RejectedWork.sendsOf(key))
         .as(
             "sends for the key (first answer %s, last %s)",
@@ -186,7 +166,8 @@ class MvcRejectedWorkProbeTest implements EndpointClient {
     RejectedWork.blockStarted = new CountDownLatch(1);
     CountDownLatch ownStarted = new CountDownLatch(1);
     RejectedWork.OWN.execute(() -> hold(ownStarted, release));
-    CompletableFuture<HttpResponse<byte[]>> blocking = sendAsync("/probeM/block");
+    CompletableFuture<HttpResponse<byte[]>> blocking =
+        MvcProbes.sendAsync(port(), "/probeM/block", null);
     assertThat(RejectedWork.blockStarted.await(30, TimeUnit.SECONDS))
         .as("the blocking task holds Spring MVC's executor's only thread")
         .isTrue();
@@ -214,26 +195,6 @@ class MvcRejectedWorkProbeTest implements EndpointClient {
   }
 
   /** Posts again while the answer is 409 or a 5xx (an executor still busy), for 20 s. */
-  private HttpResponse<byte[]> retryUntilAnswered(String path, String key) throws Exception {
-    HttpResponse<byte[]> retry;
-    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-    do {
-      retry = post(path, key, "{}");
-    } while ((retry.statusCode() == 409 || retry.statusCode() >= 500)
-        && System.nanoTime() < deadline);
-    return retry;
-  }
-
-  private CompletableFuture<HttpResponse<byte[]>> sendAsync(String path) {
-    HttpRequest request =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-            .timeout(Duration.ofSeconds(60))
-            .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString("{}"))
-            .build();
-    return HTTP.sendAsync(request, HttpResponse.BodyHandlers.ofByteArray());
-  }
-
   @Configuration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   @Import(RejectedWork.class)
