@@ -21,9 +21,9 @@ import org.springframework.messaging.handler.invocation.InvocableHandlerMethod;
 
 /**
  * Which guarded RabbitMQ listeners read their key from the payload only ({@code
- * RabbitProducerBatchParts.keyedByPayload}): the parts after the first of a producer's batch carry
- * the first message's headers, so any other listener has them rejected, never sent as the first's
- * replay. Payload-keyed listeners are left as they are.
+ * PayloadKeys#keyedByPayload}): the parts after the first of a producer's batch carry the first
+ * message's headers, so any other listener has them rejected, never sent as the first's replay.
+ * Payload-keyed listeners are left as they are.
  */
 class RabbitProducerBatchPartsKeyTest {
 
@@ -216,7 +216,7 @@ class RabbitProducerBatchPartsKeyTest {
   @Test
   void aHandlerWithoutResolversReadsNoPayload() {
     InvocableHandlerMethod bare = new InvocableHandlerMethod(new Listeners(), method("payload"));
-    assertThat(RabbitProducerBatchParts.keyedByPayload(bare)).isFalse();
+    assertThat(PayloadKeys.keyedByPayload(bare)).isFalse();
   }
 
   /**
@@ -233,7 +233,7 @@ class RabbitProducerBatchPartsKeyTest {
   }
 
   private static boolean keyedByPayload(InvocableHandlerMethod handler) {
-    return RabbitProducerBatchParts.keyedByPayload(handler);
+    return PayloadKeys.keyedByPayload(handler);
   }
 
   private static Method method(String name) {
@@ -249,6 +249,6 @@ class RabbitProducerBatchPartsKeyTest {
             .filter(m -> m.getName().equals(name) && m.getDeclaringClass() == Listeners.class)
             .findFirst()
             .orElseThrow();
-    return RabbitProducerBatchParts.keyedByPayload(method);
+    return PayloadKeys.keyedByPayload(method);
   }
 }
