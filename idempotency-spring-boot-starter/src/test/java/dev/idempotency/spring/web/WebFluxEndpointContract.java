@@ -84,7 +84,8 @@ abstract class WebFluxEndpointContract extends RunningApplication
    * its own event loop once the store or the handler answered, where WebFlux runs a handler without
    * the filter, not on a thread of the guard's pool (a hand-over there and back per request): the
    * handler is invoked there, and the outcome is recorded there (the guard's COMPLETED event runs
-   * on that step's thread). A blocking store's (JDBC) calls stay on the guard's executors.
+   * on that step's thread). A blocking store's (JDBC) calls stay on the guard's executors, which
+   * BlockHound checks.
    */
   @Test
   void theCallGoesOnOnTheRequestsEventLoopOnANonBlockingStore() throws Exception {
@@ -106,7 +107,10 @@ abstract class WebFluxEndpointContract extends RunningApplication
       assertThat(EndpointClient.text(response)).contains("\"thread\":\"reactor-http-");
       assertThat(whereEvents.completedOn()).startsWith("reactor-http-");
     } else {
-      assertThat(whereEvents.completedOn()).startsWith("idempotency-g");
+      // the JDBC calls themselves are held to the guard's executors by BlockHound (the @AfterEach):
+      // the event follows the outcome's write on the thread that finished it, or on the event loop
+      // that attached its step if the write had already finished by then (CompletableFuture's rule)
+      assertThat(whereEvents.completedOn()).matches("idempotency-g.*|reactor-http-.*");
     }
   }
 
