@@ -256,21 +256,14 @@ final class PayloadKeys {
 
   /** Whether a parameter is declared so that it takes the payload, not the headers. */
   private static boolean payloadDeclared(MethodParameter parameter) {
-    if (parameter.hasParameterAnnotation(Header.class)
-        || parameter.hasParameterAnnotation(Headers.class)) {
-      return false;
-    }
-    ResolvableType type = ResolvableType.forMethodParameter(parameter);
-    if (Collection.class.isAssignableFrom(type.toClass())) {
-      type = type.asCollection().getGeneric(0);
-    }
-    Class<?> raw = type.toClass();
-    return !(org.springframework.messaging.Message.class.isAssignableFrom(raw)
-        || Message.class.isAssignableFrom(raw)
-        || MessageProperties.class.isAssignableFrom(raw)
-        || org.springframework.messaging.MessageHeaders.class.isAssignableFrom(raw)
-        || MessageHeaderAccessor.class.isAssignableFrom(raw)
-        || raw.getName().equals("com.rabbitmq.client.Channel"));
+    Class<?> raw = unannotatedElementType(parameter);
+    return raw != null
+        && !(org.springframework.messaging.Message.class.isAssignableFrom(raw)
+            || Message.class.isAssignableFrom(raw)
+            || MessageProperties.class.isAssignableFrom(raw)
+            || org.springframework.messaging.MessageHeaders.class.isAssignableFrom(raw)
+            || MessageHeaderAccessor.class.isAssignableFrom(raw)
+            || raw.getName().equals("com.rabbitmq.client.Channel"));
   }
 
   /**
@@ -283,15 +276,24 @@ final class PayloadKeys {
 
   /** Whether a parameter is declared a Spring {@code Message} (or a collection of them). */
   private static boolean messageDeclared(MethodParameter parameter) {
+    Class<?> raw = unannotatedElementType(parameter);
+    return raw != null && org.springframework.messaging.Message.class.isAssignableFrom(raw);
+  }
+
+  /**
+   * The declared type of a parameter that is neither {@code @Header} nor {@code @Headers}: of a
+   * collection's elements for a collection (a batch listener's); null for an annotated one.
+   */
+  private static @Nullable Class<?> unannotatedElementType(MethodParameter parameter) {
     if (parameter.hasParameterAnnotation(Header.class)
         || parameter.hasParameterAnnotation(Headers.class)) {
-      return false;
+      return null;
     }
     ResolvableType type = ResolvableType.forMethodParameter(parameter);
     if (Collection.class.isAssignableFrom(type.toClass())) {
       type = type.asCollection().getGeneric(0);
     }
-    return org.springframework.messaging.Message.class.isAssignableFrom(type.toClass());
+    return type.toClass();
   }
 
   /**

@@ -258,18 +258,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     }
     RabbitProducerBatchParts.RejectedPart rejected = RabbitProducerBatchParts.rejectionIn(deferred);
     if (rejected != null) {
-      log.warn(
-          "A part after the first of a producer's batch (BatchingRabbitTemplate) reached the"
-              + " guarded handler {} of RabbitMQ listener container '{}', which may read its key"
-              + " from the message's headers (a header, @Header or Message parameter), which such a"
-              + " part shares with the batch's first message: the batch is rejected without requeue"
-              + " (dead-lettered if its queue has a dead-letter exchange), this part not sent. Key"
-              + " the handler by its payload.",
-          rejected.handler(),
-          container == null ? "?" : container.getListenerId());
-      throw new AmqpRejectAndDontRequeueException(
-          "a producer batch's part after the first, to a handler keyed from its headers: rejected"
-              + " without requeue",
+      throw partRejected(
+          "the guarded handler " + rejected.handler() + " of",
+          container == null ? "?" : container.getListenerId(),
           rejected);
     }
     if (container != null) {
@@ -332,23 +323,41 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     }
     RabbitProducerBatchParts.PartsRule rule = partsRule(rabbit);
     if (rule.rejected()) {
-      log.warn(
-          "A part after the first of a producer's batch (BatchingRabbitTemplate) reached RabbitMQ"
-              + " listener container '{}', whose guarded listener may read its key from the"
-              + " message's headers (a header, @Header or Message parameter, or one the"
-              + " application's argument resolver resolves), which such a part shares with the"
-              + " batch's first message: the batch is rejected without requeue (dead-lettered if"
-              + " its queue has a dead-letter exchange), this part not sent. Key the listener by"
-              + " its payload.",
-          rabbit.getListenerId());
-      throw new AmqpRejectAndDontRequeueException(
-          "a producer batch's part after the first, to a listener keyed from its headers:"
-              + " rejected without requeue");
+      throw partRejected("the guarded listener of", rabbit.getListenerId(), null);
     }
     return rule.refusingHandlers().isEmpty()
         ? null
         : new PickedHandlers.Check(
             rule.handlers(), RabbitProducerBatchParts.refuseIn(rule.refusingHandlers()));
+  }
+
+  /**
+   * A part after the first of a producer's batch that reached a guarded listener, or the guarded
+   * handler Spring picked, which may read its key from the message's headers, which such a part
+   * shares with the batch's first message: logged (one WARN) and rejected without requeue, never
+   * sent.
+   *
+   * @param reached what the part reached, before the container's name
+   * @param listenerId the container's
+   * @param cause the picked handler's refusal, or null for the container's listener
+   * @return the rejection to throw
+   */
+  private static AmqpRejectAndDontRequeueException partRejected(
+      String reached, String listenerId, @Nullable Throwable cause) {
+    log.warn(
+        "A part after the first of a producer's batch (BatchingRabbitTemplate) reached {} RabbitMQ"
+            + " listener container '{}', which may read its key from the message's headers (a"
+            + " header, @Header or Message parameter, or one the application's argument resolver"
+            + " resolves), which such a part shares with the batch's first message: the batch is"
+            + " rejected without requeue (dead-lettered if its queue has a dead-letter exchange),"
+            + " this part not sent. Key it by its payload.",
+        reached,
+        listenerId);
+    return new AmqpRejectAndDontRequeueException(
+        "a producer batch's part after the first, to "
+            + (cause == null ? "a listener" : "a handler")
+            + " keyed from its headers: rejected without requeue",
+        cause);
   }
 
   /** {@link RabbitProducerBatchParts#partsRuleOf}, worked out (the keys parsed) once. */

@@ -147,7 +147,9 @@ final class AsyncTimeouts
    */
   private synchronized Timeout decide(NativeWebRequest request) {
     if (timeout == null) {
-      Timeout taken = takeOver(request);
+      CapturingResponse capture = captureOf(request);
+      LateResponse late = lateResponseOf(request, capture);
+      Timeout taken = late == null || capture == null ? null : takeOver(late, capture);
       if (taken != null) {
         timeout = taken;
       } else if (work.abandonQueuedWork()) {
@@ -170,19 +172,12 @@ final class AsyncTimeouts
    * detached one ({@code 409}, or a {@code WebAsyncTask}'s own timeout answer), a stream's as a
    * stream whose end decides ({@link Timeout#STREAM_AWAITED}: Spring's timeout answer).
    *
+   * @param late the call's request and response as the handler left them ({@link #lateResponseOf})
+   * @param capture the starter's capture of the call's response
    * @return what became of the request, or null if there was no queued work to take over
    */
-  private @Nullable Timeout takeOver(NativeWebRequest request) {
-    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
-    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
-    CapturingResponse capture =
-        servletResponse == null
-            ? null
-            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
-    if (servletRequest == null
-        || capture == null
-        || !work.takeOverQueuedWork(
-            LateResponse.of(servletRequest, capture, handler, capture.limit()))) {
+  private @Nullable Timeout takeOver(LateResponse late, CapturingResponse capture) {
+    if (!work.takeOverQueuedWork(late)) {
       return null;
     }
     if (work.awaitsStreamEnd()) {
@@ -223,19 +218,15 @@ final class AsyncTimeouts
     if (timeout != null) {
       return false;
     }
-    Timeout taken = takeOver(request);
+    CapturingResponse capture = captureOf(request);
+    LateResponse late = lateResponseOf(request, capture);
+    if (late == null || capture == null) {
+      return false;
+    }
+    Timeout taken = takeOver(late, capture);
     if (taken == null) {
       // a later stage's work, refused: not taken over (only a first stage's is kept), recorded
-      HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
-      HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
-      CapturingResponse capture =
-          servletResponse == null
-              ? null
-              : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
-      if (servletRequest != null
-          && capture != null
-          && work.laterStageRejected(
-              LateResponse.of(servletRequest, capture, handler, capture.limit()))) {
+      if (work.laterStageRejected(late)) {
         log.debug("An idempotent endpoint's later async stage was refused by its executor");
       }
       return false;
@@ -263,16 +254,11 @@ final class AsyncTimeouts
   }
 
   private Timeout detach(NativeWebRequest request) {
-    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
-    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
-    CapturingResponse capture =
-        servletResponse == null
-            ? null
-            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
-    if (servletRequest == null || capture == null) {
+    CapturingResponse capture = captureOf(request);
+    LateResponse late = lateResponseOf(request, capture);
+    if (late == null || capture == null) {
       return Timeout.NOT_DETACHED;
     }
-    LateResponse late = LateResponse.of(servletRequest, capture, handler, capture.limit());
     if (!work.detach(late)) {
       if (callableWork && work.detachWithEarlyResult(late)) {
         // the result is the answer, unless an application's timeout fallback wins the request
@@ -420,21 +406,13 @@ final class AsyncTimeouts
    * @return what became of the stream, or null if the response is not one
    */
   private @Nullable Timeout cutAStream(NativeWebRequest request) {
-    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
-    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
-    CapturingResponse capture =
-        servletResponse == null
-            ? null
-            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    CapturingResponse capture = captureOf(request);
     if (capture == null || !(capture.passedOn() || capture.returnsAStream())) {
       return null;
     }
-    if (servletRequest != null
-        && capture.returnsAStream()
-        && !capture.wroteBody()
-        && work.awaitStreamEnd(
-            LateResponse.of(servletRequest, capture, handler, capture.limit()),
-            capture::wroteBody)) {
+    LateResponse late =
+        capture.returnsAStream() && !capture.wroteBody() ? lateResponseOf(request, capture) : null;
+    if (late != null && work.awaitStreamEnd(late, capture::wroteBody)) {
       log.debug("An idempotent endpoint's stream timed out before it wrote; its end decides");
       return Timeout.STREAM_AWAITED;
     }
@@ -459,17 +437,34 @@ final class AsyncTimeouts
     return true;
   }
 
+  /** The starter's capture of the call's response, or null where the response is not its own. */
+  private static @Nullable CapturingResponse captureOf(NativeWebRequest request) {
+    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
+    return servletResponse == null
+        ? null
+        : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+  }
+
+  /**
+   * What the call's work is rendered into once it outlives its request ({@link LateResponse}: a
+   * copy of the request, and of the response as the handler left it), taken now, while both are
+   * valid; null where either is not there.
+   */
+  private @Nullable LateResponse lateResponseOf(
+      NativeWebRequest request, @Nullable CapturingResponse capture) {
+    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+    return servletRequest == null || capture == null
+        ? null
+        : LateResponse.of(servletRequest, capture, handler, capture.limit());
+  }
+
   /**
    * Answers the timed-out client of a detached call with a 409 and ends its request, the key still
    * claimed; once.
    */
   private void answer409(NativeWebRequest request) throws IOException {
     HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
-    HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
-    CapturingResponse capture =
-        servletResponse == null
-            ? null
-            : WebUtils.getNativeResponse(servletResponse, CapturingResponse.class);
+    CapturingResponse capture = captureOf(request);
     if (servletRequest == null || capture == null || !answered.compareAndSet(false, true)) {
       return;
     }
