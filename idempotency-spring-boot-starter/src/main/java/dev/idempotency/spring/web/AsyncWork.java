@@ -113,6 +113,14 @@ final class AsyncWork {
     this.handlerStarted = handlerStarted;
   }
 
+  /**
+   * The response the work's result is rendered with, once a timeout (or a shutdown) detached the
+   * request from its work; else null.
+   */
+  @Nullable LateResponse late() {
+    return late;
+  }
+
   /** Whether a timeout detached the request: the late result, not the request's end, reports. */
   boolean detached() {
     return late != null;

@@ -1,28 +1,41 @@
 package dev.idempotency.spring.web;
 
+import jakarta.servlet.MultipartConfigElement;
 import jakarta.servlet.ReadListener;
+import jakarta.servlet.ServletContext;
+import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletInputStream;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
+import jakarta.servlet.http.Part;
 import java.io.BufferedReader;
 import java.io.ByteArrayInputStream;
+import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.LoggerFactory;
+import org.springframework.web.context.WebApplicationContext;
+import org.springframework.web.servlet.support.RequestContextUtils;
 
 /**
  * The request of a request the filter follows: a plain pass-through until {@link #readBody} (an
  * {@link IdempotentEndpoint} handler's request is fingerprinted), then its body is read again from
  * memory by the handler. Form and multipart bodies are never read here: the container parses them
- * (for {@code getParameter} and {@code getParts}) from its own stream. Used by one request at a
- * time; once the container ends a request whose handler's work goes on ({@link
- * #outlivedByItsWork}), it answers from a copy of the request.
+ * (for {@code getParameter} and {@code getParts}) from its own stream; the parts it hands out wrap
+ * the container's ({@link UploadedPart}). Used by one request at a time; once the container ends a
+ * request whose handler's work goes on ({@link #outlivedByItsWork}), it answers from a copy of the
+ * request, and its parts from copies of their content.
  */
 final class BodyCachingRequest extends HttpServletRequestWrapper {
 
   private byte @Nullable [] body;
+  private volatile @Nullable List<UploadedPart> parts; // the container's, wrapped: once parsed
 
   BodyCachingRequest(HttpServletRequest request) {
     super(request);
@@ -67,8 +80,116 @@ final class BodyCachingRequest extends HttpServletRequestWrapper {
    */
   void outlivedByItsWork() {
     if (getRequest() instanceof HttpServletRequest request) {
+      copyParts(request);
       setRequest(EndedRequest.copyOf(request).proxy());
     }
+  }
+
+  /**
+   * The parts handed out (an uploaded file that Spring MVC resolved for a {@code MultipartFile}
+   * parameter among them), which the container deletes when it recycles the request: each one's
+   * content is copied to a file of its own, read from then on ({@link
+   * UploadedPart#copyForTheWork}), if they are within the request's multipart limits (the
+   * application's {@code MultipartConfigElement}: {@code spring.servlet.multipart.max-file-size}
+   * and {@code max-request-size}), as the container accepted them; else, or if a copy fails, a part
+   * reads the container's, gone once it recycled the request. Deleted once the call's outcome is
+   * known ({@link #deleteCopies}).
+   */
+  private void copyParts(HttpServletRequest request) {
+    List<UploadedPart> handedOut = parts;
+    if (handedOut == null || handedOut.isEmpty() || !withinLimits(request, handedOut)) {
+      return;
+    }
+    Object tempDir = request.getServletContext().getAttribute(ServletContext.TEMPDIR);
+    File location = tempDir instanceof File dir ? dir : null;
+    for (UploadedPart part : handedOut) {
+      try {
+        part.copyForTheWork(location);
+      } catch (IOException | RuntimeException e) {
+        LoggerFactory.getLogger(EndpointCall.class)
+            .debug("A part of an idempotent endpoint's ended request could not be copied", e);
+      }
+    }
+  }
+
+  /** Whether the parts are within the application's multipart limits, if it has any. */
+  private static boolean withinLimits(HttpServletRequest request, List<UploadedPart> parts) {
+    WebApplicationContext context = RequestContextUtils.findWebApplicationContext(request);
+    MultipartConfigElement limits =
+        context == null
+            ? null
+            : context.getBeanProvider(MultipartConfigElement.class).getIfUnique();
+    if (limits == null) {
+      return true; // the container's own limits: what it parsed, it accepted
+    }
+    long total = 0;
+    for (UploadedPart part : parts) {
+      long size = part.containerSize();
+      if (limits.getMaxFileSize() >= 0 && size > limits.getMaxFileSize()) {
+        return false;
+      }
+      total += size;
+    }
+    return limits.getMaxRequestSize() < 0 || total <= limits.getMaxRequestSize();
+  }
+
+  /** Deletes the parts' copies ({@link #copyParts}), if any: the work that read them ended. */
+  void deleteCopies() {
+    List<UploadedPart> handedOut = parts;
+    if (handedOut == null) {
+      return;
+    }
+    for (UploadedPart part : handedOut) {
+      try {
+        part.deleteCopy();
+      } catch (IOException e) {
+        LoggerFactory.getLogger(EndpointCall.class)
+            .debug("A copy of an ended request's part could not be deleted", e);
+      }
+    }
+  }
+
+  /**
+   * The container's parts, each wrapped ({@link UploadedPart}: the same ones on every call), so
+   * that they can be copied if the request ends under work that goes on; a new list each time, as
+   * the parts themselves are the same.
+   */
+  @Override
+  public @Nullable Collection<Part> getParts() throws IOException, ServletException {
+    List<UploadedPart> handedOut = parts;
+    if (handedOut == null) {
+      synchronized (this) {
+        handedOut = parts;
+        if (handedOut == null) {
+          Collection<Part> container = super.getParts();
+          if (container == null) {
+            return null; // the ended request's copy: it has none
+          }
+          List<UploadedPart> wrapped = new ArrayList<>(container.size());
+          for (Part part : container) {
+            wrapped.add(new UploadedPart(part));
+          }
+          handedOut = List.copyOf(wrapped);
+          parts = handedOut;
+        }
+      }
+    }
+    return new ArrayList<>(handedOut);
+  }
+
+  /** The first of {@link #getParts} by that name, as the container answers. */
+  @Override
+  public @Nullable Part getPart(String name) throws IOException, ServletException {
+    Collection<Part> all = getParts();
+    if (all == null) {
+      return super.getPart(name);
+    }
+    for (Part part : all) {
+      if (name.equals(part.getName())) {
+        return part;
+      }
+    }
+    return null;
   }
 
   @Override

@@ -24,8 +24,9 @@ import org.jspecify.annotations.Nullable;
  * copy is dropped and {@code onStreamPastBound} is told. A write or flush the container refuses
  * (the client went away) marks the response {@link #cutShort()}. {@code sendError} and {@code
  * sendRedirect} go to the container as they are (it renders the error page in an error dispatch);
- * status and headers always live in the wrapped response. Used by one request at a time, as servlet
- * responses are; a stream's writes may come from the application's thread.
+ * status and headers always live in the wrapped response: the container's, until the container ends
+ * a request whose work goes on without it ({@link #outlivedByItsWork}). Used by one request at a
+ * time, as servlet responses are; a stream's writes may come from the application's thread.
  */
 final class CapturingResponse extends HttpServletResponseWrapper {
 
@@ -52,6 +53,24 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   CapturingResponse(HttpServletResponse response, long limit) {
     super(response);
     this.limit = limit;
+  }
+
+  /**
+   * The container is about to end the request (and may recycle its response: Tomcat's recycled
+   * response throws {@code IllegalStateException} on every call) while the handler's work goes on,
+   * detached at a timeout or a shutdown, or taken over by the starter. That work may set a header
+   * or a status on its {@code HttpServletResponse} parameter as it may on time (a receipt id),
+   * which is this wrapper (or wraps it): from now on this wrapper reaches {@code workResponse}
+   * instead, where its result is rendered from ({@link LateResponse#workResponse}), so such a call
+   * neither fails (a failure would release the key of work that may have sent, and the retry would
+   * send again) nor reaches a response the container reused. Called on the container's thread,
+   * before it recycles the response, through the standard {@code
+   * ServletResponseWrapper.setResponse}.
+   *
+   * @param workResponse the response the work's result is rendered from
+   */
+  void outlivedByItsWork(HttpServletResponse workResponse) {
+    setResponse(workResponse);
   }
 
   /** The most body bytes held back to store. */

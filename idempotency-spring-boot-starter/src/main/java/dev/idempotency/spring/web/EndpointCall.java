@@ -70,13 +70,20 @@ final class EndpointCall {
    * The container is about to end the request and may recycle it next. If the handler's work goes
    * on without it (a timeout or a shutdown detached it, or the starter took it over: {@link
    * AsyncWork#detached}), the work's request answers from now on from a copy of it ({@link
-   * BodyCachingRequest#outlivedByItsWork}), so that a work that reads its request after its client
-   * was answered gets what it would have got on time, not a failure that releases the key of work
-   * that may have sent.
+   * BodyCachingRequest#outlivedByItsWork}; its uploaded parts from copies of their own, deleted
+   * once the outcome is known), and its response is where its result is rendered from ({@link
+   * CapturingResponse#outlivedByItsWork}), so that a work that reads its request or sets a header
+   * on its response after its client was answered gets what it would have got on time, not a
+   * failure that releases the key of work that may have sent. A request that ended otherwise (its
+   * work ended, or was never detached) is left as it is: nothing is copied.
    */
   void requestDestroyed() {
+    LateResponse late = asyncWork.late();
+    if (late == null) {
+      return;
+    }
     BodyCachingRequest wrapped = request;
-    if (wrapped != null && asyncWork.detached()) {
+    if (wrapped != null) {
       try {
         wrapped.outlivedByItsWork();
       } catch (RuntimeException e) {
@@ -84,6 +91,11 @@ final class EndpointCall {
         LoggerFactory.getLogger(EndpointCall.class)
             .debug("The request of an idempotent endpoint's detached work could not be copied", e);
       }
+      whenOutcomeKnown(wrapped::deleteCopies);
+    }
+    CapturingResponse captured = response;
+    if (captured != null) {
+      captured.outlivedByItsWork(late.workResponse());
     }
   }
 

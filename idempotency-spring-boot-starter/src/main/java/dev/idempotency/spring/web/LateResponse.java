@@ -40,9 +40,10 @@ import org.springframework.web.servlet.support.RequestContextUtils;
  * DispatcherServlet}'s order ({@code @ExceptionHandler} methods of the controller and of {@code
  * ControllerAdvice} beans, {@code ResponseStatusExceptionResolver}, {@code
  * DefaultHandlerExceptionResolver}). The request is a copy taken while it was still valid (method,
- * URI, headers, attributes, parameters). What cannot be rendered so (a view, an error page) is
- * stored without its body, or with a problem detail: the send happened, so a repeat must not send
- * again.
+ * URI, headers, attributes, parameters). Status and headers that the work set on its response after
+ * its request ended ({@link #workResponse}) are rendered too, as they would have been on time. What
+ * cannot be rendered so (a view, an error page) is stored without its body, or with a problem
+ * detail: the send happened, so a repeat must not send again.
  */
 final class LateResponse {
 
@@ -233,6 +234,16 @@ final class LateResponse {
       }
     }
     return false;
+  }
+
+  /**
+   * The response that work which outlived its request writes to from the request's end on ({@link
+   * CapturingResponse#outlivedByItsWork}): the status and headers it sets there are those a result
+   * is rendered from ({@link #render}), as they would have been on the request's response on time;
+   * a body written there is dropped.
+   */
+  HttpServletResponse workResponse() {
+    return leftAs.workResponse();
   }
 
   /** The status of the response as the handler left it when the work went async. */
