@@ -34,7 +34,14 @@ class DynamoDbStoreAutoConfigurationTest {
 
   final ApplicationContextRunner runner =
       new ApplicationContextRunner()
-          .withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class));
+          .withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class))
+          // dynalite on a busy 2-core machine may take more than the store's default 1 s attempt
+          // and 2 s operation to answer the startup check: a check that timed out starts the
+          // application without its store, which a test of what the check found must not mistake
+          // for its answer (the unreachable case sets its own short timeouts)
+          .withPropertyValues(
+              "idempotency.dynamodb.operation-timeout=30s",
+              "idempotency.dynamodb.attempt-timeout=15s");
 
   static String table() {
     return "idem_" + UUID.randomUUID().toString().replace("-", "");
