@@ -99,11 +99,11 @@ final class ListenerBatches {
     // messages before a failed one as done (Kafka), the batch stops there, as it does for a
     // message that must come back later, and the container's dead-letter path takes it. Where the
     // whole batch fails together (RabbitMQ), the others run first: the batch is then rejected
-    // (dead-lettered) for the first poison message, those sent as completed duplicates, never
-    // with a message after it unsent
+    // (dead-lettered) for the first poison message (or stored failure to dead-letter), those sent
+    // as completed duplicates, never with a message after it unsent
     boolean wholeBatchFails = !failures.commitsBefore();
     int poison = size;
-    InvalidIdempotencyKeyException poisonCause = null;
+    RuntimeException poisonCause = null;
     // where each element sits among the messages the container polled (a filter may drop some)
     int[] positions = delivery != null && delivery.batch() ? delivery.positionsOf(elements) : null;
     if (positions == null
@@ -180,6 +180,17 @@ final class ListenerBatches {
         fate = Fate.REPLAYED;
       } else {
         IdempotencyException refused = batch.refused().get(key);
+        if (refused instanceof IdempotencyStoredFailureException
+            && wholeBatchFails
+            && !method.acknowledgeStoredFailure) {
+          // a stored failure to dead-letter rejects the whole batch, as a poison message does:
+          // the others run first, never dead-lettered unsent with it
+          if (i < poison) {
+            poison = i;
+            poisonCause = refused;
+          }
+          continue;
+        }
         if (refused instanceof IdempotencyStoredFailureException stored
             && method.acknowledgeStoredFailure) {
           log.info(
