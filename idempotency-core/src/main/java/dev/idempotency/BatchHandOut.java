@@ -78,6 +78,14 @@ final class BatchHandOut {
       while (hasNext()) {
         Batch.Item item = reserved;
         reserved = null;
+        if (settings.gaveUp()) {
+          // the guard closed past its grace period since hasNext(): its keeper renews nothing, so
+          // a send started now could outlive its lease and be taken over
+          if (lapse(item)) {
+            item.stopRunning(settings.inFlight);
+          }
+          continue;
+        }
         if (!stillLive(item)) {
           continue; // its lease ran out since hasNext() (the loop waited): lapsed, look further
         }
