@@ -78,14 +78,6 @@ final class BatchHandOut {
       while (hasNext()) {
         Batch.Item item = reserved;
         reserved = null;
-        if (settings.gaveUp()) {
-          // the guard closed past its grace period since hasNext(): its keeper renews nothing, so
-          // a send started now could outlive its lease and be taken over
-          if (lapse(item)) {
-            item.stopRunning(settings.inFlight);
-          }
-          continue;
-        }
         if (!stillLive(item)) {
           continue; // its lease ran out since hasNext() (the loop waited): lapsed, look further
         }
@@ -93,7 +85,8 @@ final class BatchHandOut {
         if (item.markHandedOut(nowMono)) {
           batch.activeAt(nowMono);
           return item;
-        } // another iteration of toSend() handed it out since hasNext(), or its claim was lost
+        } // another iteration of toSend() handed it out since hasNext(), its claim was lost, or the
+        // guard gave up (closed past its grace period) meanwhile
         if (lapse(item)) {
           item.stopRunning(settings.inFlight); // lost, never handed out: look further
         }
