@@ -62,7 +62,8 @@ class BatchReservedKeyAfterCloseProbeTest {
   // probeT: failed on 5cfa0b8 (low: a second send; needs a loop that waits between hasNext() and
   // next() across a close of the guard past its grace period, and a send longer than what was left
   // of the lease), in-memory store: "[a sent once (B got: b-2)] Expecting AtomicInteger(2) to have
-  // value: 1". FIXED: BatchHandOut.next() lapses the reserved key once the guard gave up.
+  // value: 1". FIXED: Batch.Item.markHandedOut refuses once the guard gave up; next() lapses the
+  // key.
   @Test
   void aKeyReservedBeforeTheGuardGaveUpIsNotHandedOutAfter() throws Exception {
     String a = "batch-reserved-close-a:" + UUID.randomUUID();

@@ -22,11 +22,11 @@ import org.junit.jupiter.api.TestInstance;
  * probeT (SPEC 1): {@code dev.idempotency.BatchReservedKeyAfterCloseProbeTest} on a real Redis, on
  * the server's time (no clock to move: real leases of 2 s). A loop reserves key a in {@code
  * hasNext()}; guard A closes past its grace period (200 ms) meanwhile; 1 s after the claim the loop
- * calls {@code next()}. Before the fix in {@code BatchHandOut.next()} it handed a out on a lease
- * nobody renewed any more (1 s left, above the margin of 0.5 s), and guard B, asking for a while
- * its 1.9 s send still ran, took it over once the lease ran out and sent again. Now a is lapsed and
- * taken back at {@code record()}: B sends it, once. A slow machine that reaches {@code next()} only
- * after 1.5 s lapses a for its lease instead, which passes too.
+ * calls {@code next()}. Before the fix in {@code Batch.Item.markHandedOut} it handed a out on a
+ * lease nobody renewed any more (1 s left, above the margin of 0.5 s), and guard B, asking for a
+ * while its 1.9 s send still ran, took it over once the lease ran out and sent again. Now a is
+ * lapsed and taken back at {@code record()}: B sends it, once. A slow machine that reaches {@code
+ * next()} only after 1.5 s lapses a for its lease instead, which passes too.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class RedisBatchReservedKeyAfterCloseProbeTest {
@@ -46,7 +46,7 @@ class RedisBatchReservedKeyAfterCloseProbeTest {
     redis.close();
   }
 
-  // probeT: failed with the fix of BatchHandOut.next() taken out ("[a sent once (B got: b-2)]
+  // probeT: failed with the gave-up check of next() taken out ("[a sent once (B got: b-2)]
   // Expecting AtomicInteger(2) to have value: 1"); passes with it.
   @Test
   void aKeyReservedBeforeTheGuardGaveUpIsNotHandedOutAfter() throws Exception {
