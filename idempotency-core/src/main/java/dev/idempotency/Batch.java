@@ -109,11 +109,17 @@ public final class Batch<T> implements AutoCloseable {
     /**
      * Marks the item handed out, as {@code next()} returns it.
      *
-     * @return {@code false} if it was handed out before, or is no longer to send
+     * @return {@code false} if it was handed out before, or is no longer to send (reported, lapsed,
+     *     recorded, its claim lost, or the guard gave up on its running calls)
      */
     synchronized boolean markHandedOut(long nowMono) {
       if (handedOutAtMono != 0 || state.get() != NEW || batch.reports.isClosed()) {
         return false; // once record() began, nothing is handed out: it releases what it finds NEW
+      }
+      if (batch.settings.gaveUp()) {
+        // the guard closed past its grace period (since hasNext(), or while next() renewed): its
+        // keeper renews nothing, so a send started now could outlive its lease and be taken over
+        return false;
       }
       if (claim != null && !claim.start()) {
         return false; // lost since its check (a renewal on another thread failed or was refused)

@@ -85,7 +85,8 @@ final class BatchHandOut {
         if (item.markHandedOut(nowMono)) {
           batch.activeAt(nowMono);
           return item;
-        } // another iteration of toSend() handed it out since hasNext(), or its claim was lost
+        } // another iteration of toSend() handed it out since hasNext(), its claim was lost, or the
+        // guard gave up (closed past its grace period) meanwhile
         if (lapse(item)) {
           item.stopRunning(settings.inFlight); // lost, never handed out: look further
         }
