@@ -9,9 +9,15 @@ import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
+import org.springframework.expression.AccessException;
+import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
+import org.springframework.expression.ExpressionInvocationTargetException;
 import org.springframework.expression.ParseException;
+import org.springframework.expression.spel.SpelEvaluationException;
+import org.springframework.expression.spel.SpelMessage;
 import org.springframework.expression.spel.SpelNode;
+import org.springframework.expression.spel.ast.BeanReference;
 import org.springframework.expression.spel.ast.FunctionReference;
 import org.springframework.expression.spel.ast.VariableReference;
 import org.springframework.expression.spel.standard.SpelExpression;
@@ -76,6 +82,11 @@ public final class ExpressionAttributes {
             problems.add(node.toStringAST() + " calls a function, and none are registered");
             return;
           }
+          if (node instanceof BeanReference) {
+            // evaluated without a bean resolver: it would fail on every call
+            problems.add(node.toStringAST() + " refers to a bean, and none can be reached");
+            return;
+          }
           if (!(node instanceof VariableReference)) {
             return;
           }
@@ -92,8 +103,37 @@ public final class ExpressionAttributes {
       throw new IdempotencyConfigurationException(
           named(where, attribute, source) + " is wrong: " + String.join("; ", problems) + ".",
           "Refer only to the method's parameters, by name (#orderId, which needs the -parameters"
-              + " compiler flag) or by position (#p0, #a0), and call no functions.");
+              + " compiler flag) or by position (#p0, #a0); call no functions and refer to no"
+              + " beans (a static method works: T(com.example.Keys).of(#p0)).");
     }
+  }
+
+  /**
+   * Whether an expression's evaluation failed on the values it was given (a property they lack, a
+   * method called on null, an index out of range, a value of the wrong type): the same failure for
+   * the same values every time, so they cannot be keyed. Not so when code the expression calls
+   * threw (a method, SpEL lets its unchecked exception out as it is and wraps a checked one in an
+   * {@link ExpressionInvocationTargetException}; a property's getter or a constructor, whose
+   * exception SpEL wraps in its own {@link SpelEvaluationException}): that code's own failure,
+   * which may pass (a look-up that timed out).
+   *
+   * @param e the evaluation's failure
+   * @return true if it is the expression's own failure for these values
+   */
+  public static boolean failedOnItsInput(EvaluationException e) {
+    if (e instanceof ExpressionInvocationTargetException) {
+      return false;
+    }
+    if (e instanceof SpelEvaluationException spel
+        && (spel.getMessageCode() == SpelMessage.EXCEPTION_DURING_PROPERTY_READ
+            || spel.getMessageCode() == SpelMessage.CONSTRUCTOR_INVOCATION_PROBLEM)) {
+      for (Throwable t = e.getCause(); t != null && t != t.getCause(); t = t.getCause()) {
+        if (!(t instanceof AccessException) && !(t instanceof EvaluationException)) {
+          return false; // the called code's own exception
+        }
+      }
+    }
+    return true;
   }
 
   /**

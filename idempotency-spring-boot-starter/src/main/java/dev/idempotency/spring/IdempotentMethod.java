@@ -10,6 +10,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.util.ClassUtils;
@@ -268,11 +269,33 @@ final class IdempotentMethod {
   /**
    * The key expression's value for one call (the guard's key is the name, then this).
    *
-   * @throws InvalidKeyException if the expression yields null
+   * @throws InvalidKeyException if the expression cannot be evaluated for these arguments (a
+   *     property they lack, a method called on null, an index out of range: SpEL's error is the
+   *     cause), or yields null
+   * @throws EvaluationException if a method, getter or constructor the expression calls threw: its
+   *     own failure, which may pass
    * @throws IllegalArgumentException if the value's text would change on every call
    */
   String keyValue(@Nullable Object target, Object[] arguments) {
-    Object value = key.getValue(context(target, arguments));
+    Object value;
+    try {
+      value = key.getValue(context(target, arguments));
+    } catch (EvaluationException e) {
+      if (!ExpressionAttributes.failedOnItsInput(e)) {
+        throw e;
+      }
+      // the same for the same arguments every time: bad input, not a failure to retry (a
+      // listener's message with it is a poison message)
+      throw new InvalidKeyException(
+          "the key '"
+              + keySource
+              + "' of "
+              + name
+              + " cannot be evaluated for these arguments ("
+              + e.getClass().getSimpleName()
+              + ", the cause below); nothing ran",
+          e);
+    }
     if (value == null) {
       throw new InvalidKeyException(
           "the key '" + keySource + "' of " + name + " evaluated to null; nothing ran", null);

@@ -40,6 +40,42 @@ class IdempotentMethodStartupTest {
     }
   }
 
+  static class BeanReferenceKey {
+    @Idempotent(key = "@keys.of(#orderId)")
+    public String send(String orderId) {
+      return orderId;
+    }
+  }
+
+  /** A record whose getter may throw: a look-up that fails once (a service timed out). */
+  public record Order(String id, boolean lookUpFails) {
+    public String getRef() {
+      if (lookUpFails) {
+        throw new IllegalStateException("the look-up timed out");
+      }
+      return "ref-" + id;
+    }
+  }
+
+  static class KeyFromAPart {
+    final java.util.concurrent.atomic.AtomicInteger runs =
+        new java.util.concurrent.atomic.AtomicInteger();
+
+    @Idempotent(key = "#p0.split('\\|')[1]")
+    public String send(String event) {
+      return "sent-" + runs.incrementAndGet();
+    }
+
+    @Idempotent(key = "#order.ref")
+    public String sendOrder(Order order) {
+      return "sent-" + runs.incrementAndGet();
+    }
+
+    public int runs() {
+      return runs.get();
+    }
+  }
+
   static class BadTtl {
     @Idempotent(key = "#orderId", ttl = "a day")
     public String send(String orderId) {
@@ -222,6 +258,40 @@ class IdempotentMethodStartupTest {
         "returns reactor.core.publisher.Flux, which is not supported",
         "Return a Mono (of a List, to keep several elements)");
     runner.withBean(ReturnsMono.class).run(context -> assertThat(context).hasNotFailed());
+  }
+
+  @Test
+  void aKeyReferringToABeanFailsAtStartupNotAtEveryCall() {
+    failsWith(
+        BeanReferenceKey.class,
+        "@keys refers to a bean, and none can be reached",
+        "T(com.example.Keys).of(#p0)");
+  }
+
+  /**
+   * SpEL's own failure for the arguments (an index out of range) is bad input, the same at every
+   * call: an {@link InvalidKeyException} (a listener's message with it is a poison message, not
+   * retried); a getter the key reads that throws is the getter's own failure, as it was.
+   */
+  @Test
+  void aKeyThatCannotBeEvaluatedForTheArgumentsIsAnInvalidKeyAndNothingRuns() {
+    runner
+        .withBean(KeyFromAPart.class)
+        .run(
+            context -> {
+              KeyFromAPart bean = context.getBean(KeyFromAPart.class);
+              org.assertj.core.api.Assertions.assertThatThrownBy(() -> bean.send("no-bar"))
+                  .isInstanceOf(InvalidKeyException.class)
+                  .hasMessageContaining("cannot be evaluated for these arguments")
+                  .hasCauseInstanceOf(org.springframework.expression.EvaluationException.class);
+              org.assertj.core.api.Assertions.assertThatThrownBy(
+                      () -> bean.sendOrder(new Order("o-1", true)))
+                  .isNotInstanceOf(InvalidKeyException.class)
+                  .hasRootCauseMessage("the look-up timed out");
+              assertThat(bean.runs()).isZero();
+              assertThat(bean.send("a|o-2")).isEqualTo("sent-1");
+              assertThat(bean.sendOrder(new Order("o-3", false))).isEqualTo("sent-2");
+            });
   }
 
   @Test

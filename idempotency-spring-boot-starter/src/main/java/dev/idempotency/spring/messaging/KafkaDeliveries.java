@@ -2,6 +2,7 @@ package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.KeyStoreException;
+import dev.idempotency.spring.InvalidKeyException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -393,7 +394,8 @@ final class KafkaDeliveries {
         containerHandler != null ? containerHandler : new DefaultErrorHandler();
     if (fallback instanceof ExceptionClassifier classifier) {
       // a poison message: straight to the recoverer (dead-letter topic, or logged and skipped)
-      classifier.addNotRetryableExceptions(InvalidIdempotencyKeyException.class);
+      classifier.addNotRetryableExceptions(
+          InvalidIdempotencyKeyException.class, InvalidKeyException.class);
     }
     ExponentialBackOff exponential =
         new ExponentialBackOff(backOff.initial().toMillis(), backOff.multiplier());

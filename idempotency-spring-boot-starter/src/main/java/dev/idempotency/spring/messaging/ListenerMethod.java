@@ -16,16 +16,9 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.context.expression.MethodBasedEvaluationContext;
 import org.springframework.core.ParameterNameDiscoverer;
 import org.springframework.core.ResolvableType;
-import org.springframework.expression.AccessException;
 import org.springframework.expression.EvaluationContext;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
-import org.springframework.expression.ExpressionInvocationTargetException;
-import org.springframework.expression.spel.SpelEvaluationException;
-import org.springframework.expression.spel.SpelMessage;
-import org.springframework.expression.spel.SpelNode;
-import org.springframework.expression.spel.ast.BeanReference;
-import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.expression.spel.support.StandardEvaluationContext;
 import org.springframework.util.ClassUtils;
@@ -132,7 +125,6 @@ final class ListenerMethod {
                 + " header instead.");
       }
       key = ExpressionAttributes.parse(where, "key", annotation.key(), parser);
-      refuseBeanReferences(where, annotation.key(), ((SpelExpression) key).getAST());
       keyReadsHeaders =
           checkVariables(where, method, annotation.key(), key, batchIndex >= 0, parameterNames);
     } else {
@@ -169,28 +161,6 @@ final class ListenerMethod {
         keyReadsHeaders,
         resultType,
         parameterNames);
-  }
-
-  /**
-   * A bean reference ({@code @keys.of(#payload)}) is refused: a key is evaluated without a bean
-   * resolver, so it would fail for every message, each a poison message (dead-lettered unsent).
-   */
-  private static void refuseBeanReferences(String where, String source, SpelNode node) {
-    if (node instanceof BeanReference) {
-      throw new IdempotencyConfigurationException(
-          where
-              + ": the key '"
-              + source
-              + "' refers to a bean ("
-              + node.toStringAST()
-              + "), and a listener's key is evaluated without bean references: every message"
-              + " would fail to be keyed (a poison message, never sent).",
-          "Call a static method instead (T(com.example.Keys).of(#payload)), or key by the"
-              + " payload's fields or a header.");
-    }
-    for (int i = 0; i < node.getChildCount(); i++) {
-      refuseBeanReferences(where, source, node.getChild(i));
-    }
   }
 
   /**
@@ -272,15 +242,10 @@ final class ListenerMethod {
     Object value;
     try {
       value = key.getValue(context);
-    } catch (ExpressionInvocationTargetException lookUp) {
-      // a method the expression calls threw a checked exception (SpEL lets an unchecked one out
-      // as it is): the look-up's own failure, which may pass (a service timed out); retried as any
-      // listener failure, never taken for a poison message
-      throw lookUp;
     } catch (EvaluationException e) {
-      if (calledCodeThrew(e)) {
-        // a getter the expression reads through (#payload.customer.ref) threw: the look-up's own
-        // failure, as a method it calls (#payload.getCustomer().getRef()) is, so retried
+      if (!ExpressionAttributes.failedOnItsInput(e)) {
+        // a method or getter the expression calls threw (a look-up that timed out): the
+        // look-up's own failure, which may pass; retried as any listener failure
         throw e;
       }
       // the expression itself cannot be worked out for this message (a field it lacks, a method
@@ -313,25 +278,6 @@ final class ListenerMethod {
               + " its class a toString() of its identifying values (a record has one)");
     }
     return namespaced(value.toString(), "the key '" + keySource + "'");
-  }
-
-  /**
-   * Whether SpEL reports an exception that code the expression called threw (a property's getter, a
-   * constructor), which it wraps, unlike a method's unchecked exception, in its own {@code
-   * SpelEvaluationException}; not the expression's own failure for this message.
-   */
-  private static boolean calledCodeThrew(EvaluationException e) {
-    if (!(e instanceof SpelEvaluationException spel)
-        || (spel.getMessageCode() != SpelMessage.EXCEPTION_DURING_PROPERTY_READ
-            && spel.getMessageCode() != SpelMessage.CONSTRUCTOR_INVOCATION_PROBLEM)) {
-      return false;
-    }
-    for (Throwable t = e.getCause(); t != null && t != t.getCause(); t = t.getCause()) {
-      if (!(t instanceof AccessException) && !(t instanceof EvaluationException)) {
-        return true; // the called code's own exception
-      }
-    }
-    return false;
   }
 
   private String fromHeader(Map<String, Object> headers) {

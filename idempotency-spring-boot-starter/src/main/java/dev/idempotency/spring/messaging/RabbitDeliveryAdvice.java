@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.IdempotencyStoredFailureException;
+import dev.idempotency.spring.InvalidKeyException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -240,7 +241,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
       } else if (DeferredDeliveryException.deferralIn(failure) != null
           || RabbitProducerBatchParts.rejectionIn(failure) != null) {
         deferred = failure; // without the last part in the chain
-      } else if (storedFailureIn(failure) || in(failure, InvalidIdempotencyKeyException.class)) {
+      } else if (storedFailureIn(failure)
+          || in(failure, InvalidIdempotencyKeyException.class)
+          || in(failure, InvalidKeyException.class)) {
         throw new AmqpRejectAndDontRequeueException(
             "no usable key, or the key failed permanently before; rejected without requeue",
             failure);

@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.assertj.core.api.SoftAssertions;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
@@ -33,7 +32,6 @@ import org.springframework.test.annotation.DirtiesContext;
     classes = RabbitIdempotentMethodKeyProbeTest.App.class,
     properties = "logging.level.org.springframework.amqp.rabbit.listener=OFF")
 @DirtiesContext
-@Tag("open-finding")
 class RabbitIdempotentMethodKeyProbeTest extends RabbitProbeSupport {
 
   static final String QUEUE = "idem.probe-s.idempotent-method-key";
@@ -86,7 +84,9 @@ class RabbitIdempotentMethodKeyProbeTest extends RabbitProbeSupport {
   }
 
   /*
-   * Open finding (probeS, on 8e1366f; medium: no progress, a hot requeue loop, the queue's later
+   * Was an open finding, fixed by fixmethodkey (an @Idempotent key that SpEL cannot evaluate for
+   * the arguments is an InvalidKeyException, which RabbitDeliveryAdvice rejects without requeue and
+   * Kafka's error handler does not retry). It read: (probeS, on 8e1366f; medium: no progress, a hot requeue loop, the queue's later
    * messages behind it; not a second or lost send). IdempotentMethod.keyValue lets SpEL's
    * EvaluationException out as it is, which RabbitDeliveryAdvice passes on as the listener's own
    * failure, and Spring AMQP requeues it (default-requeue-rejected): "[the message, dead-lettered
