@@ -29,6 +29,7 @@ import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
+import org.springframework.core.task.TaskDecorator;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
@@ -78,9 +79,10 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
    * and through its request. Passes on Boot 3.5 and 4.0.
    */
   @ParameterizedTest
-  @CsvSource({"holder", "principal"})
+  @CsvSource({"holder", "principal", "tenant"})
   void springMvcAloneGivesTheWorkItsCaller(String how) throws Exception {
-    HttpResponse<byte[]> answer = post("/probeR/unguarded/" + how, null, "{}", "X-User", "alice");
+    HttpResponse<byte[]> answer =
+        post("/probeR/unguarded/" + how, null, "{}", "X-User", "alice", "X-Tenant", "alice");
     assertThat(answer.statusCode()).as(EndpointClient.text(answer)).isEqualTo(201);
     assertThat(EndpointClient.text(answer)).contains("alice");
   }
@@ -92,11 +94,12 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
    */
   /*
    * Open finding (probeR, on 5cfa0b8; medium-high: a second send, SPEC 1, with no timeout at all).
-   * Fails on Boot 3.5 and 4.0 (spring-boot-4-tests), all six rows: "sends for the key (the work's
+   * Fails on Boot 3.5 and 4.0 (spring-boot-4-tests), all eight rows: "sends for the key (the work's
    * reads: [failed: no caller on thread idempotent-endpoint-1, ...]; first answer 500 ...; last 500
    * ...) expected: 1 but was: 3" (on time; the principal rows "no principal on thread
    * idempotent-endpoint-1"); queued: "failed: no caller on thread idempotent-endpoint-taken-over-1",
-   * first answer 409. UninterruptedWork runs a Callable on its own worker thread (and taken-over
+   * first answer 409; the tenant rows (a thread-local the application's TaskDecorator carries to
+   * Spring MVC's task thread): "failed: no tenant on thread idempotent-endpoint-1". UninterruptedWork runs a Callable on its own worker thread (and taken-over
    * work on its own pool) with only the MDC, the locale and RequestContextHolder copied: a
    * thread-local that an application's CallableProcessingInterceptor (Spring Security's
    * SecurityContextCallableProcessingInterceptor) or a TaskDecorator put on Spring MVC's task
@@ -111,7 +114,9 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
     "holder, queued",
     "principal, queued",
     "holder, detached",
-    "principal, detached"
+    "principal, detached",
+    "tenant, on-time",
+    "tenant, queued"
   })
   void workThatReadsItsCallerAfterItSentSendsOnce(String how, String mode) throws Exception {
     String path = "/probeR/audited/" + how;
@@ -143,7 +148,7 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
     HttpResponse<byte[]> retry;
     long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
     do {
-      retry = post(path, key, "{}", "X-User", "alice");
+      retry = post(path, key, "{}", "X-User", "alice", "X-Tenant", "alice");
     } while ((retry.statusCode() == 409 || retry.statusCode() == 503)
         && System.nanoTime() < deadline);
     return retry;
@@ -167,7 +172,7 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
     }
     HttpResponse<byte[]> first;
     try {
-      first = post(path, key, "{}", "X-User", "alice");
+      first = post(path, key, "{}", "X-User", "alice", "X-Tenant", "alice");
     } finally {
       answered.countDown();
       release.countDown();
@@ -202,6 +207,25 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
   }
 
   /**
+   * A tenant for the request's thread, set by the caller filter and carried to Spring MVC's async
+   * task thread only by the application's {@code TaskDecorator} (which Spring Boot applies to its
+   * {@code applicationTaskExecutor}, Spring MVC's), as multi-tenant applications do.
+   */
+  static final class Tenant {
+    static final ThreadLocal<String> TENANT = new ThreadLocal<>();
+
+    private Tenant() {}
+
+    static String require() {
+      String tenant = TENANT.get();
+      if (tenant == null) {
+        throw new IllegalStateException("no tenant on thread " + Thread.currentThread().getName());
+      }
+      return tenant;
+    }
+  }
+
+  /**
    * As Spring Security's filters: sets the caller (from X-User) for the request's thread, carries
    * it to Spring MVC's async task thread with a {@code CallableProcessingInterceptor} (as {@code
    * WebAsyncManagerIntegrationFilter} does), and wraps the request so that {@code getUserPrincipal}
@@ -217,10 +241,12 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
       String user = request.getHeader("X-User");
       String previous = CurrentUser.USER.get();
       CurrentUser.USER.set(user);
+      Tenant.TENANT.set(request.getHeader("X-Tenant"));
       WebAsyncUtils.getAsyncManager(request).registerCallableInterceptor(KEY, new Carrier());
       try {
         chain.doFilter(new CallerAwareRequest(request), response);
       } finally {
+        Tenant.TENANT.remove();
         CurrentUser.USER.set(previous);
         if (previous == null) {
           CurrentUser.USER.remove();
@@ -279,6 +305,22 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
       registration.setOrder(-100);
       return registration;
     }
+
+    /** Carries the tenant to the threads of Spring Boot's task executor, Spring MVC's async one. */
+    @Bean
+    TaskDecorator tenantDecorator() {
+      return task -> {
+        String tenant = Tenant.TENANT.get();
+        return () -> {
+          Tenant.TENANT.set(tenant);
+          try {
+            task.run();
+          } finally {
+            Tenant.TENANT.remove();
+          }
+        };
+      };
+    }
   }
 
   @RestController
@@ -320,6 +362,8 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
         String user;
         if (how.equals("holder")) {
           user = CurrentUser.require();
+        } else if (how.equals("tenant")) {
+          user = Tenant.require();
         } else if (how.equals("principal")) {
           Principal principal = request.getUserPrincipal();
           if (principal == null) {
