@@ -20,6 +20,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.http.HttpHeaders;
 
@@ -73,10 +74,11 @@ final class EndedRequest {
     copy.put("isRequestedSessionIdValid", request.isRequestedSessionIdValid());
     copy.put("isRequestedSessionIdFromCookie", request.isRequestedSessionIdFromCookie());
     copy.put("isRequestedSessionIdFromURL", request.isRequestedSessionIdFromURL());
-    copy.put("getRequestId", request.getRequestId());
-    copy.put("getProtocolRequestId", request.getProtocolRequestId());
-    copy.put("getHttpServletMapping", Mapping.of(request.getHttpServletMapping()));
-    copy.put("getServletConnection", Connection.of(request.getServletConnection()));
+    // Servlet 6.0 reads: null, as before they were copied, where a request cannot answer them
+    copy.put("getRequestId", orNull(request::getRequestId));
+    copy.put("getProtocolRequestId", orNull(request::getProtocolRequestId));
+    copy.put("getHttpServletMapping", orNull(() -> Mapping.of(request.getHttpServletMapping())));
+    copy.put("getServletConnection", orNull(() -> Connection.of(request.getServletConnection())));
     copy.put("cookies", cookies(request));
     copy.put("getServletContext", request.getServletContext()); // it outlives its requests
     // a session outlives its request (until it is invalidated): answered while it is valid
@@ -96,6 +98,18 @@ final class EndedRequest {
     copy.put("attributes", Collections.synchronizedMap(attributes));
     copy.put("parameters", parameters(request));
     return new EndedRequest(copy);
+  }
+
+  /**
+   * What {@code read} answers, or null if it fails: a request (not a wrapper) built against an
+   * older Servlet API lacks the method.
+   */
+  private static @Nullable Object orNull(Supplier<@Nullable Object> read) {
+    try {
+      return read.get();
+    } catch (RuntimeException | LinkageError e) {
+      return null;
+    }
   }
 
   /**
