@@ -15,15 +15,18 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.ResponseEntity;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncTask;
 
 /**
  * Probe (probeR) of fixreject's later stage (b870af0): "a later stage's async work refused by its
@@ -48,6 +51,7 @@ class MvcRejectedLaterStageProbeTest extends MvcProbeApplication {
   @AfterAll
   void releaseWork() {
     LaterStage.PROVIDER.shutdown();
+    LaterStage.OWN.shutdown();
   }
 
   @Override
@@ -85,6 +89,46 @@ class MvcRejectedLaterStageProbeTest extends MvcProbeApplication {
             MvcProbes.replayed(last))
         .isEqualTo(1);
     assertThat(last.statusCode()).as(MvcProbes.replayed(last)).isEqualTo(201);
+  }
+
+  /**
+   * Refused shapes that keep SPEC 1 (probeR): a {@code WebAsyncTask} with its own timeout callback
+   * whose own executor refuses it (taken over: 409, the retry gets the send replayed), and a
+   * refused {@code Callable} whose result is a {@code DeferredResult} that another thread completes
+   * with the send (taken over; the {@code DeferredResult} is not followed, so the call is recorded
+   * as answered without its body: the retry gets 422, never a second send). One send each. Passes
+   * on Boot 3.5 and 4.0.
+   */
+  @ParameterizedTest
+  @CsvSource({
+    "/probeR/own-task-with-timeout-callback, 201",
+    "/probeR/callable-of-deferred-send, 422"
+  })
+  void aRefusedTaskWithItsOwnTimeoutOrADeferredResultSendsOnce(String path, int retryStatus)
+      throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch ownStarted = new CountDownLatch(1);
+    CountDownLatch ownRelease = new CountDownLatch(1);
+    LaterStage.OWN.execute(() -> MvcRejectedWorkProbeTest.hold(ownStarted, ownRelease));
+    assertThat(ownStarted.await(30, TimeUnit.SECONDS)).isTrue();
+    HttpResponse<byte[]> first;
+    try {
+      first = whileExecutorHeld(() -> post(path, key, "{}"));
+    } finally {
+      ownRelease.countDown();
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (LaterStage.sendsOf(key) == 0 && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    assertThat(LaterStage.sendsOf(key))
+        .as(
+            "sends for the key (first answer %s; last %s)",
+            first.statusCode() + " " + EndpointClient.text(first), MvcProbes.replayed(last))
+        .isEqualTo(1);
+    assertThat(first.statusCode()).as(EndpointClient.text(first)).isEqualTo(409);
+    assertThat(last.statusCode()).as(MvcProbes.replayed(last)).isEqualTo(retryStatus);
   }
 
   private <T> T whileExecutorHeld(Callable<T> request) throws Exception {
@@ -143,6 +187,45 @@ class MvcRejectedLaterStageProbeTest extends MvcProbeApplication {
       DeferredResult<Callable<ResponseEntity<Map<String, Object>>>> result = new DeferredResult<>();
       PROVIDER.execute(() -> result.setResult(() -> send(key)));
       return result;
+    }
+
+    /** A WebAsyncTask's own executor: one thread, no queue. */
+    static final ThreadPoolTaskExecutor OWN = ownExecutor();
+
+    private static ThreadPoolTaskExecutor ownExecutor() {
+      ThreadPoolTaskExecutor executor = new ThreadPoolTaskExecutor();
+      executor.setCorePoolSize(1);
+      executor.setMaxPoolSize(1);
+      executor.setQueueCapacity(0);
+      executor.setThreadNamePrefix("probeR-own-");
+      executor.setDaemon(true);
+      executor.initialize();
+      return executor;
+    }
+
+    /** Sends in a task on its own (refusing) executor, with its own timeout callback. */
+    @PostMapping("/probeR/own-task-with-timeout-callback")
+    @IdempotentEndpoint
+    public WebAsyncTask<ResponseEntity<Map<String, Object>>> ownTaskWithTimeoutCallback(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      WebAsyncTask<ResponseEntity<Map<String, Object>>> task =
+          new WebAsyncTask<>(2_000L, OWN, () -> send(key));
+      task.onTimeout(() -> ResponseEntity.status(202).body(Map.of("accepted", true)));
+      return task;
+    }
+
+    /** A Callable whose DeferredResult another thread completes with the send. */
+    @PostMapping("/probeR/callable-of-deferred-send")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<ResponseEntity<Map<String, Object>>>> callableOfDeferredSend(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> {
+        DeferredResult<ResponseEntity<Map<String, Object>>> result = new DeferredResult<>();
+        PROVIDER.execute(() -> result.setResult(send(key)));
+        return result;
+      };
     }
 
     /** Not guarded: holds Spring MVC's executor's only thread until the test releases it. */
