@@ -13,7 +13,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -64,15 +63,14 @@ class MvcRejectedLaterStageProbeTest extends MvcProbeApplication {
    * 201), not a record of a send that never happened.
    */
   /*
-   * Open finding (probeR, on 5cfa0b8; medium: a lost send, SPEC 1 "no lost send"). Fails on Boot
+   * Was an open finding (probeR, on 5cfa0b8; medium: a lost send, SPEC 1 "no lost send"), fixed
+   * by probeR: AsyncWork.laterStageRejected recorded any refused later stage as answered (only a
+   * first stage's work was kept to take over), though a refused task never began. Failed on Boot
    * 3.5 and 4.0, both rows: "sends for the key (0 before the retry; first answer 500 {...}; last
-   * 422 replayed=null {"type":"/problems/response-not-stored",...,"original-status":200}) expected:
-   * 1 but was: 0". AsyncWork.laterStageRejected records any refused later stage as answered (only a
-   * first stage's work is kept to take over), though a refused task never began: it could be taken
-   * over as a refused first stage is. docs/spring-boot.md says so for a later stage lost at a
-   * timeout ("if only that later stage would have sent, nothing was sent"), not for a refused one.
+   * 422 replayed=null {"type":"/problems/response-not-stored",...,"original-status":200})
+   * expected: 1 but was: 0". Now a refused later stage's Callable is taken over (409, the retry
+   * gets the send replayed).
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @ValueSource(
       strings = {"/probeR/future-of-sending-callable", "/probeR/deferred-of-sending-callable"})
