@@ -207,12 +207,15 @@ final class AsyncTimeouts
    * thread, before that dispatch: the work is taken over there, not run on that thread, since its
    * result could no longer be the request's answer (Spring MVC's async result is set already).
    *
-   * <p>A later stage's work refused so (more async work that a stage which ran returned) is not
-   * taken over, as one still queued at a timeout is not: it is recorded as answered without its
-   * body ({@link AsyncWork#laterStageRejected}), since that stage may have sent; its client gets
-   * Spring MVC's answer to the refusal.
+   * <p>A later stage's {@code Callable} refused so (more async work that a stage which ran
+   * returned) never began either: it is taken over the same way ({@link
+   * AsyncWork#takeOverRefusedLaterStage}), its failure recorded as answered without its body since
+   * a stage that ran may have sent. A later stream refused so is not taken over: it is recorded as
+   * answered without its body ({@link AsyncWork#laterStageRejected}), and its client gets Spring
+   * MVC's answer to the refusal.
    *
-   * @return true if the work was queued, not yet begun, and is now taken over
+   * @return true if the work (a first stage's, or a later stage's {@code Callable}) was queued, not
+   *     yet begun, and is now taken over
    */
   synchronized boolean workRejected(NativeWebRequest request) {
     if (timeout != null) {
@@ -225,7 +228,14 @@ final class AsyncTimeouts
     }
     Timeout taken = takeOver(late, capture);
     if (taken == null) {
-      // a later stage's work, refused: not taken over (only a first stage's is kept), recorded
+      // a later stage's work, refused: a Callable's taken over too, a stream's recorded
+      if (work.takeOverRefusedLaterStage(late)) {
+        capture.discard(); // the client gets 409, never stored
+        timeout = Timeout.DETACHED;
+        rejectedWorkTaken = true;
+        log.debug("An idempotent endpoint's later async stage was refused; the starter runs it");
+        return true;
+      }
       if (work.laterStageRejected(late)) {
         log.debug("An idempotent endpoint's later async stage was refused by its executor");
       }

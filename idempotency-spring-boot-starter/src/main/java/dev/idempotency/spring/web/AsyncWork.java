@@ -95,6 +95,8 @@ final class AsyncWork {
   private @Nullable Object earlyResult = NO_RESULT; // guarded by this
   private Work work = Work.NONE; // guarded by this
   private @Nullable Queued queued; // guarded by this: the work while it is QUEUED
+  private @Nullable Queued requeued; // guarded by this: a later stage's Callable while REQUEUED
+  private volatile boolean laterStageTaken; // a refused later stage, taken over
 
   /**
    * @param call the claimed call, which the late result completes or fails
@@ -132,11 +134,13 @@ final class AsyncWork {
    * queued).
    *
    * @param queued the work, which the starter runs itself if a timeout or a shutdown finds it still
-   *     queued ({@link #takeOverQueuedWork}); only the first stage's is kept
+   *     queued ({@link #takeOverQueuedWork}); only the first stage's is kept for that, and a later
+   *     stage's {@code Callable} for a refusal by its executor ({@link #takeOverRefusedLaterStage})
    */
   synchronized void workQueued(Queued queued) {
     work = work == Work.STARTED || work == Work.REQUEUED ? Work.REQUEUED : Work.QUEUED;
     this.queued = work == Work.QUEUED ? queued : null;
+    this.requeued = work == Work.REQUEUED && queued.body() == null ? queued : null;
     laterStageUnfollowed = false; // Spring MVC followed the unfollowed stage to this work
   }
 
@@ -166,6 +170,7 @@ final class AsyncWork {
     }
     work = Work.STARTED;
     queued = null;
+    requeued = null;
     return true;
   }
 
@@ -410,7 +415,7 @@ final class AsyncWork {
             || value instanceof DeferredResult<?>
             || value instanceof CompletionStage<?>
             || value instanceof ResponseBodyEmitter;
-    if (moreWork || (laterStageRan && result instanceof Throwable)) {
+    if (moreWork || ((laterStageRan || laterStageTaken) && result instanceof Throwable)) {
       LateResponse response = late;
       if (response != null && reported.compareAndSet(false, true)) {
         recordStreamEnd(response, NO_RESULT, true);
@@ -421,12 +426,44 @@ final class AsyncWork {
   }
 
   /**
+   * A later stage's {@code Callable} (more async work that a stage which ran returned) was refused
+   * by its executor: it never began and never will, so it is taken over as a refused first stage is
+   * ({@link #takeOverQueuedWork}): the starter runs it, detached from the request, the key claimed
+   * until it ends; its result is rendered and stored, and its failure, since a stage that ran may
+   * have sent, is recorded as answered without its body ({@link #takenOverResult}). Releasing or
+   * recording the key now would lose the send if that stage is the send. A later stream is not
+   * taken over ({@link #laterStageRejected}).
+   *
+   * @param late the response as the work left it when its stage went async
+   * @return true if a later stage's {@code Callable} was waiting to begin and is now taken over
+   */
+  boolean takeOverRefusedLaterStage(LateResponse late) {
+    Queued taken;
+    synchronized (this) {
+      if (reported.get()
+          || !handlerStarted.getAsBoolean()
+          || this.late != null
+          || work != Work.REQUEUED
+          || requeued == null) {
+        return false;
+      }
+      taken = requeued;
+      requeued = null;
+      work = Work.TAKEN;
+      laterStageTaken = true;
+      this.late = late;
+    }
+    taken.runDetached();
+    return true;
+  }
+
+  /**
    * A later stage's work (more async work that a stage which ran returned: {@link #laterStageLost})
-   * was refused by its executor: it never runs, and a stage that ran may have sent, so the key is
-   * never released (the refusal, dispatched as the async result, would release it): the call is
-   * recorded now as answered without its body, from the status and headers of {@code late}, as a
-   * later stage lost at a timeout is; a retry gets {@code 422 response-not-stored}, never a second
-   * send.
+   * was refused by its executor and not taken over (a stream's): it never runs, and a stage that
+   * ran may have sent, so the key is never released (the refusal, dispatched as the async result,
+   * would release it): the call is recorded now as answered without its body, from the status and
+   * headers of {@code late}, as a later stage lost at a timeout is; a retry gets {@code 422
+   * response-not-stored}, never a second send.
    *
    * @return false if there was no later stage to lose, or the call was reported already
    */

@@ -5,6 +5,7 @@ import jakarta.servlet.ReadListener;
 import jakarta.servlet.ServletContext;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletInputStream;
+import jakarta.servlet.ServletRequestWrapper;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
 import jakarta.servlet.http.Part;
@@ -29,8 +30,8 @@ import org.springframework.web.servlet.support.RequestContextUtils;
  * memory by the handler. Form and multipart bodies are never read here: the container parses them
  * (for {@code getParameter} and {@code getParts}) from its own stream; the parts it hands out wrap
  * the container's ({@link UploadedPart}). Used by one request at a time; once the container ends a
- * request whose handler's work goes on ({@link #outlivedByItsWork}), it answers from a copy of the
- * request, and its parts from copies of their content.
+ * request whose handler's work goes on ({@link #outlivedByItsWork}), the container's request below
+ * it is replaced by a copy, and its parts read copies of their content.
  */
 final class BodyCachingRequest extends HttpServletRequestWrapper {
 
@@ -70,18 +71,25 @@ final class BodyCachingRequest extends HttpServletRequestWrapper {
    * while the handler's async work goes on, detached from it at a timeout or a shutdown, or taken
    * over by the starter. That work may read its request as it may on time: its {@code
    * HttpServletRequest} parameter, or the one {@code RequestContextHolder} gives, which are this
-   * wrapper (or wrap it). So from now on this wrapper answers from a copy of the request taken now,
-   * while it is still valid ({@link EndedRequest}: method, URI, headers, attributes, parameters,
-   * the principal, the session while it is valid; the body as it was read here, else none): a read
-   * after the client was answered neither fails (a failure nothing maps would release the key of
-   * work that may have sent, and the retry would send again) nor reaches a request the container
-   * reused. Called on the container's thread, before it recycles the request, through the standard
-   * {@code ServletRequestWrapper.setRequest}.
+   * wrapper (or wrap it). So from now on the container's request, at the bottom of the chain of
+   * wrappers, is replaced by a copy of it taken now, while it is still valid ({@link EndedRequest}:
+   * method, URI, headers, attributes, parameters, the principal, the session while it is valid; the
+   * body as it was read here, else none): a read after the client was answered neither fails (a
+   * failure nothing maps would release the key of work that may have sent, and the retry would send
+   * again) nor reaches a request the container reused. The application's own wrappers below this
+   * one (an authentication filter's, which answers {@code isUserInRole} from the token it parsed)
+   * stay in the chain and answer as on time, and the work still finds them ({@code
+   * WebUtils.getNativeRequest}). Called on the container's thread, before it recycles the request,
+   * through the standard {@code ServletRequestWrapper.setRequest}.
    */
   void outlivedByItsWork() {
-    if (getRequest() instanceof HttpServletRequest request) {
+    ServletRequestWrapper innermost = this;
+    while (innermost.getRequest() instanceof ServletRequestWrapper inner) {
+      innermost = inner;
+    }
+    if (innermost.getRequest() instanceof HttpServletRequest request) {
       copyParts(request);
-      setRequest(EndedRequest.copyOf(request).proxy());
+      innermost.setRequest(EndedRequest.copyOf(request).proxy());
     }
   }
 

@@ -1,9 +1,12 @@
 package dev.idempotency.spring.web;
 
 import jakarta.servlet.DispatcherType;
+import jakarta.servlet.ServletConnection;
 import jakarta.servlet.http.Cookie;
+import jakarta.servlet.http.HttpServletMapping;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpSession;
+import jakarta.servlet.http.MappingMatch;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
@@ -17,17 +20,19 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.http.HttpHeaders;
 
 /**
  * What rendering and exception resolvers read of a request (method, URI, headers, cookies,
- * attributes, parameters, the client's address, the principal, the session, the servlet context),
- * and work that outlived its request may read of it, copied while the request was still valid, and
- * answered after it ended by a {@link HttpServletRequest} proxy whose body is gone. Its session, if
- * it had one, is the same while it is valid; once invalidated, or if it had none, {@code
- * getSession(false)} answers null and {@code getSession()} a fresh detached session that no
- * container knows (a late answer creates no session the client could use).
+ * attributes, parameters, the client's address, the principal, the session, the servlet context,
+ * the servlet mapping, the connection and the request's ids), and work that outlived its request
+ * may read of it, copied while the request was still valid, and answered after it ended by a {@link
+ * HttpServletRequest} proxy whose body is gone. Its session, if it had one, is the same while it is
+ * valid; once invalidated, or if it had none, {@code getSession(false)} answers null and {@code
+ * getSession()} a fresh detached session that no container knows (a late answer creates no session
+ * the client could use).
  */
 final class EndedRequest {
 
@@ -66,6 +71,14 @@ final class EndedRequest {
     copy.put("getRemoteUser", request.getRemoteUser());
     copy.put("getUserPrincipal", request.getUserPrincipal());
     copy.put("getRequestedSessionId", request.getRequestedSessionId());
+    copy.put("isRequestedSessionIdValid", request.isRequestedSessionIdValid());
+    copy.put("isRequestedSessionIdFromCookie", request.isRequestedSessionIdFromCookie());
+    copy.put("isRequestedSessionIdFromURL", request.isRequestedSessionIdFromURL());
+    // Servlet 6.0 reads: null, as before they were copied, where a request cannot answer them
+    copy.put("getRequestId", orNull(request::getRequestId));
+    copy.put("getProtocolRequestId", orNull(request::getProtocolRequestId));
+    copy.put("getHttpServletMapping", orNull(() -> Mapping.of(request.getHttpServletMapping())));
+    copy.put("getServletConnection", orNull(() -> Connection.of(request.getServletConnection())));
     copy.put("cookies", cookies(request));
     copy.put("getServletContext", request.getServletContext()); // it outlives its requests
     // a session outlives its request (until it is invalidated): answered while it is valid
@@ -85,6 +98,93 @@ final class EndedRequest {
     copy.put("attributes", Collections.synchronizedMap(attributes));
     copy.put("parameters", parameters(request));
     return new EndedRequest(copy);
+  }
+
+  /**
+   * What {@code read} answers, or null if it fails: a request (not a wrapper) built against an
+   * older Servlet API lacks the method.
+   */
+  private static @Nullable Object orNull(Supplier<@Nullable Object> read) {
+    try {
+      return read.get();
+    } catch (RuntimeException | LinkageError e) {
+      return null;
+    }
+  }
+
+  /**
+   * The servlet mapping the request matched, copied (a container may recycle its own): work that
+   * builds a link from it after the request ended gets what it would have got on time, not null.
+   */
+  private record Mapping(
+      String matchValue, String pattern, String servletName, @Nullable MappingMatch match)
+      implements HttpServletMapping {
+
+    static @Nullable Mapping of(@Nullable HttpServletMapping mapping) {
+      return mapping == null
+          ? null
+          : new Mapping(
+              mapping.getMatchValue(),
+              mapping.getPattern(),
+              mapping.getServletName(),
+              mapping.getMappingMatch());
+    }
+
+    @Override
+    public String getMatchValue() {
+      return matchValue;
+    }
+
+    @Override
+    public String getPattern() {
+      return pattern;
+    }
+
+    @Override
+    public String getServletName() {
+      return servletName;
+    }
+
+    @Override
+    public @Nullable MappingMatch getMappingMatch() {
+      return match;
+    }
+  }
+
+  /** The connection the request came on, copied (a container may recycle its own). */
+  private record Connection(
+      String connectionId, String protocol, String protocolConnectionId, boolean secure)
+      implements ServletConnection {
+
+    static @Nullable Connection of(@Nullable ServletConnection connection) {
+      return connection == null
+          ? null
+          : new Connection(
+              connection.getConnectionId(),
+              connection.getProtocol(),
+              connection.getProtocolConnectionId(),
+              connection.isSecure());
+    }
+
+    @Override
+    public String getConnectionId() {
+      return connectionId;
+    }
+
+    @Override
+    public String getProtocol() {
+      return protocol;
+    }
+
+    @Override
+    public String getProtocolConnectionId() {
+      return protocolConnectionId;
+    }
+
+    @Override
+    public boolean isSecure() {
+      return secure;
+    }
   }
 
   /** The request's cookies, each a copy (a {@code Cookie} can be changed), or {@code null}. */
