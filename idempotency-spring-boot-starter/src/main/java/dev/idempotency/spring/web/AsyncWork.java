@@ -386,9 +386,10 @@ final class AsyncWork {
    * failure goes through the application's exception resolvers (one nothing maps releases the key),
    * a stream's failure before it wrote releases the key. Once a later stage ran ({@code
    * laterStageRan}: the first stage's result was more async work, run too), a failure, or a result
-   * that is more async work the starter does not run or follow to its end (a {@code
-   * DeferredResult}, an emitter, a stream it wrote), is recorded as answered without its body: a
-   * stage that ran may have sent.
+   * that is more async work the starter does not run or follow to its end (an emitter, a stream it
+   * wrote), is recorded as answered without its body: a stage that ran may have sent. A {@code
+   * CompletionStage} or {@code DeferredResult} that the first stage returned is awaited: its
+   * failure is decided as the first stage's would be (one nothing maps releases the key).
    *
    * @param result the work's result, or its failure
    * @param laterStageRan whether the result is a later stage's
