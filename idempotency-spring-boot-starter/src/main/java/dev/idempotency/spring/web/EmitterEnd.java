@@ -5,12 +5,14 @@ import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
+import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.Collections;
 import java.util.Deque;
 import java.util.IdentityHashMap;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Lock;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
@@ -52,6 +54,9 @@ final class EmitterEnd implements InvocationHandler {
   private static final @Nullable Field WRITE_LOCK = field("writeLock");
   private static final StackWalker STACK = StackWalker.getInstance();
 
+  /** How long the observer waits for the emitter's lock at most. */
+  private static final Duration LOCK_WAIT = Duration.ofSeconds(1);
+
   private final Object handler;
   private final CompletableFuture<@Nullable Throwable> end = new CompletableFuture<>();
   private volatile boolean sent;
@@ -76,7 +81,11 @@ final class EmitterEnd implements InvocationHandler {
     }
     try {
       Lock lock = (Lock) lockField.get(emitter);
-      lock.lock(); // the emitter's sends and ends hold it: none runs while its handler changes
+      // the emitter's sends and ends hold it: none runs while its handler changes; one that holds
+      // it longer than the bound (a send stuck in its write) is sending: not observed
+      if (!lock.tryLock(LOCK_WAIT.toMillis(), TimeUnit.MILLISECONDS)) {
+        return null;
+      }
       try {
         Object current = handlerField.get(emitter);
         if (current == null) {
@@ -98,6 +107,9 @@ final class EmitterEnd implements InvocationHandler {
       } finally {
         lock.unlock();
       }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
     } catch (ReflectiveOperationException | RuntimeException e) {
       log.debug("An idempotent endpoint's emitter cannot be observed to its end", e);
       return null;
