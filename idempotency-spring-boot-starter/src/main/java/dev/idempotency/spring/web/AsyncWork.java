@@ -90,6 +90,7 @@ final class AsyncWork {
   private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
   private volatile @Nullable WrittenBody streamBody; // a stream taken over: what it wrote
   private volatile @Nullable ResponseBodyEmitter emitter; // the handler method's own, if any
+  private volatile @Nullable EmitterEnd emitterEnd; // its observer, once Spring MVC started it
   private volatile boolean lateResultObserved;
   private boolean laterStageUnfollowed; // guarded by this
   private volatile @Nullable Class<?> returnedClass;
@@ -250,6 +251,19 @@ final class AsyncWork {
   }
 
   /**
+   * Spring MVC started the request's async processing: the handler's own emitter, if it returned
+   * one, is observed from now on ({@link EmitterEnd}), so that a cut that comes later, whichever of
+   * Spring MVC's callbacks runs first (a timeout's, or an error's at the server's stop), finds its
+   * end heard. Its ends count only once it is cut short ({@link #awaitEmitterEnd}).
+   */
+  void asyncStarted() {
+    ResponseBodyEmitter returned = emitter;
+    if (returned != null && emitterEnd == null) {
+      emitterEnd = EmitterEnd.observe(returned);
+    }
+  }
+
+  /**
    * The emitter the handler method returned ({@link #returnsAnEmitter}), which sent nothing yet,
    * was cut short (a timeout, or the server stopped under it): as for a {@code
    * StreamingResponseBody} ({@link #awaitStreamEnd}), the outcome waits for the application's end
@@ -274,7 +288,9 @@ final class AsyncWork {
         return false;
       }
     }
-    EmitterEnd end = EmitterEnd.observe(returned); // takes the emitter's lock: not under this
+    EmitterEnd observed = emitterEnd;
+    // observing takes the emitter's lock: not under this
+    EmitterEnd end = observed != null ? observed : EmitterEnd.observe(returned);
     if (end == null) {
       return false;
     }

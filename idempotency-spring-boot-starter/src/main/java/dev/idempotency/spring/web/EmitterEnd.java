@@ -28,10 +28,11 @@ import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter
  * MVC's handler of the emitter, which ignores it, and a later {@code send} fails in the emitter
  * itself. So the starter puts itself between the emitter and that handler (the emitter's
  * package-private {@code Handler}, reached by reflection, as the advisor reaches a {@code
- * DeferredResult}'s fields), before Spring MVC's timeout handling runs: it hears every send that
- * reaches the response, and the application's end of the emitter, which it passes on unchanged.
- * Where that is refused (another Spring Framework, a module system that closes the package), it
- * observes nothing, and the stream is recorded at the cut as before.
+ * DeferredResult}'s fields), as soon as Spring MVC started the emitter (or, at the latest, before
+ * Spring MVC's timeout handling runs): it hears every send that reaches the response, and the
+ * application's end of the emitter, which it passes on unchanged. Where that is refused (another
+ * Spring Framework, a module system that closes the package), it observes nothing, and the stream
+ * is recorded at the cut as before.
  *
  * <p>The end ({@link #whenEnded}) is the application's own failure ({@code completeWithError} with
  * an error of its own) or null, for anything that may follow a send: a normal end, or a failure

@@ -239,6 +239,9 @@ public final class IdempotentEndpointInterceptor
   public void afterConcurrentHandlingStarted(
       HttpServletRequest request, HttpServletResponse response, Object handler) {
     leaveMdc(request);
+    if (request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall started) {
+      started.asyncWork().asyncStarted(); // the handler's own emitter is observed from now on
+    }
     CapturingResponse capture = WebUtils.getNativeResponse(response, CapturingResponse.class);
     if (request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall call
         && handler instanceof HandlerMethod method
