@@ -110,7 +110,7 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
    * but was: 0" (Boot 3.5 and 4.0, Tomcat's stop timed the request out first; again on 5cfa0b8).
    * Spring's timeout handling marks the emitter complete and sets its {@code DeferredResult}, so
    * its later {@code completeWithError} reached nothing the starter saw. The starter now puts
-   * itself between the emitter and Spring MVC's handler of it when the request is cut short: the
+   * itself between the emitter and Spring MVC's handler of it once Spring MVC starts it: the
    * emitter's own failure before it sent releases the key, a failure thrown by its {@code send}
    * (the provider call happened) or a normal end keeps it as answered, and no end by shortly before
    * the guard's grace runs out records it as answered.
