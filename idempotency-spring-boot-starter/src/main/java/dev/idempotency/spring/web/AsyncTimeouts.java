@@ -8,6 +8,7 @@ import java.lang.reflect.Method;
 import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -61,6 +62,7 @@ final class AsyncTimeouts
   private final HandlerMethod handler;
   private final String headerName;
   private final Set<Method> warnedUnfollowed;
+  private final Consumer<Runnable> graceRunsOut;
   private @Nullable Timeout timeout; // guarded by this: decided at the first sign of the timeout
   private volatile @Nullable DeferredResult<?> deferredResult;
   private volatile boolean callableWork;
@@ -87,14 +89,21 @@ final class AsyncTimeouts
   /**
    * @param warnedUnfollowed the handlers already named in a WARN for a result not followed (shared
    *     by the application's requests, so that each is named once)
+   * @param graceRunsOut runs its task shortly before the guard's close grace, counted from now,
+   *     runs out: the bound of the wait for a cut-short emitter's end
    */
   AsyncTimeouts(
-      EndpointCall call, HandlerMethod handler, String headerName, Set<Method> warnedUnfollowed) {
+      EndpointCall call,
+      HandlerMethod handler,
+      String headerName,
+      Set<Method> warnedUnfollowed,
+      Consumer<Runnable> graceRunsOut) {
     this.call = call;
     this.work = call.asyncWork();
     this.handler = handler;
     this.headerName = headerName;
     this.warnedUnfollowed = warnedUnfollowed;
+    this.graceRunsOut = graceRunsOut;
   }
 
   /**
@@ -409,9 +418,12 @@ final class AsyncTimeouts
    * there is no answer left to give the client, nor one to store, and its work may still send. A
    * {@code StreamingResponseBody} that wrote nothing yet, whose end this call hears of, is decided
    * at that end ({@link AsyncWork#awaitStreamEnd}: its own failure releases the key, any other end
-   * records it as answered without its body); any other stream is cut short, recorded as answered
-   * without its body when the request ends ({@link EndpointCall#streamTimedOut}). Either way
-   * Spring's own timeout handling ends the request.
+   * records it as answered without its body); so is the handler's own emitter that sent nothing yet
+   * ({@link AsyncWork#awaitEmitterEnd}), observed from now on, since Spring's timeout handling next
+   * marks it complete: if it has not ended shortly before the guard's close grace has passed since
+   * the timeout, it is recorded then. Any other stream is cut short, recorded as answered without
+   * its body when the request ends ({@link EndpointCall#streamTimedOut}). Either way Spring's own
+   * timeout handling ends the request.
    *
    * @return what became of the stream, or null if the response is not one
    */
@@ -422,9 +434,17 @@ final class AsyncTimeouts
     }
     LateResponse late =
         capture.returnsAStream() && !capture.wroteBody() ? lateResponseOf(request, capture) : null;
-    if (late != null && work.awaitStreamEnd(late, capture::wroteBody)) {
-      log.debug("An idempotent endpoint's stream timed out before it wrote; its end decides");
-      return Timeout.STREAM_AWAITED;
+    if (late != null) {
+      if (work.awaitStreamEnd(late, capture::wroteBody)) {
+        log.debug("An idempotent endpoint's stream timed out before it wrote; its end decides");
+        return Timeout.STREAM_AWAITED;
+      }
+      if (work.awaitEmitterEnd(late, capture::wroteBody)) {
+        // the application may never end it: bounded as at a shutdown
+        graceRunsOut.accept(work::streamOutlivesTheGrace);
+        log.debug("An idempotent endpoint's emitter timed out before it sent; its end decides");
+        return Timeout.STREAM_AWAITED;
+      }
     }
     call.streamTimedOut(capture.getStatus());
     capture.cutShort();

@@ -89,6 +89,8 @@ final class AsyncWork {
   private volatile @Nullable LateResponse late;
   private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
   private volatile @Nullable WrittenBody streamBody; // a stream taken over: what it wrote
+  private volatile @Nullable ResponseBodyEmitter emitter; // the handler method's own, if any
+  private volatile @Nullable EmitterEnd emitterEnd; // its observer, once Spring MVC started it
   private volatile boolean lateResultObserved;
   private boolean laterStageUnfollowed; // guarded by this
   private volatile @Nullable Class<?> returnedClass;
@@ -256,8 +258,79 @@ final class AsyncWork {
     return true;
   }
 
+  /** The handler method returned {@code emitter} (or an entity of it): its own stream. */
+  void returnsAnEmitter(ResponseBodyEmitter emitter) {
+    this.emitter = emitter;
+  }
+
   /**
-   * Whether the outcome waits for the end of a stream that was cut short ({@link #awaitStreamEnd}).
+   * Spring MVC started the request's async processing: the handler's own emitter, if it returned
+   * one, is observed from now on ({@link EmitterEnd}), so that a cut that comes later, whichever of
+   * Spring MVC's callbacks runs first (a timeout's, or an error's at the server's stop), finds its
+   * end heard. Its ends count only once it is cut short ({@link #awaitEmitterEnd}).
+   */
+  void asyncStarted() {
+    ResponseBodyEmitter returned = emitter;
+    if (returned != null && emitterEnd == null) {
+      emitterEnd = EmitterEnd.observe(returned);
+    }
+  }
+
+  /**
+   * The emitter the handler method returned ({@link #returnsAnEmitter}), which sent nothing yet,
+   * was cut short (a timeout, or the server stopped under it): as for a {@code
+   * StreamingResponseBody} ({@link #awaitStreamEnd}), the outcome waits for the application's end
+   * of it ({@link EmitterEnd}) instead of being decided now. Its own failure ({@code
+   * completeWithError} with an error of its own) before anything was sent releases the key; a
+   * normal end, a send (one that failed, or failed in the emitter after the cut, too), or no end by
+   * {@link #streamOutlivesTheGrace} records it as answered without its body. From now on the
+   * request's own end reports nothing.
+   *
+   * @param late the response as the handler left it when it returned the emitter
+   * @param wroteBody whether the stream has written any of its body by now
+   * @return false if the call was reported or detached already, its handler never started, it
+   *     returned no emitter, or its emitter's end cannot be observed (it ended already, say)
+   */
+  boolean awaitEmitterEnd(LateResponse late, BooleanSupplier wroteBody) {
+    ResponseBodyEmitter returned = emitter;
+    synchronized (this) {
+      if (returned == null
+          || reported.get()
+          || !handlerStarted.getAsBoolean()
+          || this.late != null) {
+        return false;
+      }
+    }
+    EmitterEnd observed = emitterEnd;
+    // observing takes the emitter's lock: not under this
+    EmitterEnd end = observed != null ? observed : EmitterEnd.observe(returned);
+    if (end == null) {
+      return false;
+    }
+    BooleanSupplier wrote = () -> wroteBody.getAsBoolean() || end.sent();
+    synchronized (this) {
+      if (reported.get() || this.late != null) {
+        return false;
+      }
+      this.late = late;
+      this.streamWrote = wrote;
+    }
+    end.whenEnded(
+        failure -> {
+          if (reported.compareAndSet(false, true)) {
+            try {
+              recordStreamEnd(late, failure, wrote.getAsBoolean());
+            } catch (RuntimeException e) {
+              log().warn("The end of a cut-short idempotent emitter could not be recorded", e);
+            }
+          }
+        });
+    return true;
+  }
+
+  /**
+   * Whether the outcome waits for the end of a stream that was cut short ({@link #awaitStreamEnd},
+   * {@link #awaitEmitterEnd}).
    */
   boolean awaitsStreamEnd() {
     return streamWrote != null;
@@ -265,9 +338,11 @@ final class AsyncWork {
 
   /**
    * The guard's close grace runs out and the stream whose outcome waits for its end ({@link
-   * #awaitStreamEnd}) has not ended: it may still send, so it is recorded now as answered without
-   * its body, before the guard gives up on its call (a retry gets {@code 422 response-not-stored},
-   * never a second send). Does nothing once it was reported.
+   * #awaitStreamEnd}, {@link #awaitEmitterEnd}) has not ended: it may still send, so it is recorded
+   * now as answered without its body, before the guard gives up on its call (a retry gets {@code
+   * 422 response-not-stored}, never a second send). For an emitter, whose end the application may
+   * never call, the same holds after a timeout once the guard's close grace has passed since it.
+   * Does nothing once it was reported.
    */
   void streamOutlivesTheGrace() {
     LateResponse response;
@@ -399,9 +474,10 @@ final class AsyncWork {
    * failure goes through the application's exception resolvers (one nothing maps releases the key),
    * a stream's failure before it wrote releases the key. Once a later stage ran ({@code
    * laterStageRan}: the first stage's result was more async work, run too), a failure, or a result
-   * that is more async work the starter does not run or follow to its end (a {@code
-   * DeferredResult}, an emitter, a stream it wrote), is recorded as answered without its body: a
-   * stage that ran may have sent.
+   * that is more async work the starter does not run or follow to its end (an emitter, a stream it
+   * wrote), is recorded as answered without its body: a stage that ran may have sent. A {@code
+   * CompletionStage} or {@code DeferredResult} that the first stage returned is awaited: its
+   * failure is decided as the first stage's would be (one nothing maps releases the key).
    *
    * @param result the work's result, or its failure
    * @param laterStageRan whether the result is a later stage's

@@ -250,9 +250,10 @@ final class EndpointCall {
    * grace, whose close waits for it (a stream's, if it has not ended when the grace runs out, is
    * recorded on {@code graceRunsOut} as answered without its body). A stream whose work began may
    * still send: one that wrote nothing yet and whose end is heard of (a {@code
-   * StreamingResponseBody}) is decided at that end ({@link AsyncWork#awaitStreamEnd}: its own
-   * failure releases the key), or, if it has not ended when the guard's close grace runs out, on
-   * {@code graceRunsOut}; any other (an emitter, one that wrote) is recorded now as answered
+   * StreamingResponseBody}, the handler's own emitter) is decided at that end ({@link
+   * AsyncWork#awaitStreamEnd}, {@link AsyncWork#awaitEmitterEnd}: its own failure releases the
+   * key), or, if it has not ended when the guard's close grace runs out, on {@code graceRunsOut};
+   * any other (one that wrote, an emitter whose end cannot be observed) is recorded now as answered
    * without its body, as after a timeout ({@link #streamTimedOut}): a retry gets {@code 422
    * response-not-stored}, never a second send.
    *
@@ -276,7 +277,8 @@ final class EndpointCall {
         && (captured.passedOn() || captured.returnsAStream() || asyncWork.laterStageLost())) {
       if (captured.returnsAStream()
           && !captured.wroteBody()
-          && asyncWork.awaitStreamEnd(late, captured::wroteBody)) {
+          && (asyncWork.awaitStreamEnd(late, captured::wroteBody)
+              || asyncWork.awaitEmitterEnd(late, captured::wroteBody))) {
         graceRunsOut.accept(asyncWork::streamOutlivesTheGrace);
         return;
       }

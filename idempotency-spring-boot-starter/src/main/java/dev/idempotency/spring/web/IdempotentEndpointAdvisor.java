@@ -93,6 +93,11 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
           }
           if (isStream(returned)) {
             call.returnsAStream();
+            Object body =
+                returned instanceof ResponseEntity<?> entity ? entity.getBody() : returned;
+            if (body instanceof ResponseBodyEmitter emitter) {
+              call.asyncWork().returnsAnEmitter(emitter); // its end is observed if it is cut short
+            }
           } else if (returned instanceof ResponseEntity<?> entity
               && returnType.isAssignableFrom(ResponseEntity.class)) {
             ResponseEntity<?> followed = followedBody(entity, call);

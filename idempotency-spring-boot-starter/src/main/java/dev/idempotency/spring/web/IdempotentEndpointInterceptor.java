@@ -201,7 +201,9 @@ public final class IdempotentEndpointInterceptor
     EndpointCall endpointCall = new EndpointCall(call, endpoint.headers(), maxWait);
     request.setAttribute(EndpointCall.ATTRIBUTE, endpointCall);
     endpointCall.request(body);
-    AsyncTimeouts timeouts = new AsyncTimeouts(endpointCall, method, headerName, warnedUnfollowed);
+    AsyncTimeouts timeouts =
+        new AsyncTimeouts(
+            endpointCall, method, headerName, warnedUnfollowed, this::beforeTheGraceRunsOut);
     WebAsyncManager async = WebAsyncUtils.getAsyncManager(request);
     async.registerCallableInterceptor(AsyncTimeouts.KEY, timeouts);
     async.registerDeferredResultInterceptor(AsyncTimeouts.KEY, timeouts);
@@ -237,6 +239,9 @@ public final class IdempotentEndpointInterceptor
   public void afterConcurrentHandlingStarted(
       HttpServletRequest request, HttpServletResponse response, Object handler) {
     leaveMdc(request);
+    if (request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall started) {
+      started.asyncWork().asyncStarted(); // the handler's own emitter is observed from now on
+    }
     CapturingResponse capture = WebUtils.getNativeResponse(response, CapturingResponse.class);
     if (request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall call
         && handler instanceof HandlerMethod method
@@ -293,10 +298,11 @@ public final class IdempotentEndpointInterceptor
   }
 
   /**
-   * Runs {@code task} shortly before the guard's close grace, which begins as this stop returns,
-   * runs out ({@link #GRACE_MARGIN} before it, or half way through a shorter one): a stream whose
-   * outcome waits for its end is recorded then if it has not ended, while the guard still writes
-   * outcomes.
+   * Runs {@code task} shortly before the guard's close grace, counted from now, runs out ({@link
+   * #GRACE_MARGIN} before it, or half way through a shorter one): a stream whose outcome waits for
+   * its end is recorded then if it has not ended, while the guard still writes outcomes (at a
+   * shutdown the grace begins as {@link #stop()} returns; after a timeout that cut an emitter
+   * short, it bounds the wait for the emitter's end).
    */
   private void beforeTheGraceRunsOut(Runnable task) {
     Duration grace = guard.closeGracePeriod();

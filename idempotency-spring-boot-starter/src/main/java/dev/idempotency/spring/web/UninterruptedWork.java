@@ -23,6 +23,7 @@ import org.springframework.context.i18n.LocaleContextHolder;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
@@ -192,8 +193,8 @@ final class UninterruptedWork {
    * queued), unless its key's lease lapsed meanwhile (a {@code KeyStoreException}, as for work that
    * waited in Spring MVC's queue). A result that is more async work is run to its end as Spring MVC
    * would run it (a {@code Callable}, a {@code WebAsyncTask}'s callable, a {@code CompletionStage}
-   * awaited, a {@code StreamingResponseBody} written to nowhere); the end goes to {@link
-   * AsyncWork#takenOverResult}.
+   * or a {@code DeferredResult} awaited, a {@code StreamingResponseBody} written to nowhere); the
+   * end goes to {@link AsyncWork#takenOverResult}.
    *
    * @param body for a stream's work, what it writes; else null
    */
@@ -235,6 +236,8 @@ final class UninterruptedWork {
                     result = task.getCallable().call();
                   } else if (value instanceof CompletionStage<?> stage) {
                     result = awaitStage(stage);
+                  } else if (value instanceof DeferredResult<?> deferred) {
+                    result = awaitDeferred(deferred);
                   } else if (value instanceof StreamingResponseBody stream) {
                     stream.writeTo(OutputStream.nullOutputStream());
                     laterStageRan = true;
@@ -265,6 +268,29 @@ final class UninterruptedWork {
   /** The value of a later stage that a taken-over work returned, or its failure, thrown. */
   private static @Nullable Object awaitStage(CompletionStage<?> stage) throws Exception {
     return await(stage.toCompletableFuture());
+  }
+
+  /**
+   * The value of a later {@code DeferredResult} that a taken-over work returned, as Spring MVC
+   * would have dispatched it: an error result that is a {@code Throwable} is its failure, thrown;
+   * any other (a value, or an error result that is not a {@code Throwable}) is its value. Spring
+   * MVC never got it (the work was taken over), so nothing else sets its result handler or expires
+   * it.
+   */
+  private static @Nullable Object awaitDeferred(DeferredResult<?> deferred) throws Exception {
+    CompletableFuture<@Nullable Object> value = new CompletableFuture<>();
+    deferred.setResultHandler(value::complete);
+    Object result = await(value);
+    if (result instanceof Exception failure) {
+      throw failure;
+    }
+    if (result instanceof Error failure) {
+      throw failure;
+    }
+    if (result instanceof Throwable failure) {
+      throw new ExecutionException(failure);
+    }
+    return result;
   }
 
   /**

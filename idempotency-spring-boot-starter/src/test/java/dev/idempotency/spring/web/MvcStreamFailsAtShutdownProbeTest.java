@@ -15,7 +15,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -103,17 +102,19 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
   }
 
   /**
-   * OPEN FINDING (medium, a lost send), the emitter rows of the one above: an {@code SseEmitter}
-   * whose provider refuses (nothing sent, {@code completeWithError} with its own error) after the
-   * server stopped is kept as answered: "after the restart 422 replayed=null
-   * {...response-not-stored...,"original-status":503}) expected: 1 but was: 0" (Boot 3.5 and 4.0,
-   * Tomcat's stop timed the request out first). Not fixed with the {@code StreamingResponseBody}
-   * rows: Spring's timeout handling marks the emitter complete and sets its {@code DeferredResult},
-   * so its later {@code completeWithError} reaches nothing the starter sees, and a {@code send}
-   * after the cut fails in the emitter before it reaches the response (a failure after a send
-   * cannot be told from the stream's own).
+   * Was an open finding (medium, a lost send), the emitter rows of the one above, fixed by
+   * observing the handler's own emitter from the cut to its end ({@code EmitterEnd}, {@code
+   * AsyncWork.awaitEmitterEnd}): an {@code SseEmitter} whose provider refuses (nothing sent, {@code
+   * completeWithError} with its own error) after the server stopped was kept as answered: "after
+   * the restart 422 replayed=null {...response-not-stored...,"original-status":503}) expected: 1
+   * but was: 0" (Boot 3.5 and 4.0, Tomcat's stop timed the request out first; again on 5cfa0b8).
+   * Spring's timeout handling marks the emitter complete and sets its {@code DeferredResult}, so
+   * its later {@code completeWithError} reached nothing the starter saw. The starter now puts
+   * itself between the emitter and Spring MVC's handler of it once Spring MVC starts it: the
+   * emitter's own failure before it sent releases the key, a failure thrown by its {@code send}
+   * (the provider call happened) or a normal end keeps it as answered, and no end by shortly before
+   * the guard's grace runs out records it as answered.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({"sse, redis", "sse, postgres"})
   void anEmitterThatFailsDuringTheGraceIsRunAgainByTheRetry(String kind, String store)
