@@ -68,6 +68,15 @@ final class ContainerTransactions {
     return LOCAL.get() != null || springSynchronized();
   }
 
+  /**
+   * Whether the delivery on this thread runs in a local transaction of its listener container
+   * (Spring Kafka's container transaction, a transacted JMS session), not only in a Spring-managed
+   * one around the listener.
+   */
+  static boolean containerLocal() {
+    return LOCAL.get() != null;
+  }
+
   /** Whether a Spring-managed transaction, with synchronization, is active on this thread. */
   static boolean springSynchronized() {
     return SPRING_TX && Synchronizations.active();

@@ -134,6 +134,14 @@ final class ListenerBatches {
       }
     }
 
+    if (poisonCause != null
+        && failures.commitsBefore()
+        && ContainerTransactions.containerLocal()
+        && !lastPolled(delivery, positions, poison, size)) {
+      // nothing claimed or sent yet: the batch comes back whole (KafkaBatchPoisonTransactionTest)
+      throw failures.failedAt(
+          polledIndex(positions, 0), poisonInTransaction(method, poison, size, poisonCause));
+    }
     if (requests.isEmpty()) {
       // the first message is the poison one (every message is, where the whole batch fails)
       throw failures.failedAt(polledIndex(positions, 0), poisonCause);
@@ -318,6 +326,56 @@ final class ListenerBatches {
   private static @Nullable String recordOf(
       @Nullable Delivery delivery, int @Nullable [] positions, int i) {
     return delivery != null && positions != null ? delivery.recordIdAt(positions[i]) : null;
+  }
+
+  /**
+   * Whether element {@code i} is the last message the container polled, or may be taken for it:
+   * where the positions are unknown, only the last element of a batch the listener got whole.
+   */
+  private static boolean lastPolled(
+      @Nullable Delivery delivery, int @Nullable [] positions, int i, int size) {
+    if (delivery == null || !delivery.batch()) {
+      return i == size - 1;
+    }
+    int polled = delivery.polled().isEmpty() ? delivery.headers().size() : delivery.polled().size();
+    if (positions != null) {
+      return positions[i] == polled - 1;
+    }
+    return delivery.polled().isEmpty() && i == size - 1;
+  }
+
+  /**
+   * The deferral of a Kafka batch, in its container's transaction, whose message {@code poison}
+   * (not the last polled) has no usable key. Reported at that message, it would be recovered
+   * (dead-letter topic) by the container's error handler, which then throws to seek the records
+   * after it: that rolls the transaction back (the dead letter, and the sends before it with their
+   * keys released), the after-rollback processor seeks the whole batch back, and every delivery
+   * sent the messages before it again (KafkaBatchPoisonTransactionTest). Its offsets and those
+   * before it are committed outside the transaction by the handler, so a restart would skip the
+   * messages before it unsent. So the batch comes back whole from its first message as a deferral,
+   * which the handler neither counts nor recovers nor commits past, with its backoff, before
+   * anything is claimed or sent: no message is sent twice or skipped unsent, and the partition
+   * stalls at this batch until the listener changes (logged at WARN).
+   */
+  private static DeferredDeliveryException poisonInTransaction(
+      ListenerMethod method, int poison, int size, RuntimeException cause) {
+    log.warn(
+        "Listener {} cannot run a batch of {} in its Kafka container transaction: message {} has"
+            + " no usable key ({}), and the dead letter of a message that is not the last of its"
+            + " batch would roll back the sends before it; nothing ran and the batch comes back."
+            + " Take records one at a time, or key the listener so that its keys cannot fail",
+        method.name,
+        size,
+        poison,
+        cause.getClass().getSimpleName());
+    DeferredDeliveryException deferral =
+        IdempotentListenerInterceptor.deferred(
+            method,
+            "poison",
+            "a message of its batch has no usable key, in a Kafka container transaction",
+            null);
+    deferral.addSuppressed(cause);
+    return deferral;
   }
 
   private static Map<String, Object> orEmpty(@Nullable Map<String, Object> headers) {
