@@ -14,10 +14,15 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -67,6 +72,18 @@ class AsyncShapesTimeoutTest extends RunningApplication {
 
   static final String LISTENABLE = "org.springframework.util.concurrent.SettableListenableFuture";
 
+  /** The provider's calls wait until the test's timed-out requests were answered. */
+  @BeforeEach
+  void closeTheGate() {
+    ProbeController.gate = new CountDownLatch(1);
+  }
+
+  /** Whatever a test did, no provider call waits past it. */
+  @AfterEach
+  void openTheGate() {
+    ProbeController.gate.countDown();
+  }
+
   @ParameterizedTest
   @ValueSource(strings = {"deferred-subclass", "opaque-stage", "listenable"})
   void aTimedOutHandlerSendsOncePerKey(String kind) throws Exception {
@@ -80,6 +97,7 @@ class AsyncShapesTimeoutTest extends RunningApplication {
     int sendsBefore = ProbeController.providerSends.get();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    openTheGate();
     HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     awaitNoPendingSend();
 
@@ -101,9 +119,9 @@ class AsyncShapesTimeoutTest extends RunningApplication {
    * Probe41's remaining shapes (SPEC 1, 13, 16): a {@code WebAsyncTask} subclass, one whose
    * subclass decorates its callable, one with its own timeout shorter than the container's, one
    * behind a declared {@code Object}, and a {@code ResponseEntity<?>} whose body is a {@code
-   * CompletableFuture} or a {@code Mono} at runtime. The provider call (2 s) outlives the timeout;
-   * the work's wait for it is interruptible. One provider send per key: the timed-out request gets
-   * 409, the retry the stored response, and a retry after the send ended never sends again.
+   * CompletableFuture} or a {@code Mono} at runtime. The provider call outlives the timeout; the
+   * work's wait for it is interruptible. One provider send per key: the timed-out request gets 409,
+   * the retry the stored response, and a retry after the send ended never sends again.
    */
   @ParameterizedTest
   @ValueSource(
@@ -121,6 +139,7 @@ class AsyncShapesTimeoutTest extends RunningApplication {
     int sendsBefore = ProbeController.providerSends.get();
 
     HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    openTheGate();
     HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     awaitNoPendingSend();
     HttpResponse<byte[]> late = post(path, key, "{}");
@@ -195,6 +214,7 @@ class AsyncShapesTimeoutTest extends RunningApplication {
             });
     HttpResponse<byte[]> timedOut = post(path, key, "{}");
     HttpResponse<byte[]> otherTimedOut = other.get(60, TimeUnit.SECONDS);
+    openTheGate();
     awaitNoPendingSend();
     HttpResponse<byte[]> afterTheSend = post(path, key, "{}");
     awaitNoPendingSend();
@@ -248,10 +268,43 @@ class AsyncShapesTimeoutTest extends RunningApplication {
   /** A stage behind {@link Receipt}: Spring MVC treats it as a CompletionStage. */
   static final class PendingReceipt<T> extends CompletableFuture<T> implements Receipt {}
 
-  /** Handlers whose provider call (2 s) outlives the 1 s timeout. */
+  /** Handlers whose provider call outlives the 1 s timeout (the test opens the gate after it). */
   @RestController
   static class ProbeController {
-    private static final Executor PROVIDER = CompletableFuture.delayedExecutor(2, TimeUnit.SECONDS);
+    private static final ExecutorService PROVIDER_THREADS =
+        Executors.newCachedThreadPool(
+            work -> {
+              Thread thread = new Thread(work, "probe-provider");
+              thread.setDaemon(true);
+              return thread;
+            });
+
+    /** Open (no wait) unless a test of this class closed it ({@link #closeTheGate}). */
+    static volatile CountDownLatch gate = new CountDownLatch(0);
+
+    /**
+     * The provider: its call ends once the test opened the gate, after the client of the request
+     * that is to time out got its answer (the container's timeout fires up to a second late, more
+     * on a busy machine: a call of a fixed 2 s once ended before it, and the first answer was the
+     * 201 of a send on time); 2 s when no test closed it (another class's requests), 30 s at most.
+     */
+    private static final Executor PROVIDER =
+        command ->
+            PROVIDER_THREADS.execute(
+                () -> {
+                  try {
+                    CountDownLatch closed = gate;
+                    if (closed.getCount() == 0) {
+                      Thread.sleep(2_000);
+                    } else {
+                      closed.await(30, TimeUnit.SECONDS);
+                    }
+                  } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                  }
+                  command.run();
+                });
+
     private static final Executor QUICK_PROVIDER =
         CompletableFuture.delayedExecutor(50, TimeUnit.MILLISECONDS);
     static final AtomicInteger providerSends = new AtomicInteger();
