@@ -156,7 +156,8 @@ class DynamoDbStoreAutoConfigurationTest {
 
   @Test
   void theDynamoDbPropertiesBindWithTheirDefaults() {
-    runner
+    new ApplicationContextRunner()
+        .withConfiguration(AutoConfigurations.of(IdempotencyAutoConfiguration.class))
         .withPropertyValues("idempotency.dynamodb.attempt-timeout=750ms")
         .run(
             context -> {

@@ -93,14 +93,14 @@ class MvcRejectedLaterStageProbeTest extends MvcProbeApplication {
    * Refused shapes that keep SPEC 1 (probeR): a {@code WebAsyncTask} with its own timeout callback
    * whose own executor refuses it (taken over: 409, the retry gets the send replayed), and a
    * refused {@code Callable} whose result is a {@code DeferredResult} that another thread completes
-   * with the send (taken over; the {@code DeferredResult} is not followed, so the call is recorded
-   * as answered without its body: the retry gets 422, never a second send). One send each. Passes
-   * on Boot 3.5 and 4.0.
+   * with the send (taken over, and the {@code DeferredResult} awaited since fixemit: the retry gets
+   * the send replayed; before fixemit it was not followed, and the call was recorded as answered
+   * without its body, 422). One send each, never a second.
    */
   @ParameterizedTest
   @CsvSource({
     "/probeR/own-task-with-timeout-callback, 201",
-    "/probeR/callable-of-deferred-send, 422"
+    "/probeR/callable-of-deferred-send, 201"
   })
   void aRefusedTaskWithItsOwnTimeoutOrADeferredResultSendsOnce(String path, int retryStatus)
       throws Exception {
