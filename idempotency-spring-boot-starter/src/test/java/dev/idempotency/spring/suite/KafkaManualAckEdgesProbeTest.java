@@ -49,6 +49,7 @@ class KafkaManualAckEdgesProbeTest {
    * {@code nack(index, sleep)} and {@code acknowledge()} in a container transaction: the nacked
    * message and the one after it come back and are sent once; those before it are not sent again.
    */
+  @Tag("extended") // CI time: each row its own application (about 6 s)
   @ParameterizedTest
   @ValueSource(strings = {"manual", "manual_immediate"})
   void aNackInAKafkaTransactionSendsEachOnce(String ackMode) throws Exception {
@@ -64,6 +65,7 @@ class KafkaManualAckEdgesProbeTest {
    * A record listener's {@code nack(sleep)} ({@link KafkaRecordNackProbeTest}'s listener: its send
    * fails once, it nacks) in a Kafka container transaction: the record is sent once, later.
    */
+  @Tag("extended") // CI time: each row its own application (about 6 s)
   @ParameterizedTest
   @ValueSource(strings = {"manual", "manual_immediate"})
   void aRecordNackInAKafkaTransactionSendsItOnce(String ackMode) throws Exception {

@@ -16,7 +16,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -222,31 +221,13 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
    */
   private HttpResponse<byte[]> firstAnswerAtTheTimeout(String path, String key, boolean queued)
       throws Exception {
-    CountDownLatch answered = new CountDownLatch(1);
-    EndedReads.firstAnswered = answered;
-    CountDownLatch release = new CountDownLatch(1);
-    EndedReads.release = release;
-    EndedReads.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = null;
-    if (queued) {
-      blocking = MvcProbes.sendAsync(port(), "/probeR/ended-block", null);
-      assertThat(EndedReads.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
-    }
-    HttpResponse<byte[]> first;
-    try {
-      first = post(path, key);
-    } finally {
-      answered.countDown();
-      release.countDown();
-      if (blocking != null) {
-        blocking.get(60, TimeUnit.SECONDS);
-      }
-    }
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!EndedReads.reads.containsKey(key) && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-    }
-    return first;
+    return EndedReads.HELD.firstAnswer(
+        port(),
+        "/probeR/ended-block",
+        queued,
+        true,
+        () -> post(path, key),
+        () -> EndedReads.reads.containsKey(key));
   }
 
   /**
@@ -340,9 +321,7 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
     static final AtomicInteger entered = new AtomicInteger();
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static final Map<String, List<String>> reads = new ConcurrentHashMap<>();
-    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
-    static volatile CountDownLatch release = new CountDownLatch(1);
-    static volatile CountDownLatch firstAnswered = new CountDownLatch(0);
+    static final HeldExecutor HELD = new HeldExecutor();
 
     /**
      * Sends, waits for the first answer (20 s at most) and, on the key's first run, until Tomcat
@@ -356,7 +335,7 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
         HttpServletRequest request) {
       Runnable recycled = recycledCheck(key, request);
       entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () -> {
         int n = send(key);
         answered.await(20, TimeUnit.SECONDS);
@@ -475,20 +454,7 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
     /** Not guarded: holds the async executor's only thread until the test releases it. */
     @PostMapping("/probeR/ended-block")
     public Callable<String> block() {
-      CountDownLatch started = blockStarted;
-      CountDownLatch held = release;
-      return () -> {
-        started.countDown();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (held.getCount() > 0 && System.nanoTime() < deadline) {
-          try {
-            held.await(100, TimeUnit.MILLISECONDS);
-          } catch (InterruptedException timeoutCancel) {
-            // its own request's timeout: keep the thread busy regardless
-          }
-        }
-        return "done";
-      };
+      return HELD.block();
     }
   }
 }

@@ -7,7 +7,6 @@ import java.net.http.HttpResponse;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -125,9 +124,7 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
     static final AtomicInteger entered = new AtomicInteger();
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static final Map<String, String> readOutcome = new ConcurrentHashMap<>();
-    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
-    static volatile CountDownLatch release = new CountDownLatch(1);
-    static volatile CountDownLatch firstAnswered = new CountDownLatch(0);
+    static final HeldExecutor HELD = new HeldExecutor();
 
     /** Sends, waits for the first answer (20 s at most), then reads its request parameter. */
     @PostMapping("/probeL/send-then-read-parameter")
@@ -135,7 +132,7 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
     public Callable<ResponseEntity<Map<String, Object>>> sendThenReadParameter(
         @RequestHeader("Idempotency-Key") String key, HttpServletRequest request) {
       entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () -> sendThenRead(key, answered, () -> request);
     }
 
@@ -145,7 +142,7 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
     public Callable<ResponseEntity<Map<String, Object>>> sendThenNoRead(
         @RequestHeader("Idempotency-Key") String key) {
       entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () -> sendThenRead(key, answered, () -> null);
     }
 
@@ -155,7 +152,7 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
     public Callable<ResponseEntity<Map<String, Object>>> sendThenReadHolder(
         @RequestHeader("Idempotency-Key") String key) {
       entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () ->
           sendThenRead(
               key,
@@ -204,20 +201,7 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
     /** Not guarded: holds the async executor's only thread until the test releases it. */
     @PostMapping("/probeL/block")
     public Callable<String> block() {
-      CountDownLatch started = blockStarted;
-      CountDownLatch held = release;
-      return () -> {
-        started.countDown();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (held.getCount() > 0 && System.nanoTime() < deadline) {
-          try {
-            held.await(100, TimeUnit.MILLISECONDS);
-          } catch (InterruptedException timeoutCancel) {
-            // its own request's timeout: keep the thread busy regardless
-          }
-        }
-        return "done";
-      };
+      return HELD.block();
     }
 
     static final Map<String, AtomicInteger> handlerRuns = new ConcurrentHashMap<>();
@@ -232,7 +216,7 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
     public Callable<ResponseEntity<Map<String, Object>>> failFirstThenSend(
         @RequestHeader("Idempotency-Key") String key) {
       entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       int run = handlerRuns.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
       return () -> {
         if (run == 1) {
@@ -304,30 +288,12 @@ class MvcTakenOverReadsRequestProbeTest extends MvcProbeApplication {
    */
   private HttpResponse<byte[]> firstAnswerAtTheTimeout(String path, String key, boolean queued)
       throws Exception {
-    CountDownLatch answered = new CountDownLatch(1);
-    ReadsRequest.firstAnswered = answered;
-    CountDownLatch release = new CountDownLatch(1);
-    ReadsRequest.release = release;
-    ReadsRequest.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = null;
-    if (queued) {
-      blocking = MvcProbes.sendAsync(port(), "/probeL/block", null);
-      assertThat(ReadsRequest.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
-    }
-    HttpResponse<byte[]> first;
-    try {
-      first = post(path, key, "{}");
-    } finally {
-      answered.countDown(); // the work goes on to read the request
-      release.countDown();
-      if (blocking != null) {
-        blocking.get(60, TimeUnit.SECONDS);
-      }
-    }
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!ReadsRequest.readOutcome.containsKey(key) && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-    }
-    return first;
+    return ReadsRequest.HELD.firstAnswer(
+        port(),
+        "/probeL/block",
+        queued,
+        true,
+        () -> post(path, key, "{}"),
+        () -> ReadsRequest.readOutcome.containsKey(key));
   }
 }

@@ -11,7 +11,6 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -201,31 +200,13 @@ class MvcTakenOverReadsUncopiedProbeTest extends MvcProbeApplication {
    */
   private HttpResponse<byte[]> firstAnswerAtTheTimeout(String path, String key, boolean queued)
       throws Exception {
-    CountDownLatch answered = new CountDownLatch(1);
-    Uncopied.firstAnswered = answered;
-    CountDownLatch release = new CountDownLatch(1);
-    Uncopied.release = release;
-    Uncopied.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = null;
-    if (queued) {
-      blocking = MvcProbes.sendAsync(port(), "/probeQ/block", null);
-      assertThat(Uncopied.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
-    }
-    HttpResponse<byte[]> first;
-    try {
-      first = postFor(path, key);
-    } finally {
-      answered.countDown(); // the work goes on to read the request
-      release.countDown();
-      if (blocking != null) {
-        blocking.get(60, TimeUnit.SECONDS);
-      }
-    }
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!Uncopied.reads.containsKey(key) && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-    }
-    return first;
+    return Uncopied.HELD.firstAnswer(
+        port(),
+        "/probeQ/block",
+        queued,
+        true,
+        () -> postFor(path, key),
+        () -> Uncopied.reads.containsKey(key));
   }
 
   @Configuration(proxyBeanMethods = false)
@@ -238,9 +219,7 @@ class MvcTakenOverReadsUncopiedProbeTest extends MvcProbeApplication {
     static final AtomicInteger entered = new AtomicInteger();
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static final Map<String, java.util.List<String>> reads = new ConcurrentHashMap<>();
-    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
-    static volatile CountDownLatch release = new CountDownLatch(1);
-    static volatile CountDownLatch firstAnswered = new CountDownLatch(0);
+    static final HeldExecutor HELD = new HeldExecutor();
 
     /**
      * Sends, waits for the first answer (20 s at most), then reads from its request what its client
@@ -254,7 +233,7 @@ class MvcTakenOverReadsUncopiedProbeTest extends MvcProbeApplication {
         HttpServletRequest request) {
       Runnable recycled = recycledCheck(key, request);
       int run = entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () -> {
         int n = send(key);
         answered.await(20, TimeUnit.SECONDS);
@@ -281,7 +260,7 @@ class MvcTakenOverReadsUncopiedProbeTest extends MvcProbeApplication {
         @RequestHeader("Idempotency-Key") String key, HttpServletResponse response) {
       Runnable recycled = recycledCheck(key, response);
       int run = entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () -> {
         int n = send(key);
         answered.await(20, TimeUnit.SECONDS);
@@ -307,7 +286,7 @@ class MvcTakenOverReadsUncopiedProbeTest extends MvcProbeApplication {
         HttpServletRequest request) {
       Runnable recycled = recycledCheck(key, request);
       int run = entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () -> {
         int n = send(key);
         answered.await(20, TimeUnit.SECONDS);
@@ -401,20 +380,7 @@ class MvcTakenOverReadsUncopiedProbeTest extends MvcProbeApplication {
     /** Not guarded: holds the async executor's only thread until the test releases it. */
     @PostMapping("/probeQ/block")
     public Callable<String> block() {
-      CountDownLatch started = blockStarted;
-      CountDownLatch held = release;
-      return () -> {
-        started.countDown();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (held.getCount() > 0 && System.nanoTime() < deadline) {
-          try {
-            held.await(100, TimeUnit.MILLISECONDS);
-          } catch (InterruptedException timeoutCancel) {
-            // its own request's timeout: keep the thread busy regardless
-          }
-        }
-        return "done";
-      };
+      return HELD.block();
     }
   }
 }

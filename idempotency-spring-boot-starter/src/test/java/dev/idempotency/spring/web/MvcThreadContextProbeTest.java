@@ -14,7 +14,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -160,31 +159,13 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
    * s at most) until the work read its caller, or failed.
    */
   private HttpResponse<byte[]> firstAnswer(String path, String key, String mode) throws Exception {
-    CountDownLatch answered = new CountDownLatch(mode.equals("on-time") ? 0 : 1);
-    Audited.firstAnswered = answered;
-    CountDownLatch release = new CountDownLatch(1);
-    Audited.release = release;
-    Audited.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking = null;
-    if (mode.equals("queued")) {
-      blocking = MvcProbes.sendAsync(port(), "/probeR/block", null);
-      assertThat(Audited.blockStarted.await(30, TimeUnit.SECONDS)).isTrue();
-    }
-    HttpResponse<byte[]> first;
-    try {
-      first = post(path, key, "{}", "X-User", "alice", "X-Tenant", "alice");
-    } finally {
-      answered.countDown();
-      release.countDown();
-      if (blocking != null) {
-        blocking.get(60, TimeUnit.SECONDS);
-      }
-    }
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!Audited.reads.containsKey(key) && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-    }
-    return first;
+    return Audited.HELD.firstAnswer(
+        port(),
+        "/probeR/block",
+        mode.equals("queued"),
+        !mode.equals("on-time"),
+        () -> post(path, key, "{}", "X-User", "alice", "X-Tenant", "alice"),
+        () -> Audited.reads.containsKey(key));
   }
 
   /** The caller of the request on this thread, as Spring Security's SecurityContextHolder. */
@@ -328,9 +309,7 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
     static final AtomicInteger entered = new AtomicInteger();
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static final Map<String, List<String>> reads = new ConcurrentHashMap<>();
-    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
-    static volatile CountDownLatch release = new CountDownLatch(1);
-    static volatile CountDownLatch firstAnswered = new CountDownLatch(0);
+    static final HeldExecutor HELD = new HeldExecutor();
 
     /** Sends, waits for the first answer (20 s at most), then reads its caller ({@code how}). */
     @PostMapping("/probeR/audited/{how}")
@@ -340,7 +319,7 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
         @RequestHeader("Idempotency-Key") String key,
         HttpServletRequest request) {
       entered.incrementAndGet();
-      CountDownLatch answered = firstAnswered;
+      CountDownLatch answered = HELD.firstAnswered;
       return () -> {
         int n = send(key);
         answered.await(20, TimeUnit.SECONDS);
@@ -398,20 +377,7 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
     /** Not guarded: holds the async executor's only thread until the test releases it. */
     @PostMapping("/probeR/block")
     public Callable<String> block() {
-      CountDownLatch started = blockStarted;
-      CountDownLatch held = release;
-      return () -> {
-        started.countDown();
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (held.getCount() > 0 && System.nanoTime() < deadline) {
-          try {
-            held.await(100, TimeUnit.MILLISECONDS);
-          } catch (InterruptedException timeoutCancel) {
-            // its own request's timeout: keep the thread busy regardless
-          }
-        }
-        return "done";
-      };
+      return HELD.block();
     }
   }
 }
