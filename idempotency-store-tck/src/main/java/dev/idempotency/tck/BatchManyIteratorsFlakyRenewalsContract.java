@@ -94,7 +94,7 @@ public abstract class BatchManyIteratorsFlakyRenewalsContract {
    * The scenario on a store.
    *
    * @param name the prefix of the keys and of the sending threads' names, such as {@code "pg-"}
-   * @param label what the summary line names the store by, such as {@code "PostgreSQL "}
+   * @param label what the failure message names the store by, such as {@code "PostgreSQL "}
    * @param rounds how many batches of eight keys
    * @param minFailedRenewals the failed renewals the run needs to count for anything
    */
@@ -319,14 +319,11 @@ public abstract class BatchManyIteratorsFlakyRenewalsContract {
         }
       }
     }
-    System.out.printf(
-        "probeT %sflaky batch renewals: %d failed, %d answered; %d keys handed out, %d lapsed%n",
-        label, failedRenewals.get(), answeredRenewals.get(), handedOutTotal, lapsedTotal);
     assertThat(violations).isEmpty();
     assertThat(failedRenewals.get())
         .as(
-            "renewals failed (%d answered; %d handed out, %d lapsed)",
-            answeredRenewals.get(), handedOutTotal, lapsedTotal)
+            "%srenewals failed (%d answered; %d handed out, %d lapsed)",
+            label, answeredRenewals.get(), handedOutTotal, lapsedTotal)
         .isGreaterThan(minFailedRenewals);
     assertThat(lapsedTotal).as("keys lapsed").isPositive();
     assertThat(handedOutTotal).as("keys handed out").isGreaterThan(rounds);
