@@ -2,25 +2,10 @@ package dev.idempotency;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.inmemory.InMemoryKeyStore;
-import dev.idempotency.spi.ExtendRequest;
-import dev.idempotency.tck.ForwardingKeyStore;
-import dev.idempotency.tck.MutableClock;
-import dev.idempotency.testservers.Poll;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.ArrayList;
 import java.util.Iterator;
-import java.util.List;
-import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -28,87 +13,25 @@ import org.junit.jupiter.api.Test;
  * keeper's renewal of its key, which the store holds; meanwhile the guard closes (grace 300 ms).
  * The close must return within about its grace (no deadlock with the waiting hand-out), and once
  * the store answers the keeper, the hand-out returns and hands nothing out: the guard gave up, no
- * send may start on a lease nobody renews. Lease 4 s, the guard's clock moved by hand.
+ * send may start on a lease nobody renews. Lease 4 s, the guard's clock moved by hand ({@link
+ * KeeperHeldAcrossClose}).
  */
-class RenewNowDuringCloseProbeTest {
-
-  static final Duration TTL = Duration.ofHours(1);
-  static final Duration LEASE = Duration.ofSeconds(4);
-
-  final MutableClock clock = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
-  final CountDownLatch keeperHeld = new CountDownLatch(1);
-  final CountDownLatch letKeeperGo = new CountDownLatch(1);
-  final AtomicBoolean holding = new AtomicBoolean(true);
-  final ForwardingKeyStore store =
-      new ForwardingKeyStore(InMemoryKeyStore.builder().build()) {
-        @Override
-        public List<Boolean> extendAll(List<ExtendRequest> requests) {
-          if (Thread.currentThread().getName().contains("lease-keeper")
-              && holding.compareAndSet(true, false)) {
-            keeperHeld.countDown();
-            // a store call the close's interrupt does not end (as the deferred interrupt of a
-            // renewal lets a real store call run to its own timeout)
-            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (letKeeperGo.getCount() > 0 && System.nanoTime() - until < 0) {
-              try {
-                letKeeperGo.await(100, TimeUnit.MILLISECONDS);
-              } catch (InterruptedException e) {
-                // kept going, as a store call does
-              }
-            }
-          }
-          return delegate.extendAll(requests);
-        }
-      };
-  final IdempotencyGuard guard =
-      IdempotencyGuard.builder()
-          .store(store)
-          .clock(clock)
-          .lease(LEASE)
-          .inFlightWait(Duration.ZERO)
-          .closeGracePeriod(Duration.ofMillis(300))
-          .build();
-  final ExecutorService caller =
-      Executors.newSingleThreadExecutor(r -> new Thread(r, "batch-caller"));
-
-  @AfterEach
-  void close() {
-    letKeeperGo.countDown();
-    caller.shutdownNow();
-    guard.close();
-  }
+class RenewNowDuringCloseProbeTest extends KeeperHeldAcrossClose {
 
   @Test
   void aHandOutWaitingForTheKeeperDoesNotHoldTheCloseAndSendsNothingAfterIt() throws Exception {
-    String id = UUID.randomUUID().toString();
-    List<IdempotencyRequest> requests = new ArrayList<>();
-    for (int i = 0; i < 2; i++) {
-      requests.add(IdempotencyRequest.of("renew-close:" + id + ":" + i, TTL));
-    }
-    Batch<String> batch = guard.claimBatch(requests, ResultCodec.string());
+    Batch<String> batch = claimTwo("renew-close");
     Iterator<Batch.Item> items = batch.toSend().iterator();
     batch.succeeded(items.next(), "sent-0");
-    assertThat(keeperHeld.await(30, TimeUnit.SECONDS)).as("the keeper's renewal is held").isTrue();
+    awaitTheKeeperHeld();
 
     clock.advance(Duration.ofMillis(3_500)); // the hand-out renews the second key first: waits
-    AtomicReference<Thread> handing = new AtomicReference<>();
     Future<String> next =
-        caller.submit(
-            () -> {
-              handing.set(Thread.currentThread());
-              return items.hasNext() ? "handed out " + items.next().key() : "nothing handed out";
-            });
-    Poll.within(Duration.ofSeconds(60))
-        .until(
+        handOutOnceItWaits(
             "the hand-out waits for the keeper",
-            () -> handing.get() != null && handing.get().getState() == Thread.State.WAITING);
+            () -> items.hasNext() ? "handed out " + items.next().key() : "nothing handed out");
 
-    long start = System.nanoTime();
-    Thread closer = new Thread(guard::close, "closer");
-    closer.start();
-    closer.join(20_000);
-    long closeMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-    assertThat(closer.isAlive()).as("close still running after 20 s").isFalse();
+    long closeMillis = closeTheGuard();
 
     letKeeperGo.countDown();
     String answer = next.get(30, TimeUnit.SECONDS);

@@ -1,12 +1,7 @@
 package dev.idempotency.dynamodb;
 
-import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.BatchConcurrentHandOutFailedRenewalContract;
-import dev.idempotency.testservers.Dynalite;
-import dev.idempotency.testservers.Poll;
-import java.time.Duration;
-import java.time.Instant;
 
 /**
  * probeT (SPEC 1): {@code dev.idempotency.BatchConcurrentHandOutFailedRenewalProbeTest} (probeO's,
@@ -27,21 +22,7 @@ class DynamoDbBatchConcurrentHandOutFailedRenewalProbeTest
 
   @Override
   protected KeyStore newStore() {
-    DynamoDbKeyStore store =
-        DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint()))
-            .tableName("idempotency-probet-concurrent")
-            .createTableIfMissing(true)
-            .build();
-    try {
-      Poll.within(Duration.ofSeconds(60))
-          .every(Duration.ofMillis(50))
-          .ignoring(KeyStoreException.class)
-          .until("the table answers", () -> store.find("warm", Instant.now()), found -> true);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException(e);
-    }
-    return store;
+    return DynaliteTables.answeringStore("idempotency-probet-concurrent");
   }
 
   @Override

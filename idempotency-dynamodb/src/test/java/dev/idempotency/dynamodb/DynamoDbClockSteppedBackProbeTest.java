@@ -6,10 +6,8 @@ import dev.idempotency.Batch;
 import dev.idempotency.IdempotencyGuard;
 import dev.idempotency.IdempotencyInProgressException;
 import dev.idempotency.IdempotencyRequest;
-import dev.idempotency.KeyStoreException;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.testservers.Dynalite;
-import dev.idempotency.testservers.Poll;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -53,21 +51,13 @@ class DynamoDbClockSteppedBackProbeTest {
   private DynamoDbKeyStore storeA;
 
   @BeforeAll
-  void open() throws InterruptedException {
-    store =
-        DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint()))
-            .tableName("idempotency-clock-stepped-back")
-            .createTableIfMissing(true)
-            .build();
+  void open() {
+    store = DynaliteTables.answeringStore("idempotency-clock-stepped-back");
     storeA =
         DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint(), httpA))
             .tableName("idempotency-clock-stepped-back")
             .createTableIfMissing(true)
             .build();
-    Poll.within(Duration.ofSeconds(60))
-        .every(Duration.ofMillis(50))
-        .ignoring(KeyStoreException.class)
-        .until("the table answers", () -> store.find("warm", Instant.now()), found -> true);
   }
 
   @AfterAll

@@ -1,12 +1,7 @@
 package dev.idempotency.dynamodb;
 
-import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.RenewNowRaceContract;
-import dev.idempotency.testservers.Dynalite;
-import dev.idempotency.testservers.Poll;
-import java.time.Duration;
-import java.time.Instant;
 
 /**
  * probeB, suspicion 2, on DynamoDB (dynalite): the race of {@link RenewNowRaceContract}. The
@@ -22,21 +17,7 @@ class DynamoDbRenewNowRaceProbeTest extends RenewNowRaceContract {
 
   @Override
   protected KeyStore newStore() {
-    DynamoDbKeyStore store =
-        DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint()))
-            .tableName("idempotency-renew-now-race")
-            .createTableIfMissing(true)
-            .build();
-    try {
-      Poll.within(Duration.ofSeconds(60))
-          .every(Duration.ofMillis(50))
-          .ignoring(KeyStoreException.class)
-          .until("the table answers", () -> store.find("warm", Instant.now()), found -> true);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException(e);
-    }
-    return store;
+    return DynaliteTables.answeringStore("idempotency-renew-now-race");
   }
 
   @Override

@@ -3,10 +3,6 @@ package dev.idempotency.dynamodb;
 import dev.idempotency.KeyStoreException;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.tck.TimedOutRenewalLandsLateContract;
-import dev.idempotency.testservers.Dynalite;
-import dev.idempotency.testservers.Poll;
-import java.time.Duration;
-import java.time.Instant;
 
 /**
  * probeF (SPEC 1): the fix of 1ef3b83 keeps a claim's renewals from overlapping on the client: a
@@ -46,21 +42,7 @@ class DynamoDbTimedOutRenewalLandsLateProbeTest extends TimedOutRenewalLandsLate
 
   @Override
   protected KeyStore newStore() {
-    DynamoDbKeyStore store =
-        DynamoDbKeyStore.builder(DynaliteClients.client(Dynalite.shared().endpoint()))
-            .tableName("idempotency-late-renewal")
-            .createTableIfMissing(true)
-            .build();
-    try {
-      Poll.within(Duration.ofSeconds(60))
-          .every(Duration.ofMillis(50))
-          .ignoring(KeyStoreException.class)
-          .until("the table answers", () -> store.find("warm", Instant.now()), found -> true);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException(e);
-    }
-    return store;
+    return DynaliteTables.answeringStore("idempotency-late-renewal");
   }
 
   @Override

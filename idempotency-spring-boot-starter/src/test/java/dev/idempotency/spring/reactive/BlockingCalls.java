@@ -22,6 +22,14 @@ import reactor.blockhound.BlockingOperationError;
  * 4.0, {@code WebFluxRedisEndpointTest}) was that: BlockHound's error thrown from a Lettuce event
  * loop parked on the guard's async executor's queue lock left that executor's workers waiting
  * forever, and a response held for its outcome's write never ended.
+ *
+ * <p>A thread that runs BlockHound's instrumented code while BlockHound is being installed (about
+ * 1.5 s) is never checked afterwards: BlockHound keeps each thread's state from its first check,
+ * and during the installation that check takes only BlockHound's own test thread for non-blocking.
+ * In a JVM where earlier test classes left a Reactor {@code parallel} worker or a Netty event loop
+ * busy (a timer firing), that thread's blocking calls are not seen for the rest of the JVM. A test
+ * that must see a call reported makes it on a non-blocking thread started after {@link #install()}
+ * ({@code BlockingCallsTest}).
  */
 public final class BlockingCalls {
 
