@@ -51,6 +51,7 @@ class MvcTakenOverDeferredTimeoutProbeTest extends MvcProbeApplication {
   @AfterAll
   void releaseWork() {
     DeferredTimeouts.PROVIDER.shutdown();
+    DeferredTimeouts.OWN.shutdown();
   }
 
   @Override
@@ -94,6 +95,38 @@ class MvcTakenOverDeferredTimeoutProbeTest extends MvcProbeApplication {
   void aRefusedCallableWhoseDeferredResultItsTimeoutAnswersIsAnswered(String path)
       throws Exception {
     sendsOnceAndTheRetryGetsTheSend(true, path);
+  }
+
+  /**
+   * A later stage that is a {@code WebAsyncTask} on its own executor (one thread, no queue, held),
+   * which refuses it: the send never began, so it must be taken over or released, never recorded as
+   * answered (a lost send).
+   */
+  @org.junit.jupiter.api.Test
+  void aLaterStageWebAsyncTaskRefusedByItsOwnExecutorSendsOnce() throws Exception {
+    String path = "/probeV/future-of-own-task";
+    String key = EndpointClient.newKey();
+    CountDownLatch ownStarted = new CountDownLatch(1);
+    CountDownLatch ownRelease = new CountDownLatch(1);
+    DeferredTimeouts.OWN.execute(() -> MvcRejectedWorkProbeTest.hold(ownStarted, ownRelease));
+    assertThat(ownStarted.await(30, TimeUnit.SECONDS)).isTrue();
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      ownRelease.countDown();
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (DeferredTimeouts.sendsOf(key) == 0 && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    String shown =
+        String.format(
+            "(first answer %s; last %s)",
+            first.statusCode() + " " + EndpointClient.text(first), MvcProbes.replayed(last));
+    assertThat(DeferredTimeouts.sendsOf(key)).as("sends for the key " + shown).isEqualTo(1);
+    assertThat(last.statusCode()).as("the retry " + shown).isEqualTo(201);
   }
 
   private void sendsOnceAndTheRetryGetsTheSend(boolean refused, String path) throws Exception {
@@ -193,6 +226,36 @@ class MvcTakenOverDeferredTimeoutProbeTest extends MvcProbeApplication {
                 PROVIDER.execute(() -> result.setResult(sent));
                 return result;
               },
+          PROVIDER);
+    }
+
+    /** A WebAsyncTask's own executor: one thread, no queue. */
+    static final org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor OWN = own();
+
+    private static org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor own() {
+      org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor executor =
+          new org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor();
+      executor.setCorePoolSize(1);
+      executor.setMaxPoolSize(1);
+      executor.setQueueCapacity(0);
+      executor.setThreadNamePrefix("probeV-own-");
+      executor.setDaemon(true);
+      executor.initialize();
+      return executor;
+    }
+
+    /** A look-up on another thread, then a WebAsyncTask on its own executor that sends. */
+    @PostMapping("/probeV/future-of-own-task")
+    @IdempotentEndpoint
+    public CompletableFuture<
+            org.springframework.web.context.request.async.WebAsyncTask<
+                ResponseEntity<Map<String, Object>>>>
+        futureOfOwnTask(@RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return CompletableFuture.supplyAsync(
+          () ->
+              new org.springframework.web.context.request.async.WebAsyncTask<>(
+                  2_000L, OWN, () -> send(key)),
           PROVIDER);
     }
 
