@@ -89,7 +89,9 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
     "outer-wrapper, false, client=mobile",
     "connection, false, http/1.1",
     "role, false, admin=true",
-    "inner-wrapper-method, true, tenant=acme"
+    "inner-wrapper-method, true, tenant=acme",
+    "parameters?to=alice&to=bob, true, to=alice+bob",
+    "parameters?to=alice&to=bob, false, to=alice+bob"
   })
   void workThatReadsItsEndedRequestSendsOnceAndIsReplayedAsOnTime(
       String what, boolean queued, String expected) throws Exception {
@@ -157,6 +159,23 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
   @ParameterizedTest
   @CsvSource({"inner-wrapper-method, false, tenant=acme"})
   void workThatReadsThroughAnInnerWrappersOwnMethodAfterTheTimeoutSendsOnce(
+      String what, boolean queued, String expected) throws Exception {
+    sendsOnceAndReplays(what, queued, expected);
+  }
+
+  /*
+   * Open finding (probeV, on 164f714; low: a replay the request did not produce, and work that
+   * uses it fails after its send, so its key is released and the retry sends again, SPEC 1). After
+   * the timeout, EndedRequest's proxy answers getRequestDispatcher(path) with its default, null
+   * (it copies no dispatcher, and the container's request is gone): work that forwards or includes
+   * from the request it was given (a receipt rendered by another servlet) cannot. On time the
+   * container answers a dispatcher. Fails on Boot 3.5 and 4.0: "Expecting actual ...
+   * dispatcher=false ... to contain dispatcher=true".
+   */
+  @Tag("open-finding")
+  @ParameterizedTest
+  @CsvSource({"dispatcher, true, dispatcher=true", "dispatcher, false, dispatcher=true"})
+  void workThatAsksItsEndedRequestForADispatcherGetsOne(
       String what, boolean queued, String expected) throws Exception {
     sendsOnceAndReplays(what, queued, expected);
   }
@@ -400,6 +419,22 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
           RolesRequest roles = WebUtils.getNativeRequest(request, RolesRequest.class);
           return ResponseEntity.status(201)
               .body(Map.of("send", n, "tenant", "tenant=" + roles.tenant()));
+        case "parameters":
+          return ResponseEntity.status(201)
+              .body(
+                  Map.of(
+                      "send",
+                      n,
+                      "to",
+                      "to=" + String.join("+", request.getParameterMap().get("to"))));
+        case "dispatcher":
+          return ResponseEntity.status(201)
+              .body(
+                  Map.of(
+                      "send",
+                      n,
+                      "dispatcher",
+                      "dispatcher=" + (request.getRequestDispatcher("/receipts") != null)));
         case "connection":
           return ResponseEntity.status(201)
               .body(Map.of("send", n, "protocol", request.getServletConnection().getProtocol()));

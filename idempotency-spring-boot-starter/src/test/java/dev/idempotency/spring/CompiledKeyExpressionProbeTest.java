@@ -1,0 +1,90 @@
+package dev.idempotency.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.File;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Probe (probeV) of fixmethodkey (78bd80e): an {@code @Idempotent} key whose evaluation fails is an
+ * {@link InvalidKeyException} (a poison message on a listener: RabbitMQ rejects it without requeue,
+ * Kafka's error handler does not retry it) unless code the key calls threw, which is that code's
+ * own failure, retried ({@code ExpressionAttributes.failedOnItsInput}, shared with
+ * {@code @IdempotentListener}'s keys). That tells the two apart by the shape of SpEL's interpreted
+ * exceptions. With Spring's {@code spring.expression.compiler.mode=immediate} (a system property or
+ * a {@code spring.properties} entry; SpEL compiles an expression after its second evaluation) a
+ * compiled key's failure, whatever threw, is one {@code SpelEvaluationException}
+ * (EXCEPTION_RUNNING_COMPILED_EXPRESSION) wrapping it. Each row runs {@link
+ * CompiledKeyExpressionProbe} in its own JVM (the mode is read once per JVM).
+ */
+class CompiledKeyExpressionProbeTest {
+
+  /** SpEL interpreted (the default): a transient look-up failure is its own failure. */
+  @Test
+  void interpretedATransientLookUpIsItsOwnFailure() throws Exception {
+    List<String> results = run("off");
+    assertThat(results)
+        .noneMatch(line -> line.contains("InvalidKeyException"))
+        .contains(
+            "RESULT getter flaky: threw SpelEvaluationException (EL1021E: A problem occurred whilst"
+                + " attempting to access the property 'ref': 'Unable to access property 'ref'"
+                + " through getter method')",
+            "RESULT getter flaky: sent-3",
+            "RESULT static flaky: threw IllegalStateException (the look-up timed out (transient))",
+            "RESULT static flaky: sent-6");
+  }
+
+  /*
+   * Open finding (probeV, on 164f714; medium: a lost send under a documented Spring setting). With
+   * spring.expression.compiler.mode=immediate, a getter (#order.ref) or static look-up
+   * (T(..Keys).of(#p0)) that fails once is taken for a key that cannot be evaluated for the
+   * arguments: InvalidKeyException ("cannot be evaluated for these arguments
+   * (SpelEvaluationException ...)"). On a @RabbitListener or @KafkaListener that message is a
+   * poison message, rejected without requeue / not retried: the send it carried is lost, though the
+   * look-up answers at once when asked again (the direct retry below sends). Same for
+   * @IdempotentListener keys (ListenerMethod uses the same test). failedOnItsInput would have to
+   * look inside EXCEPTION_RUNNING_COMPILED_EXPRESSION (its cause is the thrown exception as it is).
+   * Fails on Boot 3.5 and 4.0.
+   */
+  @Test
+  @Tag("open-finding")
+  void compiledATransientLookUpIsItsOwnFailureNotAnInvalidKey() throws Exception {
+    List<String> results = run("immediate");
+    assertThat(results)
+        .as("a look-up that failed once, in a compiled key")
+        .noneMatch(line -> line.contains("InvalidKeyException"))
+        .contains("RESULT getter flaky: sent-3", "RESULT static flaky: sent-6");
+  }
+
+  private static List<String> run(String compilerMode) throws Exception {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    File out = File.createTempFile("compiled-key-probe", ".txt");
+    out.deleteOnExit();
+    Process process =
+        new ProcessBuilder(
+                java,
+                "-XX:TieredStopAtLevel=1",
+                "-Dspring.expression.compiler.mode=" + compilerMode,
+                "-cp",
+                System.getProperty("java.class.path"),
+                CompiledKeyExpressionProbe.class.getName())
+            .redirectErrorStream(true)
+            .redirectOutput(out)
+            .start();
+    boolean ended = process.waitFor(180, TimeUnit.SECONDS);
+    if (!ended) {
+      process.destroyForcibly();
+    }
+    String output = Files.readString(out.toPath(), StandardCharsets.UTF_8);
+    assertThat(ended).as("the probe's JVM ended within 180 s; its output:\n" + output).isTrue();
+    List<String> results = output.lines().filter(line -> line.startsWith("RESULT")).toList();
+    assertThat(results).as("the probe's output:\n" + output).hasSize(8);
+    return results;
+  }
+}
