@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.reliability.FaultHistory.Call;
 import dev.idempotency.reliability.FaultHistory.Fault;
 import dev.idempotency.reliability.FaultHistory.Send;
+import dev.idempotency.reliability.FaultHistory.StoreCall;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -456,5 +457,99 @@ class DuplicateCheckerTest {
 
     assertThat(stalled.allowedDuplicates).containsEntry("owner stalled", 1);
     assertThat(notStalled.brokenDuplicates).hasSize(1);
+  }
+
+  /**
+   * The CI run of 7b08ead on DynamoDB: one client sent a key as attempt 1, its lease ran out while
+   * its renewal of that claim was still unanswered by the store (no fault of the nemesis, a loaded
+   * host), another claim took the key over and the same client sent it again as attempt 3. Excused
+   * only by that claim's own renewal (or outcome write) unanswered when its lease ran out, after
+   * its send began: not by one answered in time, nor by another claim's slow call, nor by an
+   * outcome that was recorded.
+   */
+  @Test
+  void aRenewalUnansweredWhenItsLeaseRanOutExcusesOnlyThatClaimsTakeover() {
+    String key = "fault-key-189";
+    String keyId = dev.idempotency.IdempotencyKey.digest(key);
+    List<Send> sends =
+        List.of(
+            new Send(key, "pk", 1, 2, 1_000, 2_000, "r-2-1"),
+            new Send(key, "pk", 3, 2, 2_600, 2_700, "r-2-2"));
+    List<Call> calls =
+        List.of(
+            new Call(key, "execute", 2, "SENT", "r-2-1", false, 2_100),
+            new Call(key, "execute", 2, "SENT", "r-2-2", true, 2_750));
+
+    assertThat(
+            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 1_200, 2_500, 1_900, false))
+                .allowedDuplicates)
+        .containsEntry("owner's store answered after its lease", 1);
+    assertThat(
+            checked(sends, calls, new StoreCall("complete", 2, keyId, 1, 1_950, 2_300, 2_000, true))
+                .allowedDuplicates)
+        .as("the outcome write, failed after the lease ran out")
+        .containsEntry("owner's store answered after its lease", 1);
+
+    assertThat(
+            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 1_200, 1_850, 1_900, false))
+                .brokenDuplicates)
+        .as("a slow renewal answered before the lease ran out")
+        .hasSize(1);
+    assertThat(
+            checked(sends, calls, new StoreCall("extend", 2, keyId, 3, 1_200, 2_500, 1_900, false))
+                .brokenDuplicates)
+        .as("another claim's renewal")
+        .hasSize(1);
+    assertThat(
+            checked(sends, calls, new StoreCall("extend", 1, keyId, 1, 1_200, 2_500, 1_900, false))
+                .brokenDuplicates)
+        .as("another process's renewal")
+        .hasSize(1);
+    assertThat(
+            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 500, 950, 900, false))
+                .brokenDuplicates)
+        .as("a lease that ran out before the send began")
+        .hasSize(1);
+    assertThat(
+            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 2_000, 3_000, 2_650, false))
+                .brokenDuplicates)
+        .as("a lease that ran out after the other send began")
+        .hasSize(1);
+    assertThat(
+            checked(sends, calls, new StoreCall("claim", 2, keyId, 1, 1_200, 2_500, 1_900, false))
+                .brokenDuplicates)
+        .as("a claim is no renewal of it")
+        .hasSize(1);
+    List<Call> recorded =
+        List.of(
+            new Call(key, "execute", 2, "SENT", "r-2-1", true, 2_100),
+            new Call(key, "execute", 2, "SENT", "r-2-2", true, 2_750));
+    assertThat(
+            checked(
+                    sends,
+                    recorded,
+                    new StoreCall("extend", 2, keyId, 1, 1_200, 2_500, 1_900, false))
+                .brokenDuplicates)
+        .as("an outcome the store recorded")
+        .hasSize(1);
+  }
+
+  private static DuplicateChecker.Report checked(
+      List<Send> sends, List<Call> calls, StoreCall call) {
+    FaultHistory history = history(sends, calls, List.of());
+    history.storeCalls.add(call);
+    return DuplicateChecker.check(history, List.of(), 0);
+  }
+
+  @Test
+  void aStoreCallLineReadsBack() {
+    StoreCall call = new StoreCall("extend", 2, "a-b_c", 3, 10, 20, 15, true);
+
+    assertThat(StoreCall.parse(call.line())).isEqualTo(call);
+    assertThat(call.leaseRanOutUnanswered()).isTrue();
+    assertThat(new StoreCall("extend", 2, "a", 3, 10, 20, 25, false).leaseRanOutUnanswered())
+        .isFalse();
+    assertThat(new StoreCall("extend", 2, "a", 3, 10, 20, 0, false).leaseRanOutUnanswered())
+        .isFalse();
   }
 }
