@@ -40,11 +40,12 @@ import java.util.TreeMap;
  *       long that overlapped the span excuses it without that evidence: no renewal got through it,
  *       so the lease ran out whatever the owner did (an owner killed later, before its batch logged
  *       the outcome as not recorded, leaves none);
- *   <li>returned the send as not recorded, and its client logged a renewal or outcome write of that
- *       claim still unanswered when the claim's lease ran out, after the send began and before the
- *       other send began ({@link StoreCallLog}): "owner's store answered after its lease", a cut
- *       with no fault of the nemesis to show for it (a store, or a client's threads, slower than
- *       the lease on a loaded host). A renewal answered in time is no excuse.
+ *   <li>returned the send as not recorded, its client logged a renewal or outcome write of that
+ *       claim still unanswered when the claim's lease ran out, after the send began, and a client
+ *       logged the takeover of that claim asked for after that and before the other send began
+ *       ({@link StoreCallLog}): "owner's store answered after its lease", a cut with no fault of
+ *       the nemesis to show for it (a store, or a client's threads, slower than the lease on a
+ *       loaded host). A renewal answered in time is no excuse.
  * </ul>
  *
  * Two more causes are no duplicates at all, but sends the promise allows:
@@ -380,13 +381,15 @@ final class DuplicateChecker {
 
   /**
    * Whether the earlier send's owner lost its claim to its own store's slowness: its outcome was
-   * refused (not recorded), and its client logged a renewal or outcome write of that very claim
+   * refused (not recorded), its client logged a renewal or outcome write of that very claim
    * (process, key and attempt) that was still unanswered when the claim's lease ran out, after the
-   * send began and before the later send began ({@link StoreCallLog}). The store (or the way to it,
-   * or the client's threads) took longer than the lease to answer a live owner: what a cut does,
-   * with no fault of the nemesis to show for it, and what {@code docs/guarantees.md} names as the
-   * one way a live owner leaves its key as a crash would ("a store that stays away until the lease
-   * ends"). A renewal that came back in time, or another claim's slow call, is no excuse.
+   * send began, and a client logged the takeover of that claim (the next attempt) asked for after
+   * that lease ran out and before the later send began ({@link StoreCallLog}). The store (or the
+   * way to it, or the client's threads) took longer than the lease to answer a live owner: what a
+   * cut does, with no fault of the nemesis to show for it, and what {@code docs/guarantees.md}
+   * names as the one way a live owner leaves its key as a crash would ("a store that stays away
+   * until the lease ends"). A renewal that came back in time, another claim's slow call, or a
+   * takeover asked for before the lease ran out (clock skew, or a broken store), is no excuse.
    */
   static boolean leaseRanOutUnanswered(
       Send earlier, Send later, FaultHistory history, Set<String> notRecorded) {
@@ -401,7 +404,27 @@ final class DuplicateChecker {
           && (call.operation().equals("extend") || call.operation().equals("complete"))
           && call.leaseRanOutUnanswered()
           && call.leaseUntilMillis() >= earlier.startMillis()
-          && call.leaseUntilMillis() <= later.startMillis()) {
+          && takenOverAfter(
+              history, keyId, earlier.attempt() + 1, call.leaseUntilMillis(), later)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Whether a client logged the takeover of the key to {@code attempt}, asked for no earlier than
+   * {@code leaseEnd} (the lease it took had run out by then, whatever the clocks) and before the
+   * later send began.
+   */
+  private static boolean takenOverAfter(
+      FaultHistory history, String keyId, int attempt, long leaseEnd, Send later) {
+    for (StoreCall call : history.storeCalls) {
+      if (call.operation().equals("takeover")
+          && call.keyId().equals(keyId)
+          && call.attempt() == attempt
+          && call.millis() >= leaseEnd
+          && call.millis() <= later.startMillis()) {
         return true;
       }
     }

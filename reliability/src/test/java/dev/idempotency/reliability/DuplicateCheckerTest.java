@@ -462,10 +462,11 @@ class DuplicateCheckerTest {
   /**
    * The CI run of 7b08ead on DynamoDB: one client sent a key as attempt 1, its lease ran out while
    * its renewal of that claim was still unanswered by the store (no fault of the nemesis, a loaded
-   * host), another claim took the key over and the same client sent it again as attempt 3. Excused
-   * only by that claim's own renewal (or outcome write) unanswered when its lease ran out, after
-   * its send began: not by one answered in time, nor by another claim's slow call, nor by an
-   * outcome that was recorded.
+   * host), another client took the key over after that (attempt 2, which sent nothing) and the
+   * first client sent it again as attempt 3. Excused only by that claim's own renewal (or outcome
+   * write) unanswered when its lease ran out, after its send began, with the takeover asked for
+   * after that: not by a renewal answered in time, another claim's or process's slow call, a
+   * takeover asked for while the lease still ran, or an outcome that was recorded.
    */
   @Test
   void aRenewalUnansweredWhenItsLeaseRanOutExcusesOnlyThatClaimsTakeover() {
@@ -479,44 +480,84 @@ class DuplicateCheckerTest {
         List.of(
             new Call(key, "execute", 2, "SENT", "r-2-1", false, 2_100),
             new Call(key, "execute", 2, "SENT", "r-2-2", true, 2_750));
+    StoreCall takeover = new StoreCall("takeover", 0, keyId, 2, 2_000, 2_300, 2_800, false);
+    StoreCall unanswered = new StoreCall("extend", 2, keyId, 1, 1_200, 2_500, 1_900, false);
 
-    assertThat(
-            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 1_200, 2_500, 1_900, false))
-                .allowedDuplicates)
+    assertThat(checked(sends, calls, unanswered, takeover).allowedDuplicates)
         .containsEntry("owner's store answered after its lease", 1);
     assertThat(
-            checked(sends, calls, new StoreCall("complete", 2, keyId, 1, 1_950, 2_300, 2_000, true))
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("complete", 2, keyId, 1, 1_950, 2_300, 1_990, true),
+                    takeover)
                 .allowedDuplicates)
         .as("the outcome write, failed after the lease ran out")
         .containsEntry("owner's store answered after its lease", 1);
 
+    assertThat(checked(sends, calls, unanswered).brokenDuplicates)
+        .as("no takeover logged")
+        .hasSize(1);
     assertThat(
-            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 1_200, 1_850, 1_900, false))
+            checked(
+                    sends,
+                    calls,
+                    unanswered,
+                    new StoreCall("takeover", 0, keyId, 2, 1_800, 2_300, 2_600, false))
+                .brokenDuplicates)
+        .as("a takeover asked for while the lease still ran")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    unanswered,
+                    new StoreCall("takeover", 0, keyId, 4, 2_000, 2_300, 2_800, false))
+                .brokenDuplicates)
+        .as("the takeover of another claim")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 2, keyId, 1, 1_200, 1_850, 1_900, false),
+                    takeover)
                 .brokenDuplicates)
         .as("a slow renewal answered before the lease ran out")
         .hasSize(1);
     assertThat(
-            checked(sends, calls, new StoreCall("extend", 2, keyId, 3, 1_200, 2_500, 1_900, false))
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 2, keyId, 3, 1_200, 2_500, 1_900, false),
+                    takeover)
                 .brokenDuplicates)
         .as("another claim's renewal")
         .hasSize(1);
     assertThat(
-            checked(sends, calls, new StoreCall("extend", 1, keyId, 1, 1_200, 2_500, 1_900, false))
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 1, keyId, 1, 1_200, 2_500, 1_900, false),
+                    takeover)
                 .brokenDuplicates)
         .as("another process's renewal")
         .hasSize(1);
     assertThat(
-            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 500, 950, 900, false))
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 2, keyId, 1, 500, 950, 900, false),
+                    new StoreCall("takeover", 0, keyId, 2, 950, 990, 1_750, false))
                 .brokenDuplicates)
         .as("a lease that ran out before the send began")
         .hasSize(1);
     assertThat(
-            checked(sends, calls, new StoreCall("extend", 2, keyId, 1, 2_000, 3_000, 2_650, false))
-                .brokenDuplicates)
-        .as("a lease that ran out after the other send began")
-        .hasSize(1);
-    assertThat(
-            checked(sends, calls, new StoreCall("claim", 2, keyId, 1, 1_200, 2_500, 1_900, false))
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("claim", 2, keyId, 1, 1_200, 2_500, 1_900, false),
+                    takeover)
                 .brokenDuplicates)
         .as("a claim is no renewal of it")
         .hasSize(1);
@@ -524,20 +565,15 @@ class DuplicateCheckerTest {
         List.of(
             new Call(key, "execute", 2, "SENT", "r-2-1", true, 2_100),
             new Call(key, "execute", 2, "SENT", "r-2-2", true, 2_750));
-    assertThat(
-            checked(
-                    sends,
-                    recorded,
-                    new StoreCall("extend", 2, keyId, 1, 1_200, 2_500, 1_900, false))
-                .brokenDuplicates)
+    assertThat(checked(sends, recorded, unanswered, takeover).brokenDuplicates)
         .as("an outcome the store recorded")
         .hasSize(1);
   }
 
   private static DuplicateChecker.Report checked(
-      List<Send> sends, List<Call> calls, StoreCall call) {
+      List<Send> sends, List<Call> calls, StoreCall... storeCalls) {
     FaultHistory history = history(sends, calls, List.of());
-    history.storeCalls.add(call);
+    history.storeCalls.addAll(List.of(storeCalls));
     return DuplicateChecker.check(history, List.of(), 0);
   }
 

@@ -105,13 +105,13 @@ final class FaultHistory {
   }
 
   /**
-   * A store call of a client that holds or writes a claim ({@code claim}, {@code extend}, {@code
-   * complete}) for the key id {@code keyId} (the key's digest, {@link
-   * dev.idempotency.IdempotencyKey#digest}) and the claim of attempt {@code attempt}, from {@code
-   * millis} to {@code untilMillis}, when the claim's lease as that client last asked for it ended
-   * at {@code leaseUntilMillis} ({@code attempt} and {@code leaseUntilMillis} 0 if the claim is not
-   * known); logged when it took a quarter lease or more, failed, or ended after that lease ({@link
-   * StoreCallLog}).
+   * A store call of a client that holds or writes a claim ({@code claim}, {@code takeover}: a claim
+   * granted as a takeover, {@code extend}, {@code complete}) for the key id {@code keyId} (the
+   * key's digest, {@link dev.idempotency.IdempotencyKey#digest}) and the claim of attempt {@code
+   * attempt}, from {@code millis} to {@code untilMillis}, when the claim's lease as that client
+   * last asked for it ended at {@code leaseUntilMillis} ({@code attempt} and {@code
+   * leaseUntilMillis} 0 if the claim is not known); logged when it took a quarter lease or more,
+   * failed, or ended after that lease, and every takeover ({@link StoreCallLog}).
    */
   record StoreCall(
       String operation,

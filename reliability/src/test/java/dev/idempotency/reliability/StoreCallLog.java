@@ -15,16 +15,16 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 
 /**
- * A fault-run client's store, which logs the calls that hold or write a key's claim (claim,
- * renewal, outcome) when one took a quarter lease or more, failed, or was still unanswered when the
- * claim's lease ran out: {@link FaultHistory.StoreCall} lines in {@code store-PROCESS.log}, one per
- * key id, with the attempt of the claim and the end of its lease as this client last asked for it
- * (from the start of the claim or renewal the store granted, as the guard counts it). A live owner
- * whose renewal or outcome write the store answers only after its lease ran out loses the key as a
- * cut off owner does (the store, the way to it or the client's own threads too slow), with no fault
- * of the nemesis to show for it; these lines show it. Batch calls go to the real store's batch
- * calls, so the client makes the requests it would make without this log. Times are the true wall
- * clock, not the guard's (which a client moves).
+ * A fault-run client's store, which logs every takeover it was granted, and the calls that hold or
+ * write a key's claim (claim, renewal, outcome) when one took a quarter lease or more, failed, or
+ * was still unanswered when the claim's lease ran out: {@link FaultHistory.StoreCall} lines in
+ * {@code store-PROCESS.log}, one per key id, with the attempt of the claim and the end of its lease
+ * as this client last asked for it (from the start of the claim or renewal the store granted, as
+ * the guard counts it). A live owner whose renewal or outcome write the store answers only after
+ * its lease ran out loses the key as a cut off owner does (the store, the way to it or the client's
+ * own threads too slow), with no fault of the nemesis to show for it; these lines show it. Batch
+ * calls go to the real store's batch calls, so the client makes the requests it would make without
+ * this log. Times are the true wall clock, not the guard's (which a client moves).
  */
 final class StoreCallLog extends ForwardingKeyStore {
 
@@ -68,7 +68,11 @@ final class StoreCallLog extends ForwardingKeyStore {
       long end = System.currentTimeMillis();
       for (int i = 0; i < requests.size(); i++) {
         long[] claim = claims.get(requests.get(i).ownerToken());
-        if (results == null || end - start >= leaseMillis / 4) {
+        if (results != null
+            && results.get(i) instanceof ClaimResult.Claimed granted
+            && granted.takeover()) {
+          write("takeover", requests.get(i).keyId(), claim, start, end, false);
+        } else if (results == null || end - start >= leaseMillis / 4) {
           write("claim", requests.get(i).keyId(), claim, start, end, results == null);
         }
       }
