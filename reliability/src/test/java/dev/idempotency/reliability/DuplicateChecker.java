@@ -414,8 +414,8 @@ final class DuplicateChecker {
 
   /**
    * Whether a client logged the takeover of the key to {@code attempt}, asked for no earlier than
-   * {@code leaseEnd} (the lease it took had run out by then, whatever the clocks) and before the
-   * later send began.
+   * {@code leaseEnd} (the lease it took had run out by then on the true clock, as its owner asked
+   * for it) and before the later send began.
    */
   private static boolean takenOverAfter(
       FaultHistory history, String keyId, int attempt, long leaseEnd, Send later) {

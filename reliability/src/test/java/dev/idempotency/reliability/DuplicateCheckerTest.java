@@ -570,6 +570,52 @@ class DuplicateCheckerTest {
         .hasSize(1);
   }
 
+  /**
+   * A DynamoDB run (seed 17, 10 s, 22:15 UTC on 6 December 2026) that the checker before this cause
+   * failed as the CI run of 7b08ead failed, its lines for the key: client 0, 0.4 s after its start
+   * and before the nemesis began, sent {@code fault-key-192} (a 2-second send); its first renewal
+   * of the claim took 1,809 ms, and its lease ran out 389 ms into it; client 1 asked to take the
+   * key over 493 ms after that and sent it as attempt 2; client 0's outcome was refused. No fault
+   * of the nemesis before it (client 0's clock stepped ahead meanwhile, which never excuses an
+   * owner taken over).
+   */
+  @Test
+  void theDynamoDbRunOfSeed17WhoseRenewalDynaliteAnsweredAfterTheLeaseIsExcused() {
+    String key = "fault-key-192";
+    String keyId = dev.idempotency.IdempotencyKey.digest(key);
+    FaultHistory history =
+        history(
+            List.of(
+                new Send(key, "pk", 1, 0, 1796595398365L, 1796595400399L, "r-0-9"),
+                new Send(key, "pk", 2, 1, 1796595401186L, 1796595401190L, "r-1-2")),
+            List.of(
+                new Call(key, "execute", 0, "SENT", "r-0-9", false, 1796595401222L),
+                new Call(key, "execute", 1, "SENT", "r-1-2", true, 1796595401587L)),
+            List.of(new Fault("CLOCK_AHEAD", 0, 1796595399087L, 1796595400577L)));
+    history.storeCalls.addAll(
+        List.of(
+            new StoreCall(
+                "claim", 0, keyId, 1, 1796595398037L, 1796595398365L, 1796595398837L, false),
+            new StoreCall(
+                "extend", 0, keyId, 1, 1796595398448L, 1796595400257L, 1796595398837L, false),
+            new StoreCall(
+                "complete", 0, keyId, 1, 1796595400422L, 1796595401221L, 1796595399248L, false),
+            new StoreCall(
+                "takeover", 1, keyId, 2, 1796595399330L, 1796595400750L, 1796595400130L, false)));
+
+    DuplicateChecker.Report report = DuplicateChecker.check(history, List.of(), 0);
+
+    assertThat(report.brokenDuplicates).isEmpty();
+    assertThat(report.allowedDuplicates)
+        .containsExactly(java.util.Map.entry("owner's store answered after its lease", 1));
+    history.storeCalls.clear();
+    assertThat(DuplicateChecker.check(history, List.of(), 0).brokenDuplicates)
+        .as("without the clients' store calls, as the checker saw the CI run")
+        .singleElement()
+        .asString()
+        .contains("fault-key-192: attempt 1 by process 0");
+  }
+
   private static DuplicateChecker.Report checked(
       List<Send> sends, List<Call> calls, StoreCall... storeCalls) {
     FaultHistory history = history(sends, calls, List.of());
