@@ -1,8 +1,10 @@
 package dev.idempotency.reliability;
 
+import dev.idempotency.IdempotencyKey;
 import dev.idempotency.reliability.FaultHistory.Call;
 import dev.idempotency.reliability.FaultHistory.Fault;
 import dev.idempotency.reliability.FaultHistory.Send;
+import dev.idempotency.reliability.FaultHistory.StoreCall;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -37,7 +39,13 @@ import java.util.TreeMap;
  *       can reach the store keeps its lease. A cut (partition or store restart) at least a lease
  *       long that overlapped the span excuses it without that evidence: no renewal got through it,
  *       so the lease ran out whatever the owner did (an owner killed later, before its batch logged
- *       the outcome as not recorded, leaves none).
+ *       the outcome as not recorded, leaves none);
+ *   <li>returned the send as not recorded, its client logged a renewal or outcome write of that
+ *       claim still unanswered when the claim's lease ran out, after the send began, and a client
+ *       logged the takeover of that claim asked for after that and before the other send began
+ *       ({@link StoreCallLog}): "owner's store answered after its lease", a cut with no fault of
+ *       the nemesis to show for it (a store, or a client's threads, slower than the lease on a
+ *       loaded host). A renewal answered in time is no excuse.
  * </ul>
  *
  * Two more causes are no duplicates at all, but sends the promise allows:
@@ -242,6 +250,9 @@ final class DuplicateChecker {
         String cause = windowEnded(sends.subList(0, i), later) ? "window ended" : null;
         for (int j = 0; j < i && cause == null; j++) {
           cause = cause(sends.get(j), later, history.faults, notRecorded, history.leaseMillis);
+          if (cause == null && leaseRanOutUnanswered(sends.get(j), later, history, notRecorded)) {
+            cause = "owner's store answered after its lease";
+          }
         }
         if (cause == null
             && aheadOwnerBetween(
@@ -366,6 +377,58 @@ final class DuplicateChecker {
       }
     }
     return null;
+  }
+
+  /**
+   * Whether the earlier send's owner lost its claim to its own store's slowness: its outcome was
+   * refused (not recorded), its client logged a renewal or outcome write of that very claim
+   * (process, key and attempt) that was still unanswered when the claim's lease ran out, after the
+   * send began, and a client logged the takeover of that claim (the next attempt) asked for after
+   * that lease ran out and before the later send began ({@link StoreCallLog}). The store (or the
+   * way to it, or the client's threads) took longer than the lease to answer a live owner: what a
+   * cut does, with no fault of the nemesis to show for it, and what {@code docs/guarantees.md}
+   * names as the one way a live owner leaves its key as a crash would ("a store that stays away
+   * until the lease ends"). A renewal that came back in time, another claim's slow call, or a
+   * takeover asked for before the lease ran out (clock skew, or a broken store), is no excuse.
+   */
+  static boolean leaseRanOutUnanswered(
+      Send earlier, Send later, FaultHistory history, Set<String> notRecorded) {
+    if (!notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())) {
+      return false;
+    }
+    String keyId = IdempotencyKey.digest(earlier.key());
+    for (StoreCall call : history.storeCalls) {
+      if (call.process() == earlier.process()
+          && call.attempt() == earlier.attempt()
+          && call.keyId().equals(keyId)
+          && (call.operation().equals("extend") || call.operation().equals("complete"))
+          && call.leaseRanOutUnanswered()
+          && call.leaseUntilMillis() >= earlier.startMillis()
+          && takenOverAfter(
+              history, keyId, earlier.attempt() + 1, call.leaseUntilMillis(), later)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Whether a client logged the takeover of the key to {@code attempt}, asked for no earlier than
+   * {@code leaseEnd} (the lease it took had run out by then on the true clock, as its owner asked
+   * for it) and before the later send began.
+   */
+  private static boolean takenOverAfter(
+      FaultHistory history, String keyId, int attempt, long leaseEnd, Send later) {
+    for (StoreCall call : history.storeCalls) {
+      if (call.operation().equals("takeover")
+          && call.keyId().equals(keyId)
+          && call.attempt() == attempt
+          && call.millis() >= leaseEnd
+          && call.millis() <= later.startMillis()) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

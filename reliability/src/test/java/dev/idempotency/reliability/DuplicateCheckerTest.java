@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idempotency.reliability.FaultHistory.Call;
 import dev.idempotency.reliability.FaultHistory.Fault;
 import dev.idempotency.reliability.FaultHistory.Send;
+import dev.idempotency.reliability.FaultHistory.StoreCall;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -456,5 +457,181 @@ class DuplicateCheckerTest {
 
     assertThat(stalled.allowedDuplicates).containsEntry("owner stalled", 1);
     assertThat(notStalled.brokenDuplicates).hasSize(1);
+  }
+
+  /**
+   * The CI run of 7b08ead on DynamoDB: one client sent a key as attempt 1, its lease ran out while
+   * its renewal of that claim was still unanswered by the store (no fault of the nemesis, a loaded
+   * host), another client took the key over after that (attempt 2, which sent nothing) and the
+   * first client sent it again as attempt 3. Excused only by that claim's own renewal (or outcome
+   * write) unanswered when its lease ran out, after its send began, with the takeover asked for
+   * after that: not by a renewal answered in time, another claim's or process's slow call, a
+   * takeover asked for while the lease still ran, or an outcome that was recorded.
+   */
+  @Test
+  void aRenewalUnansweredWhenItsLeaseRanOutExcusesOnlyThatClaimsTakeover() {
+    String key = "fault-key-189";
+    String keyId = dev.idempotency.IdempotencyKey.digest(key);
+    List<Send> sends =
+        List.of(
+            new Send(key, "pk", 1, 2, 1_000, 2_000, "r-2-1"),
+            new Send(key, "pk", 3, 2, 2_600, 2_700, "r-2-2"));
+    List<Call> calls =
+        List.of(
+            new Call(key, "execute", 2, "SENT", "r-2-1", false, 2_100),
+            new Call(key, "execute", 2, "SENT", "r-2-2", true, 2_750));
+    StoreCall takeover = new StoreCall("takeover", 0, keyId, 2, 2_000, 2_300, 2_800, false);
+    StoreCall unanswered = new StoreCall("extend", 2, keyId, 1, 1_200, 2_500, 1_900, false);
+
+    assertThat(checked(sends, calls, unanswered, takeover).allowedDuplicates)
+        .containsEntry("owner's store answered after its lease", 1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("complete", 2, keyId, 1, 1_950, 2_300, 1_990, true),
+                    takeover)
+                .allowedDuplicates)
+        .as("the outcome write, failed after the lease ran out")
+        .containsEntry("owner's store answered after its lease", 1);
+
+    assertThat(checked(sends, calls, unanswered).brokenDuplicates)
+        .as("no takeover logged")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    unanswered,
+                    new StoreCall("takeover", 0, keyId, 2, 1_800, 2_300, 2_600, false))
+                .brokenDuplicates)
+        .as("a takeover asked for while the lease still ran")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    unanswered,
+                    new StoreCall("takeover", 0, keyId, 4, 2_000, 2_300, 2_800, false))
+                .brokenDuplicates)
+        .as("the takeover of another claim")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 2, keyId, 1, 1_200, 1_850, 1_900, false),
+                    takeover)
+                .brokenDuplicates)
+        .as("a slow renewal answered before the lease ran out")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 2, keyId, 3, 1_200, 2_500, 1_900, false),
+                    takeover)
+                .brokenDuplicates)
+        .as("another claim's renewal")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 1, keyId, 1, 1_200, 2_500, 1_900, false),
+                    takeover)
+                .brokenDuplicates)
+        .as("another process's renewal")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("extend", 2, keyId, 1, 500, 950, 900, false),
+                    new StoreCall("takeover", 0, keyId, 2, 950, 990, 1_750, false))
+                .brokenDuplicates)
+        .as("a lease that ran out before the send began")
+        .hasSize(1);
+    assertThat(
+            checked(
+                    sends,
+                    calls,
+                    new StoreCall("claim", 2, keyId, 1, 1_200, 2_500, 1_900, false),
+                    takeover)
+                .brokenDuplicates)
+        .as("a claim is no renewal of it")
+        .hasSize(1);
+    List<Call> recorded =
+        List.of(
+            new Call(key, "execute", 2, "SENT", "r-2-1", true, 2_100),
+            new Call(key, "execute", 2, "SENT", "r-2-2", true, 2_750));
+    assertThat(checked(sends, recorded, unanswered, takeover).brokenDuplicates)
+        .as("an outcome the store recorded")
+        .hasSize(1);
+  }
+
+  /**
+   * A DynamoDB run (seed 17, 10 s, 22:15 UTC on 6 December 2026) that the checker before this cause
+   * failed as the CI run of 7b08ead failed, its lines for the key: client 0, 0.4 s after its start
+   * and before the nemesis began, sent {@code fault-key-192} (a 2-second send); its first renewal
+   * of the claim took 1,809 ms, and its lease ran out 389 ms into it; client 1 asked to take the
+   * key over 493 ms after that and sent it as attempt 2; client 0's outcome was refused. No fault
+   * of the nemesis before it (client 0's clock stepped ahead meanwhile, which never excuses an
+   * owner taken over).
+   */
+  @Test
+  void theDynamoDbRunOfSeed17WhoseRenewalDynaliteAnsweredAfterTheLeaseIsExcused() {
+    String key = "fault-key-192";
+    String keyId = dev.idempotency.IdempotencyKey.digest(key);
+    FaultHistory history =
+        history(
+            List.of(
+                new Send(key, "pk", 1, 0, 1796595398365L, 1796595400399L, "r-0-9"),
+                new Send(key, "pk", 2, 1, 1796595401186L, 1796595401190L, "r-1-2")),
+            List.of(
+                new Call(key, "execute", 0, "SENT", "r-0-9", false, 1796595401222L),
+                new Call(key, "execute", 1, "SENT", "r-1-2", true, 1796595401587L)),
+            List.of(new Fault("CLOCK_AHEAD", 0, 1796595399087L, 1796595400577L)));
+    history.storeCalls.addAll(
+        List.of(
+            new StoreCall(
+                "claim", 0, keyId, 1, 1796595398037L, 1796595398365L, 1796595398837L, false),
+            new StoreCall(
+                "extend", 0, keyId, 1, 1796595398448L, 1796595400257L, 1796595398837L, false),
+            new StoreCall(
+                "complete", 0, keyId, 1, 1796595400422L, 1796595401221L, 1796595399248L, false),
+            new StoreCall(
+                "takeover", 1, keyId, 2, 1796595399330L, 1796595400750L, 1796595400130L, false)));
+
+    DuplicateChecker.Report report = DuplicateChecker.check(history, List.of(), 0);
+
+    assertThat(report.brokenDuplicates).isEmpty();
+    assertThat(report.allowedDuplicates)
+        .containsExactly(java.util.Map.entry("owner's store answered after its lease", 1));
+    history.storeCalls.clear();
+    assertThat(DuplicateChecker.check(history, List.of(), 0).brokenDuplicates)
+        .as("without the clients' store calls, as the checker saw the CI run")
+        .singleElement()
+        .asString()
+        .contains("fault-key-192: attempt 1 by process 0");
+  }
+
+  private static DuplicateChecker.Report checked(
+      List<Send> sends, List<Call> calls, StoreCall... storeCalls) {
+    FaultHistory history = history(sends, calls, List.of());
+    history.storeCalls.addAll(List.of(storeCalls));
+    return DuplicateChecker.check(history, List.of(), 0);
+  }
+
+  @Test
+  void aStoreCallLineReadsBack() {
+    StoreCall call = new StoreCall("extend", 2, "a-b_c", 3, 10, 20, 15, true);
+
+    assertThat(StoreCall.parse(call.line())).isEqualTo(call);
+    assertThat(call.leaseRanOutUnanswered()).isTrue();
+    assertThat(new StoreCall("extend", 2, "a", 3, 10, 20, 25, false).leaseRanOutUnanswered())
+        .isFalse();
+    assertThat(new StoreCall("extend", 2, "a", 3, 10, 20, 0, false).leaseRanOutUnanswered())
+        .isFalse();
   }
 }

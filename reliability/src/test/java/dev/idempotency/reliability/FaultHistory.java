@@ -104,9 +104,60 @@ final class FaultHistory {
     }
   }
 
+  /**
+   * A store call of a client that holds or writes a claim ({@code claim}, {@code takeover}: a claim
+   * granted as a takeover, {@code extend}, {@code complete}) for the key id {@code keyId} (the
+   * key's digest, {@link dev.idempotency.IdempotencyKey#digest}) and the claim of attempt {@code
+   * attempt}, from {@code millis} to {@code untilMillis}, when the claim's lease as that client
+   * last asked for it ended at {@code leaseUntilMillis} ({@code attempt} and {@code
+   * leaseUntilMillis} 0 if the claim is not known); logged when it took a quarter lease or more,
+   * failed, or ended after that lease, and every takeover ({@link StoreCallLog}).
+   */
+  record StoreCall(
+      String operation,
+      int process,
+      String keyId,
+      int attempt,
+      long millis,
+      long untilMillis,
+      long leaseUntilMillis,
+      boolean failed) {
+    String line() {
+      return String.join(
+          "|",
+          operation,
+          Integer.toString(process),
+          keyId,
+          Integer.toString(attempt),
+          Long.toString(millis),
+          Long.toString(untilMillis),
+          Long.toString(leaseUntilMillis),
+          Boolean.toString(failed));
+    }
+
+    static StoreCall parse(String line) {
+      String[] f = line.split("\\|", -1);
+      return new StoreCall(
+          f[0],
+          Integer.parseInt(f[1]),
+          f[2],
+          Integer.parseInt(f[3]),
+          Long.parseLong(f[4]),
+          Long.parseLong(f[5]),
+          Long.parseLong(f[6]),
+          Boolean.parseBoolean(f[7]));
+    }
+
+    /** Whether the claim's lease ran out while this call was on its way (unanswered). */
+    boolean leaseRanOutUnanswered() {
+      return leaseUntilMillis > millis && leaseUntilMillis <= untilMillis;
+    }
+  }
+
   final List<Send> sends = new ArrayList<>();
   final List<Call> calls = new ArrayList<>();
   final List<Fault> faults = new ArrayList<>();
+  final List<StoreCall> storeCalls = new ArrayList<>();
 
   /**
    * When the nemesis started and stopped (wall-clock ms, from {@code window.txt}); 0 and 0 for a
@@ -126,8 +177,8 @@ final class FaultHistory {
   static final String WINDOW_FILE = "window.txt";
 
   /**
-   * Reads {@code sends-*.log}, {@code calls-*.log}, {@code faults*.log} and {@code window.txt} from
-   * a directory.
+   * Reads {@code sends-*.log}, {@code calls-*.log}, {@code faults*.log}, {@code store-*.log} and
+   * {@code window.txt} from a directory.
    */
   static FaultHistory read(Path dir) throws IOException {
     FaultHistory history = new FaultHistory();
@@ -141,6 +192,8 @@ final class FaultHistory {
             history.calls.add(Call.parse(line));
           } else if (name.startsWith("faults")) {
             history.faults.add(Fault.parse(line));
+          } else if (name.startsWith("store-")) {
+            history.storeCalls.add(StoreCall.parse(line));
           }
         }
         if (name.equals(WINDOW_FILE)) {
