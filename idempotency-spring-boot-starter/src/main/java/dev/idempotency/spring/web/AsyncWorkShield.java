@@ -14,6 +14,8 @@ import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.core.MethodParameter;
 import org.springframework.core.task.AsyncTaskExecutor;
+import org.springframework.core.task.TaskDecorator;
+import org.springframework.core.task.support.CompositeTaskDecorator;
 import org.springframework.http.ResponseEntity;
 import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.NativeWebRequest;
@@ -69,6 +71,9 @@ public final class AsyncWorkShield
   private final UninterruptedWork work = new UninterruptedWork();
 
   private @Nullable ListableBeanFactory beanFactory;
+
+  // the application's task decorator, once looked up (its one element null if there is none)
+  private volatile TaskDecorator @Nullable [] decorator;
 
   /** Created by the auto-configuration. */
   public AsyncWorkShield() {}
@@ -191,7 +196,7 @@ public final class AsyncWorkShield
       return value;
     }
     if (value instanceof Callable<?> callable) {
-      return work.shield(callable, call);
+      return work.shield(callable, call, contextOf(request));
     }
     if (value instanceof ShieldedTask) {
       return value;
@@ -200,11 +205,11 @@ public final class AsyncWorkShield
       return shielded(task, request, call);
     }
     if (value instanceof StreamingResponseBody body) {
-      return work.shield(body, call);
+      return work.shield(body, call, contextOf(request));
     }
     if (value instanceof ResponseEntity<?> entity
         && entity.getBody() instanceof StreamingResponseBody body) {
-      StreamingResponseBody shielded = work.shield(body, call);
+      StreamingResponseBody shielded = work.shield(body, call, contextOf(request));
       return shielded == body ? entity : IdempotentEndpointAdvisor.withBody(entity, shielded);
     }
     return value;
@@ -228,7 +233,8 @@ public final class AsyncWorkShield
     Object ownError = ReflectionUtils.getField(TASK_ERROR_CALLBACK, task);
     Object ownCompletion = ReflectionUtils.getField(TASK_COMPLETION_CALLBACK, task);
     ShieldedTask shielded =
-        new ShieldedTask(task, work.shield((Callable<Object>) task.getCallable(), call));
+        new ShieldedTask(
+            task, work.shield((Callable<Object>) task.getCallable(), call, contextOf(request)));
     HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
     HttpServletResponse servletResponse = request.getNativeResponse(HttpServletResponse.class);
     if (ownTimeout instanceof Callable<?> callback
@@ -251,6 +257,43 @@ public final class AsyncWorkShield
       shielded.onCompletion(callback);
     }
     return shielded;
+  }
+
+  /**
+   * What Spring MVC would give the thread that runs {@code request}'s async work, for the starter's
+   * thread that runs it instead ({@link TaskThreadContext}): the request's callable interceptors,
+   * and the application's task decorator.
+   */
+  private TaskThreadContext contextOf(NativeWebRequest request) {
+    return TaskThreadContext.of(request, decorator());
+  }
+
+  /**
+   * The application's {@code TaskDecorator} beans, as Spring Boot applies them to its {@code
+   * applicationTaskExecutor}, which Spring MVC's async support uses: one as it is, several composed
+   * in their order (as Spring Boot 4 does; Spring Boot 3.5 applies only a unique one); null if
+   * there is none. Looked up once, at the first guarded async work. An application that gives
+   * Spring MVC an executor of its own ({@code WebMvcConfigurer.configureAsyncSupport}) with another
+   * decorator is not seen: Spring MVC's executor does not expose its decorator.
+   */
+  private @Nullable TaskDecorator decorator() {
+    TaskDecorator[] found = decorator;
+    if (found == null) {
+      TaskDecorator own = null;
+      if (beanFactory != null) {
+        List<TaskDecorator> decorators =
+            beanFactory.getBeanProvider(TaskDecorator.class).orderedStream().toList();
+        own =
+            decorators.isEmpty()
+                ? null
+                : decorators.size() == 1
+                    ? decorators.get(0)
+                    : new CompositeTaskDecorator(decorators);
+      }
+      found = new TaskDecorator[] {own};
+      decorator = found;
+    }
+    return found[0];
   }
 
   private static @Nullable Field taskField(String name) {

@@ -41,8 +41,10 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * context, at a shutdown): neither dropping it nor releasing its key is safe. Work whose key's
  * lease lapsed while it waited does not run (answered 503, or released once taken over; SPEC 16:
  * never send on a lapsed lease). The work sees the waiting thread's MDC, locale and request
- * attributes. The pool grows with the waiting threads (one worker per waiting task, so it is
- * bounded by Spring MVC's own async executor) and its idle threads end after a minute.
+ * attributes, and what Spring MVC gives its own task thread: the request's callable interceptors
+ * run around it and the application's task decorator wraps it ({@link TaskThreadContext}). The pool
+ * grows with the waiting threads (one worker per waiting task, so it is bounded by Spring MVC's own
+ * async executor) and its idle threads end after a minute.
  */
 final class UninterruptedWork {
 
@@ -99,6 +101,15 @@ final class UninterruptedWork {
    * EndpointCall)} shields one: its writing runs on a worker thread, awaited uninterruptibly.
    */
   StreamingResponseBody shield(StreamingResponseBody body, EndpointCall call) {
+    return shield(body, call, TaskThreadContext.NONE);
+  }
+
+  /**
+   * {@link #shield(StreamingResponseBody, EndpointCall)}, its writing given {@code context} on the
+   * thread that runs it.
+   */
+  StreamingResponseBody shield(
+      StreamingResponseBody body, EndpointCall call, TaskThreadContext context) {
     if (body instanceof ShieldedBody) {
       return body;
     }
@@ -120,7 +131,9 @@ final class UninterruptedWork {
                   return write.call();
                 },
                 call,
-                buffered));
+                buffered,
+                context),
+            context);
     return (ShieldedBody)
         out -> {
           target.set(out);
@@ -143,12 +156,25 @@ final class UninterruptedWork {
     if (work instanceof ShieldedCallable<V> shielded) {
       return shielded;
     }
-    return shield(work, call, detached(work, call, null));
+    return shield(work, call, TaskThreadContext.NONE);
   }
 
-  private <V> Callable<V> shield(Callable<V> work, EndpointCall call, AsyncWork.Queued queued) {
+  /**
+   * {@link #shield(Callable, EndpointCall)}, the work given {@code context} on the thread that runs
+   * it (the request's callable interceptors and the application's task decorator, as Spring MVC
+   * gives them its own task thread: {@link TaskThreadContext}).
+   */
+  <V> Callable<V> shield(Callable<V> work, EndpointCall call, TaskThreadContext context) {
+    if (work instanceof ShieldedCallable<V> shielded) {
+      return shielded;
+    }
+    return shield(work, call, detached(work, call, null, context), context);
+  }
+
+  private <V> Callable<V> shield(
+      Callable<V> work, EndpointCall call, AsyncWork.Queued queued, TaskThreadContext context) {
     call.asyncWork().workQueued(queued);
-    return (ShieldedCallable<V>)
+    ShieldedCallable<V> shielded =
         () -> {
           if (!call.asyncWork().workStarts()) {
             // Spring MVC cancelled the task at a timeout as it began: nothing was sent
@@ -166,24 +192,30 @@ final class UninterruptedWork {
           LocaleContext locale = LocaleContextHolder.getLocaleContext();
           RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
           CompletableFuture<V> result = new CompletableFuture<>();
+          // decorated here, on Spring MVC's task thread, which its own decoration set up
           workers.execute(
-              () -> {
-                Map<String, String> previousMdc = MDC.getCopyOfContextMap();
-                setMdc(mdc);
-                LocaleContextHolder.setLocaleContext(locale);
-                RequestContextHolder.setRequestAttributes(attributes);
-                try {
-                  result.complete(work.call());
-                } catch (Throwable failure) {
-                  result.completeExceptionally(failure);
-                } finally {
-                  RequestContextHolder.resetRequestAttributes();
-                  LocaleContextHolder.resetLocaleContext();
-                  setMdc(previousMdc);
-                }
-              });
+              context.decorate(
+                  () -> {
+                    Map<String, String> previousMdc = MDC.getCopyOfContextMap();
+                    setMdc(mdc);
+                    LocaleContextHolder.setLocaleContext(locale);
+                    RequestContextHolder.setRequestAttributes(attributes);
+                    try {
+                      @SuppressWarnings("unchecked")
+                      V value = (V) context.call(work);
+                      result.complete(value);
+                    } catch (Throwable failure) {
+                      result.completeExceptionally(failure);
+                    } finally {
+                      RequestContextHolder.resetRequestAttributes();
+                      LocaleContextHolder.resetLocaleContext();
+                      setMdc(previousMdc);
+                    }
+                  }));
           return await(result);
         };
+    context.task(shielded); // the task Spring MVC hands its interceptors
+    return shielded;
   }
 
   /**
@@ -199,14 +231,17 @@ final class UninterruptedWork {
    * @param body for a stream's work, what it writes; else null
    */
   private AsyncWork.Queued detached(
-      Callable<?> work, EndpointCall call, AsyncWork.@Nullable WrittenBody body) {
+      Callable<?> work,
+      EndpointCall call,
+      AsyncWork.@Nullable WrittenBody body,
+      TaskThreadContext context) {
     Map<String, String> mdc = MDC.getCopyOfContextMap();
     LocaleContext locale = LocaleContextHolder.getLocaleContext();
     RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
-    return new AsyncWork.Queued() {
-      @Override
-      public void runDetached() {
-        takenOver.execute(
+    // decorated now, on the request's thread, where Spring MVC's executor would have decorated its
+    // task (the thread that takes it over, a container's, has none of the request's context)
+    Runnable detachedRun =
+        context.decorate(
             () -> {
               Map<String, String> previousMdc = MDC.getCopyOfContextMap();
               LocaleContext previousLocale = LocaleContextHolder.getLocaleContext();
@@ -215,7 +250,7 @@ final class UninterruptedWork {
               LocaleContextHolder.setLocaleContext(locale);
               RequestContextHolder.setRequestAttributes(attributes);
               @Nullable Object result;
-              boolean laterStageRan = false;
+              boolean[] laterStageRan = {false};
               try {
                 if (!call.leaseHeld()) {
                   throw new KeyStoreException(
@@ -223,30 +258,8 @@ final class UninterruptedWork {
                           + " was sent",
                       null);
                 }
-                result = work.call();
-                while (true) {
-                  Object value =
-                      result instanceof ResponseEntity<?> entity
-                              && entity.getBody() instanceof StreamingResponseBody body
-                          ? body
-                          : result;
-                  if (value instanceof Callable<?> next) {
-                    result = next.call();
-                  } else if (value instanceof WebAsyncTask<?> task) {
-                    result = task.getCallable().call();
-                  } else if (value instanceof CompletionStage<?> stage) {
-                    result = awaitStage(stage);
-                  } else if (value instanceof DeferredResult<?> deferred) {
-                    result = awaitDeferred(deferred);
-                  } else if (value instanceof StreamingResponseBody stream) {
-                    stream.writeTo(OutputStream.nullOutputStream());
-                    laterStageRan = true;
-                    break; // answered without its body
-                  } else {
-                    break;
-                  }
-                  laterStageRan = true;
-                }
+                // the request's interceptors around the work and its later stages
+                result = context.call(() -> runToItsEnd(work, laterStageRan));
               } catch (Throwable failure) {
                 result = failure;
               } finally {
@@ -254,8 +267,12 @@ final class UninterruptedWork {
                 LocaleContextHolder.setLocaleContext(previousLocale);
                 setMdc(previousMdc);
               }
-              call.asyncWork().takenOverResult(result, laterStageRan);
+              call.asyncWork().takenOverResult(result, laterStageRan[0]);
             });
+    return new AsyncWork.Queued() {
+      @Override
+      public void runDetached() {
+        takenOver.execute(detachedRun);
       }
 
       @Override
@@ -263,6 +280,39 @@ final class UninterruptedWork {
         return body;
       }
     };
+  }
+
+  /**
+   * {@code work}'s result, run to its end as Spring MVC would run it: a result that is more async
+   * work is run too ({@link #detached}); {@code laterStageRan[0]} is set once a later stage ran.
+   */
+  private static @Nullable Object runToItsEnd(Callable<?> work, boolean[] laterStageRan)
+      throws Exception {
+    @Nullable Object result = work.call();
+    while (true) {
+      Object value =
+          result instanceof ResponseEntity<?> entity
+                  && entity.getBody() instanceof StreamingResponseBody body
+              ? body
+              : result;
+      if (value instanceof Callable<?> next) {
+        result = next.call();
+      } else if (value instanceof WebAsyncTask<?> task) {
+        result = task.getCallable().call();
+      } else if (value instanceof CompletionStage<?> stage) {
+        result = awaitStage(stage);
+      } else if (value instanceof DeferredResult<?> deferred) {
+        result = awaitDeferred(deferred);
+      } else if (value instanceof StreamingResponseBody stream) {
+        stream.writeTo(OutputStream.nullOutputStream());
+        laterStageRan[0] = true;
+        break; // answered without its body
+      } else {
+        break;
+      }
+      laterStageRan[0] = true;
+    }
+    return result;
   }
 
   /** The value of a later stage that a taken-over work returned, or its failure, thrown. */

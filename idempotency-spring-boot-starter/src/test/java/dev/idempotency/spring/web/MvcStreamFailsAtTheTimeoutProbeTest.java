@@ -135,7 +135,10 @@ class MvcStreamFailsAtTheTimeoutProbeTest extends MvcProbeApplication {
     }
   }
 
-  /** Returns from postProcess once it saw the request's timeout (at most 10 s). */
+  /**
+   * Returns from postProcess on Spring MVC's task thread once it saw the request's timeout (at most
+   * 10 s); at once on the starter's thread.
+   */
   static final class SlowPostProcess implements CallableProcessingInterceptor {
     private final String key;
     private final CountDownLatch timedOut = new CountDownLatch(1);
@@ -152,6 +155,12 @@ class MvcStreamFailsAtTheTimeoutProbeTest extends MvcProbeApplication {
 
     @Override
     public <T> void postProcess(NativeWebRequest request, Callable<T> task, Object result) {
+      if (Thread.currentThread().getName().startsWith("idempotent-endpoint-")) {
+        // the starter runs the request's interceptors on its own thread too, around the work
+        // (TaskThreadContext): the device delays only the dispatch, on Spring MVC's task thread,
+        // so that the work's failure is the early result before the timeout, as the probe means
+        return;
+      }
       // Spring MVC interrupts the task's thread at the timeout (it cancels the task): waited for
       // all the same, as a flush that does not heed interrupts would
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);

@@ -19,7 +19,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -55,8 +54,9 @@ import org.springframework.web.filter.OncePerRequestFilter;
  * sends, then reads its caller (an audit line, say): through the holder, or through its request's
  * {@code getUserPrincipal()}. On Spring MVC alone (the unguarded control) the work reads it; each
  * guarded key must send once (SPEC 1), on time, taken over (queued behind a held one-thread
- * executor at a 1 s timeout) or detached (begun on time, read after the timeout). One application
- * on a real Redis.
+ * executor at a 1 s timeout) or detached (begun on time, read after the timeout), and does: the
+ * starter gives its threads the request's callable interceptors and the application's task
+ * decorator ({@link TaskThreadContext}). One application on a real Redis.
  */
 class MvcThreadContextProbeTest extends MvcProbeApplication {
 
@@ -88,24 +88,22 @@ class MvcThreadContextProbeTest extends MvcProbeApplication {
 
   /**
    * Work that sends, then reads its caller, on time (no timeout at all), taken over, or detached:
-   * the starter's thread has no caller, the read fails after the send, nothing maps it (a 500), the
-   * key is released and the retry sends again.
+   * the starter's thread has its caller, as Spring MVC's task thread would (the request's callable
+   * interceptors and the application's task decorator: {@link TaskThreadContext}), so it sends once
+   * and the retry gets its answer replayed.
    */
   /*
-   * Open finding (probeR, on 5cfa0b8; medium-high: a second send, SPEC 1, with no timeout at all).
-   * Fails on Boot 3.5 and 4.0 (spring-boot-4-tests), all eight rows: "sends for the key (the work's
-   * reads: [failed: no caller on thread idempotent-endpoint-1, ...]; first answer 500 ...; last 500
-   * ...) expected: 1 but was: 3" (on time; the principal rows "no principal on thread
-   * idempotent-endpoint-1"); queued: "failed: no caller on thread idempotent-endpoint-taken-over-1",
-   * first answer 409; the tenant rows (a thread-local the application's TaskDecorator carries to
-   * Spring MVC's task thread): "failed: no tenant on thread idempotent-endpoint-1". UninterruptedWork runs a Callable on its own worker thread (and taken-over
-   * work on its own pool) with only the MDC, the locale and RequestContextHolder copied: a
-   * thread-local that an application's CallableProcessingInterceptor (Spring Security's
-   * SecurityContextCallableProcessingInterceptor) or a TaskDecorator put on Spring MVC's task
-   * thread is not there, so work that reads its caller after it sent fails, its key is released,
-   * and every retry sends again. The unguarded control reads it (Spring MVC alone).
+   * Was an open finding (probeR, on 5cfa0b8; medium-high: a second send, SPEC 1, with no timeout
+   * at all), all eight rows failing on Boot 3.5 and 4.0: "sends for the key (the work's reads:
+   * [failed: no caller on thread idempotent-endpoint-1, ...]; first answer 500 ...; last 500 ...)
+   * expected: 1 but was: 3" (the principal rows "no principal on thread idempotent-endpoint-1";
+   * queued: "failed: no caller on thread idempotent-endpoint-taken-over-1", first answer 409; the
+   * tenant rows "failed: no tenant on thread idempotent-endpoint-1"). UninterruptedWork ran the
+   * work with only the MDC, the locale and RequestContextHolder copied. Fixed by TaskThreadContext:
+   * the request's CallableProcessingInterceptors run around the work on the starter's thread as
+   * Spring MVC's CallableInterceptorChain runs them, and the application's TaskDecorator wraps the
+   * starter's task; the rows pass on Boot 3.5 and 4.0.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({
     "holder, on-time",
