@@ -13,6 +13,7 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.NativeWebRequest;
 import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.AsyncWebRequest;
@@ -21,6 +22,7 @@ import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.util.WebUtils;
 
 /**
@@ -189,7 +191,7 @@ final class AsyncTimeouts
     if (!work.takeOverQueuedWork(late)) {
       return null;
     }
-    if (work.awaitsStreamEnd()) {
+    if (work.tookOverAStream()) {
       log.debug("An idempotent endpoint's queued stream timed out; the starter runs it");
       return Timeout.STREAM_AWAITED;
     }
@@ -378,15 +380,36 @@ final class AsyncTimeouts
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
     }
+    emitterResult(concurrentResult);
     work.lateResult(concurrentResult);
   }
 
-  /** The result of a {@code DeferredResult}, of an emitter's among others: a failure is noted. */
+  /**
+   * The result of a {@code DeferredResult}, of an emitter's among others: a failure is noted, an
+   * emitter registered ({@link #emitterResult}).
+   */
   @Override
   public <T> void postProcess(
       NativeWebRequest request, DeferredResult<T> deferredResult, Object concurrentResult) {
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
+    }
+    emitterResult(concurrentResult);
+  }
+
+  /**
+   * An async result that is an emitter (or an entity of one: a {@code Callable}'s, a later
+   * stage's), which Spring MVC starts on the request's next dispatch: a stream, registered as the
+   * handler's own emitter would be, so that a timeout or a shutdown that cuts it short before it
+   * sent waits for its end ({@link AsyncWork#awaitEmitterEnd}). One whose request a timeout
+   * detached gets no dispatch: the work follows it itself ({@link AsyncWork#lateResult}).
+   */
+  private void emitterResult(@Nullable Object concurrentResult) {
+    Object value =
+        concurrentResult instanceof ResponseEntity<?> entity ? entity.getBody() : concurrentResult;
+    if (value instanceof ResponseBodyEmitter emitter && !work.detached()) {
+      call.returnsAStream();
+      work.returnsAnEmitter(emitter);
     }
   }
 

@@ -10,6 +10,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -89,7 +90,7 @@ final class AsyncWork {
   private volatile @Nullable LateResponse late;
   private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
   private volatile @Nullable WrittenBody streamBody; // a stream taken over: what it wrote
-  private volatile @Nullable ResponseBodyEmitter emitter; // the handler method's own, if any
+  private volatile @Nullable ResponseBodyEmitter emitter; // the handler's own, or a later stage's
   private volatile @Nullable EmitterEnd emitterEnd; // its observer, once Spring MVC started it
   private volatile boolean lateResultObserved;
   private boolean laterStageUnfollowed; // guarded by this
@@ -99,6 +100,8 @@ final class AsyncWork {
   private @Nullable Queued queued; // guarded by this: the work while it is QUEUED
   private @Nullable Queued requeued; // guarded by this: a later stage's Callable while REQUEUED
   private volatile boolean laterStageTaken; // a refused later stage, taken over
+  private boolean laterStageQueued; // guarded by this: a stage that ran returned more work
+  private volatile @Nullable Consumer<Runnable> graceRunsOut; // bounds the wait for an emitter
 
   /**
    * @param call the claimed call, which the late result completes or fails
@@ -115,6 +118,17 @@ final class AsyncWork {
     this.headers = headers;
     this.reported = reported;
     this.handlerStarted = handlerStarted;
+  }
+
+  /**
+   * How the wait for the end of an emitter the work returned after its request ended ({@link
+   * #takenOverResult}, {@link #lateResult}) is bounded.
+   *
+   * @param graceRunsOut runs its task shortly before the guard's close grace, counted from then,
+   *     runs out
+   */
+  void boundEmitterEnds(Consumer<Runnable> graceRunsOut) {
+    this.graceRunsOut = graceRunsOut;
   }
 
   /**
@@ -143,6 +157,7 @@ final class AsyncWork {
     work = work == Work.STARTED || work == Work.REQUEUED ? Work.REQUEUED : Work.QUEUED;
     this.queued = work == Work.QUEUED ? queued : null;
     this.requeued = work == Work.REQUEUED && queued.body() == null ? queued : null;
+    laterStageQueued |= work == Work.REQUEUED;
     laterStageUnfollowed = false; // Spring MVC followed the unfollowed stage to this work
   }
 
@@ -237,7 +252,8 @@ final class AsyncWork {
    * @param late the response as the handler left it when the work went async
    * @param wroteBody whether the stream has written any of its body by now
    * @return false if the call was reported or detached already, its handler never started, or its
-   *     work is not a {@code StreamingResponseBody}'s that began
+   *     work is not a {@code StreamingResponseBody}'s that began (the stream is an emitter: {@link
+   *     #awaitEmitterEnd})
    */
   boolean awaitStreamEnd(LateResponse late, BooleanSupplier wroteBody) {
     Object result;
@@ -245,7 +261,8 @@ final class AsyncWork {
       if (reported.get()
           || !handlerStarted.getAsBoolean()
           || this.late != null
-          || work != Work.STARTED) {
+          || work != Work.STARTED
+          || emitter != null) {
         return false;
       }
       this.late = late;
@@ -258,7 +275,11 @@ final class AsyncWork {
     return true;
   }
 
-  /** The handler method returned {@code emitter} (or an entity of it): its own stream. */
+  /**
+   * The handler method returned {@code emitter} (or an entity of it): its own stream; or the work's
+   * result (a {@code Callable}'s, a later stage's) is one, which Spring MVC starts on the request's
+   * next dispatch: observed and decided as the handler's own from then on.
+   */
   void returnsAnEmitter(ResponseBodyEmitter emitter) {
     this.emitter = emitter;
   }
@@ -315,6 +336,59 @@ final class AsyncWork {
       this.late = late;
       this.streamWrote = wrote;
     }
+    recordAtItsEnd(end, late, wrote);
+    return true;
+  }
+
+  /**
+   * The result of work that outlived its request (taken over by the starter, or detached at a
+   * timeout or a shutdown) is an emitter ({@code returned}, or an entity of one), which Spring MVC
+   * never gets: the starter follows it to its end ({@link EmitterEnd#follow}), decided as the
+   * handler's own emitter cut short before it sent is ({@link #awaitEmitterEnd}): its own failure
+   * before any send releases the key; a send, a normal end, or no end shortly before the guard's
+   * close grace, counted from now, runs out ({@link #streamOutlivesTheGrace}) records it as
+   * answered without its body. Only a first stage's emitter: once a later stage ran, which may have
+   * sent, any end is recorded as answered ({@link #takenOverResult}).
+   *
+   * @return false if the result is no emitter, a later stage's, the call was reported, or the
+   *     emitter cannot be followed (the caller then records it as answered)
+   */
+  private boolean awaitLaterEmitterEnd(@Nullable Object result, boolean laterStageRan) {
+    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
+    if (!(value instanceof ResponseBodyEmitter returned)) {
+      return false;
+    }
+    LateResponse response;
+    synchronized (this) {
+      response = late;
+      if (response == null
+          || reported.get()
+          || laterStageRan
+          || laterStageTaken
+          || laterStageQueued
+          || streamWrote != null) {
+        return false;
+      }
+    }
+    // following it takes the emitter's lock: not under this
+    EmitterEnd end = EmitterEnd.follow(returned);
+    if (end == null) {
+      return false;
+    }
+    BooleanSupplier wrote = end::sent;
+    synchronized (this) {
+      this.streamWrote = wrote;
+    }
+    recordAtItsEnd(end, response, wrote);
+    Consumer<Runnable> bound = graceRunsOut;
+    if (bound != null) {
+      bound.accept(this::streamOutlivesTheGrace); // the application may never end it
+    }
+    return true;
+  }
+
+  /** Records the call when the emitter ends ({@link #recordStreamEnd}), unless it was reported. */
+  private void recordAtItsEnd(EmitterEnd end, LateResponse late, BooleanSupplier wrote) {
     end.whenEnded(
         failure -> {
           if (reported.compareAndSet(false, true)) {
@@ -325,7 +399,6 @@ final class AsyncWork {
             }
           }
         });
-    return true;
   }
 
   /**
@@ -334,6 +407,11 @@ final class AsyncWork {
    */
   boolean awaitsStreamEnd() {
     return streamWrote != null;
+  }
+
+  /** Whether the work the starter took over is a stream's ({@link #takeOverQueuedWork}). */
+  boolean tookOverAStream() {
+    return streamBody != null;
   }
 
   /**
@@ -474,15 +552,20 @@ final class AsyncWork {
    * failure goes through the application's exception resolvers (one nothing maps releases the key),
    * a stream's failure before it wrote releases the key. Once a later stage ran ({@code
    * laterStageRan}: the first stage's result was more async work, run too), a failure, or a result
-   * that is more async work the starter does not run or follow to its end (an emitter, a stream it
-   * wrote), is recorded as answered without its body: a stage that ran may have sent. A {@code
-   * CompletionStage} or {@code DeferredResult} that the first stage returned is awaited: its
-   * failure is decided as the first stage's would be (one nothing maps releases the key).
+   * that is more async work the starter does not run or follow to its end (an emitter a later stage
+   * returned, a stream it wrote), is recorded as answered without its body: a stage that ran may
+   * have sent. A {@code CompletionStage} or {@code DeferredResult} that the first stage returned is
+   * awaited: its failure is decided as the first stage's would be (one nothing maps releases the
+   * key). An emitter the first stage returned is followed to its end ({@link
+   * #awaitLaterEmitterEnd}).
    *
    * @param result the work's result, or its failure
    * @param laterStageRan whether the result is a later stage's
    */
   void takenOverResult(@Nullable Object result, boolean laterStageRan) {
+    if (awaitLaterEmitterEnd(result, laterStageRan)) {
+      return;
+    }
     Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
     boolean moreWork =
         value instanceof Callable<?>
@@ -587,7 +670,8 @@ final class AsyncWork {
    * ({@link LateResponse}): a failure through the application's exception resolvers, so that one
    * its {@code @ExceptionHandler} maps to a kept 4xx is stored, and one that nothing maps (a 500)
    * releases. A failure whose status cannot be resolved here is recorded as answered without its
-   * response: the send happened, so a retry must not send again (SPEC 1).
+   * response: the send happened, so a retry must not send again (SPEC 1). An emitter that came so
+   * is followed to its end ({@link #awaitLaterEmitterEnd}).
    */
   void lateResult(@Nullable Object result) {
     lateResult(result, false);
@@ -622,6 +706,9 @@ final class AsyncWork {
         } // else more async work, shielded as the first stage was: its result is the work's
         return;
       }
+    }
+    if (!takenOver && wroteBody == null && awaitLaterEmitterEnd(result, false)) {
+      return;
     }
     if (!reported.compareAndSet(false, true)) {
       return;

@@ -199,6 +199,7 @@ public final class IdempotentEndpointInterceptor
       return false;
     }
     EndpointCall endpointCall = new EndpointCall(call, endpoint.headers(), maxWait);
+    endpointCall.asyncWork().boundEmitterEnds(this::beforeTheGraceRunsOut);
     request.setAttribute(EndpointCall.ATTRIBUTE, endpointCall);
     endpointCall.request(body);
     AsyncTimeouts timeouts =
