@@ -13,6 +13,7 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.NativeWebRequest;
 import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.AsyncWebRequest;
@@ -21,6 +22,7 @@ import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.util.WebUtils;
 
 /**
@@ -75,7 +77,7 @@ final class AsyncTimeouts
     STREAM_CUT,
     /**
      * A stream that wrote nothing was cut short, its outcome decided at its end ({@link
-     * AsyncWork#awaitStreamEnd}): Spring's timeout handling ends the request, never stored.
+     * StreamEnd#awaitStreamEnd}): Spring's timeout handling ends the request, never stored.
      */
     STREAM_AWAITED,
     /** The call was detached: the key stays claimed, the work's result is stored. */
@@ -189,7 +191,7 @@ final class AsyncTimeouts
     if (!work.takeOverQueuedWork(late)) {
       return null;
     }
-    if (work.awaitsStreamEnd()) {
+    if (work.streamEnd().tookOverAStream()) {
       log.debug("An idempotent endpoint's queued stream timed out; the starter runs it");
       return Timeout.STREAM_AWAITED;
     }
@@ -378,15 +380,36 @@ final class AsyncTimeouts
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
     }
+    emitterResult(concurrentResult);
     work.lateResult(concurrentResult);
   }
 
-  /** The result of a {@code DeferredResult}, of an emitter's among others: a failure is noted. */
+  /**
+   * The result of a {@code DeferredResult}, of an emitter's among others: a failure is noted, an
+   * emitter registered ({@link #emitterResult}).
+   */
   @Override
   public <T> void postProcess(
       NativeWebRequest request, DeferredResult<T> deferredResult, Object concurrentResult) {
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
+    }
+    emitterResult(concurrentResult);
+  }
+
+  /**
+   * An async result that is an emitter (or an entity of one: a {@code Callable}'s, a later
+   * stage's), which Spring MVC starts on the request's next dispatch: a stream, registered as the
+   * handler's own emitter would be, so that a timeout or a shutdown that cuts it short before it
+   * sent waits for its end ({@link StreamEnd#awaitEmitterEnd}). One whose request a timeout
+   * detached gets no dispatch: the work follows it itself ({@link AsyncWork#lateResult}).
+   */
+  private void emitterResult(@Nullable Object concurrentResult) {
+    Object value =
+        concurrentResult instanceof ResponseEntity<?> entity ? entity.getBody() : concurrentResult;
+    if (value instanceof ResponseBodyEmitter emitter && !work.detached()) {
+      call.returnsAStream();
+      work.streamEnd().returnsAnEmitter(emitter);
     }
   }
 
@@ -417,9 +440,9 @@ final class AsyncTimeouts
    * handler that returned a stream (an emitter, a {@code StreamingResponseBody}) before it wrote:
    * there is no answer left to give the client, nor one to store, and its work may still send. A
    * {@code StreamingResponseBody} that wrote nothing yet, whose end this call hears of, is decided
-   * at that end ({@link AsyncWork#awaitStreamEnd}: its own failure releases the key, any other end
+   * at that end ({@link StreamEnd#awaitStreamEnd}: its own failure releases the key, any other end
    * records it as answered without its body); so is the handler's own emitter that sent nothing yet
-   * ({@link AsyncWork#awaitEmitterEnd}), observed from now on, since Spring's timeout handling next
+   * ({@link StreamEnd#awaitEmitterEnd}), observed from now on, since Spring's timeout handling next
    * marks it complete: if it has not ended shortly before the guard's close grace has passed since
    * the timeout, it is recorded then. Any other stream is cut short, recorded as answered without
    * its body when the request ends ({@link EndpointCall#streamTimedOut}). Either way Spring's own
@@ -435,13 +458,13 @@ final class AsyncTimeouts
     LateResponse late =
         capture.returnsAStream() && !capture.wroteBody() ? lateResponseOf(request, capture) : null;
     if (late != null) {
-      if (work.awaitStreamEnd(late, capture::wroteBody)) {
+      if (work.streamEnd().awaitStreamEnd(late, capture::wroteBody)) {
         log.debug("An idempotent endpoint's stream timed out before it wrote; its end decides");
         return Timeout.STREAM_AWAITED;
       }
-      if (work.awaitEmitterEnd(late, capture::wroteBody)) {
+      if (work.streamEnd().awaitEmitterEnd(late, capture::wroteBody)) {
         // the application may never end it: bounded as at a shutdown
-        graceRunsOut.accept(work::streamOutlivesTheGrace);
+        graceRunsOut.accept(work.streamEnd()::streamOutlivesTheGrace);
         log.debug("An idempotent endpoint's emitter timed out before it sent; its end decides");
         return Timeout.STREAM_AWAITED;
       }

@@ -14,7 +14,6 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.http.ResponseEntity;
-import org.springframework.web.context.request.async.AsyncRequestTimeoutException;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
@@ -26,12 +25,15 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * started, taken over by the starter or abandoned; a result that came just before the timeout; and,
  * once the timeout detached the request from its work ({@link #detach}), the work's late result,
  * rendered and stored. Part of its {@link EndpointCall}, whose report it shares: the first report
- * wins.
+ * wins; the end of a stream that outlives its request before it wrote is its {@link StreamEnd}'s.
  */
 final class AsyncWork {
 
   /** {@link #earlyResult} before a result came. */
   static final Object NO_RESULT = new Object();
+
+  /** {@link #cutShort} when the call may no longer wait for its stream's end. */
+  static final Object NOT_CUT = new Object();
 
   /** The handler's {@code Callable} work, queued in Spring MVC's async executor. */
   private enum Work {
@@ -87,10 +89,7 @@ final class AsyncWork {
   private final AtomicBoolean reported;
   private final BooleanSupplier handlerStarted;
   private volatile @Nullable LateResponse late;
-  private volatile @Nullable BooleanSupplier streamWrote; // set once a stream awaits its end
-  private volatile @Nullable WrittenBody streamBody; // a stream taken over: what it wrote
-  private volatile @Nullable ResponseBodyEmitter emitter; // the handler method's own, if any
-  private volatile @Nullable EmitterEnd emitterEnd; // its observer, once Spring MVC started it
+  private final StreamEnd streamEnd;
   private volatile boolean lateResultObserved;
   private boolean laterStageUnfollowed; // guarded by this
   private volatile @Nullable Class<?> returnedClass;
@@ -99,6 +98,7 @@ final class AsyncWork {
   private @Nullable Queued queued; // guarded by this: the work while it is QUEUED
   private @Nullable Queued requeued; // guarded by this: a later stage's Callable while REQUEUED
   private volatile boolean laterStageTaken; // a refused later stage, taken over
+  private boolean laterStageQueued; // guarded by this: a stage that ran returned more work
 
   /**
    * @param call the claimed call, which the late result completes or fails
@@ -115,6 +115,12 @@ final class AsyncWork {
     this.headers = headers;
     this.reported = reported;
     this.handlerStarted = handlerStarted;
+    this.streamEnd = new StreamEnd(this, call, headers, reported);
+  }
+
+  /** The end of the call's stream, if it outlives its request before it wrote. */
+  StreamEnd streamEnd() {
+    return streamEnd;
   }
 
   /**
@@ -143,6 +149,7 @@ final class AsyncWork {
     work = work == Work.STARTED || work == Work.REQUEUED ? Work.REQUEUED : Work.QUEUED;
     this.queued = work == Work.QUEUED ? queued : null;
     this.requeued = work == Work.REQUEUED && queued.body() == null ? queued : null;
+    laterStageQueued |= work == Work.REQUEUED;
     laterStageUnfollowed = false; // Spring MVC followed the unfollowed stage to this work
   }
 
@@ -223,167 +230,66 @@ final class AsyncWork {
   }
 
   /**
-   * A stream that wrote nothing of its body yet was cut short (a timeout, or the server stopped
-   * under it) while its work runs on Spring MVC's async executor (a {@code StreamingResponseBody}),
-   * whose end this call hears of ({@link #lateResult}): the outcome waits for that end instead of
-   * being decided now. A failure before the stream wrote anything is the stream's own (nothing
-   * sent): the key is released, as for a failed request; a normal end, or a failure after it wrote
-   * (its send happened, the response was gone), is recorded as answered without its body ({@code
-   * late}'s status and headers), as is a stream that has not ended when the guard's close grace
-   * runs out ({@link #streamOutlivesTheGrace}). From now on the request's own end reports nothing.
-   * If the stream ended already, its end waiting for its dispatch ({@link #earlyResult}), that end
-   * decides now: its own failure just before a timeout releases the key too.
-   *
-   * @param late the response as the handler left it when the work went async
-   * @param wroteBody whether the stream has written any of its body by now
-   * @return false if the call was reported or detached already, its handler never started, or its
-   *     work is not a {@code StreamingResponseBody}'s that began
+   * Whether the call may still wait for the end of its stream: not reported, its handler started,
+   * not detached ({@link StreamEnd#awaitEmitterEnd} asks before it observes the emitter).
    */
-  boolean awaitStreamEnd(LateResponse late, BooleanSupplier wroteBody) {
-    Object result;
-    synchronized (this) {
-      if (reported.get()
-          || !handlerStarted.getAsBoolean()
-          || this.late != null
-          || work != Work.STARTED) {
-        return false;
-      }
-      this.late = late;
-      this.streamWrote = wroteBody;
-      result = earlyResult;
-    }
-    if (result != NO_RESULT && reported.compareAndSet(false, true)) {
-      recordStreamEnd(late, result, wroteBody.getAsBoolean());
-    }
-    return true;
-  }
-
-  /** The handler method returned {@code emitter} (or an entity of it): its own stream. */
-  void returnsAnEmitter(ResponseBodyEmitter emitter) {
-    this.emitter = emitter;
+  synchronized boolean mayBeCutShort() {
+    return !reported.get() && handlerStarted.getAsBoolean() && late == null;
   }
 
   /**
-   * Spring MVC started the request's async processing: the handler's own emitter, if it returned
-   * one, is observed from now on ({@link EmitterEnd}), so that a cut that comes later, whichever of
-   * Spring MVC's callbacks runs first (a timeout's, or an error's at the server's stop), finds its
-   * end heard. Its ends count only once it is cut short ({@link #awaitEmitterEnd}).
+   * The call's stream was cut short before it wrote ({@link StreamEnd#awaitStreamEnd}, {@link
+   * StreamEnd#awaitEmitterEnd}): from now on its outcome waits for the stream's end, rendered with
+   * {@code late}, and the request's own end reports nothing.
+   *
+   * @param wrote whether the stream has written any of its body by then
+   * @param streamWork whether the stream's work must be a {@code StreamingResponseBody}'s that
+   *     began
+   * @return the result that came already, waiting for its dispatch ({@link #NO_RESULT} if none), or
+   *     {@link #NOT_CUT} if the call was reported or detached already, its handler never started,
+   *     or its work is not one that began
    */
-  void asyncStarted() {
-    ResponseBodyEmitter returned = emitter;
-    if (returned != null && emitterEnd == null) {
-      emitterEnd = EmitterEnd.observe(returned);
+  synchronized @Nullable Object cutShort(
+      LateResponse late, BooleanSupplier wrote, boolean streamWork) {
+    if (reported.get()
+        || !handlerStarted.getAsBoolean()
+        || this.late != null
+        || (streamWork && work != Work.STARTED)) {
+      return NOT_CUT;
     }
+    this.late = late;
+    streamEnd.awaits(wrote);
+    return earlyResult;
   }
 
   /**
-   * The emitter the handler method returned ({@link #returnsAnEmitter}), which sent nothing yet,
-   * was cut short (a timeout, or the server stopped under it): as for a {@code
-   * StreamingResponseBody} ({@link #awaitStreamEnd}), the outcome waits for the application's end
-   * of it ({@link EmitterEnd}) instead of being decided now. Its own failure ({@code
-   * completeWithError} with an error of its own) before anything was sent releases the key; a
-   * normal end, a send (one that failed, or failed in the emitter after the cut, too), or no end by
-   * {@link #streamOutlivesTheGrace} records it as answered without its body. From now on the
-   * request's own end reports nothing.
+   * The result of work that outlived its request (taken over by the starter, or detached at a
+   * timeout or a shutdown) is an emitter (or an entity of one), which Spring MVC never gets: the
+   * starter follows it to its end ({@link StreamEnd#followLaterEmitter}). Only a first stage's
+   * emitter: once a later stage ran, which may have sent, any end is recorded as answered ({@link
+   * #takenOverResult}).
    *
-   * @param late the response as the handler left it when it returned the emitter
-   * @param wroteBody whether the stream has written any of its body by now
-   * @return false if the call was reported or detached already, its handler never started, it
-   *     returned no emitter, or its emitter's end cannot be observed (it ended already, say)
+   * @return false if the result is no emitter, a later stage's, the call was reported, or the
+   *     emitter cannot be followed (the caller then records it as answered)
    */
-  boolean awaitEmitterEnd(LateResponse late, BooleanSupplier wroteBody) {
-    ResponseBodyEmitter returned = emitter;
-    synchronized (this) {
-      if (returned == null
-          || reported.get()
-          || !handlerStarted.getAsBoolean()
-          || this.late != null) {
-        return false;
-      }
-    }
-    EmitterEnd observed = emitterEnd;
-    // observing takes the emitter's lock: not under this
-    EmitterEnd end = observed != null ? observed : EmitterEnd.observe(returned);
-    if (end == null) {
+  private boolean awaitLaterEmitterEnd(@Nullable Object result, boolean laterStageRan) {
+    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
+    if (!(value instanceof ResponseBodyEmitter returned)) {
       return false;
     }
-    BooleanSupplier wrote = () -> wroteBody.getAsBoolean() || end.sent();
-    synchronized (this) {
-      if (reported.get() || this.late != null) {
-        return false;
-      }
-      this.late = late;
-      this.streamWrote = wrote;
-    }
-    end.whenEnded(
-        failure -> {
-          if (reported.compareAndSet(false, true)) {
-            try {
-              recordStreamEnd(late, failure, wrote.getAsBoolean());
-            } catch (RuntimeException e) {
-              log().warn("The end of a cut-short idempotent emitter could not be recorded", e);
-            }
-          }
-        });
-    return true;
-  }
-
-  /**
-   * Whether the outcome waits for the end of a stream that was cut short ({@link #awaitStreamEnd},
-   * {@link #awaitEmitterEnd}).
-   */
-  boolean awaitsStreamEnd() {
-    return streamWrote != null;
-  }
-
-  /**
-   * The guard's close grace runs out and the stream whose outcome waits for its end ({@link
-   * #awaitStreamEnd}, {@link #awaitEmitterEnd}) has not ended: it may still send, so it is recorded
-   * now as answered without its body, before the guard gives up on its call (a retry gets {@code
-   * 422 response-not-stored}, never a second send). For an emitter, whose end the application may
-   * never call, the same holds after a timeout once the guard's close grace has passed since it.
-   * Does nothing once it was reported.
-   */
-  void streamOutlivesTheGrace() {
     LateResponse response;
     synchronized (this) {
       response = late;
-      if (response == null || streamWrote == null) {
-        return;
+      if (response == null
+          || reported.get()
+          || laterStageRan
+          || laterStageTaken
+          || laterStageQueued
+          || streamEnd.awaitsStreamEnd()) {
+        return false;
       }
     }
-    if (reported.compareAndSet(false, true)) {
-      recordStreamEnd(response, NO_RESULT, true);
-    }
-  }
-
-  /**
-   * The stream's outcome, decided at its end ({@link #awaitStreamEnd}), reported already: its own
-   * failure before it wrote releases the key; anything else is recorded as answered without its
-   * body, but the normal end of a stream the starter took over, which it wrote into memory, with
-   * what it wrote if that fits the bound ({@link #takeOverQueuedWork}).
-   */
-  private void recordStreamEnd(LateResponse response, @Nullable Object result, boolean wroteBody) {
-    if (result instanceof Throwable failure
-        && !wroteBody
-        && !EndpointCall.isDisconnect(failure)
-        && !(failure instanceof AsyncRequestTimeoutException)) {
-      call.fail(
-          new NotStored(
-              "the handler's stream failed before it wrote anything: "
-                  + failure.getClass().getName()));
-    } else if (isStored(response.statusLeft())) {
-      WrittenBody written = streamBody;
-      byte[] body =
-          written != null && result != NO_RESULT && !(result instanceof Throwable)
-              ? written.bytes()
-              : null;
-      // a stream taken over that ended normally is stored with what it wrote, if it fits
-      call.complete(
-          body != null ? response.leftWithBody(body, headers) : response.leftWithoutBody(headers));
-    } else {
-      call.fail(new NotStored("status " + response.statusLeft() + " is not stored"));
-    }
+    return streamEnd.followLaterEmitter(response, returned);
   }
 
   /**
@@ -458,8 +364,7 @@ final class AsyncWork {
       this.late = late;
       WrittenBody body = taken.body();
       if (body != null) { // a stream's end is decided as one cut short, its body kept if it fits
-        this.streamWrote = body::wrote;
-        this.streamBody = body;
+        streamEnd.takenOver(body);
       }
     }
     taken.runDetached();
@@ -474,15 +379,20 @@ final class AsyncWork {
    * failure goes through the application's exception resolvers (one nothing maps releases the key),
    * a stream's failure before it wrote releases the key. Once a later stage ran ({@code
    * laterStageRan}: the first stage's result was more async work, run too), a failure, or a result
-   * that is more async work the starter does not run or follow to its end (an emitter, a stream it
-   * wrote), is recorded as answered without its body: a stage that ran may have sent. A {@code
-   * CompletionStage} or {@code DeferredResult} that the first stage returned is awaited: its
-   * failure is decided as the first stage's would be (one nothing maps releases the key).
+   * that is more async work the starter does not run or follow to its end (an emitter a later stage
+   * returned, a stream it wrote), is recorded as answered without its body: a stage that ran may
+   * have sent. A {@code CompletionStage} or {@code DeferredResult} that the first stage returned is
+   * awaited: its failure is decided as the first stage's would be (one nothing maps releases the
+   * key). An emitter the first stage returned is followed to its end ({@link
+   * #awaitLaterEmitterEnd}).
    *
    * @param result the work's result, or its failure
    * @param laterStageRan whether the result is a later stage's
    */
   void takenOverResult(@Nullable Object result, boolean laterStageRan) {
+    if (awaitLaterEmitterEnd(result, laterStageRan)) {
+      return;
+    }
     Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
     boolean moreWork =
         value instanceof Callable<?>
@@ -494,7 +404,7 @@ final class AsyncWork {
     if (moreWork || ((laterStageRan || laterStageTaken) && result instanceof Throwable)) {
       LateResponse response = late;
       if (response != null && reported.compareAndSet(false, true)) {
-        recordStreamEnd(response, NO_RESULT, true);
+        streamEnd.record(response, NO_RESULT, true);
       }
       return;
     }
@@ -547,7 +457,7 @@ final class AsyncWork {
     if (!laterStageLost() || !reported.compareAndSet(false, true)) {
       return false;
     }
-    recordStreamEnd(late, NO_RESULT, true);
+    streamEnd.record(late, NO_RESULT, true);
     return true;
   }
 
@@ -587,7 +497,8 @@ final class AsyncWork {
    * ({@link LateResponse}): a failure through the application's exception resolvers, so that one
    * its {@code @ExceptionHandler} maps to a kept 4xx is stored, and one that nothing maps (a 500)
    * releases. A failure whose status cannot be resolved here is recorded as answered without its
-   * response: the send happened, so a retry must not send again (SPEC 1).
+   * response: the send happened, so a retry must not send again (SPEC 1). An emitter that came so
+   * is followed to its end ({@link #awaitLaterEmitterEnd}).
    */
   void lateResult(@Nullable Object result) {
     lateResult(result, false);
@@ -605,7 +516,7 @@ final class AsyncWork {
         return; // Spring MVC's task, cancelled or refused: the starter runs the work
       }
       response = late;
-      wroteBody = streamWrote;
+      wroteBody = streamEnd.wrote();
       if (response == null) {
         Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
         if (value instanceof DeferredResult<?>
@@ -623,11 +534,14 @@ final class AsyncWork {
         return;
       }
     }
+    if (!takenOver && wroteBody == null && awaitLaterEmitterEnd(result, false)) {
+      return;
+    }
     if (!reported.compareAndSet(false, true)) {
       return;
     }
     if (wroteBody != null) {
-      recordStreamEnd(response, result, wroteBody.getAsBoolean());
+      streamEnd.record(response, result, wroteBody.getAsBoolean());
       return;
     }
     try {

@@ -42,6 +42,10 @@ import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter
  * callbacks (the application's {@code onTimeout}, {@code onError} or {@code onCompletion}, which
  * run as the request times out or ends, while its work may still send) is not the work's end: it is
  * passed on, and the end still awaited.
+ *
+ * <p>An emitter Spring MVC never got (the work that returned it outlived its request) is followed
+ * the same way: the starter starts it itself, with an observer and no response behind it ({@link
+ * #follow}).
  */
 final class EmitterEnd implements InvocationHandler {
 
@@ -53,16 +57,18 @@ final class EmitterEnd implements InvocationHandler {
   private static final @Nullable Field HANDLER = field("handler");
   private static final @Nullable Field COMPLETE = field("complete");
   private static final @Nullable Field WRITE_LOCK = field("writeLock");
+  private static final @Nullable Method INITIALIZE = initialize();
   private static final StackWalker STACK = StackWalker.getInstance();
 
   /** How long the observer waits for the emitter's lock at most. */
   private static final Duration LOCK_WAIT = Duration.ofSeconds(1);
 
-  private final Object handler;
+  private final @Nullable Object handler; // Spring MVC's, or null for an emitter it never got
   private final CompletableFuture<@Nullable Throwable> end = new CompletableFuture<>();
   private volatile boolean sent;
+  private volatile @Nullable Runnable completion; // an emitter followed: its completion callback
 
-  private EmitterEnd(Object handler) {
+  private EmitterEnd(@Nullable Object handler) {
     this.handler = handler;
   }
 
@@ -117,6 +123,54 @@ final class EmitterEnd implements InvocationHandler {
     }
   }
 
+  /**
+   * Follows {@code emitter}, which Spring MVC never got (the work that returned it was taken over
+   * by the starter, or outlived its request), to its end: the starter initializes it, as Spring
+   * MVC's return value handler would, with an observer in place of Spring MVC's handler, which has
+   * no response behind it. A send (one the application made before, too) is heard and dropped; the
+   * application's end is heard as for an observed emitter ({@link #whenEnded}); its completion
+   * callbacks ({@code onCompletion}) run at that end, as Spring MVC runs them when its request
+   * ends, and its timeout and error callbacks never run (there is no request to time out or fail).
+   *
+   * @return null if it cannot be followed: it has a handler already (something else drives it), or
+   *     reflection is refused
+   */
+  static @Nullable EmitterEnd follow(ResponseBodyEmitter emitter) {
+    Class<?> handlerType = HANDLER_TYPE;
+    Field handlerField = HANDLER;
+    Field lockField = WRITE_LOCK;
+    Method initialize = INITIALIZE;
+    if (handlerType == null || handlerField == null || lockField == null || initialize == null) {
+      return null;
+    }
+    try {
+      Lock lock = (Lock) lockField.get(emitter);
+      // initialize takes it too (a reentrant lock): no other initialize runs in between
+      if (!lock.tryLock(LOCK_WAIT.toMillis(), TimeUnit.MILLISECONDS)) {
+        return null;
+      }
+      try {
+        if (handlerField.get(emitter) != null) {
+          return null;
+        }
+        EmitterEnd observer = new EmitterEnd(null);
+        initialize.invoke(
+            emitter,
+            Proxy.newProxyInstance(
+                handlerType.getClassLoader(), new Class<?>[] {handlerType}, observer));
+        return observer;
+      } finally {
+        lock.unlock();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      log.debug("An idempotent endpoint's later emitter cannot be followed to its end", e);
+      return null;
+    }
+  }
+
   /** Whether a send of the emitter reached the response since it was observed. */
   boolean sent() {
     return sent;
@@ -142,13 +196,19 @@ final class EmitterEnd implements InvocationHandler {
     }
     String name = method.getName();
     boolean ends = name.equals("complete") || name.equals("completeWithError");
-    boolean ownEnd = ends && !fromSpringCallbacks();
+    // an emitter followed (follow) is ended only by the application (its callbacks never
+    // run before its end), though perhaps on a thread in Spring MVC's callbacks: the initialize
+    // of an emitter the application ended already, in a Callable's post-processing, say
+    boolean ownEnd = ends && (handler == null || !fromSpringCallbacks());
     Throwable failure =
         name.equals("completeWithError") && args != null && args[0] instanceof Throwable t
             ? t
             : null;
     if (name.equals("send")) {
       sent = true; // it reached the response: whether or not it fails there, it may have sent
+    }
+    if (handler == null) {
+      return followed(name, args, ownEnd, failure);
     }
     try {
       method.setAccessible(true); // of a package-private interface; allowed, as handlerType() saw
@@ -160,6 +220,30 @@ final class EmitterEnd implements InvocationHandler {
         end.complete(failure != null && !mayFollowASend(failure) ? failure : null);
       }
     }
+  }
+
+  /**
+   * A call to the handler of an emitter the starter follows ({@link #follow}): a send is dropped
+   * (there is no response), an end is the end, and of the callbacks only the completion one is
+   * kept, to run at the end.
+   */
+  private @Nullable Object followed(
+      String name, @Nullable Object[] args, boolean ownEnd, @Nullable Throwable failure) {
+    if (name.equals("onCompletion") && args != null && args[0] instanceof Runnable callback) {
+      completion = callback;
+    } else if (ownEnd) {
+      end.complete(failure != null && !mayFollowASend(failure) ? failure : null);
+      Runnable callback = completion;
+      completion = null;
+      if (callback != null) {
+        try {
+          callback.run();
+        } catch (RuntimeException e) { // as the container would, after Spring MVC's run of it
+          log.debug("An idempotent endpoint's emitter completion callback failed", e);
+        }
+      }
+    }
+    return null;
   }
 
   /**
@@ -221,6 +305,21 @@ final class EmitterEnd implements InvocationHandler {
       }
       return type;
     } catch (ClassNotFoundException | LinkageError | RuntimeException e) {
+      return null;
+    }
+  }
+
+  /** The emitter's package-private {@code initialize(Handler)}, if it may be called from here. */
+  private static @Nullable Method initialize() {
+    Class<?> handlerType = HANDLER_TYPE;
+    if (handlerType == null) {
+      return null;
+    }
+    try {
+      Method method = ResponseBodyEmitter.class.getDeclaredMethod("initialize", handlerType);
+      method.setAccessible(true);
+      return method;
+    } catch (NoSuchMethodException | RuntimeException e) {
       return null;
     }
   }

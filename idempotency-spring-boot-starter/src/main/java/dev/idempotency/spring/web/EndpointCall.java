@@ -251,7 +251,7 @@ final class EndpointCall {
    * recorded on {@code graceRunsOut} as answered without its body). A stream whose work began may
    * still send: one that wrote nothing yet and whose end is heard of (a {@code
    * StreamingResponseBody}, the handler's own emitter) is decided at that end ({@link
-   * AsyncWork#awaitStreamEnd}, {@link AsyncWork#awaitEmitterEnd}: its own failure releases the
+   * StreamEnd#awaitStreamEnd}, {@link StreamEnd#awaitEmitterEnd}: its own failure releases the
    * key), or, if it has not ended when the guard's close grace runs out, on {@code graceRunsOut};
    * any other (one that wrote, an emitter whose end cannot be observed) is recorded now as answered
    * without its body, as after a timeout ({@link #streamTimedOut}): a retry gets {@code 422
@@ -262,14 +262,14 @@ final class EndpointCall {
    */
   void dispatchLost(LateResponse late, java.util.function.Consumer<Runnable> graceRunsOut) {
     if (asyncWork.takeOverQueuedWork(late)) {
-      if (asyncWork.awaitsStreamEnd()) {
-        graceRunsOut.accept(asyncWork::streamOutlivesTheGrace);
+      if (asyncWork.streamEnd().awaitsStreamEnd()) {
+        graceRunsOut.accept(asyncWork.streamEnd()::streamOutlivesTheGrace);
       }
       return; // the starter runs it, within the guard's close grace
     }
-    if (asyncWork.awaitsStreamEnd()) {
+    if (asyncWork.streamEnd().awaitsStreamEnd()) {
       // a timeout cut it short before it wrote: its end decides, within the guard's grace
-      graceRunsOut.accept(asyncWork::streamOutlivesTheGrace);
+      graceRunsOut.accept(asyncWork.streamEnd()::streamOutlivesTheGrace);
       return;
     }
     CapturingResponse captured = response;
@@ -277,9 +277,9 @@ final class EndpointCall {
         && (captured.passedOn() || captured.returnsAStream() || asyncWork.laterStageLost())) {
       if (captured.returnsAStream()
           && !captured.wroteBody()
-          && (asyncWork.awaitStreamEnd(late, captured::wroteBody)
-              || asyncWork.awaitEmitterEnd(late, captured::wroteBody))) {
-        graceRunsOut.accept(asyncWork::streamOutlivesTheGrace);
+          && (asyncWork.streamEnd().awaitStreamEnd(late, captured::wroteBody)
+              || asyncWork.streamEnd().awaitEmitterEnd(late, captured::wroteBody))) {
+        graceRunsOut.accept(asyncWork.streamEnd()::streamOutlivesTheGrace);
         return;
       }
       // the server may have recycled the response: the status and headers are those it had when

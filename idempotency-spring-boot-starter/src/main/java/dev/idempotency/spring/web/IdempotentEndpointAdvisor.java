@@ -96,7 +96,9 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
             Object body =
                 returned instanceof ResponseEntity<?> entity ? entity.getBody() : returned;
             if (body instanceof ResponseBodyEmitter emitter) {
-              call.asyncWork().returnsAnEmitter(emitter); // its end is observed if it is cut short
+              call.asyncWork()
+                  .streamEnd()
+                  .returnsAnEmitter(emitter); // its end is observed if it is cut short
             }
           } else if (returned instanceof ResponseEntity<?> entity
               && returnType.isAssignableFrom(ResponseEntity.class)) {

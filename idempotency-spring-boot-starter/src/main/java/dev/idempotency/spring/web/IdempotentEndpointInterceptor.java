@@ -199,6 +199,7 @@ public final class IdempotentEndpointInterceptor
       return false;
     }
     EndpointCall endpointCall = new EndpointCall(call, endpoint.headers(), maxWait);
+    endpointCall.asyncWork().streamEnd().boundEmitterEnds(this::beforeTheGraceRunsOut);
     request.setAttribute(EndpointCall.ATTRIBUTE, endpointCall);
     endpointCall.request(body);
     AsyncTimeouts timeouts =
@@ -240,7 +241,10 @@ public final class IdempotentEndpointInterceptor
       HttpServletRequest request, HttpServletResponse response, Object handler) {
     leaveMdc(request);
     if (request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall started) {
-      started.asyncWork().asyncStarted(); // the handler's own emitter is observed from now on
+      started
+          .asyncWork()
+          .streamEnd()
+          .asyncStarted(); // the handler's own emitter is observed from now on
     }
     CapturingResponse capture = WebUtils.getNativeResponse(response, CapturingResponse.class);
     if (request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall call

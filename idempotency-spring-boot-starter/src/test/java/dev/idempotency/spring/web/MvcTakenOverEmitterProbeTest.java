@@ -12,7 +12,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.annotation.Configuration;
@@ -30,9 +29,12 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  * provider refuses (nothing sent) and the work ends the emitter with that refusal ({@code
  * completeWithError}), as docs/spring-boot.md tells an application to. The handler method and the
  * {@code Callable} send nothing. A third row runs the {@code Callable} at once (not taken over) and
- * holds the emitter's work past the timeout of the emitter's own async phase. The row that sends
- * passes on Boot 3.5 and 4.0 (about 10 s with the application's start); the two refused rows are
- * open findings.
+ * holds the emitter's work past the timeout of the emitter's own async phase; a fourth runs it at
+ * once and holds the {@code Callable} itself past the timeout (detached, not taken over). All four
+ * pass on Boot 3.5 and 4.0 (about 50 s with the application's start); the refused rows were open
+ * findings, fixed by emitcall: the starter follows an emitter that a {@code Callable} returns to
+ * its end, started by Spring MVC ({@code AsyncTimeouts.emitterResult}) or, once its request ended,
+ * by the starter itself ({@code EmitterEnd.follow}).
  */
 class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
 
@@ -65,20 +67,22 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
    * The emitter's work is refused before it sent and ends the emitter with its own error: nothing
    * was sent, so the key must not be kept as answered (SPEC 1, no lost send); the retry sends once.
    *
-   * <p>Open finding (medium: a lost send, in a rare shape). {@code AsyncWork.takenOverResult}
-   * records a taken-over work whose result is an emitter as answered without its body as soon as
-   * the {@code Callable} returns it ("more async work the starter does not run or follow"), before
-   * the emitter's work called the provider; Spring MVC never initialized that emitter, so {@code
-   * EmitterEnd} cannot observe it and its {@code completeWithError} is not heard. The retry gets
-   * 422 and the notification is never sent within the window. Fails on Boot 3.5 and 4.0 at commit
-   * 3bca548 (probeU), in about 22 s: "timed out after 20000 ms waiting for the retry's send: first
-   * answer 409 {...request-in-progress...}, last 422 replayed=null {...response-not-stored...,
-   * "original-status":200}". A fix would follow the emitter to its end as UninterruptedWork follows
-   * a later DeferredResult (initialize it with an observing handler, release on its own error
-   * before any send).
+   * <p>Was an open finding (medium: a lost send, in a rare shape), fixed by emitcall: the starter
+   * now initializes the emitter itself with an observing handler ({@code EmitterEnd.follow}, from
+   * {@code AsyncWork.takenOverResult}) and decides by its end ({@code
+   * AsyncWork.awaitLaterEmitterEnd}): its own error before any send releases the key. Before:
+   * {@code AsyncWork.takenOverResult} records a taken-over work whose result is an emitter as
+   * answered without its body as soon as the {@code Callable} returns it ("more async work the
+   * starter does not run or follow"), before the emitter's work called the provider; Spring MVC
+   * never initialized that emitter, so {@code EmitterEnd} cannot observe it and its {@code
+   * completeWithError} is not heard. The retry gets 422 and the notification is never sent within
+   * the window. Fails on Boot 3.5 and 4.0 at commit 3bca548 (probeU), in about 22 s: "timed out
+   * after 20000 ms waiting for the retry's send: first answer 409 {...request-in-progress...}, last
+   * 422 replayed=null {...response-not-stored..., "original-status":200}". A fix would follow the
+   * emitter to its end as UninterruptedWork follows a later DeferredResult (initialize it with an
+   * observing handler, release on its own error before any send).
    */
   @Test
-  @Tag("open-finding")
   void aTakenOverCallablesEmitterRefusedBeforeItSentIsReleased() throws Exception {
     String path = "/probeU/taken-over/emitter-refused";
     String key = EndpointClient.newKey();
@@ -95,20 +99,22 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
    * past the 1 s timeout of the emitter's own async phase, then refused before any send and ended
    * with that refusal ({@code completeWithError}). Nothing was sent: the retry must send once.
    *
-   * <p>Open finding (medium: a lost send). The starter observes only an emitter the handler method
-   * itself returned ({@code IdempotentEndpointAdvisor} calls {@code AsyncWork.returnsAnEmitter} for
-   * the handler's return value, not for a {@code Callable}'s result), so the cut of the emitter's
-   * async phase records the key as answered, with Spring MVC's 503, and the work's later {@code
-   * completeWithError} is not heard. The retry gets 422 (original-status 503) and nothing is ever
-   * sent within the window. Fails on Boot 3.5 and 4.0 at commit da4e9db (probeU), in about 22 s:
-   * "timed out after 20000 ms waiting for the retry's send: first answer 503 replayed=null
-   * {...Service Unavailable...}, last 422 replayed=null {...response-not-stored...,
-   * "original-status":503}". A fix would register a {@code Callable}'s emitter result (seen in
-   * {@code AsyncWork.lateResult}) as the handler's own emitter, so that its async phase observes
-   * it.
+   * <p>Was an open finding (medium: a lost send), fixed by emitcall: a {@code Callable}'s (or a
+   * later stage's) emitter result is registered as the handler's own ({@code
+   * AsyncTimeouts.emitterResult}), observed once Spring MVC starts it, and decided at its end when
+   * its async phase times out before it sent. Before: the starter observed only an emitter the
+   * handler method itself returned ({@code IdempotentEndpointAdvisor} calls {@code
+   * AsyncWork.returnsAnEmitter} for the handler's return value, not for a {@code Callable}'s
+   * result), so the cut of the emitter's async phase records the key as answered, with Spring MVC's
+   * 503, and the work's later {@code completeWithError} is not heard. The retry gets 422
+   * (original-status 503) and nothing is ever sent within the window. Fails on Boot 3.5 and 4.0 at
+   * commit da4e9db (probeU), in about 22 s: "timed out after 20000 ms waiting for the retry's send:
+   * first answer 503 replayed=null {...Service Unavailable...}, last 422 replayed=null
+   * {...response-not-stored..., "original-status":503}". A fix would register a {@code Callable}'s
+   * emitter result (seen in {@code AsyncWork.lateResult}) as the handler's own emitter, so that its
+   * async phase observes it.
    */
   @Test
-  @Tag("open-finding")
   void aCallablesEmitterCutByTheTimeoutThenRefusedIsReleased() throws Exception {
     String path = "/probeU/on-time/emitter-refused-late";
     String key = EndpointClient.newKey();
@@ -125,6 +131,43 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
         .until(
             "the emitter's work called the provider", () -> Emitters.providerCalls.get() > called);
     Emitters.gate = new CountDownLatch(0);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    String seen =
+        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
+    Poll.within(Duration.ofSeconds(20))
+        .until("the retry's send: " + seen, () -> Emitters.sendsOf(key) >= 1);
+    assertThat(Emitters.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+  }
+
+  /**
+   * Detached, not taken over: the {@code Callable} began on time and is still running at the 1 s
+   * timeout (answered 409, the key claimed); it returns the emitter after that, whose work is then
+   * refused before any send and ends it with that refusal. Spring MVC never dispatches that emitter
+   * (its request ended): nothing was sent, so the retry must send once.
+   *
+   * <p>Found and fixed with the two rows above (emitcall; medium: a lost send). Before, the late
+   * result, an emitter, was rendered at once into an empty body and stored: the retry got {@code
+   * 200} replayed, empty, and nothing was ever sent ("first answer 409 ..., last 200
+   * replayed=true"; on Boot 3.5 at 164f714). Now the starter follows the emitter to its end ({@code
+   * AsyncWork.lateResult}, {@code EmitterEnd.follow}), as one that a {@code Callable} it took over
+   * returned.
+   */
+  @Test
+  void aDetachedCallablesLaterEmitterRefusedBeforeItSentIsReleased() throws Exception {
+    String path = "/probeU/detached/emitter-refused";
+    String key = EndpointClient.newKey();
+    CountDownLatch held = new CountDownLatch(1);
+    Emitters.callableGate = held;
+    int called = Emitters.providerCalls.get();
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      held.countDown();
+    }
+    Poll.within(Duration.ofSeconds(20))
+        .until(
+            "the emitter's work called the provider", () -> Emitters.providerCalls.get() > called);
     HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
     String seen =
         "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
@@ -174,6 +217,7 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
     static volatile CountDownLatch blockStarted = new CountDownLatch(1);
     static volatile CountDownLatch release = new CountDownLatch(1);
     static volatile CountDownLatch gate = new CountDownLatch(0);
+    static volatile CountDownLatch callableGate = new CountDownLatch(0);
 
     static int sendsOf(String key) {
       AtomicInteger n = sends.get(key);
@@ -247,6 +291,18 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
     public Callable<SseEmitter> emitterRefusedLate(@RequestHeader("Idempotency-Key") String key) {
       entered.incrementAndGet();
       return () -> emitter(key, true);
+    }
+
+    @PostMapping("/probeU/detached/emitter-refused")
+    @IdempotentEndpoint
+    public Callable<SseEmitter> emitterRefusedDetached(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch held = callableGate;
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        return emitter(key, true);
+      };
     }
 
     @PostMapping("/probeU/taken-over/emitter-refused")
