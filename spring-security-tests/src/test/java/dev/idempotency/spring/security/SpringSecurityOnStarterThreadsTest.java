@@ -31,6 +31,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
@@ -51,6 +52,7 @@ import org.springframework.security.web.SecurityFilterChain;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.async.WebAsyncTask;
 import redis.embedded.RedisServer;
 
 /**
@@ -136,21 +138,28 @@ class SpringSecurityOnStarterThreadsTest {
   }
 
   /**
-   * Work that sends, then reads its caller, on time, taken over ({@code queued}) or {@code
-   * detached}: one send, its read is its caller's on the starter's thread, and the retry gets the
-   * answer replayed.
+   * Work ({@code callable}, or a {@code WebAsyncTask}'s) that sends, then reads its caller, on
+   * time, taken over ({@code queued}) or {@code detached}: one send, its read is its caller's on
+   * the starter's thread, and the retry gets the answer replayed.
    */
   @ParameterizedTest
-  @ValueSource(strings = {"on-time", "queued", "detached"})
-  void workThatReadsItsCallerAfterItSentSendsOnce(String mode) throws Exception {
+  @CsvSource({
+    "callable, on-time",
+    "callable, queued",
+    "callable, detached",
+    "task, queued",
+    "task, detached"
+  })
+  void workThatReadsItsCallerAfterItSentSendsOnce(String shape, String mode) throws Exception {
+    String path = shape.equals("task") ? "/secured/audited-task" : "/secured/audited";
     String key = newKey();
-    HttpResponse<byte[]> first = firstAnswer(mode, key, "alice");
+    HttpResponse<byte[]> first = firstAnswer(path, mode, key, "alice");
     assertThat(first.statusCode())
         .as("the first answer: %s", text(first))
         .isEqualTo(mode.equals("on-time") ? 201 : 409);
-    HttpResponse<byte[]> last = retryUntilAnswered(key, "alice");
+    HttpResponse<byte[]> last = retryUntilAnswered(path, key, "alice");
     if (last.statusCode() >= 500) {
-      last = retryUntilAnswered(key, "alice"); // the client retries a 5xx too
+      last = retryUntilAnswered(path, key, "alice"); // the client retries a 5xx too
     }
     assertThat(Audited.sendsOf(key))
         .as(
@@ -181,14 +190,14 @@ class SpringSecurityOnStarterThreadsTest {
   @ValueSource(strings = {"on-time", "queued"})
   void theKeyIsScopedByThePrincipal(String mode) throws Exception {
     String key = newKey();
-    firstAnswer(mode, key, "alice");
+    firstAnswer("/secured/audited", mode, key, "alice");
     HttpResponse<byte[]> bob = post("/secured/audited", key, "bob");
     assertThat(bob.statusCode()).as(replayed(bob)).isEqualTo(201);
     assertThat(bob.headers().firstValue("Idempotent-Replayed")).isEmpty();
     assertThat(text(bob)).contains("\"user\":\"bob\"");
 
-    HttpResponse<byte[]> aliceAgain = retryUntilAnswered(key, "alice");
-    HttpResponse<byte[]> bobAgain = retryUntilAnswered(key, "bob");
+    HttpResponse<byte[]> aliceAgain = retryUntilAnswered("/secured/audited", key, "alice");
+    HttpResponse<byte[]> bobAgain = retryUntilAnswered("/secured/audited", key, "bob");
     HttpResponse<byte[]> anonymous = post("/secured/audited", key, null);
 
     assertThat(Audited.sendsOf(key))
@@ -215,7 +224,8 @@ class SpringSecurityOnStarterThreadsTest {
    * over at the 1 s timeout; or {@code detached}: begun at once and held until its client got the
    * timeout's answer. Then waits until the work read its caller (or failed).
    */
-  private HttpResponse<byte[]> firstAnswer(String mode, String key, String user) throws Exception {
+  private HttpResponse<byte[]> firstAnswer(String path, String mode, String key, String user)
+      throws Exception {
     boolean queued = mode.equals("queued");
     CountDownLatch answered = new CountDownLatch(mode.equals("on-time") ? 0 : 1);
     Audited.firstAnswered = answered;
@@ -230,7 +240,7 @@ class SpringSecurityOnStarterThreadsTest {
     }
     HttpResponse<byte[]> first;
     try {
-      first = post("/secured/audited", key, user);
+      first = post(path, key, user);
     } finally {
       answered.countDown(); // the work goes on
       release.countDown();
@@ -244,11 +254,12 @@ class SpringSecurityOnStarterThreadsTest {
   }
 
   /** Posts again while the answer is 409 (in progress) or 503 (not ready yet), for 20 s. */
-  private HttpResponse<byte[]> retryUntilAnswered(String key, String user) throws Exception {
+  private HttpResponse<byte[]> retryUntilAnswered(String path, String key, String user)
+      throws Exception {
     HttpResponse<byte[]> retry;
     long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
     do {
-      retry = post("/secured/audited", key, user);
+      retry = post(path, key, user);
     } while ((retry.statusCode() == 409 || retry.statusCode() == 503)
         && System.nanoTime() < deadline);
     return retry;
@@ -362,6 +373,14 @@ class SpringSecurityOnStarterThreadsTest {
         String user = audit(key, request);
         return ResponseEntity.status(201).body(Map.of("send", n, "user", user));
       };
+    }
+
+    /** The same work as a {@code WebAsyncTask} (Spring MVC's timeout, no executor of its own). */
+    @PostMapping("/secured/audited-task")
+    @IdempotentEndpoint
+    public WebAsyncTask<ResponseEntity<Map<String, Object>>> auditedTask(
+        @RequestHeader("Idempotency-Key") String key, HttpServletRequest request) {
+      return new WebAsyncTask<>(audited(key, request));
     }
 
     /** The same reads, unguarded: Spring MVC alone. */
