@@ -50,13 +50,15 @@ import org.springframework.web.filter.OncePerRequestFilter;
  * ({@code SecurityContextHolderAwareRequestWrapper}) answers {@code getUserPrincipal} and {@code
  * isUserInRole} from that thread-local. Spring Security is not on the starter's test classpath (its
  * auto-configuration would secure every test application), so this application does the same with
- * its own holder ({@link CurrentUser}), filter and interceptor, as Spring Security's do. The work
- * sends, then reads its caller (an audit line, say): through the holder, or through its request's
- * {@code getUserPrincipal()}. On Spring MVC alone (the unguarded control) the work reads it; each
- * guarded key must send once (SPEC 1), on time, taken over (queued behind a held one-thread
- * executor at a 1 s timeout) or detached (begun on time, read after the timeout), and does: the
- * starter gives its threads the request's callable interceptors and the application's task
- * decorator ({@link TaskThreadContext}). One application on a real Redis.
+ * its own holder ({@link CurrentUser}), filter and interceptor, as Spring Security's do (module
+ * spring-security-tests runs the same reads under the real Spring Security, on Boot 3.5 and 4.0:
+ * {@code SpringSecurityOnStarterThreadsTest}). The work sends, then reads its caller (an audit
+ * line, say): through the holder, or through its request's {@code getUserPrincipal()}. On Spring
+ * MVC alone (the unguarded control) the work reads it; each guarded key must send once (SPEC 1), on
+ * time, taken over (queued behind a held one-thread executor at a 1 s timeout) or detached (begun
+ * on time, read after the timeout), and does: the starter gives its threads the request's callable
+ * interceptors and the application's task decorator ({@link TaskThreadContext}). One application on
+ * a real Redis.
  */
 class MvcThreadContextProbeTest extends MvcProbeApplication {
 
