@@ -14,9 +14,11 @@ import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
 import org.springframework.expression.ExpressionInvocationTargetException;
 import org.springframework.expression.ParseException;
+import org.springframework.expression.spel.SpelCompilerMode;
 import org.springframework.expression.spel.SpelEvaluationException;
 import org.springframework.expression.spel.SpelMessage;
 import org.springframework.expression.spel.SpelNode;
+import org.springframework.expression.spel.SpelParserConfiguration;
 import org.springframework.expression.spel.ast.BeanReference;
 import org.springframework.expression.spel.ast.FunctionReference;
 import org.springframework.expression.spel.ast.VariableReference;
@@ -32,7 +34,34 @@ public final class ExpressionAttributes {
 
   private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
 
+  /*
+   * Interpreted, never compiled, whatever spring.expression.compiler.mode says (a JVM system
+   * property or a spring.properties entry): in Spring 6.2 and 7.0 that setting is only the default
+   * of a SpelParserConfiguration that names no mode, and an explicit mode wins over it. A compiled
+   * expression reports anything thrown inside it as one SpelEvaluationException
+   * (EXCEPTION_RUNNING_COMPILED_EXPRESSION), so failedOnItsInput could not tell a look-up's own
+   * failure, which may pass, from an expression that fails on its input: a getter that timed out
+   * once would be an invalid key, a listener's poison message, a lost send. (MIXED would evaluate
+   * the failed expression again, interpreted: the look-up called twice.) Keys and fingerprints are
+   * short and evaluated once a call, next to a store's round trip: compiling them buys nothing
+   * measurable. This constructor, not the builder: the builder is not in Spring 6.2.
+   */
+  private static final SpelExpressionParser PARSER =
+      new SpelExpressionParser(new SpelParserConfiguration(SpelCompilerMode.OFF, null));
+
   private ExpressionAttributes() {}
+
+  /**
+   * The parser of the starter's expressions: they are interpreted, never compiled, whatever {@code
+   * spring.expression.compiler.mode} says, so that {@link #failedOnItsInput} sees the interpreter's
+   * exceptions (a compiled expression wraps whatever it threw in one exception, and a look-up that
+   * failed once would be taken for a key that cannot be evaluated). Thread-safe.
+   *
+   * @return the shared parser
+   */
+  public static SpelExpressionParser parser() {
+    return PARSER;
+  }
 
   /**
    * Parses a non-blank expression.
@@ -115,13 +144,20 @@ public final class ExpressionAttributes {
    * threw (a method, SpEL lets its unchecked exception out as it is and wraps a checked one in an
    * {@link ExpressionInvocationTargetException}; a property's getter or a constructor, whose
    * exception SpEL wraps in its own {@link SpelEvaluationException}): that code's own failure,
-   * which may pass (a look-up that timed out).
+   * which may pass (a look-up that timed out). An expression that ran compiled ({@link #parser()}
+   * never compiles; another parser may) wraps whatever it threw in one {@link
+   * SpelEvaluationException} that cannot be told apart: not its input's failure, so retried, never
+   * dropped as a poison message.
    *
    * @param e the evaluation's failure
    * @return true if it is the expression's own failure for these values
    */
   public static boolean failedOnItsInput(EvaluationException e) {
     if (e instanceof ExpressionInvocationTargetException) {
+      return false;
+    }
+    if (e instanceof SpelEvaluationException spel
+        && spel.getMessageCode() == SpelMessage.EXCEPTION_RUNNING_COMPILED_EXPRESSION) {
       return false;
     }
     if (e instanceof SpelEvaluationException spel

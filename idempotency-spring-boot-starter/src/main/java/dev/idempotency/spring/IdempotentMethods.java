@@ -34,7 +34,7 @@ final class IdempotentMethods {
   private volatile DefaultOperationNames defaultNames =
       new DefaultOperationNames(ANNOTATION, CONSEQUENCE);
   private final Map<IdempotentMethod, ResultCodec<Object>> codecs = new ConcurrentHashMap<>();
-  private final SpelExpressionParser parser = new SpelExpressionParser();
+  private final SpelExpressionParser parser = ExpressionAttributes.parser();
   private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
   private final Function<@Nullable String, Duration> ttlOf;
   private final Supplier<@Nullable Duration> lease;

@@ -1,6 +1,8 @@
 package dev.idempotency.spring;
 
 import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
+import dev.idempotency.spring.autoconfigure.IdempotencyMessagingAutoConfiguration;
+import dev.idempotency.spring.messaging.IdempotentListener;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -16,7 +18,9 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
  * getter ({@code #order.ref}) and by a static look-up ({@code T(..Keys).of(#p0)}), each of which
  * fails once for a "flaky" argument, as a look-up that timed out does. Each key is evaluated twice
  * first, so that SpEL compiles it (IMMEDIATE compiles after the second evaluation), then with the
- * flaky argument, then again. Prints one {@code RESULT} line per call.
+ * flaky argument, then again. The same for an {@code @IdempotentListener} keyed by the getter,
+ * called as a broker's container calls it (no broker: a direct call is a record delivery). Prints
+ * one {@code RESULT} line per call.
  */
 public final class CompiledKeyExpressionProbe {
 
@@ -63,6 +67,21 @@ public final class CompiledKeyExpressionProbe {
     }
   }
 
+  /** A listener keyed by the getter: each delivery that runs is a send. */
+  public static class Listener {
+    final AtomicInteger sends = new AtomicInteger();
+
+    @IdempotentListener(name = "compiled-listener", key = "#order.ref")
+    public void onOrder(Order order) {
+      sends.incrementAndGet();
+    }
+
+    /** The sends so far (a method: the bean is a proxy, whose fields are not the target's). */
+    public int sends() {
+      return sends.get();
+    }
+  }
+
   static final String KEYS = "dev.idempotency.spring.CompiledKeyExpressionProbe$Keys";
 
   public static void main(String[] args) {
@@ -71,9 +90,11 @@ public final class CompiledKeyExpressionProbe {
         .withConfiguration(
             AutoConfigurations.of(
                 dev.idempotency.spring.autoconfigure.JacksonAutoConfigurations.jackson(),
-                IdempotencyAutoConfiguration.class))
+                IdempotencyAutoConfiguration.class,
+                IdempotencyMessagingAutoConfiguration.class))
         .withPropertyValues("idempotency.store=memory")
         .withBean(Notifier.class)
+        .withBean(Listener.class)
         .run(
             context -> {
               if (context.getStartupFailure() != null) {
@@ -88,6 +109,16 @@ public final class CompiledKeyExpressionProbe {
               }
               for (String id : List.of("a", "b", "flaky", "flaky")) {
                 results.add(call("static " + id, () -> notifier.send(id + "-" + run)));
+              }
+              Listener listener = context.getBean(Listener.class);
+              for (String id : List.of("a", "b", "flaky", "flaky")) {
+                results.add(
+                    call(
+                        "listener " + id,
+                        () -> {
+                          listener.onOrder(new Order("listener-" + id + "-" + run));
+                          return "sent-" + listener.sends();
+                        }));
               }
             });
     results.forEach(System.out::println);

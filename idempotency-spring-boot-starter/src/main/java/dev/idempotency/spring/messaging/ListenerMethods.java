@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import dev.idempotency.spring.DefaultOperationNames;
+import dev.idempotency.spring.ExpressionAttributes;
 import dev.idempotency.spring.IdempotencyConfigurationException;
 import dev.idempotency.spring.Idempotent;
 import java.lang.reflect.Method;
@@ -28,7 +29,7 @@ final class ListenerMethods {
 
   private final Map<AnnotatedElementKey, Optional<ListenerMethod>> methods =
       new ConcurrentHashMap<>();
-  private final SpelExpressionParser parser = new SpelExpressionParser();
+  private final SpelExpressionParser parser = ExpressionAttributes.parser();
   private final ParameterNameDiscoverer parameterNames = new DefaultParameterNameDiscoverer();
   private final Supplier<String> defaultHeader;
   private final Supplier<Boolean> acknowledgeStoredFailure;

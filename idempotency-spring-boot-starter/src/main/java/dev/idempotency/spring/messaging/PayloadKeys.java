@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import com.rabbitmq.client.Channel;
+import dev.idempotency.spring.ExpressionAttributes;
 import dev.idempotency.spring.Idempotent;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
@@ -27,7 +28,6 @@ import org.springframework.expression.spel.ast.PropertyOrFieldReference;
 import org.springframework.expression.spel.ast.Selection;
 import org.springframework.expression.spel.ast.VariableReference;
 import org.springframework.expression.spel.standard.SpelExpression;
-import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.messaging.handler.annotation.Header;
 import org.springframework.messaging.handler.annotation.Headers;
 import org.springframework.messaging.handler.annotation.support.MessageMethodArgumentResolver;
@@ -117,7 +117,7 @@ final class PayloadKeys {
       boolean payloadVariable) {
     SpelNode ast;
     try {
-      ast = ((SpelExpression) new SpelExpressionParser().parseExpression(key)).getAST();
+      ast = ((SpelExpression) ExpressionAttributes.parser().parseExpression(key)).getAST();
     } catch (RuntimeException invalid) {
       return false;
     }

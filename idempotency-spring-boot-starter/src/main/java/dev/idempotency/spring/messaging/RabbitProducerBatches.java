@@ -10,7 +10,6 @@ import org.springframework.amqp.rabbit.listener.adapter.HandlerAdapter;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.expression.Expression;
-import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 
@@ -103,7 +102,7 @@ final class RabbitProducerBatches {
     }
     boolean[] headers = {false};
     try {
-      Expression key = new SpelExpressionParser().parseExpression(annotation.key());
+      Expression key = ExpressionAttributes.parser().parseExpression(annotation.key());
       ExpressionAttributes.checkVariables(
           "",
           "key",
