@@ -41,6 +41,9 @@ import org.springframework.web.util.UriUtils;
  */
 final class EndedRequest {
 
+  /** The request attribute Tomcat's {@code RequestDispatcher.forward} reads the type from. */
+  private static final String TOMCAT_DISPATCHER_TYPE = "org.apache.catalina.core.DISPATCHER_TYPE";
+
   private final Map<String, Object> request;
   private @Nullable HttpSession detached; // guarded by this: created by the first getSession()
 
@@ -100,6 +103,11 @@ final class EndedRequest {
       if (value != null) {
         attributes.put(name, value);
       }
+    }
+    // Tomcat's dispatcher type, which it answers but does not list: without it, its dispatcher's
+    // forward from the copy invokes nothing. The copy's own type is REQUEST (getDispatcherType).
+    if (request.getAttribute(TOMCAT_DISPATCHER_TYPE) != null) {
+      attributes.put(TOMCAT_DISPATCHER_TYPE, DispatcherType.REQUEST);
     }
     copy.put("attributes", Collections.synchronizedMap(attributes));
     copy.put("parameters", parameters(request));
