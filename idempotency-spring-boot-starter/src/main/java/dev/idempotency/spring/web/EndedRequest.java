@@ -1,7 +1,9 @@
 package dev.idempotency.spring.web;
 
 import jakarta.servlet.DispatcherType;
+import jakarta.servlet.RequestDispatcher;
 import jakarta.servlet.ServletConnection;
+import jakarta.servlet.ServletContext;
 import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletMapping;
 import jakarta.servlet.http.HttpServletRequest;
@@ -10,6 +12,7 @@ import jakarta.servlet.http.MappingMatch;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -23,18 +26,23 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.http.HttpHeaders;
+import org.springframework.web.util.UriUtils;
 
 /**
  * What rendering and exception resolvers read of a request (method, URI, headers, cookies,
  * attributes, parameters, the client's address, the principal, the session, the servlet context,
- * the servlet mapping, the connection and the request's ids), and work that outlived its request
- * may read of it, copied while the request was still valid, and answered after it ended by a {@link
- * HttpServletRequest} proxy whose body is gone. Its session, if it had one, is the same while it is
+ * the servlet mapping, the connection and the request's ids, its locales), and work that outlived
+ * its request may read of it, copied while the request was still valid, and answered after it ended
+ * by a {@link HttpServletRequest} proxy whose body is gone. Its dispatchers are the servlet
+ * context's, which outlives its requests. Its session, if it had one, is the same while it is
  * valid; once invalidated, or if it had none, {@code getSession(false)} answers null and {@code
  * getSession()} a fresh detached session that no container knows (a late answer creates no session
  * the client could use).
  */
 final class EndedRequest {
+
+  /** The request attribute Tomcat's {@code RequestDispatcher.forward} reads the type from. */
+  private static final String TOMCAT_DISPATCHER_TYPE = "org.apache.catalina.core.DISPATCHER_TYPE";
 
   private final Map<String, Object> request;
   private @Nullable HttpSession detached; // guarded by this: created by the first getSession()
@@ -59,6 +67,7 @@ final class EndedRequest {
     copy.put("getContentType", request.getContentType());
     copy.put("getCharacterEncoding", request.getCharacterEncoding());
     copy.put("getLocale", request.getLocale());
+    copy.put("locales", List.copyOf(Collections.list(request.getLocales())));
     copy.put("getRequestURL", request.getRequestURL().toString());
     copy.put("getProtocol", request.getProtocol());
     copy.put("getRemoteAddr", request.getRemoteAddr());
@@ -94,6 +103,11 @@ final class EndedRequest {
       if (value != null) {
         attributes.put(name, value);
       }
+    }
+    // Tomcat's dispatcher type, which it answers but does not list: without it, its dispatcher's
+    // forward from the copy invokes nothing. The copy's own type is REQUEST (getDispatcherType).
+    if (request.getAttribute(TOMCAT_DISPATCHER_TYPE) != null) {
+      attributes.put(TOMCAT_DISPATCHER_TYPE, DispatcherType.REQUEST);
     }
     copy.put("attributes", Collections.synchronizedMap(attributes));
     copy.put("parameters", parameters(request));
@@ -348,7 +362,9 @@ final class EndedRequest {
             case "getRequestURL":
               return new StringBuffer((String) request.get("getRequestURL"));
             case "getLocales":
-              return Collections.enumeration(List.of((Locale) request.get("getLocale")));
+              return Collections.enumeration((List<Locale>) request.get("locales"));
+            case "getRequestDispatcher":
+              return dispatcher((String) args[0], attributes);
             case "getDispatcherType":
               return DispatcherType.REQUEST;
             case "getSession":
@@ -383,6 +399,36 @@ final class EndedRequest {
             LateResponse.class.getClassLoader(),
             new Class<?>[] {HttpServletRequest.class},
             answers);
+  }
+
+  /**
+   * A dispatcher for {@code path}, as the container's request would have given on time: from the
+   * servlet context, which outlives its requests (work that forwards to or includes another servlet
+   * after its request ended would otherwise fail after it sent, its key released, and the retry
+   * would send again: SPEC 1). A path relative to the request is resolved as Tomcat resolves it,
+   * against the servlet path (the included one, in an include) and the path info, encoded as its
+   * default {@code dispatchersUseEncodedPaths} encodes them.
+   */
+  private @Nullable RequestDispatcher dispatcher(
+      @Nullable String path, Map<String, Object> attributes) {
+    if (path == null || !(request.get("getServletContext") instanceof ServletContext context)) {
+      return null;
+    }
+    int fragment = path.indexOf('#');
+    String target = fragment < 0 ? path : path.substring(0, fragment);
+    if (target.startsWith("/")) {
+      return context.getRequestDispatcher(target);
+    }
+    String servletPath =
+        attributes.get(RequestDispatcher.INCLUDE_SERVLET_PATH) instanceof String included
+            ? included
+            : (String) request.get("getServletPath");
+    String pathInfo = (String) request.get("getPathInfo");
+    String requestPath =
+        (servletPath == null ? "" : servletPath) + (pathInfo == null ? "" : pathInfo);
+    int slash = requestPath.lastIndexOf('/');
+    String base = slash >= 0 ? requestPath.substring(0, slash + 1) : requestPath;
+    return context.getRequestDispatcher(UriUtils.encodePath(base, StandardCharsets.UTF_8) + target);
   }
 
   /** What a proxy answers for an {@code Object} method or one it does not know: a default. */
