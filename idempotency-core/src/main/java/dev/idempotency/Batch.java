@@ -66,7 +66,9 @@ import org.jspecify.annotations.Nullable;
  * still has what it reported written and the rest released. A batch abandoned without either has
  * its reported outcomes written in the background, its keys renewed for no longer than the guard's
  * renewal limit, and is then let go (nothing keeps it reachable); its other keys run out one lease
- * later.
+ * later. When the guard closes, a report already begun is waited for as a running call is (within
+ * the grace period) and its outcome written by the close; one the close no longer waits for writes
+ * its outcome itself, on the reporting thread.
  *
  * <p>Before it hands out a key, a batch looks one send ahead by the guard's clock (the longest send
  * it has seen, plus a quarter lease): it writes the reported outcomes and renews the unreported
@@ -280,13 +282,25 @@ public final class Batch<T> implements AutoCloseable {
     }
   }
 
-  /** Has the keeper watch this batch, again if it let it go while the batch was idle. */
-  void keepWatched() {
+  /**
+   * Has the keeper watch this batch, again if it let it go while the batch was idle.
+   *
+   * @return {@code false} if the guard closed its keeper: the close wrote the outcomes queued
+   *     before this call, and writes none queued after it
+   */
+  boolean keepWatched() {
     synchronized (watchLock) {
-      if (!watchedByKeeper && result.get() == null) {
-        watchedByKeeper = true;
-        settings.keeper.watch(watcher);
+      if (result.get() != null) {
+        return true; // recorded: record() wrote the queue, and a report it stopped waiting for
+        // writes
       }
+      // asked each time, not only when not yet watched: the keeper orders this against its close
+      if (!settings.keeper.watch(watcher)) {
+        watchedByKeeper = false;
+        return false;
+      }
+      watchedByKeeper = true;
+      return true;
     }
   }
 
@@ -377,7 +391,8 @@ public final class Batch<T> implements AutoCloseable {
 
   /**
    * Reports a successful send. The outcome is written with others of the batch: at once when a
-   * chunk is full (on this thread), else within the keeper's period.
+   * chunk is full (on this thread), else within the keeper's period, or by the guard's close; after
+   * the close, on this thread.
    *
    * <p>A report that has begun when another thread calls {@link #record()} is waited for by it and
    * written with the rest; one that begins after {@code record()} is refused.
@@ -436,29 +451,46 @@ public final class Batch<T> implements AutoCloseable {
    * fields are published to the writer by the queue. The report passes the {@link BatchReportGate}
    * from its check of {@code record()} to the queue, so that {@code record()} waits for it; if
    * {@code record()} stopped waiting meanwhile, this thread writes the queue itself.
+   *
+   * <p>Against the guard's close, the item counts among the guard's running calls until its outcome
+   * is queued and the batch watched by the lease keeper: a close that waits for running calls finds
+   * it queued and writes it ({@link LeaseKeeper#close()}). If the close began to write before the
+   * batch was watched (it gave up on this report after its grace period), the keeper refuses the
+   * watch and this thread writes the queue itself, so nothing queued is left unwritten.
    */
   private void report(Item item, RecordState state, byte[] payload, Throwable failure) {
     if (!reports.enter()) {
       throw new IllegalStateException("record() was already called");
     }
+    boolean queued = false;
+    boolean keeperWrites = true;
     boolean writeHere;
     try {
-      if (!queue(item, state, payload, failure)) {
-        return; // a fail-open send: there is no claim to write to
+      markReported(item, state, payload, failure);
+      try {
+        queued = queue(item, state, failure);
+        if (queued) {
+          keeperWrites = keepWatched();
+        }
+      } finally {
+        item.stopRunning(settings.inFlight); // only now may a waiting close() go on
       }
     } finally {
       writeHere = reports.leave();
     }
-    if (writeHere) {
-      writer.writeNow(); // record() has stopped waiting for this report
+    if (!queued) {
+      return; // a fail-open send or an abandoned outcome: there is no claim to write to
+    }
+    if (writeHere || !keeperWrites) {
+      // record() has stopped waiting for this report, or the guard closed its keeper without it
+      writer.writeNow();
       return;
     }
     writer.writeIfChunkFull();
-    keepWatched();
   }
 
-  /** Marks the item reported and queues its outcome; {@code false} if it has no claim to write. */
-  private boolean queue(Item item, RecordState state, byte[] payload, Throwable failure) {
+  /** Marks the item reported, with its outcome; throws if it was reported before. */
+  private void markReported(Item item, RecordState state, byte[] payload, Throwable failure) {
     int before = item.state.get();
     if ((before != Item.NEW && before != Item.LAPSED)
         || !item.state.compareAndSet(before, Item.REPORTED)) {
@@ -472,7 +504,13 @@ public final class Batch<T> implements AutoCloseable {
     item.failure = failure;
     item.reportedAtMono = GuardSettings.monoNow();
     lastActivityMono = item.reportedAtMono;
-    item.stopRunning(settings.inFlight);
+  }
+
+  /**
+   * Queues a reported item's outcome; {@code false} if there is nothing to write: no claim (a
+   * fail-open send), or an abandoned outcome ({@link OutcomeAbandonedException}).
+   */
+  private boolean queue(Item item, RecordState state, Throwable failure) {
     if (item.handedOut()) {
       leases.sendEnded(item.handedOutAt, settings.leaseNow());
     }

@@ -11,6 +11,7 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -83,6 +84,9 @@ final class LeaseKeeper {
   private final ScheduledThreadPoolExecutor threads;
   private volatile boolean closed;
 
+  /** Orders {@link #watch} (shared) against {@link #close()} (exclusive). */
+  private final ReentrantReadWriteLock lifecycle = new ReentrantReadWriteLock();
+
   LeaseKeeper(GuardSettings settings) {
     this.settings = settings;
     this.renewAfterNanos = settings.leaseNanos / 4;
@@ -97,13 +101,28 @@ final class LeaseKeeper {
     threads.setRemoveOnCancelPolicy(true);
   }
 
-  /** Starts renewing what {@code owner} reports, until it says it is done or is unwatched. */
-  void watch(Watched owner) {
-    if (!closed && watched.add(owner)) {
-      count.incrementAndGet();
-      if (!ticking.get() && ticking.compareAndSet(false, true)) {
-        scheduleRound();
+  /**
+   * Starts renewing what {@code owner} reports, until it says it is done or is unwatched.
+   *
+   * @return {@code false} if {@link #close()} began: the owner is not watched, and its {@link
+   *     Watched#closing()} is not called; otherwise it is watched (again or still), and a close
+   *     that follows calls its {@code closing()} after this call returned
+   */
+  boolean watch(Watched owner) {
+    lifecycle.readLock().lock();
+    try {
+      if (closed) {
+        return false;
       }
+      if (watched.add(owner)) {
+        count.incrementAndGet();
+        if (!ticking.get() && ticking.compareAndSet(false, true)) {
+          scheduleRound();
+        }
+      }
+      return true;
+    } finally {
+      lifecycle.readLock().unlock();
     }
   }
 
@@ -119,20 +138,29 @@ final class LeaseKeeper {
   }
 
   /**
-   * Stops renewing: lets every watched owner write what it can ({@link Watched#closing()}), then
-   * nothing is renewed any more and the keeper's threads end.
+   * Stops renewing: nothing is watched or renewed any more, every owner watched until now writes
+   * what it can ({@link Watched#closing()}), and the keeper's threads end. A {@link #watch} either
+   * ends before this takes the owners (then its owner's {@code closing()} runs after it) or is
+   * refused.
    */
   void close() {
-    for (Watched owner : watched) {
+    List<Watched> owners;
+    lifecycle.writeLock().lock();
+    try {
+      closed = true;
+      owners = List.copyOf(watched);
+      watched.clear();
+      count.set(0);
+    } finally {
+      lifecycle.writeLock().unlock();
+    }
+    for (Watched owner : owners) {
       try {
         owner.closing();
       } catch (RuntimeException e) {
         log.warn("A lease renewal owner failed to write what it had at close", e);
       }
     }
-    closed = true;
-    watched.clear();
-    count.set(0);
     threads.shutdownNow();
   }
 

@@ -10,6 +10,7 @@ import dev.idempotency.IdempotencyRecord;
 import dev.idempotency.IdempotencyRequest;
 import dev.idempotency.ResultCodec;
 import dev.idempotency.spi.RecordState;
+import dev.idempotency.testservers.Poll;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -24,16 +25,17 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * {@code BatchReportRacingCloseProbeTest} (core, in store) on PostgreSQL 17 (embedded; the JDBC
- * store on the guard's clock): a batch report paused between {@code stopRunning} and the queue (the
- * guard's clock, read by {@code Batch.queue} between the two, waits until {@code close()} returned)
- * while the guard closes. The close writes nothing for it; an abandoned batch leaves the key
- * IN_PROGRESS, and guard B takes it over one lease later and sends again. The control records the
- * batch after the close: its outcome is written and replayed.
+ * store on the guard's clock): a batch report paused before its outcome is queued (the guard's
+ * clock, read by {@code Batch.queue}, waits for the test's gate) while the guard closes. Before
+ * fixbatch the report had stopped counting as running there, the close wrote nothing for it, an
+ * abandoned batch left the key IN_PROGRESS, and guard B took it over one lease later and sent
+ * again. Now a close waits for the report (within its grace period) and writes its outcome, and a
+ * report the close gave up on writes its outcome itself. The control records the batch after the
+ * close: its outcome is written and replayed.
  */
 class PostgresBatchReportRacingCloseProbeTest {
 
@@ -116,13 +118,13 @@ class PostgresBatchReportRacingCloseProbeTest {
   }
 
   /*
-   * Open finding (probeW, on 164f714; low to medium: a second send, needing an abandoned batch
-   * (neither record() nor close() of the batch) and a reporting thread paused in a window of a few
-   * instructions while the guard closes). Fails: "[a's outcome, reported within the grace period,
-   * recorded by the close] expected: COMPLETED but was: IN_PROGRESS" and "[a sent once (B got:
-   * b-2)] expected: 1 but was: 2".
+   * Was an open finding (probeW, on 164f714; low to medium: a second send, needing an abandoned
+   * batch and a reporting thread paused in a window of a few instructions while the guard closes),
+   * fixed by fixbatch. Failed: "[a's outcome, reported within the grace period, recorded by the
+   * close] expected: COMPLETED but was: IN_PROGRESS" and "[a sent once (B got: b-2)] expected: 1
+   * but was: 2". Here the report stays paused past the close's grace period (5 s): the close gives
+   * up on it, and the report, let go after the close returned, writes its outcome itself.
    */
-  @Tag("open-finding")
   @Test
   void anOutcomeReportedWhileTheGuardClosesIsRecorded() throws Exception {
     String a = "pg-batch-report-racing-close:" + UUID.randomUUID();
@@ -137,7 +139,7 @@ class PostgresBatchReportRacingCloseProbeTest {
     Thread reporter = new Thread(() -> batch.succeeded(item, "a-1"), "probeW-reporter");
     reporter.start();
     assertThat(clock.paused.await(10, TimeUnit.SECONDS))
-        .as("the report paused between stopRunning and the queue")
+        .as("the report paused before its outcome was queued")
         .isTrue();
     Thread closer = new Thread(guardA::close, "probeW-closer");
     closer.start();
@@ -150,7 +152,7 @@ class PostgresBatchReportRacingCloseProbeTest {
     softly.assertThat(closed).as("close returned within its grace period").isTrue();
     softly
         .assertThat(guardB.find(a).map(IdempotencyRecord::state).orElse(null))
-        .as("a's outcome, reported within the grace period, recorded by the close")
+        .as("a's outcome, reported after the close gave up on it, recorded by the report")
         .isEqualTo(RecordState.COMPLETED);
     clock.advance(LEASE.plusSeconds(1)); // the batch is never recorded (abandoned)
     String b;
@@ -186,5 +188,65 @@ class PostgresBatchReportRacingCloseProbeTest {
     String b = guardB.execute(a, TTL, ctx -> "b-" + sends.incrementAndGet());
     assertThat(sends.get()).as("a sent once (B got: %s; %s)", b, recorded).isEqualTo(1);
     assertThat(b).isEqualTo("a-1");
+  }
+
+  /**
+   * The close waits for a report that has begun (within its grace period, 60 s here) and writes its
+   * outcome: the report, paused before its outcome is queued, goes on once the close has begun; the
+   * close then returns long before its grace period ends, with the outcome written.
+   */
+  @Test
+  void anOutcomeBeingQueuedWhenTheGuardClosesIsWaitedForAndWrittenByTheClose() throws Exception {
+    String a = "pg-batch-report-waited-by-close:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    IdempotencyGuard guardC =
+        IdempotencyGuard.builder()
+            .store(store)
+            .clock(clock)
+            .lease(LEASE)
+            .inFlightWait(Duration.ZERO)
+            .closeGracePeriod(Duration.ofSeconds(60))
+            .build();
+    try {
+      Batch<String> batch =
+          guardC.claimBatch(List.of(IdempotencyRequest.of(a, TTL)), ResultCodec.string());
+      Batch.Item item = batch.toSend().iterator().next();
+      sends.incrementAndGet();
+      clock.armed.set(true);
+      Thread reporter = new Thread(() -> batch.succeeded(item, "a-1"), "fixbatch-reporter");
+      reporter.start();
+      assertThat(clock.paused.await(10, TimeUnit.SECONDS))
+          .as("the report paused before its outcome was queued")
+          .isTrue();
+      Thread closer = new Thread(guardC::close, "fixbatch-closer");
+      closer.start();
+      Poll.within(Duration.ofSeconds(30))
+          .until("the close to begin (calls refused)", () -> refusesCalls(guardC, a));
+      clock.gate.countDown();
+      closer.join(30_000);
+      assertThat(closer.isAlive())
+          .as("close returned once the report was queued, not at the end of its grace period")
+          .isFalse();
+      assertThat(guardB.find(a).map(IdempotencyRecord::state).orElse(null))
+          .as("a's outcome, reported while the close waited, written when close returned")
+          .isEqualTo(RecordState.COMPLETED);
+      reporter.join(30_000);
+      clock.advance(LEASE.plusSeconds(1)); // the batch is never recorded (abandoned)
+      String b = guardB.execute(a, TTL, ctx -> "b-" + sends.incrementAndGet());
+      assertThat(sends.get()).as("a sent once (B got: %s)", b).isEqualTo(1);
+      assertThat(b).isEqualTo("a-1");
+    } finally {
+      clock.gate.countDown();
+      guardC.close();
+    }
+  }
+
+  private static boolean refusesCalls(IdempotencyGuard guard, String key) {
+    try {
+      guard.find(key);
+      return false;
+    } catch (IllegalStateException closed) {
+      return true;
+    }
   }
 }

@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 import java.util.RandomAccess;
 import java.util.function.IntFunction;
 import org.jspecify.annotations.Nullable;
@@ -18,7 +19,9 @@ import org.slf4j.LoggerFactory;
  * first, fenced) just before that message's send, as {@link Batch#toSend()} promises, and not once
  * for the whole list before the first send. A message whose lease lapsed meanwhile (its renewals
  * failed for a lease, and another consumer may have taken it over) is never given to the listener:
- * reading it throws the deferral {@link #lapse} makes, and the batch comes back from it.
+ * reading it throws the deferral {@link #lapse} makes, and the batch comes back from it. That holds
+ * also for a key whose lease lapses between the batch's two checks ({@code hasNext()}, then {@code
+ * next()}).
  *
  * <ol>
  *   <li>Reading element {@code i} hands out, in order, the batch's keys up to element {@code i}'s;
@@ -95,11 +98,11 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
       throw readAfterEnd(index);
     }
     while (items[index] == null && !lapsed[index]) {
-      if (!toSend.hasNext()) {
+      Batch.Item item = nextHandedOut();
+      if (item == null) {
         markLapsedBefore(elements.size()); // the batch handed out none of the rest: all lapsed
         break;
       }
-      Batch.Item item = toSend.next();
       Integer position = indexOfKey.get(item.key());
       if (position == null) {
         continue; // not a message of this list (none is)
@@ -114,6 +117,22 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
     }
     given[index] = true;
     return element;
+  }
+
+  /**
+   * The batch's next key handed out, or {@code null} if it hands out none of the rest: {@code
+   * hasNext()} found none, or {@code next()} found that those it had found lapsed since (it checks
+   * their leases again, and throws {@link NoSuchElementException} when none is left).
+   */
+  private Batch.@Nullable Item nextHandedOut() {
+    if (!toSend.hasNext()) {
+      return null;
+    }
+    try {
+      return toSend.next();
+    } catch (NoSuchElementException lapsedSinceHasNext) {
+      return null;
+    }
   }
 
   /** Ends the batch: the listener returned (or threw), and its list can no longer be read. */
