@@ -6,6 +6,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import reactor.blockhound.BlockHound;
 import reactor.blockhound.BlockingOperationError;
 
@@ -27,9 +29,17 @@ import reactor.blockhound.BlockingOperationError;
  * 1.5 s) is never checked afterwards: BlockHound keeps each thread's state from its first check,
  * and during the installation that check takes only BlockHound's own test thread for non-blocking.
  * In a JVM where earlier test classes left a Reactor {@code parallel} worker or a Netty event loop
- * busy (a timer firing), that thread's blocking calls are not seen for the rest of the JVM. A test
- * that must see a call reported makes it on a non-blocking thread started after {@link #install()}
- * ({@code BlockingCallsTest}).
+ * busy (a timer firing), that thread's blocking calls were not seen for the rest of the JVM. So
+ * {@link BlockHoundForEveryTest} installs it when the test JVM starts executing its tests, before
+ * any test code runs ({@code BlockHoundChecksBusyThreadsTest}); a class's own {@link #install()} is
+ * then a no-op.
+ *
+ * <p>The calls are checked class by class: when a test class starts, the SDK's calls recorded
+ * before it (in a class that does not check, an MVC or listener test whose Lettuce event loop ran
+ * the SDK's code, or after a class's last check) are taken out and logged as a warning naming the
+ * class that ran before, so that they fail no later class; {@link #uncheckedFromTheSdk()} keeps
+ * them. Classes that do not check are not failed on them: the check belongs to the reactive
+ * classes, whose applications' event loops run the SDK's code.
  */
 public final class BlockingCalls {
 
@@ -40,6 +50,9 @@ public final class BlockingCalls {
   private static final List<BlockingOperationError> IN_LETTUCE_LOCK = new CopyOnWriteArrayList<>();
   private static final List<BlockingOperationError> OTHERS = new CopyOnWriteArrayList<>();
   private static final AtomicInteger OTHERS_SEEN = new AtomicInteger();
+  private static final List<String> UNCHECKED = new CopyOnWriteArrayList<>();
+  private static final Logger LOG = LoggerFactory.getLogger(BlockingCalls.class);
+  private static volatile String runningClass = "no test class";
   private static boolean installed;
 
   private BlockingCalls() {}
@@ -51,6 +64,37 @@ public final class BlockingCalls {
     }
     BlockHound.install(builder -> builder.blockingMethodCallback(BlockingCalls::remember));
     installed = true;
+  }
+
+  /**
+   * A test class starts: the SDK's calls recorded before it are taken out, logged and kept in
+   * {@link #uncheckedFromTheSdk()}, named after the class that ran before, and not failed on.
+   */
+  static void classStarted(String className) {
+    List<BlockingOperationError> before = new ArrayList<>(FROM_THE_SDK);
+    FROM_THE_SDK.removeAll(before);
+    if (!before.isEmpty()) {
+      String report =
+          report(
+              before.size()
+                  + " blocking call(s) of the SDK on a non-blocking thread while "
+                  + runningClass
+                  + " ran or after its last check, not checked (not failed on) before "
+                  + className
+                  + ":",
+              before);
+      UNCHECKED.add(report);
+      LOG.warn("{}", report);
+    }
+    runningClass = className;
+  }
+
+  /**
+   * The reports of the SDK's blocking calls on non-blocking threads that no test class checked,
+   * since the JVM started, each naming the class that ran when or before they were made.
+   */
+  public static List<String> uncheckedFromTheSdk() {
+    return List.copyOf(UNCHECKED);
   }
 
   /** BlockHound's callback: sorts the call and returns, so that the blocking call goes on. */
@@ -66,7 +110,7 @@ public final class BlockingCalls {
     }
   }
 
-  /** The blocking calls the SDK made on non-blocking threads since the JVM started. */
+  /** The blocking calls the SDK made on non-blocking threads, not yet checked. */
   public static List<BlockingOperationError> fromTheSdk() {
     return List.copyOf(FROM_THE_SDK);
   }
@@ -84,15 +128,25 @@ public final class BlockingCalls {
     if (calls.isEmpty()) {
       return;
     }
+    throw new AssertionError(
+        report(
+            calls.size()
+                + " blocking call(s) of the SDK on a non-blocking thread ("
+                + runningClass
+                + "):",
+            calls));
+  }
+
+  private static String report(String title, List<BlockingOperationError> calls) {
     StringWriter text = new StringWriter();
     PrintWriter out = new PrintWriter(text);
-    out.println(calls.size() + " blocking call(s) of the SDK on a non-blocking thread:");
+    out.println(title);
     for (BlockingOperationError call : calls) {
       out.println("on a thread:");
       call.printStackTrace(out);
     }
     out.flush();
-    throw new AssertionError(text.toString());
+    return text.toString();
   }
 
   /**
