@@ -1,0 +1,195 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.testservers.Poll;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
+
+/**
+ * probeX, of emitcall (f6a21d7, 865a49f): shapes of a taken-over {@code Callable}'s emitter that
+ * MvcTakenOverEmitterProbeTest does not reach: the emitter in a {@code ResponseEntity} (headers
+ * taken over), and in a {@code DeferredResult} the {@code Callable} returns already set. In each,
+ * the emitter's work is refused before it sent and ends the emitter with that refusal ({@code
+ * completeWithError}): nothing was sent, so the retry must send once (SPEC 1, no lost send). Spring
+ * MVC's executor's only thread is held so that the {@code Callable} is queued and taken over at the
+ * 1 s timeout. One application on a real Redis.
+ */
+class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
+
+  MvcTakenOverEmitterShapesProbeTest() {
+    super(
+        ShapesApplication.class,
+        "spring.mvc.async.request-timeout=1s",
+        "spring.task.execution.pool.core-size=1",
+        "spring.task.execution.pool.max-size=1",
+        "idempotency.close-grace-period=10s");
+  }
+
+  @Override
+  public int runs() {
+    return Shapes.entered.get();
+  }
+
+  /** A {@code ResponseEntity} of an emitter, its header set: passes on Boot 3.5 and 4.0. */
+  @Test
+  void aTakenOverEntityOfAnEmitterRefusedBeforeItSentIsReleased() throws Exception {
+    refusedThenRetried("/probeX/taken-over/entity-emitter");
+  }
+
+  /**
+   * Open finding (medium: a lost send, SPEC 1), though documented in docs/spring-boot.md ("an
+   * emitter that a later stage returned ... is recorded as answered without its body, since a stage
+   * that ran may have sent"): the {@code Callable} returns a {@code DeferredResult} already set to
+   * the emitter, so the emitter is a later stage's and is not followed (emitcall follows only a
+   * first stage's). Its work is refused before it sent; the key is recorded as answered and the
+   * retry gets 422 response-not-stored; nothing is ever sent within the window. Fails on Boot 3.5
+   * and 4.0 in about 22 s: "timed out after 20000 ms waiting for the retry's send: first answer 409
+   * {...request-in-progress...}, last 422 replayed=null {...response-not-stored...,
+   * "original-status":200}". A fix would follow a later stage's emitter as a first stage's is when
+   * no earlier stage could have sent (a {@code DeferredResult} set before the {@code Callable}
+   * returned it).
+   */
+  @Tag("open-finding")
+  @Test
+  void aTakenOverDeferredResultsEmitterRefusedBeforeItSentIsReleased() throws Exception {
+    refusedThenRetried("/probeX/taken-over/deferred-emitter");
+  }
+
+  private void refusedThenRetried(String path) throws Exception {
+    String key = EndpointClient.newKey();
+    String first = takenOver(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    String seen = "first answer " + first + ", last " + MvcProbes.replayed(last);
+    Poll.within(Duration.ofSeconds(20))
+        .until("the retry's send: " + seen, () -> Shapes.sendsOf(key) >= 1);
+    assertThat(Shapes.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+  }
+
+  private String takenOver(String path, String key) throws Exception {
+    CountDownLatch release = new CountDownLatch(1);
+    Shapes.release = release;
+    Shapes.blockStarted = new CountDownLatch(1);
+    CompletableFuture<HttpResponse<byte[]>> blocking =
+        MvcProbes.postAsync(this, "/probeX/taken-over/block", null);
+    assertThat(Shapes.blockStarted.await(30, TimeUnit.SECONDS))
+        .as("the blocking task holds the executor's only thread")
+        .isTrue();
+    try {
+      int called = Shapes.providerCalls.get();
+      HttpResponse<byte[]> first = post(path, key, "{}");
+      Poll.within(Duration.ofSeconds(20))
+          .until(
+              "the emitter's work called the provider", () -> Shapes.providerCalls.get() > called);
+      return first.statusCode() + " " + EndpointClient.text(first);
+    } finally {
+      release.countDown();
+      blocking.get(60, TimeUnit.SECONDS);
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(Shapes.class)
+  static class ShapesApplication {}
+
+  @RestController
+  static class Shapes {
+    static final AtomicInteger entered = new AtomicInteger();
+    static final AtomicInteger providerCalls = new AtomicInteger();
+    static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
+    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
+    static volatile CountDownLatch release = new CountDownLatch(1);
+
+    static int sendsOf(String key) {
+      AtomicInteger n = sends.get(key);
+      return n == null ? 0 : n.get();
+    }
+
+    /** Refuses (nothing sent) the first call of a key. */
+    private static String provider(String key) {
+      try {
+        if (!sends.containsKey(key)) {
+          sends.put(key, new AtomicInteger());
+          throw new IllegalStateException("the provider refused; nothing sent");
+        }
+        return "sent-" + sends.get(key).incrementAndGet();
+      } finally {
+        providerCalls.incrementAndGet();
+      }
+    }
+
+    @PostMapping("/probeX/taken-over/block")
+    public Callable<String> block() {
+      CountDownLatch started = blockStarted;
+      CountDownLatch held = release;
+      return () -> {
+        MvcRejectedWorkProbeTest.hold(started, held);
+        return "done";
+      };
+    }
+
+    private static SseEmitter emitter(String key) {
+      SseEmitter emitter = new SseEmitter();
+      Thread thread =
+          new Thread(
+              () -> {
+                String id;
+                try {
+                  id = provider(key);
+                } catch (IllegalStateException refused) {
+                  emitter.completeWithError(refused);
+                  return;
+                }
+                try {
+                  emitter.send(SseEmitter.event().data(id));
+                  emitter.complete();
+                } catch (Exception e) {
+                  emitter.completeWithError(e);
+                }
+              },
+              "probeX-provider");
+      thread.setDaemon(true);
+      thread.start();
+      return emitter;
+    }
+
+    @PostMapping("/probeX/taken-over/entity-emitter")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<SseEmitter>> entityEmitter(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> ResponseEntity.ok().header("X-Probe", "entity").body(emitter(key));
+    }
+
+    @PostMapping("/probeX/taken-over/deferred-emitter")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<SseEmitter>> deferredEmitter(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> {
+        DeferredResult<SseEmitter> deferred = new DeferredResult<>();
+        deferred.setResult(emitter(key));
+        return deferred;
+      };
+    }
+  }
+}

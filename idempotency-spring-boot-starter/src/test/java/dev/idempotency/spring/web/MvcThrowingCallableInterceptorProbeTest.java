@@ -1,0 +1,248 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.net.http.HttpResponse;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.NativeWebRequest;
+import org.springframework.web.context.request.async.CallableProcessingInterceptor;
+import org.springframework.web.context.request.async.WebAsyncUtils;
+import org.springframework.web.filter.OncePerRequestFilter;
+
+/**
+ * probeX, of 11e7141 ({@link TaskThreadContext}): a request's {@code CallableProcessingInterceptor}
+ * that fails, now that the interceptors run on the starter's threads too. The interceptor is
+ * registered by a filter (as Spring Security's is) and fails only on the key's first request, so
+ * the retry is clean: {@code post} fails in {@code postProcess} on every thread, after the work
+ * sent; {@code post-reads} never fails by itself but reads its request in {@code postProcess} (its
+ * header and URI), which the starter's thread may do after the request ended; {@code pre-starter}
+ * fails in {@code preProcess} on the starter's thread only (the work must not run there; nothing
+ * sent, so a release is right). On time (the work begins at once) and taken over (queued behind a
+ * held one-thread executor at a 1 s timeout). SPEC 1: the work runs (sends) at most once per key,
+ * and a retry after a send is replayed, never sent again. One application on a real Redis.
+ */
+class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
+
+  MvcThrowingCallableInterceptorProbeTest() {
+    super(
+        ThrowingApplication.class,
+        "spring.mvc.async.request-timeout=1s",
+        "spring.task.execution.pool.core-size=1",
+        "spring.task.execution.pool.max-size=1");
+  }
+
+  @Override
+  public int runs() {
+    return Throwing.entered.get();
+  }
+
+  /**
+   * Each row: the first request's answer, then retries until one is no longer in progress; the work
+   * must have run (sent) at most once, and once it sent, the retry is its replay (201). These rows
+   * pass on Boot 3.5 and 4.0: an interceptor that fails in {@code preProcess} on the starter's
+   * thread (the work does not run there: nothing sent, the key released, the retry sends once), and
+   * one that reads its request in {@code postProcess} after it ended (detached, taken over).
+   */
+  @ParameterizedTest(name = "{0}, queued={1}, held={2}")
+  @CsvSource({
+    "pre-starter,false,false",
+    "pre-starter,true,true",
+    "post-reads,false,true",
+    "post-reads,true,true"
+  })
+  void aFailingInterceptorNeverMakesASecondSend(String mode, boolean queued, boolean held)
+      throws Exception {
+    aFailingInterceptorSendsOnce(mode, queued, held);
+  }
+
+  /**
+   * Open finding (medium: a second send, SPEC 1), of 11e7141: an interceptor whose {@code
+   * postProcess} fails after the work sent. {@link TaskThreadContext#call} throws the first {@code
+   * postProcess} failure as the work's result on the starter's thread, so the work's own result
+   * (its 201) is lost to the starter, the failure (nothing maps it) releases the key, and the retry
+   * sends again. Spring MVC's own chain passes every {@code postProcess} the work's result; the
+   * starter's {@code AsyncTimeouts} sees only the starter thread's failure. On time: first 500,
+   * retry 201 "sent-2" (the interceptor failed on idempotent-endpoint-1 and task-1); taken over:
+   * first 409, retry 201 "sent-2" (failed on idempotent-endpoint-taken-over-1; before 11e7141 no
+   * interceptor ran on that thread). Fails on Boot 3.5 and 4.0: "sends of the key (...) expected: 1
+   * but was: 2". A fix would keep the work's own outcome for the key once the work returned (a
+   * postProcess failure after it is the response's, not the send's).
+   */
+  @Tag("open-finding")
+  @ParameterizedTest(name = "{0}, queued={1}, held={2}")
+  @CsvSource({"post,false,false", "post,true,true"})
+  void aPostProcessThatFailsAfterTheSendNeverMakesASecondSend(
+      String mode, boolean queued, boolean held) throws Exception {
+    aFailingInterceptorSendsOnce(mode, queued, held);
+  }
+
+  private void aFailingInterceptorSendsOnce(String mode, boolean queued, boolean held)
+      throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/throwing/" + mode;
+    HttpResponse<byte[]> first =
+        Throwing.HELD.firstAnswer(
+            port(),
+            "/throwing-block",
+            queued,
+            held,
+            () -> post(path, key, "{}"),
+            () -> Throwing.sendsOf(key) == 1 || Throwing.failedOn.containsKey(key));
+    String firstSeen = first.statusCode() + " " + EndpointClient.text(first);
+    HttpResponse<byte[]> retry = MvcProbes.retryUntilAnswered(this, path, key);
+    int sendsAfterRetry = Throwing.sendsOf(key);
+    String facts =
+        "first: "
+            + firstSeen
+            + "; retry: "
+            + retry.statusCode()
+            + " "
+            + EndpointClient.text(retry)
+            + "; interceptor failed on: "
+            + Throwing.failedOn.get(key)
+            + "; sends: "
+            + sendsAfterRetry;
+    assertThat(sendsAfterRetry).as("sends of the key (%s)", facts).isEqualTo(1);
+    assertThat(retry.statusCode()).as("the retry (%s)", facts).isEqualTo(201);
+    assertThat(EndpointClient.text(retry)).as("the retry (%s)", facts).isEqualTo("sent-1");
+  }
+
+  /** Registers the failing interceptor for {@code /throwing/{mode}}, failing on a key's first. */
+  static final class RegisteringFilter extends OncePerRequestFilter {
+    private static final Set<String> seen = ConcurrentHashMap.newKeySet();
+
+    @Override
+    protected void doFilterInternal(
+        HttpServletRequest request, HttpServletResponse response, FilterChain chain)
+        throws ServletException, IOException {
+      String key = request.getHeader("Idempotency-Key");
+      String uri = request.getRequestURI();
+      if (key != null && uri.startsWith("/throwing/")) {
+        String mode = uri.substring("/throwing/".length());
+        WebAsyncUtils.getAsyncManager(request)
+            .registerCallableInterceptor("probeX.failing", new Failing(mode, key, seen.add(key)));
+      }
+      chain.doFilter(request, response);
+    }
+  }
+
+  /** Fails as its mode says, on its key's first request only. */
+  static final class Failing implements CallableProcessingInterceptor {
+    private final String mode;
+    private final String key;
+    private final boolean fails;
+
+    Failing(String mode, String key, boolean fails) {
+      this.mode = mode;
+      this.key = key;
+      this.fails = fails;
+    }
+
+    private static boolean startersThread() {
+      return Thread.currentThread().getName().startsWith("idempotent-endpoint-");
+    }
+
+    @Override
+    public <T> void preProcess(NativeWebRequest request, Callable<T> task) {
+      if (fails && mode.equals("pre-starter") && startersThread()) {
+        Throwing.failedOn.merge(
+            key, "pre@" + Thread.currentThread().getName(), (a, b) -> a + "," + b);
+        throw new IllegalStateException("probeX: preProcess fails");
+      }
+    }
+
+    @Override
+    public <T> void postProcess(NativeWebRequest request, Callable<T> task, Object result) {
+      if (mode.equals("post-reads")) {
+        // an ordinary interceptor that reads its request in postProcess (a metric's tag, a log)
+        try {
+          HttpServletRequest servlet = request.getNativeRequest(HttpServletRequest.class);
+          String read = request.getHeader("Idempotency-Key") + " " + servlet.getRequestURI();
+          Throwing.failedOn.merge(
+              key,
+              "read@" + Thread.currentThread().getName() + ":" + read.length(),
+              (a, b) -> a + "," + b);
+        } catch (RuntimeException e) {
+          Throwing.failedOn.merge(
+              key,
+              "post-reads@" + Thread.currentThread().getName() + ":" + e,
+              (a, b) -> a + "," + b);
+          throw e;
+        }
+      }
+      if (fails && mode.equals("post")) {
+        Throwing.failedOn.merge(
+            key, "post@" + Thread.currentThread().getName(), (a, b) -> a + "," + b);
+        throw new IllegalStateException("probeX: postProcess fails");
+      }
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(Throwing.class)
+  static class ThrowingApplication {
+    @Bean
+    FilterRegistrationBean<RegisteringFilter> failingInterceptorFilter() {
+      FilterRegistrationBean<RegisteringFilter> registration =
+          new FilterRegistrationBean<>(new RegisteringFilter());
+      registration.setOrder(-100);
+      return registration;
+    }
+  }
+
+  @RestController
+  static class Throwing {
+    static final AtomicInteger entered = new AtomicInteger();
+    static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
+    static final Map<String, String> failedOn = new ConcurrentHashMap<>();
+    static final HeldExecutor HELD = new HeldExecutor();
+
+    @PostMapping("/throwing/{mode}")
+    @IdempotentEndpoint
+    public Callable<ResponseEntity<String>> work(
+        @PathVariable("mode") String mode, @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch answered = HELD.firstAnswered;
+      return () -> {
+        int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+        answered.await(20, TimeUnit.SECONDS);
+        return ResponseEntity.status(201).body("sent-" + n);
+      };
+    }
+
+    @PostMapping("/throwing-block")
+    public Callable<String> block() {
+      return HELD.block();
+    }
+
+    static int sendsOf(String key) {
+      AtomicInteger n = sends.get(key);
+      return n == null ? 0 : n.get();
+    }
+  }
+}
