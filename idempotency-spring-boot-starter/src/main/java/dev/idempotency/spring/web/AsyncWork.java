@@ -71,6 +71,13 @@ final class AsyncWork {
      */
     void runDetached();
 
+    /**
+     * The guard's close grace is about to run out (a shutdown): a later {@code DeferredResult} the
+     * work still awaits is expired now, as at its timeout, so that its end is recorded within the
+     * grace ({@link UninterruptedWork}).
+     */
+    default void graceRunsOut() {}
+
     /** For a stream's work, what it writes, detached from its request; null for a callable's. */
     @Nullable WrittenBody body();
   }
@@ -97,6 +104,7 @@ final class AsyncWork {
   private Work work = Work.NONE; // guarded by this
   private @Nullable Queued queued; // guarded by this: the work while it is QUEUED
   private @Nullable Queued requeued; // guarded by this: a later stage's Callable while REQUEUED
+  private volatile @Nullable Queued taken; // the work the starter took over, once TAKEN
   private volatile boolean laterStageTaken; // a refused later stage, taken over
   private boolean laterStageQueued; // guarded by this: a stage that ran returned more work
 
@@ -361,6 +369,7 @@ final class AsyncWork {
       taken = queued;
       work = Work.TAKEN;
       queued = null;
+      this.taken = taken;
       this.late = late;
       WrittenBody body = taken.body();
       if (body != null) { // a stream's end is decided as one cut short, its body kept if it fits
@@ -369,6 +378,17 @@ final class AsyncWork {
     }
     taken.runDetached();
     return true;
+  }
+
+  /**
+   * The guard's close grace is about to run out (a shutdown): work the starter took over that still
+   * awaits a later {@code DeferredResult} expires it now ({@link Queued#graceRunsOut}).
+   */
+  void takenOverGraceRunsOut() {
+    Queued work = taken;
+    if (work != null) {
+      work.graceRunsOut();
+    }
   }
 
   /**
@@ -435,6 +455,7 @@ final class AsyncWork {
       }
       taken = requeued;
       requeued = null;
+      this.taken = taken;
       work = Work.TAKEN;
       laterStageTaken = true;
       this.late = late;

@@ -261,7 +261,11 @@ final class EndpointCall {
    * @param graceRunsOut runs its task shortly before the guard's close grace runs out
    */
   void dispatchLost(LateResponse late, java.util.function.Consumer<Runnable> graceRunsOut) {
-    if (asyncWork.takeOverQueuedWork(late)) {
+    // work the starter took over (now or at an earlier timeout) that awaits a later
+    // DeferredResult expires it before the grace runs out, its end recorded within the grace
+    boolean tookOver = asyncWork.takeOverQueuedWork(late);
+    graceRunsOut.accept(asyncWork::takenOverGraceRunsOut);
+    if (tookOver) {
       if (asyncWork.streamEnd().awaitsStreamEnd()) {
         graceRunsOut.accept(asyncWork.streamEnd()::streamOutlivesTheGrace);
       }

@@ -1,9 +1,11 @@
 package dev.idempotency.spring.web;
 
 import dev.idempotency.KeyStoreException;
+import jakarta.servlet.http.HttpServletRequest;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.lang.reflect.Method;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CancellationException;
@@ -17,13 +19,17 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
 import org.springframework.context.i18n.LocaleContext;
 import org.springframework.context.i18n.LocaleContextHolder;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
+import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
@@ -50,6 +56,30 @@ final class UninterruptedWork {
 
   /** How many threads run work taken over at once at most; more runs on the caller's thread. */
   static final int TAKEN_OVER_THREADS = 32;
+
+  /**
+   * How long a later {@code DeferredResult} with no timeout of its own is awaited when the
+   * request's async timeout cannot be read: the servlet containers' default async timeout.
+   */
+  static final long DEFAULT_ASYNC_TIMEOUT_MILLIS = 30_000;
+
+  private static final Logger log = LoggerFactory.getLogger(UninterruptedWork.class);
+
+  /**
+   * {@code DeferredResult.getLifecycleInterceptor()}, package-private in Spring 6.2 and 7.0: the
+   * interceptor through which Spring MVC runs a {@code DeferredResult}'s {@code onTimeout} callback
+   * and sets its timeout result at a timeout, and marks it expired at the request's end. Reached by
+   * reflection, since nothing public does either; null if it cannot be (then a later {@code
+   * DeferredResult} unset at its timeout is recorded as answered without its body).
+   */
+  private static final @Nullable Method LIFECYCLE = deferredMethod("getLifecycleInterceptor");
+
+  /**
+   * {@code DeferredResult.getTimeoutValue()}, package-private in Spring 6.2 and 7.0 (Spring MVC
+   * reads it to set the request's timeout); reached by reflection, null if it cannot be (then the
+   * request's async timeout bounds the wait).
+   */
+  private static final @Nullable Method TIMEOUT_VALUE = deferredMethod("getTimeoutValue");
 
   private final ExecutorService workers;
   private final ThreadPoolExecutor takenOver;
@@ -238,6 +268,10 @@ final class UninterruptedWork {
     Map<String, String> mdc = MDC.getCopyOfContextMap();
     LocaleContext locale = LocaleContextHolder.getLocaleContext();
     RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
+    // a later DeferredResult's wait ends at its timeout, else the request's async timeout (read
+    // when the work is taken over, the request async by then), or when the close grace runs out
+    long[] asyncTimeout = {DEFAULT_ASYNC_TIMEOUT_MILLIS};
+    CompletableFuture<Void> graceRunsOut = new CompletableFuture<>();
     // decorated now, on the request's thread, where Spring MVC's executor would have decorated its
     // task (the thread that takes it over, a container's, has none of the request's context)
     Runnable detachedRun =
@@ -259,7 +293,9 @@ final class UninterruptedWork {
                       null);
                 }
                 // the request's interceptors around the work and its later stages
-                result = context.call(() -> runToItsEnd(work, laterStageRan));
+                result =
+                    context.call(
+                        () -> runToItsEnd(work, laterStageRan, asyncTimeout[0], graceRunsOut));
               } catch (Throwable failure) {
                 result = failure;
               } finally {
@@ -272,7 +308,13 @@ final class UninterruptedWork {
     return new AsyncWork.Queued() {
       @Override
       public void runDetached() {
+        asyncTimeout[0] = asyncTimeoutOf(attributes);
         takenOver.execute(detachedRun);
+      }
+
+      @Override
+      public void graceRunsOut() {
+        graceRunsOut.complete(null);
       }
 
       @Override
@@ -284,9 +326,18 @@ final class UninterruptedWork {
 
   /**
    * {@code work}'s result, run to its end as Spring MVC would run it: a result that is more async
-   * work is run too ({@link #detached}); {@code laterStageRan[0]} is set once a later stage ran.
+   * work is run too ({@link #detached}); {@code laterStageRan[0]} is set once a later stage runs
+   * (before it runs: its failure is a later stage's, after a stage that may have sent).
+   *
+   * @param asyncTimeout how long a later {@code DeferredResult} with no timeout of its own is
+   *     awaited, in milliseconds (zero or less: without limit, as the servlet container would)
+   * @param graceRunsOut completed when the guard's close grace is about to run out
    */
-  private static @Nullable Object runToItsEnd(Callable<?> work, boolean[] laterStageRan)
+  private static @Nullable Object runToItsEnd(
+      Callable<?> work,
+      boolean[] laterStageRan,
+      long asyncTimeout,
+      CompletableFuture<Void> graceRunsOut)
       throws Exception {
     @Nullable Object result = work.call();
     while (true) {
@@ -296,16 +347,21 @@ final class UninterruptedWork {
               ? body
               : result;
       if (value instanceof Callable<?> next) {
+        laterStageRan[0] = true;
         result = next.call();
       } else if (value instanceof WebAsyncTask<?> task) {
+        laterStageRan[0] = true;
         result = task.getCallable().call();
       } else if (value instanceof CompletionStage<?> stage) {
         result = awaitStage(stage);
       } else if (value instanceof DeferredResult<?> deferred) {
-        result = awaitDeferred(deferred);
+        result = awaitDeferred(deferred, asyncTimeout, graceRunsOut);
+        if (result == deferred) {
+          break; // nothing answered it: recorded as answered without its body
+        }
       } else if (value instanceof StreamingResponseBody stream) {
-        stream.writeTo(OutputStream.nullOutputStream());
         laterStageRan[0] = true;
+        stream.writeTo(OutputStream.nullOutputStream());
         break; // answered without its body
       } else {
         break;
@@ -325,12 +381,38 @@ final class UninterruptedWork {
    * would have dispatched it: an error result that is a {@code Throwable} is its failure, thrown;
    * any other (a value, or an error result that is not a {@code Throwable}) is its value. Spring
    * MVC never got it (the work was taken over), so nothing else sets its result handler or expires
-   * it.
+   * it: it is awaited until its own timeout ({@link #TIMEOUT_VALUE}), else the request's async
+   * timeout, or until the guard's close grace is about to run out at a shutdown, whichever comes
+   * first; then it is expired as Spring MVC expires one at its timeout ({@link #expire}: its {@code
+   * onTimeout} callback, then its timeout result, if any). The application's own {@code
+   * DeferredResultProcessingInterceptor}s are not run: the request is gone. If nothing answered it
+   * even then, the stage that returned it ran and may have sent, and nothing reports whether it
+   * did: the {@code DeferredResult} itself is returned, recorded as answered without its body
+   * ({@link AsyncWork#takenOverResult}), never released (SPEC 1).
    */
-  private static @Nullable Object awaitDeferred(DeferredResult<?> deferred) throws Exception {
+  private static @Nullable Object awaitDeferred(
+      DeferredResult<?> deferred, long asyncTimeout, CompletableFuture<Void> graceRunsOut)
+      throws Exception {
     CompletableFuture<@Nullable Object> value = new CompletableFuture<>();
     deferred.setResultHandler(value::complete);
-    Object result = await(value);
+    Long own = timeoutOf(deferred);
+    long timeout = own != null ? own : asyncTimeout;
+    CompletableFuture<@Nullable Object> ends = new CompletableFuture<>();
+    value.thenAccept(ends::complete);
+    graceRunsOut.thenRun(() -> ends.complete(null));
+    if (timeout > 0) {
+      CompletableFuture.delayedExecutor(timeout, TimeUnit.MILLISECONDS)
+          .execute(() -> ends.complete(null));
+    }
+    await(ends);
+    if (!value.isDone()) {
+      expire(deferred); // its timeout answer, if any, comes through the result handler
+    }
+    completed(deferred);
+    if (!value.isDone()) {
+      return deferred; // no answer: recorded as answered without its body
+    }
+    Object result = value.join();
     if (result instanceof Exception failure) {
       throw failure;
     }
@@ -341,6 +423,100 @@ final class UninterruptedWork {
       throw new ExecutionException(failure);
     }
     return result;
+  }
+
+  /**
+   * What Spring MVC does at a {@code DeferredResult}'s timeout, before its own fallback: the
+   * result's lifecycle interceptor runs its {@code onTimeout} callback, then sets its timeout
+   * result if it has one. Reached by reflection ({@link #LIFECYCLE}); if that fails, nothing is
+   * set, and the result is recorded as answered without its body (fail safe: no second send).
+   */
+  private static void expire(DeferredResult<?> deferred) {
+    DeferredResultProcessingInterceptor lifecycle = lifecycleOf(deferred);
+    if (lifecycle == null) {
+      return;
+    }
+    try {
+      lifecycle.handleTimeout(null, deferred); // Spring's own interceptor reads no request
+    } catch (Exception e) {
+      log.debug("A taken-over DeferredResult's timeout handling failed", e);
+    }
+  }
+
+  /**
+   * What Spring MVC does as the request of a {@code DeferredResult} completes: the result is marked
+   * expired (nothing sets it any more) and its {@code onCompletion} callback runs.
+   */
+  private static void completed(DeferredResult<?> deferred) {
+    DeferredResultProcessingInterceptor lifecycle = lifecycleOf(deferred);
+    if (lifecycle == null) {
+      return;
+    }
+    try {
+      lifecycle.afterCompletion(null, deferred);
+    } catch (Exception e) {
+      log.debug("A taken-over DeferredResult's completion callback failed", e);
+    }
+  }
+
+  @SuppressWarnings("NullAway") // Spring's lifecycle interceptor never reads its request
+  private static @Nullable DeferredResultProcessingInterceptor lifecycleOf(
+      DeferredResult<?> deferred) {
+    Method method = LIFECYCLE;
+    if (method == null) {
+      return null;
+    }
+    try {
+      return method.invoke(deferred) instanceof DeferredResultProcessingInterceptor lifecycle
+          ? lifecycle
+          : null;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      log.debug("A taken-over DeferredResult's lifecycle could not be reached", e);
+      return null;
+    }
+  }
+
+  /** The {@code DeferredResult}'s own timeout, in milliseconds; null if it has none, or unread. */
+  private static @Nullable Long timeoutOf(DeferredResult<?> deferred) {
+    Method method = TIMEOUT_VALUE;
+    if (method == null) {
+      return null;
+    }
+    try {
+      return method.invoke(deferred) instanceof Long timeout ? timeout : null;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      log.debug("A taken-over DeferredResult's timeout could not be read", e);
+      return null;
+    }
+  }
+
+  private static @Nullable Method deferredMethod(String name) {
+    try {
+      Method method = DeferredResult.class.getDeclaredMethod(name);
+      method.setAccessible(true);
+      return method;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      log.debug("DeferredResult.{} cannot be reached", name, e);
+      return null;
+    }
+  }
+
+  /**
+   * The async timeout of the request whose work is taken over (at its timeout or a shutdown, the
+   * request is async by then), in milliseconds; else {@link #DEFAULT_ASYNC_TIMEOUT_MILLIS}.
+   */
+  private static long asyncTimeoutOf(@Nullable RequestAttributes attributes) {
+    try {
+      if (attributes instanceof ServletRequestAttributes servlet) {
+        HttpServletRequest request = servlet.getRequest();
+        if (request.isAsyncStarted()) {
+          return request.getAsyncContext().getTimeout();
+        }
+      }
+    } catch (RuntimeException e) {
+      log.debug("A taken-over request's async timeout could not be read", e);
+    }
+    return DEFAULT_ASYNC_TIMEOUT_MILLIS;
   }
 
   /**

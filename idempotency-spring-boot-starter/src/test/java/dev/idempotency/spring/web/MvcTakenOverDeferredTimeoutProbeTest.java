@@ -13,7 +13,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -75,17 +74,18 @@ class MvcTakenOverDeferredTimeoutProbeTest extends MvcProbeApplication {
         row.startsWith("refused:"), row.substring(row.indexOf(':') + 1));
   }
 
-  /*
-   * Open finding (probeV, on 164f714; low-medium: no progress and a thread held for good, not a
-   * second or lost send). A refused (taken-over) Callable's DeferredResult is awaited by
-   * UninterruptedWork.awaitDeferred with no bound; the starter never expires it, so a
-   * DeferredResult that only its timeout answers (a timeout result, onTimeout) never ends: the key
-   * stays in progress (its lease, 3 s here, renewed while the work "runs": still 409 after 20 s),
-   * every retry gets 409 until the application stops, and a taken-over thread waits for ever. On time the same request answers 201 at the DeferredResult's
-   * 1 s timeout (the on-time rows above). Fails on Boot 3.5 and 4.0: 'the retry (one send) ...
-   * expected: 201 but was: 409'.
+  /**
+   * Was an open finding (probeV, on 164f714; low-medium: no progress and a thread held for good,
+   * not a second or lost send), fixed by fixdeferred. A refused (taken-over) Callable's
+   * DeferredResult was awaited by UninterruptedWork.awaitDeferred with no bound; the starter never
+   * expired it, so a DeferredResult that only its timeout answers (a timeout result, onTimeout)
+   * never ended: the key stayed in progress (its lease, 3 s here, renewed while the work "ran":
+   * still 409 after 20 s), every retry got 409 until the application stopped, and a taken-over
+   * thread waited for ever. Failed on Boot 3.5 and 4.0: 'the retry (one send) ... expected: 201 but
+   * was: 409'. Now the wait ends at the DeferredResult's own timeout (else the request's async
+   * timeout, or the close grace at a shutdown) and it is expired as Spring MVC expires one: its
+   * onTimeout callback, then its timeout result, stored as on time (the on-time rows above).
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @ValueSource(
       strings = {
@@ -95,6 +95,32 @@ class MvcTakenOverDeferredTimeoutProbeTest extends MvcProbeApplication {
   void aRefusedCallableWhoseDeferredResultItsTimeoutAnswersIsAnswered(String path)
       throws Exception {
     sendsOnceAndTheRetryGetsTheSend(true, path);
+  }
+
+  /**
+   * (fixdeferred) A refused Callable that sends, then returns a DeferredResult that nothing
+   * answers, not even its 1 s timeout (no timeout result, no onTimeout): at that timeout the stage
+   * that ran may have sent and nothing reports whether it did, so the call is recorded as answered
+   * without its body: sent once, the retry gets 422 response-not-stored, never a second send (SPEC
+   * 1).
+   */
+  @org.junit.jupiter.api.Test
+  void aRefusedCallableWhoseDeferredResultNothingAnswersIsRecordedAsAnswered() throws Exception {
+    String path = "/probeV/callable-of-deferred-unanswered";
+    String key = EndpointClient.newKey();
+    HttpResponse<byte[]> first = whileExecutorHeld(() -> post(path, key, "{}"));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (DeferredTimeouts.sendsOf(key) == 0 && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    String shown =
+        String.format(
+            "(first answer %s; last %s)",
+            first.statusCode() + " " + EndpointClient.text(first), MvcProbes.replayed(last));
+    assertThat(DeferredTimeouts.sendsOf(key)).as("sends for the key " + shown).isEqualTo(1);
+    assertThat(first.statusCode()).as("the first answer " + shown).isEqualTo(409);
+    assertThat(last.statusCode()).as("the retry " + shown).isEqualTo(422);
   }
 
   /**
@@ -206,6 +232,18 @@ class MvcTakenOverDeferredTimeoutProbeTest extends MvcProbeApplication {
         DeferredResult<ResponseEntity<Map<String, Object>>> result = new DeferredResult<>(1_000L);
         result.onTimeout(() -> result.setResult(sent));
         return result;
+      };
+    }
+
+    /** Sends, then returns a DeferredResult that nothing answers, not even its 1 s timeout. */
+    @PostMapping("/probeV/callable-of-deferred-unanswered")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<ResponseEntity<Map<String, Object>>>> unanswered(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> {
+        send(key);
+        return new DeferredResult<>(1_000L);
       };
     }
 

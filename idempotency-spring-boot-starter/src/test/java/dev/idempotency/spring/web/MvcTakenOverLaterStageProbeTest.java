@@ -106,6 +106,27 @@ class MvcTakenOverLaterStageProbeTest extends MvcProbeApplication {
   }
 
   /**
+   * Probe (fixdeferred) of emitcall's suspicion: a taken-over {@code Callable} that sends, then
+   * returns a {@code Callable} (a later stage) that fails. The later stage ran after a stage that
+   * sent, so its failure is recorded as answered without its body ({@code
+   * AsyncWork.takenOverResult}): the retry gets 422 response-not-stored, never a second send.
+   * Failed before the fix (UninterruptedWork marked a later stage as run only once it ended, so its
+   * failure was taken for the first stage's and released, and the retry sent again): "sends: first
+   * answer 409 {...request-in-progress...}, last 500 replayed=null {...} expected: 1 but was: 2"
+   * (Boot 3.5).
+   */
+  @Test
+  void aLaterCallableThatFailsAfterTheFirstStageSentIsNotSentAgain() throws Exception {
+    String path = "/probeM/later/callable-then-callable-fails";
+    String key = EndpointClient.newKey();
+    String first = takenOver(path, key);
+    HttpResponse<byte[]> last = MvcProbes.retryWhileInProgress(this, path, key);
+    String seen = "first answer " + first + ", last " + MvcProbes.replayed(last);
+    assertThat(LaterStages.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+    assertThat(last.statusCode()).as("the retry: " + seen).isEqualTo(422);
+  }
+
+  /**
    * A queued {@code StreamingResponseBody} taken over, which sends, then writes {@code size} bytes
    * in 100-byte writes (then fails, for a negative size) against the 1 KB bound of a stored
    * response: exactly the bound is stored and replayed byte for byte; one byte past it, or a
@@ -339,6 +360,20 @@ class MvcTakenOverLaterStageProbeTest extends MvcProbeApplication {
                     throw new IllegalStateException("the stream failed after it wrote");
                   }
                 });
+      };
+    }
+
+    /** Sends in its Callable, then returns a Callable (a later stage) that fails. */
+    @PostMapping("/probeM/later/callable-then-callable-fails")
+    @IdempotentEndpoint
+    public Callable<Callable<ResponseEntity<Map<String, Object>>>> callableThenCallableFails(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> {
+        provider(key, false);
+        return () -> {
+          throw new IllegalStateException("the later stage failed after the first one sent");
+        };
       };
     }
 
