@@ -105,6 +105,11 @@ final class TaskThreadContext {
     }
   }
 
+  /** Whether the application has a task decorator, which {@link #decorate} applies. */
+  boolean decorates() {
+    return decorator != null;
+  }
+
   /** {@code runnable}, decorated by the application's task decorator, if any, on this thread. */
   Runnable decorate(Runnable runnable) {
     TaskDecorator own = decorator;
