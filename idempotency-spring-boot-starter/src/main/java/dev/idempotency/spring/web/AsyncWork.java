@@ -78,6 +78,12 @@ final class AsyncWork {
      */
     default void graceRunsOut() {}
 
+    /**
+     * The work runs on Spring MVC's task after all, never taken over: what was made ready to take
+     * it over (a task the application's decorator wrapped) is ended.
+     */
+    default void notTakenOver() {}
+
     /** For a stream's work, what it writes, detached from its request; null for a callable's. */
     @Nullable WrittenBody body();
   }

@@ -105,6 +105,11 @@ final class TaskThreadContext {
     }
   }
 
+  /** Whether the application has a task decorator, which {@link #decorate} applies. */
+  boolean decorates() {
+    return decorator != null;
+  }
+
   /** {@code runnable}, decorated by the application's task decorator, if any, on this thread. */
   Runnable decorate(Runnable runnable) {
     TaskDecorator own = decorator;
@@ -115,11 +120,13 @@ final class TaskThreadContext {
    * Runs {@code work} on this thread as Spring MVC's {@code CallableInterceptorChain} runs a task:
    * each interceptor's {@code preProcess} in order (the first that fails ends it: the work does not
    * run, its failure is the result), the work, then {@code postProcess} in reverse for each whose
-   * {@code preProcess} ran; the first failure of a {@code postProcess} is the result, as in Spring
-   * MVC, and the others still run.
+   * {@code preProcess} ran, each given the work's outcome. Once the work ran, its own outcome
+   * (result or failure) is returned, whatever a {@code postProcess} does: a {@code postProcess}
+   * failure is logged at WARN (its class only) and the others still run; recorded as the work's
+   * outcome it would release the key of a work that sent, and the retry would send again (SPEC 1).
    *
    * @return the work's result
-   * @throws Exception the work's failure, or an interceptor's
+   * @throws Exception the work's failure, or a failing {@code preProcess}'s
    */
   @Nullable Object call(Callable<?> work) throws Exception {
     if (interceptors.isEmpty() || request == null) {
@@ -152,7 +159,15 @@ final class TaskThreadContext {
         }
       }
     }
-    if (postFailure != null) {
+    if (postFailure != null && entered == interceptors.size()) {
+      // the work ran: its own outcome is the send's, never the interceptor's (which, taken as the
+      // result, would release the key of a work that sent and the retry would send again)
+      log.warn(
+          "A callable interceptor's postProcess failed after an idempotent endpoint's work ended"
+              + " on the starter's thread; the work's own outcome is kept: {}",
+          postFailure.getClass().getName());
+      log.debug("The interceptor's failure", postFailure);
+    } else if (postFailure != null && failure == null) {
       throw asException(postFailure);
     }
     if (failure != null) {

@@ -16,6 +16,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
@@ -240,6 +241,10 @@ final class UninterruptedWork {
                       RequestContextHolder.resetRequestAttributes();
                       LocaleContextHolder.resetLocaleContext();
                       setMdc(previousMdc);
+                      // it ran here, never taken over: the task decorated to take it over is
+                      // ended, after the work (a decorator that clears its context on the thread
+                      // it ran on clears it then, not before the work or Spring MVC's postProcess)
+                      queued.notTakenOver();
                     }
                   }));
           return await(result);
@@ -273,10 +278,17 @@ final class UninterruptedWork {
     long[] asyncTimeout = {DEFAULT_ASYNC_TIMEOUT_MILLIS};
     CompletableFuture<Void> graceRunsOut = new CompletableFuture<>();
     // decorated now, on the request's thread, where Spring MVC's executor would have decorated its
-    // task (the thread that takes it over, a container's, has none of the request's context)
+    // task (the thread that takes it over, a container's, has none of the request's context); if
+    // the work starts on Spring MVC's task instead, the decorated task is run then with nothing to
+    // do (notTakenOver), so every task the application's decorator wraps runs once (a decorator
+    // that takes something when it decorates gives it back when its task runs)
+    AtomicBoolean ended = new AtomicBoolean();
     Runnable detachedRun =
         context.decorate(
             () -> {
+              if (ended.get()) {
+                return; // not taken over: the work ran on Spring MVC's task
+              }
               Map<String, String> previousMdc = MDC.getCopyOfContextMap();
               LocaleContext previousLocale = LocaleContextHolder.getLocaleContext();
               RequestAttributes previousAttributes = RequestContextHolder.getRequestAttributes();
@@ -315,6 +327,13 @@ final class UninterruptedWork {
       @Override
       public void graceRunsOut() {
         graceRunsOut.complete(null);
+      }
+
+      @Override
+      public void notTakenOver() {
+        if (context.decorates() && ended.compareAndSet(false, true)) {
+          detachedRun.run(); // only the decorator's own wrapping runs
+        }
       }
 
       @Override
