@@ -18,9 +18,8 @@ import java.util.UUID;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.test.context.TestPropertySource;
@@ -188,10 +187,32 @@ class MvcStreamingResponseTest extends RunningApplication {
    * that error or leaves the end to Spring MVC, the stream is recorded as answered without its
    * body: the retry is neither run again nor answered with a stream cut short.
    */
-  @ParameterizedTest(name = "the handler completes with the error: {0}")
-  @ValueSource(booleans = {true, false})
-  void aClientGoneMidStreamIsNeitherRunAgainNorReplayedAsComplete(boolean completeWithError)
+  @Test
+  void aClientGoneMidStreamIsNeitherRunAgainNorReplayedAsComplete() throws Exception {
+    clientGoneMidStream(true);
+  }
+
+  /**
+   * As above, the handler leaving the end to Spring MVC. Open finding (streamflake, medium, no
+   * second or lost send; intermittent: about one run in ten here, under load or not; failed on
+   * 164f714 too, so older than this session's emitter changes): the retry gets {@code 409
+   * request-in-progress} for as long as the claim lasts (still after 90 s), not {@code 422}. Spring
+   * MVC never ends the async request, so neither the emitter's end nor Tomcat's async timeout
+   * reaches the starter; in the failing runs Tomcat logged "Encountered a non-recycled request and
+   * recycled it forcedly" as the row began (not proven to be the cause; also, Tomcat's {@code
+   * OutputBuffer} turns a failed write into {@code ClientAbortException} without raising its async
+   * error). Fix direction: {@code EmitterEnd} sees the send's {@code IOException} through Spring's
+   * handler and could record the disconnect there (answered without its body), or start a bounded
+   * fallback, rather than wait for the container's notification.
+   */
+  @Test
+  @Tag("open-finding")
+  void aClientGoneMidStreamLeftToSpringMvcIsNeitherRunAgainNorReplayedAsComplete()
       throws Exception {
+    clientGoneMidStream(false);
+  }
+
+  private void clientGoneMidStream(boolean completeWithError) throws Exception {
     String id = id();
     String key = EndpointClient.newKey();
     String path = "/streams/events/" + id;
