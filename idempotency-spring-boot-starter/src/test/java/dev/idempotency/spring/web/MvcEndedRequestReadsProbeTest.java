@@ -200,6 +200,40 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
   }
 
   /**
+   * probeZ, of fixended (merge deec476): work that sent, then forwards to a Spring MVC handler (not
+   * a plain servlet: DispatcherServlet again, with the request attributes the copy kept of the
+   * ended request) from the request it was given. After the timeout the copy's dispatcher is the
+   * servlet context's; the handler runs as on time (the control below), and the work does not fail
+   * after its send (a failure nothing maps releases the key, and the retry sends again: SPEC 1).
+   * Passes on Boot 3.5 and 4.0. (An include of a Spring MVC handler is left out: on time Spring MVC
+   * itself fails it from a Callable, "Expected parsed RequestPath in request attribute", a 500.)
+   */
+  @ParameterizedTest
+  @CsvSource({
+    "forward-mvc, false, forwarded=mvc receipt of null from /probeZ/receipt-fragment",
+    "forward-mvc, true, forwarded=mvc receipt of null from /probeZ/receipt-fragment"
+  })
+  void workThatDispatchesToASpringMvcHandlerAfterTheTimeoutSendsOnce(
+      String what, boolean queued, String expected) throws Exception {
+    sendsOnceAndReplays(what, queued, expected);
+  }
+
+  /**
+   * The control of the rows above (probeZ): the same work on time (no timeout, the executor free)
+   * forwards to the Spring MVC handler and answers 201 with what it recorded.
+   */
+  @ParameterizedTest
+  @CsvSource({"forward-mvc, forwarded=mvc receipt of null from /probeZ/receipt-fragment"})
+  void onTimeWorkThatDispatchesToASpringMvcHandlerAnswersWithItsReceipt(
+      String what, String expected) throws Exception {
+    String key = EndpointClient.newKey();
+    HttpResponse<byte[]> answer = post("/probeR/ended/" + what, key, "{}", "X-On-Time", "yes");
+    assertThat(EndedReads.sendsOf(key)).as("sends for the key").isEqualTo(1);
+    assertThat(answer.statusCode()).as(EndpointClient.text(answer)).isEqualTo(201);
+    assertThat(EndpointClient.text(answer)).contains(expected);
+  }
+
+  /**
    * Work that sent, then reads all of its client's locales (to pick the language of its receipt,
    * the second one when it has no text in the first): after the timeout the copy answers them all,
    * in the client's order, as the container does on time for "en, fr;q=0.8".
@@ -478,9 +512,11 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
     public Callable<ResponseEntity<Map<String, Object>>> ended(
         @PathVariable("what") String what,
         @RequestHeader("Idempotency-Key") String key,
+        @RequestHeader(value = "X-On-Time", required = false) String onTime,
         HttpServletRequest request,
         HttpServletResponse response) {
-      Runnable recycled = recycledCheck(key, request);
+      // an on-time control (probeZ) does not wait for a recycle that does not come
+      Runnable recycled = onTime != null ? () -> {} : recycledCheck(key, request);
       entered.incrementAndGet();
       CountDownLatch answered = HELD.firstAnswered;
       return () -> {
@@ -579,6 +615,10 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
           request.getRequestDispatcher("/receipts").forward(request, response);
           return ResponseEntity.status(201)
               .body(Map.of("send", n, "forwarded", "forwarded=" + request.getAttribute("receipt")));
+        case "forward-mvc":
+          request.getRequestDispatcher("/probeZ/receipt-fragment").forward(request, response);
+          return ResponseEntity.status(201)
+              .body(Map.of("send", n, "forwarded", "forwarded=" + request.getAttribute("receipt")));
         case "connection":
           return ResponseEntity.status(201)
               .body(Map.of("send", n, "protocol", request.getServletConnection().getProtocol()));
@@ -628,6 +668,21 @@ class MvcEndedRequestReadsProbeTest extends MvcProbeApplication {
 
     private static int send(String key) {
       return sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+    }
+
+    /**
+     * A Spring MVC handler the work forwards to (probeZ): records the include's URI and the
+     * request's, as the plain servlet {@code /receipts} does, and writes nothing.
+     */
+    @org.springframework.web.bind.annotation.RequestMapping("/probeZ/receipt-fragment")
+    @org.springframework.web.bind.annotation.ResponseStatus(org.springframework.http.HttpStatus.OK)
+    public void receiptFragment(HttpServletRequest request) {
+      request.setAttribute(
+          "receipt",
+          "mvc receipt of "
+              + request.getAttribute(jakarta.servlet.RequestDispatcher.INCLUDE_REQUEST_URI)
+              + " from "
+              + request.getRequestURI());
     }
 
     /** Not guarded: holds the async executor's only thread until the test releases it. */

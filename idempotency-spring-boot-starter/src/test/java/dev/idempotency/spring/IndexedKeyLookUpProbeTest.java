@@ -1,0 +1,238 @@
+package dev.idempotency.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.autoconfigure.IdempotencyAutoConfiguration;
+import dev.idempotency.spring.autoconfigure.IdempotencyMessagingAutoConfiguration;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+/**
+ * probeZ, of fixspel (merge feffd05): keys are interpreted, so {@code
+ * ExpressionAttributes.failedOnItsInput} sees the interpreter's exceptions, and a getter the key
+ * calls that fails once is that getter's own failure, retried, never an invalid key (a poison
+ * message on a listener: its send lost). This reaches the same getter through other SpEL shapes
+ * that read a property: the indexer ({@code #order['ref']}, which reads the property through the
+ * same accessors), the safe navigation ({@code #order?.ref}), a projection ({@code
+ * #order.lines.![sku]}, each element's getter), and the record's accessor called as a method
+ * ({@code #order.ref()}). Each shape on an {@code @Idempotent} method and an
+ * {@code @IdempotentListener} (called as a broker's container calls it: a direct call is a
+ * delivery): the first call, whose look-up fails, must fail with the look-up's own failure (not
+ * {@code InvalidKeyException} nor {@code InvalidIdempotencyKeyException}), and the second must
+ * send.
+ */
+class IndexedKeyLookUpProbeTest {
+
+  /** An order whose reference look-up fails once per id, as a look-up that timed out does. */
+  public record Order(String id, List<Line> lines) {
+    static final Set<String> failedOnce = ConcurrentHashMap.newKeySet();
+
+    /** The order's reference, looked up: fails the first time for each id. */
+    public String getRef() {
+      if (failedOnce.add(id)) {
+        throw new IllegalStateException("the look-up timed out (transient)");
+      }
+      return "ref-" + id;
+    }
+
+    /** The same look-up, named as a record's accessor. */
+    public String ref() {
+      return getRef();
+    }
+  }
+
+  /** A line of an order whose stock-keeping unit look-up fails once for its first line. */
+  public record Line(String id) {
+    static final Set<String> failedOnce = ConcurrentHashMap.newKeySet();
+
+    /** The line's SKU, looked up: fails the first time for a first line ("-1"). */
+    public String getSku() {
+      if (id.endsWith("-1") && failedOnce.add(id)) {
+        throw new IllegalStateException("the look-up timed out (transient)");
+      }
+      return "sku-" + id;
+    }
+  }
+
+  /** The notifier: each call that runs is a send. */
+  public static class Notifier {
+    final AtomicInteger sends = new AtomicInteger();
+
+    @Idempotent(name = "indexed", key = "#order['ref']")
+    public String indexed(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "safe", key = "#order?.ref")
+    public String safe(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "projected", key = "#order.lines.![sku]")
+    public String projected(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "accessor", key = "#order.ref()")
+    public String accessor(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+  }
+
+  /** The listener: each delivery that runs is a send. */
+  public static class Listener {
+    final AtomicInteger sends = new AtomicInteger();
+
+    @IdempotentListener(name = "indexed-listener", key = "#order['ref']")
+    public void indexed(Order order) {
+      sends.incrementAndGet();
+    }
+
+    @IdempotentListener(name = "safe-listener", key = "#order?.ref")
+    public void safe(Order order) {
+      sends.incrementAndGet();
+    }
+
+    @IdempotentListener(name = "projected-listener", key = "#order.lines.![sku]")
+    public void projected(Order order) {
+      sends.incrementAndGet();
+    }
+
+    @IdempotentListener(name = "accessor-listener", key = "#order.ref()")
+    public void accessor(Order order) {
+      sends.incrementAndGet();
+    }
+
+    /** The sends so far (a method: the bean is a proxy, whose fields are not the target's). */
+    public int sends() {
+      return sends.get();
+    }
+  }
+
+  /**
+   * The getter reached by safe navigation, by a projection (each element's), and the record's
+   * accessor called as a method: the look-up's own failure, retried; the second call sends. Passes
+   * on Boot 3.5 and 4.0.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"safe", "projected", "accessor"})
+  void aKeyLookUpThatFailsOnceIsRetriedNeverAnInvalidKey(String shape) {
+    keyLookUpFailsOnce(shape);
+  }
+
+  /*
+   * Open finding (probeZ, on 493e7d6; medium: a lost send, SPEC 1, for keys written with the
+   * indexer on an object's property, #order['ref'], rather than #order.ref): SpEL's indexer reads
+   * a property through the same accessors as #order.ref, but reports the getter's failure as a
+   * SpelEvaluationException INDEXING_NOT_SUPPORTED_FOR_TYPE (its cause an AccessException wrapping
+   * the getter's InvocationTargetException), a code ExpressionAttributes.failedOnItsInput takes for
+   * the expression's own failure on its input: a look-up that timed out once is an invalid key.
+   * Fails on Boot 3.5 and 4.0: "Expecting actual: ["method: threw InvalidKeyException", "method:
+   * sent-1", "listener: threw InvalidIdempotencyKeyException", "listener: sent-1"]" (expected the
+   * getter's IllegalStateException first): on an @IdempotentListener a poison message, rejected
+   * without requeue (RabbitMQ) or not retried (Kafka), its send lost; a direct caller that retries
+   * sends (as here), one that treats InvalidKeyException as final does not. A fix would look, for
+   * INDEXING_NOT_SUPPORTED_FOR_TYPE, through its cause chain as for EXCEPTION_DURING_PROPERTY_READ
+   * (an InvocationTargetException there is the called code's own failure).
+   */
+  @org.junit.jupiter.api.Tag("open-finding")
+  @ParameterizedTest
+  @ValueSource(strings = {"indexed"})
+  void aKeyLookUpThroughTheIndexerThatFailsOnceIsRetriedNeverAnInvalidKey(String shape) {
+    keyLookUpFailsOnce(shape);
+  }
+
+  private static void keyLookUpFailsOnce(String shape) {
+    List<String> results = new ArrayList<>();
+    new ApplicationContextRunner()
+        .withConfiguration(
+            AutoConfigurations.of(
+                dev.idempotency.spring.autoconfigure.JacksonAutoConfigurations.jackson(),
+                IdempotencyAutoConfiguration.class,
+                IdempotencyMessagingAutoConfiguration.class))
+        .withPropertyValues("idempotency.store=memory")
+        .withBean(Notifier.class)
+        .withBean(Listener.class)
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              Notifier notifier = context.getBean(Notifier.class);
+              Listener listener = context.getBean(Listener.class);
+              Order order = order();
+              for (int attempt = 1; attempt <= 2; attempt++) {
+                results.add(call("method", () -> method(notifier, shape, order)));
+              }
+              Order delivered = order();
+              for (int attempt = 1; attempt <= 2; attempt++) {
+                results.add(
+                    call(
+                        "listener",
+                        () -> {
+                          listen(listener, shape, delivered);
+                          return "sent-" + listener.sends();
+                        }));
+              }
+            });
+    assertThat(results)
+        .as("the calls keyed by %s, each look-up failing once", shape)
+        .containsExactly(
+            "method: threw IllegalStateException",
+            "method: sent-1",
+            "listener: threw IllegalStateException",
+            "listener: sent-1");
+  }
+
+  private static Order order() {
+    String id = UUID.randomUUID().toString();
+    return new Order(id, List.of(new Line(id + "-1"), new Line(id + "-2")));
+  }
+
+  private static String method(Notifier notifier, String shape, Order order) {
+    return switch (shape) {
+      case "indexed" -> notifier.indexed(order);
+      case "safe" -> notifier.safe(order);
+      case "projected" -> notifier.projected(order);
+      default -> notifier.accessor(order);
+    };
+  }
+
+  private static void listen(Listener listener, String shape, Order order) {
+    switch (shape) {
+      case "indexed" -> listener.indexed(order);
+      case "safe" -> listener.safe(order);
+      case "projected" -> listener.projected(order);
+      default -> listener.accessor(order);
+    }
+  }
+
+  /**
+   * What a call did: its result, or the class of the root of what it threw, where a look-up's own
+   * failure is an {@code IllegalStateException}, however SpEL wrapped it, and an invalid key is
+   * named as such.
+   */
+  private static String call(String what, Supplier<String> send) {
+    try {
+      return what + ": " + send.get();
+    } catch (RuntimeException e) {
+      String thrown = e.getClass().getSimpleName();
+      if (!thrown.contains("Invalid") && !thrown.contains("Missing")) {
+        Throwable root = e;
+        while (root.getCause() != null && root.getCause() != root) {
+          root = root.getCause();
+        }
+        thrown = root.getClass().getSimpleName();
+      }
+      return what + ": threw " + thrown;
+    }
+  }
+}
