@@ -8,6 +8,7 @@ import java.lang.reflect.Method;
 import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -70,6 +71,9 @@ final class AsyncTimeouts
   private volatile boolean callableWork;
   private volatile boolean rejectedWorkTaken; // taken over when its executor refused its task
   private final AtomicBoolean answered = new AtomicBoolean();
+  // the Callable work's own outcome as postProcess saw it, until the async dispatch of the result
+  private final AtomicReference<@Nullable Object> callableOutcome =
+      new AtomicReference<>(AsyncWork.NO_RESULT);
 
   /** What the starter made of the request's timeout, decided once ({@link #decide}). */
   private enum Timeout {
@@ -382,6 +386,50 @@ final class AsyncTimeouts
     }
     emitterResult(concurrentResult);
     work.lateResult(concurrentResult);
+    callableOutcome.set(concurrentResult); // what the async dispatch must carry (outcomeReplaced)
+  }
+
+  /**
+   * The async dispatch of a claimed request, before Spring MVC handles the result it carries: if
+   * that is not the {@code Callable} work's own outcome, the one {@link #postProcess} saw,
+   * something replaced it after the work ended. Spring MVC's {@code CallableInterceptorChain} makes
+   * the first failure of an interceptor's {@code postProcess} the request's result, in place of the
+   * work's: an application's interceptor that fails after the work sent would have its failure
+   * rendered (a 500, which releases the key) and the retry would send again (SPEC 1). So the work's
+   * own outcome is recorded instead, as a late result rendered as Spring MVC would have rendered it
+   * ({@link AsyncWork#detachWithEarlyResult}, as for a result that came just before a timeout): a
+   * value is stored, a failure goes through the application's exception resolvers (one nothing maps
+   * releases the key). The client gets Spring MVC's answer to what was dispatched, as it is, never
+   * stored; one WARN names the class of what replaced the outcome. Asked once per outcome; does
+   * nothing if the dispatched result is the work's own, if no {@code Callable} outcome came (the
+   * work returned more async work, a timeout came first), or if the call was reported or detached
+   * already.
+   *
+   * @param request the request of the async dispatch
+   * @param manager its async manager, which holds the dispatched result
+   * @return whether the work's outcome was recorded in place of the dispatched result
+   */
+  boolean outcomeReplaced(NativeWebRequest request, WebAsyncManager manager) {
+    Object seen = callableOutcome.getAndSet(AsyncWork.NO_RESULT);
+    if (seen == AsyncWork.NO_RESULT
+        || !manager.hasConcurrentResult()
+        || manager.getConcurrentResult() == seen
+        || work.earlyResult() != seen) {
+      return false;
+    }
+    CapturingResponse capture = captureOf(request);
+    LateResponse late = lateResponseOf(request, capture);
+    if (late == null || capture == null || !work.detachWithEarlyResult(late)) {
+      return false;
+    }
+    capture.discard(); // Spring MVC's answer to the dispatched result goes to the client as it is
+    Object dispatched = manager.getConcurrentResult();
+    log.warn(
+        "An idempotent endpoint's async result was replaced after its work ended ({}, as when a"
+            + " callable interceptor's postProcess fails): the work's own outcome is recorded, and"
+            + " the client gets Spring MVC's answer to the replacement",
+        dispatched == null ? "null" : dispatched.getClass().getName());
+    return true;
   }
 
   /**

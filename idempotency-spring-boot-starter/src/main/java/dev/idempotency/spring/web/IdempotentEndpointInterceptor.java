@@ -137,9 +137,14 @@ public final class IdempotentEndpointInterceptor
     if (request.getDispatcherType() == DispatcherType.ASYNC
         && request.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall
         && WebAsyncUtils.getAsyncManager(request).getCallableInterceptor(AsyncTimeouts.KEY)
-            instanceof AsyncTimeouts timeouts
-        && timeouts.answerRejectedWork(new ServletWebRequest(request, response))) {
-      return false; // its work was refused by its executor and taken over: answered 409
+            instanceof AsyncTimeouts timeouts) {
+      ServletWebRequest asyncDispatch = new ServletWebRequest(request, response);
+      if (timeouts.answerRejectedWork(asyncDispatch)) {
+        return false; // its work was refused by its executor and taken over: answered 409
+      }
+      // a callable interceptor's failure dispatched in place of the work's outcome: the work's
+      // outcome is recorded, and Spring MVC answers the client as it is
+      timeouts.outcomeReplaced(asyncDispatch, WebAsyncUtils.getAsyncManager(request));
     }
     if (!(handler instanceof HandlerMethod method)
         || request.getDispatcherType() != DispatcherType.REQUEST

@@ -11,11 +11,13 @@ import java.net.http.HttpResponse;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -24,12 +26,15 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.request.NativeWebRequest;
 import org.springframework.web.context.request.async.CallableProcessingInterceptor;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.filter.OncePerRequestFilter;
 
@@ -38,12 +43,17 @@ import org.springframework.web.filter.OncePerRequestFilter;
  * that fails, now that the interceptors run on the starter's threads too. The interceptor is
  * registered by a filter (as Spring Security's is) and fails only on the key's first request, so
  * the retry is clean: {@code post} fails in {@code postProcess} on every thread, after the work
- * sent; {@code post-reads} never fails by itself but reads its request in {@code postProcess} (its
- * header and URI), which the starter's thread may do after the request ended; {@code pre-starter}
- * fails in {@code preProcess} on the starter's thread only (the work must not run there; nothing
- * sent, so a release is right). On time (the work begins at once) and taken over (queued behind a
- * held one-thread executor at a 1 s timeout). SPEC 1: the work runs (sends) at most once per key,
- * and a retry after a send is replayed, never sent again. One application on a real Redis.
+ * sent; {@code post-after} does too, registered by the handler method (after the starter's own
+ * interceptor, whose {@code postProcess} so runs after it); {@code post-refused} does too, while
+ * the work itself fails after it sent, with a failure the controller maps to a kept 422; {@code
+ * post-reads} never fails by itself but reads its request in {@code postProcess} (its header and
+ * URI), which the starter's thread may do after the request ended; {@code pre-starter} fails in
+ * {@code preProcess} on the starter's thread only (the work must not run there; nothing sent, so a
+ * release is right); {@code stage-post}, a {@code DeferredResultProcessingInterceptor}, fails in
+ * {@code postProcess} after a {@code CompletableFuture} handler's stage sent. On time (the work
+ * begins at once) and taken over (queued behind a held one-thread executor at a 1 s timeout). SPEC
+ * 1: the work runs (sends) at most once per key, and a retry after a send is replayed, never sent
+ * again. One application on a real Redis.
  */
 class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
 
@@ -84,32 +94,78 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Open finding (medium: a second send, SPEC 1), on time only: an interceptor whose {@code
-   * postProcess} fails after the work sent. The taken-over row passes since fixpost (moved above).
-   * On time, the starter's thread now keeps the work's result ({@link TaskThreadContext#call}), but
-   * Spring MVC's own {@code CallableInterceptorChain} on its task thread (task-1) also runs the
-   * interceptor, and its {@code postProcess} failure becomes the concurrent result: the request is
-   * dispatched with it and answered 500, the starter records that rendered 500 (a 5xx releases the
-   * key), though its {@code AsyncTimeouts#postProcess} saw the work's 201; the retry sends again
-   * (first 500, retry 201 "sent-2"; interceptor failed on idempotent-endpoint-1 and task-1). This
-   * row failed the same way before 11e7141 (by reading: Spring's chain ran the interceptor on
-   * task-1 then too). Fails on Boot 3.5 and 4.0: "sends of the key (...) expected: 1 but was: 2". A
-   * fix would record, for a Callable whose result {@code AsyncTimeouts#postProcess} saw as a value,
-   * that value (as a late result, {@code AsyncWork#detachWithEarlyResult}) rather than the 500
-   * rendered from an interceptor's failure.
+   * An interceptor whose {@code postProcess} fails after the work sent, on time (the work begins at
+   * once) and taken over. Was an open finding on time (medium: a second send, SPEC 1): the
+   * starter's thread kept the work's result ({@link TaskThreadContext#call}), but Spring MVC's own
+   * {@code CallableInterceptorChain} on its task thread (task-1) also runs the interceptor, and its
+   * {@code postProcess} failure became the request's result: dispatched with it and answered 500,
+   * the starter recorded that rendered 500 (a 5xx releases the key), though its {@code
+   * AsyncTimeouts#postProcess} saw the work's 201, and the retry sent again (first 500, retry 201
+   * "sent-2"; on Boot 3.5 and 4.0: "sends of the key (...) expected: 1 but was: 2"). Now the async
+   * dispatch that carries another result than the one {@code AsyncTimeouts#postProcess} saw records
+   * the work's own ({@link AsyncTimeouts#outcomeReplaced}): the client still gets the 500, and the
+   * retry the work's 201 "sent-1", replayed. The same whether the interceptor was registered before
+   * the starter's ({@code post}, by a filter) or after it ({@code post-after}, by the handler
+   * method), since Spring MVC's chain gives every {@code postProcess} the work's own result.
    */
-  @Tag("open-finding")
   @ParameterizedTest(name = "{0}, queued={1}, held={2}")
-  @CsvSource({"post,false,false"})
+  @CsvSource({"post,false,false", "post-after,false,false", "post-after,true,true"})
   void aPostProcessThatFailsAfterTheSendNeverMakesASecondSend(
       String mode, boolean queued, boolean held) throws Exception {
     aFailingInterceptorSendsOnce(mode, queued, held);
   }
 
+  /**
+   * The work fails after it sent, with a failure the controller's {@code @ExceptionHandler} maps to
+   * a kept 422, and an interceptor's {@code postProcess} then fails too: the work's own failure is
+   * the call's outcome, resolved as on time (422, stored), not the interceptor's (a 500, which
+   * would release the key and the retry would send again). The retry is the 422 replayed:
+   * "refused-1".
+   */
+  @ParameterizedTest(name = "{0}, queued={1}, held={2}")
+  @CsvSource({"post-refused,false,false", "post-refused,true,true"})
+  void aPostProcessThatFailsAfterAMappedFailureKeepsIt(String mode, boolean queued, boolean held)
+      throws Exception {
+    aFailingInterceptorSendsOnce(mode, queued, held, 422, "refused-1");
+  }
+
+  /**
+   * Open finding (medium: a second send, SPEC 1), suspected by reading and seen here: the same for
+   * a {@code CompletableFuture} handler whose {@code DeferredResultProcessingInterceptor}
+   * (registered by a filter) fails in {@code postProcess} after the stage sent, on time. Spring
+   * MVC's {@code DeferredResultInterceptorChain} makes that failure the request's result, as its
+   * {@code CallableInterceptorChain} does for a {@code Callable}; {@link
+   * AsyncTimeouts#outcomeReplaced} looks only at a {@code Callable}'s outcome, so the rendered 500
+   * releases the key and the retry sends again. The facts seen are in the comment below.
+   */
+  // fails on Boot 3.5 and 4.0 (ontime, with outcomeReplaced in place): "sends of the key (first:
+  // 500 {..."path":"/throwing-stage/stage-post"}; retry: 201 sent-2; interceptor failed on:
+  // deferred-post@http-nio-auto-1-exec-8; sends: 2) expected: 1 but was: 2" (the chain ran on a
+  // container thread: the stage had likely ended before Spring MVC set its result handler). A fix
+  // would record the stage's own outcome that the advisor observed (AsyncWork#earlyResult) when
+  // the dispatched result is the chain's failure instead, as outcomeReplaced does for a Callable
+  @Tag("open-finding")
+  @Test
+  void aDeferredPostProcessThatFailsAfterTheSendNeverMakesASecondSend() throws Exception {
+    aFailingInterceptorSendsOnce("/throwing-stage/", "stage-post", false, false, 201, "sent-1");
+  }
+
   private void aFailingInterceptorSendsOnce(String mode, boolean queued, boolean held)
       throws Exception {
+    aFailingInterceptorSendsOnce(mode, queued, held, 201, "sent-1");
+  }
+
+  private void aFailingInterceptorSendsOnce(
+      String mode, boolean queued, boolean held, int replayed, String replayedBody)
+      throws Exception {
+    aFailingInterceptorSendsOnce("/throwing/", mode, queued, held, replayed, replayedBody);
+  }
+
+  private void aFailingInterceptorSendsOnce(
+      String prefix, String mode, boolean queued, boolean held, int replayed, String replayedBody)
+      throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/throwing/" + mode;
+    String path = prefix + mode;
     HttpResponse<byte[]> first =
         Throwing.HELD.firstAnswer(
             port(),
@@ -133,8 +189,8 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
             + "; sends: "
             + sendsAfterRetry;
     assertThat(sendsAfterRetry).as("sends of the key (%s)", facts).isEqualTo(1);
-    assertThat(retry.statusCode()).as("the retry (%s)", facts).isEqualTo(201);
-    assertThat(EndpointClient.text(retry)).as("the retry (%s)", facts).isEqualTo("sent-1");
+    assertThat(retry.statusCode()).as("the retry (%s)", facts).isEqualTo(replayed);
+    assertThat(EndpointClient.text(retry)).as("the retry (%s)", facts).isEqualTo(replayedBody);
   }
 
   /** Registers the failing interceptor for {@code /throwing/{mode}}, failing on a key's first. */
@@ -147,10 +203,16 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
         throws ServletException, IOException {
       String key = request.getHeader("Idempotency-Key");
       String uri = request.getRequestURI();
-      if (key != null && uri.startsWith("/throwing/")) {
-        String mode = uri.substring("/throwing/".length());
-        WebAsyncUtils.getAsyncManager(request)
-            .registerCallableInterceptor("probeX.failing", new Failing(mode, key, seen.add(key)));
+      if (key != null && (uri.startsWith("/throwing/") || uri.startsWith("/throwing-stage/"))) {
+        String mode = uri.substring(uri.lastIndexOf('/') + 1);
+        if (mode.equals("stage-post")) { // a CompletableFuture's: a DeferredResult interceptor
+          WebAsyncUtils.getAsyncManager(request)
+              .registerDeferredResultInterceptor(
+                  "probeX.failing", new FailingDeferred(key, seen.add(key)));
+        } else if (!mode.equals("post-after")) { // that one the handler method registers
+          WebAsyncUtils.getAsyncManager(request)
+              .registerCallableInterceptor("probeX.failing", new Failing(mode, key, seen.add(key)));
+        }
       }
       chain.doFilter(request, response);
     }
@@ -200,7 +262,7 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
           throw e;
         }
       }
-      if (fails && mode.equals("post")) {
+      if (fails && !mode.equals("pre-starter") && !mode.equals("post-reads")) {
         Throwing.failedOn.merge(
             key, "post@" + Thread.currentThread().getName(), (a, b) -> a + "," + b);
         throw new IllegalStateException("probeX: postProcess fails");
@@ -221,6 +283,36 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
     }
   }
 
+  /**
+   * Fails in {@code postProcess} after a {@code DeferredResult} got its value, on a key's first.
+   */
+  static final class FailingDeferred implements DeferredResultProcessingInterceptor {
+    private final String key;
+    private final boolean fails;
+
+    FailingDeferred(String key, boolean fails) {
+      this.key = key;
+      this.fails = fails;
+    }
+
+    @Override
+    public <T> void postProcess(
+        NativeWebRequest request, DeferredResult<T> deferredResult, Object concurrentResult) {
+      if (fails) {
+        Throwing.failedOn.merge(
+            key, "deferred-post@" + Thread.currentThread().getName(), (a, b) -> a + "," + b);
+        throw new IllegalStateException("probeX: postProcess fails");
+      }
+    }
+  }
+
+  /** The work's failure after it sent, which the controller maps to a kept 422. */
+  static final class Refused extends RuntimeException {
+    Refused(String message) {
+      super(message);
+    }
+  }
+
   @RestController
   static class Throwing {
     static final AtomicInteger entered = new AtomicInteger();
@@ -231,14 +323,43 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
     @PostMapping("/throwing/{mode}")
     @IdempotentEndpoint
     public Callable<ResponseEntity<String>> work(
-        @PathVariable("mode") String mode, @RequestHeader("Idempotency-Key") String key) {
+        @PathVariable("mode") String mode,
+        @RequestHeader("Idempotency-Key") String key,
+        HttpServletRequest request) {
       entered.incrementAndGet();
+      if (mode.equals("post-after")) {
+        // registered after the starter's own interceptor (its HandlerInterceptor registers it)
+        WebAsyncUtils.getAsyncManager(request)
+            .registerCallableInterceptor(
+                "probeX.failing", new Failing(mode, key, RegisteringFilter.seen.add(key)));
+      }
       CountDownLatch answered = HELD.firstAnswered;
       return () -> {
         int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
         answered.await(20, TimeUnit.SECONDS);
+        if (mode.equals("post-refused")) {
+          throw new Refused("refused-" + n); // after the send: the provider refused it
+        }
         return ResponseEntity.status(201).body("sent-" + n);
       };
+    }
+
+    @PostMapping("/throwing-stage/{mode}")
+    @IdempotentEndpoint
+    public CompletableFuture<ResponseEntity<String>> stage(
+        @PathVariable("mode") String mode, @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return CompletableFuture.supplyAsync(
+          () -> {
+            int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+            return ResponseEntity.status(201).body("sent-" + n);
+          });
+    }
+
+    /** The provider's refusal, a kept answer: 422 with the refusal as its body. */
+    @ExceptionHandler(Refused.class)
+    public ResponseEntity<String> refused(Refused refused) {
+      return ResponseEntity.status(422).body(refused.getMessage());
     }
 
     @PostMapping("/throwing-block")
