@@ -63,14 +63,23 @@ final class Stages {
           try {
             executor.execute(
                 () -> continueOn(future, next, Runnable::run).whenComplete(relayTo(result)));
-          } catch (RejectedExecutionException refused) {
+          } catch (Throwable thrown) {
+            // an executor that fails otherwise (an Error while its pool adds a worker) has not
+            // taken the step either: without this, the error would vanish into this completion
+            // and the result would never complete, its claim held with nothing sent
+            RejectedExecutionException refused =
+                thrown instanceof RejectedExecutionException r
+                    ? r
+                    : new RejectedExecutionException(
+                        "the executor failed to take the step", thrown);
             Throwable failure;
             try {
               failure = rejected.apply(value, unwrapOrNull(error), refused);
-            } catch (Throwable thrown) {
-              failure = thrown;
+            } catch (Throwable failed) {
+              failure = failed;
             }
-            result.completeExceptionally(failure);
+            result.completeExceptionally(
+                failure == refused && refused != thrown ? thrown : failure);
           }
         });
     return result;
