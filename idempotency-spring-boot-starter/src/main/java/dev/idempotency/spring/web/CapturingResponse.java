@@ -40,6 +40,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   private volatile boolean cutShort;
   private volatile boolean wrote;
   private @Nullable Runnable onStreamPastBound;
+  private @Nullable Runnable onRefused;
   private boolean errorSent;
   private boolean redirected;
   private long declaredLength = -1;
@@ -89,9 +90,21 @@ final class CapturingResponse extends HttpServletResponseWrapper {
    * @param onStreamPastBound told when a stream grows past the bound, on the writing thread
    */
   void startCapture(@Nullable Runnable onStreamPastBound) {
+    startCapture(onStreamPastBound, null);
+  }
+
+  /**
+   * From now on, hold the body back, or copy it if it turns out to be a stream.
+   *
+   * @param onStreamPastBound told when a stream grows past the bound, on the writing thread
+   * @param onRefused told when the container refuses a write or flush of what goes to the client
+   *     (the client went away), on the writing thread, before the failure is thrown on
+   */
+  void startCapture(@Nullable Runnable onStreamPastBound, @Nullable Runnable onRefused) {
     capturing = true;
     buffer = new ByteArrayOutputStream(1024);
     this.onStreamPastBound = onStreamPastBound;
+    this.onRefused = onRefused;
   }
 
   /** The handler returned a stream ({@code ResponseBodyEmitter}, {@code StreamingResponseBody}). */
@@ -251,6 +264,10 @@ final class CapturingResponse extends HttpServletResponseWrapper {
       output.write();
     } catch (IOException e) {
       cutShort = true;
+      Runnable told = onRefused;
+      if (told != null) {
+        told.run();
+      }
       throw e;
     }
   }

@@ -110,7 +110,7 @@ final class EndpointCall {
    */
   void capture(CapturingResponse response) {
     this.response = response;
-    response.startCapture(() -> streamPastBound(response));
+    response.startCapture(() -> streamPastBound(response), () -> streamRefused(response));
   }
 
   /** The handler returned a stream ({@code ResponseBodyEmitter}, {@code StreamingResponseBody}). */
@@ -162,6 +162,35 @@ final class EndpointCall {
       return;
     }
     call.complete(StoredResponse.capture(captured, null, headers));
+  }
+
+  /**
+   * The container refused a write or flush of the stream the handler returned (a {@code
+   * ResponseBodyEmitter}, a {@code StreamingResponseBody}): the client went away after part of it
+   * went out. It is recorded now as answered without its body (or released, if its status is not
+   * one to store), as the end of its async request would record it ({@link #asyncFailed}, {@link
+   * #finish}): a retry gets {@code 422 response-not-stored}, never a second send. Recorded here, on
+   * the writing thread, because that end may never come: when the write fails while the request's
+   * first dispatch is still returning (the handler's stream began to send at once), Tomcat closes
+   * the connection at the end of that dispatch and recycles the request without telling its async
+   * listeners (it logs "Encountered a non-recycled request and recycled it forcedly"), so neither
+   * Spring MVC's error handling nor its timeout reaches the starter, and the key would stay
+   * claimed. A stream whose work a timeout or a shutdown detached is decided by its end ({@link
+   * StreamEnd}).
+   */
+  private void streamRefused(CapturingResponse captured) {
+    if (!captured.returnsAStream()
+        || asyncWork.detached()
+        || !handlerStarted
+        || !reported.compareAndSet(false, true)) {
+      return;
+    }
+    int status = captured.getStatus();
+    if (isStored(status)) {
+      call.complete(StoredResponse.capture(captured, null, headers));
+    } else {
+      call.fail(new NotStored("status " + status + " is not stored"));
+    }
   }
 
   /**

@@ -2,6 +2,7 @@ package dev.idempotency.spring.app;
 
 import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.IdempotencyListener;
+import jakarta.servlet.DispatcherType;
 import jakarta.servlet.Filter;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
@@ -73,6 +74,32 @@ public class NotifyTestApplication {
                   response);
             });
     registration.setOrder(Ordered.HIGHEST_PRECEDENCE);
+    return registration;
+  }
+
+  /**
+   * Holds the first dispatch of a request to {@code /streams/held/{id}} once its async processing
+   * started (the handler returned its emitter), until the test lets it go ({@link
+   * StreamingController#releaseDispatch}): the container's thread is still in the request then.
+   */
+  @Bean
+  FilterRegistrationBean<Filter> heldDispatches(StreamingController streams) {
+    FilterRegistrationBean<Filter> registration =
+        new FilterRegistrationBean<>(
+            (request, response, chain) -> {
+              chain.doFilter(request, response);
+              if (request.getDispatcherType() == DispatcherType.REQUEST
+                  && request.isAsyncStarted()) {
+                String uri = ((HttpServletRequest) request).getRequestURI();
+                try {
+                  streams.awaitDispatchRelease(uri.substring(uri.lastIndexOf('/') + 1));
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+              }
+            });
+    registration.addUrlPatterns("/streams/held/*");
+    registration.setOrder(Ordered.HIGHEST_PRECEDENCE + 1);
     return registration;
   }
 }

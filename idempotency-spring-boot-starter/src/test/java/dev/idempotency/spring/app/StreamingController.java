@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -37,6 +38,7 @@ public class StreamingController {
   private final Map<String, BlockingQueue<ResponseBodyEmitter>> emitters =
       new ConcurrentHashMap<>();
   private final Map<String, BlockingQueue<String>> chunks = new ConcurrentHashMap<>();
+  private final Map<String, CountDownLatch> heldDispatches = new ConcurrentHashMap<>();
 
   public StreamingController(Runs runs) {
     this.runs = runs;
@@ -62,6 +64,30 @@ public class StreamingController {
     queue(chunks, id).add(chunk);
   }
 
+  /**
+   * Lets the first dispatch of the request for {@code id} to {@code /streams/held/{id}} return: it
+   * waits, once its handler returned its emitter and Spring MVC started it, until this is called
+   * ({@link #awaitDispatchRelease}).
+   */
+  public void releaseDispatch(String id) {
+    heldDispatch(id).countDown();
+  }
+
+  /**
+   * Holds the container's thread in the first dispatch of the request for {@code id} until the test
+   * lets it go ({@link #releaseDispatch}), at most 30 s; called by the test application's filter
+   * for {@code /streams/held/*} once the request's async processing started.
+   */
+  public void awaitDispatchRelease(String id) throws InterruptedException {
+    if (!heldDispatch(id).await(WAIT_SECONDS, TimeUnit.SECONDS)) {
+      throw new IllegalStateException("the dispatch for " + id + " was not let go within 30s");
+    }
+  }
+
+  private CountDownLatch heldDispatch(String id) {
+    return heldDispatches.computeIfAbsent(id, ignored -> new CountDownLatch(1));
+  }
+
   private static <T> BlockingQueue<T> queue(Map<String, BlockingQueue<T>> queues, String id) {
     return queues.computeIfAbsent(id, ignored -> new LinkedBlockingQueue<>());
   }
@@ -78,6 +104,17 @@ public class StreamingController {
     SseEmitter emitter = new SseEmitter(TimeUnit.SECONDS.toMillis(60));
     queue(emitters, id).add(emitter);
     return emitter;
+  }
+
+  /**
+   * As {@link #events}; the request's first dispatch is held after the handler returned (the test
+   * application's filter, {@link #awaitDispatchRelease}), so the emitter sends while the
+   * container's thread is still in the request.
+   */
+  @PostMapping(path = "/streams/held/{id}", produces = MediaType.TEXT_EVENT_STREAM_VALUE)
+  @IdempotentEndpoint
+  public SseEmitter heldEvents(@PathVariable String id) {
+    return events(id);
   }
 
   /** An emitter whose own timeout (1 s) ends its stream. */
