@@ -12,7 +12,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.annotation.Configuration;
@@ -27,11 +26,12 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 /**
  * probeX, of emitcall (f6a21d7, 865a49f): shapes of a taken-over {@code Callable}'s emitter that
  * MvcTakenOverEmitterProbeTest does not reach: the emitter in a {@code ResponseEntity} (headers
- * taken over), and in a {@code DeferredResult} the {@code Callable} returns already set. In each,
- * the emitter's work is refused before it sent and ends the emitter with that refusal ({@code
- * completeWithError}): nothing was sent, so the retry must send once (SPEC 1, no lost send). Spring
- * MVC's executor's only thread is held so that the {@code Callable} is queued and taken over at the
- * 1 s timeout. One application on a real Redis.
+ * taken over), and in a {@code DeferredResult} (or a {@code CompletableFuture}) the {@code
+ * Callable} returns already set. In each, the emitter's work is refused before it sent and ends the
+ * emitter with that refusal ({@code completeWithError}): nothing was sent, so the retry must send
+ * once (SPEC 1, no lost send). Spring MVC's executor's only thread is held so that the {@code
+ * Callable} is queued and taken over at the 1 s timeout. One application on a real Redis. All three
+ * pass on Boot 3.5 and 4.0 since emshapes.
  */
 class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
 
@@ -56,22 +56,35 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Open finding (medium: a lost send, SPEC 1), though documented in docs/spring-boot.md ("an
-   * emitter that a later stage returned ... is recorded as answered without its body, since a stage
-   * that ran may have sent"): the {@code Callable} returns a {@code DeferredResult} already set to
-   * the emitter, so the emitter is a later stage's and is not followed (emitcall follows only a
-   * first stage's). Its work is refused before it sent; the key is recorded as answered and the
-   * retry gets 422 response-not-stored; nothing is ever sent within the window. Fails on Boot 3.5
-   * and 4.0 in about 22 s: "timed out after 20000 ms waiting for the retry's send: first answer 409
-   * {...request-in-progress...}, last 422 replayed=null {...response-not-stored...,
-   * "original-status":200}". A fix would follow a later stage's emitter as a first stage's is when
-   * no earlier stage could have sent (a {@code DeferredResult} set before the {@code Callable}
-   * returned it).
+   * The {@code Callable} returns a {@code DeferredResult} already set to the emitter: the emitter
+   * is the {@code Callable}'s own result, so it is followed to its end as one the {@code Callable}
+   * returned itself ({@code UninterruptedWork.settled}); its own error before any send releases the
+   * key and the retry sends once.
+   *
+   * <p>Was an open finding (medium: a lost send, SPEC 1), fixed by emshapes. Before, the emitter
+   * was taken for a later stage's (emitcall follows only a first stage's) and not followed: its
+   * work was refused before it sent, yet the key was recorded as answered and the retry got 422
+   * response-not-stored; nothing was ever sent within the window. Failed on Boot 3.5 and 4.0 (at
+   * bdb67c1, and at 493e7d6 in emshapes' run) in about 22 s: "timed out after 20000 ms waiting for
+   * the retry's send: first answer 409 {...request-in-progress...}, last 422 replayed=null
+   * {...response-not-stored..., "original-status":200}". A {@code DeferredResult} that is set only
+   * after the {@code Callable} returned it is still a later stage's, recorded as answered
+   * (docs/spring-boot.md): whatever set it ran and may have sent.
    */
-  @Tag("open-finding")
   @Test
   void aTakenOverDeferredResultsEmitterRefusedBeforeItSentIsReleased() throws Exception {
     refusedThenRetried("/probeX/taken-over/deferred-emitter");
+  }
+
+  /**
+   * The same with a {@code CompletableFuture} the {@code Callable} returns already completed with
+   * the emitter (emshapes): followed the same way, by the same rule. Failed before the fix as the
+   * {@code DeferredResult} row did, on Boot 3.5 and 4.0 at 493e7d6 (about 22 s, "... last 422
+   * replayed=null {...response-not-stored..., "original-status":200}").
+   */
+  @Test
+  void aTakenOverCompletedFuturesEmitterRefusedBeforeItSentIsReleased() throws Exception {
+    refusedThenRetried("/probeX/taken-over/future-emitter");
   }
 
   private void refusedThenRetried(String path) throws Exception {
@@ -190,6 +203,14 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
         deferred.setResult(emitter(key));
         return deferred;
       };
+    }
+
+    @PostMapping("/probeX/taken-over/future-emitter")
+    @IdempotentEndpoint
+    public Callable<CompletableFuture<SseEmitter>> futureEmitter(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> CompletableFuture.completedFuture(emitter(key));
     }
   }
 }
