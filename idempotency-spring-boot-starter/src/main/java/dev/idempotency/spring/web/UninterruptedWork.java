@@ -348,8 +348,8 @@ final class UninterruptedWork {
    * work is run too ({@link #detached}); {@code laterStageRan[0]} is set once a later stage runs
    * (before it runs: its failure is a later stage's, after a stage that may have sent). A {@code
    * DeferredResult} or {@code CompletionStage} that holds its result when the stage that returned
-   * it ended ({@link #settled}) is no later stage: its value (an emitter, say, then followed to its
-   * end by {@link AsyncWork#takenOverResult}) is that stage's own.
+   * it ended ({@link SettledResults}) is no later stage: its value (an emitter, say, then followed
+   * to its end by {@link AsyncWork#takenOverResult}) is that stage's own.
    *
    * @param asyncTimeout how long a later {@code DeferredResult} with no timeout of its own is
    *     awaited, in milliseconds (zero or less: without limit, as the servlet container would)
@@ -369,7 +369,7 @@ final class UninterruptedWork {
               ? body
               : result;
       // a value the stage that returned it had set already is that stage's own result
-      boolean sameStage = settled(value);
+      boolean sameStage = SettledResults.settled(value);
       if (value instanceof Callable<?> next) {
         laterStageRan[0] = true;
         result = next.call();
@@ -393,20 +393,6 @@ final class UninterruptedWork {
       laterStageRan[0] |= !sameStage;
     }
     return result;
-  }
-
-  /**
-   * Whether {@code value} is a {@code DeferredResult} or a {@code CompletionStage} that holds its
-   * result already, as the stage that returned it ended: set by that stage (the {@code Callable}
-   * sets the {@code DeferredResult} it returns, or returns a completed future), its result is that
-   * stage's own, as if returned itself, with no later stage in between that could have sent. One
-   * that is set later is a later stage's, which may have sent.
-   */
-  private static boolean settled(@Nullable Object value) {
-    if (value instanceof DeferredResult<?> deferred) {
-      return deferred.hasResult();
-    }
-    return value instanceof CompletionStage<?> stage && stage.toCompletableFuture().isDone();
   }
 
   /** The value of a later stage that a taken-over work returned, or its failure, thrown. */

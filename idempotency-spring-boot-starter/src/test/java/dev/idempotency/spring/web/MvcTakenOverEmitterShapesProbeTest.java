@@ -30,8 +30,9 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  * Callable} returns already set. In each, the emitter's work is refused before it sent and ends the
  * emitter with that refusal ({@code completeWithError}): nothing was sent, so the retry must send
  * once (SPEC 1, no lost send). Spring MVC's executor's only thread is held so that the {@code
- * Callable} is queued and taken over at the 1 s timeout. One application on a real Redis. All three
- * pass on Boot 3.5 and 4.0 since emshapes.
+ * Callable} is queued and taken over at the 1 s timeout. One application on a real Redis. A fourth
+ * row holds a {@code Callable} past the timeout instead (detached, not taken over). All four pass
+ * on Boot 3.5 and 4.0 since emshapes.
  */
 class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
 
@@ -87,6 +88,44 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
     refusedThenRetried("/probeX/taken-over/future-emitter");
   }
 
+  /**
+   * Detached, not taken over: the {@code Callable} began on time and is still running at the 1 s
+   * timeout (answered 409, the key claimed); after it, it returns a {@code DeferredResult} already
+   * set to the emitter, whose work is then refused before any send. Spring MVC never dispatches it
+   * (its request ended): nothing was sent, so the retry must send once.
+   *
+   * <p>Found and fixed by emshapes (medium: a lost send, replayed as a success). Before, the late
+   * result, a {@code DeferredResult}, was not taken for the emitter it holds ({@code
+   * AsyncWork.lateResult} followed only an emitter or an entity of one): it was rendered at once
+   * into an empty 200 and stored, the retry got that 200 replayed, and nothing was ever sent.
+   * Failed on Boot 3.5 at 7214ce9 in about 22 s: "timed out after 20000 ms waiting for the retry's
+   * send: first answer 409 replayed=null {...request-in-progress...}, last 200 replayed=true" (not
+   * run on Boot 4.0 before the fix). Now such a result is followed as the one it holds ({@code
+   * SettledResults.ownValue}).
+   */
+  @Test
+  void aDetachedCallablesDeferredResultsEmitterRefusedBeforeItSentIsReleased() throws Exception {
+    String path = "/probeX/detached/deferred-emitter";
+    String key = EndpointClient.newKey();
+    CountDownLatch held = new CountDownLatch(1);
+    Shapes.callableGate = held;
+    int called = Shapes.providerCalls.get();
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      held.countDown();
+    }
+    Poll.within(Duration.ofSeconds(20))
+        .until("the emitter's work called the provider", () -> Shapes.providerCalls.get() > called);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    String seen =
+        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
+    Poll.within(Duration.ofSeconds(20))
+        .until("the retry's send: " + seen, () -> Shapes.sendsOf(key) >= 1);
+    assertThat(Shapes.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+  }
+
   private void refusedThenRetried(String path) throws Exception {
     String key = EndpointClient.newKey();
     String first = takenOver(path, key);
@@ -131,6 +170,7 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static volatile CountDownLatch blockStarted = new CountDownLatch(1);
     static volatile CountDownLatch release = new CountDownLatch(1);
+    static volatile CountDownLatch callableGate = new CountDownLatch(0);
 
     static int sendsOf(String key) {
       AtomicInteger n = sends.get(key);
@@ -199,6 +239,20 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
         @RequestHeader("Idempotency-Key") String key) {
       entered.incrementAndGet();
       return () -> {
+        DeferredResult<SseEmitter> deferred = new DeferredResult<>();
+        deferred.setResult(emitter(key));
+        return deferred;
+      };
+    }
+
+    @PostMapping("/probeX/detached/deferred-emitter")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<SseEmitter>> detachedDeferredEmitter(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch held = callableGate;
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
         DeferredResult<SseEmitter> deferred = new DeferredResult<>();
         deferred.setResult(emitter(key));
         return deferred;
