@@ -278,16 +278,18 @@ final class AsyncWork {
 
   /**
    * The result of work that outlived its request (taken over by the starter, or detached at a
-   * timeout or a shutdown) is an emitter (or an entity of one), which Spring MVC never gets: the
-   * starter follows it to its end ({@link StreamEnd#followLaterEmitter}). Only a first stage's
-   * emitter: once a later stage ran, which may have sent, any end is recorded as answered ({@link
-   * #takenOverResult}).
+   * timeout or a shutdown) is an emitter (or an entity of one, or a {@code DeferredResult} or
+   * future the work returned already set to one: {@link SettledResults}), which Spring MVC never
+   * gets: the starter follows it to its end ({@link StreamEnd#followLaterEmitter}). Only a first
+   * stage's emitter: once a later stage ran, which may have sent, any end is recorded as answered
+   * ({@link #takenOverResult}).
    *
    * @return false if the result is no emitter, a later stage's, the call was reported, or the
    *     emitter cannot be followed (the caller then records it as answered)
    */
   private boolean awaitLaterEmitterEnd(@Nullable Object result, boolean laterStageRan) {
-    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
+    // in a ResponseEntity, or in a DeferredResult or future the stage that returned it had set
+    Object value = SettledResults.ownValue(result);
     if (!(value instanceof ResponseBodyEmitter returned)) {
       return false;
     }

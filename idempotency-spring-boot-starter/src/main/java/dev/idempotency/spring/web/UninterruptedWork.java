@@ -346,7 +346,10 @@ final class UninterruptedWork {
   /**
    * {@code work}'s result, run to its end as Spring MVC would run it: a result that is more async
    * work is run too ({@link #detached}); {@code laterStageRan[0]} is set once a later stage runs
-   * (before it runs: its failure is a later stage's, after a stage that may have sent).
+   * (before it runs: its failure is a later stage's, after a stage that may have sent). A {@code
+   * DeferredResult} or {@code CompletionStage} that holds its result when the stage that returned
+   * it ended ({@link SettledResults}) is no later stage: its value (an emitter, say, then followed
+   * to its end by {@link AsyncWork#takenOverResult}) is that stage's own.
    *
    * @param asyncTimeout how long a later {@code DeferredResult} with no timeout of its own is
    *     awaited, in milliseconds (zero or less: without limit, as the servlet container would)
@@ -365,6 +368,8 @@ final class UninterruptedWork {
                   && entity.getBody() instanceof StreamingResponseBody body
               ? body
               : result;
+      // a value the stage that returned it had set already is that stage's own result
+      boolean sameStage = SettledResults.settled(value);
       if (value instanceof Callable<?> next) {
         laterStageRan[0] = true;
         result = next.call();
@@ -385,7 +390,7 @@ final class UninterruptedWork {
       } else {
         break;
       }
-      laterStageRan[0] = true;
+      laterStageRan[0] |= !sameStage;
     }
     return result;
   }

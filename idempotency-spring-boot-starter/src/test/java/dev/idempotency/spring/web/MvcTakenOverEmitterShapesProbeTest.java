@@ -27,11 +27,13 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 /**
  * probeX, of emitcall (f6a21d7, 865a49f): shapes of a taken-over {@code Callable}'s emitter that
  * MvcTakenOverEmitterProbeTest does not reach: the emitter in a {@code ResponseEntity} (headers
- * taken over), and in a {@code DeferredResult} the {@code Callable} returns already set. In each,
- * the emitter's work is refused before it sent and ends the emitter with that refusal ({@code
- * completeWithError}): nothing was sent, so the retry must send once (SPEC 1, no lost send). Spring
- * MVC's executor's only thread is held so that the {@code Callable} is queued and taken over at the
- * 1 s timeout. One application on a real Redis.
+ * taken over), and in a {@code DeferredResult} (or a {@code CompletableFuture}) the {@code
+ * Callable} returns already set. In each, the emitter's work is refused before it sent and ends the
+ * emitter with that refusal ({@code completeWithError}): nothing was sent, so the retry must send
+ * once (SPEC 1, no lost send). Spring MVC's executor's only thread is held so that the {@code
+ * Callable} is queued and taken over at the 1 s timeout. One application on a real Redis. A fourth
+ * row holds a {@code Callable} past the timeout instead (detached, not taken over). All four pass
+ * on Boot 3.5 and 4.0 since emshapes.
  */
 class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
 
@@ -56,22 +58,116 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Open finding (medium: a lost send, SPEC 1), though documented in docs/spring-boot.md ("an
-   * emitter that a later stage returned ... is recorded as answered without its body, since a stage
-   * that ran may have sent"): the {@code Callable} returns a {@code DeferredResult} already set to
-   * the emitter, so the emitter is a later stage's and is not followed (emitcall follows only a
-   * first stage's). Its work is refused before it sent; the key is recorded as answered and the
-   * retry gets 422 response-not-stored; nothing is ever sent within the window. Fails on Boot 3.5
-   * and 4.0 in about 22 s: "timed out after 20000 ms waiting for the retry's send: first answer 409
-   * {...request-in-progress...}, last 422 replayed=null {...response-not-stored...,
-   * "original-status":200}". A fix would follow a later stage's emitter as a first stage's is when
-   * no earlier stage could have sent (a {@code DeferredResult} set before the {@code Callable}
-   * returned it).
+   * The {@code Callable} returns a {@code DeferredResult} already set to the emitter: the emitter
+   * is the {@code Callable}'s own result, so it is followed to its end as one the {@code Callable}
+   * returned itself ({@code UninterruptedWork.settled}); its own error before any send releases the
+   * key and the retry sends once.
+   *
+   * <p>Was an open finding (medium: a lost send, SPEC 1), fixed by emshapes. Before, the emitter
+   * was taken for a later stage's (emitcall follows only a first stage's) and not followed: its
+   * work was refused before it sent, yet the key was recorded as answered and the retry got 422
+   * response-not-stored; nothing was ever sent within the window. Failed on Boot 3.5 and 4.0 (at
+   * bdb67c1, and at 493e7d6 in emshapes' run) in about 22 s: "timed out after 20000 ms waiting for
+   * the retry's send: first answer 409 {...request-in-progress...}, last 422 replayed=null
+   * {...response-not-stored..., "original-status":200}". A {@code DeferredResult} that is set only
+   * after the {@code Callable} returned it is still a later stage's, recorded as answered
+   * (docs/spring-boot.md): whatever set it ran and may have sent.
    */
-  @Tag("open-finding")
   @Test
   void aTakenOverDeferredResultsEmitterRefusedBeforeItSentIsReleased() throws Exception {
     refusedThenRetried("/probeX/taken-over/deferred-emitter");
+  }
+
+  /**
+   * The same with a {@code CompletableFuture} the {@code Callable} returns already completed with
+   * the emitter (emshapes): followed the same way, by the same rule. Failed before the fix as the
+   * {@code DeferredResult} row did, on Boot 3.5 and 4.0 at 493e7d6 (about 22 s, "... last 422
+   * replayed=null {...response-not-stored..., "original-status":200}").
+   */
+  @Test
+  void aTakenOverCompletedFuturesEmitterRefusedBeforeItSentIsReleased() throws Exception {
+    refusedThenRetried("/probeX/taken-over/future-emitter");
+  }
+
+  /**
+   * Detached, not taken over: the {@code Callable} began on time and is still running at the 1 s
+   * timeout (answered 409, the key claimed); after it, it returns a {@code DeferredResult} already
+   * set to the emitter, whose work is then refused before any send. Spring MVC never dispatches it
+   * (its request ended): nothing was sent, so the retry must send once.
+   *
+   * <p>Found and fixed by emshapes (medium: a lost send, replayed as a success). Before, the late
+   * result, a {@code DeferredResult}, was not taken for the emitter it holds ({@code
+   * AsyncWork.lateResult} followed only an emitter or an entity of one): it was rendered at once
+   * into an empty 200 and stored, the retry got that 200 replayed, and nothing was ever sent.
+   * Failed on Boot 3.5 at 7214ce9 in about 22 s: "timed out after 20000 ms waiting for the retry's
+   * send: first answer 409 replayed=null {...request-in-progress...}, last 200 replayed=true" (not
+   * run on Boot 4.0 before the fix). Now such a result is followed as the one it holds ({@code
+   * SettledResults.ownValue}).
+   */
+  @Test
+  void aDetachedCallablesDeferredResultsEmitterRefusedBeforeItSentIsReleased() throws Exception {
+    String path = "/probeX/detached/deferred-emitter";
+    String key = EndpointClient.newKey();
+    CountDownLatch held = new CountDownLatch(1);
+    Shapes.callableGate = held;
+    int called = Shapes.providerCalls.get();
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      held.countDown();
+    }
+    Poll.within(Duration.ofSeconds(20))
+        .until("the emitter's work called the provider", () -> Shapes.providerCalls.get() > called);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    String seen =
+        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
+    Poll.within(Duration.ofSeconds(20))
+        .until("the retry's send: " + seen, () -> Shapes.sendsOf(key) >= 1);
+    assertThat(Shapes.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+  }
+
+  /**
+   * Detached, not taken over: the {@code Callable} is still running at the 1 s timeout and returns,
+   * after it, a {@code DeferredResult} that a thread of the application sets later: with the
+   * provider's refusal before any send ({@code setErrorResult}). Nothing was sent, so the retry
+   * must send once, as for a taken-over {@code Callable}'s later {@code DeferredResult}
+   * (MvcTakenOverLaterStageProbeTest).
+   *
+   * <p>Open finding (medium: a lost send, replayed as a success), found by emshapes: the late
+   * result of a detached {@code Callable} that is a {@code DeferredResult} not set yet is neither
+   * awaited nor followed ({@code AsyncWork.lateResult} renders it at once, through Spring MVC's
+   * return value handlers, into an empty 200, stored before the application's thread sets it), so
+   * the refusal that comes after is never heard, the retry gets that 200 replayed, and nothing is
+   * ever sent within the window. Fails on Boot 3.5 at ade8d5d in about 23 s: "timed out after 20000
+   * ms waiting for the retry's send: first answer 409 replayed=null {...request-in-progress...},
+   * last 200 replayed=true" (not run on Boot 4.0). A later stage that sends gets an empty 200
+   * stored in place of its answer (no second send). A fix would await a detached {@code Callable}'s
+   * later {@code DeferredResult} or {@code CompletionStage} as UninterruptedWork.runToItsEnd awaits
+   * a taken-over one's, and decide its value or failure the same way.
+   */
+  @Tag("open-finding")
+  @Test
+  void aDetachedCallablesLaterDeferredResultThatFailsBeforeItSentIsReleased() throws Exception {
+    String path = "/probeX/detached/later-deferred";
+    String key = EndpointClient.newKey();
+    CountDownLatch held = new CountDownLatch(1);
+    Shapes.callableGate = held;
+    int called = Shapes.providerCalls.get();
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      held.countDown();
+    }
+    Poll.within(Duration.ofSeconds(20))
+        .until("the later stage called the provider", () -> Shapes.providerCalls.get() > called);
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    String seen =
+        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
+    Poll.within(Duration.ofSeconds(20))
+        .until("the retry's send: " + seen, () -> Shapes.sendsOf(key) >= 1);
+    assertThat(Shapes.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
   }
 
   private void refusedThenRetried(String path) throws Exception {
@@ -118,6 +214,7 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static volatile CountDownLatch blockStarted = new CountDownLatch(1);
     static volatile CountDownLatch release = new CountDownLatch(1);
+    static volatile CountDownLatch callableGate = new CountDownLatch(0);
 
     static int sendsOf(String key) {
       AtomicInteger n = sends.get(key);
@@ -190,6 +287,53 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
         deferred.setResult(emitter(key));
         return deferred;
       };
+    }
+
+    @PostMapping("/probeX/detached/deferred-emitter")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<SseEmitter>> detachedDeferredEmitter(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch held = callableGate;
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        DeferredResult<SseEmitter> deferred = new DeferredResult<>();
+        deferred.setResult(emitter(key));
+        return deferred;
+      };
+    }
+
+    @PostMapping("/probeX/detached/later-deferred")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<String>> detachedLaterDeferred(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      CountDownLatch held = callableGate;
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        DeferredResult<String> deferred = new DeferredResult<>();
+        Thread thread =
+            new Thread(
+                () -> {
+                  try {
+                    deferred.setResult(provider(key));
+                  } catch (IllegalStateException refused) {
+                    deferred.setErrorResult(refused);
+                  }
+                },
+                "probeX-later");
+        thread.setDaemon(true);
+        thread.start();
+        return deferred;
+      };
+    }
+
+    @PostMapping("/probeX/taken-over/future-emitter")
+    @IdempotentEndpoint
+    public Callable<CompletableFuture<SseEmitter>> futureEmitter(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return () -> CompletableFuture.completedFuture(emitter(key));
     }
   }
 }
