@@ -20,8 +20,10 @@ import java.util.TreeMap;
  * send of that key; nothing left in progress once the run settled.
  *
  * <p>The sends of a key are ordered by the time each sender started (the provider may log a slow
- * first send after a quicker takeover). A send is an allowed duplicate only if an earlier send of
- * the key, with the same provider key, was made by an owner that
+ * first send after a quicker takeover). A send is an allowed duplicate only if it is the send of
+ * the takeover that the loss of the key by the owner before it led to: that owner is the one of the
+ * send just before it (on a short-window key, the one before any that returned before it began),
+ * with the same provider key, whose outcome was not recorded before it began, and which
  *
  * <ul>
  *   <li>was killed ({@code SIGKILL}) after its send began and before the other send ended: "owner
@@ -41,14 +43,22 @@ import java.util.TreeMap;
  *       so the lease ran out whatever the owner did (an owner killed later, before its batch logged
  *       the outcome as not recorded, leaves none);
  *   <li>returned the send as not recorded, its client logged a renewal or outcome write of that
- *       claim still unanswered when the claim's lease ran out, after the send began, and a client
- *       logged the takeover of that claim asked for after that and before the other send began
- *       ({@link StoreCallLog}): "owner's store answered after its lease", a cut with no fault of
- *       the nemesis to show for it (a store, or a client's threads, slower than the lease on a
- *       loaded host). A renewal answered in time is no excuse.
+ *       claim that did not keep its lease (refused or failed, or a renewal granted only after the
+ *       lease it renewed, counted from its start, ran out) and was still unanswered when that lease
+ *       ran out, after the send began, and a client logged the takeover of that claim asked for
+ *       after that and before the other send began, the other send being of that takeover's attempt
+ *       or a later one ({@link StoreCallLog}): "owner's store answered after its lease", a cut with
+ *       no fault of the nemesis to show for it (a store, or a client's threads, slower than the
+ *       lease on a loaded host). A renewal answered in time, or granted and answered before the
+ *       lease it renewed ran out, is no excuse.
  * </ul>
  *
- * Two more causes are no duplicates at all, but sends the promise allows:
+ * An owner with no such cause held the key (alive, or its outcome recorded): a send after it is
+ * broken, whatever happened to owners before it. A kill of the first owner excuses its taker's
+ * send, not a send after the taker completed the key; nor does a lapse excuse the owner sending
+ * again within its own claim.
+ *
+ * <p>Two more causes are no duplicates at all, but sends the promise allows:
  *
  * <ul>
  *   <li>"window ended": a key with a short window ({@link FaultRunChild#isShortWindow}) sent again
@@ -223,6 +233,7 @@ final class DuplicateChecker {
       sendsByKey.computeIfAbsent(send.key(), k -> new ArrayList<>()).add(send);
     }
     Set<String> notRecorded = new HashSet<>();
+    Map<String, Long> recordedAt = new HashMap<>();
     Map<String, List<Call>> failedSends = new HashMap<>();
     for (Call call : history.calls) {
       if (call.outcome().equals("SEND_FAILED")) {
@@ -234,8 +245,11 @@ final class DuplicateChecker {
         report.replays++;
       } else if (call.outcome().equals("SENT")) {
         report.firstSends++;
+        String send = call.key() + "|" + call.process() + "|" + call.value();
         if (!call.recorded()) {
-          notRecorded.add(call.key() + "|" + call.process() + "|" + call.value());
+          notRecorded.add(send);
+        } else {
+          recordedAt.merge(send, call.millis(), Math::min);
         }
       }
     }
@@ -249,10 +263,10 @@ final class DuplicateChecker {
         Send later = sends.get(i);
         String cause = windowEnded(sends.subList(0, i), later) ? "window ended" : null;
         for (int j = 0; j < i && cause == null; j++) {
-          cause = cause(sends.get(j), later, history.faults, notRecorded, history.leaseMillis);
-          if (cause == null && leaseRanOutUnanswered(sends.get(j), later, history, notRecorded)) {
-            cause = "owner's store answered after its lease";
-          }
+          cause = takerClockAhead(sends.get(j), later, history.faults);
+        }
+        if (cause == null) {
+          cause = ownerLost(sends, i, history, notRecorded, recordedAt);
         }
         if (cause == null
             && aheadOwnerBetween(
@@ -298,9 +312,46 @@ final class DuplicateChecker {
     return report;
   }
 
-  /** Why {@code later} may repeat {@code earlier}, or null if nothing allows it. */
-  private static String cause(
-      Send earlier, Send later, List<Fault> faults, Set<String> notRecorded, long leaseMillis) {
+  /**
+   * Why the owner that held the key before {@code sends[i]} lost it, so that that send is the
+   * takeover the loss led to, or null. The owner is the one of the send just before it (by start);
+   * on a short-window key, a send that returned before it began is passed over for the one before
+   * it (its window may have ended, so it held nothing), but no other: an owner whose send has no
+   * cause held the key alive (its lease kept, or its outcome recorded), and an earlier owner's loss
+   * led to no takeover after it. So a kill, pause, cut or late store answer excuses the takeover's
+   * send, never a later send of a key the taker held or completed.
+   */
+  private static String ownerLost(
+      List<Send> sends,
+      int i,
+      FaultHistory history,
+      Set<String> notRecorded,
+      Map<String, Long> recordedAt) {
+    Send later = sends.get(i);
+    for (int j = i - 1; j >= 0; j--) {
+      Send earlier = sends.get(j);
+      String cause =
+          cause(earlier, later, history.faults, notRecorded, recordedAt, history.leaseMillis);
+      if (cause == null && leaseRanOutUnanswered(earlier, later, history, notRecorded)) {
+        cause = "owner's store answered after its lease";
+      }
+      if (cause != null) {
+        return cause;
+      }
+      boolean windowOver =
+          FaultRunChild.isShortWindow(later.key()) && earlier.millis() < later.startMillis();
+      if (!windowOver) {
+        return null;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * "taker's clock ahead": the send that took the key ({@code earlier} or {@code later}) came from
+   * a process whose clock had been moved ahead, or null.
+   */
+  private static String takerClockAhead(Send earlier, Send later, List<Fault> faults) {
     if (!earlier.providerKey().equals(later.providerKey())) {
       return null;
     }
@@ -321,8 +372,30 @@ final class DuplicateChecker {
         }
       }
     }
+    return null;
+  }
+
+  /**
+   * Why {@code later} may repeat {@code earlier} because {@code earlier}'s owner lost the key
+   * (killed, paused, stalled, cut off), or {@code later}'s own owner was paused or stalled between
+   * its claim and its send, or null. An owner whose outcome was recorded before {@code later} began
+   * lost nothing: the key was completed, and only a stale owner (claimed before it) sends after it.
+   */
+  private static String cause(
+      Send earlier,
+      Send later,
+      List<Fault> faults,
+      Set<String> notRecorded,
+      Map<String, Long> recordedAt,
+      long leaseMillis) {
+    if (!earlier.providerKey().equals(later.providerKey())) {
+      return null;
+    }
+    Long recorded =
+        recordedAt.get(earlier.key() + "|" + earlier.process() + "|" + earlier.result());
+    boolean completedBefore = recorded != null && recorded < later.startMillis();
     for (Fault fault : faults) {
-      if (fault.process() != earlier.process()) {
+      if (completedBefore || fault.process() != earlier.process()) {
         continue;
       }
       if (fault.type().equals("KILL")
@@ -350,6 +423,9 @@ final class DuplicateChecker {
           && fault.untilMillis() >= earlier.startMillis()) {
         return fault.type().equals("PAUSE") ? "owner paused" : "owner stalled";
       }
+    }
+    if (completedBefore) {
+      return null;
     }
     for (Fault fault : faults) {
       // a cut at least a lease long lets no renewal through: the owner's lease ran out whatever it
@@ -382,9 +458,11 @@ final class DuplicateChecker {
   /**
    * Whether the earlier send's owner lost its claim to its own store's slowness: its outcome was
    * refused (not recorded), its client logged a renewal or outcome write of that very claim
-   * (process, key and attempt) that was still unanswered when the claim's lease ran out, after the
+   * (process, key and attempt) that did not keep its lease (refused or failed, or granted, with the
+   * lease it renewed from its start) and was still unanswered when that lease ran out, after the
    * send began, and a client logged the takeover of that claim (the next attempt) asked for after
-   * that lease ran out and before the later send began ({@link StoreCallLog}). The store (or the
+   * that lease ran out and before the later send began, the later send being of that takeover's
+   * attempt or a later one, with the same provider key ({@link StoreCallLog}). The store (or the
    * way to it, or the client's threads) took longer than the lease to answer a live owner: what a
    * cut does, with no fault of the nemesis to show for it, and what {@code docs/guarantees.md}
    * names as the one way a live owner leaves its key as a crash would ("a store that stays away
@@ -393,7 +471,9 @@ final class DuplicateChecker {
    */
   static boolean leaseRanOutUnanswered(
       Send earlier, Send later, FaultHistory history, Set<String> notRecorded) {
-    if (!notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())) {
+    if (!notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())
+        || !earlier.providerKey().equals(later.providerKey())
+        || later.attempt() <= earlier.attempt()) {
       return false;
     }
     String keyId = IdempotencyKey.digest(earlier.key());
@@ -402,10 +482,10 @@ final class DuplicateChecker {
           && call.attempt() == earlier.attempt()
           && call.keyId().equals(keyId)
           && (call.operation().equals("extend") || call.operation().equals("complete"))
-          && call.leaseRanOutUnanswered()
-          && call.leaseUntilMillis() >= earlier.startMillis()
+          && call.lostTheLease()
+          && call.leaseAfterMillis() >= earlier.startMillis()
           && takenOverAfter(
-              history, keyId, earlier.attempt() + 1, call.leaseUntilMillis(), later)) {
+              history, keyId, earlier.attempt() + 1, call.leaseAfterMillis(), later)) {
         return true;
       }
     }

@@ -18,14 +18,16 @@ import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Probes of the cause "owner's store answered after its lease" (faultdyn, 65e134f): histories with
  * a second send that no lapse of the owner's lease explains, which the checker must fail. A checker
- * that excuses too much hides a broken SPEC 1 promise in every fault run.
+ * that excuses too much hides a broken SPEC 1 promise in every fault run. Each "Seen" below is what
+ * the checker before fixchecker's change did; it now excuses only the takeover's own send, with the
+ * provider key compared, and a lapse only from a call that did not keep the lease as it stood when
+ * the call returned.
  */
 class DuplicateCheckerLapseProbeTest {
 
@@ -55,18 +57,18 @@ class DuplicateCheckerLapseProbeTest {
    * taker (a live owner that reached the store) recorded its outcome, is a second send of a
    * completed key with no cause, as if the two lapse lines were absent.
    *
-   * <p>Open finding (probeY, 7 December 2026), severity: the checker hides a second send (SPEC 1).
-   * Seen: {@code DuplicateChecker.check} reports the third send (attempt 1 by process 2 at 4,100,
-   * 1.5 s after process 1's recorded send) as allowed, "owner's store answered after its lease" 2,
-   * and no broken duplicate. Expected one broken duplicate. {@code leaseRanOutUnanswered(earlier,
-   * later, ...)} asks only whether some takeover of the earlier claim came before {@code later}
-   * began, not whether {@code later} is that takeover's send (or a send the takeover's own fate
-   * explains), so once a key has lapsed once in a run every later send of it is excused. The older
-   * causes share the shape (a kill of the first owner excuses every later send of the key, see
-   * {@link #aKilledOwnerExcusesNoSendAfterTheTakerRecorded}).
+   * <p>Was an open finding (probeY, 7 December 2026; fixed by fixchecker), severity: the checker
+   * hides a second send (SPEC 1). Seen: {@code DuplicateChecker.check} reports the third send
+   * (attempt 1 by process 2 at 4,100, 1.5 s after process 1's recorded send) as allowed, "owner's
+   * store answered after its lease" 2, and no broken duplicate. Expected one broken duplicate.
+   * {@code leaseRanOutUnanswered(earlier, later, ...)} asks only whether some takeover of the
+   * earlier claim came before {@code later} began, not whether {@code later} is that takeover's
+   * send (or a send the takeover's own fate explains), so once a key has lapsed once in a run every
+   * later send of it is excused. The older causes share the shape (a kill of the first owner
+   * excuses every later send of the key, see {@link
+   * #aKilledOwnerExcusesNoSendAfterTheTakerRecorded}).
    */
   @Test
-  @Tag("open-finding")
   void aLapsedLeaseExcusesNoSendAfterTheTakerRecorded() {
     FaultHistory history =
         history(
@@ -99,14 +101,13 @@ class DuplicateCheckerLapseProbeTest {
    * (attempt 1 twice by process 0, as a guard that sent again inside one claim would), when the
    * taker's own send failed (so it logged none).
    *
-   * <p>Open finding (probeY, 7 December 2026), severity: the checker hides a second send (SPEC 1).
-   * Seen: the owner's second send of attempt 1 is allowed as "owner's store answered after its
-   * lease", no broken duplicate; expected one. The takeover of attempt 2 before the later send is
-   * all {@code leaseRanOutUnanswered} asks for: it does not ask that the later send be of that
-   * attempt or later.
+   * <p>Was an open finding (probeY, 7 December 2026; fixed by fixchecker), severity: the checker
+   * hides a second send (SPEC 1). Seen: the owner's second send of attempt 1 is allowed as "owner's
+   * store answered after its lease", no broken duplicate; expected one. The takeover of attempt 2
+   * before the later send is all {@code leaseRanOutUnanswered} asks for: it does not ask that the
+   * later send be of that attempt or later.
    */
   @Test
-  @Tag("open-finding")
   void aLapsedLeaseExcusesNoSecondSendOfTheOwnersOwnClaim() {
     FaultHistory history =
         history(
@@ -134,13 +135,13 @@ class DuplicateCheckerLapseProbeTest {
    * The same shape with the older cause "owner killed": the kill excuses the takeover, not a send
    * made after the taker recorded its outcome.
    *
-   * <p>Open finding (probeY, 7 December 2026), severity: the checker hides a second send (SPEC 1).
-   * Seen: the third send is allowed as "owner killed" (2 allowed, none broken); expected one broken
-   * duplicate. {@code cause(earlier, later, ...)} takes a kill of the earlier owner anywhere
-   * between its send and the later send's end, whoever held the key in between.
+   * <p>Was an open finding (probeY, 7 December 2026; fixed by fixchecker), severity: the checker
+   * hides a second send (SPEC 1). Seen: the third send is allowed as "owner killed" (2 allowed,
+   * none broken); expected one broken duplicate. {@code cause(earlier, later, ...)} takes a kill of
+   * the earlier owner anywhere between its send and the later send's end, whoever held the key in
+   * between.
    */
   @Test
-  @Tag("open-finding")
   void aKilledOwnerExcusesNoSendAfterTheTakerRecorded() {
     FaultHistory history =
         history(
@@ -167,14 +168,14 @@ class DuplicateCheckerLapseProbeTest {
    * A repeat with another provider key is never allowed (the provider cannot absorb it), as {@code
    * DuplicateCheckerTest.aRepeatWithAnotherProviderKeyIsNeverAllowed} checks for a kill.
    *
-   * <p>Open finding (probeY, 7 December 2026), severity: the checker hides a second send (SPEC 1):
-   * a takeover whose send carries another provider key than the owner's is a second send the
-   * provider cannot absorb, and a guard that changed its provider key on takeover would pass the
-   * fault run. Seen: allowed as "owner's store answered after its lease", no broken duplicate;
-   * expected one. {@code leaseRanOutUnanswered} does not compare provider keys; {@code cause} does.
+   * <p>Was an open finding (probeY, 7 December 2026; fixed by fixchecker), severity: the checker
+   * hides a second send (SPEC 1): a takeover whose send carries another provider key than the
+   * owner's is a second send the provider cannot absorb, and a guard that changed its provider key
+   * on takeover would pass the fault run. Seen: allowed as "owner's store answered after its
+   * lease", no broken duplicate; expected one. {@code leaseRanOutUnanswered} does not compare
+   * provider keys; {@code cause} does.
    */
   @Test
-  @Tag("open-finding")
   void aLapsedLeaseExcusesNoRepeatWithAnotherProviderKey() {
     FaultHistory history =
         history(
@@ -201,15 +202,14 @@ class DuplicateCheckerLapseProbeTest {
    * renewal is granted at once by the store and answered to the client after the claim's first
    * lease ran out; the store, asked at the takeover's time, refuses it (the lease is live).
    *
-   * <p>Open finding (probeY, 7 December 2026), severity: the checker hides a second send (SPEC 1),
-   * one a store that grants a takeover of a live lease makes, on a host slow enough that a granted
-   * renewal's answer comes after the old lease. Seen: the {@code extend} line {@link StoreCallLog}
-   * writes is the same whether the store granted the renewal or not (its answer is not logged, and
-   * its lease end is the one before the renewal), so the checker allows the takeover as "owner's
-   * store answered after its lease"; expected one broken duplicate.
+   * <p>Was an open finding (probeY, 7 December 2026; fixed by fixchecker), severity: the checker
+   * hides a second send (SPEC 1), one a store that grants a takeover of a live lease makes, on a
+   * host slow enough that a granted renewal's answer comes after the old lease. Seen: the {@code
+   * extend} line {@link StoreCallLog} writes is the same whether the store granted the renewal or
+   * not (its answer is not logged, and its lease end is the one before the renewal), so the checker
+   * allows the takeover as "owner's store answered after its lease"; expected one broken duplicate.
    */
   @Test
-  @Tag("open-finding")
   void aRenewalTheStoreGrantedLateExcusesNoTakeoverOfTheLeaseItRenewed(@TempDir Path dir)
       throws Exception {
     long lease = 400;

@@ -596,18 +596,54 @@ class DuplicateCheckerTest {
         List.of(
             new StoreCall(
                 "claim", 0, keyId, 1, 1796595398037L, 1796595398365L, 1796595398837L, false),
+            // granted (the complete line's lease end is its start plus the lease), its answer 1 s
+            // after the lease it renewed ran out: as the new log writes it
             new StoreCall(
-                "extend", 0, keyId, 1, 1796595398448L, 1796595400257L, 1796595398837L, false),
+                "extend",
+                0,
+                keyId,
+                1,
+                1796595398448L,
+                1796595400257L,
+                1796595398837L,
+                false,
+                true,
+                1796595399248L),
             new StoreCall(
                 "complete", 0, keyId, 1, 1796595400422L, 1796595401221L, 1796595399248L, false),
             new StoreCall(
-                "takeover", 1, keyId, 2, 1796595399330L, 1796595400750L, 1796595400130L, false)));
+                "takeover",
+                1,
+                keyId,
+                2,
+                1796595399330L,
+                1796595400750L,
+                1796595400130L,
+                false,
+                true,
+                1796595400130L)));
 
     DuplicateChecker.Report report = DuplicateChecker.check(history, List.of(), 0);
 
     assertThat(report.brokenDuplicates).isEmpty();
     assertThat(report.allowedDuplicates)
         .containsExactly(java.util.Map.entry("owner's store answered after its lease", 1));
+    StoreCall answeredInTime =
+        new StoreCall(
+            "extend",
+            0,
+            keyId,
+            1,
+            1796595398448L,
+            1796595399200L,
+            1796595398837L,
+            false,
+            true,
+            1796595399248L);
+    history.storeCalls.set(1, answeredInTime);
+    assertThat(DuplicateChecker.check(history, List.of(), 0).brokenDuplicates)
+        .as("the same renewal granted and answered before the lease it renewed ran out")
+        .hasSize(1);
     history.storeCalls.clear();
     assertThat(DuplicateChecker.check(history, List.of(), 0).brokenDuplicates)
         .as("without the clients' store calls, as the checker saw the CI run")
@@ -629,6 +665,11 @@ class DuplicateCheckerTest {
 
     assertThat(StoreCall.parse(call.line())).isEqualTo(call);
     assertThat(call.leaseRanOutUnanswered()).isTrue();
+    assertThat(call.lostTheLease()).as("refused or failed: the lease stood as it was").isTrue();
+    StoreCall renewed = new StoreCall("extend", 2, "a-b_c", 3, 10, 20, 15, false, true, 30);
+    assertThat(StoreCall.parse(renewed.line())).isEqualTo(renewed);
+    assertThat(renewed.leaseRanOutUnanswered()).isTrue();
+    assertThat(renewed.lostTheLease()).as("granted: the renewed lease still ran").isFalse();
     assertThat(new StoreCall("extend", 2, "a", 3, 10, 20, 25, false).leaseRanOutUnanswered())
         .isFalse();
     assertThat(new StoreCall("extend", 2, "a", 3, 10, 20, 0, false).leaseRanOutUnanswered())

@@ -111,7 +111,11 @@ final class FaultHistory {
    * attempt}, from {@code millis} to {@code untilMillis}, when the claim's lease as that client
    * last asked for it ended at {@code leaseUntilMillis} ({@code attempt} and {@code
    * leaseUntilMillis} 0 if the claim is not known); logged when it took a quarter lease or more,
-   * failed, or ended after that lease, and every takeover ({@link StoreCallLog}).
+   * failed, or ended after that lease, and every takeover ({@link StoreCallLog}). Its answer:
+   * {@code failed} (it threw), else {@code granted} (a claim or takeover won, a renewal or outcome
+   * write the store accepted) or not (refused); and {@code leaseAfterMillis}, the claim's lease end
+   * as it stood when the call returned: a granted renewal's, counted from the renewal's start as
+   * the guard counts it, else {@code leaseUntilMillis}.
    */
   record StoreCall(
       String operation,
@@ -121,7 +125,36 @@ final class FaultHistory {
       long millis,
       long untilMillis,
       long leaseUntilMillis,
-      boolean failed) {
+      boolean failed,
+      boolean granted,
+      long leaseAfterMillis) {
+
+    /**
+     * A line of a call that did not renew the claim's lease (a refused or failed renewal or outcome
+     * write), as hand-written histories give it: the lease stands as it was.
+     */
+    StoreCall(
+        String operation,
+        int process,
+        String keyId,
+        int attempt,
+        long millis,
+        long untilMillis,
+        long leaseUntilMillis,
+        boolean failed) {
+      this(
+          operation,
+          process,
+          keyId,
+          attempt,
+          millis,
+          untilMillis,
+          leaseUntilMillis,
+          failed,
+          false,
+          leaseUntilMillis);
+    }
+
     String line() {
       return String.join(
           "|",
@@ -132,7 +165,9 @@ final class FaultHistory {
           Long.toString(millis),
           Long.toString(untilMillis),
           Long.toString(leaseUntilMillis),
-          Boolean.toString(failed));
+          Boolean.toString(failed),
+          Boolean.toString(granted),
+          Long.toString(leaseAfterMillis));
     }
 
     static StoreCall parse(String line) {
@@ -145,12 +180,28 @@ final class FaultHistory {
           Long.parseLong(f[4]),
           Long.parseLong(f[5]),
           Long.parseLong(f[6]),
-          Boolean.parseBoolean(f[7]));
+          Boolean.parseBoolean(f[7]),
+          Boolean.parseBoolean(f[8]),
+          Long.parseLong(f[9]));
     }
 
-    /** Whether the claim's lease ran out while this call was on its way (unanswered). */
+    /**
+     * Whether the claim's lease, as the client knew it when this call began, ran out while the call
+     * was on its way (unanswered). A renewal the store granted may have kept it: see {@link
+     * #lostTheLease}.
+     */
     boolean leaseRanOutUnanswered() {
       return leaseUntilMillis > millis && leaseUntilMillis <= untilMillis;
+    }
+
+    /**
+     * Whether the claim's lease ran out while this call was on its way and the call did not keep
+     * it: the lease as it stood when the call returned (a granted renewal's, from the renewal's
+     * start; a refused or failed call's, the one before it) ended after the call was asked and
+     * before its answer came.
+     */
+    boolean lostTheLease() {
+      return leaseAfterMillis > millis && leaseAfterMillis <= untilMillis;
     }
   }
 

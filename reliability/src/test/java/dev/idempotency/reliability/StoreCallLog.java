@@ -18,13 +18,16 @@ import java.util.function.Supplier;
  * A fault-run client's store, which logs every takeover it was granted, and the calls that hold or
  * write a key's claim (claim, renewal, outcome) when one took a quarter lease or more, failed, or
  * was still unanswered when the claim's lease ran out: {@link FaultHistory.StoreCall} lines in
- * {@code store-PROCESS.log}, one per key id, with the attempt of the claim and the end of its lease
- * as this client last asked for it (from the start of the claim or renewal the store granted, as
- * the guard counts it). A live owner whose renewal or outcome write the store answers only after
- * its lease ran out loses the key as a cut off owner does (the store, the way to it or the client's
- * own threads too slow), with no fault of the nemesis to show for it; these lines show it. Batch
- * calls go to the real store's batch calls, so the client makes the requests it would make without
- * this log. Times are the true wall clock, not the guard's (which a client moves).
+ * {@code store-PROCESS.log}, one per key id, with the attempt of the claim, the end of its lease as
+ * this client last asked for it before the call (from the start of the claim or renewal the store
+ * granted, as the guard counts it), the call's answer (granted, refused or failed) and the lease
+ * end as it stood when the call returned (a renewal granted late still kept the lease from its
+ * start, and a takeover before that end took a live lease). A live owner whose renewal or outcome
+ * write the store answers only after its lease ran out loses the key as a cut off owner does (the
+ * store, the way to it or the client's own threads too slow), with no fault of the nemesis to show
+ * for it; these lines show it. Batch calls go to the real store's batch calls, so the client makes
+ * the requests it would make without this log. Times are the true wall clock, not the guard's
+ * (which a client moves).
  */
 final class StoreCallLog extends ForwardingKeyStore {
 
@@ -68,12 +71,11 @@ final class StoreCallLog extends ForwardingKeyStore {
       long end = System.currentTimeMillis();
       for (int i = 0; i < requests.size(); i++) {
         long[] claim = claims.get(requests.get(i).ownerToken());
-        if (results != null
-            && results.get(i) instanceof ClaimResult.Claimed granted
-            && granted.takeover()) {
-          write("takeover", requests.get(i).keyId(), claim, start, end, false);
+        boolean won = results != null && results.get(i) instanceof ClaimResult.Claimed;
+        if (won && ((ClaimResult.Claimed) results.get(i)).takeover()) {
+          write("takeover", requests.get(i).keyId(), claim, claim, start, end, false, true);
         } else if (results == null || end - start >= leaseMillis / 4) {
-          write("claim", requests.get(i).keyId(), claim, start, end, results == null);
+          write("claim", requests.get(i).keyId(), claim, claim, start, end, results == null, won);
         }
       }
     }
@@ -106,8 +108,17 @@ final class StoreCallLog extends ForwardingKeyStore {
       return results;
     } finally {
       long end = System.currentTimeMillis();
+      long[][] after = leases(requests.stream().map(ExtendRequest::ownerToken).toList());
       for (int i = 0; i < requests.size(); i++) {
-        logIfLate("extend", requests.get(i).keyId(), before[i], start, end, results == null);
+        logIfLate(
+            "extend",
+            requests.get(i).keyId(),
+            before[i],
+            after[i],
+            start,
+            end,
+            results == null,
+            results != null && results.get(i));
       }
     }
   }
@@ -125,15 +136,23 @@ final class StoreCallLog extends ForwardingKeyStore {
   private List<Boolean> completed(List<CompleteRequest> requests, Supplier<List<Boolean>> call) {
     long start = System.currentTimeMillis();
     long[][] before = leases(requests.stream().map(CompleteRequest::ownerToken).toList());
-    boolean failed = true;
+    List<Boolean> results = null;
     try {
-      List<Boolean> results = call.get();
-      failed = false;
+      results = call.get();
       return results;
     } finally {
       long end = System.currentTimeMillis();
       for (int i = 0; i < requests.size(); i++) {
-        logIfLate("complete", requests.get(i).keyId(), before[i], start, end, failed);
+        // an outcome write keeps no lease: the lease stands as it was
+        logIfLate(
+            "complete",
+            requests.get(i).keyId(),
+            before[i],
+            before[i],
+            start,
+            end,
+            results == null,
+            results != null && results.get(i));
       }
     }
   }
@@ -158,14 +177,32 @@ final class StoreCallLog extends ForwardingKeyStore {
   }
 
   private void logIfLate(
-      String operation, String keyId, long[] claim, long start, long end, boolean failed) {
+      String operation,
+      String keyId,
+      long[] claim,
+      long[] after,
+      long start,
+      long end,
+      boolean failed,
+      boolean granted) {
     if (failed || end - start >= leaseMillis / 4 || (claim != null && end >= claim[1])) {
-      write(operation, keyId, claim, start, end, failed);
+      write(operation, keyId, claim, after, start, end, failed, granted);
     }
   }
 
+  /**
+   * Writes one line: {@code claim} is the claim's attempt and lease end as the call began, {@code
+   * after} its lease end as the call returned (either null if the claim is not known).
+   */
   private void write(
-      String operation, String keyId, long[] claim, long start, long end, boolean failed) {
+      String operation,
+      String keyId,
+      long[] claim,
+      long[] after,
+      long start,
+      long end,
+      boolean failed,
+      boolean granted) {
     FaultHistory.StoreCall line =
         new FaultHistory.StoreCall(
             operation,
@@ -175,7 +212,9 @@ final class StoreCallLog extends ForwardingKeyStore {
             start,
             end,
             claim == null ? 0 : claim[1],
-            failed);
+            failed,
+            granted,
+            after == null ? 0 : after[1]);
     try {
       FaultRunChild.write(log, line.line(), false);
     } catch (IOException e) {
