@@ -1,16 +1,13 @@
 package dev.idempotency.spring.reactive;
 
-import org.junit.platform.engine.TestSource;
-import org.junit.platform.engine.support.descriptor.ClassSource;
 import org.junit.platform.launcher.TestExecutionListener;
-import org.junit.platform.launcher.TestIdentifier;
 import org.junit.platform.launcher.TestPlan;
 
 /**
  * Installs BlockHound ({@link BlockingCalls#install()}) when the test JVM starts executing its test
- * plan, before any test code runs, and tells {@link BlockingCalls} which test class runs.
- * Registered in {@code META-INF/services} of the test resources, for the starter's tests and their
- * re-run on Boot 4.0 ({@code spring-boot-4-tests}).
+ * plan, before any test code runs. Registered in {@code META-INF/services} of the test resources,
+ * for the starter's tests and their re-run on Boot 4.0 ({@code spring-boot-4-tests}); {@link
+ * BlockHoundCheckEveryClass} checks every class.
  *
  * <p>Not when the launcher session opens: surefire also opens one in Maven's own JVM to find the
  * test classes it hands to its forks, where BlockHound cannot install (no {@code
@@ -28,16 +25,5 @@ public final class BlockHoundForEveryTest implements TestExecutionListener {
   @Override
   public void testPlanExecutionStarted(TestPlan plan) {
     BlockingCalls.install();
-  }
-
-  @Override
-  public void executionStarted(TestIdentifier test) {
-    TestSource source = test.getSource().orElse(null);
-    if (test.isContainer() && source instanceof ClassSource) {
-      String className = ((ClassSource) source).getClassName();
-      if (!className.contains("$")) { // a top-level class: a nested one is part of its class
-        BlockingCalls.classStarted(className);
-      }
-    }
   }
 }

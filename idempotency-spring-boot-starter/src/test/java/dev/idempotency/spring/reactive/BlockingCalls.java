@@ -6,8 +6,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import reactor.blockhound.BlockHound;
 import reactor.blockhound.BlockingOperationError;
 
@@ -34,12 +32,12 @@ import reactor.blockhound.BlockingOperationError;
  * any test code runs ({@code BlockHoundChecksBusyThreadsTest}); a class's own {@link #install()} is
  * then a no-op.
  *
- * <p>The calls are checked class by class: when a test class starts, the SDK's calls recorded
- * before it (in a class that does not check, an MVC or listener test whose Lettuce event loop ran
- * the SDK's code, or after a class's last check) are taken out and logged as a warning naming the
- * class that ran before, so that they fail no later class; {@link #uncheckedFromTheSdk()} keeps
- * them. Classes that do not check are not failed on them: the check belongs to the reactive
- * classes, whose applications' event loops run the SDK's code.
+ * <p>Every test class is checked, whether it checks for itself or not ({@link
+ * BlockHoundCheckEveryClass}, registered for every class): the calls made during a test fail that
+ * test, those made after its last test (its {@code @AfterAll}, its reactive application's shutdown)
+ * fail the class, and those made after a class's last check and before the next class starts (a
+ * late callback on a thread the class left running) fail the next class's start, with a message
+ * naming the class they came after: they are not the next class's own.
  */
 public final class BlockingCalls {
 
@@ -50,8 +48,6 @@ public final class BlockingCalls {
   private static final List<BlockingOperationError> IN_LETTUCE_LOCK = new CopyOnWriteArrayList<>();
   private static final List<BlockingOperationError> OTHERS = new CopyOnWriteArrayList<>();
   private static final AtomicInteger OTHERS_SEEN = new AtomicInteger();
-  private static final List<String> UNCHECKED = new CopyOnWriteArrayList<>();
-  private static final Logger LOG = LoggerFactory.getLogger(BlockingCalls.class);
   private static volatile String runningClass = "no test class";
   private static boolean installed;
 
@@ -67,34 +63,27 @@ public final class BlockingCalls {
   }
 
   /**
-   * A test class starts: the SDK's calls recorded before it are taken out, logged and kept in
-   * {@link #uncheckedFromTheSdk()}, named after the class that ran before, and not failed on.
+   * A top-level test class starts: fails when the SDK made blocking calls on non-blocking threads
+   * after the last check, naming the class that ran before, whose calls they are.
+   *
+   * @throws AssertionError naming every such call and the class it came after
    */
   static void classStarted(String className) {
-    List<BlockingOperationError> before = new ArrayList<>(FROM_THE_SDK);
-    FROM_THE_SDK.removeAll(before);
-    if (!before.isEmpty()) {
-      String report =
-          report(
-              before.size()
-                  + " blocking call(s) of the SDK on a non-blocking thread while "
-                  + runningClass
-                  + " ran or after its last check, not checked (not failed on) before "
-                  + className
-                  + ":",
-              before);
-      UNCHECKED.add(report);
-      LOG.warn("{}", report);
-    }
+    String before = runningClass;
     runningClass = className;
-  }
-
-  /**
-   * The reports of the SDK's blocking calls on non-blocking threads that no test class checked,
-   * since the JVM started, each naming the class that ran when or before they were made.
-   */
-  public static List<String> uncheckedFromTheSdk() {
-    return List.copyOf(UNCHECKED);
+    List<BlockingOperationError> calls = new ArrayList<>(FROM_THE_SDK);
+    FROM_THE_SDK.removeAll(calls);
+    if (!calls.isEmpty()) {
+      throw new AssertionError(
+          report(
+              calls.size()
+                  + " blocking call(s) of the SDK on a non-blocking thread after the last check of "
+                  + before
+                  + " (after its last test or its application's shutdown; not "
+                  + className
+                  + "'s own, which had not started):",
+              calls));
+    }
   }
 
   /** BlockHound's callback: sorts the call and returns, so that the blocking call goes on. */
@@ -110,6 +99,16 @@ public final class BlockingCalls {
     }
   }
 
+  /**
+   * Takes out the blocking calls the SDK made on non-blocking threads, not yet checked, for a test
+   * that makes such calls on purpose (an application's listener that blocks) to check them itself.
+   */
+  public static List<BlockingOperationError> takeFromTheSdk() {
+    List<BlockingOperationError> calls = new ArrayList<>(FROM_THE_SDK);
+    FROM_THE_SDK.removeAll(calls);
+    return calls;
+  }
+
   /** The blocking calls the SDK made on non-blocking threads, not yet checked. */
   public static List<BlockingOperationError> fromTheSdk() {
     return List.copyOf(FROM_THE_SDK);
@@ -123,8 +122,7 @@ public final class BlockingCalls {
    * @throws AssertionError naming every such call
    */
   public static void assertNoneFromTheSdk() {
-    List<BlockingOperationError> calls = new ArrayList<>(FROM_THE_SDK);
-    FROM_THE_SDK.removeAll(calls);
+    List<BlockingOperationError> calls = takeFromTheSdk();
     if (calls.isEmpty()) {
       return;
     }
@@ -197,6 +195,10 @@ public final class BlockingCalls {
       String name = frame.getClassName();
       if (name.startsWith("org.springframework.web.reactive.")) {
         return false;
+      }
+      if (name.contains("$$SpringCGLIB$$")) {
+        continue; // a proxy Spring generated runs Spring's advice (validation), not the class's
+        // code
       }
       if (name.startsWith("dev.idempotency.")
           && !name.startsWith("dev.idempotency.spring.reactive.")

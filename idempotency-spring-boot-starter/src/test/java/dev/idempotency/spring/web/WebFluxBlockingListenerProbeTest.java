@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyEvent;
 import dev.idempotency.IdempotencyListener;
+import dev.idempotency.spring.reactive.BlockingCalls;
 import java.net.http.HttpResponse;
 import java.util.List;
 import java.util.Map;
@@ -13,7 +14,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.context.annotation.Bean;
@@ -57,18 +58,21 @@ class WebFluxBlockingListenerProbeTest extends WebFluxProbeSupport {
   }
 
   /**
-   * The listener's sleep on the event loop is this probe's own doing: where an earlier test class
-   * in this JVM installed BlockHound, it was remembered as a blocking call of the SDK (its stack
-   * runs through dev.idempotency); forgotten here, so that a later class's check does not fail on
-   * it.
+   * The listener's sleep on the event loop is this probe's own doing (an application's listener
+   * that blocks), remembered as a blocking call of the SDK because its stack runs through
+   * dev.idempotency: taken out here, before the check every test has, and any other blocking call
+   * of the SDK still fails the test.
    */
-  @AfterAll
-  static void forgetTheListenersBlocking() {
-    try {
-      dev.idempotency.spring.reactive.BlockingCalls.assertNoneFromTheSdk();
-    } catch (AssertionError ours) {
-      // drained: assertNoneFromTheSdk forgets what it reports
-    }
+  @AfterEach
+  void onlyTheListenerBlocked() {
+    assertThat(BlockingCalls.takeFromTheSdk())
+        .as("blocking calls of the SDK other than the listener's sleep")
+        .allSatisfy(
+            call ->
+                assertThat(call.getStackTrace())
+                    .anyMatch(
+                        frame ->
+                            frame.getClassName().startsWith(BlockingListener.class.getName())));
   }
 
   @Test
