@@ -88,6 +88,20 @@ class ContainerTransactionManager implements PlatformTransactionManager {
   }
 
   /**
+   * Whether the innermost transaction this thread's container opened is a Kafka one (its offsets
+   * can be committed up to a batch's stop, {@link #commitOffsetsAt}).
+   */
+  static boolean inKafkaTransaction() {
+    Deque<Opened> opened = OPENED.get();
+    Opened top = opened.peek();
+    if (top == null) {
+      OPENED.remove();
+      return false;
+    }
+    return top.kafka != null;
+  }
+
+  /**
    * Has the innermost Kafka transaction this thread's container opened commit the consumer offsets
    * {@code offsets} (the next record to read of each partition), whatever the container sent to it
    * before: a batch that stopped partway commits the records before the stop, not those the
