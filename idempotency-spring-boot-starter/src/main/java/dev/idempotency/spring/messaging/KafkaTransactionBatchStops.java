@@ -33,9 +33,11 @@ import org.springframework.kafka.listener.MessageListenerContainer;
  * listener produced in the transaction and the outcomes of the records before the stop are
  * committed with them; a dead letter the handler published too.
  *
- * <p>A stop at the batch's first record (nothing before it done) keeps the rollback, as does every
- * other failure of the handler, and a throw after which nothing comes back (no seek within the
- * batch). Stateless.
+ * <p>A stop that leaves the consumer at the first record of each partition of the batch (nothing
+ * done, nothing recovered) keeps the rollback, as does every other failure of the handler, and a
+ * throw after which nothing comes back (no seek within the batch). Only a Kafka transaction
+ * manager's transaction commits so; another transaction around the container (a JDBC or JPA
+ * manager) still rolls back. Stateless.
  */
 final class KafkaTransactionBatchStops {
 
