@@ -3,13 +3,19 @@ package dev.idempotency.spring.messaging;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
 import org.jspecify.annotations.Nullable;
+import org.springframework.kafka.core.KafkaResourceHolder;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionStatus;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
  * A listener container's transaction manager, wrapped so that {@link ContainerTransactions} learns
@@ -20,14 +26,33 @@ import org.springframework.transaction.TransactionStatus;
  * (recorded), and a rollback or a commit that fails completes it as rolled back (released).
  * Everything else is the wrapped manager's. Installed by {@link ListenerContainerHooks} on each
  * Spring Kafka listener container before it starts.
+ *
+ * <p>A Kafka batch that stopped partway may have its transaction commit the consumer offsets only
+ * up to the stop ({@link #commitOffsetsAt}): those are sent to the transaction last, just before
+ * its commit, after the offsets of the whole batch the container sent.
  */
 class ContainerTransactionManager implements PlatformTransactionManager {
 
   /** The local transactions this thread's managers opened, innermost first. */
   private static final ThreadLocal<Deque<Opened>> OPENED = ThreadLocal.withInitial(ArrayDeque::new);
 
-  private record Opened(
-      TransactionStatus status, @Nullable List<ContainerTransactions.Completion> outer) {}
+  /** A transaction this thread's manager opened, and the offsets its commit must end at. */
+  private static final class Opened {
+    final TransactionStatus status;
+    final @Nullable List<ContainerTransactions.Completion> outer;
+    final @Nullable KafkaAware<?, ?> kafka;
+    @Nullable Map<TopicPartition, OffsetAndMetadata> offsetsAt;
+    @Nullable ConsumerGroupMetadata group;
+
+    Opened(
+        TransactionStatus status,
+        @Nullable List<ContainerTransactions.Completion> outer,
+        @Nullable KafkaAware<?, ?> kafka) {
+      this.status = status;
+      this.outer = outer;
+      this.kafka = kafka;
+    }
+  }
 
   private final PlatformTransactionManager delegate;
 
@@ -51,14 +76,70 @@ class ContainerTransactionManager implements PlatformTransactionManager {
       throws TransactionException {
     TransactionStatus status = delegate.getTransaction(definition);
     if (status.isNewTransaction()) {
-      OPENED.get().push(new Opened(status, ContainerTransactions.beginLocal()));
+      OPENED
+          .get()
+          .push(
+              new Opened(
+                  status,
+                  ContainerTransactions.beginLocal(),
+                  this instanceof KafkaAware<?, ?> kafka ? kafka : null));
     }
     return status;
   }
 
+  /**
+   * Whether the innermost transaction this thread's container opened is a Kafka one (its offsets
+   * can be committed up to a batch's stop, {@link #commitOffsetsAt}).
+   */
+  static boolean inKafkaTransaction() {
+    Deque<Opened> opened = OPENED.get();
+    Opened top = opened.peek();
+    if (top == null) {
+      OPENED.remove();
+      return false;
+    }
+    return top.kafka != null;
+  }
+
+  /**
+   * Has the innermost Kafka transaction this thread's container opened commit the consumer offsets
+   * {@code offsets} (the next record to read of each partition), whatever the container sent to it
+   * before: a batch that stopped partway commits the records before the stop, not those the
+   * consumer was sought back to.
+   *
+   * @return whether such a transaction is open (if not, nothing was done)
+   */
+  static boolean commitOffsetsAt(
+      Map<TopicPartition, OffsetAndMetadata> offsets, ConsumerGroupMetadata group) {
+    Deque<Opened> opened = OPENED.get();
+    Opened top = opened.peek();
+    if (top == null || top.kafka == null) {
+      if (opened.isEmpty()) {
+        OPENED.remove();
+      }
+      return false;
+    }
+    top.offsetsAt = Map.copyOf(offsets);
+    top.group = group;
+    return true;
+  }
+
   @Override
   public void commit(TransactionStatus status) throws TransactionException {
+    Opened top = OPENED.get().peek();
     List<ContainerTransactions.Completion> completions = close(status);
+    if (top != null && top.status == status && top.offsetsAt != null && top.kafka != null) {
+      try {
+        top.kafka.sendOffsetsAt(top.offsetsAt, top.group);
+      } catch (RuntimeException | Error failure) {
+        try {
+          delegate.rollback(status);
+        } finally {
+          ContainerTransactions.complete(completions, false);
+        }
+        throw failure;
+      }
+    }
     try {
       delegate.commit(status);
     } catch (RuntimeException | Error failure) {
@@ -107,6 +188,19 @@ class ContainerTransactionManager implements PlatformTransactionManager {
     @Override
     public ProducerFactory<K, V> getProducerFactory() {
       return kafka.getProducerFactory();
+    }
+
+    /** Sends {@code offsets} to this thread's transaction of this manager, before its commit. */
+    void sendOffsetsAt(
+        Map<TopicPartition, OffsetAndMetadata> offsets, @Nullable ConsumerGroupMetadata group) {
+      KafkaResourceHolder<?, ?> holder =
+          (KafkaResourceHolder<?, ?>)
+              TransactionSynchronizationManager.getResource(kafka.getProducerFactory());
+      if (holder == null || group == null) {
+        throw new IllegalStateException(
+            "the container's Kafka transaction has no producer bound to its thread");
+      }
+      holder.getProducer().sendOffsetsToTransaction(offsets, group);
     }
   }
 }

@@ -88,10 +88,12 @@ final class HeldBackMessages {
    *       it runs alone, and its failures from then on reach the handler at its own index, its
    *       tries and recoverer. Each such deferral holds back another message of the batch (a
    *       held-back one runs alone or not at all), so they end.
-   *   <li>Not held back in a container's transaction: there the held-back deferral would roll back
-   *       the sends before it, release their keys, and the next delivery would send them again
-   *       (KafkaBatchHeldBackTransactionProbeTest). The deferral still keeps the handler from
-   *       recovering (and committing past) a message that was not sent.
+   *   <li>Not held back in a container's transaction other than a Kafka one: there the held-back
+   *       deferral would roll back the sends before it, release their keys, and the next delivery
+   *       would send them again. A Kafka container transaction commits the messages before it
+   *       instead ({@link KafkaTransactionBatchStops}; KafkaBatchHeldBackTransactionProbeTest). The
+   *       deferral still keeps the handler from recovering (and committing past) a message that was
+   *       not sent.
    * </ol>
    */
   DeferredDeliveryException deferUnread(
@@ -100,7 +102,7 @@ final class HeldBackMessages {
       String namedKey,
       @Nullable String namedRecord,
       Throwable failure) {
-    if (!ContainerTransactions.active()) {
+    if (!ContainerTransactions.active() || ContainerTransactionManager.inKafkaTransaction()) {
       holdBack(method, namedKey, namedRecord);
     }
     DeferredDeliveryException deferral =

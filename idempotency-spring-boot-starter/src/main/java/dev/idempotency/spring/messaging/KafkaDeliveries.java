@@ -342,6 +342,28 @@ final class KafkaDeliveries {
     }
 
     /**
+     * Passed on as Spring Kafka's delegating handler does; in a Kafka container transaction, a
+     * batch that stopped partway then commits the records before the stop rather than roll back
+     * their sends ({@link KafkaTransactionBatchStops}).
+     */
+    @Override
+    public void handleBatch(
+        Exception thrownException,
+        ConsumerRecords<?, ?> data,
+        Consumer<?, ?> consumer,
+        MessageListenerContainer container,
+        Runnable invokeListener) {
+      try {
+        super.handleBatch(thrownException, data, consumer, container, invokeListener);
+      } catch (RuntimeException handlerFailure) {
+        if (!KafkaTransactionBatchStops.commitBeforeStop(
+            handlerFailure, thrownException, data, consumer, container)) {
+          throw handlerFailure;
+        }
+      }
+    }
+
+    /**
      * A container whose handler does not seek ({@code seekAfterError(false)}, or a handler that is
      * not a {@code DefaultErrorHandler}) calls this for a batch; Spring Kafka's delegating handler
      * does not pass it on (its default calls {@code handleBatch} and returns no records, so the

@@ -137,8 +137,11 @@ final class ListenerBatches {
     if (poisonCause != null
         && failures.commitsBefore()
         && ContainerTransactions.containerLocal()
+        && !ContainerTransactionManager.inKafkaTransaction()
         && !lastPolled(delivery, positions, poison, size)) {
-      // nothing claimed or sent yet: the batch comes back whole (KafkaBatchPoisonTransactionTest)
+      // in a transaction around the container other than a Kafka one (which commits the messages
+      // before a stop, KafkaTransactionBatchStops), nothing claimed or sent yet: the batch comes
+      // back whole
       throw failures.failedAt(
           polledIndex(positions, 0), poisonInTransaction(method, poison, size, poisonCause));
     }
@@ -345,22 +348,23 @@ final class ListenerBatches {
   }
 
   /**
-   * The deferral of a Kafka batch, in its container's transaction, whose message {@code poison}
-   * (not the last polled) has no usable key. Reported at that message, it would be recovered
-   * (dead-letter topic) by the container's error handler, which then throws to seek the records
-   * after it: that rolls the transaction back (the dead letter, and the sends before it with their
-   * keys released), the after-rollback processor seeks the whole batch back, and every delivery
-   * sent the messages before it again (KafkaBatchPoisonTransactionTest). Its offsets and those
-   * before it are committed outside the transaction by the handler, so a restart would skip the
-   * messages before it unsent. So the batch comes back whole from its first message as a deferral,
-   * which the handler neither counts nor recovers nor commits past, with its backoff, before
-   * anything is claimed or sent: no message is sent twice or skipped unsent, and the partition
-   * stalls at this batch until the listener changes (logged at WARN).
+   * The deferral of a Kafka batch, in a transaction of its container that is not a Kafka one (a
+   * JDBC or JPA transaction manager on it), whose message {@code poison} (not the last polled) has
+   * no usable key. Reported at that message, it would be recovered (dead-letter topic) by the
+   * container's error handler, which then throws to seek the records after it: that rolls the
+   * transaction back (the dead letter, and the sends before it with their keys released), the
+   * after-rollback processor seeks the whole batch back, and every delivery sent the messages
+   * before it again (as it did in a Kafka container transaction before KafkaTransactionBatchStops).
+   * Its offsets and those before it are committed outside the transaction by the handler, so a
+   * restart would skip the messages before it unsent. So the batch comes back whole from its first
+   * message as a deferral, which the handler neither counts nor recovers nor commits past, with its
+   * backoff, before anything is claimed or sent: no message is sent twice or skipped unsent, and
+   * the partition stalls at this batch until the listener changes (logged at WARN).
    */
   private static DeferredDeliveryException poisonInTransaction(
       ListenerMethod method, int poison, int size, RuntimeException cause) {
     log.warn(
-        "Listener {} cannot run a batch of {} in its Kafka container transaction: message {} has"
+        "Listener {} cannot run a batch of {} in its container's transaction: message {} has"
             + " no usable key ({}), and the dead letter of a message that is not the last of its"
             + " batch would roll back the sends before it; nothing ran and the batch comes back."
             + " Take records one at a time, or key the listener so that its keys cannot fail",
@@ -372,7 +376,7 @@ final class ListenerBatches {
         IdempotentListenerInterceptor.deferred(
             method,
             "poison",
-            "a message of its batch has no usable key, in a Kafka container transaction",
+            "a message of its batch has no usable key, in its container's transaction",
             null);
     deferral.addSuppressed(cause);
     return deferral;

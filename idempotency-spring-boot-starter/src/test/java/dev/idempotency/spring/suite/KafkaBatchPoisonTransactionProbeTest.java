@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
  * after-rollback processor may bring the whole batch back. The promise (SPEC 1, 15): each keyed
  * message is sent once, the poison one dead-lettered, never the keyed ones sent again.
  */
-@Tag("open-finding")
+@Tag("extended") // CI time: its own application, 15 to 30 s
 class KafkaBatchPoisonTransactionProbeTest {
 
   private static SuiteProvider provider;
@@ -46,21 +46,18 @@ class KafkaBatchPoisonTransactionProbeTest {
   }
 
   /*
-   * Open finding (probeS, on 5cfa0b8). Was high: the message before the poison one sent again at
-   * every delivery, without end ("sends of message 0 (shapes [keyed, poison, keyed, keyed], sends:
-   * [339, 0, 0, 0], dead-lettered: []) expected: 1 but was: 339" in 90 s, Boot 3.5; the wait now
-   * ends at a second send: "[3, 0, 0, 0]" on Boot 3.5, "[4, 0, 0, 0]" on Boot 4.0). The starter
-   * ran message 0 and named the poison message (BatchListenerFailedException, index 1); the
-   * DefaultErrorHandler recovered it to the dead-letter topic, then threw "Seek to current after
-   * exception" for the records after it, which rolled the container's transaction back (the
-   * dead-letter record too), released message 0's key, and the after-rollback processor brought
-   * the whole batch back. Since fixkafkatx no message is sent twice (KafkaBatchPoisonTransactionTest):
-   * the batch comes back whole as a deferral before anything is claimed or sent. What stays open
-   * (medium, no progress, no second or lost send): the partition stalls at this batch, deferred
-   * with the deferrals' backoff, nothing sent or dead-lettered ("sends: [0, 0, 0, 0],
-   * dead-lettered: []"); the way out is the application's (docs/message-consumers.md). Only a
-   * poison message that is last in the batch lets the error handler return and commit. This row
-   * runs alone in its application: the stall stops every later batch of the partition.
+   * Was an open finding (probeS, on 5cfa0b8). Was high: the message before the poison one sent
+   * again at every delivery, without end ("sends of message 0 (shapes [keyed, poison, keyed,
+   * keyed], sends: [339, 0, 0, 0], dead-lettered: []) expected: 1 but was: 339" in 90 s, Boot 3.5;
+   * the wait then ended at a second send: "[3, 0, 0, 0]" on Boot 3.5, "[4, 0, 0, 0]" on Boot 4.0).
+   * The DefaultErrorHandler recovered the poison message to the dead-letter topic, then threw "Seek
+   * to current after exception" for the records after it, which rolled the container's transaction
+   * back (the dead-letter record too), released message 0's key, and the after-rollback processor
+   * brought the whole batch back. fixkafkatx made the batch come back whole as a deferral before
+   * anything was claimed (medium: the partition stalled, "sends: [0, 0, 0, 0], dead-lettered:
+   * []"). Since kafkatx the starter's error handler takes that throw as the handler's answer in a
+   * Kafka transaction, which commits the records before the stop and the dead letter
+   * (KafkaTransactionBatchStops): passes on Boot 3.5 and 4.0.
    */
   @Test
   void aPoisonMessageInTheMiddleLeavesTheOthersSentOnce() throws Exception {
