@@ -40,6 +40,27 @@ public final class ExpressionAttributes {
   private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
 
   /*
+   * The codes under which SpEL (6.2 and 7.0) wraps the failure of code it called to read, write,
+   * invoke or construct, with the accessor's or executor's AccessException between them: a
+   * property's read (PropertyOrFieldReference) or write (it, and the indexer), the indexer's read
+   * of an object's property (INDEXING_NOT_SUPPORTED_FOR_TYPE, which it also raises with no cause
+   * when no accessor can read the name), an IndexAccessor's read or write, a method that could not
+   * be invoked (its own exception SpEL throws as it is), a constructor, a function. Any other code
+   * is SpEL's own verdict on the values (NOT_COMPARABLE around a ClassCastException,
+   * INVALID_PATTERN around a PatternSyntaxException, TYPE_CONVERSION_ERROR).
+   */
+  private static final Set<SpelMessage> WRAP_A_CALL =
+      EnumSet.of(
+          SpelMessage.EXCEPTION_DURING_PROPERTY_READ,
+          SpelMessage.EXCEPTION_DURING_PROPERTY_WRITE,
+          SpelMessage.INDEXING_NOT_SUPPORTED_FOR_TYPE,
+          SpelMessage.EXCEPTION_DURING_INDEX_READ,
+          SpelMessage.EXCEPTION_DURING_INDEX_WRITE,
+          SpelMessage.EXCEPTION_DURING_METHOD_INVOCATION,
+          SpelMessage.CONSTRUCTOR_INVOCATION_PROBLEM,
+          SpelMessage.EXCEPTION_DURING_FUNCTION_CALL);
+
+  /*
    * Interpreted, never compiled, whatever spring.expression.compiler.mode says (a JVM system
    * property or a spring.properties entry): in Spring 6.2 and 7.0 that setting is only the default
    * of a SpelParserConfiguration that names no mode, and an explicit mode wins over it. A compiled
@@ -172,33 +193,12 @@ public final class ExpressionAttributes {
     return !WRAP_A_CALL.contains(spel.getMessageCode()) || !calledCodeThrew(e.getCause());
   }
 
-  /*
-   * The codes under which SpEL (6.2 and 7.0) wraps the failure of code it called to read, write,
-   * invoke or construct, with the accessor's or executor's AccessException between them: a
-   * property's read (PropertyOrFieldReference) or write (it, and the indexer), the indexer's read
-   * of an object's property (INDEXING_NOT_SUPPORTED_FOR_TYPE, which it also raises with no cause
-   * when no accessor can read the name), an IndexAccessor's read or write, a method that could not
-   * be invoked (its own exception SpEL throws as it is), a constructor, a function. Any other code
-   * is SpEL's own verdict on the values (NOT_COMPARABLE around a ClassCastException,
-   * INVALID_PATTERN around a PatternSyntaxException, TYPE_CONVERSION_ERROR).
-   */
-  private static final Set<SpelMessage> WRAP_A_CALL =
-      EnumSet.of(
-          SpelMessage.EXCEPTION_DURING_PROPERTY_READ,
-          SpelMessage.EXCEPTION_DURING_PROPERTY_WRITE,
-          SpelMessage.INDEXING_NOT_SUPPORTED_FOR_TYPE,
-          SpelMessage.EXCEPTION_DURING_INDEX_READ,
-          SpelMessage.EXCEPTION_DURING_INDEX_WRITE,
-          SpelMessage.EXCEPTION_DURING_METHOD_INVOCATION,
-          SpelMessage.CONSTRUCTOR_INVOCATION_PROBLEM,
-          SpelMessage.EXCEPTION_DURING_FUNCTION_CALL);
-
   /**
    * Whether the cause chain beneath a code that wraps a call holds the called code's own exception:
    *
    * <ol>
    *   <li>an InvocationTargetException: reflection reached the code, and it threw;
-   *   <li>a SpelEvaluationException: SpEL's own failure inside the call (an argument's or a written
+   *   <li>an EvaluationException: SpEL's own failure inside the call (an argument's or a written
    *       value's conversion), judged by its own code;
    *   <li>an AccessException: the accessor's or executor's wrapper, looked through;
    *   <li>reflection that could not call the code (IllegalAccessException, an inaccessible member)
