@@ -1,14 +1,19 @@
 package dev.idempotency.spring;
 
+import java.lang.reflect.InaccessibleObjectException;
+import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.EnumSet;
 import java.util.List;
+import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
+import org.springframework.core.convert.ConversionException;
 import org.springframework.expression.AccessException;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
@@ -33,6 +38,27 @@ import org.springframework.expression.spel.standard.SpelExpressionParser;
 public final class ExpressionAttributes {
 
   private static final Pattern INDEXED = Pattern.compile("[pa](\\d+)");
+
+  /*
+   * The codes under which SpEL (6.2 and 7.0) wraps the failure of code it called to read, write,
+   * invoke or construct, with the accessor's or executor's AccessException between them: a
+   * property's read (PropertyOrFieldReference) or write (it, and the indexer), the indexer's read
+   * of an object's property (INDEXING_NOT_SUPPORTED_FOR_TYPE, which it also raises with no cause
+   * when no accessor can read the name), an IndexAccessor's read or write, a method that could not
+   * be invoked (its own exception SpEL throws as it is), a constructor, a function. Any other code
+   * is SpEL's own verdict on the values (NOT_COMPARABLE around a ClassCastException,
+   * INVALID_PATTERN around a PatternSyntaxException, TYPE_CONVERSION_ERROR).
+   */
+  private static final Set<SpelMessage> WRAP_A_CALL =
+      EnumSet.of(
+          SpelMessage.EXCEPTION_DURING_PROPERTY_READ,
+          SpelMessage.EXCEPTION_DURING_PROPERTY_WRITE,
+          SpelMessage.INDEXING_NOT_SUPPORTED_FOR_TYPE,
+          SpelMessage.EXCEPTION_DURING_INDEX_READ,
+          SpelMessage.EXCEPTION_DURING_INDEX_WRITE,
+          SpelMessage.EXCEPTION_DURING_METHOD_INVOCATION,
+          SpelMessage.CONSTRUCTOR_INVOCATION_PROBLEM,
+          SpelMessage.EXCEPTION_DURING_FUNCTION_CALL);
 
   /*
    * Interpreted, never compiled, whatever spring.expression.compiler.mode says (a JVM system
@@ -139,15 +165,17 @@ public final class ExpressionAttributes {
 
   /**
    * Whether an expression's evaluation failed on the values it was given (a property they lack, a
-   * method called on null, an index out of range, a value of the wrong type): the same failure for
-   * the same values every time, so they cannot be keyed. Not so when code the expression calls
-   * threw (a method, SpEL lets its unchecked exception out as it is and wraps a checked one in an
-   * {@link ExpressionInvocationTargetException}; a property's getter or a constructor, whose
-   * exception SpEL wraps in its own {@link SpelEvaluationException}): that code's own failure,
-   * which may pass (a look-up that timed out). An expression that ran compiled ({@link #parser()}
-   * never compiles; another parser may) wraps whatever it threw in one {@link
-   * SpelEvaluationException} that cannot be told apart: not its input's failure, so retried, never
-   * dropped as a poison message.
+   * method called on null, an index out of range, a value of the wrong type, one that cannot be
+   * converted to a parameter's type): the same failure for the same values every time, so they
+   * cannot be keyed. Not so when code the expression calls threw (a method, SpEL lets its unchecked
+   * exception out as it is and wraps a checked one in an {@link
+   * ExpressionInvocationTargetException}; a getter or setter, whether reached as {@code #o.ref} or
+   * through the indexer as {@code #o['ref']}, a constructor, whose exception SpEL wraps in its own
+   * {@link SpelEvaluationException} under one of several codes): that code's own failure, which may
+   * pass (a look-up that timed out). An expression that ran compiled ({@link #parser()} never
+   * compiles; another parser may) wraps whatever it threw in one {@link SpelEvaluationException}
+   * that cannot be told apart: not its input's failure, so retried, never dropped as a poison
+   * message.
    *
    * @param e the evaluation's failure
    * @return true if it is the expression's own failure for these values
@@ -156,20 +184,47 @@ public final class ExpressionAttributes {
     if (e instanceof ExpressionInvocationTargetException) {
       return false;
     }
-    if (e instanceof SpelEvaluationException spel
-        && spel.getMessageCode() == SpelMessage.EXCEPTION_RUNNING_COMPILED_EXPRESSION) {
+    if (!(e instanceof SpelEvaluationException spel)) {
+      return true;
+    }
+    if (spel.getMessageCode() == SpelMessage.EXCEPTION_RUNNING_COMPILED_EXPRESSION) {
       return false;
     }
-    if (e instanceof SpelEvaluationException spel
-        && (spel.getMessageCode() == SpelMessage.EXCEPTION_DURING_PROPERTY_READ
-            || spel.getMessageCode() == SpelMessage.CONSTRUCTOR_INVOCATION_PROBLEM)) {
-      for (Throwable t = e.getCause(); t != null && t != t.getCause(); t = t.getCause()) {
-        if (!(t instanceof AccessException) && !(t instanceof EvaluationException)) {
-          return false; // the called code's own exception
-        }
+    return !WRAP_A_CALL.contains(spel.getMessageCode()) || !calledCodeThrew(e.getCause());
+  }
+
+  /**
+   * Whether the cause chain beneath a code that wraps a call holds the called code's own exception:
+   *
+   * <ol>
+   *   <li>an InvocationTargetException: reflection reached the code, and it threw;
+   *   <li>an EvaluationException: SpEL's own failure inside the call (an argument's or a written
+   *       value's conversion), judged by its own code;
+   *   <li>an AccessException: the accessor's or executor's wrapper, looked through;
+   *   <li>reflection that could not call the code (IllegalAccessException, an inaccessible member)
+   *       or a conversion's failure: the same every time, not the code's;
+   *   <li>anything else: what a non-reflective accessor or what it called threw as it was (a map's
+   *       {@code get}, an IndexAccessor).
+   * </ol>
+   *
+   * A chain of wrappers alone (an accessor that found no such property) is no call's failure.
+   */
+  private static boolean calledCodeThrew(@Nullable Throwable cause) {
+    for (Throwable t = cause; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (t instanceof InvocationTargetException) {
+        return true;
       }
+      if (t instanceof EvaluationException nested) {
+        return !failedOnItsInput(nested);
+      }
+      if (t instanceof AccessException) {
+        continue;
+      }
+      return !(t instanceof ReflectiveOperationException
+          || t instanceof InaccessibleObjectException
+          || t instanceof ConversionException);
     }
-    return true;
+    return false;
   }
 
   /**

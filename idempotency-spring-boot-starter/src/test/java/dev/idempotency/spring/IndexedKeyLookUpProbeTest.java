@@ -25,17 +25,20 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
  * that read a property: the indexer ({@code #order['ref']}, which reads the property through the
  * same accessors), the safe navigation ({@code #order?.ref}), a projection ({@code
  * #order.lines.![sku]}, each element's getter), and the record's accessor called as a method
- * ({@code #order.ref()}). Each shape on an {@code @Idempotent} method and an
- * {@code @IdempotentListener} (called as a broker's container calls it: a direct call is a
- * delivery): the first call, whose look-up fails, must fail with the look-up's own failure (not
- * {@code InvalidKeyException} nor {@code InvalidIdempotencyKeyException}), and the second must
- * send.
+ * ({@code #order.ref()}). fixindex adds a setter the key calls ({@code #order.ref = #order.id},
+ * {@code #order['ref'] = #order.id}), and the other side: a key that cannot be worked out for its
+ * arguments (a property the indexer cannot find, a constructor argument that cannot be converted)
+ * stays a bad key. Each shape on an {@code @Idempotent} method and an {@code @IdempotentListener}
+ * (called as a broker's container calls it: a direct call is a delivery): the first call, whose
+ * look-up fails, must fail with the look-up's own failure (not {@code InvalidKeyException} nor
+ * {@code InvalidIdempotencyKeyException}), and the second must send.
  */
 class IndexedKeyLookUpProbeTest {
 
   /** An order whose reference look-up fails once per id, as a look-up that timed out does. */
   public record Order(String id, List<Line> lines) {
     static final Set<String> failedOnce = ConcurrentHashMap.newKeySet();
+    static final Set<String> writeFailedOnce = ConcurrentHashMap.newKeySet();
 
     /** The order's reference, looked up: fails the first time for each id. */
     public String getRef() {
@@ -48,6 +51,13 @@ class IndexedKeyLookUpProbeTest {
     /** The same look-up, named as a record's accessor. */
     public String ref() {
       return getRef();
+    }
+
+    /** Records the order's reference elsewhere (a write): fails the first time for each id. */
+    public void setRef(String ref) {
+      if (writeFailedOnce.add(id)) {
+        throw new IllegalStateException("the write timed out (transient)");
+      }
     }
   }
 
@@ -87,6 +97,26 @@ class IndexedKeyLookUpProbeTest {
     public String accessor(Order order) {
       return "sent-" + sends.incrementAndGet();
     }
+
+    @Idempotent(name = "written", key = "#order.ref = #order.id")
+    public String written(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "indexed-written", key = "#order['ref'] = #order.id")
+    public String indexedWritten(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "missing", key = "#order['reference']")
+    public String missing(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "converted", key = "new java.util.concurrent.atomic.AtomicLong(#order.id)")
+    public String converted(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
   }
 
   /** The listener: each delivery that runs is a send. */
@@ -113,6 +143,28 @@ class IndexedKeyLookUpProbeTest {
       sends.incrementAndGet();
     }
 
+    @IdempotentListener(name = "written-listener", key = "#order.ref = #order.id")
+    public void written(Order order) {
+      sends.incrementAndGet();
+    }
+
+    @IdempotentListener(name = "indexed-written-listener", key = "#order['ref'] = #order.id")
+    public void indexedWritten(Order order) {
+      sends.incrementAndGet();
+    }
+
+    @IdempotentListener(name = "missing-listener", key = "#order['reference']")
+    public void missing(Order order) {
+      sends.incrementAndGet();
+    }
+
+    @IdempotentListener(
+        name = "converted-listener",
+        key = "new java.util.concurrent.atomic.AtomicLong(#order.id)")
+    public void converted(Order order) {
+      sends.incrementAndGet();
+    }
+
     /** The sends so far (a method: the bean is a proxy, whose fields are not the target's). */
     public int sends() {
       return sends.get();
@@ -130,29 +182,59 @@ class IndexedKeyLookUpProbeTest {
     keyLookUpFailsOnce(shape);
   }
 
-  /*
-   * Open finding (probeZ, on 493e7d6; medium: a lost send, SPEC 1, for keys written with the
-   * indexer on an object's property, #order['ref'], rather than #order.ref): SpEL's indexer reads
-   * a property through the same accessors as #order.ref, but reports the getter's failure as a
-   * SpelEvaluationException INDEXING_NOT_SUPPORTED_FOR_TYPE (its cause an AccessException wrapping
-   * the getter's InvocationTargetException), a code ExpressionAttributes.failedOnItsInput takes for
-   * the expression's own failure on its input: a look-up that timed out once is an invalid key.
-   * Fails on Boot 3.5 and 4.0: "Expecting actual: ["method: threw InvalidKeyException", "method:
-   * sent-1", "listener: threw InvalidIdempotencyKeyException", "listener: sent-1"]" (expected the
-   * getter's IllegalStateException first): on an @IdempotentListener a poison message, rejected
-   * without requeue (RabbitMQ) or not retried (Kafka), its send lost; a direct caller that retries
-   * sends (as here), one that treats InvalidKeyException as final does not. A fix would look, for
-   * INDEXING_NOT_SUPPORTED_FOR_TYPE, through its cause chain as for EXCEPTION_DURING_PROPERTY_READ
-   * (an InvocationTargetException there is the called code's own failure).
+  /**
+   * The getter reached by the indexer, {@code #order['ref']}: SpEL reports its failure as {@code
+   * INDEXING_NOT_SUPPORTED_FOR_TYPE} (its cause an AccessException wrapping the getter's
+   * InvocationTargetException), and a setter the key calls ({@code #order.ref = #order.id}, {@code
+   * #order['ref'] = #order.id}) as {@code EXCEPTION_DURING_PROPERTY_WRITE}. Was an open finding
+   * (probeZ, on 493e7d6; medium: a lost send, SPEC 1): failedOnItsInput took those codes for the
+   * expression's own failure on its input, and a look-up that timed out once was an invalid key.
+   * Failed before the fix on Boot 3.5 and 4.0: "Expecting actual: ["method: threw
+   * InvalidKeyException", "method: sent-1", "listener: threw InvalidIdempotencyKeyException",
+   * "listener: sent-1"]" (expected the getter's IllegalStateException first), the same for the
+   * setters; on an @IdempotentListener a poison message, its send lost.
    */
-  @org.junit.jupiter.api.Tag("open-finding")
   @ParameterizedTest
-  @ValueSource(strings = {"indexed"})
+  @ValueSource(strings = {"indexed", "written", "indexed-written"})
   void aKeyLookUpThroughTheIndexerThatFailsOnceIsRetriedNeverAnInvalidKey(String shape) {
     keyLookUpFailsOnce(shape);
   }
 
+  /**
+   * A key that cannot be worked out for its arguments, the same at every call: a property the
+   * indexer cannot find ({@code #order['reference']}: INDEXING_NOT_SUPPORTED_FOR_TYPE without a
+   * cause), and a constructor's argument that cannot be converted to its parameter's type ({@code
+   * new AtomicLong(#order.id)}, an id that is not a number: CONSTRUCTOR_INVOCATION_PROBLEM around a
+   * TYPE_CONVERSION_ERROR): a bad key every time, on the listener a poison message, never retried.
+   * The converted row failed before the fix on Boot 3.5 and 4.0 ("method: threw
+   * NumberFormatException" ..., retried as a look-up's failure: a poison message redelivered for
+   * ever), as failedOnItsInput took the converter's exception beneath the constructor's code for
+   * the constructor's own.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"missing", "converted"})
+  void aKeyThatCannotBeWorkedOutForItsArgumentsIsABadKey(String shape) {
+    assertThat(calls(shape))
+        .as("the calls keyed by %s, which cannot be worked out for their arguments", shape)
+        .containsExactly(
+            "method: threw InvalidKeyException",
+            "method: threw InvalidKeyException",
+            "listener: threw InvalidIdempotencyKeyException",
+            "listener: threw InvalidIdempotencyKeyException");
+  }
+
   private static void keyLookUpFailsOnce(String shape) {
+    assertThat(calls(shape))
+        .as("the calls keyed by %s, each look-up failing once", shape)
+        .containsExactly(
+            "method: threw IllegalStateException",
+            "method: sent-1",
+            "listener: threw IllegalStateException",
+            "listener: sent-1");
+  }
+
+  /** Two calls of the method keyed by {@code shape}, then two deliveries to the listener. */
+  private static List<String> calls(String shape) {
     List<String> results = new ArrayList<>();
     new ApplicationContextRunner()
         .withConfiguration(
@@ -183,13 +265,7 @@ class IndexedKeyLookUpProbeTest {
                         }));
               }
             });
-    assertThat(results)
-        .as("the calls keyed by %s, each look-up failing once", shape)
-        .containsExactly(
-            "method: threw IllegalStateException",
-            "method: sent-1",
-            "listener: threw IllegalStateException",
-            "listener: sent-1");
+    return results;
   }
 
   private static Order order() {
@@ -202,6 +278,10 @@ class IndexedKeyLookUpProbeTest {
       case "indexed" -> notifier.indexed(order);
       case "safe" -> notifier.safe(order);
       case "projected" -> notifier.projected(order);
+      case "written" -> notifier.written(order);
+      case "indexed-written" -> notifier.indexedWritten(order);
+      case "missing" -> notifier.missing(order);
+      case "converted" -> notifier.converted(order);
       default -> notifier.accessor(order);
     };
   }
@@ -211,6 +291,10 @@ class IndexedKeyLookUpProbeTest {
       case "indexed" -> listener.indexed(order);
       case "safe" -> listener.safe(order);
       case "projected" -> listener.projected(order);
+      case "written" -> listener.written(order);
+      case "indexed-written" -> listener.indexedWritten(order);
+      case "missing" -> listener.missing(order);
+      case "converted" -> listener.converted(order);
       default -> listener.accessor(order);
     }
   }
