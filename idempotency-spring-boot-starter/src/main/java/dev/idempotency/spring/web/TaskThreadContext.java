@@ -47,10 +47,12 @@ import org.springframework.web.servlet.FrameworkServlet;
  * processing completes) are Spring MVC's alone. Left out: the starter's own interceptor ({@link
  * AsyncTimeouts}, whose {@code postProcess} reports the result on Spring MVC's thread), and Spring
  * MVC's {@code FrameworkServlet} binding of the locale and request attributes, which rebuilds them
- * from the request (gone once taken-over work runs after its request ended): the starter copies
- * those itself, taken while the request is live. {@code WebAsyncManager} has no public accessor of
- * its registered interceptors, so they are read from its field; where that is refused, none is run
- * (as before), with one DEBUG line.
+ * from the request (gone once taken-over work runs after its request ended): the starter binds
+ * those itself ({@link UninterruptedWork}: the locale taken while the request is live, request
+ * attributes of the run's own over the starter's request, which answers from its copy once the
+ * request ended). {@code WebAsyncManager} has no public accessor of its registered interceptors, so
+ * they are read from its field; where that is refused, none is run (as before), with one DEBUG
+ * line.
  */
 final class TaskThreadContext {
 

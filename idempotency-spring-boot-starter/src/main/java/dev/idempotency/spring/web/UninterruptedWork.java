@@ -16,7 +16,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
@@ -49,9 +48,13 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * lease lapsed while it waited does not run (answered 503, or released once taken over; SPEC 16:
  * never send on a lapsed lease). The work sees the waiting thread's MDC, locale and request
  * attributes, and what Spring MVC gives its own task thread: the request's callable interceptors
- * run around it and the application's task decorator wraps it ({@link TaskThreadContext}). The pool
- * grows with the waiting threads (one worker per waiting task, so it is bounded by Spring MVC's own
- * async executor) and its idle threads end after a minute.
+ * run around it and the application's task decorator wraps it ({@link TaskThreadContext}); a
+ * decorator's wrapper that ends without running the work ends the call as that failure (nothing was
+ * sent), on every path. Taken over, the work gets request attributes of its own over its request
+ * (or that request's copy, once it ended), active while it runs, as Spring MVC's task thread gets
+ * them from {@code FrameworkServlet}. The pool grows with the waiting threads (one worker per
+ * waiting task, so it is bounded by Spring MVC's own async executor) and its idle threads end after
+ * a minute.
  */
 final class UninterruptedWork {
 
@@ -65,6 +68,18 @@ final class UninterruptedWork {
   static final long DEFAULT_ASYNC_TIMEOUT_MILLIS = 30_000;
 
   private static final Logger log = LoggerFactory.getLogger(UninterruptedWork.class);
+
+  /**
+   * The run of a task the application's decorator wraps (the worker's, the taken-over one): not run
+   * yet; running the work; given up, its decorator's wrapper having ended without running it (the
+   * call ended as a failure: the work must never run after that); ended without running, the work
+   * having run on Spring MVC's task (never taken over).
+   */
+  private static final int NOT_RUN = 0;
+
+  private static final int RUNNING = 1;
+  private static final int GIVEN_UP = 2;
+  private static final int ENDED = 3;
 
   /**
    * {@code DeferredResult.getLifecycleInterceptor()}, package-private in Spring 6.2 and 7.0: the
@@ -223,10 +238,14 @@ final class UninterruptedWork {
           LocaleContext locale = LocaleContextHolder.getLocaleContext();
           RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
           CompletableFuture<V> result = new CompletableFuture<>();
+          AtomicInteger run = new AtomicInteger(NOT_RUN);
           // decorated here, on Spring MVC's task thread, which its own decoration set up
-          workers.execute(
+          Runnable decorated =
               context.decorate(
                   () -> {
+                    if (!run.compareAndSet(NOT_RUN, RUNNING)) {
+                      return; // the decorator's wrapper ended without it: the call ended so
+                    }
                     Map<String, String> previousMdc = MDC.getCopyOfContextMap();
                     setMdc(mdc);
                     LocaleContextHolder.setLocaleContext(locale);
@@ -246,7 +265,24 @@ final class UninterruptedWork {
                       // it ran on clears it then, not before the work or Spring MVC's postProcess)
                       queued.notTakenOver();
                     }
-                  }));
+                  });
+          workers.execute(
+              () -> {
+                @Nullable Throwable failure = runDecorated(decorated);
+                if (run.compareAndSet(NOT_RUN, GIVEN_UP)) {
+                  // the decorator's wrapper ended without running the work: nothing was sent,
+                  // so the call ends as that failure (else nothing ends it, and Spring MVC's
+                  // task thread waits for good, the key claimed)
+                  result.completeExceptionally(notRun(failure));
+                  try {
+                    queued.notTakenOver();
+                  } catch (RuntimeException e) {
+                    log.debug("The task decorated to take the work over failed as it ended", e);
+                  }
+                } else if (failure != null) {
+                  log.debug("The application's task decorator failed after the work ran", failure);
+                }
+              });
           return await(result);
         };
     context.task(shielded); // the task Spring MVC hands its interceptors
@@ -256,12 +292,15 @@ final class UninterruptedWork {
   /**
    * {@code work} as the starter runs it if it takes it over, still queued, at a timeout or a
    * shutdown ({@link AsyncWork#takeOverQueuedWork}): on a thread of its own, detached from the
-   * request (with the MDC, locale and request attributes the request's thread had when the work was
-   * queued), unless its key's lease lapsed meanwhile (a {@code KeyStoreException}, as for work that
-   * waited in Spring MVC's queue). A result that is more async work is run to its end as Spring MVC
-   * would run it (a {@code Callable}, a {@code WebAsyncTask}'s callable, a {@code CompletionStage}
-   * or a {@code DeferredResult} awaited, a {@code StreamingResponseBody} written to nowhere); the
-   * end goes to {@link AsyncWork#takenOverResult}.
+   * request (with the MDC and locale the request's thread had when the work was queued, and request
+   * attributes of its own over that thread's request: {@link #attributesOfTheTakenOverRun}), unless
+   * its key's lease lapsed meanwhile (a {@code KeyStoreException}, as for work that waited in
+   * Spring MVC's queue). A result that is more async work is run to its end as Spring MVC would run
+   * it (a {@code Callable}, a {@code WebAsyncTask}'s callable, a {@code CompletionStage} or a
+   * {@code DeferredResult} awaited, a {@code StreamingResponseBody} written to nowhere); the end
+   * goes to {@link AsyncWork#takenOverResult}. If the application's task decorator's wrapper ends
+   * without running the work (it throws before it), nothing was sent: that failure is the work's
+   * end ({@link #notRun}), and the work never runs after it.
    *
    * @param body for a stream's work, what it writes; else null
    */
@@ -282,19 +321,20 @@ final class UninterruptedWork {
     // the work starts on Spring MVC's task instead, the decorated task is run then with nothing to
     // do (notTakenOver), so every task the application's decorator wraps runs once (a decorator
     // that takes something when it decorates gives it back when its task runs)
-    AtomicBoolean ended = new AtomicBoolean();
+    AtomicInteger run = new AtomicInteger(NOT_RUN);
     Runnable detachedRun =
         context.decorate(
             () -> {
-              if (ended.get()) {
-                return; // not taken over: the work ran on Spring MVC's task
+              if (!run.compareAndSet(NOT_RUN, RUNNING)) {
+                return; // not taken over (the work ran on Spring MVC's task), or given up
               }
               Map<String, String> previousMdc = MDC.getCopyOfContextMap();
               LocaleContext previousLocale = LocaleContextHolder.getLocaleContext();
               RequestAttributes previousAttributes = RequestContextHolder.getRequestAttributes();
+              RequestAttributes own = attributesOfTheTakenOverRun(attributes);
               setMdc(mdc);
               LocaleContextHolder.setLocaleContext(locale);
-              RequestContextHolder.setRequestAttributes(attributes);
+              RequestContextHolder.setRequestAttributes(own);
               @Nullable Object result;
               boolean[] laterStageRan = {false};
               try {
@@ -314,6 +354,7 @@ final class UninterruptedWork {
                 RequestContextHolder.setRequestAttributes(previousAttributes);
                 LocaleContextHolder.setLocaleContext(previousLocale);
                 setMdc(previousMdc);
+                ownAttributesCompleted(own, attributes);
               }
               call.asyncWork().takenOverResult(result, laterStageRan[0]);
             });
@@ -321,7 +362,17 @@ final class UninterruptedWork {
       @Override
       public void runDetached() {
         asyncTimeout[0] = asyncTimeoutOf(attributes);
-        takenOver.execute(detachedRun);
+        takenOver.execute(
+            () -> {
+              @Nullable Throwable failure = runDecorated(detachedRun);
+              if (run.compareAndSet(NOT_RUN, GIVEN_UP)) {
+                // the decorator's wrapper ended without running the work: nothing was sent, so
+                // the call ends as that failure (else nothing ends it, the key claimed)
+                call.asyncWork().takenOverResult(notRun(failure), false);
+              } else if (failure != null) {
+                log.debug("The application's task decorator failed after the work ran", failure);
+              }
+            });
       }
 
       @Override
@@ -331,7 +382,7 @@ final class UninterruptedWork {
 
       @Override
       public void notTakenOver() {
-        if (context.decorates() && ended.compareAndSet(false, true)) {
+        if (context.decorates() && run.compareAndSet(NOT_RUN, ENDED)) {
           detachedRun.run(); // only the decorator's own wrapping runs
         }
       }
@@ -341,6 +392,68 @@ final class UninterruptedWork {
         return body;
       }
     };
+  }
+
+  /** Runs a task the application's decorator wrapped; its failure, if it throws, else null. */
+  private static @Nullable Throwable runDecorated(Runnable decorated) {
+    try {
+      decorated.run();
+      return null;
+    } catch (Throwable e) {
+      return e;
+    }
+  }
+
+  /**
+   * The failure a call ends with when the application's task decorator's wrapper ended without
+   * running the work ({@code failure}, what it threw, or null if it returned): nothing was sent, so
+   * the call ends as a failure of the work before it sent would (through the application's
+   * exception resolvers: one nothing maps releases the key), never held claimed by work that will
+   * never run.
+   */
+  private static Throwable notRun(@Nullable Throwable failure) {
+    log.warn(
+        "The application's task decorator ended without running an idempotent endpoint's work on"
+            + " the starter's thread; nothing was sent, the call ends as a failure: {}",
+        failure == null ? "it returned without running it" : failure.getClass().getName());
+    return failure != null
+        ? failure
+        : new IllegalStateException(
+            "the application's task decorator returned without running the work; nothing was"
+                + " sent");
+  }
+
+  /**
+   * The request attributes the taken-over run binds: request attributes of its own over the
+   * starter's request that {@code captured} holds (a copy of it once the request ended: {@link
+   * BodyCachingRequest#outlivedByItsWork}), as {@code FrameworkServlet}'s binding interceptor gives
+   * Spring MVC's own task thread fresh ones over its request. The ones captured on the request's
+   * thread were completed when that dispatch ended (every request-scope read through them then
+   * throws, after the work may have sent). Over the same request, they read the same request
+   * attributes: a {@code @RequestScope} bean the handler created is the same instance.
+   */
+  private static @Nullable RequestAttributes attributesOfTheTakenOverRun(
+      @Nullable RequestAttributes captured) {
+    if (captured instanceof ServletRequestAttributes servlet) {
+      return new ServletRequestAttributes(servlet.getRequest(), servlet.getResponse());
+    }
+    return captured;
+  }
+
+  /**
+   * The taken-over run ended: its own request attributes ({@link #attributesOfTheTakenOverRun}) are
+   * completed, which runs the destruction callbacks of the request-scoped beans created during the
+   * run. A failing callback is logged at DEBUG: the work's outcome is kept.
+   */
+  private static void ownAttributesCompleted(
+      @Nullable RequestAttributes own, @Nullable RequestAttributes captured) {
+    if (own != captured && own instanceof ServletRequestAttributes servlet) {
+      try {
+        servlet.requestCompleted();
+      } catch (RuntimeException e) {
+        log.debug("A taken-over run's request-scope destruction callback failed", e);
+      }
+    }
   }
 
   /**

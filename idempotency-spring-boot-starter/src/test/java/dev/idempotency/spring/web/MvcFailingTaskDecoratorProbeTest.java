@@ -35,22 +35,18 @@ import org.springframework.web.context.request.ServletRequestAttributes;
  * retry sends once. One application on a real Redis, a one-thread async executor, a 1 s async
  * timeout.
  *
- * <p>Open finding (probeZ, on 493e7d6; low-medium, other: no second send, but the send is held back
- * and a thread is held for good), both rows, Boot 3.5 and 4.0: the starter completes the work's
- * result inside the task it hands the decorator (UninterruptedWork: the worker's {@code result},
- * the taken-over run's {@code takenOverResult}), so a wrapper that throws before running it leaves
- * nothing to end the call. Seen: "sends of the key (first: 409 request-in-progress; retry: 409 'a
- * request with this Idempotency-Key is still being processed'; decorator failed on:
+ * <p>Was an open finding (probeZ, on 493e7d6; low-medium, other: no second send, but the send was
+ * held back and a thread held for good), both rows, Boot 3.5 and 4.0: the starter completed the
+ * work's result inside the task it hands the decorator (UninterruptedWork: the worker's {@code
+ * result}, the taken-over run's {@code takenOverResult}), so a wrapper that throws before running
+ * it left nothing to end the call. Seen: "sends of the key (first: 409 request-in-progress; retry:
+ * 409 'a request with this Idempotency-Key is still being processed'; decorator failed on:
  * idempotent-endpoint-1 [on time] / idempotent-endpoint-taken-over-1 [taken over]; sends: 0)
- * expected: 1 but was: 0" after 20 s of retries. By reading, the key stays claimed as for work
- * still running (its lease renewed up to the guard's renewal limit, 10 minutes by default, then
- * until the lease lapses: only then may a retry send), and on time Spring MVC's task thread waits
- * for the worker's result for good (UninterruptedWork.await, uninterruptible, unbounded): one async
- * executor thread lost per such failure. A fix would complete the call when the decorated task ends
- * without having run the work (a flag the inner task sets, checked in a wrapper around the
- * decorated one): nothing ran, so the key is released (or the failure recorded).
+ * expected: 1 but was: 0" after 20 s of retries; on time Spring MVC's task thread waited for the
+ * worker's result for good. Fixed (fixscope): when the decorated task ends without having run the
+ * work, the call ends as that failure (nothing sent: the key is released through the exception
+ * resolvers, the request answered with the error), and the work never runs after that.
  */
-@org.junit.jupiter.api.Tag("open-finding")
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class MvcFailingTaskDecoratorProbeTest extends MvcProbeApplication {
 
@@ -71,7 +67,24 @@ class MvcFailingTaskDecoratorProbeTest extends MvcProbeApplication {
   @Test
   @Order(1)
   void aDecoratorThatFailsOnTheTakenOverRunLeavesTheKeyFree() throws Exception {
-    sendsOnce(true, true);
+    sendsOnce("run-fails", true, true);
+  }
+
+  /**
+   * Taken over, the decorator's wrapper returning without running its task (fixscope): nothing ran,
+   * so the call ends as a failure too.
+   */
+  @Test
+  @Order(2)
+  void aDecoratorThatSkipsTheTakenOverRunLeavesTheKeyFree() throws Exception {
+    sendsOnce("run-skipped", true, true);
+  }
+
+  /** On time, the worker's wrapper returning without running its task (fixscope). */
+  @Test
+  @Order(3)
+  void aDecoratorThatSkipsTheStartersWorkerLeavesTheKeyFree() throws Exception {
+    sendsOnce("run-skipped", false, false);
   }
 
   /**
@@ -79,14 +92,14 @@ class MvcFailingTaskDecoratorProbeTest extends MvcProbeApplication {
    * in the class: if the worker never completes, Spring MVC's only task thread stays waiting.
    */
   @Test
-  @Order(2)
+  @Order(4)
   void aDecoratorThatFailsOnTheStartersWorkerLeavesTheKeyFree() throws Exception {
-    sendsOnce(false, false);
+    sendsOnce("run-fails", false, false);
   }
 
-  private void sendsOnce(boolean queued, boolean held) throws Exception {
+  private void sendsOnce(String mode, boolean queued, boolean held) throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probeZ/decorated/run-fails";
+    String path = "/probeZ/decorated/" + mode;
     HttpResponse<byte[]> first =
         Decorated.HELD.firstAnswer(
             port(),
@@ -113,8 +126,9 @@ class MvcFailingTaskDecoratorProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Wraps each task; for the probe's path, the wrapper throws before running its task on the
-   * starter's thread ({@code idempotent-endpoint-*}), once per key.
+   * Wraps each task; for the probe's paths, the wrapper throws before running its task ({@code
+   * run-fails}), or returns without running it ({@code run-skipped}), on the starter's thread
+   * ({@code idempotent-endpoint-*}), once per key.
    */
   static final class Failing implements TaskDecorator {
     static final Map<String, String> failedOn = new ConcurrentHashMap<>();
@@ -123,22 +137,30 @@ class MvcFailingTaskDecoratorProbeTest extends MvcProbeApplication {
     @Override
     public Runnable decorate(Runnable runnable) {
       String key = null;
+      boolean skips = false;
       if (RequestContextHolder.getRequestAttributes() instanceof ServletRequestAttributes web) {
         try {
-          if (web.getRequest().getRequestURI().startsWith("/probeZ/decorated/run-fails")) {
+          String uri = web.getRequest().getRequestURI();
+          if (uri.startsWith("/probeZ/decorated/run-fails")
+              || uri.startsWith("/probeZ/decorated/run-skipped")) {
             key = web.getRequest().getHeader("Idempotency-Key");
+            skips = uri.startsWith("/probeZ/decorated/run-skipped");
           }
         } catch (RuntimeException requestGone) {
           key = null;
         }
       }
       String failingKey = key;
+      boolean skipping = skips;
       return () -> {
         String thread = Thread.currentThread().getName();
         if (failingKey != null
             && thread.startsWith("idempotent-endpoint-")
             && failed.add(failingKey)) {
           failedOn.put(failingKey, thread);
+          if (skipping) {
+            return; // its context cannot be restored: the task is left out, silently
+          }
           throw new IllegalStateException("probeZ: the decorator cannot restore its context");
         }
         runnable.run();
@@ -162,7 +184,7 @@ class MvcFailingTaskDecoratorProbeTest extends MvcProbeApplication {
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static final HeldExecutor HELD = new HeldExecutor();
 
-    @PostMapping("/probeZ/decorated/run-fails")
+    @PostMapping({"/probeZ/decorated/run-fails", "/probeZ/decorated/run-skipped"})
     @IdempotentEndpoint
     public Callable<ResponseEntity<String>> work(@RequestHeader("Idempotency-Key") String key) {
       entered.incrementAndGet();

@@ -11,7 +11,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -71,25 +70,19 @@ class MvcRequestScopeAfterTheEndProbeTest extends MvcProbeApplication {
     sendsOnce(what, queued, held);
   }
 
-  /*
-   * Open finding (probeZ, on 493e7d6; medium: a second send, SPEC 1), taken over only: the work
-   * queued behind a busy executor at the timeout runs on the starter's thread with the request
-   * attributes UninterruptedWork.detached captured on the request's thread when the handler
-   * returned, which the request's end completed (RequestContextFilter / FrameworkServlet call
-   * requestCompleted()), so every request-scope read fails there, after the send: nothing maps the
-   * failure, the key is released and the retry sends again. Fails on Boot 3.5 and 4.0: "sends of
-   * the key (first: 409 request-in-progress; retry: 201 replayed=null sent-2 alice; the work's
-   * reads: [failed: org.springframework.beans.factory.support.ScopeNotActiveException: Error
-   * creating bean with name 'scopedTarget...AuditContext': Scope 'request' is not active for the
-   * current thread ..., read alice]; sends: 2) expected: 1 but was: 2", and for the holder's
-   * attribute "[failed: java.lang.IllegalStateException: Cannot ask for request attribute -
-   * request is not active anymore!, read alice]; sends: 2". Spring MVC's own task thread gets
-   * fresh attributes from FrameworkServlet's binding interceptor (which the starter leaves out of
-   * the interceptors it runs again, TaskThreadContext); a fix would bind, for the taken-over run,
-   * request attributes of its own over the starter's request, never completed, as that interceptor
-   * does.
+  /**
+   * Taken over: the work queued behind a busy executor at the timeout runs on the starter's thread.
+   * Was an open finding (probeZ, on 493e7d6; medium: a second send, SPEC 1): the starter bound the
+   * request attributes UninterruptedWork.detached captured on the request's thread when the handler
+   * returned, which the end of that dispatch completed ({@code FrameworkServlet} calls {@code
+   * requestCompleted()}), so every request-scope read failed there after the send
+   * ("ScopeNotActiveException: ... Scope 'request' is not active for the current thread", "Cannot
+   * ask for request attribute - request is not active anymore!"), the key was released and the
+   * retry sent again: "sends: 2" on Boot 3.5 and 4.0. Fixed (fixscope): the taken-over run binds
+   * request attributes of its own over the starter's request (its copy once the request ended), as
+   * {@code FrameworkServlet}'s binding interceptor does for Spring MVC's task thread; the handler's
+   * {@code @RequestScope} bean is the same instance (it answers the caller the handler set).
    */
-  @Tag("open-finding")
   @ParameterizedTest(name = "{0}, queued={1}, held={2}")
   @CsvSource({"scoped-bean,true,true", "holder-attribute,true,true"})
   void takenOverWorkThatReadsItsRequestScopeAfterTheSendSendsOnce(
