@@ -1,259 +1,43 @@
 package dev.idempotency.redis;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
-import dev.idempotency.Batch;
-import dev.idempotency.IdempotencyException;
-import dev.idempotency.IdempotencyGuard;
-import dev.idempotency.IdempotencyInProgressException;
-import dev.idempotency.IdempotencyRecord;
-import dev.idempotency.IdempotencyRequest;
-import dev.idempotency.ResultCodec;
-import dev.idempotency.spi.RecordState;
-import dev.idempotency.testservers.Poll;
-import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Iterator;
-import java.util.List;
-import java.util.Map;
-import java.util.NoSuchElementException;
-import java.util.Set;
-import java.util.UUID;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import dev.idempotency.spi.KeyStore;
+import dev.idempotency.tck.BatchesAbandonedRacingCloseContract;
 import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 
 /**
- * {@code BatchesAbandonedRacingCloseProbeTest} (core, in-memory store) on Redis (embedded; server
- * time, lease 2 s, 6 rounds, guard B waits for the leases guard A left to run out). Probe (probeY,
- * SPEC 1) of fixbatch (b3d8cc0): many batches, each on its own thread and none ever recorded
- * (abandoned, as the Javadoc of {@link Batch} allows), send and report their keys while another
- * thread closes the guard with a short grace period (20 ms), so that some reports are waited for by
- * the close, some outlive it (one send in eight takes 30 to 60 ms: the close gives up on it and its
- * report, after the close, writes its own outcome). The rules, checked once every thread and the
- * close ended (bounded joins: a deadlock fails the round): no key is handed out after {@code
- * close()} returned; every key whose {@code succeeded()} returned is COMPLETED in the store at once
- * (no {@code record()}, no renewal left to write it later: a key left IN_PROGRESS with its send
- * done is a second send one lease later); and after the lease, guard B replays every such key and
- * sends every other key at most once (one send per key in all).
- *
- * <p>Real threads, 6 rounds of 4 threads, each claiming one batch of 6 keys, the close started
- * after a varying pause; tagged extended for its length (the leases to wait out).
+ * probeY (SPEC 1): {@link BatchesAbandonedRacingCloseContract} (the store test kit) on Redis
+ * (embedded; server time, lease 2 s, guard B waits for the leases guard A left to run out):
+ * abandoned batches on four threads report while the guard closes with a 20 ms grace; no sent key
+ * left in progress, one send per key. 6 rounds; tagged extended for its length (the leases to wait
+ * out, about 14 s), its in-memory twin {@code BatchesAbandonedRacingCloseProbeTest} runs by
+ * default.
  */
 @Tag("extended")
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class RedisBatchesAbandonedRacingCloseProbeTest {
-
-  static final Duration TTL = Duration.ofHours(1);
-  static final Duration LEASE = Duration.ofSeconds(2);
-  static final int ROUNDS = 6;
-  static final int THREADS = 4;
-  static final int KEYS = 6;
+class RedisBatchesAbandonedRacingCloseProbeTest extends BatchesAbandonedRacingCloseContract {
 
   private StandaloneRedis redis;
-  private RedisKeyStore store;
 
-  @BeforeAll
-  void start() throws Exception {
-    redis = StandaloneRedis.start();
-    store = RedisKeyStore.builder(redis.client()).build();
+  RedisBatchesAbandonedRacingCloseProbeTest() {
+    super("redis-", 6);
   }
 
-  @AfterAll
-  void stop() throws Exception {
-    store.close();
-    redis.close();
-  }
-
-  @Test
-  void abandonedBatchesRacingTheCloseLeaveNoSentKeyInProgressAndSendEachKeyOnce() throws Exception {
-    List<String> problems = new CopyOnWriteArrayList<>();
-    AtomicInteger reportedInAll = new AtomicInteger();
-    AtomicInteger reportsAfterClose = new AtomicInteger();
-    AtomicInteger takenByB = new AtomicInteger();
-    for (int round = 0; round < ROUNDS && problems.isEmpty(); round++) {
-      round(round, problems, reportedInAll, reportsAfterClose, takenByB);
-    }
-    assertThat(problems).isEmpty();
-    assertThat(reportedInAll.get()).as("keys sent and reported by guard A").isPositive();
-    assertThat(reportsAfterClose.get())
-        .as("reports that began after the close returned (the race ran)")
-        .isPositive();
-    assertThat(takenByB.get())
-        .as("keys guard A never sent (the close cut rounds short)")
-        .isPositive();
-  }
-
-  private void round(
-      int round,
-      List<String> problems,
-      AtomicInteger reportedInAll,
-      AtomicInteger reportsAfterClose,
-      AtomicInteger takenByB)
-      throws Exception {
-    IdempotencyGuard guardA =
-        IdempotencyGuard.builder()
-            .store(store)
-            .lease(LEASE)
-            .inFlightWait(Duration.ZERO)
-            .closeGracePeriod(Duration.ofMillis(20))
-            .build();
-    Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
-    Set<String> reported = ConcurrentHashMap.newKeySet();
-    List<String> allKeys = new CopyOnWriteArrayList<>();
-    AtomicBoolean closeReturned = new AtomicBoolean();
-    CountDownLatch claimed = new CountDownLatch(THREADS);
-    List<Thread> senders = new ArrayList<>();
-    for (int t = 0; t < THREADS; t++) {
-      List<IdempotencyRequest> requests = new ArrayList<>();
-      for (int k = 0; k < KEYS; k++) {
-        String key =
-            "redis-abandoned-racing-close:" + round + ":" + t + ":" + k + ":" + UUID.randomUUID();
-        allKeys.add(key);
-        requests.add(IdempotencyRequest.of(key, TTL));
-      }
-      Thread sender =
-          new Thread(
-              () -> {
-                Batch<String> batch;
-                try {
-                  batch = guardA.claimBatch(requests, ResultCodec.string());
-                } finally {
-                  claimed.countDown();
-                }
-                Iterator<Batch.Item> toSend = batch.toSend().iterator();
-                while (true) {
-                  boolean closedBefore = closeReturned.get();
-                  Batch.Item item;
-                  try {
-                    if (!toSend.hasNext()) {
-                      break;
-                    }
-                    item = toSend.next();
-                  } catch (NoSuchElementException | IllegalStateException e) {
-                    break;
-                  }
-                  if (closedBefore) {
-                    problems.add(
-                        "round "
-                            + round
-                            + ": "
-                            + item.key()
-                            + " handed out after close() returned");
-                  }
-                  sends.computeIfAbsent(item.key(), k -> new AtomicInteger()).incrementAndGet();
-                  // the send: one in eight outlasts the close's grace period
-                  ThreadLocalRandom random = ThreadLocalRandom.current();
-                  pause(random.nextInt(8) == 0 ? 30 + random.nextInt(30) : random.nextInt(4));
-                  boolean afterClose = closeReturned.get();
-                  try {
-                    batch.succeeded(item, "a:" + item.key());
-                    reported.add(item.key());
-                    if (afterClose) {
-                      reportsAfterClose.incrementAndGet();
-                    }
-                  } catch (RuntimeException e) {
-                    problems.add(
-                        "round " + round + ": the report of " + item.key() + " threw " + e);
-                  }
-                } // never recorded: abandoned
-              },
-              "probeY-batch-" + round + "-" + t);
-      senders.add(sender);
-    }
-    senders.forEach(Thread::start);
-    assertThat(claimed.await(30, TimeUnit.SECONDS)).as("every batch claimed").isTrue();
-    pause(ThreadLocalRandom.current().nextInt(12));
-    Thread closer =
-        new Thread(
-            () -> {
-              guardA.close();
-              closeReturned.set(true);
-            },
-            "probeY-closer-" + round);
-    closer.start();
-    closer.join(60_000);
-    if (closer.isAlive()) {
-      problems.add("round " + round + ": close() did not return within 60 s (deadlock?)");
-      return;
-    }
-    for (Thread sender : senders) {
-      sender.join(60_000);
-      if (sender.isAlive()) {
-        problems.add("round " + round + ": " + sender.getName() + " did not end within 60 s");
-        return;
-      }
-    }
-    reportedInAll.addAndGet(reported.size());
-    try (IdempotencyGuard guardB =
-        IdempotencyGuard.builder().store(store).lease(LEASE).inFlightWait(Duration.ZERO).build()) {
-      for (String key : reported) {
-        RecordState state = guardB.find(key).map(IdempotencyRecord::state).orElse(null);
-        if (state != RecordState.COMPLETED) {
-          problems.add("round " + round + ": " + key + " sent and reported, then left " + state);
-        }
-      }
-      for (String key : allKeys) {
-        String result;
-        try {
-          // a key guard A left claimed is taken over once its lease ran out (server time)
-          result =
-              Poll.within(Duration.ofSeconds(30))
-                  .ignoring(IdempotencyInProgressException.class)
-                  .until(
-                      "guard B's call on " + key,
-                      () ->
-                          guardB.execute(
-                              key,
-                              TTL,
-                              ctx -> {
-                                sends
-                                    .computeIfAbsent(key, k -> new AtomicInteger())
-                                    .incrementAndGet();
-                                return "b:" + key;
-                              }),
-                      value -> true);
-        } catch (IdempotencyException | AssertionError e) {
-          problems.add("round " + round + ": guard B on " + key + " threw " + e);
-          continue;
-        }
-        int sent = sends.getOrDefault(key, new AtomicInteger()).get();
-        if (sent != 1) {
-          problems.add(
-              "round "
-                  + round
-                  + ": "
-                  + key
-                  + " sent "
-                  + sent
-                  + " times (reported by A: "
-                  + reported.contains(key)
-                  + ", B got "
-                  + result
-                  + ")");
-        }
-        if (result.startsWith("b:")) {
-          takenByB.incrementAndGet();
-        }
-      }
-    }
-  }
-
-  private static void pause(int millis) {
+  @Override
+  protected KeyStore newStore() {
     try {
-      Thread.sleep(millis);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new AssertionError(e);
+      redis = StandaloneRedis.start();
+    } catch (Exception e) {
+      throw new IllegalStateException("could not start the embedded Redis", e);
+    }
+    return RedisKeyStore.builder(redis.client()).build();
+  }
+
+  @Override
+  protected void closeStore(KeyStore store) {
+    ((RedisKeyStore) store).close();
+    try {
+      redis.close();
+    } catch (Exception e) {
+      throw new IllegalStateException("could not stop the embedded Redis", e);
     }
   }
 }

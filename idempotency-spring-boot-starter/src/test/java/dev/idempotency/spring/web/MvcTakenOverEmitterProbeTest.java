@@ -1,17 +1,9 @@
 package dev.idempotency.spring.web;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
-import dev.idempotency.testservers.Poll;
-import java.net.http.HttpResponse;
-import java.time.Duration;
-import java.util.Map;
+import dev.idempotency.spring.web.TakenOverEmitterRows.Provider;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.annotation.Configuration;
@@ -34,7 +26,8 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  * pass on Boot 3.5 and 4.0 (about 50 s with the application's start); the refused rows were open
  * findings, fixed by emitcall: the starter follows an emitter that a {@code Callable} returns to
  * its end, started by Spring MVC ({@code AsyncTimeouts.emitterResult}) or, once its request ended,
- * by the starter itself ({@code EmitterEnd.follow}).
+ * by the starter itself ({@code EmitterEnd.follow}). The rows' steps and the provider are in {@link
+ * TakenOverEmitterRows}.
  */
 class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
 
@@ -49,18 +42,14 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
 
   @Override
   public int runs() {
-    return Emitters.entered.get();
+    return Emitters.provider.entered.get();
   }
 
   /** The emitter's work sends: sent once, the retry never sends again. */
   @Test
   void aTakenOverCallablesEmitterThatSendsIsSentOnce() throws Exception {
-    String path = "/probeU/taken-over/emitter-sends";
-    String key = EndpointClient.newKey();
-    String first = takenOver(path, key);
-    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
-    String seen = "first answer " + first + ", last " + MvcProbes.replayed(last);
-    assertThat(Emitters.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+    TakenOverEmitterRows.takenOverThenRetried(
+        this, Emitters.provider, "/probeU/taken-over/emitter-sends");
   }
 
   /**
@@ -84,14 +73,8 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
    */
   @Test
   void aTakenOverCallablesEmitterRefusedBeforeItSentIsReleased() throws Exception {
-    String path = "/probeU/taken-over/emitter-refused";
-    String key = EndpointClient.newKey();
-    String first = takenOver(path, key);
-    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
-    String seen = "first answer " + first + ", last " + MvcProbes.replayed(last);
-    Poll.within(Duration.ofSeconds(20))
-        .until("the retry's send: " + seen, () -> Emitters.sendsOf(key) >= 1);
-    assertThat(Emitters.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+    TakenOverEmitterRows.takenOverThenRetried(
+        this, Emitters.provider, "/probeU/taken-over/emitter-refused");
   }
 
   /**
@@ -116,27 +99,8 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
    */
   @Test
   void aCallablesEmitterCutByTheTimeoutThenRefusedIsReleased() throws Exception {
-    String path = "/probeU/on-time/emitter-refused-late";
-    String key = EndpointClient.newKey();
-    CountDownLatch gate = new CountDownLatch(1);
-    Emitters.gate = gate;
-    int called = Emitters.providerCalls.get();
-    HttpResponse<byte[]> first;
-    try {
-      first = post(path, key, "{}");
-    } finally {
-      gate.countDown();
-    }
-    Poll.within(Duration.ofSeconds(20))
-        .until(
-            "the emitter's work called the provider", () -> Emitters.providerCalls.get() > called);
-    Emitters.gate = new CountDownLatch(0);
-    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
-    String seen =
-        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
-    Poll.within(Duration.ofSeconds(20))
-        .until("the retry's send: " + seen, () -> Emitters.sendsOf(key) >= 1);
-    assertThat(Emitters.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+    TakenOverEmitterRows.heldThenRetried(
+        this, Emitters.provider, "/probeU/on-time/emitter-refused-late");
   }
 
   /**
@@ -154,54 +118,8 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
    */
   @Test
   void aDetachedCallablesLaterEmitterRefusedBeforeItSentIsReleased() throws Exception {
-    String path = "/probeU/detached/emitter-refused";
-    String key = EndpointClient.newKey();
-    CountDownLatch held = new CountDownLatch(1);
-    Emitters.callableGate = held;
-    int called = Emitters.providerCalls.get();
-    HttpResponse<byte[]> first;
-    try {
-      first = post(path, key, "{}");
-    } finally {
-      held.countDown();
-    }
-    Poll.within(Duration.ofSeconds(20))
-        .until(
-            "the emitter's work called the provider", () -> Emitters.providerCalls.get() > called);
-    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
-    String seen =
-        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
-    Poll.within(Duration.ofSeconds(20))
-        .until("the retry's send: " + seen, () -> Emitters.sendsOf(key) >= 1);
-    assertThat(Emitters.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
-  }
-
-  /**
-   * Posts {@code path} with {@code key} while Spring MVC's executor's only thread is held, until
-   * its 1 s timeout took the queued work over and the emitter's work called the provider; then
-   * frees the thread. Returns the first answer.
-   */
-  private String takenOver(String path, String key) throws Exception {
-    CountDownLatch release = new CountDownLatch(1);
-    Emitters.release = release;
-    Emitters.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking =
-        MvcProbes.postAsync(this, "/probeU/taken-over/block", null);
-    assertThat(Emitters.blockStarted.await(30, TimeUnit.SECONDS))
-        .as("the blocking task holds the executor's only thread")
-        .isTrue();
-    try {
-      int called = Emitters.providerCalls.get();
-      HttpResponse<byte[]> first = post(path, key, "{}");
-      Poll.within(Duration.ofSeconds(20))
-          .until(
-              "the emitter's work called the provider",
-              () -> Emitters.providerCalls.get() > called);
-      return first.statusCode() + " " + EndpointClient.text(first);
-    } finally {
-      release.countDown();
-      blocking.get(60, TimeUnit.SECONDS);
-    }
+    TakenOverEmitterRows.heldThenRetried(
+        this, Emitters.provider, "/probeU/detached/emitter-refused");
   }
 
   @Configuration(proxyBeanMethods = false)
@@ -211,105 +129,44 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
 
   @RestController
   static class Emitters {
-    static final AtomicInteger entered = new AtomicInteger();
-    static final AtomicInteger providerCalls = new AtomicInteger();
-    static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
-    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
-    static volatile CountDownLatch release = new CountDownLatch(1);
-    static volatile CountDownLatch gate = new CountDownLatch(0);
-    static volatile CountDownLatch callableGate = new CountDownLatch(0);
+    static final Provider provider = new Provider("probeU");
 
-    static int sendsOf(String key) {
-      AtomicInteger n = sends.get(key);
-      return n == null ? 0 : n.get();
-    }
-
-    /** The provider: refuses (nothing sent) the first call of a key if {@code refuse}. */
-    private static String provider(String key, boolean refuse) {
-      try {
-        if (refuse && !sends.containsKey(key)) {
-          sends.put(key, new AtomicInteger());
-          throw new IllegalStateException("the provider refused; nothing sent");
-        }
-        return "sent-" + sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
-      } finally {
-        providerCalls.incrementAndGet();
-      }
-    }
-
-    /** Not guarded: holds the async executor's only thread until the test releases it. */
     @PostMapping("/probeU/taken-over/block")
     public Callable<String> block() {
-      CountDownLatch started = blockStarted;
-      CountDownLatch held = release;
-      return () -> {
-        MvcRejectedWorkProbeTest.hold(started, held);
-        return "done";
-      };
-    }
-
-    private static SseEmitter emitter(String key, boolean refuse) {
-      SseEmitter emitter = new SseEmitter();
-      CountDownLatch held = gate;
-      Thread thread =
-          new Thread(
-              () -> {
-                String id;
-                try {
-                  held.await(30, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                  Thread.currentThread().interrupt();
-                }
-                try {
-                  id = provider(key, refuse);
-                } catch (IllegalStateException refused) {
-                  emitter.completeWithError(refused);
-                  return;
-                }
-                try {
-                  emitter.send(SseEmitter.event().data(id));
-                  emitter.complete();
-                } catch (Exception e) {
-                  emitter.completeWithError(e);
-                }
-              },
-              "probeU-provider");
-      thread.setDaemon(true);
-      thread.start();
-      return emitter;
+      return provider.block();
     }
 
     @PostMapping("/probeU/taken-over/emitter-sends")
     @IdempotentEndpoint
     public Callable<SseEmitter> emitterSends(@RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      return () -> emitter(key, false);
+      provider.entered.incrementAndGet();
+      return () -> provider.emitter(key, false);
     }
 
     @PostMapping("/probeU/on-time/emitter-refused-late")
     @IdempotentEndpoint
     public Callable<SseEmitter> emitterRefusedLate(@RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      return () -> emitter(key, true);
+      provider.entered.incrementAndGet();
+      return () -> provider.emitter(key, true);
     }
 
     @PostMapping("/probeU/detached/emitter-refused")
     @IdempotentEndpoint
     public Callable<SseEmitter> emitterRefusedDetached(
         @RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      CountDownLatch held = callableGate;
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
       return () -> {
         held.await(30, TimeUnit.SECONDS);
-        return emitter(key, true);
+        return provider.emitter(key, true);
       };
     }
 
     @PostMapping("/probeU/taken-over/emitter-refused")
     @IdempotentEndpoint
     public Callable<SseEmitter> emitterRefused(@RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      return () -> emitter(key, true);
+      provider.entered.incrementAndGet();
+      return () -> provider.emitter(key, true);
     }
   }
 }

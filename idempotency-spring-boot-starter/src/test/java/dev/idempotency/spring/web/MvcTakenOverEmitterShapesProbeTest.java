@@ -1,17 +1,10 @@
 package dev.idempotency.spring.web;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
-import dev.idempotency.testservers.Poll;
-import java.net.http.HttpResponse;
-import java.time.Duration;
-import java.util.Map;
+import dev.idempotency.spring.web.TakenOverEmitterRows.Provider;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -33,7 +26,8 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  * once (SPEC 1, no lost send). Spring MVC's executor's only thread is held so that the {@code
  * Callable} is queued and taken over at the 1 s timeout. One application on a real Redis. A fourth
  * row holds a {@code Callable} past the timeout instead (detached, not taken over). All four pass
- * on Boot 3.5 and 4.0 since emshapes.
+ * on Boot 3.5 and 4.0 since emshapes. The rows' steps and the provider are in {@link
+ * TakenOverEmitterRows}.
  */
 class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
 
@@ -48,13 +42,14 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
 
   @Override
   public int runs() {
-    return Shapes.entered.get();
+    return Shapes.provider.entered.get();
   }
 
   /** A {@code ResponseEntity} of an emitter, its header set: passes on Boot 3.5 and 4.0. */
   @Test
   void aTakenOverEntityOfAnEmitterRefusedBeforeItSentIsReleased() throws Exception {
-    refusedThenRetried("/probeX/taken-over/entity-emitter");
+    TakenOverEmitterRows.takenOverThenRetried(
+        this, Shapes.provider, "/probeX/taken-over/entity-emitter");
   }
 
   /**
@@ -75,7 +70,8 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    */
   @Test
   void aTakenOverDeferredResultsEmitterRefusedBeforeItSentIsReleased() throws Exception {
-    refusedThenRetried("/probeX/taken-over/deferred-emitter");
+    TakenOverEmitterRows.takenOverThenRetried(
+        this, Shapes.provider, "/probeX/taken-over/deferred-emitter");
   }
 
   /**
@@ -86,7 +82,8 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    */
   @Test
   void aTakenOverCompletedFuturesEmitterRefusedBeforeItSentIsReleased() throws Exception {
-    refusedThenRetried("/probeX/taken-over/future-emitter");
+    TakenOverEmitterRows.takenOverThenRetried(
+        this, Shapes.provider, "/probeX/taken-over/future-emitter");
   }
 
   /**
@@ -106,25 +103,8 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    */
   @Test
   void aDetachedCallablesDeferredResultsEmitterRefusedBeforeItSentIsReleased() throws Exception {
-    String path = "/probeX/detached/deferred-emitter";
-    String key = EndpointClient.newKey();
-    CountDownLatch held = new CountDownLatch(1);
-    Shapes.callableGate = held;
-    int called = Shapes.providerCalls.get();
-    HttpResponse<byte[]> first;
-    try {
-      first = post(path, key, "{}");
-    } finally {
-      held.countDown();
-    }
-    Poll.within(Duration.ofSeconds(20))
-        .until("the emitter's work called the provider", () -> Shapes.providerCalls.get() > called);
-    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
-    String seen =
-        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
-    Poll.within(Duration.ofSeconds(20))
-        .until("the retry's send: " + seen, () -> Shapes.sendsOf(key) >= 1);
-    assertThat(Shapes.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
+    TakenOverEmitterRows.heldThenRetried(
+        this, Shapes.provider, "/probeX/detached/deferred-emitter");
   }
 
   /**
@@ -149,57 +129,7 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
   @Tag("open-finding")
   @Test
   void aDetachedCallablesLaterDeferredResultThatFailsBeforeItSentIsReleased() throws Exception {
-    String path = "/probeX/detached/later-deferred";
-    String key = EndpointClient.newKey();
-    CountDownLatch held = new CountDownLatch(1);
-    Shapes.callableGate = held;
-    int called = Shapes.providerCalls.get();
-    HttpResponse<byte[]> first;
-    try {
-      first = post(path, key, "{}");
-    } finally {
-      held.countDown();
-    }
-    Poll.within(Duration.ofSeconds(20))
-        .until("the later stage called the provider", () -> Shapes.providerCalls.get() > called);
-    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
-    String seen =
-        "first answer " + MvcProbes.replayed(first) + ", last " + MvcProbes.replayed(last);
-    Poll.within(Duration.ofSeconds(20))
-        .until("the retry's send: " + seen, () -> Shapes.sendsOf(key) >= 1);
-    assertThat(Shapes.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
-  }
-
-  private void refusedThenRetried(String path) throws Exception {
-    String key = EndpointClient.newKey();
-    String first = takenOver(path, key);
-    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
-    String seen = "first answer " + first + ", last " + MvcProbes.replayed(last);
-    Poll.within(Duration.ofSeconds(20))
-        .until("the retry's send: " + seen, () -> Shapes.sendsOf(key) >= 1);
-    assertThat(Shapes.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
-  }
-
-  private String takenOver(String path, String key) throws Exception {
-    CountDownLatch release = new CountDownLatch(1);
-    Shapes.release = release;
-    Shapes.blockStarted = new CountDownLatch(1);
-    CompletableFuture<HttpResponse<byte[]>> blocking =
-        MvcProbes.postAsync(this, "/probeX/taken-over/block", null);
-    assertThat(Shapes.blockStarted.await(30, TimeUnit.SECONDS))
-        .as("the blocking task holds the executor's only thread")
-        .isTrue();
-    try {
-      int called = Shapes.providerCalls.get();
-      HttpResponse<byte[]> first = post(path, key, "{}");
-      Poll.within(Duration.ofSeconds(20))
-          .until(
-              "the emitter's work called the provider", () -> Shapes.providerCalls.get() > called);
-      return first.statusCode() + " " + EndpointClient.text(first);
-    } finally {
-      release.countDown();
-      blocking.get(60, TimeUnit.SECONDS);
-    }
+    TakenOverEmitterRows.heldThenRetried(this, Shapes.provider, "/probeX/detached/later-deferred");
   }
 
   @Configuration(proxyBeanMethods = false)
@@ -209,82 +139,30 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
 
   @RestController
   static class Shapes {
-    static final AtomicInteger entered = new AtomicInteger();
-    static final AtomicInteger providerCalls = new AtomicInteger();
-    static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
-    static volatile CountDownLatch blockStarted = new CountDownLatch(1);
-    static volatile CountDownLatch release = new CountDownLatch(1);
-    static volatile CountDownLatch callableGate = new CountDownLatch(0);
-
-    static int sendsOf(String key) {
-      AtomicInteger n = sends.get(key);
-      return n == null ? 0 : n.get();
-    }
-
-    /** Refuses (nothing sent) the first call of a key. */
-    private static String provider(String key) {
-      try {
-        if (!sends.containsKey(key)) {
-          sends.put(key, new AtomicInteger());
-          throw new IllegalStateException("the provider refused; nothing sent");
-        }
-        return "sent-" + sends.get(key).incrementAndGet();
-      } finally {
-        providerCalls.incrementAndGet();
-      }
-    }
+    static final Provider provider = new Provider("probeX");
 
     @PostMapping("/probeX/taken-over/block")
     public Callable<String> block() {
-      CountDownLatch started = blockStarted;
-      CountDownLatch held = release;
-      return () -> {
-        MvcRejectedWorkProbeTest.hold(started, held);
-        return "done";
-      };
-    }
-
-    private static SseEmitter emitter(String key) {
-      SseEmitter emitter = new SseEmitter();
-      Thread thread =
-          new Thread(
-              () -> {
-                String id;
-                try {
-                  id = provider(key);
-                } catch (IllegalStateException refused) {
-                  emitter.completeWithError(refused);
-                  return;
-                }
-                try {
-                  emitter.send(SseEmitter.event().data(id));
-                  emitter.complete();
-                } catch (Exception e) {
-                  emitter.completeWithError(e);
-                }
-              },
-              "probeX-provider");
-      thread.setDaemon(true);
-      thread.start();
-      return emitter;
+      return provider.block();
     }
 
     @PostMapping("/probeX/taken-over/entity-emitter")
     @IdempotentEndpoint
     public Callable<ResponseEntity<SseEmitter>> entityEmitter(
         @RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      return () -> ResponseEntity.ok().header("X-Probe", "entity").body(emitter(key));
+      provider.entered.incrementAndGet();
+      return () ->
+          ResponseEntity.ok().header("X-Probe", "entity").body(provider.emitter(key, true));
     }
 
     @PostMapping("/probeX/taken-over/deferred-emitter")
     @IdempotentEndpoint
     public Callable<DeferredResult<SseEmitter>> deferredEmitter(
         @RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
+      provider.entered.incrementAndGet();
       return () -> {
         DeferredResult<SseEmitter> deferred = new DeferredResult<>();
-        deferred.setResult(emitter(key));
+        deferred.setResult(provider.emitter(key, true));
         return deferred;
       };
     }
@@ -293,12 +171,12 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
     @IdempotentEndpoint
     public Callable<DeferredResult<SseEmitter>> detachedDeferredEmitter(
         @RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      CountDownLatch held = callableGate;
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
       return () -> {
         held.await(30, TimeUnit.SECONDS);
         DeferredResult<SseEmitter> deferred = new DeferredResult<>();
-        deferred.setResult(emitter(key));
+        deferred.setResult(provider.emitter(key, true));
         return deferred;
       };
     }
@@ -307,8 +185,8 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
     @IdempotentEndpoint
     public Callable<DeferredResult<String>> detachedLaterDeferred(
         @RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      CountDownLatch held = callableGate;
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
       return () -> {
         held.await(30, TimeUnit.SECONDS);
         DeferredResult<String> deferred = new DeferredResult<>();
@@ -316,7 +194,7 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
             new Thread(
                 () -> {
                   try {
-                    deferred.setResult(provider(key));
+                    deferred.setResult(provider.call(key, true));
                   } catch (IllegalStateException refused) {
                     deferred.setErrorResult(refused);
                   }
@@ -332,8 +210,8 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
     @IdempotentEndpoint
     public Callable<CompletableFuture<SseEmitter>> futureEmitter(
         @RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      return () -> CompletableFuture.completedFuture(emitter(key));
+      provider.entered.incrementAndGet();
+      return () -> CompletableFuture.completedFuture(provider.emitter(key, true));
     }
   }
 }
