@@ -7,6 +7,7 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.util.Set;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
@@ -22,8 +23,10 @@ import org.springframework.web.context.request.async.CallableProcessingIntercept
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncManager;
+import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 import org.springframework.web.util.WebUtils;
 
 /**
@@ -68,6 +71,8 @@ final class AsyncTimeouts
   private final Consumer<Runnable> graceRunsOut;
   private @Nullable Timeout timeout; // guarded by this: decided at the first sign of the timeout
   private volatile @Nullable DeferredResult<?> deferredResult;
+  // the DeferredResult of the handler's own result (not of an emitter or a later stage's)
+  private volatile @Nullable DeferredResult<?> handlersDeferred;
   private volatile boolean callableWork;
   private volatile boolean rejectedWorkTaken; // taken over when its executor refused its task
   private final AtomicBoolean answered = new AtomicBoolean();
@@ -313,6 +318,9 @@ final class AsyncTimeouts
   public <T> void beforeConcurrentHandling(
       NativeWebRequest request, DeferredResult<T> deferredResult) {
     this.deferredResult = deferredResult;
+    if (handlersDeferred == null && !callableWork) {
+      handlersDeferred = deferredResult; // the first async round's: the handler's own result
+    }
   }
 
   @Override
@@ -391,19 +399,29 @@ final class AsyncTimeouts
 
   /**
    * The async dispatch of a claimed request, before Spring MVC handles the result it carries: if
-   * that is not the {@code Callable} work's own outcome, the one {@link #postProcess} saw,
-   * something replaced it after the work ended. Spring MVC's {@code CallableInterceptorChain} makes
-   * the first failure of an interceptor's {@code postProcess} the request's result, in place of the
-   * work's: an application's interceptor that fails after the work sent would have its failure
-   * rendered (a 500, which releases the key) and the retry would send again (SPEC 1). So the work's
-   * own outcome is recorded instead, as a late result rendered as Spring MVC would have rendered it
-   * ({@link AsyncWork#detachWithEarlyResult}, as for a result that came just before a timeout): a
-   * value is stored, a failure goes through the application's exception resolvers (one nothing maps
-   * releases the key). The client gets Spring MVC's answer to what was dispatched, as it is, never
-   * stored; one WARN names the class of what replaced the outcome. Asked once per outcome; does
-   * nothing if the dispatched result is the work's own, if no {@code Callable} outcome came (the
-   * work returned more async work, a timeout came first), or if the call was reported or detached
-   * already.
+   * that is not the work's own outcome, something replaced it after the work ended. Spring MVC's
+   * {@code CallableInterceptorChain} and {@code DeferredResultInterceptorChain} make the first
+   * failure of an interceptor's {@code postProcess} the request's result, in place of the work's:
+   * an application's interceptor that fails after the work sent would have its failure rendered (a
+   * 500, which releases the key) and the retry would send again (SPEC 1). So the work's own outcome
+   * is recorded instead, as a late result rendered as Spring MVC would have rendered it ({@link
+   * AsyncWork#detachWithEarlyResult}, as for a result that came just before a timeout): a value is
+   * stored, a failure goes through the application's exception resolvers (one nothing maps releases
+   * the key). The client gets Spring MVC's answer to what was dispatched, as it is, never stored;
+   * one WARN names the class of what replaced the outcome.
+   *
+   * <p>The work's own outcome: a {@code Callable}'s as {@link #postProcess} saw it (asked once per
+   * outcome); the handler's own {@code DeferredResult}'s (not an emitter's, nor a later stage's)
+   * (Spring MVC's adapter of a {@code CompletionStage}, or the copy of an application's own: {@link
+   * IdempotentEndpointAdvisor}) as it was set on Spring MVC's {@code DeferredResult}, which keeps
+   * it whatever the chain dispatched, so neither this interceptor's own {@code postProcess} (which
+   * the chain skips once one failed) nor the identity of a failure (Spring MVC unwraps a {@code
+   * CompletionException}) matters. The value recorded is the one the advisor observed from the
+   * handler's own result; if that has not reached the call yet (it races with the dispatch) and is
+   * a final one (no more async work, no stream), the call is detached and records it when it comes.
+   * Does nothing if the dispatched result is the work's own, if no outcome came (more async work, a
+   * timeout first), for a result the advisor does not follow, or if the call was reported or
+   * detached already.
    *
    * @param request the request of the async dispatch
    * @param manager its async manager, which holds the dispatched result
@@ -411,25 +429,67 @@ final class AsyncTimeouts
    */
   boolean outcomeReplaced(NativeWebRequest request, WebAsyncManager manager) {
     Object seen = callableOutcome.getAndSet(AsyncWork.NO_RESULT);
-    if (seen == AsyncWork.NO_RESULT
-        || !manager.hasConcurrentResult()
-        || manager.getConcurrentResult() == seen
-        || work.earlyResult() != seen) {
+    if (!manager.hasConcurrentResult()) {
+      return false;
+    }
+    Object dispatched = manager.getConcurrentResult();
+    boolean replaced;
+    if (seen != AsyncWork.NO_RESULT) {
+      replaced = dispatched != seen && work.earlyResult() == seen;
+    } else {
+      DeferredResult<?> deferred = handlersDeferred;
+      replaced =
+          deferred != null
+              && deferred == deferredResult
+              && work.lateResultObserved()
+              && deferred.hasResult()
+              && dispatched != deferred.getResult();
+    }
+    if (!replaced) {
       return false;
     }
     CapturingResponse capture = captureOf(request);
     LateResponse late = lateResponseOf(request, capture);
-    if (late == null || capture == null || !work.detachWithEarlyResult(late)) {
+    DeferredResult<?> deferred = deferredResult;
+    boolean mayAwait =
+        seen == AsyncWork.NO_RESULT && deferred != null && isFinal(deferred.getResult());
+    if (late == null || capture == null || !recordOwnOutcome(late, mayAwait)) {
       return false;
     }
     capture.discard(); // Spring MVC's answer to the dispatched result goes to the client as it is
-    Object dispatched = manager.getConcurrentResult();
     log.warn(
-        "An idempotent endpoint's async result was replaced after its work ended ({}, as when a"
-            + " callable interceptor's postProcess fails): the work's own outcome is recorded, and"
+        "An idempotent endpoint's async result was replaced after its work ended ({}, as when an"
+            + " async interceptor's postProcess fails): the work's own outcome is recorded, and"
             + " the client gets Spring MVC's answer to the replacement",
         dispatched == null ? "null" : dispatched.getClass().getName());
     return true;
+  }
+
+  /**
+   * Records the work's own outcome with {@code late}: the one that came ({@link
+   * AsyncWork#detachWithEarlyResult}), or, for an observed result whose outcome has not reached the
+   * call yet, the one it reports when it does ({@link AsyncWork#detach}; retried once should it
+   * come between the two).
+   */
+  private boolean recordOwnOutcome(LateResponse late, boolean mayAwait) {
+    if (work.detachWithEarlyResult(late)) {
+      return true;
+    }
+    return mayAwait && (work.detach(late) || work.detachWithEarlyResult(late));
+  }
+
+  /**
+   * Whether a handler's result completed with a final outcome, one the advisor reports to the call
+   * as it is ({@link AsyncWork#lateResult}), not more async work or a stream, which it does not.
+   */
+  private static boolean isFinal(@Nullable Object outcome) {
+    Object value = outcome instanceof ResponseEntity<?> entity ? entity.getBody() : outcome;
+    return !(value instanceof DeferredResult<?>
+        || value instanceof CompletionStage<?>
+        || value instanceof Callable<?>
+        || value instanceof WebAsyncTask<?>
+        || value instanceof ResponseBodyEmitter
+        || value instanceof StreamingResponseBody);
   }
 
   /**

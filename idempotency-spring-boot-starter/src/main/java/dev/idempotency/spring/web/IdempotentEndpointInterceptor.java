@@ -142,8 +142,9 @@ public final class IdempotentEndpointInterceptor
       if (timeouts.answerRejectedWork(asyncDispatch)) {
         return false; // its work was refused by its executor and taken over: answered 409
       }
-      // a callable interceptor's failure dispatched in place of the work's outcome: the work's
-      // outcome is recorded, and Spring MVC answers the client as it is
+      // an async interceptor's failure (a Callable's, a DeferredResult's or a CompletionStage's)
+      // dispatched in place of the work's outcome: the work's outcome is recorded, and Spring MVC
+      // answers the client as it is
       timeouts.outcomeReplaced(asyncDispatch, WebAsyncUtils.getAsyncManager(request));
     }
     if (!(handler instanceof HandlerMethod method)

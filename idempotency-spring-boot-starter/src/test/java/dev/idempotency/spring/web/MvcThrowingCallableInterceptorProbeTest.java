@@ -16,8 +16,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -50,10 +48,12 @@ import org.springframework.web.filter.OncePerRequestFilter;
  * URI), which the starter's thread may do after the request ended; {@code pre-starter} fails in
  * {@code preProcess} on the starter's thread only (the work must not run there; nothing sent, so a
  * release is right); {@code stage-post}, a {@code DeferredResultProcessingInterceptor}, fails in
- * {@code postProcess} after a {@code CompletableFuture} handler's stage sent. On time (the work
- * begins at once) and taken over (queued behind a held one-thread executor at a 1 s timeout). SPEC
- * 1: the work runs (sends) at most once per key, and a retry after a send is replayed, never sent
- * again. One application on a real Redis.
+ * {@code postProcess} after a {@code CompletableFuture} handler's stage sent ({@code
+ * stage-post-refused}: the stage failed after it sent, mapped to a kept 422; {@code deferred-post}:
+ * an application's own {@code DeferredResult}, on time only). On time (the work begins at once) and
+ * taken over (queued behind a held one-thread executor at a 1 s timeout). SPEC 1: the work runs
+ * (sends) at most once per key, and a retry after a send is replayed, never sent again. One
+ * application on a real Redis.
  */
 class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
 
@@ -130,24 +130,31 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Open finding (medium: a second send, SPEC 1), suspected by reading and seen here: the same for
-   * a {@code CompletableFuture} handler whose {@code DeferredResultProcessingInterceptor}
-   * (registered by a filter) fails in {@code postProcess} after the stage sent, on time. Spring
-   * MVC's {@code DeferredResultInterceptorChain} makes that failure the request's result, as its
-   * {@code CallableInterceptorChain} does for a {@code Callable}; {@link
-   * AsyncTimeouts#outcomeReplaced} looks only at a {@code Callable}'s outcome, so the rendered 500
-   * releases the key and the retry sends again. The facts seen are in the comment below.
+   * The same for a {@code DeferredResultProcessingInterceptor} (registered by a filter) that fails
+   * in {@code postProcess} after the work sent, on time: a {@code CompletableFuture} handler whose
+   * stage returns its 201 ({@code stage-post}), one whose stage fails after it sent with a failure
+   * the controller maps to a kept 422 ({@code stage-post-refused}: the stage's failure reaches
+   * Spring MVC wrapped in a {@code CompletionException}, which it unwraps), and an application's
+   * own {@code DeferredResult} set to 201 from another thread ({@code deferred-post}). Was an open
+   * finding (medium: a second send, SPEC 1): Spring MVC's {@code DeferredResultInterceptorChain}
+   * makes that failure the request's result, as its {@code CallableInterceptorChain} does for a
+   * {@code Callable}, and {@link AsyncTimeouts#outcomeReplaced} looked only at a {@code Callable}'s
+   * outcome, so the rendered 500 released the key and the retry sent again (on Boot 3.5 and 4.0,
+   * ontime: "sends of the key (first: 500 {..."path":"/throwing-stage/stage-post"}; retry: 201
+   * sent-2; interceptor failed on: deferred-post@http-nio-auto-1-exec-8; sends: 2) expected: 1 but
+   * was: 2"). Now the async dispatch that carries another result than the one set on Spring MVC's
+   * {@code DeferredResult} records the work's own, as the advisor observed it: the client still
+   * gets the 500, the retry the work's answer, replayed.
    */
-  // fails on Boot 3.5 and 4.0 (ontime, with outcomeReplaced in place): "sends of the key (first:
-  // 500 {..."path":"/throwing-stage/stage-post"}; retry: 201 sent-2; interceptor failed on:
-  // deferred-post@http-nio-auto-1-exec-8; sends: 2) expected: 1 but was: 2" (the chain ran on a
-  // container thread: the stage had likely ended before Spring MVC set its result handler). A fix
-  // would record the stage's own outcome that the advisor observed (AsyncWork#earlyResult) when
-  // the dispatched result is the chain's failure instead, as outcomeReplaced does for a Callable
-  @Tag("open-finding")
-  @Test
-  void aDeferredPostProcessThatFailsAfterTheSendNeverMakesASecondSend() throws Exception {
-    aFailingInterceptorSendsOnce("/throwing-stage/", "stage-post", false, false, 201, "sent-1");
+  @ParameterizedTest(name = "{0}")
+  @CsvSource({
+    "/throwing-stage/,stage-post,201,sent-1",
+    "/throwing-stage/,stage-post-refused,422,refused-1",
+    "/throwing-deferred/,deferred-post,201,sent-1"
+  })
+  void aDeferredPostProcessThatFailsAfterTheSendNeverMakesASecondSend(
+      String prefix, String mode, int replayed, String replayedBody) throws Exception {
+    aFailingInterceptorSendsOnce(prefix, mode, false, false, replayed, replayedBody);
   }
 
   private void aFailingInterceptorSendsOnce(String mode, boolean queued, boolean held)
@@ -203,9 +210,13 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
         throws ServletException, IOException {
       String key = request.getHeader("Idempotency-Key");
       String uri = request.getRequestURI();
-      if (key != null && (uri.startsWith("/throwing/") || uri.startsWith("/throwing-stage/"))) {
+      if (key != null
+          && (uri.startsWith("/throwing/")
+              || uri.startsWith("/throwing-stage/")
+              || uri.startsWith("/throwing-deferred/"))) {
         String mode = uri.substring(uri.lastIndexOf('/') + 1);
-        if (mode.equals("stage-post")) { // a CompletableFuture's: a DeferredResult interceptor
+        if (mode.startsWith("stage-post") || mode.equals("deferred-post")) {
+          // a CompletableFuture's or a DeferredResult's: a DeferredResult interceptor
           WebAsyncUtils.getAsyncManager(request)
               .registerDeferredResultInterceptor(
                   "probeX.failing", new FailingDeferred(key, seen.add(key)));
@@ -352,8 +363,25 @@ class MvcThrowingCallableInterceptorProbeTest extends MvcProbeApplication {
       return CompletableFuture.supplyAsync(
           () -> {
             int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+            if (mode.equals("stage-post-refused")) {
+              throw new Refused("refused-" + n); // after the send: the provider refused it
+            }
             return ResponseEntity.status(201).body("sent-" + n);
           });
+    }
+
+    @PostMapping("/throwing-deferred/{mode}")
+    @IdempotentEndpoint
+    public DeferredResult<ResponseEntity<String>> deferred(
+        @PathVariable("mode") String mode, @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      DeferredResult<ResponseEntity<String>> result = new DeferredResult<>();
+      CompletableFuture.runAsync(
+          () -> {
+            int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+            result.setResult(ResponseEntity.status(201).body("sent-" + n));
+          });
+      return result;
     }
 
     /** The provider's refusal, a kept answer: 422 with the refusal as its body. */
