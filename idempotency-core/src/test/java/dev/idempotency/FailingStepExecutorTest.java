@@ -3,24 +3,13 @@ package dev.idempotency;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.ClaimRequest;
 import dev.idempotency.spi.ClaimResult;
 import dev.idempotency.tck.ForwardingKeyStore;
-import dev.idempotency.tck.MutableClock;
-import dev.idempotency.testservers.Poll;
-import java.time.Duration;
-import java.time.Instant;
-import java.util.Optional;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -35,25 +24,14 @@ import org.junit.jupiter.api.Test;
  */
 class FailingStepExecutorTest {
 
-  static final Duration TTL = Duration.ofHours(1);
-
-  final MutableClock clock = new MutableClock(Instant.parse("2030-01-01T00:00:00Z"));
-  final InMemoryKeyStore memory = InMemoryKeyStore.builder().build();
-  final CountDownLatch claimMayAnswer = new CountDownLatch(1);
-  final AtomicInteger claimsAsked = new AtomicInteger();
-  final ExecutorService storeThreads = Executors.newFixedThreadPool(1);
+  final HeldClaimFixture fixture = new HeldClaimFixture();
 
   /** A blocking store whose claim answers only when the test lets it. */
   final ForwardingKeyStore slow =
-      new ForwardingKeyStore(memory) {
+      new ForwardingKeyStore(fixture.memory) {
         @Override
         public ClaimResult claim(ClaimRequest request) {
-          claimsAsked.incrementAndGet();
-          try {
-            claimMayAnswer.await(30, TimeUnit.SECONDS);
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-          }
+          fixture.holdClaim();
           return delegate.claim(request);
         }
       };
@@ -66,45 +44,23 @@ class FailingStepExecutorTest {
 
   @AfterEach
   void stop() throws InterruptedException {
-    claimMayAnswer.countDown();
-    storeThreads.shutdownNow();
-    assertThat(storeThreads.awaitTermination(30, TimeUnit.SECONDS)).isTrue();
+    fixture.stop();
   }
 
   @Test
   void anExecutorThatFailsToTakeTheStepReleasesTheClaimAndFailsTheCaller() throws Exception {
-    IdempotencyGuard guard =
-        IdempotencyGuard.builder()
-            .store(slow)
-            .clock(clock)
-            .blockingStoreExecutor(storeThreads)
-            .asyncExecutor(failing)
-            .lease(Duration.ofSeconds(30))
-            .build();
-    try {
-      String key = "failing-step:" + UUID.randomUUID();
-      AtomicInteger sends = new AtomicInteger();
-      CompletableFuture<String> caller =
-          guard
-              .executeAsync(
-                  key, TTL, ctx -> CompletableFuture.completedFuture("s" + sends.incrementAndGet()))
-              .toCompletableFuture();
-      Poll.within(Duration.ofSeconds(20))
-          .until("the claim to reach the store", claimsAsked::get, asked -> asked == 1);
-      claimMayAnswer.countDown();
+    try (IdempotencyGuard guard = fixture.guard(slow, failing)) {
+      String key = HeldClaimFixture.newKey("failing-step");
+      CompletableFuture<String> caller = fixture.callHeldAtItsClaim(guard, key);
+      fixture.letClaimAnswer();
 
       assertThatThrownBy(() -> caller.get(20, TimeUnit.SECONDS))
           .as("the caller's stage completes (it never did: the executor's error was swallowed)")
           .isInstanceOf(ExecutionException.class)
           .hasRootCauseInstanceOf(OutOfMemoryError.class);
-      assertThat(sends).hasValue(0);
-      Poll.within(Duration.ofSeconds(20))
-          .until(
-              "the granted claim whose next step the executor failed to take to be released",
-              () -> memory.find(Digests.keyId(key), clock.instant()),
-              Optional::isEmpty);
-    } finally {
-      guard.close();
+      assertThat(fixture.sends).hasValue(0);
+      fixture.awaitReleased(
+          key, "the granted claim whose next step the executor failed to take to be released");
     }
   }
 }
