@@ -25,6 +25,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -34,9 +36,27 @@ import org.springframework.context.ConfigurableApplicationContext;
  * The {@code idempotency} Actuator endpoint over real HTTP on PostgreSQL: read a key, forget a
  * completed one so that it sends again, refuse to forget one in progress; not exposed until the
  * application exposes it, and read-only until the application grants it more access. Settings per
- * operation give an endpoint its own window.
+ * operation give an endpoint its own window. The tests of the exposed, writable endpoint share one
+ * application (each on its own keys); the tests of other settings start their own.
  */
 class ActuatorEndpointTest {
+
+  private static final String UNRESTRICTED = "management.endpoint.idempotency.access=unrestricted";
+
+  /** The endpoint exposed beside health, with every access: the tests that read and forget. */
+  private static ConfigurableApplicationContext exposed;
+
+  @BeforeAll
+  static void startExposed() {
+    exposed = start("health,idempotency", UNRESTRICTED);
+  }
+
+  @AfterAll
+  static void closeExposed() {
+    if (exposed != null) {
+      exposed.close();
+    }
+  }
 
   private static String path(String key) {
     return "/actuator/idempotency?key=" + URLEncoder.encode(key, StandardCharsets.UTF_8);
@@ -56,32 +76,29 @@ class ActuatorEndpointTest {
     return Apps.start(properties.toArray(String[]::new));
   }
 
-  private static final String UNRESTRICTED = "management.endpoint.idempotency.access=unrestricted";
-
   @Test
   void readsForgetsAndRefusesToForgetAKeyInProgress() throws Exception {
-    try (ConfigurableApplicationContext app = start("health,idempotency", UNRESTRICTED)) {
-      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
-      String key = "otp:user_42:" + UUID.randomUUID();
-      guard.execute(key, Duration.ofHours(24), ctx -> "n_1");
+    ConfigurableApplicationContext app = exposed;
+    IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+    String key = "otp:user_42:" + UUID.randomUUID();
+    guard.execute(key, Duration.ofHours(24), ctx -> "n_1");
 
-      HttpResponse<String> found = Apps.get(app, path(key));
-      HttpResponse<String> absent = Apps.get(app, path("otp:user_42:" + UUID.randomUUID()));
-      HttpResponse<String> forgotten = Apps.request(app, "DELETE", path(key), null, null);
-      HttpResponse<String> gone = Apps.get(app, path(key));
-      String again = guard.execute(key, Duration.ofHours(24), ctx -> "n_2");
-      HttpResponse<String> invalid = Apps.get(app, "/actuator/idempotency?key=%01");
+    HttpResponse<String> found = Apps.get(app, path(key));
+    HttpResponse<String> absent = Apps.get(app, path("otp:user_42:" + UUID.randomUUID()));
+    HttpResponse<String> forgotten = Apps.request(app, "DELETE", path(key), null, null);
+    HttpResponse<String> gone = Apps.get(app, path(key));
+    String again = guard.execute(key, Duration.ofHours(24), ctx -> "n_2");
+    HttpResponse<String> invalid = Apps.get(app, "/actuator/idempotency?key=%01");
 
-      assertThat(found.statusCode()).isEqualTo(200);
-      assertThat(found.body()).contains("\"state\":\"COMPLETED\"").contains("\"attempt\":1");
-      assertThat(found.body()).as("results are never shown").doesNotContain("n_1");
-      assertThat(absent.statusCode()).isEqualTo(404);
-      assertThat(forgotten.statusCode()).isEqualTo(200);
-      assertThat(forgotten.body()).contains("\"forgotten\":true");
-      assertThat(gone.statusCode()).isEqualTo(404);
-      assertThat(again).as("a forgotten key sends again").isEqualTo("n_2");
-      assertThat(invalid.statusCode()).isEqualTo(400);
-    }
+    assertThat(found.statusCode()).isEqualTo(200);
+    assertThat(found.body()).contains("\"state\":\"COMPLETED\"").contains("\"attempt\":1");
+    assertThat(found.body()).as("results are never shown").doesNotContain("n_1");
+    assertThat(absent.statusCode()).isEqualTo(404);
+    assertThat(forgotten.statusCode()).isEqualTo(200);
+    assertThat(forgotten.body()).contains("\"forgotten\":true");
+    assertThat(gone.statusCode()).isEqualTo(404);
+    assertThat(again).as("a forgotten key sends again").isEqualTo("n_2");
+    assertThat(invalid.statusCode()).isEqualTo(400);
   }
 
   /**
@@ -91,65 +108,63 @@ class ActuatorEndpointTest {
    */
   @Test
   void aRecordTheStoreCannotReadFailsThatLookupAloneAndSendsGoOn() throws Exception {
-    try (ConfigurableApplicationContext app = start("idempotency")) {
-      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
-      String key = "otp:user_42:" + UUID.randomUUID();
-      String marker = UUID.randomUUID().toString();
-      guard.execute(key, Duration.ofHours(24), ctx -> "n_" + marker);
-      try (Connection connection = app.getBean(DataSource.class).getConnection();
-          PreparedStatement damage =
-              connection.prepareStatement(
-                  "UPDATE idem_actuator SET state = 'SENT' WHERE position(? in payload) > 0")) {
-        damage.setBytes(1, marker.getBytes(StandardCharsets.UTF_8));
-        assertThat(damage.executeUpdate()).as("the one row of the key").isEqualTo(1);
-      }
-
-      assertThatThrownBy(() -> guard.find(key)).isInstanceOf(UnreadableRecordException.class);
-      String other =
-          guard.execute("otp:user_43:" + UUID.randomUUID(), Duration.ofHours(24), ctx -> "n_2");
-      HttpResponse<String> unreadable = Apps.get(app, path(key));
-
-      assertThat(other).as("a send right after is not refused as in an outage").isEqualTo("n_2");
-      assertThat(unreadable.statusCode()).as("not 503: the store answered").isEqualTo(500);
-      assertThat(unreadable.body()).contains("cannot read").doesNotContain(key);
+    ConfigurableApplicationContext app = exposed;
+    IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+    String key = "otp:user_42:" + UUID.randomUUID();
+    String marker = UUID.randomUUID().toString();
+    guard.execute(key, Duration.ofHours(24), ctx -> "n_" + marker);
+    try (Connection connection = app.getBean(DataSource.class).getConnection();
+        PreparedStatement damage =
+            connection.prepareStatement(
+                "UPDATE idem_actuator SET state = 'SENT' WHERE position(? in payload) > 0")) {
+      damage.setBytes(1, marker.getBytes(StandardCharsets.UTF_8));
+      assertThat(damage.executeUpdate()).as("the one row of the key").isEqualTo(1);
     }
+
+    assertThatThrownBy(() -> guard.find(key)).isInstanceOf(UnreadableRecordException.class);
+    String other =
+        guard.execute("otp:user_43:" + UUID.randomUUID(), Duration.ofHours(24), ctx -> "n_2");
+    HttpResponse<String> unreadable = Apps.get(app, path(key));
+
+    assertThat(other).as("a send right after is not refused as in an outage").isEqualTo("n_2");
+    assertThat(unreadable.statusCode()).as("not 503: the store answered").isEqualTo(500);
+    assertThat(unreadable.body()).contains("cannot read").doesNotContain(key);
   }
 
   @Test
   void aKeyInProgressIsNotForgotten() throws Exception {
-    try (ConfigurableApplicationContext app = start("idempotency", UNRESTRICTED)) {
-      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
-      String key = "otp:user_42:" + UUID.randomUUID();
-      CountDownLatch sending = new CountDownLatch(1);
-      CountDownLatch release = new CountDownLatch(1);
-      ExecutorService sender = Executors.newSingleThreadExecutor();
-      try {
-        Future<String> send =
-            sender.submit(
-                () ->
-                    guard.execute(
-                        key,
-                        Duration.ofHours(24),
-                        ctx -> {
-                          sending.countDown();
-                          release.await(60, TimeUnit.SECONDS);
-                          return "n_1";
-                        }));
-        assertThat(sending.await(60, TimeUnit.SECONDS)).isTrue();
+    ConfigurableApplicationContext app = exposed;
+    IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+    String key = "otp:user_42:" + UUID.randomUUID();
+    CountDownLatch sending = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    ExecutorService sender = Executors.newSingleThreadExecutor();
+    try {
+      Future<String> send =
+          sender.submit(
+              () ->
+                  guard.execute(
+                      key,
+                      Duration.ofHours(24),
+                      ctx -> {
+                        sending.countDown();
+                        release.await(60, TimeUnit.SECONDS);
+                        return "n_1";
+                      }));
+      assertThat(sending.await(60, TimeUnit.SECONDS)).isTrue();
 
-        HttpResponse<String> refused = Apps.request(app, "DELETE", path(key), null, null);
-        release.countDown();
-        send.get(60, TimeUnit.SECONDS);
+      HttpResponse<String> refused = Apps.request(app, "DELETE", path(key), null, null);
+      release.countDown();
+      send.get(60, TimeUnit.SECONDS);
 
-        assertThat(refused.body())
-            .contains("\"forgotten\":false")
-            .contains("\"state\":\"IN_PROGRESS\"");
-        assertThat(guard.find(key)).map(IdempotencyRecord::attempt).hasValue(1);
-        assertThat(guard.execute(key, Duration.ofHours(24), ctx -> "n_2")).isEqualTo("n_1");
-      } finally {
-        release.countDown();
-        sender.shutdownNow();
-      }
+      assertThat(refused.body())
+          .contains("\"forgotten\":false")
+          .contains("\"state\":\"IN_PROGRESS\"");
+      assertThat(guard.find(key)).map(IdempotencyRecord::attempt).hasValue(1);
+      assertThat(guard.execute(key, Duration.ofHours(24), ctx -> "n_2")).isEqualTo("n_1");
+    } finally {
+      release.countDown();
+      sender.shutdownNow();
     }
   }
 
@@ -218,24 +233,23 @@ class ActuatorEndpointTest {
 
   @Test
   void anOperationsOwnTtlIsItsWindow() throws Exception {
-    try (ConfigurableApplicationContext app = start("idempotency")) {
-      IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
-      Mailer mailer = app.getBean(Mailer.class);
-      String ownTtl = UUID.randomUUID().toString();
-      String defaultTtl = UUID.randomUUID().toString();
+    ConfigurableApplicationContext app = exposed;
+    IdempotencyGuard guard = app.getBean(IdempotencyGuard.class);
+    Mailer mailer = app.getBean(Mailer.class);
+    String ownTtl = UUID.randomUUID().toString();
+    String defaultTtl = UUID.randomUUID().toString();
 
-      mailer.mdc(ownTtl);
-      mailer.send(defaultTtl);
-      IdempotencyRecord own = guard.find(IdempotencyKey.of("otp-sms", ownTtl)).orElseThrow();
-      IdempotencyRecord other =
-          guard.find(IdempotencyKey.of("Mailer.send", defaultTtl)).orElseThrow();
+    mailer.mdc(ownTtl);
+    mailer.send(defaultTtl);
+    IdempotencyRecord own = guard.find(IdempotencyKey.of("otp-sms", ownTtl)).orElseThrow();
+    IdempotencyRecord other =
+        guard.find(IdempotencyKey.of("Mailer.send", defaultTtl)).orElseThrow();
 
-      assertThat(Duration.between(own.createdAt(), own.expiresAt()))
-          .as("idempotency.operations.otp-sms.ttl=90m")
-          .isCloseTo(Duration.ofMinutes(90), Duration.ofSeconds(1));
-      assertThat(Duration.between(other.createdAt(), other.expiresAt()))
-          .as("idempotency.default-ttl")
-          .isCloseTo(Duration.ofHours(24), Duration.ofSeconds(1));
-    }
+    assertThat(Duration.between(own.createdAt(), own.expiresAt()))
+        .as("idempotency.operations.otp-sms.ttl=90m")
+        .isCloseTo(Duration.ofMinutes(90), Duration.ofSeconds(1));
+    assertThat(Duration.between(other.createdAt(), other.expiresAt()))
+        .as("idempotency.default-ttl")
+        .isCloseTo(Duration.ofHours(24), Duration.ofSeconds(1));
   }
 }

@@ -22,6 +22,7 @@ import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.TestPropertySource;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
@@ -36,7 +37,15 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  * because the client went away or one past the bound is recorded without its body (422 {@code
  * response-not-stored}, the handler not run again), and one whose handler fails releases its key.
  * Before the fix the whole stream was held back until it ended: the client saw nothing. The test
- * drives each stream itself; it shares {@link MemoryEndpointTest}'s application context.
+ * drives each stream itself.
+ *
+ * <p>Its application is its own, closed after the class with a short graceful phase (1 s): the
+ * client gone while the first dispatch is still returning makes Tomcat recycle that request
+ * forcedly, which never ends its async context, so Tomcat's count of async requests in progress
+ * stays above zero and Boot's graceful shutdown waits for it until the phase times out. Shared with
+ * {@link MemoryEndpointTest} (as it was), that context closed only at the test JVM's exit and held
+ * it for Boot's default phase (30 s), until Surefire killed the fork ("The exit has elapsed 30
+ * seconds after System.exit(0)").
  */
 @SpringBootTest(
     classes = NotifyTestApplication.class,
@@ -46,9 +55,11 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
       "idempotency.http.max-body-size=4KB",
       "idempotency.http.max-response-size=8KB",
       "server.error.include-message=always", // Boot 3.5
-      "spring.web.error.include-message=always" // Boot 4.0
+      "spring.web.error.include-message=always", // Boot 4.0
+      "spring.lifecycle.timeout-per-shutdown-phase=1s"
     })
 @TestPropertySource(properties = "idempotency.store=memory")
+@DirtiesContext
 class MvcStreamingResponseTest extends RunningApplication {
 
   private static final long WAIT_SECONDS = 30;
