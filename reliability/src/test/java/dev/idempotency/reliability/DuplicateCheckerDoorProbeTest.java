@@ -1,0 +1,200 @@
+package dev.idempotency.reliability;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.reliability.FaultHistory.Call;
+import dev.idempotency.reliability.FaultHistory.Fault;
+import dev.idempotency.reliability.FaultHistory.Send;
+import java.util.List;
+import java.util.Map;
+import org.assertj.core.api.SoftAssertions;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Probes of the checker's excuses (merge 1ec64b0c, "excuses only the takeover's own send"). Two
+ * histories hold a real second send, by a process that was neither the takeover of an owner that
+ * lost the key nor a stale owner, long after the key was completed with its outcome recorded: a
+ * checker that excuses it hides a broken store or guard in a fault run (a door left open). Each has
+ * a control: the same history without the unrelated fault, which the checker flags. One history is
+ * clean (a paused owner's send and a fresh claim after a released takeover), and the checker flags
+ * it.
+ */
+class DuplicateCheckerDoorProbeTest {
+
+  private static FaultHistory history(List<Send> sends, List<Call> calls, List<Fault> faults) {
+    FaultHistory history = new FaultHistory();
+    history.sends.addAll(sends);
+    history.calls.addAll(calls);
+    history.faults.addAll(faults);
+    return history;
+  }
+
+  /**
+   * Process 1, its clock ahead, took the key over from process 0 (allowed: clock skew) and recorded
+   * its outcome at 610. A hundred seconds later process 2, with no fault at all, claims the key
+   * afresh (attempt 1) and sends it again: the completed record was lost, a real second send. The
+   * clock-ahead excuse is still asked of every earlier send, not of the owner just before
+   * (takerClockAhead over all j), and "the higher attempt" of (process 1's takeover, process 2's
+   * fresh claim) is process 1's, whose clock was ahead, so the second send is excused.
+   *
+   * <p>Open finding (seen 2026-12-07 on probeA at ad1148aa): expected one broken duplicate, the
+   * checker reports {@code allowedDuplicates={taker's clock ahead=2}} and none broken. Severity:
+   * other (the checker hides a second send; a fault run would pass with one).
+   */
+  @Test
+  @Tag("open-finding")
+  void aFreshClaimLongAfterAClockAheadTakeoverCompletedIsNotExcused() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 1, 0, 100, 2_000, "owner"),
+            new Send("k", "pk", 2, 1, 500, 600, "ahead-taker"),
+            new Send("k", "pk", 1, 2, 100_000, 100_010, "fresh-again"));
+    List<Call> calls =
+        List.of(
+            new Call("k", "batch", 0, "SENT", "owner", false, 2_010),
+            new Call("k", "execute", 1, "SENT", "ahead-taker", true, 610),
+            new Call("k", "execute", 2, "SENT", "fresh-again", true, 100_020));
+
+    DuplicateChecker.Report report =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("CLOCK_AHEAD", 1, 50, 1_000))), List.of(), 0);
+
+    SoftAssertions.assertSoftly(
+        softly -> {
+          softly
+              .assertThat(report.brokenDuplicates)
+              .as("process 2's fresh claim 99 s after the key was completed: " + report)
+              .hasSize(1);
+          softly
+              .assertThat(report.allowedDuplicates)
+              .as("only process 1's takeover of process 0's live lease is excused")
+              .containsExactlyEntriesOf(Map.of("taker's clock ahead", 1));
+        });
+  }
+
+  /**
+   * Process 0 sent and recorded the key at 210. Process 1 was paused by the nemesis from 150 to
+   * 3,000 (it held nothing of this key), and at 60,000, 57 s after it woke, it claims the key
+   * afresh (attempt 1) and sends again: a real second send. The "other way round" pause excuse (the
+   * later send being a stale owner's, paused between its claim and its send) asks only that the
+   * pause overlapped the span from the earlier send's start to the later's; not that it ended as
+   * the later send began (the guard checks the lease just before it sends, so a stale owner's send
+   * follows its wake at once), nor that the later send's attempt could be a stale claim's. It is
+   * checked before the "completed before" cut-off, so the recorded outcome does not stop it either.
+   *
+   * <p>Open finding (seen 2026-12-07 on probeA at ad1148aa): expected one broken duplicate, the
+   * checker reports {@code allowedDuplicates={owner paused=1}} and none broken. The same with a
+   * {@code STALL} of process 1. Severity: other (the checker hides a second send; in a long run
+   * every process is paused now and then, so most second sends by a once-paused process pass).
+   */
+  @Test
+  @Tag("open-finding")
+  void aSendLongAfterItsProcessWokeIsNotAStaleOwners() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 1, 0, 100, 200, "first"),
+            new Send("k", "pk", 1, 1, 60_000, 60_010, "again"));
+    List<Call> calls =
+        List.of(
+            new Call("k", "execute", 0, "SENT", "first", true, 210),
+            new Call("k", "execute", 1, "SENT", "again", true, 60_020));
+
+    DuplicateChecker.Report paused =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("PAUSE", 1, 150, 3_000))), List.of(), 0);
+    DuplicateChecker.Report stalled =
+        DuplicateChecker.check(
+            history(sends, calls, List.of(new Fault("STALL", 1, 150, 3_000))), List.of(), 0);
+
+    SoftAssertions.assertSoftly(
+        softly -> {
+          softly.assertThat(paused.brokenDuplicates).as("paused: " + paused).hasSize(1);
+          softly.assertThat(stalled.brokenDuplicates).as("stalled: " + stalled).hasSize(1);
+        });
+  }
+
+  /**
+   * The other way: a clean history the checker flags. Process 5 claimed the key (attempt 1) and was
+   * paused just before its send (1,855 to 3,557); process 7 took the key over (attempt 2), its send
+   * failed ({@code SEND_FAILED} at 2,600) and it released the key; process 5 woke and sent at 3,570
+   * (13 ms after the pause's logged end, as in {@code
+   * DuplicateCheckerTest.anOwnerPausedBeforeItsSendThatSendsAfterTheTakeoverIsAllowed}, seen in a
+   * long run), its fenced outcome refused; process 9 claimed the key afresh (attempt 1) and sent at
+   * 3,600. Two sends, the first a paused owner's that lost its lease: what the promise allows. The
+   * pause excuses the later send only if it reached the owner's send's start (no slack, unlike a
+   * stall's 50 ms), and the paused owner's own excuse ("the other way round") applies only when its
+   * send is the later one.
+   *
+   * <p>Open finding (seen 2026-12-07 on probeA at ad1148aa): expected no broken duplicate (one
+   * "owner paused"), the checker reports it broken. The same history with process 9's send first
+   * (at 3,540, while process 5 was still paused) passes. Severity: other (a false alarm in a fault
+   * run, for a stale owner's send that starts a few ms after its pause's logged end and before a
+   * fresh claimer's; rare, and not a regression: the checker before 1ec64b0c flagged it too).
+   */
+  @Test
+  @Tag("open-finding")
+  void aPausedOwnersSendJustAfterItWokeExcusesAFreshClaimAfterAReleasedTakeover() {
+    List<Call> calls =
+        List.of(
+            new Call("k", "batch", 7, "SEND_FAILED", null, false, 2_600),
+            new Call("k", "batch", 5, "SENT", "woke", false, 3_580),
+            new Call("k", "execute", 9, "SENT", "fresh", true, 3_620));
+    List<Fault> faults = List.of(new Fault("PAUSE", 5, 1_855, 3_557));
+
+    DuplicateChecker.Report wokeFirst =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 5, 3_570, 3_575, "woke"),
+                    new Send("k", "pk", 1, 9, 3_600, 3_610, "fresh")),
+                calls,
+                faults),
+            List.of(),
+            0);
+    DuplicateChecker.Report freshFirst =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 9, 3_540, 3_545, "fresh"),
+                    new Send("k", "pk", 1, 5, 3_570, 3_575, "woke")),
+                calls,
+                faults),
+            List.of(),
+            0);
+
+    SoftAssertions.assertSoftly(
+        softly -> {
+          softly.assertThat(freshFirst.brokenDuplicates).as("fresh first: " + freshFirst).isEmpty();
+          softly.assertThat(wokeFirst.brokenDuplicates).as("woke first: " + wokeFirst).isEmpty();
+        });
+  }
+
+  /** The controls: without the unrelated fault both histories are broken, as they should be. */
+  @Test
+  void withoutTheUnrelatedFaultBothSecondSendsAreBroken() {
+    DuplicateChecker.Report noClock =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 0, 100, 200, "owner"),
+                    new Send("k", "pk", 1, 2, 100_000, 100_010, "fresh-again")),
+                List.of(new Call("k", "execute", 0, "SENT", "owner", true, 210)),
+                List.of()),
+            List.of(),
+            0);
+    DuplicateChecker.Report noPause =
+        DuplicateChecker.check(
+            history(
+                List.of(
+                    new Send("k", "pk", 1, 0, 100, 200, "first"),
+                    new Send("k", "pk", 1, 1, 60_000, 60_010, "again")),
+                List.of(new Call("k", "execute", 0, "SENT", "first", true, 210)),
+                List.of(new Fault("PAUSE", 3, 150, 3_000))),
+            List.of(),
+            0);
+
+    assertThat(noClock.brokenDuplicates).hasSize(1);
+    assertThat(noPause.brokenDuplicates).hasSize(1);
+  }
+}
