@@ -79,6 +79,8 @@ final class AsyncTimeouts
   // the Callable work's own outcome as postProcess saw it, until the async dispatch of the result
   private final AtomicReference<@Nullable Object> callableOutcome =
       new AtomicReference<>(AsyncWork.NO_RESULT);
+  // what Spring MVC's task of work the starter took over ended with (it did not run the work)
+  private volatile @Nullable Object takenOverTaskResult = AsyncWork.NO_RESULT;
 
   /** What the starter made of the request's timeout, decided once ({@link #decide}). */
   private enum Timeout {
@@ -283,6 +285,45 @@ final class AsyncTimeouts
     return true;
   }
 
+  /**
+   * The async dispatch of a request whose work was taken over at its timeout ({@link #takeOver})
+   * while Spring MVC's task of that work still began before Spring MVC's own timeout handling
+   * cancelled it: the task, refused ({@link AsyncWork#workStarts}: a {@code CancellationException},
+   * the work never began there), set its end as the request's async result, dispatched once the
+   * container's timeout handling returned. That happens when the work taken over runs on the thread
+   * handling the timeout (the starter's pool full: {@link UninterruptedWork}), which holds the
+   * timeout's handling, the starter's handler running first, until the work ends. The client is
+   * answered {@code 409} {@code request-in-progress} as at any timeout of a detached call, instead
+   * of Spring MVC's answer to that end (a 500, logged at ERROR by the container); the key stays
+   * claimed until the work ends, and a retry gets its answer replayed.
+   *
+   * <p>Only for a detached call ({@link Timeout#DETACHED}: a stream taken over gets Spring's
+   * timeout answer) whose dispatched result is what Spring MVC's task of the taken-over work ended
+   * with ({@link #postProcess}), not a timeout answer an interceptor gave. The timeout's own {@code
+   * 409}, written already, could not end the request (a dispatch was pending): it is written again
+   * unless the response went out.
+   *
+   * @param manager the request's async manager, which holds the dispatched result
+   * @return whether it answered
+   */
+  boolean answerTakenOverTask(NativeWebRequest request, WebAsyncManager manager)
+      throws IOException {
+    Object taskResult = takenOverTaskResult;
+    synchronized (this) {
+      if (timeout != Timeout.DETACHED || taskResult == AsyncWork.NO_RESULT) {
+        return false;
+      }
+    }
+    if (!manager.hasConcurrentResult() || manager.getConcurrentResult() != taskResult) {
+      return false;
+    }
+    answer409(request, false); // the timeout's answer did not end the request: this dispatch does
+    log.debug(
+        "An idempotent endpoint's work taken over at its timeout still had Spring MVC's task"
+            + " dispatched; answered 409");
+    return true;
+  }
+
   private Timeout detach(NativeWebRequest request) {
     CapturingResponse capture = captureOf(request);
     LateResponse late = lateResponseOf(request, capture);
@@ -387,7 +428,9 @@ final class AsyncTimeouts
   @Override
   public <T> void postProcess(NativeWebRequest request, Callable<T> task, Object concurrentResult) {
     if (work.takenOver()) {
-      return; // Spring MVC's task did not run the work: the starter runs it
+      // Spring MVC's task did not run the work: the starter runs it (answerTakenOverTask)
+      takenOverTaskResult = concurrentResult;
+      return;
     }
     if (concurrentResult instanceof Throwable failure) {
       call.asyncFailed(failure);
@@ -624,9 +667,20 @@ final class AsyncTimeouts
    * claimed; once.
    */
   private void answer409(NativeWebRequest request) throws IOException {
+    answer409(request, true);
+  }
+
+  /**
+   * @param once whether only if the client was not answered yet; else written again, unless the
+   *     response went out ({@link #answerTakenOverTask}: the timeout's answer did not end the
+   *     request)
+   */
+  private void answer409(NativeWebRequest request, boolean once) throws IOException {
     HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
     CapturingResponse capture = captureOf(request);
-    if (servletRequest == null || capture == null || !answered.compareAndSet(false, true)) {
+    if (servletRequest == null
+        || capture == null
+        || (!answered.compareAndSet(false, true) && once)) {
       return;
     }
     HttpServletResponse client = (HttpServletResponse) capture.getResponse();

@@ -142,6 +142,9 @@ public final class IdempotentEndpointInterceptor
       if (timeouts.answerRejectedWork(asyncDispatch)) {
         return false; // its work was refused by its executor and taken over: answered 409
       }
+      if (timeouts.answerTakenOverTask(asyncDispatch, WebAsyncUtils.getAsyncManager(request))) {
+        return false; // its work was taken over at its timeout, Spring MVC's task refused: 409
+      }
       // an async interceptor's failure (a Callable's, a DeferredResult's or a CompletionStage's)
       // dispatched in place of the work's outcome: the work's outcome is recorded, and Spring MVC
       // answers the client as it is
