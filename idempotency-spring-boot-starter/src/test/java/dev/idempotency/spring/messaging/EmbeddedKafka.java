@@ -17,6 +17,7 @@ public final class EmbeddedKafka {
     "idem.keyed", "idem.keyed.DLT",
     "idem.batch", "idem.batch.DLT",
     "idem.filtered", "idem.filtered.DLT",
+    "idem.record-list", "idem.record-list.DLT",
     "idem.crash", "idem.example",
     "idem.tx", "idem.tx.out",
     "idem.tx-batch", "idem.tx-batch.DLT"
@@ -30,11 +31,16 @@ public final class EmbeddedKafka {
   public static synchronized String bootstrapServers() {
     if (broker == null) {
       EmbeddedKafkaKraftBroker started = new EmbeddedKafkaKraftBroker(1, 1, TOPICS);
-      // one broker: transactions need their state topic with one replica
+      // one broker: transactions need their state topic with one replica; and the two internal
+      // topics with one partition each, not Kafka's 50, which the broker creates at the first
+      // group join and the first transactional producer, and on a busy machine that took seconds
+      // in the first Kafka test of each test JVM
       started.brokerProperties(
           java.util.Map.of(
               "transaction.state.log.replication.factor", "1",
-              "transaction.state.log.min.isr", "1"));
+              "transaction.state.log.min.isr", "1",
+              "transaction.state.log.num.partitions", "1",
+              "offsets.topic.num.partitions", "1"));
       started.afterPropertiesSet();
       broker = started;
       Runtime.getRuntime().addShutdownHook(new Thread(started::destroy));

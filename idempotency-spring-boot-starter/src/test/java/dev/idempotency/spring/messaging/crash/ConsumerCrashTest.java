@@ -165,8 +165,10 @@ class ConsumerCrashTest {
 
   private static IdempotencyGuard redisGuard(int port) {
     RedisClient client = RedisClient.create(RedisURI.create("redis://127.0.0.1:" + port));
+    // a generous first connection: the store's default 5 s ran out once on the loaded 2-core
+    // machine (load average 35), failing the check after every send had been made
     return IdempotencyGuard.builder()
-        .store(RedisKeyStore.builder(client).build())
+        .store(RedisKeyStore.builder(client).connectionWait(Duration.ofSeconds(60)).build())
         .lease(Duration.ofSeconds(3))
         .inFlightWait(Duration.ZERO)
         .build();
