@@ -7,7 +7,6 @@ import java.io.IOException;
 import java.lang.reflect.Method;
 import java.util.Set;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
@@ -23,10 +22,8 @@ import org.springframework.web.context.request.async.CallableProcessingIntercept
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncManager;
-import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.method.HandlerMethod;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
-import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 import org.springframework.web.util.WebUtils;
 
 /**
@@ -526,13 +523,7 @@ final class AsyncTimeouts
    * as it is ({@link AsyncWork#lateResult}), not more async work or a stream, which it does not.
    */
   private static boolean isFinal(@Nullable Object outcome) {
-    Object value = outcome instanceof ResponseEntity<?> entity ? entity.getBody() : outcome;
-    return !(value instanceof DeferredResult<?>
-        || value instanceof CompletionStage<?>
-        || value instanceof Callable<?>
-        || value instanceof WebAsyncTask<?>
-        || value instanceof ResponseBodyEmitter
-        || value instanceof StreamingResponseBody);
+    return !AsyncWork.moreAsyncWork(outcome);
   }
 
   /**

@@ -84,6 +84,25 @@ final class AsyncWork {
      */
     default void notTakenOver() {}
 
+    /**
+     * A timeout or a shutdown detached the request from the work, which began on Spring MVC's task
+     * ({@link #detach}, {@link #dispatchLost}): the request's async timeout is read now, while the
+     * request is still async, to bound the wait for a later {@code DeferredResult} the work may
+     * return ({@link #continueDetached}).
+     */
+    default void requestDetached() {}
+
+    /**
+     * The work began on Spring MVC's task, a timeout or a shutdown detached its request, and its
+     * result is more async work, which Spring MVC never runs now (its request ended): the starter
+     * runs it to its end, or awaits it, as it runs the later stages of work it took over ({@link
+     * #runDetached}), and reports that end to {@link #takenOverResult}.
+     *
+     * @param result the work's result: more async work
+     * @param laterStageRan whether the work that returned it is a later stage's
+     */
+    default void continueDetached(@Nullable Object result, boolean laterStageRan) {}
+
     /** For a stream's work, what it writes, detached from its request; null for a callable's. */
     @Nullable WrittenBody body();
   }
@@ -111,6 +130,9 @@ final class AsyncWork {
   private @Nullable Queued queued; // guarded by this: the work while it is QUEUED
   private @Nullable Queued requeued; // guarded by this: a later stage's Callable while REQUEUED
   private volatile @Nullable Queued taken; // the work the starter took over, once TAKEN
+  // guarded by this: the Callable work that last began on Spring MVC's task, which runs the later
+  // stages its result holds should a timeout or a shutdown detach its request (continueDetached)
+  private @Nullable Queued begun;
   private volatile boolean laterStageTaken; // a refused later stage, taken over
   private boolean laterStageQueued; // guarded by this: a stage that ran returned more work
 
@@ -191,6 +213,7 @@ final class AsyncWork {
     if (work == Work.ABANDONED || work == Work.TAKEN) {
       return false;
     }
+    begun = work == Work.QUEUED ? queued : requeued;
     work = Work.STARTED;
     queued = null;
     requeued = null;
@@ -240,7 +263,16 @@ final class AsyncWork {
       return false;
     }
     this.late = late;
+    requestDetached();
     return true;
+  }
+
+  /** The request was detached from work that began: see {@link Queued#requestDetached}. */
+  private void requestDetached() { // guarded by this
+    Queued work = begun;
+    if (work != null) {
+      work.requestDetached();
+    }
   }
 
   /**
@@ -394,6 +426,11 @@ final class AsyncWork {
    */
   void takenOverGraceRunsOut() {
     Queued work = taken;
+    if (work == null) {
+      synchronized (this) {
+        work = begun; // detached: its later stages, if any, run on the starter's threads
+      }
+    }
     if (work != null) {
       work.graceRunsOut();
     }
@@ -412,7 +449,8 @@ final class AsyncWork {
    * have sent. A {@code CompletionStage} or {@code DeferredResult} that the first stage returned is
    * awaited: its failure is decided as the first stage's would be (one nothing maps releases the
    * key). An emitter the first stage returned is followed to its end ({@link
-   * #awaitLaterEmitterEnd}).
+   * #awaitLaterEmitterEnd}). The same for the later stages of a {@code Callable} that began on
+   * Spring MVC's task and that a timeout or a shutdown detached ({@link #continuedDetached}).
    *
    * @param result the work's result, or its failure
    * @param laterStageRan whether the result is a later stage's
@@ -421,15 +459,8 @@ final class AsyncWork {
     if (awaitLaterEmitterEnd(result, laterStageRan)) {
       return;
     }
-    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
-    boolean moreWork =
-        value instanceof Callable<?>
-            || value instanceof WebAsyncTask<?>
-            || value instanceof StreamingResponseBody
-            || value instanceof DeferredResult<?>
-            || value instanceof CompletionStage<?>
-            || value instanceof ResponseBodyEmitter;
-    if (moreWork || ((laterStageRan || laterStageTaken) && result instanceof Throwable)) {
+    if (moreAsyncWork(result)
+        || ((laterStageRan || laterStageTaken) && result instanceof Throwable)) {
       LateResponse response = late;
       if (response != null && reported.compareAndSet(false, true)) {
         streamEnd.record(response, NO_RESULT, true);
@@ -512,6 +543,7 @@ final class AsyncWork {
         return false;
       }
       this.late = late;
+      requestDetached();
       result = earlyResult;
     }
     if (result != NO_RESULT) {
@@ -527,7 +559,9 @@ final class AsyncWork {
    * its {@code @ExceptionHandler} maps to a kept 4xx is stored, and one that nothing maps (a 500)
    * releases. A failure whose status cannot be resolved here is recorded as answered without its
    * response: the send happened, so a retry must not send again (SPEC 1). An emitter that came so
-   * is followed to its end ({@link #awaitLaterEmitterEnd}).
+   * is followed to its end ({@link #awaitLaterEmitterEnd}); more async work that came so from a
+   * {@code Callable} that began on Spring MVC's task is run to its end, or awaited, by the starter
+   * ({@link #continuedDetached}).
    */
   void lateResult(@Nullable Object result) {
     lateResult(result, false);
@@ -564,6 +598,9 @@ final class AsyncWork {
       }
     }
     if (!takenOver && wroteBody == null && awaitLaterEmitterEnd(result, false)) {
+      return;
+    }
+    if (!takenOver && wroteBody == null && continuedDetached(result)) {
       return;
     }
     if (!reported.compareAndSet(false, true)) {
@@ -608,6 +645,49 @@ final class AsyncWork {
       log().warn("The late result of a timed-out idempotent request could not be stored", e);
       throw e;
     }
+  }
+
+  /**
+   * Whether {@code result} (or the body of a {@code ResponseEntity} of it) is more async work: a
+   * {@code Callable}, a {@code WebAsyncTask}, a {@code StreamingResponseBody}, a {@code
+   * DeferredResult}, a {@code CompletionStage} or an emitter, which Spring MVC runs, awaits or
+   * starts as a later stage, never the work's own answer.
+   */
+  static boolean moreAsyncWork(@Nullable Object result) {
+    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
+    return value instanceof Callable<?>
+        || value instanceof WebAsyncTask<?>
+        || value instanceof StreamingResponseBody
+        || value instanceof DeferredResult<?>
+        || value instanceof CompletionStage<?>
+        || value instanceof ResponseBodyEmitter;
+  }
+
+  /**
+   * The late result of {@code Callable} work that began on Spring MVC's task and that a timeout or
+   * a shutdown detached is more async work (a {@code DeferredResult} an application thread sets
+   * later, a {@code CompletionStage}, a later {@code Callable}), which Spring MVC never runs now:
+   * rendered as it is, it would be stored as an empty answer before its own outcome came (a lost
+   * send, if that outcome is a failure before sending). So the starter runs it to its end, or
+   * awaits it, as it does the later stages of work it took over ({@link Queued#continueDetached}),
+   * and that end is decided as theirs is ({@link #takenOverResult}); a stage after a later one
+   * counts as a later stage's.
+   *
+   * @return false if the result is no more async work, the call was reported, or no work began on
+   *     Spring MVC's task (the result is rendered as it is)
+   */
+  private boolean continuedDetached(@Nullable Object result) {
+    Queued work;
+    boolean laterStage;
+    synchronized (this) {
+      work = begun;
+      laterStage = laterStageQueued;
+    }
+    if (work == null || reported.get() || !moreAsyncWork(result)) {
+      return false;
+    }
+    work.continueDetached(result, laterStage);
+    return true;
   }
 
   /** Under EndpointCall's logger, as before this class was split out of it. */

@@ -46,15 +46,19 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * down, on the thread that takes it over (the container's, at a timeout; the one stopping the
  * context, at a shutdown): neither dropping it nor releasing its key is safe. Work whose key's
  * lease lapsed while it waited does not run (answered 503, or released once taken over; SPEC 16:
- * never send on a lapsed lease). The work sees the waiting thread's MDC, locale and request
- * attributes, and what Spring MVC gives its own task thread: the request's callable interceptors
- * run around it and the application's task decorator wraps it ({@link TaskThreadContext}); a
- * decorator's wrapper that ends without running the work ends the call as that failure (nothing was
- * sent), on every path. Taken over, the work gets request attributes of its own over its request
- * (or that request's copy, once it ended), active while it runs, as Spring MVC's task thread gets
- * them from {@code FrameworkServlet}. The pool grows with the waiting threads (one worker per
- * waiting task, so it is bounded by Spring MVC's own async executor) and its idle threads end after
- * a minute.
+ * never send on a lapsed lease). Work that began on Spring MVC's task and whose request a timeout
+ * or a shutdown detached, and whose result then is more async work (a {@code DeferredResult} an
+ * application thread sets later, a {@code CompletionStage}, a later {@code Callable}), which Spring
+ * MVC never runs once its request ended, has that result run to its end, or awaited, on the same
+ * pool, as the later stages of work taken over are ({@link AsyncWork.Queued#continueDetached}). The
+ * work sees the waiting thread's MDC, locale and request attributes, and what Spring MVC gives its
+ * own task thread: the request's callable interceptors run around it and the application's task
+ * decorator wraps it ({@link TaskThreadContext}); a decorator's wrapper that ends without running
+ * the work ends the call as that failure (nothing was sent), on every path. Taken over, the work
+ * gets request attributes of its own over its request (or that request's copy, once it ended),
+ * active while it runs, as Spring MVC's task thread gets them from {@code FrameworkServlet}. The
+ * pool grows with the waiting threads (one worker per waiting task, so it is bounded by Spring
+ * MVC's own async executor) and its idle threads end after a minute.
  */
 final class UninterruptedWork {
 
@@ -313,7 +317,8 @@ final class UninterruptedWork {
     LocaleContext locale = LocaleContextHolder.getLocaleContext();
     RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
     // a later DeferredResult's wait ends at its timeout, else the request's async timeout (read
-    // when the work is taken over, the request async by then), or when the close grace runs out
+    // when the work is taken over, or its request detached, the request async by then), or when
+    // the close grace runs out
     long[] asyncTimeout = {DEFAULT_ASYNC_TIMEOUT_MILLIS};
     CompletableFuture<Void> graceRunsOut = new CompletableFuture<>();
     // decorated now, on the request's thread, where Spring MVC's executor would have decorated its
@@ -322,57 +327,37 @@ final class UninterruptedWork {
     // do (notTakenOver), so every task the application's decorator wraps runs once (a decorator
     // that takes something when it decorates gives it back when its task runs)
     AtomicInteger run = new AtomicInteger(NOT_RUN);
+    StarterRun starterRun = new StarterRun(call, mdc, locale, attributes, context);
     Runnable detachedRun =
-        context.decorate(
-            () -> {
-              if (!run.compareAndSet(NOT_RUN, RUNNING)) {
-                return; // not taken over (the work ran on Spring MVC's task), or given up
-              }
-              Map<String, String> previousMdc = MDC.getCopyOfContextMap();
-              LocaleContext previousLocale = LocaleContextHolder.getLocaleContext();
-              RequestAttributes previousAttributes = RequestContextHolder.getRequestAttributes();
-              RequestAttributes own = attributesOfTheTakenOverRun(attributes);
-              setMdc(mdc);
-              LocaleContextHolder.setLocaleContext(locale);
-              RequestContextHolder.setRequestAttributes(own);
-              @Nullable Object result;
-              boolean[] laterStageRan = {false};
-              try {
-                if (!call.leaseHeld()) {
-                  throw new KeyStoreException(
-                      "the key's lease lapsed while the request's work waited to begin; nothing"
-                          + " was sent",
-                      null);
-                }
-                // the request's interceptors around the work and its later stages
-                result =
-                    context.call(
-                        () -> runToItsEnd(work, laterStageRan, asyncTimeout[0], graceRunsOut));
-              } catch (Throwable failure) {
-                result = failure;
-              } finally {
-                RequestContextHolder.setRequestAttributes(previousAttributes);
-                LocaleContextHolder.setLocaleContext(previousLocale);
-                setMdc(previousMdc);
-                ownAttributesCompleted(own, attributes);
-              }
-              call.asyncWork().takenOverResult(result, laterStageRan[0]);
-            });
+        starterRun.decorated(
+            run,
+            true,
+            false,
+            laterStageRan -> runToItsEnd(work, laterStageRan, asyncTimeout[0], graceRunsOut));
     return new AsyncWork.Queued() {
       @Override
       public void runDetached() {
         asyncTimeout[0] = asyncTimeoutOf(attributes);
-        takenOver.execute(
-            () -> {
-              @Nullable Throwable failure = runDecorated(detachedRun);
-              if (run.compareAndSet(NOT_RUN, GIVEN_UP)) {
-                // the decorator's wrapper ended without running the work: nothing was sent, so
-                // the call ends as that failure (else nothing ends it, the key claimed)
-                call.asyncWork().takenOverResult(notRun(failure), false);
-              } else if (failure != null) {
-                log.debug("The application's task decorator failed after the work ran", failure);
-              }
-            });
+        onATakenOverThread(detachedRun, run, call, false);
+      }
+
+      @Override
+      public void requestDetached() {
+        asyncTimeout[0] = asyncTimeoutOf(attributes);
+      }
+
+      @Override
+      public void continueDetached(@Nullable Object result, boolean laterStageRan) {
+        // decorated here, on Spring MVC's task thread, which its own decoration set up
+        AtomicInteger continued = new AtomicInteger(NOT_RUN);
+        Runnable continuation =
+            starterRun.decorated(
+                continued,
+                false,
+                laterStageRan,
+                ran -> continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut));
+        // a decorator that never runs it: a stage ran, and what completes its result may send
+        onATakenOverThread(continuation, continued, call, true);
       }
 
       @Override
@@ -392,6 +377,104 @@ final class UninterruptedWork {
         return body;
       }
     };
+  }
+
+  /**
+   * Runs {@code decorated} (a {@link StarterRun}'s) on a thread of the taken-over pool, or, when
+   * they are all busy, on this one. If the application's decorator's wrapper ends without running
+   * it, nothing of it ran: that failure is the work's end ({@link #notRun}), and it never runs
+   * after that.
+   *
+   * @param laterStageRan whether a stage of the work ran before ({@link
+   *     AsyncWork#takenOverResult}), for that failure
+   */
+  private void onATakenOverThread(
+      Runnable decorated, AtomicInteger run, EndpointCall call, boolean laterStageRan) {
+    takenOver.execute(
+        () -> {
+          @Nullable Throwable failure = runDecorated(decorated);
+          if (run.compareAndSet(NOT_RUN, GIVEN_UP)) {
+            // the decorator's wrapper ended without running the work: nothing was sent, so
+            // the call ends as that failure (else nothing ends it, the key claimed)
+            call.asyncWork().takenOverResult(notRun(failure), laterStageRan);
+          } else if (failure != null) {
+            log.debug("The application's task decorator failed after the work ran", failure);
+          }
+        });
+  }
+
+  /** Stages of work the starter runs detached from its request ({@link StarterRun}). */
+  private interface Stages {
+    /**
+     * Runs them to their end: their result.
+     *
+     * @param laterStageRan set once a later stage runs ({@link #runToItsEnd})
+     */
+    @Nullable Object run(boolean[] laterStageRan) throws Exception;
+  }
+
+  /**
+   * What a run of work detached from its request gets on the starter's thread, as Spring MVC's task
+   * thread gets it: the MDC and locale the request's thread had when the work was queued, request
+   * attributes of its own over that thread's request ({@link #attributesOfTheTakenOverRun}), the
+   * request's callable interceptors around the work, and the application's task decorator around
+   * the whole; its end goes to {@link AsyncWork#takenOverResult}. For work the starter took over
+   * ({@link AsyncWork.Queued#runDetached}) and for the later stages of work that began on Spring
+   * MVC's task and that a timeout or a shutdown detached ({@link
+   * AsyncWork.Queued#continueDetached}).
+   */
+  private record StarterRun(
+      EndpointCall call,
+      @Nullable Map<String, String> mdc,
+      @Nullable LocaleContext locale,
+      @Nullable RequestAttributes attributes,
+      TaskThreadContext context) {
+
+    /**
+     * {@code stages}, run once, decorated by the application's task decorator on this thread.
+     *
+     * @param run the run's state: it runs only from {@link #NOT_RUN}
+     * @param beginsTheWork whether these are the work's first stage, which waited to begin: it does
+     *     not run if its key's lease lapsed meanwhile (a {@code KeyStoreException})
+     * @param laterStageRan whether a stage of the work ran before these
+     */
+    Runnable decorated(
+        AtomicInteger run, boolean beginsTheWork, boolean laterStageRan, Stages stages) {
+      return context.decorate(
+          () -> {
+            if (!run.compareAndSet(NOT_RUN, RUNNING)) {
+              return; // not taken over (the work ran on Spring MVC's task), or given up
+            }
+            Map<String, String> previousMdc = MDC.getCopyOfContextMap();
+            LocaleContext previousLocale = LocaleContextHolder.getLocaleContext();
+            RequestAttributes previousAttributes = RequestContextHolder.getRequestAttributes();
+            RequestAttributes own = attributesOfTheTakenOverRun(attributes);
+            setMdc(mdc);
+            LocaleContextHolder.setLocaleContext(locale);
+            RequestContextHolder.setRequestAttributes(own);
+            @Nullable Object result;
+            boolean[] ran = {laterStageRan};
+            try {
+              if (beginsTheWork && !call.leaseHeld()) {
+                // it waited while its lease lapsed (or could not be renewed): nothing was sent
+                throw new KeyStoreException(
+                    "the key's lease lapsed while the request's work waited to begin; nothing was"
+                        + " sent",
+                    null);
+              }
+              // the request's interceptors around the work and its later stages
+              result = context.call(() -> stages.run(ran));
+            } catch (Throwable failure) {
+              result = failure;
+            } finally {
+              RequestContextHolder.setRequestAttributes(previousAttributes);
+              LocaleContextHolder.setLocaleContext(previousLocale);
+              setMdc(previousMdc);
+              ownAttributesCompleted(own, attributes);
+            }
+            call.asyncWork().takenOverResult(result, ran[0]);
+          });
+    }
   }
 
   /** Runs a task the application's decorator wrapped; its failure, if it throws, else null. */
@@ -474,7 +557,20 @@ final class UninterruptedWork {
       long asyncTimeout,
       CompletableFuture<Void> graceRunsOut)
       throws Exception {
-    @Nullable Object result = work.call();
+    return continueToItsEnd(work.call(), laterStageRan, asyncTimeout, graceRunsOut);
+  }
+
+  /**
+   * {@link #runToItsEnd} from {@code first}, the result of a stage that ran already: more async
+   * work is run too, or awaited, as after a first stage there.
+   */
+  private static @Nullable Object continueToItsEnd(
+      @Nullable Object first,
+      boolean[] laterStageRan,
+      long asyncTimeout,
+      CompletableFuture<Void> graceRunsOut)
+      throws Exception {
+    @Nullable Object result = first;
     while (true) {
       Object value =
           result instanceof ResponseEntity<?> entity

@@ -1,12 +1,16 @@
 package dev.idempotency.spring.web;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.web.TakenOverEmitterRows.Answered;
 import dev.idempotency.spring.web.TakenOverEmitterRows.Provider;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
@@ -26,7 +30,10 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  * once (SPEC 1, no lost send). Spring MVC's executor's only thread is held so that the {@code
  * Callable} is queued and taken over at the 1 s timeout. One application on a real Redis. A fourth
  * row holds a {@code Callable} past the timeout instead (detached, not taken over). All four pass
- * on Boot 3.5 and 4.0 since emshapes. The rows' steps and the provider are in {@link
+ * on Boot 3.5 and 4.0 since emshapes. The rows after them (emshapes, fixlater) hold a {@code
+ * Callable} past the timeout too, and it returns, after it, a later stage that an application
+ * thread completes later (a {@code DeferredResult}, a {@code CompletableFuture}) or that nothing
+ * completes: awaited by the starter since fixlater. The rows' steps and the provider are in {@link
  * TakenOverEmitterRows}.
  */
 class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
@@ -114,22 +121,82 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    * must send once, as for a taken-over {@code Callable}'s later {@code DeferredResult}
    * (MvcTakenOverLaterStageProbeTest).
    *
-   * <p>Open finding (medium: a lost send, replayed as a success), found by emshapes: the late
-   * result of a detached {@code Callable} that is a {@code DeferredResult} not set yet is neither
-   * awaited nor followed ({@code AsyncWork.lateResult} renders it at once, through Spring MVC's
-   * return value handlers, into an empty 200, stored before the application's thread sets it), so
-   * the refusal that comes after is never heard, the retry gets that 200 replayed, and nothing is
-   * ever sent within the window. Fails on Boot 3.5 at ade8d5d in about 23 s: "timed out after 20000
-   * ms waiting for the retry's send: first answer 409 replayed=null {...request-in-progress...},
-   * last 200 replayed=true" (not run on Boot 4.0). A later stage that sends gets an empty 200
-   * stored in place of its answer (no second send). A fix would await a detached {@code Callable}'s
-   * later {@code DeferredResult} or {@code CompletionStage} as UninterruptedWork.runToItsEnd awaits
-   * a taken-over one's, and decide its value or failure the same way.
+   * <p>Was an open finding (medium: a lost send, replayed as a success), found by emshapes, fixed
+   * by fixlater: the late result of a detached {@code Callable} that is a {@code DeferredResult}
+   * not set yet was neither awaited nor followed ({@code AsyncWork.lateResult} rendered it at once,
+   * through Spring MVC's return value handlers, into an empty 200, stored before the application's
+   * thread set it), so the refusal that came after was never heard, the retry got that 200
+   * replayed, and nothing was ever sent within the window. Failed on Boot 3.5 at ade8d5d in about
+   * 23 s, and again at ad1148a: "timed out after 20000 ms waiting for the retry's send: first
+   * answer 409 replayed=null {...request-in-progress...}, last 200 replayed=true". Now the starter
+   * awaits it as it awaits a taken-over {@code Callable}'s ({@code AsyncWork.continuedDetached},
+   * {@code UninterruptedWork.continueToItsEnd}): its failure goes through the exception resolvers
+   * (nothing maps it: the key is released) and the retry sends once.
    */
-  @Tag("open-finding")
   @Test
   void aDetachedCallablesLaterDeferredResultThatFailsBeforeItSentIsReleased() throws Exception {
     TakenOverEmitterRows.heldThenRetried(this, Shapes.provider, "/probeX/detached/later-deferred");
+  }
+
+  /**
+   * (fixlater) The same with a {@code CompletableFuture} that the application's thread completes
+   * with the provider's refusal ({@code completeExceptionally}): awaited, its failure released, the
+   * retry sends once. Failed before the fix as the {@code DeferredResult} row did.
+   */
+  @Test
+  void aDetachedCallablesLaterFutureThatFailsBeforeItSentIsReleased() throws Exception {
+    TakenOverEmitterRows.heldThenRetried(this, Shapes.provider, "/probeX/detached/later-future");
+  }
+
+  /**
+   * (fixlater) A detached {@code Callable}'s later {@code DeferredResult} that the application's
+   * thread sets after a send: sent once, and the retry gets the send's own answer replayed ({@code
+   * 200 sent-1}), not an empty 200 stored before the send came. Failed before the fix: the empty
+   * 200 was stored at once and replayed.
+   */
+  @Test
+  void aDetachedCallablesLaterDeferredResultThatSendsIsReplayed() throws Exception {
+    Answered answered =
+        TakenOverEmitterRows.heldThenAnswered(
+            this, Shapes.provider, "/probeX/detached/later-deferred-sends");
+    String seen = answered.seen();
+    assertThat(Shapes.provider.sendsOf(answered.key())).as("sends: " + seen).isEqualTo(1);
+    assertThat(answered.last().statusCode()).as("the retry: " + seen).isEqualTo(200);
+    assertThat(
+            EndpointClient.header(answered.last(), IdempotentEndpointInterceptor.REPLAYED_HEADER))
+        .as("the retry: " + seen)
+        .isEqualTo("true");
+    assertThat(EndpointClient.text(answered.last())).as("the retry: " + seen).isEqualTo("sent-1");
+  }
+
+  /**
+   * (fixlater) A detached {@code Callable}'s later {@code DeferredResult} that nothing sets: Spring
+   * MVC never gets it (its request ended), so the starter expires it as Spring MVC would, at the
+   * request's 1 s async timeout (it has no timeout of its own). With a timeout result ({@code
+   * timeout-result}), that is its answer, stored and replayed as on time; with none ({@code
+   * unset}), the stage that returned it ran and may have sent, so the call is recorded as answered
+   * without its body, as for a taken-over {@code Callable}'s
+   * (MvcTakenOverDeferredTimeoutProbeTest): the retry gets 422 response-not-stored. Never an empty
+   * 200 stored (which the retry got replayed before the fix), and the key is never left claimed.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"unset", "timeout-result"})
+  void aDetachedCallablesLaterDeferredResultThatNothingSetsExpires(String kind) throws Exception {
+    Answered answered =
+        TakenOverEmitterRows.heldThenAnswered(
+            this, Shapes.provider, "/probeX/detached/later-deferred-" + kind);
+    String seen = answered.seen();
+    if (kind.equals("unset")) {
+      assertThat(answered.last().statusCode()).as("the retry: " + seen).isEqualTo(422);
+      assertThat(EndpointClient.text(answered.last()))
+          .as("the retry: " + seen)
+          .contains("response-not-stored");
+    } else {
+      assertThat(answered.last().statusCode()).as("the retry: " + seen).isEqualTo(200);
+      assertThat(EndpointClient.text(answered.last()))
+          .as("the retry: " + seen)
+          .isEqualTo("timed-out");
+    }
   }
 
   @Configuration(proxyBeanMethods = false)
@@ -204,6 +271,84 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
         thread.start();
         return deferred;
       };
+    }
+
+    @PostMapping("/probeX/detached/later-future")
+    @IdempotentEndpoint
+    public Callable<CompletableFuture<String>> detachedLaterFuture(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        CompletableFuture<String> future = new CompletableFuture<>();
+        later(
+            () -> {
+              try {
+                future.complete(provider.call(key, true));
+              } catch (IllegalStateException refused) {
+                future.completeExceptionally(refused);
+              }
+            });
+        return future;
+      };
+    }
+
+    @PostMapping("/probeX/detached/later-deferred-sends")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<String>> detachedLaterDeferredSends(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        DeferredResult<String> deferred = new DeferredResult<>();
+        later(() -> deferred.setResult(provider.call(key, false)));
+        return deferred;
+      };
+    }
+
+    @PostMapping("/probeX/detached/later-deferred-unset")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<String>> detachedLaterDeferredUnset() {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        return new DeferredResult<>();
+      };
+    }
+
+    @PostMapping("/probeX/detached/later-deferred-timeout-result")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<String>> detachedLaterDeferredTimeoutResult() {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        return new DeferredResult<>(null, "timed-out");
+      };
+    }
+
+    /**
+     * Runs {@code provider} on a thread of the application's own, a moment (200 ms) after the
+     * {@code Callable} returned its result, as a provider's latency would: so that before fixlater
+     * the result was rendered first (the fix awaits it, whenever it comes).
+     */
+    private static void later(Runnable provider) {
+      Thread thread =
+          new Thread(
+              () -> {
+                try {
+                  Thread.sleep(200);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+                provider.run();
+              },
+              "probeX-later");
+      thread.setDaemon(true);
+      thread.start();
     }
 
     @PostMapping("/probeX/taken-over/future-emitter")

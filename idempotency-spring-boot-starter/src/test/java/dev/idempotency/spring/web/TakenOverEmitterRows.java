@@ -181,6 +181,34 @@ final class TakenOverEmitterRows {
     retriedSendsOnce(app, provider, path, key, MvcProbes.replayed(first));
   }
 
+  /** What {@link #heldThenAnswered} saw: the row's key, its first answer and its last. */
+  record Answered(String key, String first, HttpResponse<byte[]> last) {
+    /** Both answers, for an assertion's message. */
+    String seen() {
+      return "first answer " + first + ", last " + MvcProbes.replayed(last);
+    }
+  }
+
+  /**
+   * Posts {@code path} with a new key while the provider's gate holds the work (past the 1 s
+   * timeout, since the first answer comes only then), opens it, and retries while the answer is 409
+   * or 503 (20 s at most): the key and the answers, for the row to check.
+   */
+  static Answered heldThenAnswered(MvcProbeApplication app, Provider provider, String path)
+      throws Exception {
+    String key = EndpointClient.newKey();
+    CountDownLatch held = new CountDownLatch(1);
+    provider.gate = held;
+    HttpResponse<byte[]> first;
+    try {
+      first = app.post(path, key, "{}");
+    } finally {
+      held.countDown();
+    }
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(app, path, key);
+    return new Answered(key, MvcProbes.replayed(first), last);
+  }
+
   private static void awaitProviderCall(Provider provider, int before) throws Exception {
     Poll.within(Duration.ofSeconds(20))
         .until("the work called the provider", () -> provider.calls.get() > before);
