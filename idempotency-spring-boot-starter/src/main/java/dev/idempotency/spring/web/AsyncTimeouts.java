@@ -459,7 +459,10 @@ final class AsyncTimeouts
    * CompletionException}) matters. The value recorded is the one the advisor observed from the
    * handler's own result; if that has not reached the call yet (it races with the dispatch) and is
    * a final one (no more async work, no stream), the call is detached and records it when it comes.
-   * Does nothing if the dispatched result is the work's own, if no outcome came (more async work, a
+   * An outcome that is more async work (a later stage, completed or under way), which Spring MVC
+   * will not follow once it dispatched the replacement, is followed to its end by the starter,
+   * detached, as work it took over is ({@link AsyncWork#followReplacedOutcome}), and that end
+   * recorded. Does nothing if the dispatched result is the work's own, if no outcome came (a
    * timeout first), for a result the advisor does not follow, or if the call was reported or
    * detached already.
    *
@@ -474,26 +477,35 @@ final class AsyncTimeouts
     }
     Object dispatched = manager.getConcurrentResult();
     boolean replaced;
+    Object own;
     if (seen != AsyncWork.NO_RESULT) {
-      replaced = dispatched != seen && work.earlyResult() == seen;
+      own = seen;
+      // a final outcome reached the call; more async work never does (lateResult)
+      replaced = dispatched != seen && (work.earlyResult() == seen || !isFinal(seen));
     } else {
       DeferredResult<?> deferred = handlersDeferred;
+      own = deferred == null ? null : deferred.getResult();
       replaced =
           deferred != null
               && deferred == deferredResult
               && work.lateResultObserved()
               && deferred.hasResult()
-              && dispatched != deferred.getResult();
+              && dispatched != own;
     }
     if (!replaced) {
       return false;
     }
     CapturingResponse capture = captureOf(request);
     LateResponse late = lateResponseOf(request, capture);
-    DeferredResult<?> deferred = deferredResult;
-    boolean mayAwait =
-        seen == AsyncWork.NO_RESULT && deferred != null && isFinal(deferred.getResult());
-    if (late == null || capture == null || !recordOwnOutcome(late, mayAwait)) {
+    if (late == null || capture == null) {
+      return false;
+    }
+    // more async work, which Spring MVC will not follow now, is followed by the starter
+    boolean recorded =
+        isFinal(own)
+            ? recordOwnOutcome(late, seen == AsyncWork.NO_RESULT)
+            : work.followReplacedOutcome(late, own);
+    if (!recorded) {
       return false;
     }
     capture.discard(); // Spring MVC's answer to the dispatched result goes to the client as it is

@@ -10,6 +10,7 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -135,6 +136,8 @@ final class AsyncWork {
   private @Nullable Queued begun;
   private volatile boolean laterStageTaken; // a refused later stage, taken over
   private boolean laterStageQueued; // guarded by this: a stage that ran returned more work
+  // follows a replaced outcome that is more async work (followReplacedOutcome); null if none can
+  private volatile @Nullable Function<@Nullable Object, Queued> follower;
 
   /**
    * @param call the claimed call, which the late result completes or fails
@@ -338,6 +341,57 @@ final class AsyncWork {
       }
     }
     return streamEnd.followLaterEmitter(response, returned);
+  }
+
+  /**
+   * What follows the work's own outcome to its end should it be more async work that Spring MVC
+   * will neither run nor follow ({@link #followReplacedOutcome}): given, for each outcome, the
+   * starter's run of it, detached from the request, as work it took over is run ({@link
+   * UninterruptedWork}). Set as the handler returns; without it such an outcome is not followed.
+   */
+  void followsWith(Function<@Nullable Object, Queued> follower) {
+    this.follower = follower;
+  }
+
+  /**
+   * The work's own outcome was replaced before its async dispatch ({@link
+   * AsyncTimeouts#outcomeReplaced}: an application's async interceptor that fails in {@code
+   * postProcess}), and that outcome is more async work (a {@code CompletionStage} completed or
+   * under way, a {@code DeferredResult}, a {@code Callable}, an emitter), which Spring MVC, having
+   * dispatched the replacement, will neither run nor follow. The work that produced it ran and may
+   * have sent, so neither releasing the key nor recording the replacement is safe: the starter
+   * follows the outcome to its end as it runs work it took over ({@link #takeOverQueuedWork}),
+   * detached from the request, the key claimed meanwhile, and that end is decided as a taken-over
+   * run's ({@link #takenOverResult}): a value stored, a failure through the application's exception
+   * resolvers (one nothing maps releases the key). Spring MVC's side reports nothing more ({@link
+   * #lateResult} ignores it, as for work taken over).
+   *
+   * @param late the response the outcome is rendered with
+   * @param outcome the work's own outcome
+   * @return false if nothing can follow it ({@link #followsWith}), or the call was reported or
+   *     detached already, its handler never started, or a final result came already
+   */
+  boolean followReplacedOutcome(LateResponse late, @Nullable Object outcome) {
+    Function<@Nullable Object, Queued> follow = follower;
+    if (follow == null) {
+      return false;
+    }
+    Queued following = follow.apply(outcome);
+    synchronized (this) {
+      if (reported.get()
+          || !handlerStarted.getAsBoolean()
+          || this.late != null
+          || earlyResult != NO_RESULT) {
+        return false;
+      }
+      work = Work.TAKEN;
+      queued = null;
+      requeued = null;
+      taken = following;
+      this.late = late;
+    }
+    following.runDetached();
+    return true;
   }
 
   /**

@@ -180,6 +180,14 @@ public final class AsyncWorkShield
     return null;
   }
 
+  /**
+   * {@code outcome}, more async work of {@code call}'s that Spring MVC will not follow, as the
+   * starter follows it to its end ({@link UninterruptedWork#following}).
+   */
+  AsyncWork.Queued following(@Nullable Object outcome, EndpointCall call) {
+    return work.following(outcome, call);
+  }
+
   /** Stops the threads that ran shielded work; work still running goes on. */
   @Override
   public void destroy() {

@@ -87,6 +87,8 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
             AsyncTimeouts.heedTimeoutOf(WebAsyncUtils.getAsyncManager(servlet.getRequest()));
             AsyncWorkShield shield = shield();
             if (shield != null) {
+              // a replaced outcome that is more async work is followed on the shield's threads
+              call.asyncWork().followsWith(outcome -> shield.following(outcome, call));
               // the last line of defence, for a return value handler the shield has not wrapped
               returned = shield.shieldedReturn(returned, returnType, servlet);
             }

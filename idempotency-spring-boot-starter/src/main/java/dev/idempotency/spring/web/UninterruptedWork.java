@@ -477,6 +477,17 @@ final class UninterruptedWork {
     }
   }
 
+  /**
+   * {@code outcome}, more async work that a call's work produced and that Spring MVC will neither
+   * run nor follow (the outcome was replaced before its async dispatch: {@link
+   * AsyncWork#followReplacedOutcome}), as the starter runs work it took over ({@link #detached}):
+   * once {@link AsyncWork.Queued#runDetached} is called, on the starter's own threads, followed to
+   * its end ({@link #runToItsEnd}), which goes to {@link AsyncWork#takenOverResult}.
+   */
+  AsyncWork.Queued following(@Nullable Object outcome, EndpointCall call) {
+    return detached(() -> outcome, call, null, TaskThreadContext.NONE);
+  }
+
   /** Runs a task the application's decorator wrapped; its failure, if it throws, else null. */
   private static @Nullable Throwable runDecorated(Runnable decorated) {
     try {
