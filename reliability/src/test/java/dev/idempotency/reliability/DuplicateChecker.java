@@ -104,6 +104,15 @@ final class DuplicateChecker {
    */
   static final long STALL_SLACK_MILLIS = 50;
 
+  /**
+   * How far a paused owner's send may begin from the pause's logged end and still be the pause's:
+   * the nemesis logs the end once its {@code SIGCONT} has returned, and the process, woken by it,
+   * may start the send it was frozen before a few milliseconds either side of that line (13 ms
+   * after it in a long run). A send that begins later than this after the pause was checked by the
+   * guard after the process woke, so the pause is not what let it through.
+   */
+  static final long PAUSE_SLACK_MILLIS = 50;
+
   /** What the checker found. */
   static final class Report {
     long calls;
@@ -262,9 +271,6 @@ final class DuplicateChecker {
       for (int i = 1; i < sends.size(); i++) {
         Send later = sends.get(i);
         String cause = windowEnded(sends.subList(0, i), later) ? "window ended" : null;
-        for (int j = 0; j < i && cause == null; j++) {
-          cause = takerClockAhead(sends.get(j), later, history.faults);
-        }
         if (cause == null) {
           cause = ownerLost(sends, i, history, notRecorded, recordedAt);
         }
@@ -335,6 +341,9 @@ final class DuplicateChecker {
       if (cause == null && leaseRanOutUnanswered(earlier, later, history, notRecorded)) {
         cause = "owner's store answered after its lease";
       }
+      if (cause == null) {
+        cause = takerClockAhead(earlier, later, history.faults, recordedAt, history.leaseMillis);
+      }
       if (cause != null) {
         return cause;
       }
@@ -349,12 +358,39 @@ final class DuplicateChecker {
 
   /**
    * "taker's clock ahead": the send that took the key ({@code earlier} or {@code later}) came from
-   * a process whose clock had been moved ahead, or null.
+   * a process whose clock had been moved ahead, or null. {@code earlier} is the owner just before
+   * {@code later} ({@link #ownerLost}), never an older one: a takeover by a clock ahead excuses the
+   * two sends of that takeover, not a send after the taker held or completed the key.
+   *
+   * <ul>
+   *   <li>When {@code later} took the key, {@code earlier}'s outcome was not recorded before {@code
+   *       later} began: a completed key is replayed, not taken over, whatever the clock (on a
+   *       short-window key a clock ahead may see the window over, so there it may be).
+   *   <li>When {@code earlier} took the key, {@code later} is the owner it took the key from,
+   *       sending late: its outcome, fenced by the owner token the takeover replaced, was not
+   *       recorded, and its send began within {@link FaultRunChild#maxClockAheadMillis} of the
+   *       taker's (the owner's lease, as its own clock, never behind, counted it, ended no later
+   *       than the taker's clock ahead saw it end, and the takeover came before the taker's send).
+   * </ul>
    */
-  private static String takerClockAhead(Send earlier, Send later, List<Fault> faults) {
+  private static String takerClockAhead(
+      Send earlier,
+      Send later,
+      List<Fault> faults,
+      Map<String, Long> recordedAt,
+      long leaseMillis) {
     if (!earlier.providerKey().equals(later.providerKey())) {
       return null;
     }
+    Long earlierRecorded = recordedAt.get(sendId(earlier));
+    boolean laterMayHaveTaken =
+        FaultRunChild.isShortWindow(later.key())
+            || earlierRecorded == null
+            || earlierRecorded >= later.startMillis();
+    boolean earlierMayHaveTaken =
+        !recordedAt.containsKey(sendId(later))
+            && later.startMillis()
+                <= earlier.startMillis() + FaultRunChild.maxClockAheadMillis(leaseMillis);
     // the send that took the key: the higher attempt; of two fresh claims the later one, or on a
     // short-window key either (a clock ahead sees the window over and claims afresh, whether its
     // send then starts before or after the owner's)
@@ -363,6 +399,9 @@ final class DuplicateChecker {
             ? List.of(earlier.attempt() > later.attempt() ? earlier : later)
             : FaultRunChild.isShortWindow(later.key()) ? List.of(earlier, later) : List.of(later);
     for (Send taker : takers) {
+      if (taker == later ? !laterMayHaveTaken : !earlierMayHaveTaken) {
+        continue;
+      }
       for (Fault fault : faults) {
         if (fault.type().equals("CLOCK_AHEAD")
             && fault.process() == taker.process()
@@ -405,7 +444,7 @@ final class DuplicateChecker {
       }
       if (fault.type().equals("PAUSE")
           && fault.millis() <= later.millis()
-          && fault.untilMillis() >= earlier.startMillis()) {
+          && fault.untilMillis() >= earlier.startMillis() - PAUSE_SLACK_MILLIS) {
         return "owner paused";
       }
       if (fault.type().equals("STALL")
@@ -416,12 +455,20 @@ final class DuplicateChecker {
     }
     for (Fault fault : faults) {
       // the other way round: the later send is the stale owner's, paused between its claim and its
-      // send while the other took the key over, and sending when it woke
-      if ((fault.type().equals("PAUSE") || fault.type().equals("STALL"))
+      // send while the other took the key over, and sending as it woke (the guard checked its lease
+      // before the pause, and a freeze between that check and the provider call ends as the send
+      // begins); its outcome, fenced by the owner token the takeover replaced, was not recorded.
+      // Not cut off by the earlier one's recorded outcome: the taker may well complete the key
+      // while the stale owner sleeps
+      boolean pause = fault.type().equals("PAUSE");
+      long slack = pause ? PAUSE_SLACK_MILLIS : STALL_SLACK_MILLIS;
+      if ((pause || fault.type().equals("STALL"))
           && fault.process() == later.process()
+          && !recordedAt.containsKey(sendId(later))
           && fault.millis() <= later.startMillis()
+          && later.startMillis() <= fault.untilMillis() + slack
           && fault.untilMillis() >= earlier.startMillis()) {
-        return fault.type().equals("PAUSE") ? "owner paused" : "owner stalled";
+        return pause ? "owner paused" : "owner stalled";
       }
     }
     if (completedBefore) {
@@ -546,6 +593,11 @@ final class DuplicateChecker {
       }
     }
     return false;
+  }
+
+  /** How a send's call line is looked up: key, process and result. */
+  private static String sendId(Send send) {
+    return send.key() + "|" + send.process() + "|" + send.result();
   }
 
   /** Whether {@code later} is a short-window key's send after every earlier one returned. */
