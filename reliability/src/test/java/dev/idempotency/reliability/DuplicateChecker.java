@@ -28,12 +28,16 @@ import java.util.TreeMap;
  * <ul>
  *   <li>was killed ({@code SIGKILL}) after its send began and before the other send ended: "owner
  *       killed";
- *   <li>was paused ({@code SIGSTOP}) at some time in that span, so its lease ran out: "owner
- *       paused" (the same when the paused owner is the one that sends later: paused between its
- *       claim and its send while the other took the key over and sent, it sends when it wakes); or
- *       did not run for a quarter lease or more in that span, or in the {@link #STALL_SLACK_MILLIS}
+ *   <li>was paused ({@code SIGSTOP}) at some time in that span, or in the {@link
+ *       #PAUSE_SLACK_MILLIS} before its send began, so its lease ran out: "owner paused"; or did
+ *       not run for a quarter lease or more in that span, or in the {@link #STALL_SLACK_MILLIS}
  *       before its send began (an overloaded host froze every thread of it, lease keeper included,
- *       which it logs itself as {@code STALL}): "owner stalled"; or
+ *       which it logs itself as {@code STALL}): "owner stalled". The same when the paused or
+ *       stalled owner is the one that sends later, whatever the other's outcome: frozen between its
+ *       claim and its send while the other took the key over (and perhaps completed it), it sends
+ *       as it wakes; its send then began within that slack of the freeze's logged end, and its own
+ *       outcome, fenced by the owner token the takeover replaced, was not recorded. A process
+ *       frozen once that sends long after it woke is no stale owner; or
  *   <li>was cut off from the store (a partition, a store restart or a slow network overlapped the
  *       span) and returned the send to its caller as not recorded: its lease ran out while it could
  *       not renew it, and its outcome, fenced by the owner token, was refused: "owner cut off from
@@ -65,18 +69,23 @@ import java.util.TreeMap;
  *       after every earlier send of it had returned. (When the window began is not in the logs: a
  *       batch may claim a key seconds before it sends it.) A send that begins while an earlier one
  *       is still running is never excused this way: a live owner's record outlives the window.
- *   <li>"taker's clock ahead": on a client-time store, the send that took the key (the higher
- *       attempt; of two first attempts, the later, or on a short-window key either, since a clock
- *       ahead sees the window over and claims afresh whenever its send then starts) came from a
- *       process whose clock had been moved ahead of the true time (a {@code CLOCK_AHEAD} fault of
- *       its process that began before that send, and ended at most {@link
- *       #CLOCK_AHEAD_SLACK_MILLIS} before it, for a batch that claims long before it sends), so it
- *       saw a live lease as expired: clock skew, which database or server time prevents. The same
- *       when such a process took the key and its send failed: its release let a third claim the key
- *       afresh while the owner it took the key from still sent, two first attempts (its failed send
- *       logged before the later of them began, and before both only if the owner taken over logged
- *       its outcome as not recorded). An owner whose own clock ran ahead and was taken over is
- *       never excused: stepping its clock must not stop it renewing.
+ *   <li>"taker's clock ahead": on a client-time store, of the send and the one of the owner just
+ *       before it (as above), the send that took the key (the higher attempt; of two first
+ *       attempts, the later, or on a short-window key either, since a clock ahead sees the window
+ *       over and claims afresh whenever its send then starts) came from a process whose clock had
+ *       been moved ahead of the true time (a {@code CLOCK_AHEAD} fault of its process that began
+ *       before that send, and ended at most {@link #CLOCK_AHEAD_SLACK_MILLIS} before it, for a
+ *       batch that claims long before it sends), so it saw a live lease as expired: clock skew,
+ *       which database or server time prevents. A later send that took the key took it from an
+ *       owner whose outcome was not recorded before it began (a completed key is replayed, whatever
+ *       the clock; a short-window key aside); an earlier send that took it leaves only the owner it
+ *       took the key from to send late, its fenced outcome not recorded, within {@link
+ *       FaultRunChild#maxClockAheadMillis} of the taker's send. The same when such a process took
+ *       the key and its send failed: its release let a third claim the key afresh while the owner
+ *       it took the key from still sent, two first attempts (its failed send logged before the
+ *       later of them began, and before both only if the owner taken over logged its outcome as not
+ *       recorded). An owner whose own clock ran ahead and was taken over is never excused: stepping
+ *       its clock must not stop it renewing.
  * </ul>
  *
  * These are the cases the SPEC allows (a send whose outcome was never recorded, taken over once the
