@@ -28,12 +28,16 @@ import java.util.TreeMap;
  * <ul>
  *   <li>was killed ({@code SIGKILL}) after its send began and before the other send ended: "owner
  *       killed";
- *   <li>was paused ({@code SIGSTOP}) at some time in that span, so its lease ran out: "owner
- *       paused" (the same when the paused owner is the one that sends later: paused between its
- *       claim and its send while the other took the key over and sent, it sends when it wakes); or
- *       did not run for a quarter lease or more in that span, or in the {@link #STALL_SLACK_MILLIS}
+ *   <li>was paused ({@code SIGSTOP}) at some time in that span, or in the {@link
+ *       #PAUSE_SLACK_MILLIS} before its send began, so its lease ran out: "owner paused"; or did
+ *       not run for a quarter lease or more in that span, or in the {@link #STALL_SLACK_MILLIS}
  *       before its send began (an overloaded host froze every thread of it, lease keeper included,
- *       which it logs itself as {@code STALL}): "owner stalled"; or
+ *       which it logs itself as {@code STALL}): "owner stalled". The same when the paused or
+ *       stalled owner is the one that sends later, whatever the other's outcome: frozen between its
+ *       claim and its send while the other took the key over (and perhaps completed it), it sends
+ *       as it wakes; its send then began within that slack of the freeze's logged end, and its own
+ *       outcome, fenced by the owner token the takeover replaced, was not recorded. A process
+ *       frozen once that sends long after it woke is no stale owner; or
  *   <li>was cut off from the store (a partition, a store restart or a slow network overlapped the
  *       span) and returned the send to its caller as not recorded: its lease ran out while it could
  *       not renew it, and its outcome, fenced by the owner token, was refused: "owner cut off from
@@ -65,18 +69,23 @@ import java.util.TreeMap;
  *       after every earlier send of it had returned. (When the window began is not in the logs: a
  *       batch may claim a key seconds before it sends it.) A send that begins while an earlier one
  *       is still running is never excused this way: a live owner's record outlives the window.
- *   <li>"taker's clock ahead": on a client-time store, the send that took the key (the higher
- *       attempt; of two first attempts, the later, or on a short-window key either, since a clock
- *       ahead sees the window over and claims afresh whenever its send then starts) came from a
- *       process whose clock had been moved ahead of the true time (a {@code CLOCK_AHEAD} fault of
- *       its process that began before that send, and ended at most {@link
- *       #CLOCK_AHEAD_SLACK_MILLIS} before it, for a batch that claims long before it sends), so it
- *       saw a live lease as expired: clock skew, which database or server time prevents. The same
- *       when such a process took the key and its send failed: its release let a third claim the key
- *       afresh while the owner it took the key from still sent, two first attempts (its failed send
- *       logged before the later of them began, and before both only if the owner taken over logged
- *       its outcome as not recorded). An owner whose own clock ran ahead and was taken over is
- *       never excused: stepping its clock must not stop it renewing.
+ *   <li>"taker's clock ahead": on a client-time store, of the send and the one of the owner just
+ *       before it (as above), the send that took the key (the higher attempt; of two first
+ *       attempts, the later, or on a short-window key either, since a clock ahead sees the window
+ *       over and claims afresh whenever its send then starts) came from a process whose clock had
+ *       been moved ahead of the true time (a {@code CLOCK_AHEAD} fault of its process that began
+ *       before that send, and ended at most {@link #CLOCK_AHEAD_SLACK_MILLIS} before it, for a
+ *       batch that claims long before it sends), so it saw a live lease as expired: clock skew,
+ *       which database or server time prevents. A later send that took the key took it from an
+ *       owner whose outcome was not recorded before it began (a completed key is replayed, whatever
+ *       the clock; a short-window key aside); an earlier send that took it leaves only the owner it
+ *       took the key from to send late, its fenced outcome not recorded, within {@link
+ *       FaultRunChild#maxClockAheadMillis} of the taker's send. The same when such a process took
+ *       the key and its send failed: its release let a third claim the key afresh while the owner
+ *       it took the key from still sent, two first attempts (its failed send logged before the
+ *       later of them began, and before both only if the owner taken over logged its outcome as not
+ *       recorded). An owner whose own clock ran ahead and was taken over is never excused: stepping
+ *       its clock must not stop it renewing.
  * </ul>
  *
  * These are the cases the SPEC allows (a send whose outcome was never recorded, taken over once the
@@ -103,6 +112,15 @@ final class DuplicateChecker {
    * may log its end a few milliseconds before the provider logs the send's start.
    */
   static final long STALL_SLACK_MILLIS = 50;
+
+  /**
+   * How far a paused owner's send may begin from the pause's logged end and still be the pause's:
+   * the nemesis logs the end once its {@code SIGCONT} has returned, and the process, woken by it,
+   * may start the send it was frozen before a few milliseconds either side of that line (13 ms
+   * after it in a long run). A send that begins later than this after the pause was checked by the
+   * guard after the process woke, so the pause is not what let it through.
+   */
+  static final long PAUSE_SLACK_MILLIS = 50;
 
   /** What the checker found. */
   static final class Report {
@@ -262,9 +280,6 @@ final class DuplicateChecker {
       for (int i = 1; i < sends.size(); i++) {
         Send later = sends.get(i);
         String cause = windowEnded(sends.subList(0, i), later) ? "window ended" : null;
-        for (int j = 0; j < i && cause == null; j++) {
-          cause = takerClockAhead(sends.get(j), later, history.faults);
-        }
         if (cause == null) {
           cause = ownerLost(sends, i, history, notRecorded, recordedAt);
         }
@@ -335,6 +350,9 @@ final class DuplicateChecker {
       if (cause == null && leaseRanOutUnanswered(earlier, later, history, notRecorded)) {
         cause = "owner's store answered after its lease";
       }
+      if (cause == null) {
+        cause = takerClockAhead(earlier, later, history.faults, recordedAt, history.leaseMillis);
+      }
       if (cause != null) {
         return cause;
       }
@@ -349,12 +367,39 @@ final class DuplicateChecker {
 
   /**
    * "taker's clock ahead": the send that took the key ({@code earlier} or {@code later}) came from
-   * a process whose clock had been moved ahead, or null.
+   * a process whose clock had been moved ahead, or null. {@code earlier} is the owner just before
+   * {@code later} ({@link #ownerLost}), never an older one: a takeover by a clock ahead excuses the
+   * two sends of that takeover, not a send after the taker held or completed the key.
+   *
+   * <ul>
+   *   <li>When {@code later} took the key, {@code earlier}'s outcome was not recorded before {@code
+   *       later} began: a completed key is replayed, not taken over, whatever the clock (on a
+   *       short-window key a clock ahead may see the window over, so there it may be).
+   *   <li>When {@code earlier} took the key, {@code later} is the owner it took the key from,
+   *       sending late: its outcome, fenced by the owner token the takeover replaced, was not
+   *       recorded, and its send began within {@link FaultRunChild#maxClockAheadMillis} of the
+   *       taker's (the owner's lease, as its own clock, never behind, counted it, ended no later
+   *       than the taker's clock ahead saw it end, and the takeover came before the taker's send).
+   * </ul>
    */
-  private static String takerClockAhead(Send earlier, Send later, List<Fault> faults) {
+  private static String takerClockAhead(
+      Send earlier,
+      Send later,
+      List<Fault> faults,
+      Map<String, Long> recordedAt,
+      long leaseMillis) {
     if (!earlier.providerKey().equals(later.providerKey())) {
       return null;
     }
+    Long earlierRecorded = recordedAt.get(sendId(earlier));
+    boolean laterMayHaveTaken =
+        FaultRunChild.isShortWindow(later.key())
+            || earlierRecorded == null
+            || earlierRecorded >= later.startMillis();
+    boolean earlierMayHaveTaken =
+        !recordedAt.containsKey(sendId(later))
+            && later.startMillis()
+                <= earlier.startMillis() + FaultRunChild.maxClockAheadMillis(leaseMillis);
     // the send that took the key: the higher attempt; of two fresh claims the later one, or on a
     // short-window key either (a clock ahead sees the window over and claims afresh, whether its
     // send then starts before or after the owner's)
@@ -363,6 +408,9 @@ final class DuplicateChecker {
             ? List.of(earlier.attempt() > later.attempt() ? earlier : later)
             : FaultRunChild.isShortWindow(later.key()) ? List.of(earlier, later) : List.of(later);
     for (Send taker : takers) {
+      if (taker == later ? !laterMayHaveTaken : !earlierMayHaveTaken) {
+        continue;
+      }
       for (Fault fault : faults) {
         if (fault.type().equals("CLOCK_AHEAD")
             && fault.process() == taker.process()
@@ -405,7 +453,7 @@ final class DuplicateChecker {
       }
       if (fault.type().equals("PAUSE")
           && fault.millis() <= later.millis()
-          && fault.untilMillis() >= earlier.startMillis()) {
+          && fault.untilMillis() >= earlier.startMillis() - PAUSE_SLACK_MILLIS) {
         return "owner paused";
       }
       if (fault.type().equals("STALL")
@@ -416,12 +464,20 @@ final class DuplicateChecker {
     }
     for (Fault fault : faults) {
       // the other way round: the later send is the stale owner's, paused between its claim and its
-      // send while the other took the key over, and sending when it woke
-      if ((fault.type().equals("PAUSE") || fault.type().equals("STALL"))
+      // send while the other took the key over, and sending as it woke (the guard checked its lease
+      // before the pause, and a freeze between that check and the provider call ends as the send
+      // begins); its outcome, fenced by the owner token the takeover replaced, was not recorded.
+      // Not cut off by the earlier one's recorded outcome: the taker may well complete the key
+      // while the stale owner sleeps
+      boolean pause = fault.type().equals("PAUSE");
+      long slack = pause ? PAUSE_SLACK_MILLIS : STALL_SLACK_MILLIS;
+      if ((pause || fault.type().equals("STALL"))
           && fault.process() == later.process()
+          && !recordedAt.containsKey(sendId(later))
           && fault.millis() <= later.startMillis()
+          && later.startMillis() <= fault.untilMillis() + slack
           && fault.untilMillis() >= earlier.startMillis()) {
-        return fault.type().equals("PAUSE") ? "owner paused" : "owner stalled";
+        return pause ? "owner paused" : "owner stalled";
       }
     }
     if (completedBefore) {
@@ -546,6 +602,11 @@ final class DuplicateChecker {
       }
     }
     return false;
+  }
+
+  /** How a send's call line is looked up: key, process and result. */
+  private static String sendId(Send send) {
+    return send.key() + "|" + send.process() + "|" + send.result();
   }
 
   /** Whether {@code later} is a short-window key's send after every earlier one returned. */

@@ -8,17 +8,16 @@ import dev.idempotency.reliability.FaultHistory.Send;
 import java.util.List;
 import java.util.Map;
 import org.assertj.core.api.SoftAssertions;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Probes of the checker's excuses (merge 1ec64b0c, "excuses only the takeover's own send"). Two
- * histories hold a real second send, by a process that was neither the takeover of an owner that
- * lost the key nor a stale owner, long after the key was completed with its outcome recorded: a
- * checker that excuses it hides a broken store or guard in a fault run (a door left open). Each has
- * a control: the same history without the unrelated fault, which the checker flags. One history is
- * clean (a paused owner's send and a fresh claim after a released takeover), and the checker flags
- * it.
+ * Probes of the checker's excuses (merge 1ec64b0c, "excuses only the takeover's own send"), and
+ * what fixcheck2's fixes of them must keep. Two histories hold a real second send, by a process
+ * that was neither the takeover of an owner that lost the key nor a stale owner, long after the key
+ * was completed with its outcome recorded: a checker that excuses it hides a broken store or guard
+ * in a fault run (a door left open). Each has a control: the same history without the unrelated
+ * fault, which the checker flags. One history is clean (a paused owner's send and a fresh claim
+ * after a released takeover), and the checker flags it.
  */
 class DuplicateCheckerDoorProbeTest {
 
@@ -38,12 +37,14 @@ class DuplicateCheckerDoorProbeTest {
    * (takerClockAhead over all j), and "the higher attempt" of (process 1's takeover, process 2's
    * fresh claim) is process 1's, whose clock was ahead, so the second send is excused.
    *
-   * <p>Open finding (seen 2026-12-07 on probeA at ad1148aa): expected one broken duplicate, the
-   * checker reports {@code allowedDuplicates={taker's clock ahead=2}} and none broken. Severity:
-   * other (the checker hides a second send; a fault run would pass with one).
+   * <p>Was an open finding (seen 2026-12-07 on probeA at ad1148aa; fixed by fixcheck2): expected
+   * one broken duplicate, the checker reported {@code allowedDuplicates={taker's clock ahead=2}}
+   * and none broken. Severity: other (the checker hid a second send; a fault run would pass with
+   * one). The excuse is now asked only of the owner just before the send, and when that owner is
+   * the taker, only of a send its takeover could have left: the owner it took the key from, sending
+   * within the most a clock is moved ahead of the taker's send, its fenced outcome not recorded.
    */
   @Test
-  @Tag("open-finding")
   void aFreshClaimLongAfterAClockAheadTakeoverCompletedIsNotExcused() {
     List<Send> sends =
         List.of(
@@ -83,13 +84,15 @@ class DuplicateCheckerDoorProbeTest {
    * follows its wake at once), nor that the later send's attempt could be a stale claim's. It is
    * checked before the "completed before" cut-off, so the recorded outcome does not stop it either.
    *
-   * <p>Open finding (seen 2026-12-07 on probeA at ad1148aa): expected one broken duplicate, the
-   * checker reports {@code allowedDuplicates={owner paused=1}} and none broken. The same with a
-   * {@code STALL} of process 1. Severity: other (the checker hides a second send; in a long run
-   * every process is paused now and then, so most second sends by a once-paused process pass).
+   * <p>Was an open finding (seen 2026-12-07 on probeA at ad1148aa; fixed by fixcheck2): expected
+   * one broken duplicate, the checker reported {@code allowedDuplicates={owner paused=1}} and none
+   * broken. The same with a {@code STALL} of process 1. Severity: other (the checker hid a second
+   * send; in a long run every process is paused now and then, so most second sends by a once-paused
+   * process passed). The stale owner's send must now begin within {@link
+   * DuplicateChecker#PAUSE_SLACK_MILLIS} (a stall's: {@link DuplicateChecker#STALL_SLACK_MILLIS})
+   * of the pause's end, and its own outcome, fenced, must not have been recorded.
    */
   @Test
-  @Tag("open-finding")
   void aSendLongAfterItsProcessWokeIsNotAStaleOwners() {
     List<Send> sends =
         List.of(
@@ -126,14 +129,15 @@ class DuplicateCheckerDoorProbeTest {
    * stall's 50 ms), and the paused owner's own excuse ("the other way round") applies only when its
    * send is the later one.
    *
-   * <p>Open finding (seen 2026-12-07 on probeA at ad1148aa): expected no broken duplicate (one
-   * "owner paused"), the checker reports it broken. The same history with process 9's send first
-   * (at 3,540, while process 5 was still paused) passes. Severity: other (a false alarm in a fault
-   * run, for a stale owner's send that starts a few ms after its pause's logged end and before a
-   * fresh claimer's; rare, and not a regression: the checker before 1ec64b0c flagged it too).
+   * <p>Was an open finding (seen 2026-12-07 on probeA at ad1148aa; fixed by fixcheck2): expected no
+   * broken duplicate (one "owner paused"), the checker reported it broken. The same history with
+   * process 9's send first (at 3,540, while process 5 was still paused) passed. Severity: other (a
+   * false alarm in a fault run, for a stale owner's send that starts a few ms after its pause's
+   * logged end and before a fresh claimer's). A pause that ended up to {@link
+   * DuplicateChecker#PAUSE_SLACK_MILLIS} before the owner's send began now excuses the takeover
+   * after it, as a stall's does.
    */
   @Test
-  @Tag("open-finding")
   void aPausedOwnersSendJustAfterItWokeExcusesAFreshClaimAfterAReleasedTakeover() {
     List<Call> calls =
         List.of(
@@ -167,6 +171,115 @@ class DuplicateCheckerDoorProbeTest {
         softly -> {
           softly.assertThat(freshFirst.brokenDuplicates).as("fresh first: " + freshFirst).isEmpty();
           softly.assertThat(wokeFirst.brokenDuplicates).as("woke first: " + wokeFirst).isEmpty();
+        });
+  }
+
+  /**
+   * What the fixes must keep: the stale owner paused between its claim and its send (as in {@code
+   * DuplicateCheckerTest.anOwnerPausedBeforeItsSendThatSendsAfterTheTakeoverIsAllowed}) sends as it
+   * wakes, after the taker has completed the key (process 7's outcome recorded at 2,710, long
+   * before process 5 woke): the taker's recorded outcome does not cut this excuse off, since the
+   * taker may well complete the key while the stale owner sleeps. The stale owner's own outcome,
+   * fenced by the owner token the takeover replaced, cannot be recorded: the same history with it
+   * recorded is broken, as is one whose send begins 100 ms after the pause's end.
+   */
+  @Test
+  void aStaleOwnerWakingAfterTheTakerCompletedIsExcusedOnlyAsItWokeAndRefused() {
+    List<Send> sends =
+        List.of(
+            new Send("k", "pk", 2, 7, 2_689, 2_700, "takeover"),
+            new Send("k", "pk", 1, 5, 3_570, 3_580, "woke"));
+    Call takerRecorded = new Call("k", "execute", 7, "SENT", "takeover", true, 2_710);
+    List<Fault> pause = List.of(new Fault("PAUSE", 5, 1_855, 3_557));
+
+    DuplicateChecker.Report refused =
+        DuplicateChecker.check(
+            history(
+                sends,
+                List.of(takerRecorded, new Call("k", "batch", 5, "SENT", "woke", false, 3_590)),
+                pause),
+            List.of(),
+            0);
+    DuplicateChecker.Report recorded =
+        DuplicateChecker.check(
+            history(
+                sends,
+                List.of(takerRecorded, new Call("k", "batch", 5, "SENT", "woke", true, 3_590)),
+                pause),
+            List.of(),
+            0);
+    DuplicateChecker.Report late =
+        DuplicateChecker.check(
+            history(
+                List.of(sends.get(0), new Send("k", "pk", 1, 5, 3_657, 3_667, "woke")),
+                List.of(takerRecorded, new Call("k", "batch", 5, "SENT", "woke", false, 3_680)),
+                pause),
+            List.of(),
+            0);
+
+    SoftAssertions.assertSoftly(
+        softly -> {
+          softly.assertThat(refused.brokenDuplicates).as("refused: " + refused).isEmpty();
+          softly
+              .assertThat(refused.allowedDuplicates)
+              .containsExactlyEntriesOf(Map.of("owner paused", 1));
+          softly.assertThat(recorded.brokenDuplicates).as("recorded: " + recorded).hasSize(1);
+          softly.assertThat(late.brokenDuplicates).as("100 ms after: " + late).hasSize(1);
+        });
+  }
+
+  /**
+   * What the clock-ahead fix must keep, and where it stops: process 2, its clock ahead, took the
+   * key over (attempt 2) and sent before the owner it took it from, process 1, whose batch sent the
+   * key it still thought it held (as in {@code
+   * DuplicateCheckerTest.aClockAheadExcusesTheTakeoverNeverTheOwnerTakenOver}), after the taker
+   * recorded its outcome: excused. Not when process 1's outcome was recorded (a fenced owner's
+   * cannot be: that is a fresh claim of a completed key), nor when its send began later after the
+   * taker's than the most a clock is moved ahead ({@link FaultRunChild#maxClockAheadMillis}): the
+   * lease it held ended, on its own clock, no later than that.
+   */
+  @Test
+  void anOwnerTakenOverByAClockAheadIsExcusedOnlyWhileItsLeaseCouldRun() {
+    long bound = FaultRunChild.maxClockAheadMillis(new FaultHistory().leaseMillis);
+    Send taker = new Send("k", "pk", 2, 2, 90, 95, "taker");
+    Call takerRecorded = new Call("k", "execute", 2, "SENT", "taker", true, 98);
+    List<Fault> ahead = List.of(new Fault("CLOCK_AHEAD", 2, 50, 1_000));
+
+    DuplicateChecker.Report refused =
+        DuplicateChecker.check(
+            history(
+                List.of(taker, new Send("k", "pk", 1, 1, 100, 200, "owner")),
+                List.of(takerRecorded, new Call("k", "batch", 1, "SENT", "owner", false, 210)),
+                ahead),
+            List.of(),
+            0);
+    DuplicateChecker.Report recorded =
+        DuplicateChecker.check(
+            history(
+                List.of(taker, new Send("k", "pk", 1, 1, 100, 200, "owner")),
+                List.of(takerRecorded, new Call("k", "batch", 1, "SENT", "owner", true, 210)),
+                ahead),
+            List.of(),
+            0);
+    DuplicateChecker.Report late =
+        DuplicateChecker.check(
+            history(
+                List.of(taker, new Send("k", "pk", 1, 1, 90 + bound + 1, 90 + bound + 10, "owner")),
+                List.of(
+                    takerRecorded,
+                    new Call("k", "batch", 1, "SENT", "owner", false, 90 + bound + 20)),
+                ahead),
+            List.of(),
+            0);
+
+    SoftAssertions.assertSoftly(
+        softly -> {
+          softly.assertThat(refused.brokenDuplicates).as("refused: " + refused).isEmpty();
+          softly
+              .assertThat(refused.allowedDuplicates)
+              .containsExactlyEntriesOf(Map.of("taker's clock ahead", 1));
+          softly.assertThat(recorded.brokenDuplicates).as("recorded: " + recorded).hasSize(1);
+          softly.assertThat(late.brokenDuplicates).as("too late: " + late).hasSize(1);
         });
   }
 

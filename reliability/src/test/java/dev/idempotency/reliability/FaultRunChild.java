@@ -86,6 +86,15 @@ public final class FaultRunChild {
         && Long.parseLong(key.substring(key.lastIndexOf('-') + 1)) % 5 == 0;
   }
 
+  /**
+   * The most a client-time process's clock is moved ahead of the true time ({@link #jumpClock}:
+   * half a lease plus up to four): a takeover by such a clock saw a lease as ended at most this
+   * long before it truly ended.
+   */
+  static long maxClockAheadMillis(long leaseMillis) {
+    return leaseMillis / 2 + leaseMillis * 4;
+  }
+
   /** A provider rejection that the guard's classifier calls permanent. */
   static final class PermanentRejection extends Exception {
     PermanentRejection(String message) {
@@ -488,6 +497,7 @@ public final class FaultRunChild {
         } else if (process % 2 == 0) {
           long hold = 1_000 + random.nextInt(2_000);
           write(faultLog, new Fault("CLOCK_AHEAD", process, now, now + hold).line(), false);
+          // below maxClockAheadMillis, which the checker counts on
           clockOffset.set(leaseMillis / 2 + random.nextInt((int) leaseMillis * 4));
           Thread.sleep(hold);
           clockOffset.set(0);
