@@ -8,6 +8,8 @@ import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.kafka.core.KafkaResourceHolder;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
@@ -29,9 +31,14 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *
  * <p>A Kafka batch that stopped partway may have its transaction commit the consumer offsets only
  * up to the stop ({@link #commitOffsetsAt}): those are sent to the transaction last, just before
- * its commit, after the offsets of the whole batch the container sent.
+ * its commit, after the offsets of the whole batch the container sent. If that transaction then
+ * does not commit after all (the producer refused a dead letter in it, which leaves it unable to
+ * commit), the records before the stop are recorded rather than released: they were sent, and their
+ * redelivery must be a replay.
  */
 class ContainerTransactionManager implements PlatformTransactionManager {
+
+  private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
   /** The local transactions this thread's managers opened, innermost first. */
   private static final ThreadLocal<Deque<Opened>> OPENED = ThreadLocal.withInitial(ArrayDeque::new);
@@ -127,15 +134,16 @@ class ContainerTransactionManager implements PlatformTransactionManager {
   @Override
   public void commit(TransactionStatus status) throws TransactionException {
     Opened top = OPENED.get().peek();
+    boolean stopped = stopPrepared(top, status);
     List<ContainerTransactions.Completion> completions = close(status);
-    if (top != null && top.status == status && top.offsetsAt != null && top.kafka != null) {
+    if (stopped) {
       try {
         top.kafka.sendOffsetsAt(top.offsetsAt, top.group);
       } catch (RuntimeException | Error failure) {
         try {
           delegate.rollback(status);
         } finally {
-          ContainerTransactions.complete(completions, false);
+          notCommitted(completions, stopped);
         }
         throw failure;
       }
@@ -143,21 +151,56 @@ class ContainerTransactionManager implements PlatformTransactionManager {
     try {
       delegate.commit(status);
     } catch (RuntimeException | Error failure) {
-      ContainerTransactions.complete(completions, false);
+      notCommitted(completions, stopped);
       throw failure;
     }
     // a commit may roll back instead (rollback-only): only a real commit records
-    ContainerTransactions.complete(completions, !status.isRollbackOnly());
+    if (status.isRollbackOnly()) {
+      notCommitted(completions, stopped);
+    } else {
+      ContainerTransactions.complete(completions, true);
+    }
   }
 
   @Override
   public void rollback(TransactionStatus status) throws TransactionException {
+    boolean stopped = stopPrepared(OPENED.get().peek(), status);
     List<ContainerTransactions.Completion> completions = close(status);
     try {
       delegate.rollback(status);
     } finally {
-      ContainerTransactions.complete(completions, false);
+      notCommitted(completions, stopped);
     }
+  }
+
+  /**
+   * Whether {@code top}, the innermost transaction opened, is {@code status}'s and a Kafka batch
+   * that stopped partway had it commit the records before its stop ({@link #commitOffsetsAt}).
+   */
+  private static boolean stopPrepared(@Nullable Opened top, TransactionStatus status) {
+    return top != null && top.status == status && top.offsetsAt != null && top.kafka != null;
+  }
+
+  /**
+   * Completes what waits on a transaction that did not commit: released, unless a Kafka batch
+   * stopped partway in it ({@code stopped}, {@link KafkaTransactionBatchStops}). Then the records
+   * before the stop are recorded all the same, as its commit would have recorded them: their sends
+   * happened, Spring Kafka's error handler committed their offsets through the consumer, outside
+   * the transaction, before it sought back, and only the after-rollback processor's seek brings
+   * them back, which must then be a replay, not a second send (a dead letter the producer refused
+   * leaves the transaction unable to commit at every redelivery). What the listener produced in the
+   * transaction for them is rolled back and not produced again.
+   */
+  private static void notCommitted(
+      List<ContainerTransactions.Completion> completions, boolean stopped) {
+    if (stopped && !completions.isEmpty()) {
+      log.warn(
+          "The Kafka container transaction of a batch that stopped partway did not commit (see"
+              + " the container's log): the messages before the stop, sent, are recorded all the"
+              + " same, so their redelivery is a replay; what the listener produced in the"
+              + " transaction for them was rolled back");
+    }
+    ContainerTransactions.complete(completions, stopped);
   }
 
   /** Closes the local transaction {@code status} opened, if it opened one. */

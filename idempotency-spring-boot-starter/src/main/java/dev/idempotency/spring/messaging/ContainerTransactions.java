@@ -27,9 +27,11 @@ import org.springframework.util.ClassUtils;
  * </ul>
  *
  * Recorded after the commit; released after a rollback or a commit that failed (as a failed commit
- * of the listener's own {@code @Transactional} releases, the guard running outside it); left
- * claimed until its lease runs out when the transaction can no longer commit and the broker gave no
- * verdict (a JMS session closed before its commit, {@link JmsSessionCommit}). Thread-bound, as the
+ * of the listener's own {@code @Transactional} releases, the guard running outside it), except the
+ * messages before the stop of a Kafka batch that stopped partway, recorded even then ({@link
+ * ContainerTransactionManager}: their offsets were committed outside the transaction); left claimed
+ * until its lease runs out when the transaction can no longer commit and the broker gave no verdict
+ * (a JMS session closed before its commit, {@link JmsSessionCommit}). Thread-bound, as the
  * containers' own transactions are.
  */
 final class ContainerTransactions {

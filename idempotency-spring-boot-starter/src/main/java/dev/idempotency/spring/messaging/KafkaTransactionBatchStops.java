@@ -37,7 +37,11 @@ import org.springframework.kafka.listener.MessageListenerContainer;
  * done, nothing recovered) keeps the rollback, as does every other failure of the handler, and a
  * throw after which nothing comes back (no seek within the batch). Only a Kafka transaction
  * manager's transaction commits so; another transaction around the container (a JDBC or JPA
- * manager) still rolls back. Stateless.
+ * manager) still rolls back. A transaction that does not commit after such a stop (the producer
+ * refused a dead letter in it, which leaves it unable to commit) still records the records before
+ * the stop ({@link ContainerTransactionManager}): Spring Kafka's handler committed their offsets
+ * through the consumer, and the after-rollback processor's redelivery of them is a replay.
+ * Stateless.
  */
 final class KafkaTransactionBatchStops {
 
