@@ -108,6 +108,15 @@ class PostgresOutcomeWriteRetryTest {
       assertThat(first).isEqualTo("sent");
       assertThat(repeat).isEqualTo("sent");
       assertThat(sends).hasValue(1);
+      // the write's end is reported after the store took it: it may come after the repeat
+      awaitTrue(
+          () ->
+              events.stream()
+                  .anyMatch(
+                      event ->
+                          event.type() == Type.OUTCOME_RECORDED_LATE
+                              || event.type() == Type.OUTCOME_ABANDONED),
+          "the background write's end reported");
       assertThat(events)
           .extracting(IdempotencyEvent::type)
           .contains(Type.OUTCOME_RECORDED_LATE)
