@@ -222,15 +222,32 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    * rendered at once into an empty 200 and stored: {@code AsyncWork.continuedDetached} continues
    * more async work only for work that began on Spring MVC's task ({@code begun}, a {@code
    * Callable}'s), and a handler's own {@code CompletionStage} has none, so {@code lateResult}
-   * renders the value as it is. The fix for {@code Callable}s (fixlater) does not reach this shape;
-   * a handler returning a {@code DeferredResult} an application thread sets, after the timeout, to
-   * more async work, goes the same way (same code path, not run separately).
+   * renders the value as it is. The fix for {@code Callable}s (fixlater) does not reach this shape,
+   * nor the handler's own {@code DeferredResult} set to more async work (the next row).
    */
   @Test
   @Tag("open-finding")
   void aDetachedStagesLaterDeferredResultThatFailsBeforeItSentIsReleased() throws Exception {
     TakenOverEmitterRows.heldThenRetried(
         this, Shapes.provider, "/probeX/detached/stage-later-deferred");
+  }
+
+  /**
+   * probeC, of fixlater: the same shape with the handler's own {@code DeferredResult} (no {@code
+   * Callable}), which an application thread sets after the 1 s timeout to a {@code
+   * CompletableFuture} that then fails with the provider's refusal, before any send. Nothing was
+   * sent, so the retry must send once (SPEC 1: no lost send).
+   *
+   * <p>Open finding (probeC, medium: a lost send, replayed as a success), the same cause as the row
+   * above. Expected: the retry sends once. Happened, on Boot 3.5 and on Boot 4.0 at 7340e92a (22 s
+   * each): "timed out after 20000 ms waiting for the retry's send: first answer 409 replayed=null
+   * {...request-in-progress...}, last 200 replayed=true" (an empty body), nothing ever sent.
+   */
+  @Test
+  @Tag("open-finding")
+  void aDetachedDeferredResultsLaterFutureThatFailsBeforeItSentIsReleased() throws Exception {
+    TakenOverEmitterRows.heldThenRetried(
+        this, Shapes.provider, "/probeX/detached/deferred-later-future");
   }
 
   /**
@@ -451,6 +468,38 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
       thread.setDaemon(true);
       thread.start();
       return stage;
+    }
+
+    @PostMapping("/probeX/detached/deferred-later-future")
+    @IdempotentEndpoint
+    public DeferredResult<CompletableFuture<String>> detachedDeferredLaterFuture(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      DeferredResult<CompletableFuture<String>> deferred = new DeferredResult<>();
+      Thread thread =
+          new Thread(
+              () -> {
+                try {
+                  held.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+                CompletableFuture<String> future = new CompletableFuture<>();
+                deferred.setResult(future);
+                later(
+                    () -> {
+                      try {
+                        future.complete(provider.call(key, true));
+                      } catch (IllegalStateException refused) {
+                        future.completeExceptionally(refused);
+                      }
+                    });
+              },
+              "probeX-deferred");
+      thread.setDaemon(true);
+      thread.start();
+      return deferred;
     }
 
     @PostMapping("/probeX/detached/later-future-502")
