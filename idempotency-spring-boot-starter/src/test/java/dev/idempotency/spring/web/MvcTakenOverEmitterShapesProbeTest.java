@@ -13,7 +13,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -215,18 +214,13 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    * send ({@code setErrorResult}). Nothing was sent, so the retry must send once (SPEC 1: no lost
    * send). fixlater's author suspected an empty 200 stored here.
    *
-   * <p>Open finding (probeC, medium: a lost send, replayed as a success). Expected: the retry sends
-   * once. Happened, on Boot 3.5 and on Boot 4.0 at 7340e92a (22 s each): "timed out after 20000 ms
-   * waiting for the retry's send: first answer 409 replayed=null {...request-in-progress...}, last
-   * 200 replayed=true" (an empty body), nothing ever sent. The later {@code DeferredResult} is
-   * rendered at once into an empty 200 and stored: {@code AsyncWork.continuedDetached} continues
-   * more async work only for work that began on Spring MVC's task ({@code begun}, a {@code
-   * Callable}'s), and a handler's own {@code CompletionStage} has none, so {@code lateResult}
-   * renders the value as it is. The fix for {@code Callable}s (fixlater) does not reach this shape,
-   * nor the handler's own {@code DeferredResult} set to more async work (the next row).
+   * <p>Was an open finding (probeC, a lost send): on Boot 3.5 and 4.0 at 7340e92a, "timed out after
+   * 20000 ms waiting for the retry's send: first answer 409 ..., last 200 replayed=true" (an empty
+   * body), nothing ever sent: {@code AsyncWork.continuedDetached} continued more async work only
+   * for work that began on Spring MVC's task. Fixed (fixstage): such a late value is continued on
+   * the starter's threads too, by the starter's run of it ({@code AsyncWork#followsWith}).
    */
   @Test
-  @Tag("open-finding")
   void aDetachedStagesLaterDeferredResultThatFailsBeforeItSentIsReleased() throws Exception {
     TakenOverEmitterRows.heldThenRetried(
         this, Shapes.provider, "/probeX/detached/stage-later-deferred");
@@ -238,13 +232,10 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    * CompletableFuture} that then fails with the provider's refusal, before any send. Nothing was
    * sent, so the retry must send once (SPEC 1: no lost send).
    *
-   * <p>Open finding (probeC, medium: a lost send, replayed as a success), the same cause as the row
-   * above. Expected: the retry sends once. Happened, on Boot 3.5 and on Boot 4.0 at 7340e92a (22 s
-   * each): "timed out after 20000 ms waiting for the retry's send: first answer 409 replayed=null
-   * {...request-in-progress...}, last 200 replayed=true" (an empty body), nothing ever sent.
+   * <p>Was an open finding (probeC, a lost send), the same cause as the row above: on Boot 3.5 and
+   * 4.0 at 7340e92a, the retry got an empty 200 replayed, nothing ever sent. Fixed with it.
    */
   @Test
-  @Tag("open-finding")
   void aDetachedDeferredResultsLaterFutureThatFailsBeforeItSentIsReleased() throws Exception {
     TakenOverEmitterRows.heldThenRetried(
         this, Shapes.provider, "/probeX/detached/deferred-later-future");
