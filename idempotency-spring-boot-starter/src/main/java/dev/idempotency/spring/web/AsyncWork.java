@@ -131,7 +131,8 @@ final class AsyncWork {
   private @Nullable Queued queued; // guarded by this: the work while it is QUEUED
   private @Nullable Queued requeued; // guarded by this: a later stage's Callable while REQUEUED
   private volatile @Nullable Queued taken; // the work the starter took over, once TAKEN
-  // guarded by this: the Callable work that last began on Spring MVC's task, which runs the later
+  // guarded by this: the Callable work that last began on Spring MVC's task (or the starter's run
+  // of a handler's own stage's late result: continuedDetached), which runs the later
   // stages its result holds should a timeout or a shutdown detach its request (continueDetached)
   private @Nullable Queued begun;
   private volatile boolean laterStageTaken; // a refused later stage, taken over
@@ -727,17 +728,28 @@ final class AsyncWork {
    * and that end is decided as theirs is ({@link #takenOverResult}); a stage after a later one
    * counts as a later stage's.
    *
-   * @return false if the result is no more async work, the call was reported, or no work began on
-   *     Spring MVC's task (the result is rendered as it is)
+   * <p>The same for the late result of a handler's own {@code CompletionStage} or {@code
+   * DeferredResult} (no work began on Spring MVC's task): the starter's run of it ({@link
+   * #followsWith}) continues it, and is kept where a shutdown's close grace reaches it ({@link
+   * #takenOverGraceRunsOut}).
+   *
+   * @return false if the result is no more async work, the call was reported, or nothing can
+   *     continue it (the result is rendered as it is)
    */
   private boolean continuedDetached(@Nullable Object result) {
+    if (reported.get() || !moreAsyncWork(result)) {
+      return false;
+    }
     Queued work;
     boolean laterStage;
     synchronized (this) {
+      if (begun == null && follower != null) {
+        begun = follower.apply(result); // its thread context: the detached run's, as it is now
+      }
       work = begun;
       laterStage = laterStageQueued;
     }
-    if (work == null || reported.get() || !moreAsyncWork(result)) {
+    if (work == null) {
       return false;
     }
     work.continueDetached(result, laterStage);

@@ -79,7 +79,7 @@ class MvcManyTakenOverProbeTest extends MvcProbeApplication {
    * executor's thread is freed while the gate is still closed (Spring MVC's tasks of the work taken
    * over begin, and are refused), then the gate opens.
    */
-  private Seen takeOverMoreThanThePool() throws Exception {
+  private Seen takeOverMoreThanThePool(String path) throws Exception {
     ManyTasks.started.clear();
     List<String> keys = new ArrayList<>();
     for (int i = 0; i < REQUESTS; i++) {
@@ -98,7 +98,7 @@ class MvcManyTakenOverProbeTest extends MvcProbeApplication {
     List<Integer> repeatsWhileHeld = new ArrayList<>();
     try {
       for (String key : keys) {
-        first.add(MvcProbes.sendAsync(port(), PATH, key));
+        first.add(MvcProbes.sendAsync(port(), path, key));
       }
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
       while (ManyTasks.started.size() < REQUESTS && System.nanoTime() < deadline) {
@@ -111,7 +111,7 @@ class MvcManyTakenOverProbeTest extends MvcProbeApplication {
         if (thread != null
             && (repeatsWhileHeld.isEmpty() && thread.startsWith("idempotent-endpoint-taken-over")
                 || repeatsWhileHeld.size() == 1 && !thread.startsWith("idempotent-endpoint"))) {
-          repeatsWhileHeld.add(post(PATH, key, "{}").statusCode());
+          repeatsWhileHeld.add(post(path, key, "{}").statusCode());
         }
       }
       // the own executor's thread is freed: Spring MVC's tasks of the taken-over work begin
@@ -154,7 +154,7 @@ class MvcManyTakenOverProbeTest extends MvcProbeApplication {
   @Test
   @Tag("extended")
   void moreTakenOverWorkThanThePoolHasThreadsSendsOncePerKey() throws Exception {
-    Seen seen = takeOverMoreThanThePool();
+    Seen seen = takeOverMoreThanThePool(PATH);
     assertThat(seen.begunWhileHeld())
         .as("every taken-over work began: " + seen.text())
         .isEqualTo(REQUESTS);
@@ -193,12 +193,40 @@ class MvcManyTakenOverProbeTest extends MvcProbeApplication {
   @Test
   @Tag("extended")
   void clientsOfWorkTakenOverOnTheTimeoutThreadGet409(CapturedOutput output) throws Exception {
-    Seen seen = takeOverMoreThanThePool();
+    Seen seen = takeOverMoreThanThePool(PATH);
     assertThat(seen.firstAnswers()).as("first answers: " + seen.text()).containsOnly("409");
     assertThat(output.getAll())
         .as("the container's log of a failed dispatch: " + seen.text())
         .doesNotContain("Servlet.service() for servlet")
         .doesNotContain("the request timed out before its work began");
+  }
+
+  /**
+   * probeC, of manytaken (35db842c): the same race with a {@code WebAsyncTask} that has its own
+   * {@code onTimeout} callback (a 202 for the client, never stored). Whatever each first client
+   * gets (the task's 202, or the starter's 409), never a 500, each key is sent once, a repeat while
+   * the work runs gets 409, and each retry after the work ended replays the work's 201. Tagged
+   * extended (about as long as the two tests above).
+   */
+  @Test
+  @Tag("extended")
+  void workWithItsOwnOnTimeoutTakenOverOnTheTimeoutThreadSendsOncePerKey() throws Exception {
+    Seen seen = takeOverMoreThanThePool(PATH + "-on-timeout");
+    assertThat(seen.firstAnswers())
+        .as("first answers: " + seen.text())
+        .noneMatch(answer -> answer.startsWith("5"));
+    assertThat(seen.repeatsWhileHeld())
+        .as("repeats while the work runs: " + seen.text())
+        .containsOnly(409);
+    for (String key : seen.keys()) {
+      HttpResponse<byte[]> last = MvcProbes.retryWhileInProgress(this, PATH + "-on-timeout", key);
+      assertThat(MvcProbes.replayed(last))
+          .as("the retry of %s: %s", key, seen.text())
+          .isEqualTo("201 replayed=true {\"send\":1}");
+    }
+    for (String key : seen.keys()) {
+      assertThat(ManyTasks.sendsOf(key)).as("sends of %s: %s", key, seen.text()).isEqualTo(1);
+    }
   }
 
   /** Not through the common pool (one thread on two cores): every request in flight at once. */
@@ -250,6 +278,16 @@ class MvcManyTakenOverProbeTest extends MvcProbeApplication {
             held.await(Duration.ofSeconds(30).toMillis(), TimeUnit.MILLISECONDS);
             return ResponseEntity.status(201).body(Map.of("send", n));
           });
+    }
+
+    /** The same, with the task's own {@code onTimeout} answer (probeC). */
+    @PostMapping("/probeM/many/task-on-timeout")
+    @IdempotentEndpoint
+    public WebAsyncTask<ResponseEntity<Map<String, Object>>> taskOnTimeout(
+        @RequestHeader("Idempotency-Key") String key) {
+      WebAsyncTask<ResponseEntity<Map<String, Object>>> task = task(key);
+      task.onTimeout(() -> ResponseEntity.status(202).body(Map.of("accepted", true)));
+      return task;
     }
   }
 }

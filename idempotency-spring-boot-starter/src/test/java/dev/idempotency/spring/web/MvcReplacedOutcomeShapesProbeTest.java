@@ -8,6 +8,7 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Callable;
@@ -34,12 +35,16 @@ import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.ResponseStatus;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.request.NativeWebRequest;
+import org.springframework.web.context.request.RequestAttributes;
+import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.async.CallableProcessingInterceptor;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.filter.OncePerRequestFilter;
+import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
+import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
  * probeB, of ontime (b8d5039c) and ontime2 (83229d0b), {@link AsyncTimeouts#outcomeReplaced}: an
@@ -141,6 +146,55 @@ class MvcReplacedOutcomeShapesProbeTest extends MvcProbeApplication {
   void anInterceptorsTimeoutAnswerNeverMakesASecondSend(String prefix, String mode)
       throws Exception {
     sendsAsTheWorkDid(prefix, mode, true, 1, 201, "sent-1");
+  }
+
+  /**
+   * probeC, of fixreplaced: shapes of more async work the fix's own rows do not reach, the outcome
+   * of a {@code Callable} whose interceptor's {@code postProcess} fails on the key's first request:
+   * a {@code DeferredResult} an application thread sets later with the send's 201 ({@code
+   * later-deferred}); a later {@code Callable} or {@code WebAsyncTask} (run without the request's
+   * interceptors) that sends, then reads the request's attributes after it sent ({@code
+   * later-callable-reads}, {@code later-task-reads}). The retry must get the send's 201 "sent-1"
+   * replayed, with one send.
+   */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource({"later-deferred", "later-callable-reads", "later-task-reads"})
+  void aLaterShapeReplacedOnTimeIsFollowedToItsEnd(String mode) throws Exception {
+    sendsAsTheWorkDid("/shapes/later/", mode, false, 1, 201, "sent-1");
+  }
+
+  /**
+   * probeC, of fixreplaced: the replaced outcome is a stream ({@code StreamingResponseBody}) or an
+   * emitter ({@code SseEmitter}) whose work sends after the interceptor's failure was dispatched:
+   * whatever the retry gets, the provider must have sent once (a release after the send would make
+   * the retry send a second time).
+   */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource({"later-stream", "later-emitter"})
+  void aLaterStreamReplacedOnTimeSendsOnce(String mode) throws Exception {
+    String key = EndpointClient.newKey();
+    String path = "/shapes/later/" + mode;
+    HttpResponse<byte[]> first =
+        Shapes.HELD.firstAnswer(
+            port(),
+            "/shapes-block",
+            false,
+            false,
+            () -> post(path, key, "{}"),
+            () -> Shapes.sendsOf(key) >= 1 && Shapes.failedOn.containsKey(key));
+    HttpResponse<byte[]> retry = MvcProbes.retryUntilAnswered(this, path, key);
+    String facts =
+        "first: "
+            + MvcProbes.replayed(first)
+            + "; retry: "
+            + MvcProbes.replayed(retry)
+            + "; interceptor failed on: "
+            + Shapes.failedOn.get(key)
+            + "; sends: "
+            + Shapes.sendsOf(key);
+    assertThat(Shapes.failedOn.get(key)).as("the interceptor's turn (%s)", facts).isNotNull();
+    assertThat(Shapes.sendsOf(key)).as("sends of the key (%s)", facts).isEqualTo(1);
+    assertThat(retry.statusCode()).as("the retry (%s)", facts).isLessThan(500);
   }
 
   private void sendsAsTheWorkDid(
@@ -316,6 +370,10 @@ class MvcReplacedOutcomeShapesProbeTest extends MvcProbeApplication {
     static final AtomicInteger entered = new AtomicInteger();
     static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
     static final Map<String, String> failedOn = new ConcurrentHashMap<>();
+
+    /** What a later {@code Callable} read of its request after it sent, per key (probeC). */
+    static final Map<String, String> reads = new ConcurrentHashMap<>();
+
     static final HeldExecutor HELD = new HeldExecutor();
     private static final SimpleAsyncTaskExecutor OWN = new SimpleAsyncTaskExecutor("probeB-own-");
 
@@ -370,6 +428,68 @@ class MvcReplacedOutcomeShapesProbeTest extends MvcProbeApplication {
           default -> ResponseEntity.status(201).body("sent-" + n);
         };
       };
+    }
+
+    @PostMapping("/shapes/later/{mode}")
+    @IdempotentEndpoint
+    public Callable<Object> later(
+        @PathVariable("mode") String mode, @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      RequestContextHolder.currentRequestAttributes()
+          .setAttribute("probeC", "set", RequestAttributes.SCOPE_REQUEST);
+      Callable<ResponseEntity<String>> readsAfterItSent =
+          () -> {
+            int n = send(key);
+            Object attribute =
+                RequestContextHolder.currentRequestAttributes()
+                    .getAttribute("probeC", RequestAttributes.SCOPE_REQUEST);
+            reads.put(key, String.valueOf(attribute));
+            return ResponseEntity.status(201).body("sent-" + n);
+          };
+      return () ->
+          switch (mode) {
+            case "later-deferred" -> {
+              DeferredResult<ResponseEntity<String>> deferred = new DeferredResult<>();
+              Thread thread =
+                  new Thread(
+                      () -> {
+                        try {
+                          Thread.sleep(200);
+                        } catch (InterruptedException e) {
+                          Thread.currentThread().interrupt();
+                        }
+                        deferred.setResult(ResponseEntity.status(201).body("sent-" + send(key)));
+                      },
+                      "probeC-later");
+              thread.setDaemon(true);
+              thread.start();
+              yield deferred;
+            }
+            case "later-callable-reads" -> readsAfterItSent;
+            case "later-task-reads" -> new WebAsyncTask<>(readsAfterItSent);
+            case "later-stream" ->
+                (StreamingResponseBody)
+                    out -> out.write(("sent-" + send(key)).getBytes(StandardCharsets.UTF_8));
+            case "later-emitter" -> {
+              SseEmitter emitter = new SseEmitter();
+              Thread thread =
+                  new Thread(
+                      () -> {
+                        try {
+                          Thread.sleep(200);
+                          emitter.send(SseEmitter.event().data("sent-" + send(key)));
+                          emitter.complete();
+                        } catch (Exception e) {
+                          emitter.completeWithError(e);
+                        }
+                      },
+                      "probeC-emitter");
+              thread.setDaemon(true);
+              thread.start();
+              yield emitter;
+            }
+            default -> throw new IllegalArgumentException(mode);
+          };
     }
 
     @PostMapping("/shapes/stage/{mode}")

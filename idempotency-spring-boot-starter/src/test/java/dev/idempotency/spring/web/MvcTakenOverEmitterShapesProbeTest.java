@@ -4,13 +4,19 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.web.TakenOverEmitterRows.Answered;
 import dev.idempotency.spring.web.TakenOverEmitterRows.Provider;
+import dev.idempotency.testservers.Poll;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import org.slf4j.MDC;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
@@ -18,6 +24,8 @@ import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.RequestAttributes;
+import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 
@@ -199,6 +207,94 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
     }
   }
 
+  /**
+   * probeC, of fixlater: the handler itself returns a {@code CompletableFuture} (no {@code
+   * Callable}) that an application thread completes only after the 1 s timeout, with more async
+   * work: a {@code DeferredResult} that a later thread sets with the provider's refusal, before any
+   * send ({@code setErrorResult}). Nothing was sent, so the retry must send once (SPEC 1: no lost
+   * send). fixlater's author suspected an empty 200 stored here.
+   *
+   * <p>Was an open finding (probeC, a lost send): on Boot 3.5 and 4.0 at 7340e92a, "timed out after
+   * 20000 ms waiting for the retry's send: first answer 409 ..., last 200 replayed=true" (an empty
+   * body), nothing ever sent: {@code AsyncWork.continuedDetached} continued more async work only
+   * for work that began on Spring MVC's task. Fixed (fixstage): such a late value is continued on
+   * the starter's threads too, by the starter's run of it ({@code AsyncWork#followsWith}).
+   */
+  @Test
+  void aDetachedStagesLaterDeferredResultThatFailsBeforeItSentIsReleased() throws Exception {
+    TakenOverEmitterRows.heldThenRetried(
+        this, Shapes.provider, "/probeX/detached/stage-later-deferred");
+  }
+
+  /**
+   * probeC, of fixlater: the same shape with the handler's own {@code DeferredResult} (no {@code
+   * Callable}), which an application thread sets after the 1 s timeout to a {@code
+   * CompletableFuture} that then fails with the provider's refusal, before any send. Nothing was
+   * sent, so the retry must send once (SPEC 1: no lost send).
+   *
+   * <p>Was an open finding (probeC, a lost send), the same cause as the row above: on Boot 3.5 and
+   * 4.0 at 7340e92a, the retry got an empty 200 replayed, nothing ever sent. Fixed with it.
+   */
+  @Test
+  void aDetachedDeferredResultsLaterFutureThatFailsBeforeItSentIsReleased() throws Exception {
+    TakenOverEmitterRows.heldThenRetried(
+        this, Shapes.provider, "/probeX/detached/deferred-later-future");
+  }
+
+  /**
+   * probeC, of fixlater: a detached {@code Callable}'s later {@code CompletableFuture}, completed
+   * after the timeout with a 502 {@code ResponseEntity} once the provider refused (nothing sent): a
+   * 5xx releases the key, so the retry must send once.
+   */
+  @Test
+  void aDetachedCallablesLaterFutureOf502IsReleased() throws Exception {
+    TakenOverEmitterRows.heldThenRetried(
+        this, Shapes.provider, "/probeX/detached/later-future-502");
+  }
+
+  /**
+   * probeC, of fixlater: a detached {@code Callable}'s later {@code Callable} that sends, then
+   * reads the request's attributes ({@code RequestContextHolder}) and the MDC after the send, when
+   * its request has long ended: sent once, and the retry gets {@code 200 sent-1} replayed (not a
+   * release, which would send a second time).
+   */
+  @Test
+  void aDetachedCallablesLaterCallableThatReadsTheRequestAfterItSentIsReplayed() throws Exception {
+    Answered answered =
+        TakenOverEmitterRows.heldThenAnswered(
+            this, Shapes.provider, "/probeX/detached/later-callable-reads");
+    String seen = answered.seen() + ", read: " + Shapes.reads.get(answered.key());
+    Poll.within(Duration.ofSeconds(20))
+        .until("the send: " + seen, () -> Shapes.provider.sendsOf(answered.key()) >= 1);
+    assertThat(Shapes.provider.sendsOf(answered.key())).as("sends: " + seen).isEqualTo(1);
+    assertThat(MvcProbes.replayed(answered.last()))
+        .as("the retry: " + seen)
+        .isEqualTo("200 replayed=true sent-1");
+  }
+
+  /**
+   * probeC, of fixlater: a detached {@code Callable}'s later {@code DeferredResult} with its own
+   * 500 ms timeout (no timeout result), which an application thread sets after a send at about the
+   * moment that timeout fires. Whichever wins, the provider sent once and the key must not be
+   * released: the retry gets the send's {@code 200 sent-1} or 422 response-not-stored, and sends
+   * stay at one (a second send would break SPEC 1).
+   */
+  @Test
+  void aDetachedCallablesLaterDeferredResultSetAsItsOwnTimeoutFiresSendsOnce() throws Exception {
+    Answered answered =
+        TakenOverEmitterRows.heldThenAnswered(
+            this, Shapes.provider, "/probeX/detached/later-deferred-at-its-timeout");
+    String seen = answered.seen();
+    Poll.within(Duration.ofSeconds(20))
+        .until("the send: " + seen, () -> Shapes.provider.sendsOf(answered.key()) >= 1);
+    HttpResponse<byte[]> again =
+        MvcProbes.retryUntilAnswered(
+            this, "/probeX/detached/later-deferred-at-its-timeout", answered.key());
+    seen = seen + ", again " + MvcProbes.replayed(again);
+    assertThat(Shapes.provider.sendsOf(answered.key())).as("sends: " + seen).isEqualTo(1);
+    assertThat(answered.last().statusCode()).as("the retry: " + seen).isIn(200, 422);
+  }
+
   @Configuration(proxyBeanMethods = false)
   @EnableAutoConfiguration
   @Import(Shapes.class)
@@ -327,6 +423,141 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
       return () -> {
         held.await(30, TimeUnit.SECONDS);
         return new DeferredResult<>(null, "timed-out");
+      };
+    }
+
+    /** What a later {@code Callable} read after it sent, per key (probeC). */
+    static final Map<String, String> reads = new ConcurrentHashMap<>();
+
+    @PostMapping("/probeX/detached/stage-later-deferred")
+    @IdempotentEndpoint
+    public CompletableFuture<DeferredResult<String>> detachedStageLaterDeferred(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      CompletableFuture<DeferredResult<String>> stage = new CompletableFuture<>();
+      Thread thread =
+          new Thread(
+              () -> {
+                try {
+                  held.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+                DeferredResult<String> deferred = new DeferredResult<>();
+                stage.complete(deferred);
+                later(
+                    () -> {
+                      try {
+                        deferred.setResult(provider.call(key, true));
+                      } catch (IllegalStateException refused) {
+                        deferred.setErrorResult(refused);
+                      }
+                    });
+              },
+              "probeX-stage");
+      thread.setDaemon(true);
+      thread.start();
+      return stage;
+    }
+
+    @PostMapping("/probeX/detached/deferred-later-future")
+    @IdempotentEndpoint
+    public DeferredResult<CompletableFuture<String>> detachedDeferredLaterFuture(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      DeferredResult<CompletableFuture<String>> deferred = new DeferredResult<>();
+      Thread thread =
+          new Thread(
+              () -> {
+                try {
+                  held.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+                CompletableFuture<String> future = new CompletableFuture<>();
+                deferred.setResult(future);
+                later(
+                    () -> {
+                      try {
+                        future.complete(provider.call(key, true));
+                      } catch (IllegalStateException refused) {
+                        future.completeExceptionally(refused);
+                      }
+                    });
+              },
+              "probeX-deferred");
+      thread.setDaemon(true);
+      thread.start();
+      return deferred;
+    }
+
+    @PostMapping("/probeX/detached/later-future-502")
+    @IdempotentEndpoint
+    public Callable<CompletableFuture<ResponseEntity<String>>> detachedLaterFuture502(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        CompletableFuture<ResponseEntity<String>> future = new CompletableFuture<>();
+        later(
+            () -> {
+              try {
+                future.complete(ResponseEntity.ok(provider.call(key, true)));
+              } catch (IllegalStateException refused) {
+                future.complete(ResponseEntity.status(502).body("refused"));
+              }
+            });
+        return future;
+      };
+    }
+
+    @PostMapping("/probeX/detached/later-callable-reads")
+    @IdempotentEndpoint
+    public Callable<Callable<String>> detachedLaterCallableReads(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      RequestContextHolder.currentRequestAttributes()
+          .setAttribute("probeC", "set", RequestAttributes.SCOPE_REQUEST);
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        return () -> {
+          String sent = provider.call(key, false);
+          Object attribute =
+              RequestContextHolder.currentRequestAttributes()
+                  .getAttribute("probeC", RequestAttributes.SCOPE_REQUEST);
+          reads.put(key, "attribute=" + attribute + " mdc=" + MDC.get("probeC"));
+          return sent;
+        };
+      };
+    }
+
+    @PostMapping("/probeX/detached/later-deferred-at-its-timeout")
+    @IdempotentEndpoint
+    public Callable<DeferredResult<String>> detachedLaterDeferredAtItsTimeout(
+        @RequestHeader("Idempotency-Key") String key) {
+      provider.entered.incrementAndGet();
+      CountDownLatch held = provider.gate();
+      return () -> {
+        held.await(30, TimeUnit.SECONDS);
+        DeferredResult<String> deferred = new DeferredResult<>(500L);
+        Thread thread =
+            new Thread(
+                () -> {
+                  String sent = provider.call(key, false);
+                  long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
+                  while (System.nanoTime() < until) {
+                    Thread.onSpinWait();
+                  }
+                  deferred.setResult(sent);
+                },
+                "probeX-later");
+        thread.setDaemon(true);
+        thread.start();
+        return deferred;
       };
     }
 
