@@ -34,7 +34,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * its commit, after the offsets of the whole batch the container sent. If that transaction then
  * does not commit after all (the producer refused a dead letter in it, which leaves it unable to
  * commit), the records before the stop are recorded rather than released: they were sent, and their
- * redelivery must be a replay.
+ * redelivery must be a replay; unless the listener produced records in that transaction ({@link
+ * KafkaTransactionSends}), whose abort undid them: those are released and produced again.
  */
 class ContainerTransactionManager implements PlatformTransactionManager {
 
@@ -48,16 +49,22 @@ class ContainerTransactionManager implements PlatformTransactionManager {
     final TransactionStatus status;
     final @Nullable List<ContainerTransactions.Completion> outer;
     final @Nullable KafkaAware<?, ?> kafka;
+
+    /** The sends of the producer that began this Kafka transaction, if known. */
+    final KafkaTransactionSends.@Nullable Sends sends;
+
     @Nullable Map<TopicPartition, OffsetAndMetadata> offsetsAt;
     @Nullable ConsumerGroupMetadata group;
 
     Opened(
         TransactionStatus status,
         @Nullable List<ContainerTransactions.Completion> outer,
-        @Nullable KafkaAware<?, ?> kafka) {
+        @Nullable KafkaAware<?, ?> kafka,
+        KafkaTransactionSends.@Nullable Sends sends) {
       this.status = status;
       this.outer = outer;
       this.kafka = kafka;
+      this.sends = sends;
     }
   }
 
@@ -81,17 +88,35 @@ class ContainerTransactionManager implements PlatformTransactionManager {
   @Override
   public TransactionStatus getTransaction(@Nullable TransactionDefinition definition)
       throws TransactionException {
-    TransactionStatus status = delegate.getTransaction(definition);
+    KafkaAware<?, ?> kafka = this instanceof KafkaAware<?, ?> aware ? aware : null;
+    // the producer that begins a Kafka transaction does so within getTransaction, on this thread
+    KafkaTransactionSends.Capture capture = kafka != null ? KafkaTransactionSends.capture() : null;
+    TransactionStatus status;
+    KafkaTransactionSends.Sends sends;
+    try {
+      status = delegate.getTransaction(definition);
+    } finally {
+      sends = capture != null ? capture.end() : null;
+    }
     if (status.isNewTransaction()) {
-      OPENED
-          .get()
-          .push(
-              new Opened(
-                  status,
-                  ContainerTransactions.beginLocal(),
-                  this instanceof KafkaAware<?, ?> kafka ? kafka : null));
+      OPENED.get().push(new Opened(status, ContainerTransactions.beginLocal(), kafka, sends));
     }
     return status;
+  }
+
+  /**
+   * The records produced so far through the producer of the innermost Kafka transaction this
+   * thread's container opened, or -1 if there is none or its producer is not known ({@link
+   * KafkaTransactionSends}): what a listener's call added to it was produced in that transaction.
+   */
+  static long producedInKafkaTransaction() {
+    Deque<Opened> opened = OPENED.get();
+    Opened top = opened.peek();
+    if (top == null) {
+      OPENED.remove();
+      return -1;
+    }
+    return top.kafka != null && top.sends != null ? top.sends.count() : -1;
   }
 
   /**
@@ -184,23 +209,42 @@ class ContainerTransactionManager implements PlatformTransactionManager {
   /**
    * Completes what waits on a transaction that did not commit: released, unless a Kafka batch
    * stopped partway in it ({@code stopped}, {@link KafkaTransactionBatchStops}). Then the records
-   * before the stop are recorded all the same, as its commit would have recorded them: their sends
-   * happened, Spring Kafka's error handler committed their offsets through the consumer, outside
-   * the transaction, before it sought back, and only the after-rollback processor's seek brings
-   * them back, which must then be a replay, not a second send (a dead letter the producer refused
-   * leaves the transaction unable to commit at every redelivery). What the listener produced in the
-   * transaction for them is rolled back and not produced again.
+   * before the stop are recorded all the same, as its commit would have recorded them, unless the
+   * listener produced records in the transaction ({@link
+   * ContainerTransactions.Completion#producedInTransaction()}):
+   *
+   * <ul>
+   *   <li>A listener whose send is outside the transaction (a provider call): its sends happened,
+   *       Spring Kafka's error handler committed their offsets through the consumer, outside the
+   *       transaction, before it sought back, and only the after-rollback processor's seek brings
+   *       them back, which must then be a replay, not a second send (a dead letter the producer
+   *       refused leaves the transaction unable to commit at every redelivery).
+   *   <li>A listener that produced in the transaction: the abort discarded what it produced, its
+   *       send; released, the redelivery produces it again, once, in a transaction that may commit.
+   * </ul>
    */
   private static void notCommitted(
       List<ContainerTransactions.Completion> completions, boolean stopped) {
-    if (stopped && !completions.isEmpty()) {
-      log.warn(
-          "The Kafka container transaction of a batch that stopped partway did not commit (see"
-              + " the container's log): the messages before the stop, sent, are recorded all the"
-              + " same, so their redelivery is a replay; what the listener produced in the"
-              + " transaction for them was rolled back");
+    if (!stopped) {
+      ContainerTransactions.complete(completions, false);
+      return;
     }
-    ContainerTransactions.complete(completions, stopped);
+    for (ContainerTransactions.Completion completion : completions) {
+      boolean produced = completion.producedInTransaction();
+      if (produced) {
+        log.warn(
+            "The Kafka container transaction of a batch that stopped partway did not commit (see"
+                + " the container's log): the listener produced records in it, which its abort"
+                + " discarded, so the messages before the stop are released and produced again at"
+                + " their redelivery");
+      } else {
+        log.warn(
+            "The Kafka container transaction of a batch that stopped partway did not commit (see"
+                + " the container's log): the messages before the stop, sent outside it, are"
+                + " recorded all the same, so their redelivery is a replay");
+      }
+      ContainerTransactions.complete(List.of(completion), !produced);
+    }
   }
 
   /** Closes the local transaction {@code status} opened, if it opened one. */
@@ -226,6 +270,11 @@ class ContainerTransactionManager implements PlatformTransactionManager {
     KafkaAware(KafkaAwareTransactionManager<K, V> kafka) {
       super(kafka);
       this.kafka = kafka;
+      ProducerFactory<K, V> producers = kafka.getProducerFactory();
+      if (producers != null) {
+        // so that a stop's rollback knows whether the listener produced in the transaction
+        KafkaTransactionSends.observe(producers);
+      }
     }
 
     @Override

@@ -28,11 +28,11 @@ import org.springframework.util.ClassUtils;
  *
  * Recorded after the commit; released after a rollback or a commit that failed (as a failed commit
  * of the listener's own {@code @Transactional} releases, the guard running outside it), except the
- * messages before the stop of a Kafka batch that stopped partway, recorded even then ({@link
- * ContainerTransactionManager}: their offsets were committed outside the transaction); left claimed
- * until its lease runs out when the transaction can no longer commit and the broker gave no verdict
- * (a JMS session closed before its commit, {@link JmsSessionCommit}). Thread-bound, as the
- * containers' own transactions are.
+ * messages before the stop of a Kafka batch that stopped partway, recorded even then unless the
+ * listener produced records in the transaction ({@link ContainerTransactionManager}: their offsets
+ * were committed outside the transaction); left claimed until its lease runs out when the
+ * transaction can no longer commit and the broker gave no verdict (a JMS session closed before its
+ * commit, {@link JmsSessionCommit}). Thread-bound, as the containers' own transactions are.
  */
 final class ContainerTransactions {
 
@@ -63,6 +63,16 @@ final class ContainerTransactions {
      * the key claimed, as a crash leaves it, until its lease runs out.
      */
     void abandoned();
+
+    /**
+     * Whether the delivery produced records in the container's Kafka transaction ({@link
+     * KafkaTransactionSends}), which that transaction's abort discards: after a Kafka batch's stop
+     * whose transaction did not commit, such a delivery is released, not recorded ({@link
+     * ContainerTransactionManager}).
+     */
+    default boolean producedInTransaction() {
+      return false;
+    }
   }
 
   /** Whether the delivery on this thread runs in a transaction that commits after the listener. */

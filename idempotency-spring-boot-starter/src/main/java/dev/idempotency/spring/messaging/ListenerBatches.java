@@ -257,6 +257,10 @@ final class ListenerBatches {
     HeldAcknowledgment acknowledgment =
         run.isEmpty() ? null : Messages.holdAcknowledgment(arguments, run.size(), run::polledIndex);
     boolean nacked = false;
+    // what the producer of the container's Kafka transaction had produced before the listener ran
+    // (-1: none, or not known): whether the listener produced in it decides a stop's rollback
+    long producedBefore =
+        inTransaction ? ContainerTransactionManager.producedInKafkaTransaction() : -1;
     try {
       if (!run.isEmpty()) {
         result = run.run(invocation, arguments, acknowledgment);
@@ -267,8 +271,16 @@ final class ListenerBatches {
     } finally {
       heldBack.forget(method, sent);
       if (inTransaction) {
+        boolean produced =
+            producedBefore >= 0
+                && ContainerTransactionManager.producedInKafkaTransaction() != producedBefore;
         ContainerTransactions.onCompletion(
             new ContainerTransactions.Completion() {
+              @Override
+              public boolean producedInTransaction() {
+                return produced;
+              }
+
               @Override
               public void committed() {
                 recordBatch(batch, sent);

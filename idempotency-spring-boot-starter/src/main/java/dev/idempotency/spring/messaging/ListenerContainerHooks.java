@@ -24,7 +24,9 @@ public final class ListenerContainerHooks {
   /**
    * Adds the Kafka interceptor to every Spring Kafka listener container factory, and the container
    * hooks of {@link #kafkaContainers} to every container it creates, also after the start, after
-   * the application's {@code ContainerCustomizer} (the interceptor again, if it replaced it).
+   * the application's {@code ContainerCustomizer} (the interceptor again, if it replaced it); and
+   * to every {@code ProducerFactory} the post-processor that counts its producers' sends ({@link
+   * KafkaTransactionSends}).
    *
    * @param backOff the retry backoff of deferred deliveries
    * @return the post-processor
@@ -44,6 +46,11 @@ public final class ListenerContainerHooks {
               factory,
               endpoint -> kafkaEndpoint(endpoint, factory),
               container -> kafkaContainer(container, ours, backOff));
+        }
+        if (bean instanceof org.springframework.kafka.core.ProducerFactory<?, ?> producers) {
+          // before any producer is created: whether a listener produced in its container's
+          // transaction is counted on them (KafkaTransactionSends)
+          KafkaTransactionSends.observe(producers);
         }
         return bean;
       }

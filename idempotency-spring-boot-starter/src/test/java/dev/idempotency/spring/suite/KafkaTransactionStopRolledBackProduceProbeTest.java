@@ -33,47 +33,57 @@ import org.springframework.util.backoff.FixedBackOff;
 
 /**
  * Probe (probeD, of fixdlt 30e5aaf5): a Kafka batch listener in its container's Kafka transaction
- * whose send is a record it produces, in that transaction, to an outbound topic (a notification
- * handed to a sender service that reads it read-committed). It stops at message 1 of {@code [0, 1,
- * 2]} (message 1 always fails, {@code BatchDeliveryFailedException(1)}); the error handler has no
- * retries and a recoverer whose first dead letter the producer refuses (over {@code
- * max.request.size}, which leaves the transaction unable to commit) and whose later ones are
- * published. So the first delivery's transaction, with message 0's outbound record in it, rolls
- * back once; the redelivery can commit.
+ * whose send is a record it produces to an outbound topic (a notification handed to a sender
+ * service that reads it read-committed). It stops at message 1 of {@code [0, 1, 2]} (message 1
+ * always fails, {@code BatchDeliveryFailedException(1)}); the error handler has no retries and a
+ * recoverer whose first dead letter the producer refuses (over {@code max.request.size}, which
+ * leaves the transaction unable to commit) and whose later ones are published. So the first
+ * delivery's transaction rolls back once; the redelivery can commit.
  *
- * <p>The promise (SPEC 1, 15: "an outcome is recorded only for a delivery whose transaction
- * committed"): message 0's outbound record committed once (not lost, not twice), message 2's once,
- * message 1 never produced.
+ * <ul>
+ *   <li>The listener produces in the container's transaction: the abort discards message 0's
+ *       record, so message 0 must be released and produced again at the redelivery.
+ *   <li>The listener produces in a transaction of its own ({@code executeInTransaction}, a
+ *       different producer of the same factory), which commits whatever the container's does:
+ *       message 0's record is out, so message 0 must be recorded and its redelivery a replay, as
+ *       for a provider call ({@link KafkaTransactionStopRecovererFailsProbeTest}).
+ * </ul>
+ *
+ * <p>The promise (SPEC 1, 15): message 0's outbound record committed once (not lost, not twice),
+ * message 2's once, message 1 never produced.
+ *
+ * <p>Was an open finding (probeD, on 7340e92a: lost send): fixdlt recorded message 0 after every
+ * rollback that followed a stop, so in the first case its redelivery was a replay and its record
+ * was never produced ("listener calls: 3, recoveries: 2, outbound committed: [0, 0, 1]", Boot 3.5
+ * and 4.0). Fixed by fixtxprod: the starter counts the sends of the producer that began the
+ * container's transaction ({@code KafkaTransactionSends}) and releases, after such a rollback, a
+ * batch whose listener produced through it.
  */
 class KafkaTransactionStopRolledBackProduceProbeTest {
 
   static final String LISTENER = "probe-d-kafka-tx-rolled-back-produce";
 
-  /*
-   * Open finding (probeD, on 7340e92a, fixdlt 30e5aaf5; severity in SPEC 1's terms: lost send, of
-   * what the listener produced in the transaction for the messages before the stop). Expected:
-   * message 0's outbound record committed once. Happened on Boot 3.5 and 4.0 alike (2026-12-07):
-   * "listener calls: 3, recoveries: 2, outbound committed: [0, 0, 1], dead-lettered: 1, consumer
-   * failures: 0" after 90 s of waiting. The first transaction, with message 0's outbound record in
-   * it, rolled back (the refused dead letter); fixdlt recorded message 0's key all the same, so the
-   * after-rollback redelivery of message 0 was acknowledged as a replay and nothing produced its
-   * record again: message 0's notification never went out. With ContainerTransactionManager as it
-   * was before fixdlt (30e5aaf5^), the same probe passed on Boot 3.5 (15.6 s): message 0 was
-   * released and produced again in the redelivery's committed transaction. docs/message-
-   * consumers.md states this loss ("what the listener produced in the transaction for them is
-   * rolled back and not produced again"), but SPEC 15 promises an outcome recorded only for a
-   * delivery whose transaction committed. The trade-off: a listener that calls a provider outside
-   * the transaction sent message 0 twice before fixdlt (KafkaTransactionStopRecovererFailsProbeTest)
-   * and loses nothing after it; a listener whose send is its produce in the transaction lost
-   * nothing before fixdlt and loses message 0 after it.
-   */
-  @Tag("open-finding")
   @Tag("extended") // its own application, and up to a minute of waiting for message 0's record
   @Test
   void aRolledBackTransactionAfterAStopLeavesTheOutboundRecordOfTheMessagesBeforeItCommittedOnce()
       throws Exception {
+    probe("probe-d-rolled-back-produce", false);
+  }
+
+  @Tag("extended") // its own application, and up to a minute of waiting for the records
+  @Test
+  void aListenerProducingInItsOwnTransactionHasTheMessagesBeforeTheStopProducedOnce()
+      throws Exception {
+    probe("fixtxprod-own-transaction", true);
+  }
+
+  /**
+   * Publishes {@code [0, bad-1, 2]} in one batch to a {@link ProducingListener} that produces in
+   * the container's transaction, or in its own ({@code ownTransaction}), and checks what was
+   * committed on the outbound topic.
+   */
+  private static void probe(String name, boolean ownTransaction) throws Exception {
     SuiteProvider provider = new SuiteProvider();
-    String name = "probe-d-rolled-back-produce";
     String topic = "idem." + name + "-" + UUID.randomUUID();
     try (KafkaListenerApplication application =
         KafkaListenerApplication.start(
@@ -86,7 +96,8 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
             // a refused dead letter is 5000 bytes; the messages and outbound records are short
             "spring.kafka.producer.properties.max.request.size=2000",
             "spring.kafka.producer.transaction-id-prefix=" + name + UUID.randomUUID(),
-            "spring.kafka.consumer.isolation-level=read-committed")) {
+            "spring.kafka.consumer.isolation-level=read-committed",
+            "probe-d.own-transaction=" + ownTransaction)) {
       ProducingListener listener = application.context().getBean(ProducingListener.class);
       RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
       String[] keys = new String[3];
@@ -94,21 +105,20 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
         keys[i] = (i == 1 ? "bad-" : "") + name + "-" + i + "-" + UUID.randomUUID();
       }
       application.publishInOneBatch(keys);
-      List<String> outbound = List.of();
       try {
         // message 2 produced (the batch went past the stop), and message 0's record, if it comes
-        outbound =
-            Poll.within(Duration.ofSeconds(90))
-                .every(Duration.ofMillis(500))
-                .until(
-                    "messages 0 and 2 produced and committed",
-                    () -> committed(application, topic + ".out"),
-                    seen -> seen.contains(keys[0]) && seen.contains(keys[2]));
+        Poll.within(Duration.ofSeconds(90))
+            .every(Duration.ofMillis(500))
+            .until(
+                "messages 0 and 2 produced and committed",
+                () -> committed(application, topic + ".out"),
+                seen -> seen.contains(keys[0]) && seen.contains(keys[2]));
+        // message 2 is produced only after the redelivery of message 0 committed (its record, or
+        // a second one, comes before message 2's on the outbound topic's one partition)
       } catch (AssertionError timedOut) {
         // the assertions say what happened
       }
-      outbound = committed(application, topic + ".out");
-      List<String> seen = outbound;
+      List<String> seen = committed(application, topic + ".out");
       String facts =
           "listener calls: "
               + listener.calls()
@@ -171,8 +181,10 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
 
     @Bean
     ProducingListener probeDProducingListener(
-        KafkaTemplate<Object, Object> template, @Value("${suite.kafka.topic}") String topic) {
-      return new ProducingListener(template, topic + ".out");
+        KafkaTemplate<Object, Object> template,
+        @Value("${suite.kafka.topic}") String topic,
+        @Value("${probe-d.own-transaction:false}") boolean ownTransaction) {
+      return new ProducingListener(template, topic + ".out", ownTransaction);
     }
 
     @Bean
@@ -217,17 +229,21 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
   }
 
   /**
-   * Produces each payload of its list, in order, to the outbound topic in the container's
-   * transaction; one that starts with {@code bad-} always fails.
+   * Produces each payload of its list, in order, to the outbound topic, in the container's
+   * transaction or in one of its own that commits at once ({@code ownTransaction}); one that starts
+   * with {@code bad-} always fails.
    */
   public static class ProducingListener {
     private final KafkaTemplate<Object, Object> template;
     private final String outbound;
+    private final boolean ownTransaction;
     private final AtomicInteger calls = new AtomicInteger();
 
-    ProducingListener(KafkaTemplate<Object, Object> template, String outbound) {
+    ProducingListener(
+        KafkaTemplate<Object, Object> template, String outbound, boolean ownTransaction) {
       this.template = template;
       this.outbound = outbound;
+      this.ownTransaction = ownTransaction;
     }
 
     int calls() {
@@ -248,7 +264,12 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
           if (payload.startsWith("bad-")) {
             throw new IllegalStateException("the notification is refused for this recipient");
           }
-          template.send(outbound, 0, null, payload).get(30, TimeUnit.SECONDS);
+          if (ownTransaction) {
+            template.executeInTransaction(
+                own -> own.send(outbound, 0, null, payload).join()); // committed on return
+          } else {
+            template.send(outbound, 0, null, payload).get(30, TimeUnit.SECONDS);
+          }
         } catch (RuntimeException failure) {
           throw new BatchDeliveryFailedException(i, failure);
         } catch (Exception interruptedOrFailed) {
