@@ -34,6 +34,9 @@ import org.springframework.web.context.request.async.DeferredResult;
  * (SPEC 1), and the call must have been recorded within the close grace (422, answered without its
  * body when the grace ran out), not left in progress as a crash leaves it (409 until the lease runs
  * out). Two application starts: tagged extended.
+ *
+ * <p>Passes at 4de4bf36 on Boot 3.5 and 4.0, twice each (once with 409 still accepted, once as now,
+ * 422 only); 67 to 205 s on a machine at a load average of 17 to 60, mostly the two starts.
  */
 class MvcDetachedStageAtShutdownProbeTest implements EndpointClient {
 
