@@ -1,5 +1,6 @@
 package dev.idempotency.reliability;
 
+import static dev.idempotency.reliability.HandWrittenHistories.history;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyKey;
@@ -21,16 +22,6 @@ import org.junit.jupiter.api.Test;
 class DuplicateCheckerLateDoorProbeTest {
 
   private static final String KEY = "k";
-
-  private static FaultHistory history(
-      List<Send> sends, List<Call> calls, List<Fault> faults, List<StoreCall> storeCalls) {
-    FaultHistory history = new FaultHistory();
-    history.sends.addAll(sends);
-    history.calls.addAll(calls);
-    history.faults.addAll(faults);
-    history.storeCalls.addAll(storeCalls);
-    return history;
-  }
 
   /** A claim or takeover of {@code KEY} the store granted, from {@code millis} to {@code until}. */
   private static StoreCall claim(
@@ -73,8 +64,7 @@ class DuplicateCheckerLateDoorProbeTest {
                     new Call(KEY, "execute", 0, "SENT", "first", true, 210),
                     new Call(KEY, "execute", 2, "SEND_FAILED", null, false, 300),
                     new Call(KEY, "execute", 1, "SENT", "again", true, 60_020)),
-                List.of(new Fault("CLOCK_AHEAD", 2, 250, 1_000)),
-                List.of()),
+                List.of(new Fault("CLOCK_AHEAD", 2, 250, 1_000))),
             List.of(),
             0);
 
@@ -102,8 +92,7 @@ class DuplicateCheckerLateDoorProbeTest {
                     new Call(KEY, "execute", 2, "SEND_FAILED", null, false, 50),
                     new Call(KEY, "execute", 0, "SENT", "first", true, 210),
                     new Call(KEY, "execute", 1, "SENT", "again", false, 60_020)),
-                List.of(new Fault("CLOCK_AHEAD", 2, 0, 1_000)),
-                List.of()),
+                List.of(new Fault("CLOCK_AHEAD", 2, 0, 1_000))),
             List.of(),
             0);
 
@@ -123,7 +112,6 @@ class DuplicateCheckerLateDoorProbeTest {
                     new Call(KEY, "execute", 0, "SENT", "first", true, 210),
                     new Call(KEY, "execute", 2, "SEND_FAILED", null, false, 300),
                     new Call(KEY, "execute", 1, "SENT", "again", true, 60_020)),
-                List.of(),
                 List.of()),
             List.of(),
             0);
@@ -155,7 +143,8 @@ class DuplicateCheckerLateDoorProbeTest {
                     new Call(KEY, "execute", 2, "SENT", "taker", true, 330),
                     new Call(KEY, "execute", 3, "SENT", "fresh", false, 1_320)),
                 List.of(new Fault("CLOCK_AHEAD", 2, 50, 1_000)),
-                List.of(claim("takeover", 2, 2, 300, 310), claim("claim", 3, 1, 900, 1_200))),
+                claim("takeover", 2, 2, 300, 310),
+                claim("claim", 3, 1, 900, 1_200)),
             List.of(),
             0);
 
@@ -180,7 +169,8 @@ class DuplicateCheckerLateDoorProbeTest {
                     new Call(KEY, "execute", 2, "SENT", "taker", true, 330),
                     new Call(KEY, "batch", 1, "SENT", "owner", false, 1_320)),
                 List.of(new Fault("CLOCK_AHEAD", 2, 50, 1_000)),
-                List.of(claim("claim", 1, 1, 0, 250), claim("takeover", 2, 2, 300, 310))),
+                claim("claim", 1, 1, 0, 250),
+                claim("takeover", 2, 2, 300, 310)),
             List.of(),
             0);
 
