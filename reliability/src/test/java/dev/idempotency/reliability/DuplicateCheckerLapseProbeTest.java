@@ -258,15 +258,14 @@ class DuplicateCheckerLapseProbeTest {
           .isTrue();
     }
     FaultHistory history = FaultHistory.read(dir);
-    assertThat(history.storeCalls)
-        .as("the line the client logged for the granted renewal")
+    // the claim is logged too when it took a quarter lease (a loaded host): only the renewal counts
+    List<StoreCall> renewals =
+        history.storeCalls.stream().filter(call -> call.operation().equals("extend")).toList();
+    assertThat(renewals)
+        .as("the line the client logged for the granted renewal: " + history.storeCalls)
         .singleElement()
-        .satisfies(
-            call -> {
-              assertThat(call.operation()).isEqualTo("extend");
-              assertThat(call.leaseRanOutUnanswered()).isTrue();
-            });
-    long loggedLeaseEnd = history.storeCalls.get(0).leaseUntilMillis();
+        .satisfies(call -> assertThat(call.leaseRanOutUnanswered()).isTrue());
+    long loggedLeaseEnd = renewals.get(0).leaseUntilMillis();
     long takeoverAt = loggedLeaseEnd + 10;
     assertThat(takeoverAt).isLessThan(extendAskedAt[0] + lease);
     ClaimResult taker =
