@@ -80,12 +80,14 @@ import java.util.TreeMap;
  *       owner whose outcome was not recorded before it began (a completed key is replayed, whatever
  *       the clock; a short-window key aside); an earlier send that took it leaves only the owner it
  *       took the key from to send late, its fenced outcome not recorded, within {@link
- *       FaultRunChild#maxClockAheadMillis} of the taker's send. The same when such a process took
- *       the key and its send failed: its release let a third claim the key afresh while the owner
- *       it took the key from still sent, two first attempts (its failed send logged before the
- *       later of them began, and before both only if the owner taken over logged its outcome as not
- *       recorded). An owner whose own clock ran ahead and was taken over is never excused: stepping
- *       its clock must not stop it renewing.
+ *       FaultRunChild#maxClockAheadMillis} of the taker's send, and not with a claim the clients'
+ *       store log shows asked for only after the takeover. The same when such a process took the
+ *       key and its send failed: its release let a third claim the key afresh while the owner it
+ *       took the key from still sent, two first attempts (the fresh claim's send began after the
+ *       failed send was logged; the owner taken over had its outcome refused, or not logged if its
+ *       send began before the failure was, and began its send at most {@link
+ *       FaultRunChild#maxClockAheadMillis} after the failure). An owner whose own clock ran ahead
+ *       and was taken over is never excused: stepping its clock must not stop it renewing.
  * </ul>
  *
  * These are the cases the SPEC allows (a send whose outcome was never recorded, taken over once the
@@ -289,7 +291,9 @@ final class DuplicateChecker {
                 sends.get(i - 1),
                 later,
                 history.faults,
-                notRecorded)) {
+                notRecorded,
+                recordedAt,
+                history.leaseMillis)) {
           cause = "taker's clock ahead";
         }
 
@@ -351,7 +355,7 @@ final class DuplicateChecker {
         cause = "owner's store answered after its lease";
       }
       if (cause == null) {
-        cause = takerClockAhead(earlier, later, history.faults, recordedAt, history.leaseMillis);
+        cause = takerClockAhead(earlier, later, history, recordedAt);
       }
       if (cause != null) {
         return cause;
@@ -379,18 +383,17 @@ final class DuplicateChecker {
    *       sending late: its outcome, fenced by the owner token the takeover replaced, was not
    *       recorded, and its send began within {@link FaultRunChild#maxClockAheadMillis} of the
    *       taker's (the owner's lease, as its own clock, never behind, counted it, ended no later
-   *       than the taker's clock ahead saw it end, and the takeover came before the taker's send).
+   *       than the taker's clock ahead saw it end, and the takeover came before the taker's send);
+   *       and the clients' store log does not show its claim asked for only after the takeover
+   *       ({@link #claimedAfterTakeover}).
    * </ul>
    */
   private static String takerClockAhead(
-      Send earlier,
-      Send later,
-      List<Fault> faults,
-      Map<String, Long> recordedAt,
-      long leaseMillis) {
+      Send earlier, Send later, FaultHistory history, Map<String, Long> recordedAt) {
     if (!earlier.providerKey().equals(later.providerKey())) {
       return null;
     }
+    long leaseMillis = history.leaseMillis;
     Long earlierRecorded = recordedAt.get(sendId(earlier));
     boolean laterMayHaveTaken =
         FaultRunChild.isShortWindow(later.key())
@@ -399,7 +402,8 @@ final class DuplicateChecker {
     boolean earlierMayHaveTaken =
         !recordedAt.containsKey(sendId(later))
             && later.startMillis()
-                <= earlier.startMillis() + FaultRunChild.maxClockAheadMillis(leaseMillis);
+                <= earlier.startMillis() + FaultRunChild.maxClockAheadMillis(leaseMillis)
+            && !claimedAfterTakeover(history, earlier, later);
     // the send that took the key: the higher attempt; of two fresh claims the later one, or on a
     // short-window key either (a clock ahead sees the window over and claims afresh, whether its
     // send then starts before or after the owner's)
@@ -411,16 +415,63 @@ final class DuplicateChecker {
       if (taker == later ? !laterMayHaveTaken : !earlierMayHaveTaken) {
         continue;
       }
-      for (Fault fault : faults) {
-        if (fault.type().equals("CLOCK_AHEAD")
-            && fault.process() == taker.process()
-            && taker.startMillis() >= fault.millis()
-            && taker.startMillis() <= fault.untilMillis() + CLOCK_AHEAD_SLACK_MILLIS) {
-          return "taker's clock ahead";
-        }
+      if (clockAhead(taker.process(), taker.startMillis(), history.faults)) {
+        return "taker's clock ahead";
       }
     }
     return null;
+  }
+
+  /**
+   * Whether the clients' store log shows {@code owner}'s claim (its process, key and attempt,
+   * granted) asked for only after {@code taker}'s takeover was answered (its takeover line's end,
+   * or without that line the taker's send's start, which came after it): then the owner's claim is
+   * not the one that takeover took, and the owner is no stale owner of it. Claims are logged only
+   * when they took a quarter lease or more ({@link StoreCallLog}), so a missing line says nothing,
+   * and a claim of that attempt logged before the takeover too leaves the owner the benefit of the
+   * doubt.
+   */
+  private static boolean claimedAfterTakeover(FaultHistory history, Send taker, Send owner) {
+    String keyId = IdempotencyKey.digest(owner.key());
+    long takenBy = taker.startMillis();
+    for (StoreCall call : history.storeCalls) {
+      if (call.operation().equals("takeover")
+          && call.process() == taker.process()
+          && call.attempt() == taker.attempt()
+          && call.keyId().equals(keyId)) {
+        takenBy = Math.min(takenBy, call.untilMillis());
+      }
+    }
+    boolean claimedAfter = false;
+    for (StoreCall call : history.storeCalls) {
+      if (call.operation().equals("claim")
+          && call.granted()
+          && call.process() == owner.process()
+          && call.attempt() == owner.attempt()
+          && call.keyId().equals(keyId)) {
+        if (call.millis() <= takenBy) {
+          return false;
+        }
+        claimedAfter = true;
+      }
+    }
+    return claimedAfter;
+  }
+
+  /**
+   * Whether {@code process}'s clock had been moved ahead at {@code millis}: a {@code CLOCK_AHEAD}
+   * fault of it that began by then and ended at most {@link #CLOCK_AHEAD_SLACK_MILLIS} before.
+   */
+  private static boolean clockAhead(int process, long millis, List<Fault> faults) {
+    for (Fault fault : faults) {
+      if (fault.type().equals("CLOCK_AHEAD")
+          && fault.process() == process
+          && millis >= fault.millis()
+          && millis <= fault.untilMillis() + CLOCK_AHEAD_SLACK_MILLIS) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**
@@ -568,40 +619,69 @@ final class DuplicateChecker {
   }
 
   /**
-   * Whether a process whose clock was ahead held the key before {@code later} and sent nothing (its
-   * send failed, so it released the key): it took the key from the other owner's live lease, clock
-   * skew, and its release let one of the two claim it afresh, so both sent as the same attempt. Its
-   * failed send is logged before {@code later} began, since the release came before the fresh
-   * claim. It may come before {@code earlier} began too: a batch claims its keys first and sends
-   * them one by one, so the owner taken over may send after the taker has taken and released the
-   * key (seed 17 on PostgreSQL with client time). That owner's fenced outcome is then refused,
-   * which such a history needs for the excuse: a release before both sends with both outcomes
-   * recorded took no claim from either.
+   * Whether a process whose clock was ahead held the key between the two sends and sent nothing
+   * (its send failed, so it released the key): it took the claim of one of them (the owner taken
+   * over) from a live lease, clock skew, and its release let the other claim the key afresh, so
+   * both sent as the same attempt. The fresh claim came after the release, so its send began after
+   * the failed send was logged. It may be the first to send: a batch claims its keys first and
+   * sends them one by one, so the owner taken over may send after the taker has taken and released
+   * the key (seed 17 on PostgreSQL with client time). The owner taken over
+   *
+   * <ul>
+   *   <li>had its outcome, fenced by the owner token the takeover replaced, refused: a completed
+   *       key is replayed, never taken by a clock ahead, so an owner whose outcome was recorded was
+   *       not taken over. Its call line may be missing (a process killed before it logged) only
+   *       when its send began before the failed send was logged; and
+   *   <li>began its send at most {@link FaultRunChild#maxClockAheadMillis} after the failed send
+   *       was logged: its guard sends on a live lease only, and that lease ended no later than the
+   *       taker's clock ahead saw it end, at most that long after the takeover.
+   * </ul>
+   *
+   * A release with both outcomes recorded, or whose would-be owner sent long after it, took no
+   * claim of either.
    */
   private static boolean aheadOwnerBetween(
       List<Call> failedSends,
       Send earlier,
       Send later,
       List<Fault> faults,
-      Set<String> notRecorded) {
-    boolean ownerRefused =
-        notRecorded.contains(earlier.key() + "|" + earlier.process() + "|" + earlier.result())
-            || notRecorded.contains(later.key() + "|" + later.process() + "|" + later.result());
+      Set<String> notRecorded,
+      Map<String, Long> recordedAt,
+      long leaseMillis) {
     for (Call failed : failedSends) {
-      if (failed.millis() > later.startMillis()
-          || (failed.millis() < earlier.startMillis() && !ownerRefused)) {
+      if (!clockAhead(failed.process(), failed.millis(), faults)) {
         continue;
       }
-      for (Fault fault : faults) {
-        if (fault.type().equals("CLOCK_AHEAD")
-            && fault.process() == failed.process()
-            && failed.millis() >= fault.millis()
-            && failed.millis() <= fault.untilMillis() + CLOCK_AHEAD_SLACK_MILLIS) {
-          return true;
-        }
+      boolean earlierTaken =
+          failed.millis() <= later.startMillis()
+              && takenByTheRelease(failed, earlier, notRecorded, recordedAt, leaseMillis);
+      boolean laterTaken =
+          failed.millis() <= earlier.startMillis()
+              && takenByTheRelease(failed, later, notRecorded, recordedAt, leaseMillis);
+      if (earlierTaken || laterTaken) {
+        return true;
       }
     }
     return false;
+  }
+
+  /**
+   * Whether {@code owner} may be the owner taken over by the clock-ahead process whose send failed
+   * ({@code failed}) and that released the key ({@link #aheadOwnerBetween}).
+   */
+  private static boolean takenByTheRelease(
+      Call failed,
+      Send owner,
+      Set<String> notRecorded,
+      Map<String, Long> recordedAt,
+      long leaseMillis) {
+    boolean refused = notRecorded.contains(sendId(owner));
+    boolean unlogged =
+        !refused
+            && !recordedAt.containsKey(sendId(owner))
+            && owner.startMillis() <= failed.millis();
+    return (refused || unlogged)
+        && owner.startMillis() <= failed.millis() + FaultRunChild.maxClockAheadMillis(leaseMillis);
   }
 
   /** How a send's call line is looked up: key, process and result. */

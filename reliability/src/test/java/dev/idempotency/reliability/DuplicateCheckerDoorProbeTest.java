@@ -1,5 +1,6 @@
 package dev.idempotency.reliability;
 
+import static dev.idempotency.reliability.HandWrittenHistories.history;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.reliability.FaultHistory.Call;
@@ -20,14 +21,6 @@ import org.junit.jupiter.api.Test;
  * after a released takeover), and the checker flags it.
  */
 class DuplicateCheckerDoorProbeTest {
-
-  private static FaultHistory history(List<Send> sends, List<Call> calls, List<Fault> faults) {
-    FaultHistory history = new FaultHistory();
-    history.sends.addAll(sends);
-    history.calls.addAll(calls);
-    history.faults.addAll(faults);
-    return history;
-  }
 
   /**
    * Process 1, its clock ahead, took the key over from process 0 (allowed: clock skew) and recorded

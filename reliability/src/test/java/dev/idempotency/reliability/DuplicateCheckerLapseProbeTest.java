@@ -1,5 +1,6 @@
 package dev.idempotency.reliability;
 
+import static dev.idempotency.reliability.HandWrittenHistories.history;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.IdempotencyKey;
@@ -41,16 +42,6 @@ class DuplicateCheckerLapseProbeTest {
   /** Process 1 took that claim over as attempt 2, after the lease ran out. */
   private static final StoreCall TAKEOVER =
       new StoreCall("takeover", 1, KEY_ID, 2, 2_000, 2_050, 2_800, false);
-
-  private static FaultHistory history(
-      List<Send> sends, List<Call> calls, List<Fault> faults, StoreCall... storeCalls) {
-    FaultHistory history = new FaultHistory();
-    history.sends.addAll(sends);
-    history.calls.addAll(calls);
-    history.faults.addAll(faults);
-    history.storeCalls.addAll(List.of(storeCalls));
-    return history;
-  }
 
   /**
    * The lapse is the takeover's excuse, and the takeover's alone: a third send, made after the
@@ -267,15 +258,14 @@ class DuplicateCheckerLapseProbeTest {
           .isTrue();
     }
     FaultHistory history = FaultHistory.read(dir);
-    assertThat(history.storeCalls)
-        .as("the line the client logged for the granted renewal")
+    // the claim is logged too when it took a quarter lease (a loaded host): only the renewal counts
+    List<StoreCall> renewals =
+        history.storeCalls.stream().filter(call -> call.operation().equals("extend")).toList();
+    assertThat(renewals)
+        .as("the line the client logged for the granted renewal: " + history.storeCalls)
         .singleElement()
-        .satisfies(
-            call -> {
-              assertThat(call.operation()).isEqualTo("extend");
-              assertThat(call.leaseRanOutUnanswered()).isTrue();
-            });
-    long loggedLeaseEnd = history.storeCalls.get(0).leaseUntilMillis();
+        .satisfies(call -> assertThat(call.leaseRanOutUnanswered()).isTrue());
+    long loggedLeaseEnd = renewals.get(0).leaseUntilMillis();
     long takeoverAt = loggedLeaseEnd + 10;
     assertThat(takeoverAt).isLessThan(extendAskedAt[0] + lease);
     ClaimResult taker =

@@ -1,5 +1,6 @@
 package dev.idempotency.reliability;
 
+import static dev.idempotency.reliability.HandWrittenHistories.history;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.reliability.FaultHistory.Call;
@@ -10,14 +11,6 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class DuplicateCheckerTest {
-
-  private static FaultHistory history(List<Send> sends, List<Call> calls, List<Fault> faults) {
-    FaultHistory history = new FaultHistory();
-    history.sends.addAll(sends);
-    history.calls.addAll(calls);
-    history.faults.addAll(faults);
-    return history;
-  }
 
   @Test
   void oneSendPerKeyWithItsReplaysPasses() {
@@ -654,9 +647,7 @@ class DuplicateCheckerTest {
 
   private static DuplicateChecker.Report checked(
       List<Send> sends, List<Call> calls, StoreCall... storeCalls) {
-    FaultHistory history = history(sends, calls, List.of());
-    history.storeCalls.addAll(List.of(storeCalls));
-    return DuplicateChecker.check(history, List.of(), 0);
+    return DuplicateChecker.check(history(sends, calls, List.of(), storeCalls), List.of(), 0);
   }
 
   @Test
