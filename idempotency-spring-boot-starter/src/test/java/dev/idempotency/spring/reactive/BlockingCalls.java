@@ -63,6 +63,11 @@ public final class BlockingCalls {
     installed = true;
   }
 
+  /** Whether BlockHound is installed in this JVM ({@link BlockHoundBeforeWebFlux} checks it). */
+  public static synchronized boolean installed() {
+    return installed;
+  }
+
   /**
    * A top-level test class starts: fails when the SDK made blocking calls on non-blocking threads
    * after the last check, naming the class that ran before, whose calls they are.
