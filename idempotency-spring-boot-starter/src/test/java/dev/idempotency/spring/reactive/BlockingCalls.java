@@ -37,7 +37,8 @@ import reactor.blockhound.BlockingOperationError;
  * test, those made after its last test (its {@code @AfterAll}, its reactive application's shutdown)
  * fail the class, and those made after a class's last check and before the next class starts (a
  * late callback on a thread the class left running) fail the next class's start, with a message
- * naming the class they came after: they are not the next class's own.
+ * naming the class they came after: they are not the next class's own; those made after the last
+ * class of a test plan fail the plan's JUnit Jupiter run when it ends.
  */
 public final class BlockingCalls {
 
@@ -62,6 +63,11 @@ public final class BlockingCalls {
     installed = true;
   }
 
+  /** Whether BlockHound is installed in this JVM ({@link BlockHoundBeforeWebFlux} checks it). */
+  public static synchronized boolean installed() {
+    return installed;
+  }
+
   /**
    * A top-level test class starts: fails when the SDK made blocking calls on non-blocking threads
    * after the last check, naming the class that ran before, whose calls they are.
@@ -82,6 +88,27 @@ public final class BlockingCalls {
                   + " (after its last test or its application's shutdown; not "
                   + className
                   + "'s own, which had not started):",
+              calls));
+    }
+  }
+
+  /**
+   * The test plan's run of JUnit Jupiter ends: fails when the SDK made blocking calls on
+   * non-blocking threads after the last check, naming the last class of the plan, whose calls they
+   * are (a late callback on a thread it left running, which no next class would report).
+   *
+   * @throws AssertionError naming every such call and the class it came after
+   */
+  static void planEnded() {
+    List<BlockingOperationError> calls = takeFromTheSdk();
+    if (!calls.isEmpty()) {
+      throw new AssertionError(
+          report(
+              calls.size()
+                  + " blocking call(s) of the SDK on a non-blocking thread after the last check of "
+                  + runningClass
+                  + ", the last test class of the test plan (after its last test or its"
+                  + " application's shutdown):",
               calls));
     }
   }

@@ -8,7 +8,6 @@ import dev.idempotency.spring.reactive.BlockingCalls;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.platform.engine.TestExecutionResult;
 import org.junit.platform.engine.support.descriptor.ClassSource;
@@ -22,25 +21,21 @@ import org.junit.platform.launcher.listeners.TestExecutionSummary;
 import reactor.blockhound.BlockingOperationError;
 
 /**
- * Probe (probeA, of bhall e56f6744): {@link BlockHoundCheckEveryClass} reports a blocking call of
- * the SDK made after a class's last check (a late callback on a thread the class left running) at
- * the start of the next top-level class. The last class of a test plan has no next class: surefire
- * runs each fork's classes as one test plan, so such a call after the last class of a fork is
- * reported by nothing. Here {@link LateBlockingSample} runs alone in a test plan, as the last class
- * of a fork would, and its late task blocks on a Reactor {@code parallel} worker in a frame of the
- * SDK's package once the class ended.
+ * A blocking call of the SDK on a non-blocking thread made after the last class of a test plan was
+ * checked fails the plan ({@link BlockHoundCheckEveryClass}: its check when JUnit Jupiter's run of
+ * the plan ends, reported as a failure of the "JUnit Jupiter" engine). Surefire runs each fork's
+ * classes as one test plan (or, handing classes to several forks, each class as a plan of its own),
+ * so the last class of a fork has no next class whose start would report the call. Here {@link
+ * LateBlockingSample} runs alone in a test plan, as the last class of a fork would, and its late
+ * task blocks on a Reactor {@code parallel} worker in a frame of the SDK's package once the class
+ * ended.
+ *
+ * <p>Found by probeA (of bhall e56f6744, open finding on ad1148aa): the plan's summary had no
+ * failure; the call was remembered ({@link BlockingCalls#fromTheSdk()}) and reported by nothing,
+ * and in a surefire fork it was lost when the JVM exited. The same on Boot 3.5 and Boot 4.0.
  */
 class BlockHoundLastClassProbeTest {
 
-  /*
-   * Open finding (probeA, on ad1148aa). Expected: the test plan fails on the late blocking call (as
-   * it does when a class follows, BlockHoundUncheckedClassProbeTest). Happened: the plan's summary
-   * has no failure; the call was remembered (BlockingCalls.fromTheSdk) and reported by nothing in
-   * that plan; in a surefire fork it would be lost when the JVM exits. Severity: other (a blocking
-   * call of the SDK on a non-blocking thread, made late by the last class of a fork, goes unseen;
-   * no send is affected).
-   */
-  @Tag("open-finding")
   @Test
   void aBlockingCallAfterTheLastClassOfAPlanFailsThePlan() {
     BlockingCalls.assertNoneFromTheSdk(); // this class's own calls are not the sample's
@@ -75,6 +70,14 @@ class BlockHoundLastClassProbeTest {
             "the plan failed on the late call; calls of the SDK left unreported when it ended: "
                 + unreported.size())
         .isEqualTo(1);
+    assertThat(result.getFailures().get(0).getTestIdentifier().getParentId())
+        .as("the failure is the JUnit Jupiter engine's (the plan's root), at the plan's end")
+        .isEmpty();
+    assertThat(result.getFailures().get(0).getException())
+        .as("the failure names the late call and the class it came after")
+        .hasMessageContaining("after the last check of " + LateBlockingSample.class.getName())
+        .hasMessageContaining("Thread.sleep")
+        .hasMessageContaining(LateBlockingSample.class.getName() + ".sleepAMoment");
   }
 
   private static void await(CountDownLatch latch) {
