@@ -44,9 +44,9 @@ import reactor.core.publisher.Mono;
 /**
  * Found by the probe37d re-probe of 50ca2f0 and ade0bfe: Spring MVC {@code @IdempotentEndpoint}
  * shapes that pass the start-time checks and whose late result the guard did not follow across a
- * container async timeout (1 s) while the provider call (2 s) runs. The promise (SPEC 1, 13, 16):
- * the key stays claimed while the send runs, so one provider send per key whatever the client's
- * retries.
+ * container async timeout (1 s) while the provider call runs (until the client has the timeout's
+ * answer). The promise (SPEC 1, 13, 16): the key stays claimed while the send runs, so one provider
+ * send per key whatever the client's retries.
  *
  * <p>Before the fix each of these was answered 503 at the timeout with its key released while the
  * send ran, and the retry sent again (two provider sends for one key):
@@ -279,14 +279,15 @@ class AsyncShapesTimeoutTest extends RunningApplication {
               return thread;
             });
 
-    /** Open (no wait) unless a test of this class closed it ({@link #closeTheGate}). */
+    /** Open unless a test closed it ({@link #closeTheGate}, {@code AsyncShapesTimeoutHeldTest}). */
     static volatile CountDownLatch gate = new CountDownLatch(0);
 
     /**
      * The provider: its call ends once the test opened the gate, after the client of the request
      * that is to time out got its answer (the container's timeout fires up to a second late, more
      * on a busy machine: a call of a fixed 2 s once ended before it, and the first answer was the
-     * 201 of a send on time); 2 s when no test closed it (another class's requests), 30 s at most.
+     * 201 of a send on time); 2 s when the gate is open (a handler a retry ran again), 30 s at
+     * most.
      */
     private static final Executor PROVIDER =
         command ->

@@ -10,7 +10,9 @@ import org.springframework.boot.test.context.SpringBootTest;
 /**
  * The one application of the async-timeout shape tests ({@link AsyncShapesTimeoutTest}, {@link
  * AsyncShapesTimeoutHeldTest}, {@link ObjectDeclaredAsyncTimeoutTest}), so they share one context:
- * the probe controllers, a container async timeout (1 s) shorter than their provider call (2 s).
+ * the probe controllers, a container async timeout (1 s) shorter than their provider call, which
+ * ends once the test's client has the timeout's answer ({@link FirstAnswer}, or {@link
+ * AsyncShapesTimeoutTest}'s gate).
  */
 @Target(ElementType.TYPE)
 @Retention(RetentionPolicy.RUNTIME)

@@ -38,9 +38,10 @@ import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
  * handleTimeout} answers a fallback ({@code 503} retry later, or {@code 202} accepted). Spring
  * MVC's chain of these interceptors stops at the first answer, and the application's runs before
  * the starter's {@code preHandle}, so it comes first. The container async timeout (1 s) is shorter
- * than the provider call (2 s). SPEC 1, 13, 16: the fallback goes to the client, never stored; the
- * key stays claimed while the send runs (the client's retry gets 409, then the replay of the send's
- * result): one provider send per key; a send that fails after the fallback is released.
+ * than the provider call, which ends once the client has the timeout's answer ({@link
+ * FirstAnswer}). SPEC 1, 13, 16: the fallback goes to the client, never stored; the key stays
+ * claimed while the send runs (the client's retry gets 409, then the replay of the send's result):
+ * one provider send per key; a send that fails after the fallback is released.
  *
  * <p>The fallback is only registered for requests carrying {@link #FALLBACK} (or, globally through
  * {@code WebMvcConfigurer.configureAsyncSupport}, {@link #GLOBAL_FALLBACK}), so the shared
@@ -119,9 +120,9 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
 
   /**
    * The consequence of a stored fallback: the application answers 202 at the timeout, then the
-   * provider call fails (2 s). SPEC 6: a failed send is released, so the client's retry sends
-   * again. The retry must run the handler again, not replay the fallback of a send that never
-   * happened.
+   * provider call fails (once the client has the 202). SPEC 6: a failed send is released, so the
+   * client's retry sends again. The retry must run the handler again, not replay the fallback of a
+   * send that never happened.
    */
   @org.junit.jupiter.api.Test
   void aFailedSendBehindAPerRequestFallbackIsReleasedForTheRetry() throws Exception {
@@ -140,10 +141,11 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
     int attemptsBefore = FallbackController.attempts.get();
     int runsBefore = FallbackController.runs.get();
 
-    HttpResponse<byte[]> timedOut = client.post(path, key, "{}", headers);
+    HttpResponse<byte[]> timedOut =
+        FallbackController.FIRST_ANSWER.untilAnswered(() -> client.post(path, key, "{}", headers));
     awaitNoPendingSend();
     // the release follows the failure: a retry meanwhile gets 409 without running the handler
-    // (bounded, 15 s); a retry that runs it times out too (its provider call also takes 2 s)
+    // (bounded, 15 s) until one runs the handler again
     HttpResponse<byte[]> retry;
     long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
     do {
@@ -178,7 +180,9 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
     String path = "/fallback-test/fallback/" + kind;
     int sendsBefore = FallbackController.sends.get();
 
-    HttpResponse<byte[]> timedOut = client.post(path, key, "{}", header, status);
+    HttpResponse<byte[]> timedOut =
+        FallbackController.FIRST_ANSWER.untilAnswered(
+            () -> client.post(path, key, "{}", header, status));
     HttpResponse<byte[]> retry;
     long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
     do {
@@ -335,10 +339,14 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
     }
   }
 
-  /** Handlers whose provider call (2 s) outlives the container's 1 s timeout. */
+  /**
+   * Handlers whose provider call outlives the container's 1 s timeout: it ends once the test's
+   * client has the timeout's answer ({@link FirstAnswer#untilAnswered}).
+   */
   @RestController
   static class FallbackController {
-    private static final Executor PROVIDER = CompletableFuture.delayedExecutor(2, TimeUnit.SECONDS);
+    static final FirstAnswer FIRST_ANSWER = new FirstAnswer();
+    private static final Executor PROVIDER = FIRST_ANSWER.provider();
     static final AtomicInteger sends = new AtomicInteger();
     static final AtomicInteger pending = new AtomicInteger();
     static final AtomicInteger runs = new AtomicInteger();
@@ -380,7 +388,7 @@ class AsyncTimeoutFallbackTest extends RunningApplication {
 
     static final AtomicInteger attempts = new AtomicInteger();
 
-    /** A provider call that fails after 2 s (the provider refused the message). */
+    /** A provider call that fails (the provider refused the message) after the timeout. */
     @PostMapping("/fallback-test/fallback/failing")
     @IdempotentEndpoint
     public CompletableFuture<ResponseEntity<Map<String, Object>>> failing() {

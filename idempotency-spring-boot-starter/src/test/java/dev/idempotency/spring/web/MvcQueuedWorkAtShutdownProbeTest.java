@@ -11,6 +11,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -22,7 +23,8 @@ import org.springframework.context.ConfigurableApplicationContext;
  * and runs it (docs/spring-boot.md, "Shutdown", step 3). Here the guarded handler sent in its
  * method body before it returned the queued work (a {@code StreamingResponseBody} writing the
  * receipt, or a {@code Callable} formatting it). Redis, graceful phase 1 s, then a restart on the
- * same store and the retry.
+ * same store and the retry; the application started again is the next row's first ({@link
+ * RestartChain}).
  */
 class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
 
@@ -36,6 +38,14 @@ class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
   @Override
   public int runs() {
     return QueuedWork.entered.get();
+  }
+
+  /** Each row's application started again is the next row's first (one start less a row). */
+  private static final RestartChain APPLICATIONS = new RestartChain();
+
+  @AfterAll
+  static void closeTheLastApplication() {
+    APPLICATIONS.close();
   }
 
   private static ConfigurableApplicationContext start() {
@@ -76,7 +86,8 @@ class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
     CountDownLatch release = new CountDownLatch(1);
     QueuedWork.release = release;
     QueuedWork.blockStarted = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start();
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first("redis", new CountDownLatch(1), closing -> start());
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
@@ -98,11 +109,8 @@ class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
     String firstAnswer = MvcProbes.answerOf(answered);
     int sendsBeforeRestart = QueuedWork.sendsOf(key);
 
-    HttpResponse<byte[]> retry;
-    try (ConfigurableApplicationContext second = start()) {
-      port = MvcProbes.portOf(second);
-      retry = MvcProbes.retryWhileInProgress(this, path, key);
-    }
+    port = MvcProbes.portOf(APPLICATIONS.again("redis", () -> start()));
+    HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     assertThat(QueuedWork.sendsOf(key))
         .as(
             "sends for the key (before the restart %d; first answer %s; after the restart %s)",
@@ -125,7 +133,8 @@ class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
     CountDownLatch release = new CountDownLatch(1);
     QueuedWork.release = release;
     QueuedWork.blockStarted = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start();
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first("redis", new CountDownLatch(1), closing -> start());
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
@@ -145,11 +154,8 @@ class MvcQueuedWorkAtShutdownProbeTest implements EndpointClient {
     closed.get(60, TimeUnit.SECONDS);
     String firstAnswer = MvcProbes.answerOf(answered);
 
-    HttpResponse<byte[]> retry;
-    try (ConfigurableApplicationContext second = start()) {
-      port = MvcProbes.portOf(second);
-      retry = MvcProbes.retryWhileInProgress(this, path, key);
-    }
+    port = MvcProbes.portOf(APPLICATIONS.again("redis", () -> start()));
+    HttpResponse<byte[]> retry = MvcProbes.retryWhileInProgress(this, path, key);
     assertThat(QueuedWork.sendsOf(key))
         .as(
             "sends for the key (first answer %s; after the restart %s)",

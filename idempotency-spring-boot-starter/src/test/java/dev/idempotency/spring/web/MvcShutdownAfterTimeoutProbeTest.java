@@ -11,6 +11,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -23,7 +24,8 @@ import org.springframework.context.SmartLifecycle;
  * already timed out (container async timeout 1 s: the client got 409, the request ended, so Boot's
  * graceful shutdown does not wait for it). SPEC 14, 16: calls running when close() starts finish as
  * they would have, their outcomes recorded within the grace period (here 20 s); the application
- * started again on the same store replays the send: one provider send, no lost send.
+ * started again on the same store replays the send: one provider send, no lost send. The
+ * application started again is the next row's first on that store ({@link RestartChain}).
  *
  * <p>Was an open finding on Redis (Spring Data Redis): the Lettuce connection factory is a {@code
  * SmartLifecycle} that Spring stops (closing its connection) after Boot's graceful shutdown and
@@ -47,6 +49,14 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
     return HeldSends.runs.get();
   }
 
+  /** Each row's application started again is the next row's first, on the same store. */
+  private static final RestartChain APPLICATIONS = new RestartChain();
+
+  @AfterAll
+  static void closeTheLastApplication() {
+    APPLICATIONS.close();
+  }
+
   private static ConfigurableApplicationContext start(String store, CountDownLatch closing) {
     return MvcProbes.startOn(
         MvcProbes.HeldSendApplication.class, store, closing, "spring.mvc.async.request-timeout=1s");
@@ -61,7 +71,8 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
     HeldSends.gate = new CountDownLatch(1);
     int before = HeldSends.runs.get();
     CountDownLatch closing = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start(store, closing);
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first(store, closing, latch -> start(store, latch));
     CompletableFuture<Void> closed;
     HttpResponse<byte[]> timedOut;
     try {
@@ -104,7 +115,8 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
     HeldSends.gate = new CountDownLatch(1);
     int before = HeldSends.runs.get();
     CountDownLatch closing = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start(store, closing);
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first(store, closing, latch -> start(store, latch));
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
@@ -157,7 +169,7 @@ class MvcShutdownAfterTimeoutProbeTest implements EndpointClient {
 
   private HttpResponse<byte[]> replayAfterRestart(String store, String path, String key)
       throws Exception {
-    return MvcProbes.replayAfterRestart(
-        () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
+    port = MvcProbes.portOf(APPLICATIONS.again(store, () -> start(store, new CountDownLatch(1))));
+    return MvcProbes.retryWhileInProgress(this, path, key);
   }
 }

@@ -15,6 +15,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -51,7 +52,8 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * </ul>
  *
  * Each failing row is a lost send for the window (SPEC 1): nothing was sent, yet the retry after
- * the restart gets 422 response-not-stored and the handler never runs again.
+ * the restart gets 422 response-not-stored and the handler never runs again. The application
+ * started again is the next row's first when that row starts it alike ({@link RestartChain}).
  */
 class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
 
@@ -67,6 +69,14 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     return FailingStreams.runs.get();
   }
 
+  /** Each row's application started again is the next row's first, on the same store. */
+  private static final RestartChain APPLICATIONS = new RestartChain();
+
+  @AfterAll
+  static void closeTheLastApplication() {
+    APPLICATIONS.close();
+  }
+
   private static ConfigurableApplicationContext start(String store, CountDownLatch closing) {
     return MvcProbes.startOn(
         FailingStreamApplication.class,
@@ -76,6 +86,16 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
         "idempotency.close-grace-period=4s",
         "idempotency.lease=2s",
         "spring.task.execution.pool.core-size=1");
+  }
+
+  /**
+   * The retry of {@code key} on the application started again on {@code store}, kept as the next
+   * row's first ({@link RestartChain}).
+   */
+  private HttpResponse<byte[]> retryAfterRestart(String store, String path, String key)
+      throws Exception {
+    port = MvcProbes.portOf(APPLICATIONS.again(store, () -> start(store, new CountDownLatch(1))));
+    return MvcProbes.retryWhileInProgress(this, path, key);
   }
 
   private static boolean isClosed(IdempotencyGuard guard) {
@@ -151,7 +171,8 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     int sentBefore = FailingStreams.sent.get();
     int failedBefore = FailingStreams.failed.get();
     CountDownLatch closing = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start(store, closing);
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first(store, closing, latch -> start(store, latch));
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
@@ -172,9 +193,7 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
         .until("the provider's refusal", () -> FailingStreams.failed.get() - failedBefore == 1);
     String firstAnswer = MvcProbes.answerOf(answered);
 
-    HttpResponse<byte[]> retry =
-        MvcProbes.replayAfterRestart(
-            () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
+    HttpResponse<byte[]> retry = retryAfterRestart(store, path, key);
     String answers =
         String.format("first %s; after the restart %s", firstAnswer, MvcProbes.replayed(retry));
     assertThat(FailingStreams.sent.get() - sentBefore)
@@ -200,7 +219,8 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     int before = runs();
     int sentBefore = FailingStreams.sent.get();
     CountDownLatch closing = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start(store, closing);
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first(store, closing, latch -> start(store, latch));
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
       port = MvcProbes.portOf(first);
@@ -216,9 +236,7 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     Poll.within(Duration.ofSeconds(30))
         .until("the stream's late send", () -> FailingStreams.sent.get() - sentBefore == 1);
     String firstAnswer = MvcProbes.answerOf(answered);
-    HttpResponse<byte[]> retry =
-        MvcProbes.replayAfterRestart(
-            () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
+    HttpResponse<byte[]> retry = retryAfterRestart(store, path, key);
     String answers =
         String.format("first %s; after the restart %s", firstAnswer, MvcProbes.replayed(retry));
     assertThat(runs() - before).as("handler runs (%s)", answers).isEqualTo(1);
@@ -247,7 +265,8 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     int sentBefore = FailingStreams.sent.get();
     int writesBefore = FailingStreams.writes.get();
     CountDownLatch closing = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start(store, closing);
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first(store, closing, latch -> start(store, latch));
     CompletableFuture<Void> closed = null;
     CompletableFuture<HttpResponse<byte[]>> holdingAnswer;
     CompletableFuture<HttpResponse<byte[]>> queuedAnswer;
@@ -282,13 +301,7 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
             + (FailingStreams.writes.get() - writesBefore)
             + " times";
 
-    HttpResponse<byte[]> retry =
-        MvcProbes.replayAfterRestart(
-            () -> start(store, new CountDownLatch(1)),
-            started -> port = started,
-            this,
-            path,
-            queued);
+    HttpResponse<byte[]> retry = retryAfterRestart(store, path, queued);
     String answers =
         String.format("%s; queued key after the restart %s", answers1, MvcProbes.replayed(retry));
     assertThat(FailingStreams.sent.get() - sentBefore)
@@ -332,7 +345,8 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     int before = runs();
     int sentBefore = FailingStreams.sent.get();
     CountDownLatch closing = new CountDownLatch(1);
-    ConfigurableApplicationContext first = start(store, closing);
+    ConfigurableApplicationContext first =
+        APPLICATIONS.first(store, closing, latch -> start(store, latch));
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
@@ -350,9 +364,7 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     Poll.within(Duration.ofSeconds(30))
         .until("the send during the shutdown", () -> FailingStreams.sent.get() - sentBefore == 1);
     String firstAnswer = MvcProbes.answerOf(answered);
-    HttpResponse<byte[]> retry =
-        MvcProbes.replayAfterRestart(
-            () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
+    HttpResponse<byte[]> retry = retryAfterRestart(store, path, key);
     String answers =
         String.format("first %s; after the restart %s", firstAnswer, MvcProbes.replayed(retry));
     assertThat(runs() - before).as("handler runs (%s)", answers).isEqualTo(1);
@@ -389,13 +401,17 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     int sentBefore = FailingStreams.sent.get();
     CountDownLatch closing = new CountDownLatch(1);
     ConfigurableApplicationContext first =
-        MvcProbes.startOn(
-            FailingStreamApplication.class,
-            store,
+        APPLICATIONS.first(
+            store + ", graceful phase 5 s",
             closing,
-            "spring.lifecycle.timeout-per-shutdown-phase=5s",
-            "idempotency.close-grace-period=4s",
-            "idempotency.lease=2s");
+            latch ->
+                MvcProbes.startOn(
+                    FailingStreamApplication.class,
+                    store,
+                    latch,
+                    "spring.lifecycle.timeout-per-shutdown-phase=5s",
+                    "idempotency.close-grace-period=4s",
+                    "idempotency.lease=2s"));
     CompletableFuture<Void> closed;
     CompletableFuture<HttpResponse<byte[]>> answered;
     try {
@@ -409,9 +425,7 @@ class MvcStreamFailsAtShutdownProbeTest implements EndpointClient {
     }
     closed.get(60, TimeUnit.SECONDS);
     String firstAnswer = MvcProbes.answerOf(answered);
-    HttpResponse<byte[]> retry =
-        MvcProbes.replayAfterRestart(
-            () -> start(store, new CountDownLatch(1)), started -> port = started, this, path, key);
+    HttpResponse<byte[]> retry = retryAfterRestart(store, path, key);
     String answers =
         String.format("first %s; after the restart %s", firstAnswer, MvcProbes.replayed(retry));
     assertThat(runs() - before).as("handler runs (%s)", answers).isEqualTo(1);

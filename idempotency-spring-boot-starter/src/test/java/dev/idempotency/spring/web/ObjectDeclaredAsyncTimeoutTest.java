@@ -10,7 +10,6 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -32,7 +31,7 @@ import reactor.core.publisher.Mono;
  * while the send ran, and the retry sent again. A container timeout (1 s) while the provider call
  * runs must keep the key claimed and the retry must get the stored response: one provider send per
  * key (SPEC 1, 13, 16), as {@link AsyncTimeoutEndpointTest} shows for the declared types. The
- * provider call ends only once the first answer (the timeout's) is in, or after 10 s: Tomcat checks
+ * provider call ends only once the first answer (the timeout's) is in, or after 30 s: Tomcat checks
  * async timeouts about once a second, so a fixed 2 s call could end before a late timeout.
  */
 @AsyncTimeoutApplicationTest
@@ -94,27 +93,20 @@ class ObjectDeclaredAsyncTimeoutTest extends RunningApplication {
 
   /**
    * Handlers declared {@code Object} whose provider call outlives the 1 s timeout: it ends once the
-   * test has the first answer, or after 10 s.
+   * test has the first answer, or after 30 s.
    */
   @RestController
   static class ObjectDeclaredController {
-    private static volatile CompletableFuture<Void> answered =
-        CompletableFuture.completedFuture(null);
-    private static final Executor PROVIDER =
-        work -> answered.whenCompleteAsync((done, failed) -> work.run());
+    private static final FirstAnswer FIRST_ANSWER = new FirstAnswer();
+    private static final Executor PROVIDER = FIRST_ANSWER.provider();
     // static: the controller is proxied (CGLIB), its fields are not read through the proxy
     static final AtomicInteger providerSends = new AtomicInteger();
     static final AtomicInteger pending = new AtomicInteger();
     private static final AtomicInteger runs = new AtomicInteger();
 
-    /** The request's answer; the provider calls it started end once it is in (at most 10 s). */
+    /** The request's answer; the provider calls it started end once it is in (at most 30 s). */
     static <T> T untilAnswered(Callable<T> request) throws Exception {
-      answered = new CompletableFuture<Void>().completeOnTimeout(null, 10, TimeUnit.SECONDS);
-      try {
-        return request.call();
-      } finally {
-        answered.complete(null);
-      }
+      return FIRST_ANSWER.untilAnswered(request);
     }
 
     private ResponseEntity<Map<String, Object>> sent(String kind, int run) {

@@ -10,7 +10,6 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -23,13 +22,13 @@ import org.springframework.web.bind.annotation.RestController;
  * {@code @IdempotentEndpoint} that returns a {@code Callable} behind a declared type other than
  * {@code Callable} or {@code Object} ({@code Serializable}). Spring MVC picks its handler by the
  * runtime class and runs it as async work, cancelling it with an interrupt at the container timeout
- * (1 s), while the provider call (2 s) goes on. The work waits for the provider with an
- * interruptible {@code get()}, as a client would that sends and then fails with the interrupt. The
- * promise: one provider send per key whatever the client's retries. {@code declared-callable} is
- * the same work declared {@code Callable}. Before the fix {@code declared-serializable} was not
- * shielded from the interrupt (the advisor decided by the declared type): answered 500, its key
- * released while the provider call went on, and the retry sent again (2 sends). The context is
- * {@link AsyncShapesTimeoutTest}'s.
+ * (1 s), while the provider call goes on (until the client has the timeout's answer). The work
+ * waits for the provider with an interruptible {@code get()}, as a client would that sends and then
+ * fails with the interrupt. The promise: one provider send per key whatever the client's retries.
+ * {@code declared-callable} is the same work declared {@code Callable}. Before the fix {@code
+ * declared-serializable} was not shielded from the interrupt (the advisor decided by the declared
+ * type): answered 500, its key released while the provider call went on, and the retry sent again
+ * (2 sends). The context is {@link AsyncShapesTimeoutTest}'s.
  */
 @AsyncTimeoutApplicationTest
 class SerializableCallableTimeoutTest extends RunningApplication {
@@ -41,7 +40,8 @@ class SerializableCallableTimeoutTest extends RunningApplication {
     String path = "/probe41/" + kind;
     int sendsBefore = SerializableController.providerSends.get();
 
-    HttpResponse<byte[]> timedOut = post(path, key, "{}");
+    HttpResponse<byte[]> timedOut =
+        SerializableController.FIRST_ANSWER.untilAnswered(() -> post(path, key, "{}"));
     HttpResponse<byte[]> retry;
     long deadline = System.nanoTime() + 15_000_000_000L;
     do {
@@ -62,10 +62,13 @@ class SerializableCallableTimeoutTest extends RunningApplication {
         .isEqualTo(1);
   }
 
-  /** Handlers whose provider call (2 s) outlives the 1 s timeout. */
+  /**
+   * Handlers whose provider call outlives the 1 s timeout: it ends once the test has the answer.
+   */
   @RestController
   static class SerializableController {
-    private static final Executor PROVIDER = CompletableFuture.delayedExecutor(2, TimeUnit.SECONDS);
+    static final FirstAnswer FIRST_ANSWER = new FirstAnswer();
+    private static final Executor PROVIDER = FIRST_ANSWER.provider();
     static final AtomicInteger providerSends = new AtomicInteger();
     static final AtomicInteger pending = new AtomicInteger();
 
