@@ -86,7 +86,8 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
                   .doOnDiscard(DataBuffer.class, DataBufferUtils::release);
           DetachableBody<DataBuffer> detachable =
               new DetachableBody<>(bounded, context, CapturingServerResponse::release);
-          return detachable.written(getDelegate().writeWith(detachable));
+          return detachable.written(
+              getDelegate().writeWith(detachable), ReactiveConnections.closed(getDelegate()));
         });
   }
 
@@ -106,7 +107,9 @@ final class CapturingServerResponse extends ServerHttpResponseDecorator {
           DetachableBody<CopiedElement> detachable =
               new DetachableBody<>(Flux.from(body).map(copy::element), context, copy::drainUpTo);
           return detachable
-              .written(getDelegate().writeAndFlushWith(detachable))
+              .written(
+                  getDelegate().writeAndFlushWith(detachable),
+                  ReactiveConnections.closed(getDelegate()))
               .then(Mono.defer(() -> copy.drainUpTo(null)))
               .doOnSuccess(written -> copy.complete());
         });

@@ -10,6 +10,8 @@ import org.reactivestreams.Publisher;
 import org.reactivestreams.Subscriber;
 import org.reactivestreams.Subscription;
 import reactor.core.CoreSubscriber;
+import reactor.core.Disposable;
+import reactor.core.Disposables;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.Operators;
 import reactor.core.publisher.Sinks;
@@ -67,8 +69,28 @@ final class DetachableBody<T> implements Publisher<T>, CoreSubscriber<T> {
    * before the queued headers) left the connection's response unfinished for the server, which then
    * never handled the next request on it. An error or end of the write itself (a closed connection)
    * detaches the body first.
+   *
+   * <p>The connection's close ({@code closed}) ends the write as well, whatever the write reports:
+   * once it is closed nothing more of the body can reach the client and no next request can come on
+   * it, so nothing is left to overtake. Reactor Netty does not always report the end of a write
+   * whose connection closed: its writer of a body ({@code MonoSendMany}) watches the channel's
+   * close from its creation, and a close that comes between its creation and its subscription to
+   * the body (the client gone as the first element came, the headers already written) ends it
+   * before it is subscribed; it then cancels the body and its write never ends, neither complete
+   * nor an error (seen in loops of {@code WebFluxClientGoneRaceProbeTest} under load, with the
+   * stack of that cancel). The stream's outcome waits for this, so it was never recorded and the
+   * key stayed in progress, renewed for as long as the process ran: every retry a 409. The
+   * handler's stream still runs to its own end and is drained (SPEC 13: a client that goes away
+   * ends the request, not the send); its outcome is recorded, not released, since its sends were
+   * made (SPEC 1 and 18: a retry is answered from the store, never sent again): with the copy of
+   * the body if every element of it was copied whole, else without its body ({@code 422
+   * response-not-stored} on a retry), never a body the handler did not produce.
+   *
+   * @param write the server's write of this body
+   * @param closed completes once the response's connection is closed (never, if not known); it is
+   *     cancelled once the write ended, so that a connection kept alive holds no watch of it
    */
-  Mono<Void> written(Mono<Void> write) {
+  Mono<Void> written(Mono<Void> write, Mono<Void> closed) {
     return Mono.create(
         sink -> {
           AtomicInteger toEnd = new AtomicInteger(2); // the source and the server's write
@@ -78,19 +100,22 @@ final class DetachableBody<T> implements Publisher<T>, CoreSubscriber<T> {
                   sink.success();
                 }
               };
+          AtomicBoolean writeEnded = new AtomicBoolean();
+          Disposable.Swap watch = Disposables.swap();
+          Runnable writeEnd =
+              () -> {
+                detach();
+                if (writeEnded.compareAndSet(false, true)) {
+                  watch.dispose();
+                  oneEnded.run();
+                }
+              };
           ended.asMono().subscribe(null, sink::error, oneEnded);
+          // a watch kept after the write ended (closed at once) is disposed by update
+          watch.update(closed.subscribe(null, failed -> writeEnd.run(), writeEnd));
           write
               .contextWrite(sink.contextView())
-              .subscribe(
-                  null,
-                  failed -> {
-                    detach();
-                    oneEnded.run();
-                  },
-                  () -> {
-                    detach();
-                    oneEnded.run();
-                  });
+              .subscribe(null, failed -> writeEnd.run(), writeEnd);
         });
   }
 

@@ -31,7 +31,7 @@ class DetachableBodyTest {
     Mono<Void> serverWrite = Flux.from(body).doOnNext(taken::add).then(serverDone.asMono());
     AtomicBoolean written = new AtomicBoolean();
 
-    body.written(serverWrite).subscribe(null, error -> {}, () -> written.set(true));
+    body.written(serverWrite, Mono.never()).subscribe(null, error -> {}, () -> written.set(true));
 
     assertThat(taken).as("the server took the whole body").containsExactly("a", "b");
     assertThat(written).as("the server's write is still going on").isFalse();
@@ -54,7 +54,7 @@ class DetachableBodyTest {
     Sinks.Empty<Void> serverWrite = Sinks.empty();
     AtomicBoolean written = new AtomicBoolean();
 
-    body.written(Flux.from(body).take(1).then(serverWrite.asMono()))
+    body.written(Flux.from(body).take(1).then(serverWrite.asMono()), Mono.never())
         .subscribe(null, error -> {}, () -> written.set(true));
     source.tryEmitNext("taken by the server");
     serverWrite.tryEmitError(new IllegalStateException("the client went away"));
@@ -64,5 +64,52 @@ class DetachableBodyTest {
 
     assertThat(drained).contains("drained");
     assertThat(written).as("ended by the source's own end").isTrue();
+  }
+
+  /**
+   * What Reactor Netty's writer of a body did when the connection closed just before it subscribed
+   * to the body: it cancelled the body and its write never ended. The connection's close ends the
+   * wait, once the handler's body (drained) has ended too.
+   */
+  @Test
+  void aBodyWhoseServerCancelledItAndNeverEndedItsWriteEndsOnceTheConnectionClosed() {
+    List<String> drained = new CopyOnWriteArrayList<>();
+    Sinks.Many<String> source = Sinks.many().unicast().onBackpressureBuffer();
+    DetachableBody<String> body =
+        new DetachableBody<>(
+            source.asFlux(),
+            Context.empty(),
+            element -> {
+              drained.add(element);
+              return Mono.empty();
+            });
+    Sinks.Empty<Void> closed = Sinks.empty();
+    AtomicBoolean written = new AtomicBoolean();
+
+    body.written(Flux.from(body).take(1).then(Mono.never()), closed.asMono())
+        .subscribe(null, error -> {}, () -> written.set(true));
+    source.tryEmitNext("dropped by the server");
+    source.tryEmitNext("drained");
+    source.tryEmitComplete();
+    assertThat(written).as("the server's write has not ended").isFalse();
+    closed.tryEmitEmpty();
+
+    assertThat(drained).containsExactly("drained");
+    assertThat(written).as("ended by the connection's close and the source's end").isTrue();
+  }
+
+  @Test
+  void theWatchOfTheConnectionEndsWithTheWrite() {
+    DetachableBody<String> body =
+        new DetachableBody<>(Flux.just("a"), Context.empty(), element -> Mono.empty());
+    AtomicBoolean watchCancelled = new AtomicBoolean();
+    Mono<Void> closed = Mono.<Void>never().doOnCancel(() -> watchCancelled.set(true));
+    AtomicBoolean written = new AtomicBoolean();
+
+    body.written(Flux.from(body).then(), closed)
+        .subscribe(null, error -> {}, () -> written.set(true));
+
+    assertThat(written).isTrue();
+    assertThat(watchCancelled).as("a connection kept alive holds no watch of it").isTrue();
   }
 }
