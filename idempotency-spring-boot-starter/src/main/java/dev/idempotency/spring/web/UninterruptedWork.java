@@ -542,7 +542,7 @@ final class UninterruptedWork {
 
       @Override
       public void unused() {
-        if (own.decorates()) {
+        if (ownStage && own.decorates()) { // else nothing was wrapped on the request's thread
           // on a thread of the starter's: a wrapper that clears what it set clears it there,
           // never on the thread that reports the result (the request's, say)
           try {
