@@ -10,7 +10,6 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
-import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -108,6 +107,21 @@ final class AsyncWork {
     @Nullable WrittenBody body();
   }
 
+  /**
+   * What follows a call's async outcome that Spring MVC will neither run nor follow ({@link
+   * #followsWith}), made on the request's thread as its handler returns.
+   */
+  interface Follower {
+    /** The starter's run of {@code outcome}, detached from the request. */
+    Queued follow(@Nullable Object outcome);
+
+    /**
+     * The async result came and is not followed by the starter: what was made ready to follow it (a
+     * task the application's decorator wrapped on the request's thread) is ended.
+     */
+    default void unused() {}
+  }
+
   /** What a stream the starter took over writes: kept in memory up to the stored body's bound. */
   interface WrittenBody {
     /** Whether it has written any of its body yet. */
@@ -138,7 +152,7 @@ final class AsyncWork {
   private volatile boolean laterStageTaken; // a refused later stage, taken over
   private boolean laterStageQueued; // guarded by this: a stage that ran returned more work
   // follows a replaced outcome that is more async work (followReplacedOutcome); null if none can
-  private volatile @Nullable Function<@Nullable Object, Queued> follower;
+  private volatile @Nullable Follower follower;
 
   /**
    * @param call the claimed call, which the late result completes or fails
@@ -350,7 +364,7 @@ final class AsyncWork {
    * starter's run of it, detached from the request, as work it took over is run ({@link
    * UninterruptedWork}). Set as the handler returns; without it such an outcome is not followed.
    */
-  void followsWith(Function<@Nullable Object, Queued> follower) {
+  void followsWith(Follower follower) {
     this.follower = follower;
   }
 
@@ -373,11 +387,11 @@ final class AsyncWork {
    *     detached already, its handler never started, or a final result came already
    */
   boolean followReplacedOutcome(LateResponse late, @Nullable Object outcome) {
-    Function<@Nullable Object, Queued> follow = follower;
+    Follower follow = follower;
     if (follow == null) {
       return false;
     }
-    Queued following = follow.apply(outcome);
+    Queued following = follow.follow(outcome);
     synchronized (this) {
       if (reported.get()
           || !handlerStarted.getAsBoolean()
@@ -649,8 +663,11 @@ final class AsyncWork {
         } else if (work == Work.NONE) {
           work = Work.STARTED; // a stage ran (a CompletionStage's): the next is never abandoned
         } // else more async work, shielded as the first stage was: its result is the work's
-        return;
       }
+    }
+    if (response == null) {
+      unfollowed(); // on time: Spring MVC runs what follows
+      return;
     }
     if (!takenOver && wroteBody == null && awaitLaterEmitterEnd(result, false)) {
       return;
@@ -658,6 +675,7 @@ final class AsyncWork {
     if (!takenOver && wroteBody == null && continuedDetached(result)) {
       return;
     }
+    unfollowed();
     if (!reported.compareAndSet(false, true)) {
       return;
     }
@@ -744,7 +762,7 @@ final class AsyncWork {
     boolean laterStage;
     synchronized (this) {
       if (begun == null && follower != null) {
-        begun = follower.apply(result); // its thread context: the detached run's, as it is now
+        begun = follower.follow(result); // the thread context taken on the request's thread
       }
       work = begun;
       laterStage = laterStageQueued;
@@ -754,6 +772,18 @@ final class AsyncWork {
     }
     work.continueDetached(result, laterStage);
     return true;
+  }
+
+  /**
+   * An async result came that the starter does not follow: what its follower made ready on the
+   * request's thread is ended ({@link Follower#unused}); a later follow decorates on its own
+   * thread.
+   */
+  private void unfollowed() {
+    Follower follow = follower;
+    if (follow != null) {
+      follow.unused();
+    }
   }
 
   /** Under EndpointCall's logger, as before this class was split out of it. */

@@ -181,11 +181,14 @@ public final class AsyncWorkShield
   }
 
   /**
-   * {@code outcome}, more async work of {@code call}'s that Spring MVC will not follow, as the
-   * starter follows it to its end ({@link UninterruptedWork#following}).
+   * What follows {@code call}'s async outcomes that Spring MVC will not follow, with {@code
+   * request}'s thread context taken now, on the request's thread ({@link
+   * UninterruptedWork#follower}).
+   *
+   * @param ownStage whether the handler returned its own stage (no {@code Callable})
    */
-  AsyncWork.Queued following(@Nullable Object outcome, EndpointCall call) {
-    return work.following(outcome, call);
+  AsyncWork.Follower follower(EndpointCall call, NativeWebRequest request, boolean ownStage) {
+    return work.follower(call, contextOf(request), ownStage);
   }
 
   /** Stops the threads that ran shielded work; work still running goes on. */

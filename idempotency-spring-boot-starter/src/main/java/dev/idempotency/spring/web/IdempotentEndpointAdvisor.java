@@ -22,6 +22,7 @@ import org.springframework.util.ReflectionUtils;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
+import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
@@ -88,7 +89,14 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
             AsyncWorkShield shield = shield();
             if (shield != null) {
               // a replaced outcome that is more async work is followed on the shield's threads
-              call.asyncWork().followsWith(outcome -> shield.following(outcome, call));
+              // (taken here, on the request's thread: its thread context, for whatever thread
+              // completes a stage the handler returned)
+              call.asyncWork()
+                  .followsWith(
+                      shield.follower(
+                          call,
+                          new ServletWebRequest(servlet.getRequest(), servlet.getResponse()),
+                          ownStage(returned)));
               // the last line of defence, for a return value handler the shield has not wrapped
               returned = shield.shieldedReturn(returned, returnType, servlet);
             }
@@ -166,6 +174,16 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
   /** The application's shield, if it has one. */
   private @Nullable AsyncWorkShield shield() {
     return shield.get();
+  }
+
+  /**
+   * Whether the handler returned its own stage, a {@code CompletionStage} or a {@code
+   * DeferredResult} (or a {@code ResponseEntity} of one), which an application's thread completes:
+   * no thread of the request's runs what follows it ({@link AsyncWorkShield#follower}).
+   */
+  private static boolean ownStage(@Nullable Object returned) {
+    Object value = returned instanceof ResponseEntity<?> entity ? entity.getBody() : returned;
+    return value instanceof CompletionStage<?> || value instanceof DeferredResult<?>;
   }
 
   /** A result Spring MVC writes as a stream, flushed piece by piece: passed on as it comes. */

@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -67,6 +68,10 @@ final class TaskThreadContext {
   private final @Nullable NativeWebRequest request;
   private final @Nullable TaskDecorator decorator;
   private volatile @Nullable Callable<?> task;
+  // a task the decorator wrapped on the request's thread, for the first one decorated later
+  // (decoratingHere): null if none, or once taken
+  private final AtomicReference<@Nullable Runnable> wrappedHere = new AtomicReference<>();
+  private final AtomicReference<@Nullable Runnable> toRunHere = new AtomicReference<>();
 
   private TaskThreadContext(
       List<CallableProcessingInterceptor> interceptors,
@@ -112,10 +117,84 @@ final class TaskThreadContext {
     return decorator != null;
   }
 
-  /** {@code runnable}, decorated by the application's task decorator, if any, on this thread. */
+  /**
+   * {@code runnable}, decorated by the application's task decorator, if any: the first time, for a
+   * context {@link #decoratingHere} made, by the wrapping taken on the thread that made it; else on
+   * this thread.
+   */
   Runnable decorate(Runnable runnable) {
     TaskDecorator own = decorator;
-    return own == null ? runnable : own.decorate(runnable);
+    if (own == null) {
+      return runnable;
+    }
+    Runnable wrapped = wrappedHere.getAndSet(null);
+    if (wrapped != null) {
+      toRunHere.set(runnable);
+      return wrapped;
+    }
+    return own.decorate(runnable);
+  }
+
+  /**
+   * A copy of this context, made on the request's thread, for the stages of a handler's own {@code
+   * CompletionStage} or {@code DeferredResult} that the starter may run later on the thread of
+   * whatever completes it (an application's thread, another request's): the request's interceptors
+   * get their {@code beforeConcurrentHandling} now, on the request's thread, as Spring MVC calls it
+   * on the thread that hands it a {@code Callable} (where Spring Security's interceptor takes the
+   * caller's {@code SecurityContext}), and the application's decorator wraps a task now, on the
+   * request's thread (where its wrapping takes the request's thread-locals), which the first task
+   * {@link #decorate}d later runs in. A copy that never runs that task ends it with {@link
+   * #unused}, so every task the decorator wraps runs once. A failing {@code
+   * beforeConcurrentHandling} is logged at DEBUG: the handler's own answer is not Spring MVC's to
+   * refuse here, and its interceptor's {@code preProcess} still runs later.
+   */
+  TaskThreadContext decoratingHere() {
+    if (this == NONE) {
+      return NONE;
+    }
+    TaskThreadContext copy = new TaskThreadContext(interceptors, request, decorator);
+    if (!interceptors.isEmpty() && request != null) {
+      Callable<Object> asSpringSees =
+          () -> {
+            throw new IllegalStateException("the starter runs a handler's later stage itself");
+          };
+      copy.task = asSpringSees;
+      for (CallableProcessingInterceptor interceptor : interceptors) {
+        try {
+          interceptor.beforeConcurrentHandling(request, asSpringSees);
+        } catch (Exception | LinkageError e) {
+          log.debug("A callable interceptor's beforeConcurrentHandling failed", e);
+        }
+      }
+    }
+    TaskDecorator own = decorator;
+    if (own != null) {
+      copy.wrappedHere.set(
+          own.decorate(
+              () -> {
+                Runnable toRun = copy.toRunHere.getAndSet(null);
+                if (toRun != null) {
+                  toRun.run();
+                }
+              }));
+    }
+    return copy;
+  }
+
+  /**
+   * The task the decorator wrapped on the request's thread ({@link #decoratingHere}), if no task
+   * ran in it: run now with nothing to do, so that a decorator that takes something when it
+   * decorates gives it back. A failure of it is logged at DEBUG.
+   */
+  void unused() {
+    Runnable wrapped = wrappedHere.getAndSet(null);
+    if (wrapped != null) {
+      try {
+        wrapped.run();
+      } catch (RuntimeException | Error e) {
+        log.debug("The task the application's decorator wrapped ended with a failure", e);
+      }
+    }
   }
 
   /**

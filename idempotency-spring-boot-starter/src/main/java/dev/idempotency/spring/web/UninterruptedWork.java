@@ -13,6 +13,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
@@ -129,8 +130,14 @@ final class UninterruptedWork {
               return thread;
             },
             // every thread busy, or shut down (the context closes): the caller runs it, since
-            // neither dropping it (a lost send) nor releasing its key (a second send) is safe
-            (task, executor) -> task.run());
+            // neither dropping it (a lost send) nor releasing its key (a second send) is safe;
+            // a continuation runs on a thread of the shielded work's pool instead, if it can
+            (task, executor) -> {
+              if (task instanceof NeverOnTheCaller && overflows(task)) {
+                return;
+              }
+              task.run();
+            });
     workers =
         new ThreadPoolExecutor(
             0,
@@ -338,7 +345,7 @@ final class UninterruptedWork {
       @Override
       public void runDetached() {
         asyncTimeout[0] = asyncTimeoutOf(attributes);
-        onATakenOverThread(detachedRun, run, call, false);
+        onATakenOverThread(detachedRun, run, call, false, false);
       }
 
       @Override
@@ -357,7 +364,7 @@ final class UninterruptedWork {
                 laterStageRan,
                 ran -> continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut));
         // a decorator that never runs it: a stage ran, and what completes its result may send
-        onATakenOverThread(continuation, continued, call, true);
+        onATakenOverThread(continuation, continued, call, true, true);
       }
 
       @Override
@@ -389,8 +396,12 @@ final class UninterruptedWork {
    *     AsyncWork#takenOverResult}), for that failure
    */
   private void onATakenOverThread(
-      Runnable decorated, AtomicInteger run, EndpointCall call, boolean laterStageRan) {
-    takenOver.execute(
+      Runnable decorated,
+      AtomicInteger run,
+      EndpointCall call,
+      boolean laterStageRan,
+      boolean continuation) {
+    Runnable task =
         () -> {
           @Nullable Throwable failure = runDecorated(decorated);
           if (run.compareAndSet(NOT_RUN, GIVEN_UP)) {
@@ -400,8 +411,34 @@ final class UninterruptedWork {
           } else if (failure != null) {
             log.debug("The application's task decorator failed after the work ran", failure);
           }
-        });
+        };
+    takenOver.execute(continuation ? (NeverOnTheCaller) task::run : task);
   }
+
+  /**
+   * Runs {@code task} on a thread of the shielded work's pool ({@link NeverOnTheCaller}).
+   *
+   * @return false if that pool refused it (shut down: the context closes)
+   */
+  private boolean overflows(Runnable task) {
+    try {
+      workers.execute(task);
+      return true;
+    } catch (RejectedExecutionException shutDown) {
+      return false;
+    }
+  }
+
+  /**
+   * A continuation of detached work ({@link AsyncWork.Queued#continueDetached}), which is handed
+   * over on the thread that completed the work's result: an application's thread (a provider
+   * client's callback, an event loop), Spring MVC's task thread, another request's. When every
+   * thread of the taken-over pool is busy it runs on a thread of the shielded work's pool instead,
+   * never on that thread: awaiting there a later {@code DeferredResult} or stage that only that
+   * thread would settle would block it until the wait expires, and the result that came then (a
+   * refusal before any send) would be lost to a call recorded as answered without its body.
+   */
+  private interface NeverOnTheCaller extends Runnable {}
 
   /** Stages of work the starter runs detached from its request ({@link StarterRun}). */
   private interface Stages {
@@ -478,14 +515,94 @@ final class UninterruptedWork {
   }
 
   /**
-   * {@code outcome}, more async work that a call's work produced and that Spring MVC will neither
-   * run nor follow (the outcome was replaced before its async dispatch: {@link
-   * AsyncWork#followReplacedOutcome}), as the starter runs work it took over ({@link #detached}):
-   * once {@link AsyncWork.Queued#runDetached} is called, on the starter's own threads, followed to
-   * its end ({@link #runToItsEnd}), which goes to {@link AsyncWork#takenOverResult}.
+   * What follows {@code call}'s async outcomes that Spring MVC will neither run nor follow ({@link
+   * AsyncWork#followsWith}), made on the request's thread as its handler returns: each run gets the
+   * thread context Spring MVC would give its own task thread, taken here, whatever thread later
+   * completes the handler's stage (an application's thread, or another request's, whose own MDC and
+   * request attributes are never bound): the MDC and locale the request's thread has now, request
+   * attributes of the run's own over this request ({@link #attributesOfTheTakenOverRun}), and
+   * {@code context} (the request's callable interceptors, the application's task decorator), which
+   * for a handler's own {@code CompletionStage} or {@code DeferredResult} ({@code ownStage}) is
+   * made ready here ({@link TaskThreadContext#decoratingHere}), since no other thread of the
+   * request's will run. A run is decided as a taken-over run's ({@link AsyncWork#takenOverResult}).
+   *
+   * @param ownStage whether the handler returned its own stage (no {@code Callable})
    */
-  AsyncWork.Queued following(@Nullable Object outcome, EndpointCall call) {
-    return detached(() -> outcome, call, null, TaskThreadContext.NONE);
+  AsyncWork.Follower follower(EndpointCall call, TaskThreadContext context, boolean ownStage) {
+    Map<String, String> mdc = MDC.getCopyOfContextMap();
+    LocaleContext locale = LocaleContextHolder.getLocaleContext();
+    RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
+    TaskThreadContext own = ownStage ? context.decoratingHere() : context;
+    StarterRun starterRun = new StarterRun(call, mdc, locale, attributes, own);
+    return new AsyncWork.Follower() {
+      @Override
+      public AsyncWork.Queued follow(@Nullable Object outcome) {
+        return following(outcome, starterRun);
+      }
+
+      @Override
+      public void unused() {
+        if (ownStage && own.decorates()) { // else nothing was wrapped on the request's thread
+          // on a thread of the starter's: a wrapper that clears what it set clears it there,
+          // never on the thread that reports the result (the request's, say)
+          try {
+            workers.execute(own::unused);
+          } catch (RejectedExecutionException shutDown) {
+            own.unused();
+          }
+        }
+      }
+    };
+  }
+
+  /**
+   * {@code outcome} as {@link #follower} follows it: {@link AsyncWork.Queued#runDetached} runs it
+   * to its end ({@link #runToItsEnd}), {@link AsyncWork.Queued#continueDetached} continues it from
+   * the result given; each on the starter's threads, decorated then ({@link #onATakenOverThread}).
+   * A later {@code DeferredResult} with no timeout of its own is awaited for the request's async
+   * timeout, read when the outcome is run (its request async then), else {@link
+   * #DEFAULT_ASYNC_TIMEOUT_MILLIS}.
+   */
+  private AsyncWork.Queued following(@Nullable Object outcome, StarterRun starterRun) {
+    EndpointCall call = starterRun.call();
+    CompletableFuture<Void> graceRunsOut = new CompletableFuture<>();
+    return new AsyncWork.Queued() {
+      @Override
+      public void runDetached() {
+        long asyncTimeout = asyncTimeoutOf(starterRun.attributes());
+        AtomicInteger run = new AtomicInteger(NOT_RUN);
+        Runnable followed =
+            starterRun.decorated(
+                run,
+                true,
+                false,
+                ran -> runToItsEnd(() -> outcome, ran, asyncTimeout, graceRunsOut));
+        onATakenOverThread(followed, run, call, false, false);
+      }
+
+      @Override
+      public void continueDetached(@Nullable Object result, boolean laterStageRan) {
+        AtomicInteger continued = new AtomicInteger(NOT_RUN);
+        Runnable continuation =
+            starterRun.decorated(
+                continued,
+                false,
+                laterStageRan,
+                ran -> continueToItsEnd(result, ran, DEFAULT_ASYNC_TIMEOUT_MILLIS, graceRunsOut));
+        // a decorator that never runs it: a stage ran, and what completes its result may send
+        onATakenOverThread(continuation, continued, call, true, true);
+      }
+
+      @Override
+      public void graceRunsOut() {
+        graceRunsOut.complete(null);
+      }
+
+      @Override
+      public AsyncWork.@Nullable WrittenBody body() {
+        return null;
+      }
+    };
   }
 
   /** Runs a task the application's decorator wrapped; its failure, if it throws, else null. */
@@ -583,11 +700,7 @@ final class UninterruptedWork {
       throws Exception {
     @Nullable Object result = first;
     while (true) {
-      Object value =
-          result instanceof ResponseEntity<?> entity
-                  && entity.getBody() instanceof StreamingResponseBody body
-              ? body
-              : result;
+      Object value = asyncBodyOf(result);
       // a value the stage that returned it had set already is that stage's own result
       boolean sameStage = SettledResults.settled(value);
       if (value instanceof Callable<?> next) {
@@ -597,12 +710,14 @@ final class UninterruptedWork {
         laterStageRan[0] = true;
         result = task.getCallable().call();
       } else if (value instanceof CompletionStage<?> stage) {
-        result = awaitStage(stage);
+        result = withEntityOf(result, awaitStage(stage));
       } else if (value instanceof DeferredResult<?> deferred) {
-        result = awaitDeferred(deferred, asyncTimeout, graceRunsOut);
-        if (result == deferred) {
+        Object awaited = awaitDeferred(deferred, asyncTimeout, graceRunsOut);
+        if (awaited == deferred) {
+          result = deferred;
           break; // nothing answered it: recorded as answered without its body
         }
+        result = withEntityOf(result, awaited);
       } else if (value instanceof StreamingResponseBody stream) {
         laterStageRan[0] = true;
         stream.writeTo(OutputStream.nullOutputStream());
@@ -613,6 +728,35 @@ final class UninterruptedWork {
       laterStageRan[0] |= !sameStage;
     }
     return result;
+  }
+
+  /**
+   * The async value a {@code ResponseEntity} holds as its body (a {@code StreamingResponseBody}, a
+   * {@code CompletionStage} or a {@code DeferredResult}, which Spring MVC runs or awaits as it
+   * would the value itself), else {@code result} itself.
+   */
+  private static @Nullable Object asyncBodyOf(@Nullable Object result) {
+    if (result instanceof ResponseEntity<?> entity) {
+      Object body = entity.getBody();
+      if (body instanceof StreamingResponseBody
+          || body instanceof CompletionStage<?>
+          || body instanceof DeferredResult<?>) {
+        return body;
+      }
+    }
+    return result;
+  }
+
+  /**
+   * {@code value}, awaited from the body of {@code holder}, as Spring MVC renders it: with the
+   * entity's status and headers if {@code holder} is a {@code ResponseEntity} (and the value not
+   * one itself); else the value as it is.
+   */
+  private static @Nullable Object withEntityOf(@Nullable Object holder, @Nullable Object value) {
+    if (holder instanceof ResponseEntity<?> entity && !(value instanceof ResponseEntity<?>)) {
+      return ResponseEntity.status(entity.getStatusCode()).headers(entity.getHeaders()).body(value);
+    }
+    return value;
   }
 
   /** The value of a later stage that a taken-over work returned, or its failure, thrown. */

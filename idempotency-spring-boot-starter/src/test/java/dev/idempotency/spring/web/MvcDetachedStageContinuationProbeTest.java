@@ -19,7 +19,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -93,10 +92,9 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
    * later {@code Callable}. It reads its request's context before it sends (a header or a principal
    * the message needs). It must send once, and the retry get its 201 replayed.
    *
-   * <p>Open finding (probeE, of fixstage 4e0a736f; severity: lost send, SPEC 1; medium: it needs a
-   * timeout, then a later stage that reads its request's context before it sends). Fails on Boot
-   * 3.5 and 4.0 at 4de4bf36, all three rows: the read fails on the starter's thread ("No
-   * thread-bound request found" for the attribute, "no holder on thread
+   * <p>Was an open finding (probeE, of fixstage 4e0a736f; a lost send, SPEC 1). Failed on Boot 3.5
+   * and 4.0 at 4de4bf36 (and on Boot 3.5 at 923a917d, fixctx), all three rows: the read fails on
+   * the starter's thread ("No thread-bound request found" for the attribute, "no holder on thread
    * idempotent-endpoint-taken-over-1", "no tenant on thread idempotent-endpoint-taken-over-1"),
    * nothing is sent, and the call is recorded as answered without its body (the failure of a stage
    * after one that ran): "sends: first 409 ..., last 422 replayed=null {...response-not-stored...,
@@ -106,9 +104,12 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
    * thread that completed the stage, so it carries that thread's MDC and request attributes (none
    * here: the MDC the work saw was the application thread's, "the application's thread"), and
    * neither the request's callable interceptors nor the application's task decorator, which
-   * docs/spring-boot.md promises the later stages of a detached {@code Callable}.
+   * docs/spring-boot.md promises the later stages of a detached {@code Callable}. Fixed (fixctx):
+   * the follower takes the request's thread context on the request's thread as the handler returns
+   * ({@code UninterruptedWork.follower}: MDC, locale, request attributes, the request's callable
+   * interceptors, their {@code beforeConcurrentHandling} called there, and a task the application's
+   * decorator wraps there).
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({"attribute", "holder", "tenant"})
   void aDetachedStagesLaterCallableThatReadsItsContextBeforeItSendsSendsOnce(String how)
@@ -120,14 +121,14 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
    * The same, the later {@code Callable} reading its request's context after it sent (an audit
    * line). It must send once (no second send) and the retry get its 201 replayed.
    *
-   * <p>Open finding (probeE, of fixstage 4e0a736f; severity: other, not a second send: the retry
-   * gets 422 response-not-stored where it would get the send's answer on time). Fails on Boot 3.5
-   * and 4.0 at 4de4bf36, all three rows: sent once, then the read fails as above, and the call is
-   * recorded as answered without its body: "the retry: ..., last 422 replayed=null
-   * {...response-not-stored..., "original-status":200}, read [sent-1, failed: no holder on thread
-   * idempotent-endpoint-taken-over-1] ... expected: 201 but was: 422". Same cause.
+   * <p>Was an open finding (probeE, of fixstage 4e0a736f; other: the retry got 422
+   * response-not-stored where it gets the send's answer on time). Failed on Boot 3.5 and 4.0 at
+   * 4de4bf36 (and on Boot 3.5 at 923a917d), all three rows: sent once, then the read fails as
+   * above, and the call is recorded as answered without its body: "the retry: ..., last 422
+   * replayed=null {...response-not-stored..., "original-status":200}, read [sent-1, failed: no
+   * holder on thread idempotent-endpoint-taken-over-1] ... expected: 201 but was: 422". Same cause,
+   * fixed with it.
    */
-  @Tag("open-finding")
   @ParameterizedTest
   @CsvSource({"attribute", "holder", "tenant"})
   void aDetachedStagesLaterCallableThatReadsItsContextAfterItSentIsReplayed(String how)
@@ -176,16 +177,16 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
    * webhook request's (which the completing thread has bound), and the retry get its 201 replayed.
    */
   /*
-   * Open finding (probeE, of fixstage 4e0a736f; severity: other: no second or lost send, but the
-   * work reads, and the stored answer carries, another request's data; a send addressed from such a
-   * read would go to the wrong recipient). Fails on Boot 3.5 and 4.0 at 4de4bf36: "first 409 ...,
+   * Was an open finding (probeE, of fixstage 4e0a736f; other: no second or lost send, but the work
+   * read, and the stored answer carried, another request's data). Failed on Boot 3.5 and 4.0 at
+   * 4de4bf36 (and on Boot 3.5 at 923a917d): "first 409 ...,
    * webhook 200, last 201 replayed=true {"send":1,"read":"attribute=webhook-request"}, read sent-1
    * attribute=webhook-request mdc=request /probeE/webhook": the starter's run of the late value
    * binds the request attributes (and the MDC) of the thread that completed the stage, here the
    * webhook request's Tomcat thread. Once that request ended and Tomcat recycled it, such a read
-   * would throw instead (before the send: a lost send, as in the rows above).
+   * would throw instead (before the send: a lost send, as in the rows above). Fixed with the rows
+   * above (fixctx): the run binds what the request's own thread had as its handler returned.
    */
-  @Tag("open-finding")
   @Test
   void aDetachedStageCompletedOnAnotherRequestsThreadReadsItsOwnRequest() throws Exception {
     String key = EndpointClient.newKey();
@@ -207,7 +208,12 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
             + Stages.reads.get(key);
     assertThat(first.statusCode()).as(seen).isEqualTo(409);
     assertThat(Stages.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
-    assertThat(Stages.reads.get(key)).as(seen).doesNotContain("webhook");
+    // its own request's attribute and MDC (whose path ends in "webhook" too), not the webhook's
+    assertThat(Stages.reads.get(key))
+        .as(seen)
+        .contains("attribute=request-")
+        .doesNotContain("webhook-request")
+        .endsWith("mdc=request " + path);
     assertThat(last.statusCode()).as("the retry: " + seen).isEqualTo(201);
   }
 
@@ -226,8 +232,11 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
   @ParameterizedTest
   @CsvSource({"mapped", "unmapped", "502", "emitter"})
   void aDetachedStagesLaterFutureIsDecidedAsOnTime(String kind) throws Exception {
+    aDetachedLaterFutureIsDecidedAsOnTime("/probeE/stage-future/" + kind, kind);
+  }
+
+  private void aDetachedLaterFutureIsDecidedAsOnTime(String path, String kind) throws Exception {
     String key = EndpointClient.newKey();
-    String path = "/probeE/stage-future/" + kind;
     CountDownLatch answered = new CountDownLatch(1);
     Stages.firstAnswered = answered;
     HttpResponse<byte[]> first;
@@ -259,20 +268,35 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
    * that then fails with the provider's refusal, before any send: nothing was sent, so the retry
    * must send once (on time it does: {@link #onTimeTheLaterFutureIsDecided}).
    *
-   * <p>Open finding (probeE, of fixstage 4e0a736f; severity: lost send, SPEC 1; low to medium: a
-   * {@code ResponseEntity} whose body is a future, which Spring MVC 6.2.9 and later serves as
-   * async). Fails on Boot 3.5 and 4.0 at 4de4bf36: "sends: first 409 ..., last 422 replayed=null
-   * {...response-not-stored..., "original-status":200} ... expected: 1 but was: 0". From reading:
-   * {@code UninterruptedWork.continueToItsEnd} looks into a {@code ResponseEntity} only for a
-   * {@code StreamingResponseBody}; an entity of a future ends the loop as it is, and {@code
-   * AsyncWork.takenOverResult} records more async work as answered without its body at once, before
-   * the future failed. The same loop continues a detached {@code Callable}'s later stages
-   * (fixlater), so that shape is likely affected too (not run).
+   * <p>Was an open finding (probeE, of fixstage 4e0a736f; a lost send, SPEC 1). Failed on Boot 3.5
+   * and 4.0 at 4de4bf36 (and on Boot 3.5 at 923a917d): "sends: first 409 ..., last 422
+   * replayed=null {...response-not-stored..., "original-status":200} ... expected: 1 but was: 0".
+   * From reading: {@code UninterruptedWork.continueToItsEnd} looks into a {@code ResponseEntity}
+   * only for a {@code StreamingResponseBody}; an entity of a future ends the loop as it is, and
+   * {@code AsyncWork.takenOverResult} records more async work as answered without its body at once,
+   * before the future failed. The same loop continues a detached {@code Callable}'s later stages
+   * (fixlater), so that shape is likely affected too (not run). Fixed (fixctx): {@code
+   * continueToItsEnd} follows a {@code ResponseEntity} whose body is a {@code CompletionStage} or a
+   * {@code DeferredResult}, its value rendered with the entity's status and headers.
    */
-  @Tag("open-finding")
   @Test
   void aDetachedStagesLaterEntityOfAFutureThatFailsBeforeItSentIsReleased() throws Exception {
     aDetachedStagesLaterFutureIsDecidedAsOnTime("entity-future");
+  }
+
+  /**
+   * A handler's {@code Callable} still running at the 1 s timeout (detached, not taken over), which
+   * returns, once the client got the 409, a later {@code CompletableFuture} ({@code future}, the
+   * shape fixlater continues) or a {@code ResponseEntity} of one ({@code entity-future}) that a
+   * later thread fails 200 ms after with the provider's refusal, before any send: nothing was sent,
+   * so the retry (a 5xx too) must send once (SPEC 1: no lost send). The {@code entity-future} row
+   * (fixctx) failed before {@code UninterruptedWork.continueToItsEnd} followed an entity's async
+   * body, as the stage's row above did.
+   */
+  @ParameterizedTest
+  @CsvSource({"future", "entity-future"})
+  void aDetachedCallablesLaterFutureThatFailsBeforeItSentIsReleased(String kind) throws Exception {
+    aDetachedLaterFutureIsDecidedAsOnTime("/probeE/callable-future/" + kind, kind);
   }
 
   /**
@@ -551,6 +575,49 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
       thread.setDaemon(true);
       thread.start();
       return stage;
+    }
+
+    /**
+     * Returns a {@code Callable} that, once the first answer came (at once on a retry), returns a
+     * later future ({@code entity-future}: an entity of one) that a later thread completes 200 ms
+     * after: on the key's first run with the provider's refusal, on a retry with a send.
+     */
+    @PostMapping("/probeE/callable-future/{kind}")
+    @IdempotentEndpoint
+    public Callable<Object> callableFuture(
+        @PathVariable("kind") String kind, @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      boolean firstRun =
+          runsOf.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet() == 1;
+      CountDownLatch answered = firstRun ? firstAnswered : new CountDownLatch(0);
+      return () -> {
+        answered.await(20, TimeUnit.SECONDS);
+        CompletableFuture<Object> later = new CompletableFuture<>();
+        Thread thread =
+            new Thread(
+                () -> {
+                  try {
+                    Thread.sleep(200);
+                  } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                  }
+                  if (firstRun) {
+                    later.completeExceptionally(
+                        new IllegalStateException("the provider refused; nothing sent"));
+                  } else {
+                    later.complete(
+                        "sent-"
+                            + sends
+                                .computeIfAbsent(key, k -> new AtomicInteger())
+                                .incrementAndGet());
+                  }
+                  laterDone.put(key, true);
+                },
+                "probeE-later");
+        thread.setDaemon(true);
+        thread.start();
+        return kind.equals("entity-future") ? ResponseEntity.ok(later) : later;
+      };
     }
 
     /** The {@code emitter} kind: completes the stage with an emitter, refused or sent later. */

@@ -106,19 +106,19 @@ class MvcDetachedStageManyProbeTest extends MvcProbeApplication {
    * the others must not be awaited on the application's thread that completed the stage (it would
    * block in {@code complete} until the wait expires, then the refusal comes too late to be heard).
    *
-   * <p>Open finding (probeE, of fixstage 4e0a736f; severity: lost send, SPEC 1; medium-low: it
-   * needs more than 32 continuations awaited at once, and the thread that completes a stage being
-   * the one that later settles its value, as a provider client's callback thread or an event loop
-   * is). Fails on Boot 3.5 and 4.0 at 4de4bf36 (about 10 s): "keys not sent once (8 of 40 stages'
-   * complete() still blocked 5 s after) ... [<key>: last 422 replayed=null
-   * {...response-not-stored..., "original-status":200}, sends 0, ...]": the 32 continuations on the
-   * starter's pool released their keys and the retries sent once; the other 8 ran on the
-   * application's thread inside {@code stage.complete} (the pool's caller-runs fallback, {@code
+   * <p>Was an open finding (probeE, of fixstage 4e0a736f; a lost send, SPEC 1). Failed on Boot 3.5
+   * and 4.0 at 4de4bf36 (about 10 s): "keys not sent once (8 of 40 stages' complete() still blocked
+   * 5 s after) ... [<key>: last 422 replayed=null {...response-not-stored...,
+   * "original-status":200}, sends 0, ...]": the 32 continuations on the starter's pool released
+   * their keys and the retries sent once; the other 8 ran on the application's thread inside {@code
+   * stage.complete} (the pool's caller-runs fallback, {@code
    * UninterruptedWork.onATakenOverThread}), which awaited the DeferredResult that only that thread
    * would set until its 8 s timeout, recorded the call as answered without its body, and only then
-   * let the thread hear the refusal: nothing was ever sent, and the retry gets 422.
+   * let the thread hear the refusal: nothing was ever sent, and the retry gets 422. Fixed (fixctx):
+   * a continuation that finds the taken-over pool full runs on a thread of the starter's shielded
+   * work pool, never on the thread that completed the stage ({@code
+   * UninterruptedWork.NeverOnTheCaller}).
    */
-  @Tag("open-finding")
   @Test
   void aFullPoolOfDetachedStagesLosesNoSend() throws Exception {
     int requests = 40;
