@@ -21,6 +21,7 @@ import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.assertj.core.api.SoftAssertions;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.DisposableBean;
@@ -52,6 +53,11 @@ import org.springframework.util.backoff.FixedBackOff;
  *   <li>The second factory is transactional (its own {@code transactionIdPrefix}) and its template
  *       allows non-transactional sends: outside a transaction of its own factory it sends through a
  *       non-transactional producer.
+ *   <li>Spring Boot's factory, the container's, through a template of the listener's own with a
+ *       {@code transactionIdPrefix} of its own: inside the container's transaction it sends through
+ *       that transaction's producer (bound to the factory), so the abort discards message 0's
+ *       record and message 0 must be released and produced again, once, as in {@link
+ *       KafkaTransactionStopRolledBackProduceProbeTest}.
  * </ul>
  *
  * <p>Tried first (probeF, on 602496eb, Boot 3.5): a transactional second factory whose template
@@ -68,21 +74,27 @@ class KafkaTransactionStopSecondFactoryProbeTest {
   @Tag("extended") // its own application, and up to a minute of waiting for the records
   @Test
   void aNonTransactionalSecondFactorysRecordsAreCommittedOnce() throws Exception {
-    probe("probe-f-second-factory", false);
+    probe("probe-f-second-factory", "second");
   }
 
   @Tag("extended") // its own application, and up to a minute of waiting for the records
   @Test
   void aTransactionalSecondFactoryAllowingNonTransactionalSendsHasItsRecordsCommittedOnce()
       throws Exception {
-    probe("probe-f-second-tx-factory", true);
+    probe("probe-f-second-tx-factory", "second-tx");
+  }
+
+  @Tag("extended") // its own application, and up to a minute of waiting for the records
+  @Test
+  void aTemplateWithATransactionIdPrefixOfItsOwnHasItsRecordsCommittedOnce() throws Exception {
+    probe("probe-f-own-prefix", "own-prefix");
   }
 
   /**
    * Publishes {@code [0, bad-1, 2]} in one batch to a {@link SecondFactoryListener} whose factory
-   * is {@code transactional} or not, and checks what was committed on the outbound topic.
+   * template is the {@code template} kind, and checks what was committed on the outbound topic.
    */
-  private static void probe(String name, boolean transactional) throws Exception {
+  private static void probe(String name, String template) throws Exception {
     SuiteProvider provider = new SuiteProvider();
     String topic = "idem." + name + "-" + UUID.randomUUID();
     try (KafkaListenerApplication application =
@@ -97,7 +109,7 @@ class KafkaTransactionStopSecondFactoryProbeTest {
             "spring.kafka.producer.properties.max.request.size=2000",
             "spring.kafka.producer.transaction-id-prefix=" + name + UUID.randomUUID(),
             "spring.kafka.consumer.isolation-level=read-committed",
-            "probe-f.second-transactional=" + transactional)) {
+            "probe-f.template=" + template)) {
       SecondFactoryListener listener = application.context().getBean(SecondFactoryListener.class);
       RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
       String[] keys = new String[3];
@@ -181,14 +193,21 @@ class KafkaTransactionStopSecondFactoryProbeTest {
     SecondFactoryListener probeFSecondFactoryListener(
         ProducerFactory<Object, Object> bootFactory,
         @Value("${suite.kafka.topic}") String topic,
-        @Value("${probe-f.second-transactional:false}") boolean transactional) {
+        @Value("${probe-f.template}") String kind) {
+      if (kind.equals("own-prefix")) {
+        KafkaTemplate<Object, Object> own = new KafkaTemplate<>(bootFactory);
+        own.setTransactionIdPrefix("probe-f-own-" + UUID.randomUUID());
+        return new SecondFactoryListener(own, null, topic + ".out");
+      }
       Map<String, Object> configs = new HashMap<>(bootFactory.getConfigurationProperties());
-      DefaultKafkaProducerFactory<String, String> second =
+      DefaultKafkaProducerFactory<Object, Object> second =
           new DefaultKafkaProducerFactory<>(configs);
-      if (transactional) {
+      if (kind.equals("second-tx")) {
         second.setTransactionIdPrefix("probe-f-outbound-" + UUID.randomUUID());
       }
-      return new SecondFactoryListener(second, topic + ".out");
+      KafkaTemplate<Object, Object> template = new KafkaTemplate<>(second);
+      template.setAllowNonTransactional(true);
+      return new SecondFactoryListener(template, second, topic + ".out");
     }
 
     @Bean
@@ -205,19 +224,21 @@ class KafkaTransactionStopSecondFactoryProbeTest {
 
   /**
    * Produces each payload of its list, in order, to the outbound topic through a template of its
-   * own factory, never in a transaction (non-transactional sends allowed); one that starts with
-   * {@code bad-} always fails.
+   * own (of a second factory, non-transactional sends allowed; or of Spring Boot's factory, with a
+   * transaction id prefix of its own); one that starts with {@code bad-} always fails.
    */
   public static class SecondFactoryListener implements DisposableBean {
-    private final DefaultKafkaProducerFactory<String, String> factory;
-    private final KafkaTemplate<String, String> template;
+    private final @Nullable DefaultKafkaProducerFactory<Object, Object> factory;
+    private final KafkaTemplate<Object, Object> template;
     private final String outbound;
     private final AtomicInteger calls = new AtomicInteger();
 
-    SecondFactoryListener(DefaultKafkaProducerFactory<String, String> factory, String outbound) {
+    SecondFactoryListener(
+        KafkaTemplate<Object, Object> template,
+        @Nullable DefaultKafkaProducerFactory<Object, Object> factory,
+        String outbound) {
       this.factory = factory;
-      this.template = new KafkaTemplate<>(factory);
-      this.template.setAllowNonTransactional(true);
+      this.template = template;
       this.outbound = outbound;
     }
 
@@ -251,7 +272,9 @@ class KafkaTransactionStopSecondFactoryProbeTest {
 
     @Override
     public void destroy() {
-      factory.destroy();
+      if (factory != null) {
+        factory.destroy();
+      }
     }
   }
 }
