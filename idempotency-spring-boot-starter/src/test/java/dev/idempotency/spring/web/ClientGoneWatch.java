@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.reactivestreams.Publisher;
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBuffer;
@@ -28,6 +29,7 @@ import reactor.core.publisher.SignalType;
 final class ClientGoneWatch implements WebFilter, Ordered {
 
   private final Map<String, CountDownLatch> gone = new ConcurrentHashMap<>();
+  private final Map<String, CountDownLatch> closed = new ConcurrentHashMap<>();
 
   /**
    * A raw request on a socket, which the test closes with the response unread (a reset), so that
@@ -54,6 +56,29 @@ final class ClientGoneWatch implements WebFilter, Ordered {
     return gone.computeIfAbsent(path, ignored -> new CountDownLatch(1));
   }
 
+  /**
+   * Opens once the server gave up writing the response to a request for {@code path}, or saw the
+   * connection it was written to closed. Since the endpoint ends a stream's write at its
+   * connection's close (Reactor Netty does not always report that end, see {@code
+   * DetachableBody#written}), the server's writer may never get an element to fail on or a body to
+   * cancel: the close is then what the server saw of the client going away.
+   */
+  boolean goneOrClosed(String path, long seconds) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+    CountDownLatch gaveUp = gone(path);
+    CountDownLatch connectionClosed = closed(path);
+    while (System.nanoTime() < deadline) {
+      if (gaveUp.await(10, TimeUnit.MILLISECONDS) || connectionClosed.getCount() == 0) {
+        return true;
+      }
+    }
+    return gaveUp.getCount() == 0 || connectionClosed.getCount() == 0;
+  }
+
+  private CountDownLatch closed(String path) {
+    return closed.computeIfAbsent(path, ignored -> new CountDownLatch(1));
+  }
+
   @Override
   public int getOrder() {
     return Ordered.HIGHEST_PRECEDENCE;
@@ -62,6 +87,10 @@ final class ClientGoneWatch implements WebFilter, Ordered {
   @Override
   public Mono<Void> filter(ServerWebExchange exchange, WebFilterChain chain) {
     CountDownLatch latch = gone(exchange.getRequest().getPath().value());
+    CountDownLatch connectionClosed = closed(exchange.getRequest().getPath().value());
+    // the connection's close, seen by the server (a listener on the channel, released with it)
+    ReactiveConnections.closed(exchange.getResponse())
+        .subscribe(null, failed -> connectionClosed.countDown(), connectionClosed::countDown);
     ServerHttpResponseDecorator watched =
         new ServerHttpResponseDecorator(exchange.getResponse()) {
           @Override
