@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -58,7 +57,7 @@ import org.springframework.web.servlet.FrameworkServlet;
 final class TaskThreadContext {
 
   /** Nothing: no interceptor, no decorator. */
-  static final TaskThreadContext NONE = new TaskThreadContext(List.of(), null, null);
+  static final TaskThreadContext NONE = new TaskThreadContext(List.of(), null, null, null);
 
   private static final Logger log = LoggerFactory.getLogger(TaskThreadContext.class);
 
@@ -68,18 +67,18 @@ final class TaskThreadContext {
   private final @Nullable NativeWebRequest request;
   private final @Nullable TaskDecorator decorator;
   private volatile @Nullable Callable<?> task;
-  // a task the decorator wrapped on the request's thread, for the first one decorated later
-  // (decoratingHere): null if none, or once taken
-  private final AtomicReference<@Nullable Runnable> wrappedHere = new AtomicReference<>();
-  private final AtomicReference<@Nullable Runnable> toRunHere = new AtomicReference<>();
+  // what decoratingHere set up on the request's thread; null for a context it did not make
+  private final @Nullable RequestThreadSetUp setUp;
 
   private TaskThreadContext(
       List<CallableProcessingInterceptor> interceptors,
       @Nullable NativeWebRequest request,
-      @Nullable TaskDecorator decorator) {
+      @Nullable TaskDecorator decorator,
+      @Nullable RequestThreadSetUp setUp) {
     this.interceptors = interceptors;
     this.request = request;
     this.decorator = decorator;
+    this.setUp = setUp;
   }
 
   /**
@@ -99,7 +98,7 @@ final class TaskThreadContext {
     }
     // Spring MVC hands its interceptors the request's AsyncWebRequest
     return new TaskThreadContext(
-        registered, asyncRequest != null ? asyncRequest : request, decorator);
+        registered, asyncRequest != null ? asyncRequest : request, decorator, null);
   }
 
   /**
@@ -127,12 +126,8 @@ final class TaskThreadContext {
     if (own == null) {
       return runnable;
     }
-    Runnable wrapped = wrappedHere.getAndSet(null);
-    if (wrapped != null) {
-      toRunHere.set(runnable);
-      return wrapped;
-    }
-    return own.decorate(runnable);
+    Runnable wrapped = setUp != null ? setUp.wrappedFor(runnable) : null;
+    return wrapped != null ? wrapped : own.decorate(runnable);
   }
 
   /**
@@ -152,33 +147,11 @@ final class TaskThreadContext {
     if (this == NONE) {
       return NONE;
     }
-    TaskThreadContext copy = new TaskThreadContext(interceptors, request, decorator);
-    if (!interceptors.isEmpty() && request != null) {
-      Callable<Object> asSpringSees =
-          () -> {
-            throw new IllegalStateException("the starter runs a handler's later stage itself");
-          };
-      copy.task = asSpringSees;
-      for (CallableProcessingInterceptor interceptor : interceptors) {
-        try {
-          interceptor.beforeConcurrentHandling(request, asSpringSees);
-        } catch (Exception | LinkageError e) {
-          log.debug("A callable interceptor's beforeConcurrentHandling failed", e);
-        }
-      }
-    }
-    TaskDecorator own = decorator;
-    if (own != null) {
-      copy.wrappedHere.set(
-          own.decorate(
-              () -> {
-                Runnable toRun = copy.toRunHere.getAndSet(null);
-                if (toRun != null) {
-                  toRun.run();
-                }
-              }));
-    }
-    return copy;
+    return new TaskThreadContext(
+        interceptors,
+        request,
+        decorator,
+        RequestThreadSetUp.here(interceptors, request, decorator));
   }
 
   /**
@@ -187,13 +160,8 @@ final class TaskThreadContext {
    * decorates gives it back. A failure of it is logged at DEBUG.
    */
   void unused() {
-    Runnable wrapped = wrappedHere.getAndSet(null);
-    if (wrapped != null) {
-      try {
-        wrapped.run();
-      } catch (RuntimeException | Error e) {
-        log.debug("The task the application's decorator wrapped ended with a failure", e);
-      }
+    if (setUp != null) {
+      setUp.unused();
     }
   }
 
@@ -214,7 +182,8 @@ final class TaskThreadContext {
       return work.call();
     }
     NativeWebRequest webRequest = request;
-    Callable<?> asSpringSees = task != null ? task : work;
+    Callable<?> handedToSpring = setUp != null ? setUp.task() : task;
+    Callable<?> asSpringSees = handedToSpring != null ? handedToSpring : work;
     int entered = 0;
     @Nullable Object result = null;
     @Nullable Throwable failure = null;

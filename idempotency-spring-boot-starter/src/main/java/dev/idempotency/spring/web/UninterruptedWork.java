@@ -5,12 +5,10 @@ import jakarta.servlet.http.HttpServletRequest;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.lang.reflect.Method;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
@@ -25,13 +23,9 @@ import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
 import org.springframework.context.i18n.LocaleContext;
 import org.springframework.context.i18n.LocaleContextHolder;
-import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
-import org.springframework.web.context.request.async.DeferredResult;
-import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
-import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
 
 /**
@@ -50,16 +44,17 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * never send on a lapsed lease). Work that began on Spring MVC's task and whose request a timeout
  * or a shutdown detached, and whose result then is more async work (a {@code DeferredResult} an
  * application thread sets later, a {@code CompletionStage}, a later {@code Callable}), which Spring
- * MVC never runs once its request ended, has that result run to its end, or awaited, on the same
- * pool, as the later stages of work taken over are ({@link AsyncWork.Queued#continueDetached}). The
- * work sees the waiting thread's MDC, locale and request attributes, and what Spring MVC gives its
- * own task thread: the request's callable interceptors run around it and the application's task
- * decorator wraps it ({@link TaskThreadContext}); a decorator's wrapper that ends without running
- * the work ends the call as that failure (nothing was sent), on every path. Taken over, the work
- * gets request attributes of its own over its request (or that request's copy, once it ended),
- * active while it runs, as Spring MVC's task thread gets them from {@code FrameworkServlet}. The
- * pool grows with the waiting threads (one worker per waiting task, so it is bounded by Spring
- * MVC's own async executor) and its idle threads end after a minute.
+ * MVC never runs once its request ended, has that result run to its end, or awaited ({@link
+ * LaterStages}), on the same pool, as the later stages of work taken over are ({@link
+ * AsyncWork.Queued#continueDetached}). The work sees the waiting thread's MDC, locale and request
+ * attributes, and what Spring MVC gives its own task thread: the request's callable interceptors
+ * run around it and the application's task decorator wraps it ({@link TaskThreadContext}); a
+ * decorator's wrapper that ends without running the work ends the call as that failure (nothing was
+ * sent), on every path. Taken over, the work gets request attributes of its own over its request
+ * (or that request's copy, once it ended), active while it runs, as Spring MVC's task thread gets
+ * them from {@code FrameworkServlet}. The pool grows with the waiting threads (one worker per
+ * waiting task, so it is bounded by Spring MVC's own async executor) and its idle threads end after
+ * a minute.
  */
 final class UninterruptedWork {
 
@@ -85,22 +80,6 @@ final class UninterruptedWork {
   private static final int RUNNING = 1;
   private static final int GIVEN_UP = 2;
   private static final int ENDED = 3;
-
-  /**
-   * {@code DeferredResult.getLifecycleInterceptor()}, package-private in Spring 6.2 and 7.0: the
-   * interceptor through which Spring MVC runs a {@code DeferredResult}'s {@code onTimeout} callback
-   * and sets its timeout result at a timeout, and marks it expired at the request's end. Reached by
-   * reflection, since nothing public does either; null if it cannot be (then a later {@code
-   * DeferredResult} unset at its timeout is recorded as answered without its body).
-   */
-  private static final @Nullable Method LIFECYCLE = deferredMethod("getLifecycleInterceptor");
-
-  /**
-   * {@code DeferredResult.getTimeoutValue()}, package-private in Spring 6.2 and 7.0 (Spring MVC
-   * reads it to set the request's timeout); reached by reflection, null if it cannot be (then the
-   * request's async timeout bounds the wait).
-   */
-  private static final @Nullable Method TIMEOUT_VALUE = deferredMethod("getTimeoutValue");
 
   private final ExecutorService workers;
   private final ThreadPoolExecutor takenOver;
@@ -187,9 +166,9 @@ final class UninterruptedWork {
                   target.set(buffered); // its request is gone: kept to store, if it fits
                   return write.call();
                 },
-                call,
+                StarterRun.ofThisThread(call, context),
                 buffered,
-                context),
+                true),
             context);
     return (ShieldedBody)
         out -> {
@@ -225,7 +204,8 @@ final class UninterruptedWork {
     if (work instanceof ShieldedCallable<V> shielded) {
       return shielded;
     }
-    return shield(work, call, detached(work, call, null, context), context);
+    return shield(
+        work, call, detached(work, StarterRun.ofThisThread(call, context), null, true), context);
   }
 
   private <V> Callable<V> shield(
@@ -301,68 +281,78 @@ final class UninterruptedWork {
   }
 
   /**
-   * {@code work} as the starter runs it if it takes it over, still queued, at a timeout or a
-   * shutdown ({@link AsyncWork#takeOverQueuedWork}): on a thread of its own, detached from the
-   * request (with the MDC and locale the request's thread had when the work was queued, and request
-   * attributes of its own over that thread's request: {@link #attributesOfTheTakenOverRun}), unless
-   * its key's lease lapsed meanwhile (a {@code KeyStoreException}, as for work that waited in
-   * Spring MVC's queue). A result that is more async work is run to its end as Spring MVC would run
-   * it (a {@code Callable}, a {@code WebAsyncTask}'s callable, a {@code CompletionStage} or a
-   * {@code DeferredResult} awaited, a {@code StreamingResponseBody} written to nowhere); the end
-   * goes to {@link AsyncWork#takenOverResult}. If the application's task decorator's wrapper ends
-   * without running the work (it throws before it), nothing was sent: that failure is the work's
-   * end ({@link #notRun}), and the work never runs after it.
+   * {@code work} as the starter runs it detached from its request, on a thread of its own, with the
+   * thread context {@code starterRun} took ({@link StarterRun}), unless its key's lease lapsed
+   * meanwhile (a {@code KeyStoreException}, as for work that waited in Spring MVC's queue). {@link
+   * AsyncWork.Queued#runDetached} runs it to its end as Spring MVC would run it ({@link
+   * LaterStages#runToItsEnd}: a {@code Callable}, a {@code WebAsyncTask}'s callable, a {@code
+   * CompletionStage} or a {@code DeferredResult} awaited, a {@code StreamingResponseBody} written
+   * to nowhere); {@link AsyncWork.Queued#continueDetached} continues it from the result given; each
+   * on the starter's threads ({@link #onATakenOverThread}), its end going to {@link
+   * AsyncWork#takenOverResult}. If the application's task decorator's wrapper ends without running
+   * the work (it throws before it), nothing was sent: that failure is the work's end ({@link
+   * #notRun}), and the work never runs after it. A later {@code DeferredResult} with no timeout of
+   * its own is awaited for the request's async timeout, read when the work is run or, for work
+   * queued here, when its request is detached (the request async then, each time), else {@link
+   * #DEFAULT_ASYNC_TIMEOUT_MILLIS}.
    *
    * @param body for a stream's work, what it writes; else null
+   * @param queuedHere whether {@code work} is the work the request's handler returned, queued on
+   *     this thread (the request's) for Spring MVC's task, which the starter takes over if it is
+   *     still queued at a timeout or a shutdown ({@link AsyncWork#takeOverQueuedWork}): its run is
+   *     decorated now, here, where Spring MVC's executor would have decorated its task (the thread
+   *     that takes it over, a container's, has none of the request's context), and if the work
+   *     starts on Spring MVC's task instead, the decorated run is run then with nothing to do
+   *     ({@link AsyncWork.Queued#notTakenOver}), so every task the application's decorator wraps
+   *     runs once (a decorator that takes something when it decorates gives it back when its task
+   *     runs); the request's async timeout is read too when a timeout or a shutdown detaches the
+   *     request ({@link AsyncWork.Queued#requestDetached}). Else {@code work} is an outcome the
+   *     starter follows ({@link #follower}): decorated when it is run.
    */
   private AsyncWork.Queued detached(
       Callable<?> work,
-      EndpointCall call,
+      StarterRun starterRun,
       AsyncWork.@Nullable WrittenBody body,
-      TaskThreadContext context) {
-    Map<String, String> mdc = MDC.getCopyOfContextMap();
-    LocaleContext locale = LocaleContextHolder.getLocaleContext();
-    RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
+      boolean queuedHere) {
+    EndpointCall call = starterRun.call();
     // a later DeferredResult's wait ends at its timeout, else the request's async timeout (read
-    // when the work is taken over, or its request detached, the request async by then), or when
-    // the close grace runs out
+    // when the work is run, or its request detached, the request async by then), or when the
+    // close grace runs out
     long[] asyncTimeout = {DEFAULT_ASYNC_TIMEOUT_MILLIS};
     CompletableFuture<Void> graceRunsOut = new CompletableFuture<>();
-    // decorated now, on the request's thread, where Spring MVC's executor would have decorated its
-    // task (the thread that takes it over, a container's, has none of the request's context); if
-    // the work starts on Spring MVC's task instead, the decorated task is run then with nothing to
-    // do (notTakenOver), so every task the application's decorator wraps runs once (a decorator
-    // that takes something when it decorates gives it back when its task runs)
+    Stages stages =
+        laterStageRan ->
+            LaterStages.runToItsEnd(work, laterStageRan, asyncTimeout[0], graceRunsOut);
     AtomicInteger run = new AtomicInteger(NOT_RUN);
-    StarterRun starterRun = new StarterRun(call, mdc, locale, attributes, context);
-    Runnable detachedRun =
-        starterRun.decorated(
-            run,
-            true,
-            false,
-            laterStageRan -> runToItsEnd(work, laterStageRan, asyncTimeout[0], graceRunsOut));
+    @Nullable Runnable decoratedHere =
+        queuedHere ? starterRun.decorated(run, true, false, stages) : null;
     return new AsyncWork.Queued() {
       @Override
       public void runDetached() {
-        asyncTimeout[0] = asyncTimeoutOf(attributes);
+        asyncTimeout[0] = asyncTimeoutOf(starterRun.attributes());
+        Runnable detachedRun =
+            decoratedHere != null ? decoratedHere : starterRun.decorated(run, true, false, stages);
         onATakenOverThread(detachedRun, run, call, false, false);
       }
 
       @Override
       public void requestDetached() {
-        asyncTimeout[0] = asyncTimeoutOf(attributes);
+        if (queuedHere) {
+          asyncTimeout[0] = asyncTimeoutOf(starterRun.attributes());
+        }
       }
 
       @Override
       public void continueDetached(@Nullable Object result, boolean laterStageRan) {
-        // decorated here, on Spring MVC's task thread, which its own decoration set up
+        // decorated here, on the thread that hands it over (Spring MVC's task thread, for work
+        // that began there), which its own decoration set up
         AtomicInteger continued = new AtomicInteger(NOT_RUN);
         Runnable continuation =
             starterRun.decorated(
                 continued,
                 false,
                 laterStageRan,
-                ran -> continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut));
+                ran -> LaterStages.continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut));
         // a decorator that never runs it: a stage ran, and what completes its result may send
         onATakenOverThread(continuation, continued, call, true, true);
       }
@@ -374,8 +364,10 @@ final class UninterruptedWork {
 
       @Override
       public void notTakenOver() {
-        if (context.decorates() && run.compareAndSet(NOT_RUN, ENDED)) {
-          detachedRun.run(); // only the decorator's own wrapping runs
+        if (decoratedHere != null
+            && starterRun.context().decorates()
+            && run.compareAndSet(NOT_RUN, ENDED)) {
+          decoratedHere.run(); // only the decorator's own wrapping runs
         }
       }
 
@@ -445,7 +437,7 @@ final class UninterruptedWork {
     /**
      * Runs them to their end: their result.
      *
-     * @param laterStageRan set once a later stage runs ({@link #runToItsEnd})
+     * @param laterStageRan set once a later stage runs ({@link LaterStages#runToItsEnd})
      */
     @Nullable Object run(boolean[] laterStageRan) throws Exception;
   }
@@ -466,6 +458,19 @@ final class UninterruptedWork {
       @Nullable LocaleContext locale,
       @Nullable RequestAttributes attributes,
       TaskThreadContext context) {
+
+    /**
+     * The run of {@code call}'s work with the thread context this thread has now (the request's):
+     * its MDC, locale and request attributes, and {@code context}.
+     */
+    static StarterRun ofThisThread(EndpointCall call, TaskThreadContext context) {
+      return new StarterRun(
+          call,
+          MDC.getCopyOfContextMap(),
+          LocaleContextHolder.getLocaleContext(),
+          RequestContextHolder.getRequestAttributes(),
+          context);
+    }
 
     /**
      * {@code stages}, run once, decorated by the application's task decorator on this thread.
@@ -529,15 +534,12 @@ final class UninterruptedWork {
    * @param ownStage whether the handler returned its own stage (no {@code Callable})
    */
   AsyncWork.Follower follower(EndpointCall call, TaskThreadContext context, boolean ownStage) {
-    Map<String, String> mdc = MDC.getCopyOfContextMap();
-    LocaleContext locale = LocaleContextHolder.getLocaleContext();
-    RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
     TaskThreadContext own = ownStage ? context.decoratingHere() : context;
-    StarterRun starterRun = new StarterRun(call, mdc, locale, attributes, own);
+    StarterRun starterRun = StarterRun.ofThisThread(call, own);
     return new AsyncWork.Follower() {
       @Override
       public AsyncWork.Queued follow(@Nullable Object outcome) {
-        return following(outcome, starterRun);
+        return detached(() -> outcome, starterRun, null, false);
       }
 
       @Override
@@ -551,56 +553,6 @@ final class UninterruptedWork {
             own.unused();
           }
         }
-      }
-    };
-  }
-
-  /**
-   * {@code outcome} as {@link #follower} follows it: {@link AsyncWork.Queued#runDetached} runs it
-   * to its end ({@link #runToItsEnd}), {@link AsyncWork.Queued#continueDetached} continues it from
-   * the result given; each on the starter's threads, decorated then ({@link #onATakenOverThread}).
-   * A later {@code DeferredResult} with no timeout of its own is awaited for the request's async
-   * timeout, read when the outcome is run (its request async then), else {@link
-   * #DEFAULT_ASYNC_TIMEOUT_MILLIS}.
-   */
-  private AsyncWork.Queued following(@Nullable Object outcome, StarterRun starterRun) {
-    EndpointCall call = starterRun.call();
-    CompletableFuture<Void> graceRunsOut = new CompletableFuture<>();
-    return new AsyncWork.Queued() {
-      @Override
-      public void runDetached() {
-        long asyncTimeout = asyncTimeoutOf(starterRun.attributes());
-        AtomicInteger run = new AtomicInteger(NOT_RUN);
-        Runnable followed =
-            starterRun.decorated(
-                run,
-                true,
-                false,
-                ran -> runToItsEnd(() -> outcome, ran, asyncTimeout, graceRunsOut));
-        onATakenOverThread(followed, run, call, false, false);
-      }
-
-      @Override
-      public void continueDetached(@Nullable Object result, boolean laterStageRan) {
-        AtomicInteger continued = new AtomicInteger(NOT_RUN);
-        Runnable continuation =
-            starterRun.decorated(
-                continued,
-                false,
-                laterStageRan,
-                ran -> continueToItsEnd(result, ran, DEFAULT_ASYNC_TIMEOUT_MILLIS, graceRunsOut));
-        // a decorator that never runs it: a stage ran, and what completes its result may send
-        onATakenOverThread(continuation, continued, call, true, true);
-      }
-
-      @Override
-      public void graceRunsOut() {
-        graceRunsOut.complete(null);
-      }
-
-      @Override
-      public AsyncWork.@Nullable WrittenBody body() {
-        return null;
       }
     };
   }
@@ -664,228 +616,6 @@ final class UninterruptedWork {
       } catch (RuntimeException e) {
         log.debug("A taken-over run's request-scope destruction callback failed", e);
       }
-    }
-  }
-
-  /**
-   * {@code work}'s result, run to its end as Spring MVC would run it: a result that is more async
-   * work is run too ({@link #detached}); {@code laterStageRan[0]} is set once a later stage runs
-   * (before it runs: its failure is a later stage's, after a stage that may have sent). A {@code
-   * DeferredResult} or {@code CompletionStage} that holds its result when the stage that returned
-   * it ended ({@link SettledResults}) is no later stage: its value (an emitter, say, then followed
-   * to its end by {@link AsyncWork#takenOverResult}) is that stage's own.
-   *
-   * @param asyncTimeout how long a later {@code DeferredResult} with no timeout of its own is
-   *     awaited, in milliseconds (zero or less: without limit, as the servlet container would)
-   * @param graceRunsOut completed when the guard's close grace is about to run out
-   */
-  private static @Nullable Object runToItsEnd(
-      Callable<?> work,
-      boolean[] laterStageRan,
-      long asyncTimeout,
-      CompletableFuture<Void> graceRunsOut)
-      throws Exception {
-    return continueToItsEnd(work.call(), laterStageRan, asyncTimeout, graceRunsOut);
-  }
-
-  /**
-   * {@link #runToItsEnd} from {@code first}, the result of a stage that ran already: more async
-   * work is run too, or awaited, as after a first stage there.
-   */
-  private static @Nullable Object continueToItsEnd(
-      @Nullable Object first,
-      boolean[] laterStageRan,
-      long asyncTimeout,
-      CompletableFuture<Void> graceRunsOut)
-      throws Exception {
-    @Nullable Object result = first;
-    while (true) {
-      Object value = asyncBodyOf(result);
-      // a value the stage that returned it had set already is that stage's own result
-      boolean sameStage = SettledResults.settled(value);
-      if (value instanceof Callable<?> next) {
-        laterStageRan[0] = true;
-        result = next.call();
-      } else if (value instanceof WebAsyncTask<?> task) {
-        laterStageRan[0] = true;
-        result = task.getCallable().call();
-      } else if (value instanceof CompletionStage<?> stage) {
-        result = withEntityOf(result, awaitStage(stage));
-      } else if (value instanceof DeferredResult<?> deferred) {
-        Object awaited = awaitDeferred(deferred, asyncTimeout, graceRunsOut);
-        if (awaited == deferred) {
-          result = deferred;
-          break; // nothing answered it: recorded as answered without its body
-        }
-        result = withEntityOf(result, awaited);
-      } else if (value instanceof StreamingResponseBody stream) {
-        laterStageRan[0] = true;
-        stream.writeTo(OutputStream.nullOutputStream());
-        break; // answered without its body
-      } else {
-        break;
-      }
-      laterStageRan[0] |= !sameStage;
-    }
-    return result;
-  }
-
-  /**
-   * The async value a {@code ResponseEntity} holds as its body (a {@code StreamingResponseBody}, a
-   * {@code CompletionStage} or a {@code DeferredResult}, which Spring MVC runs or awaits as it
-   * would the value itself), else {@code result} itself.
-   */
-  private static @Nullable Object asyncBodyOf(@Nullable Object result) {
-    if (result instanceof ResponseEntity<?> entity) {
-      Object body = entity.getBody();
-      if (body instanceof StreamingResponseBody
-          || body instanceof CompletionStage<?>
-          || body instanceof DeferredResult<?>) {
-        return body;
-      }
-    }
-    return result;
-  }
-
-  /**
-   * {@code value}, awaited from the body of {@code holder}, as Spring MVC renders it: with the
-   * entity's status and headers if {@code holder} is a {@code ResponseEntity} (and the value not
-   * one itself); else the value as it is.
-   */
-  private static @Nullable Object withEntityOf(@Nullable Object holder, @Nullable Object value) {
-    if (holder instanceof ResponseEntity<?> entity && !(value instanceof ResponseEntity<?>)) {
-      return ResponseEntity.status(entity.getStatusCode()).headers(entity.getHeaders()).body(value);
-    }
-    return value;
-  }
-
-  /** The value of a later stage that a taken-over work returned, or its failure, thrown. */
-  private static @Nullable Object awaitStage(CompletionStage<?> stage) throws Exception {
-    return await(stage.toCompletableFuture());
-  }
-
-  /**
-   * The value of a later {@code DeferredResult} that a taken-over work returned, as Spring MVC
-   * would have dispatched it: an error result that is a {@code Throwable} is its failure, thrown;
-   * any other (a value, or an error result that is not a {@code Throwable}) is its value. Spring
-   * MVC never got it (the work was taken over), so nothing else sets its result handler or expires
-   * it: it is awaited until its own timeout ({@link #TIMEOUT_VALUE}), else the request's async
-   * timeout, or until the guard's close grace is about to run out at a shutdown, whichever comes
-   * first; then it is expired as Spring MVC expires one at its timeout ({@link #expire}: its {@code
-   * onTimeout} callback, then its timeout result, if any). The application's own {@code
-   * DeferredResultProcessingInterceptor}s are not run: the request is gone. If nothing answered it
-   * even then, the stage that returned it ran and may have sent, and nothing reports whether it
-   * did: the {@code DeferredResult} itself is returned, recorded as answered without its body
-   * ({@link AsyncWork#takenOverResult}), never released (SPEC 1).
-   */
-  private static @Nullable Object awaitDeferred(
-      DeferredResult<?> deferred, long asyncTimeout, CompletableFuture<Void> graceRunsOut)
-      throws Exception {
-    CompletableFuture<@Nullable Object> value = new CompletableFuture<>();
-    deferred.setResultHandler(value::complete);
-    Long own = timeoutOf(deferred);
-    long timeout = own != null ? own : asyncTimeout;
-    CompletableFuture<@Nullable Object> ends = new CompletableFuture<>();
-    value.thenAccept(ends::complete);
-    graceRunsOut.thenRun(() -> ends.complete(null));
-    if (timeout > 0) {
-      CompletableFuture.delayedExecutor(timeout, TimeUnit.MILLISECONDS)
-          .execute(() -> ends.complete(null));
-    }
-    await(ends);
-    if (!value.isDone()) {
-      expire(deferred); // its timeout answer, if any, comes through the result handler
-    }
-    completed(deferred);
-    if (!value.isDone()) {
-      return deferred; // no answer: recorded as answered without its body
-    }
-    Object result = value.join();
-    if (result instanceof Exception failure) {
-      throw failure;
-    }
-    if (result instanceof Error failure) {
-      throw failure;
-    }
-    if (result instanceof Throwable failure) {
-      throw new ExecutionException(failure);
-    }
-    return result;
-  }
-
-  /**
-   * What Spring MVC does at a {@code DeferredResult}'s timeout, before its own fallback: the
-   * result's lifecycle interceptor runs its {@code onTimeout} callback, then sets its timeout
-   * result if it has one. Reached by reflection ({@link #LIFECYCLE}); if that fails, nothing is
-   * set, and the result is recorded as answered without its body (fail safe: no second send).
-   */
-  private static void expire(DeferredResult<?> deferred) {
-    DeferredResultProcessingInterceptor lifecycle = lifecycleOf(deferred);
-    if (lifecycle == null) {
-      return;
-    }
-    try {
-      lifecycle.handleTimeout(null, deferred); // Spring's own interceptor reads no request
-    } catch (Exception e) {
-      log.debug("A taken-over DeferredResult's timeout handling failed", e);
-    }
-  }
-
-  /**
-   * What Spring MVC does as the request of a {@code DeferredResult} completes: the result is marked
-   * expired (nothing sets it any more) and its {@code onCompletion} callback runs.
-   */
-  private static void completed(DeferredResult<?> deferred) {
-    DeferredResultProcessingInterceptor lifecycle = lifecycleOf(deferred);
-    if (lifecycle == null) {
-      return;
-    }
-    try {
-      lifecycle.afterCompletion(null, deferred);
-    } catch (Exception e) {
-      log.debug("A taken-over DeferredResult's completion callback failed", e);
-    }
-  }
-
-  @SuppressWarnings("NullAway") // Spring's lifecycle interceptor never reads its request
-  private static @Nullable DeferredResultProcessingInterceptor lifecycleOf(
-      DeferredResult<?> deferred) {
-    Method method = LIFECYCLE;
-    if (method == null) {
-      return null;
-    }
-    try {
-      return method.invoke(deferred) instanceof DeferredResultProcessingInterceptor lifecycle
-          ? lifecycle
-          : null;
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      log.debug("A taken-over DeferredResult's lifecycle could not be reached", e);
-      return null;
-    }
-  }
-
-  /** The {@code DeferredResult}'s own timeout, in milliseconds; null if it has none, or unread. */
-  private static @Nullable Long timeoutOf(DeferredResult<?> deferred) {
-    Method method = TIMEOUT_VALUE;
-    if (method == null) {
-      return null;
-    }
-    try {
-      return method.invoke(deferred) instanceof Long timeout ? timeout : null;
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      log.debug("A taken-over DeferredResult's timeout could not be read", e);
-      return null;
-    }
-  }
-
-  private static @Nullable Method deferredMethod(String name) {
-    try {
-      Method method = DeferredResult.class.getDeclaredMethod(name);
-      method.setAccessible(true);
-      return method;
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      log.debug("DeferredResult.{} cannot be reached", name, e);
-      return null;
     }
   }
 
@@ -970,7 +700,7 @@ final class UninterruptedWork {
    * The work's result. An interrupt of the waiting thread is Spring MVC's cancel at a timeout,
    * whose only purpose is to stop the work, which goes on by design: it is not kept.
    */
-  private static <V> V await(CompletableFuture<V> result) throws Exception {
+  static <V> V await(CompletableFuture<V> result) throws Exception {
     while (true) {
       try {
         return result.get();

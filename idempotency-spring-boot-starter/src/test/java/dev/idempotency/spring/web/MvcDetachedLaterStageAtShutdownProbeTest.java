@@ -2,20 +2,12 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idempotency.testservers.Poll;
-import java.net.http.HttpResponse;
-import java.time.Duration;
-import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.web.bind.annotation.PostMapping;
@@ -37,70 +29,21 @@ import org.springframework.web.context.request.async.DeferredResult;
  * <p>Passes on Boot 3.5 (15 to 22 s) and 4.0 (17 to 19 s) at 7340e92a, twice each: the close took
  * about 2.1 s and the retry after the restart got 422 response-not-stored, one send.
  */
-class MvcDetachedLaterStageAtShutdownProbeTest implements EndpointClient {
+class MvcDetachedLaterStageAtShutdownProbeTest extends MvcDetachedAtShutdownProbe {
 
   private static final String PATH = "/probeC/shutdown/later-deferred";
 
-  private int port;
-
-  @Override
-  public int port() {
-    return port;
-  }
-
-  @Override
-  public int runs() {
-    return LaterAtShutdown.entered.get();
-  }
-
-  private static ConfigurableApplicationContext start() {
-    return MvcProbes.startOn(
-        LaterAtShutdownApplication.class,
-        "redis",
-        new CountDownLatch(1),
-        "spring.lifecycle.timeout-per-shutdown-phase=1s",
-        "spring.mvc.async.request-timeout=1s",
-        "idempotency.close-grace-period=3s",
-        "idempotency.lease=60s");
+  MvcDetachedLaterStageAtShutdownProbeTest() {
+    super(LaterAtShutdownApplication.class, PATH, LaterAtShutdown.STAGE);
   }
 
   @Tag("extended")
   @Test
   void aDetachedCallablesLaterDeferredResultAwaitedAtShutdownIsNotSentAgain() throws Exception {
-    String key = EndpointClient.newKey();
-    CountDownLatch gate = new CountDownLatch(1);
-    CountDownLatch late = new CountDownLatch(1);
-    LaterAtShutdown.gate = gate;
-    LaterAtShutdown.late = late;
-    ConfigurableApplicationContext first = start();
-    String firstAnswer;
-    long closeMillis;
-    try {
-      port = MvcProbes.portOf(first);
-      HttpResponse<byte[]> answer = post(PATH, key, "{}");
-      firstAnswer = MvcProbes.replayed(answer);
-      gate.countDown(); // the detached Callable returns its DeferredResult, whose thread sends
-      Poll.within(Duration.ofSeconds(30))
-          .until("the later stage sent: " + firstAnswer, () -> LaterAtShutdown.sendsOf(key) == 1);
-      long closing = System.nanoTime();
-      CompletableFuture.runAsync(first::close).get(60, TimeUnit.SECONDS);
-      closeMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - closing);
-    } finally {
-      gate.countDown();
-      late.countDown(); // sets the DeferredResult, after the close
-    }
-    HttpResponse<byte[]> retry;
-    try (ConfigurableApplicationContext second = start()) {
-      port = MvcProbes.portOf(second);
-      retry = post(PATH, key, "{}");
-    }
-    String seen =
-        String.format(
-            "first answer %s; close took %d ms; retry after the restart %s; sends %d",
-            firstAnswer, closeMillis, MvcProbes.replayed(retry), LaterAtShutdown.sendsOf(key));
-    assertThat(firstAnswer).as(seen).startsWith("409");
-    assertThat(LaterAtShutdown.sendsOf(key)).as("sends: " + seen).isEqualTo(1);
-    assertThat(retry.statusCode()).as("the retry: " + seen).isIn(409, 422);
+    Run run = closedDuringTheWaitThenRetried(EndpointClient.newKey());
+    assertThat(run.firstAnswer()).as(run.seen()).startsWith("409");
+    assertThat(run.sends()).as("sends: " + run.seen()).isEqualTo(1);
+    assertThat(run.retry().statusCode()).as("the retry: " + run.seen()).isIn(409, 422);
   }
 
   @Configuration(proxyBeanMethods = false)
@@ -110,15 +53,7 @@ class MvcDetachedLaterStageAtShutdownProbeTest implements EndpointClient {
 
   @RestController
   static class LaterAtShutdown {
-    static final AtomicInteger entered = new AtomicInteger();
-    static final Map<String, AtomicInteger> sends = new ConcurrentHashMap<>();
-    static volatile CountDownLatch gate = new CountDownLatch(0);
-    static volatile CountDownLatch late = new CountDownLatch(0);
-
-    static int sendsOf(String key) {
-      AtomicInteger n = sends.get(key);
-      return n == null ? 0 : n.get();
-    }
+    static final LaterStage STAGE = new LaterStage();
 
     /**
      * Held (30 s at most) past the timeout by the gate; returns a DeferredResult (60 s timeout, no
@@ -128,16 +63,16 @@ class MvcDetachedLaterStageAtShutdownProbeTest implements EndpointClient {
     @IdempotentEndpoint
     public Callable<DeferredResult<String>> laterDeferred(
         @RequestHeader("Idempotency-Key") String key) {
-      entered.incrementAndGet();
-      CountDownLatch held = gate;
-      CountDownLatch setLate = late;
+      STAGE.entered.incrementAndGet();
+      CountDownLatch held = STAGE.gate;
+      CountDownLatch setLate = STAGE.late;
       return () -> {
         held.await(30, TimeUnit.SECONDS);
         DeferredResult<String> deferred = new DeferredResult<>(60_000L);
         Thread thread =
             new Thread(
                 () -> {
-                  int n = sends.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+                  int n = STAGE.send(key);
                   try {
                     setLate.await(60, TimeUnit.SECONDS);
                   } catch (InterruptedException e) {

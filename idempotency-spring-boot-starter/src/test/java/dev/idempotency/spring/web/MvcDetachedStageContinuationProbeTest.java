@@ -271,10 +271,10 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
    * <p>Was an open finding (probeE, of fixstage 4e0a736f; a lost send, SPEC 1). Failed on Boot 3.5
    * and 4.0 at 4de4bf36 (and on Boot 3.5 at 923a917d): "sends: first 409 ..., last 422
    * replayed=null {...response-not-stored..., "original-status":200} ... expected: 1 but was: 0".
-   * From reading: {@code UninterruptedWork.continueToItsEnd} looks into a {@code ResponseEntity}
-   * only for a {@code StreamingResponseBody}; an entity of a future ends the loop as it is, and
-   * {@code AsyncWork.takenOverResult} records more async work as answered without its body at once,
-   * before the future failed. The same loop continues a detached {@code Callable}'s later stages
+   * From reading: {@code LaterStages.continueToItsEnd} looks into a {@code ResponseEntity} only for
+   * a {@code StreamingResponseBody}; an entity of a future ends the loop as it is, and {@code
+   * AsyncWork.takenOverResult} records more async work as answered without its body at once, before
+   * the future failed. The same loop continues a detached {@code Callable}'s later stages
    * (fixlater), so that shape is likely affected too (not run). Fixed (fixctx): {@code
    * continueToItsEnd} follows a {@code ResponseEntity} whose body is a {@code CompletionStage} or a
    * {@code DeferredResult}, its value rendered with the entity's status and headers.
@@ -290,8 +290,8 @@ class MvcDetachedStageContinuationProbeTest extends MvcProbeApplication {
    * shape fixlater continues) or a {@code ResponseEntity} of one ({@code entity-future}) that a
    * later thread fails 200 ms after with the provider's refusal, before any send: nothing was sent,
    * so the retry (a 5xx too) must send once (SPEC 1: no lost send). The {@code entity-future} row
-   * (fixctx) failed before {@code UninterruptedWork.continueToItsEnd} followed an entity's async
-   * body, as the stage's row above did.
+   * (fixctx) failed before {@code LaterStages.continueToItsEnd} followed an entity's async body, as
+   * the stage's row above did.
    */
   @ParameterizedTest
   @CsvSource({"future", "entity-future"})

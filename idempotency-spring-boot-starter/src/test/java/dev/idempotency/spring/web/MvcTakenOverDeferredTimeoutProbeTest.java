@@ -77,7 +77,7 @@ class MvcTakenOverDeferredTimeoutProbeTest extends MvcProbeApplication {
   /**
    * Was an open finding (probeV, on 164f714; low-medium: no progress and a thread held for good,
    * not a second or lost send), fixed by fixdeferred. A refused (taken-over) Callable's
-   * DeferredResult was awaited by UninterruptedWork.awaitDeferred with no bound; the starter never
+   * DeferredResult was awaited by LaterStages.awaitDeferred with no bound; the starter never
    * expired it, so a DeferredResult that only its timeout answers (a timeout result, onTimeout)
    * never ended: the key stayed in progress (its lease, 3 s here, renewed while the work "ran":
    * still 409 after 20 s), every retry got 409 until the application stopped, and a taken-over

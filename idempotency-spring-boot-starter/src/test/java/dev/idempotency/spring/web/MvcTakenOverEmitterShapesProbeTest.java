@@ -138,7 +138,7 @@ class MvcTakenOverEmitterShapesProbeTest extends MvcProbeApplication {
    * 23 s, and again at ad1148a: "timed out after 20000 ms waiting for the retry's send: first
    * answer 409 replayed=null {...request-in-progress...}, last 200 replayed=true". Now the starter
    * awaits it as it awaits a taken-over {@code Callable}'s ({@code AsyncWork.continuedDetached},
-   * {@code UninterruptedWork.continueToItsEnd}): its failure goes through the exception resolvers
+   * {@code LaterStages.continueToItsEnd}): its failure goes through the exception resolvers
    * (nothing maps it: the key is released) and the retry sends once.
    */
   @Test

@@ -83,7 +83,7 @@ class MvcTakenOverLaterStageProbeTest extends MvcProbeApplication {
   /**
    * Was an open finding (low-medium, a lost send; SPEC 1 "no lost send"), fixed by following a
    * later {@code DeferredResult} of taken-over work to its result ({@code
-   * UninterruptedWork.awaitDeferred}), as a {@code CompletableFuture} is: the same with a {@code
+   * LaterStages.awaitDeferred}), as a {@code CompletableFuture} is: the same with a {@code
    * DeferredResult} whose provider refused before it sent ({@code setErrorResult}). The taken-over
    * work did not follow the {@code DeferredResult}: the key was recorded as answered without its
    * body as soon as the {@code Callable} returned it, before the provider was even called, and the
