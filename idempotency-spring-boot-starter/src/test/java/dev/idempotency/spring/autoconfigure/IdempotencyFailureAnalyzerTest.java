@@ -30,7 +30,8 @@ import org.springframework.web.bind.annotation.RestController;
  * what to do under "Action" ({@link IdempotencyFailureAnalyzer}, registered in {@code
  * META-INF/spring.factories}): each case is a real {@code SpringApplication} run that fails, and
  * what Boot printed, one refusal of each kind: the records table, a window, default names, a store
- * property, a listener, an endpoint. On Boot 3.5 in spring-boot-3-tests, on Boot 4.0 in spring-boot-4-tests.
+ * property, a listener, an endpoint. On Boot 3.5 in spring-boot-3-tests, on Boot 4.0 in
+ * spring-boot-4-tests.
  */
 @ExtendWith(OutputCaptureExtension.class)
 class IdempotencyFailureAnalyzerTest {
