@@ -14,9 +14,9 @@ import org.springframework.kafka.core.ProducerPostProcessor;
  * Tells whether a listener produced records in its container's Kafka transaction: records the
  * transaction's abort discards, unlike a provider call's send. {@link ContainerTransactionManager}
  * asks it when a Kafka batch that stopped partway has its transaction not commit after all: the
- * records before the stop are recorded then (their redelivery is a replay), unless the listener
- * produced in that transaction, whose abort undid those sends; they are released, and sent again,
- * once, at their redelivery.
+ * records before the stop are recorded then (their redelivery is a replay), except those for which
+ * the listener produced in that transaction ({@link TransactionProduces}), whose abort undid those
+ * sends; they are released, and sent again, once, at their redelivery.
  *
  * <p>The hook is Spring Kafka's own for wrapping the producers a factory creates, a {@link
  * ProducerPostProcessor} (as tracing libraries use it), added to each {@code ProducerFactory} bean
