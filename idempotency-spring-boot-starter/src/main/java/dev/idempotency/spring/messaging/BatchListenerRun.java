@@ -62,6 +62,11 @@ final class BatchListenerRun {
     return polledIndexes.get(i);
   }
 
+  /** Message {@code item}'s index in the listener's list. */
+  int indexOf(Batch.Item item) {
+    return keys.indexOf(item.key());
+  }
+
   /** The items of the messages the listener read and so may have sent, once {@link #run} ended. */
   List<Batch.Item> sent() {
     return sent;
@@ -75,10 +80,14 @@ final class BatchListenerRun {
    * A failed batch comes back from its first message that was named, lapsed or never read, never
    * later: a container that commits the messages before that index (Kafka) must not commit one the
    * listener never read, as it was not sent. Once the listener's call ended, its list can no longer
-   * be read.
+   * be read. In a container's Kafka transaction whose producer is known, {@code produces} notes
+   * each read, so that each record produced in it counts for its message.
    */
   @Nullable Object run(
-      MethodInvocation invocation, Object[] arguments, @Nullable HeldAcknowledgment acknowledgment)
+      MethodInvocation invocation,
+      Object[] arguments,
+      @Nullable HeldAcknowledgment acknowledgment,
+      @Nullable TransactionProduces produces)
       throws Throwable {
     BatchContexts contexts = new BatchContexts(method.name, messages);
     HandedOutList view =
@@ -94,7 +103,8 @@ final class BatchListenerRun {
                     IdempotencyKey.digest(keys.get(i)),
                     "its lease lapsed before its send could start (not renewed in time); nothing"
                         + " was sent",
-                    null));
+                    null),
+            produces);
     Object original = arguments[method.batchIndex];
     arguments[method.batchIndex] = view;
     BatchContexts previous = IdempotentDelivery.bindBatch(contexts);

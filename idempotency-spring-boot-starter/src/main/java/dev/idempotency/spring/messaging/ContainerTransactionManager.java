@@ -8,8 +8,6 @@ import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.jspecify.annotations.Nullable;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import org.springframework.kafka.core.KafkaResourceHolder;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
@@ -34,12 +32,11 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * its commit, after the offsets of the whole batch the container sent. If that transaction then
  * does not commit after all (the producer refused a dead letter in it, which leaves it unable to
  * commit), the records before the stop are recorded rather than released: they were sent, and their
- * redelivery must be a replay; unless the listener produced records in that transaction ({@link
- * KafkaTransactionSends}), whose abort undid them: those are released and produced again.
+ * redelivery must be a replay; except those whose records the listener produced in that transaction
+ * ({@link KafkaTransactionSends}, {@link TransactionProduces}), whose abort undid them: those are
+ * released and produced again.
  */
 class ContainerTransactionManager implements PlatformTransactionManager {
-
-  private static final Logger log = LoggerFactory.getLogger(IdempotentListener.class);
 
   /** The local transactions this thread's managers opened, innermost first. */
   private static final ThreadLocal<Deque<Opened>> OPENED = ThreadLocal.withInitial(ArrayDeque::new);
@@ -105,18 +102,18 @@ class ContainerTransactionManager implements PlatformTransactionManager {
   }
 
   /**
-   * The records produced so far through the producer of the innermost Kafka transaction this
-   * thread's container opened, or -1 if there is none or its producer is not known ({@link
-   * KafkaTransactionSends}): what a listener's call added to it was produced in that transaction.
+   * The sends of the producer of the innermost Kafka transaction this thread's container opened, or
+   * null if there is none or its producer is not known ({@link KafkaTransactionSends}): what a
+   * listener's call added to them was produced in that transaction.
    */
-  static long producedInKafkaTransaction() {
+  static KafkaTransactionSends.@Nullable Sends kafkaTransactionSends() {
     Deque<Opened> opened = OPENED.get();
     Opened top = opened.peek();
     if (top == null) {
       OPENED.remove();
-      return -1;
+      return null;
     }
-    return top.kafka != null && top.sends != null ? top.sends.count() : -1;
+    return top.kafka != null ? top.sends : null;
   }
 
   /**
@@ -209,41 +206,28 @@ class ContainerTransactionManager implements PlatformTransactionManager {
   /**
    * Completes what waits on a transaction that did not commit: released, unless a Kafka batch
    * stopped partway in it ({@code stopped}, {@link KafkaTransactionBatchStops}). Then the records
-   * before the stop are recorded all the same, as its commit would have recorded them, unless the
-   * listener produced records in the transaction ({@link
-   * ContainerTransactions.Completion#producedInTransaction()}):
+   * before the stop are recorded all the same, as its commit would have recorded them, except those
+   * whose records were produced in the transaction ({@link
+   * ContainerTransactions.Completion#stopNotCommitted()}):
    *
    * <ul>
-   *   <li>A listener whose send is outside the transaction (a provider call): its sends happened,
-   *       Spring Kafka's error handler committed their offsets through the consumer, outside the
+   *   <li>A message whose send is outside the transaction (a provider call): its send happened,
+   *       Spring Kafka's error handler committed its offset through the consumer, outside the
    *       transaction, before it sought back, and only the after-rollback processor's seek brings
-   *       them back, which must then be a replay, not a second send (a dead letter the producer
+   *       it back, which must then be a replay, not a second send (a dead letter the producer
    *       refused leaves the transaction unable to commit at every redelivery).
-   *   <li>A listener that produced in the transaction: the abort discarded what it produced, its
-   *       send; released, the redelivery produces it again, once, in a transaction that may commit.
+   *   <li>A message whose record was produced in the transaction ({@link TransactionProduces}): the
+   *       abort discarded it, its send; released, the redelivery produces it again, once, in a
+   *       transaction that may commit. Where the records cannot be told apart by message, the whole
+   *       batch is released.
    * </ul>
    */
   private static void notCommitted(
       List<ContainerTransactions.Completion> completions, boolean stopped) {
-    if (!stopped) {
+    if (stopped) {
+      ContainerTransactions.completeStopped(completions);
+    } else {
       ContainerTransactions.complete(completions, false);
-      return;
-    }
-    for (ContainerTransactions.Completion completion : completions) {
-      boolean produced = completion.producedInTransaction();
-      if (produced) {
-        log.warn(
-            "The Kafka container transaction of a batch that stopped partway did not commit (see"
-                + " the container's log): the listener produced records in it, which its abort"
-                + " discarded, so the messages before the stop are released and produced again at"
-                + " their redelivery");
-      } else {
-        log.warn(
-            "The Kafka container transaction of a batch that stopped partway did not commit (see"
-                + " the container's log): the messages before the stop, sent outside it, are"
-                + " recorded all the same, so their redelivery is a replay");
-      }
-      ContainerTransactions.complete(List.of(completion), !produced);
     }
   }
 

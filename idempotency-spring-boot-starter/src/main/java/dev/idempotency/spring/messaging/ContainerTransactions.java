@@ -28,11 +28,11 @@ import org.springframework.util.ClassUtils;
  *
  * Recorded after the commit; released after a rollback or a commit that failed (as a failed commit
  * of the listener's own {@code @Transactional} releases, the guard running outside it), except the
- * messages before the stop of a Kafka batch that stopped partway, recorded even then unless the
- * listener produced records in the transaction ({@link ContainerTransactionManager}: their offsets
- * were committed outside the transaction); left claimed until its lease runs out when the
- * transaction can no longer commit and the broker gave no verdict (a JMS session closed before its
- * commit, {@link JmsSessionCommit}). Thread-bound, as the containers' own transactions are.
+ * messages before the stop of a Kafka batch that stopped partway, recorded even then unless their
+ * records were produced in the transaction ({@link ContainerTransactionManager}: their offsets were
+ * committed outside the transaction); left claimed until its lease runs out when the transaction
+ * can no longer commit and the broker gave no verdict (a JMS session closed before its commit,
+ * {@link JmsSessionCommit}). Thread-bound, as the containers' own transactions are.
  */
 final class ContainerTransactions {
 
@@ -65,13 +65,14 @@ final class ContainerTransactions {
     void abandoned();
 
     /**
-     * Whether the delivery produced records in the container's Kafka transaction ({@link
-     * KafkaTransactionSends}), which that transaction's abort discards: after a Kafka batch's stop
-     * whose transaction did not commit, such a delivery is released, not recorded ({@link
-     * ContainerTransactionManager}).
+     * The container's Kafka transaction of a batch that stopped partway did not commit after all
+     * ({@link ContainerTransactionManager}): the messages before the stop were sent, and their
+     * offsets committed outside the transaction, so they are recorded, as {@link #committed()} does
+     * (the default); except those whose records, produced in that transaction ({@link
+     * KafkaTransactionSends}), its abort discarded: released, to be produced again.
      */
-    default boolean producedInTransaction() {
-      return false;
+    default void stopNotCommitted() {
+      committed();
     }
   }
 
@@ -141,6 +142,17 @@ final class ContainerTransactions {
   static void complete(List<Completion> completions, boolean committed) {
     for (Completion completion : completions) {
       run(completion, committed);
+    }
+  }
+
+  /** Runs each completion's {@link Completion#stopNotCommitted()}, as {@link #complete} does. */
+  static void completeStopped(List<Completion> completions) {
+    for (Completion completion : completions) {
+      try {
+        completion.stopNotCommitted();
+      } catch (RuntimeException e) {
+        log.warn("Recording the outcome of a listener's transaction failed", e);
+      }
     }
   }
 

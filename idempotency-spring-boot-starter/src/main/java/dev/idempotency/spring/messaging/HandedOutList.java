@@ -31,6 +31,8 @@ import org.slf4j.LoggerFactory;
  *   <li>Only elements given to the listener (read) count as sent (before a failed one it names, as
  *       Spring Kafka counts); one handed out but never read is left unreported, so the batch
  *       releases it, and a failed batch comes back from it ({@link #firstUnread()}).
+ *   <li>In a container's Kafka transaction, each read is noted for {@link TransactionProduces}: the
+ *       records produced in it count for the furthest message read, whose send was running.
  *   <li>Once the listener returned ({@link #end()}), reading throws an {@link
  *       IllegalStateException}: the container acknowledged the batch, and a message not read before
  *       was not sent by this delivery (its key released). The first such read is logged at WARN,
@@ -53,6 +55,7 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
   private final boolean[] lapsed;
   private final boolean[] given;
   private final @Nullable RuntimeException[] deferrals;
+  private final @Nullable TransactionProduces produces;
   private int nextToHandOut;
   private boolean ended;
   private boolean warnedLateRead;
@@ -64,6 +67,7 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
    * @param batch the batch that claimed them, in the same order
    * @param contexts where each handed-out element's context goes, by identity
    * @param lapse the deferral of element {@code i}, whose lease lapsed before it was read
+   * @param produces where each read is noted, in a container's Kafka transaction; or null
    */
   HandedOutList(
       String listener,
@@ -71,7 +75,8 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
       List<String> keys,
       Batch<?> batch,
       BatchContexts contexts,
-      IntFunction<RuntimeException> lapse) {
+      IntFunction<RuntimeException> lapse,
+      @Nullable TransactionProduces produces) {
     this.listener = listener;
     this.elements = elements;
     for (int i = 0; i < keys.size(); i++) {
@@ -84,6 +89,7 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
     this.lapsed = new boolean[elements.size()];
     this.given = new boolean[elements.size()];
     this.deferrals = new RuntimeException[elements.size()];
+    this.produces = produces;
   }
 
   @Override
@@ -116,6 +122,9 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
       throw deferral(index);
     }
     given[index] = true;
+    if (produces != null) {
+      produces.read(index);
+    }
     return element;
   }
 
@@ -138,6 +147,9 @@ final class HandedOutList extends AbstractList<Object> implements RandomAccess {
   /** Ends the batch: the listener returned (or threw), and its list can no longer be read. */
   synchronized void end() {
     ended = true;
+    if (produces != null) {
+      produces.end();
+    }
   }
 
   private IllegalStateException readAfterEnd(int index) {

@@ -40,9 +40,9 @@ import org.springframework.kafka.listener.MessageListenerContainer;
  * manager) still rolls back. A transaction that does not commit after such a stop (the producer
  * refused a dead letter in it, which leaves it unable to commit) still records the records before
  * the stop ({@link ContainerTransactionManager}): Spring Kafka's handler committed their offsets
- * through the consumer, and the after-rollback processor's redelivery of them is a replay; unless
- * the listener produced records in that transaction ({@link KafkaTransactionSends}), which the
- * abort discarded: then they are released and produced again at the redelivery. Stateless.
+ * through the consumer, and the after-rollback processor's redelivery of them is a replay; except
+ * those for which the listener produced records in that transaction ({@link TransactionProduces}),
+ * which the abort discarded: they are released and produced again at the redelivery. Stateless.
  */
 final class KafkaTransactionBatchStops {
 

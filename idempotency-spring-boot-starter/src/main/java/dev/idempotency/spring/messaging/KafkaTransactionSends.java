@@ -14,18 +14,20 @@ import org.springframework.kafka.core.ProducerPostProcessor;
  * Tells whether a listener produced records in its container's Kafka transaction: records the
  * transaction's abort discards, unlike a provider call's send. {@link ContainerTransactionManager}
  * asks it when a Kafka batch that stopped partway has its transaction not commit after all: the
- * records before the stop are recorded then (their redelivery is a replay), unless the listener
- * produced in that transaction, whose abort undid those sends; they are released, and sent again,
- * once, at their redelivery.
+ * records before the stop are recorded then (their redelivery is a replay), except those for which
+ * the listener produced in that transaction ({@link TransactionProduces}), whose abort undid those
+ * sends; they are released, and sent again, once, at their redelivery.
  *
  * <p>The hook is Spring Kafka's own for wrapping the producers a factory creates, a {@link
- * ProducerPostProcessor} (as tracing libraries use it), added to each {@code ProducerFactory} bean
- * and to the producer factory of each listener container's Kafka transaction manager. Each producer
- * it wraps counts its {@code send} calls, whatever sends through it (a {@code KafkaTemplate}, the
- * producer itself); the rest is the producer's own. The producer that begins the container's
- * transaction, inside the transaction manager's {@code getTransaction}, is noted for that
- * transaction ({@link #capture()}): a send through another producer (a non-transactional one, a
- * template's {@code executeInTransaction}, which commits on its own) is not counted for it.
+ * ProducerPostProcessor} (as tracing libraries use it), added to each transaction-capable {@code
+ * ProducerFactory} bean and to the producer factory of each listener container's Kafka transaction
+ * manager; a factory that is not transaction capable cannot begin a container's transaction, and
+ * its producers are left as they are. Each producer it wraps counts its {@code send} calls,
+ * whatever sends through it (a {@code KafkaTemplate}, the producer itself); the rest is the
+ * producer's own. The producer that begins the container's transaction, inside the transaction
+ * manager's {@code getTransaction}, is noted for that transaction ({@link #capture()}): a send
+ * through another producer (a non-transactional one, a template's {@code executeInTransaction},
+ * which commits on its own) is not counted for it.
  *
  * <p>Where the producer is not known (a {@code ProducerFactory} that does not take post-processors,
  * or a producer it created before the starter added its own), nothing tells: the records before a
@@ -82,11 +84,15 @@ final class KafkaTransactionSends implements ProducerPostProcessor<Object, Objec
   }
 
   /**
-   * Adds this post-processor to {@code factory} unless it has it: producers it creates from then on
-   * are counted. A factory that does not take post-processors is left alone.
+   * Adds this post-processor to {@code factory} unless it has it, if it is transaction capable:
+   * producers it creates from then on are counted. A factory that is not (no producer of it begins
+   * a container's transaction), or that does not take post-processors, is left alone.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static void observe(ProducerFactory<?, ?> factory) {
+    if (!factory.transactionCapable()) {
+      return; // its sends are never in a container's transaction: not worth a proxy on each send
+    }
     try {
       if (!factory.getPostProcessors().contains(INSTANCE)) {
         ((ProducerFactory) factory).addPostProcessor(INSTANCE);

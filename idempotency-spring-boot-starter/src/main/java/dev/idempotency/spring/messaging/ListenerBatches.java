@@ -257,13 +257,15 @@ final class ListenerBatches {
     HeldAcknowledgment acknowledgment =
         run.isEmpty() ? null : Messages.holdAcknowledgment(arguments, run.size(), run::polledIndex);
     boolean nacked = false;
-    // what the producer of the container's Kafka transaction had produced before the listener ran
-    // (-1: none, or not known): whether the listener produced in it decides a stop's rollback
-    long producedBefore =
-        inTransaction ? ContainerTransactionManager.producedInKafkaTransaction() : -1;
+    // the records the listener produces in the container's Kafka transaction, by message (null:
+    // none, or its producer not known): which it produced decides what a stop's rollback releases
+    KafkaTransactionSends.Sends sends =
+        inTransaction ? ContainerTransactionManager.kafkaTransactionSends() : null;
+    TransactionProduces produces =
+        sends != null ? new TransactionProduces(sends, run.size()) : null;
     try {
       if (!run.isEmpty()) {
-        result = run.run(invocation, arguments, acknowledgment);
+        result = run.run(invocation, arguments, acknowledgment, produces);
         nacked = acknowledgment != null && acknowledgment.nackedAt() >= 0;
       } else if (stopCause == null) {
         Messages.acknowledgeSkipped(arguments);
@@ -271,14 +273,11 @@ final class ListenerBatches {
     } finally {
       heldBack.forget(method, sent);
       if (inTransaction) {
-        boolean produced =
-            producedBefore >= 0
-                && ContainerTransactionManager.producedInKafkaTransaction() != producedBefore;
         ContainerTransactions.onCompletion(
             new ContainerTransactions.Completion() {
               @Override
-              public boolean producedInTransaction() {
-                return produced;
+              public void stopNotCommitted() {
+                recordStopped(method, batch, sent, run, produces);
               }
 
               @Override
@@ -414,6 +413,50 @@ final class ListenerBatches {
           method, "store", "the store could not be asked; nothing ran", storeFailure);
     }
     return refused; // a stored failure to dead-letter, an unknown outcome (strict mode), ...
+  }
+
+  /**
+   * Records the messages before a Kafka batch's stop whose container transaction did not commit:
+   * those sent outside it, whose redelivery must be a replay; and releases those whose records the
+   * abort discarded ({@link TransactionProduces}), or every one where they cannot be told apart.
+   */
+  private static void recordStopped(
+      ListenerMethod method,
+      Batch<String> batch,
+      List<Batch.Item> sent,
+      BatchListenerRun run,
+      @Nullable TransactionProduces produces) {
+    if (produces == null || !produces.any()) {
+      log.warn(
+          "The Kafka container transaction of a batch that stopped partway did not commit (see"
+              + " the container's log): listener {}'s messages before the stop, sent outside it,"
+              + " are recorded all the same, so their redelivery is a replay",
+          method.name);
+      recordBatch(batch, sent);
+      return;
+    }
+    List<Batch.Item> outside = produces.withoutRecords(sent, run::indexOf);
+    if (outside == null) {
+      log.warn(
+          "The Kafka container transaction of a batch that stopped partway did not commit (see"
+              + " the container's log): listener {} produced records in it, which its abort"
+              + " discarded, and which messages they were for is not known (produced before the"
+              + " listener read a message, or after it had read ahead), so the messages before the"
+              + " stop are released and sent again at their redelivery",
+          method.name);
+      batch.record();
+      return;
+    }
+    log.warn(
+        "The Kafka container transaction of a batch that stopped partway did not commit (see the"
+            + " container's log): of listener {}'s {} message(s) before the stop, {} produced"
+            + " records in it, which its abort discarded: released and produced again at their"
+            + " redelivery; the others, sent outside it, are recorded, so their redelivery is a"
+            + " replay",
+        method.name,
+        sent.size(),
+        sent.size() - outside.size());
+    recordBatch(batch, outside);
   }
 
   /** Reports the messages sent as succeeded, and writes the batch's outcomes. */

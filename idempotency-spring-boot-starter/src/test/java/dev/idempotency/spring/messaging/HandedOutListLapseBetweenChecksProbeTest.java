@@ -116,7 +116,8 @@ class HandedOutListLapseBetweenChecksProbeTest {
             keys,
             batch,
             new BatchContexts("probe-w", messages),
-            i -> i == 0 ? deferral : new IllegalStateException("deferral of " + i));
+            i -> i == 0 ? deferral : new IllegalStateException("deferral of " + i),
+            null);
     clock.armed.set(true);
     Throwable read;
     try {

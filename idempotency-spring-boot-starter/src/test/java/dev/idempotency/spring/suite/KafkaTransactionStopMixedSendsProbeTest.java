@@ -2,35 +2,21 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
-import dev.idempotency.spring.suite.KafkaTransactionStopRolledBackProduceProbeTest.RefusedOnce;
-import dev.idempotency.testservers.Poll;
+import dev.idempotency.spring.suite.KafkaTransactionStopFixture.RefusedOnce;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.Consumer;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.common.TopicPartition;
 import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.context.annotation.Primary;
 import org.springframework.kafka.annotation.KafkaListener;
-import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
-import org.springframework.kafka.listener.CommonErrorHandler;
-import org.springframework.kafka.listener.DefaultErrorHandler;
-import org.springframework.util.backoff.FixedBackOff;
 
 /**
  * Probe (probeF, of fixtxprod ba364c18): as {@link KafkaTransactionStopRolledBackProduceProbeTest},
@@ -41,20 +27,24 @@ import org.springframework.util.backoff.FixedBackOff;
  * call-1, bad-2, tx-3]}. The promise (SPEC 1, 15): message 0's record committed once, message 1
  * sent to the provider once, message 3's record committed once, message 2 never.
  *
- * <p>Open finding (probeF, on 996cdcf6, Boot 3.5 and 4.0; severity: a second send): after the
- * rollback the starter releases the whole batch before the stop, since the listener produced in the
- * transaction, so message 1's provider call is made again at the redelivery. docs/message-
- * consumers.md says so ("A listener that does both ... its provider calls are made again"), but
- * SPEC 1 promises at most one send. Seen on both lines: "listener calls: 3, recoveries: 2, outbound
- * committed: [1, 0, 0, 1], provider sends of message 1: 2, dead-lettered: 1" (expected provider
- * sends 1). Telling the two apart per message would need the starter to know which message each
- * send belonged to (the listener gets the batch as one list).
+ * <p>Was an open finding (probeF, on 996cdcf6, Boot 3.5 and 4.0; a second send): after the rollback
+ * the starter released the whole batch before the stop, since the listener produced in the
+ * transaction, so message 1's provider call was made again at the redelivery ("listener calls: 3,
+ * recoveries: 2, outbound committed: [1, 0, 0, 1], provider sends of message 1: 2, dead-lettered:
+ * 1"). Fixed by fixmixed: each record produced in the transaction counts for the message the
+ * listener read last ({@code TransactionProduces}); after the rollback only message 0 is released,
+ * message 1 recorded.
+ *
+ * <p>The second case is where the records cannot be told apart by message: the listener copies its
+ * list before producing ({@code [tx-0, bad-1, tx-2]}), so every message was read before its first
+ * record; the whole batch is released, as before the fix, and message 0's record, discarded by the
+ * abort, is produced again: committed once, not lost.
  */
 class KafkaTransactionStopMixedSendsProbeTest {
 
   static final String LISTENER = "probe-f-kafka-tx-mixed-sends";
 
-  @Tag("open-finding")
+  @Tag("extended") // its own application, and up to a minute of waiting for message 3's record
   @Test
   void aListenerProducingForSomeMessagesAndCallingTheProviderForOthersSendsEachOnce()
       throws Exception {
@@ -62,41 +52,28 @@ class KafkaTransactionStopMixedSendsProbeTest {
     SuiteProvider provider = new SuiteProvider();
     String topic = "idem." + name + "-" + UUID.randomUUID();
     try (KafkaListenerApplication application =
-        KafkaListenerApplication.start(
-            new SwitchableKeyStore(),
-            provider,
-            new CountDownLatch(1),
-            topic,
-            "none",
-            new Class<?>[] {MixedListeners.class},
-            // a refused dead letter is 5000 bytes; the messages and outbound records are short
-            "spring.kafka.producer.properties.max.request.size=2000",
-            "spring.kafka.producer.transaction-id-prefix=" + name + UUID.randomUUID(),
-            "spring.kafka.consumer.isolation-level=read-committed")) {
+        KafkaTransactionStopFixture.start(
+            name, topic, provider, MixedListeners.class, "fixmixed.copy=false")) {
       MixedListener listener = application.context().getBean(MixedListener.class);
       RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
       String id = UUID.randomUUID().toString();
       String[] keys = {"tx-0-" + id, "call-1-" + id, "bad-2-" + id, "tx-3-" + id};
       application.publishInOneBatch(keys);
-      try {
-        // message 3 produced: the batch went past the stop and its transaction committed
-        Poll.within(Duration.ofSeconds(60))
-            .every(Duration.ofMillis(500))
-            .until(
-                "message 3 produced and committed",
-                () -> committed(application, topic + ".out"),
-                seen -> seen.contains(keys[3]));
-      } catch (AssertionError timedOut) {
-        // the assertions say what happened
-      }
-      List<String> seen = committed(application, topic + ".out");
+      // message 3 produced: the batch went past the stop and its transaction committed
+      List<String> seen =
+          KafkaTransactionStopFixture.awaitCommitted(
+              application,
+              topic + ".out",
+              Duration.ofSeconds(60),
+              "message 3 produced and committed",
+              committed -> committed.contains(keys[3]));
       String facts =
           "listener calls: "
               + listener.calls()
               + ", recoveries: "
               + recoverer.calls()
               + ", outbound committed: "
-              + Arrays.stream(keys).map(key -> Collections.frequency(seen, key)).toList()
+              + KafkaTransactionStopFixture.counts(seen, keys)
               + ", provider sends of message 1: "
               + provider.sends(keys[1])
               + ", dead-lettered: "
@@ -124,69 +101,80 @@ class KafkaTransactionStopMixedSendsProbeTest {
     }
   }
 
-  /** The values of {@code topic}'s committed records (the application's read-committed reader). */
-  @SuppressWarnings("unchecked")
-  private static List<String> committed(KafkaListenerApplication application, String topic) {
-    ConsumerFactory<String, String> consumers =
-        application.context().getBean(ConsumerFactory.class);
-    TopicPartition partition = new TopicPartition(topic, 0);
-    List<String> values = new ArrayList<>();
-    try (Consumer<String, String> consumer =
-        consumers.createConsumer("probe-f-out-reader-" + UUID.randomUUID(), null)) {
-      consumer.assign(List.of(partition));
-      consumer.seekToBeginning(List.of(partition));
-      long end = consumer.endOffsets(List.of(partition)).get(partition);
-      while (consumer.position(partition) < end) {
-        for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
-          values.add(record.value());
-        }
-      }
+  @Tag("extended") // its own application, and up to a minute of waiting for message 2's record
+  @Test
+  void aListenerThatCopiesItsListBeforeProducingHasEachRecordCommittedOnce() throws Exception {
+    String name = "fixmixed-copy";
+    String topic = "idem." + name + "-" + UUID.randomUUID();
+    try (KafkaListenerApplication application =
+        KafkaTransactionStopFixture.start(
+            name, topic, new SuiteProvider(), MixedListeners.class, "fixmixed.copy=true")) {
+      MixedListener listener = application.context().getBean(MixedListener.class);
+      RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
+      String id = UUID.randomUUID().toString();
+      String[] keys = {"tx-0-" + id, "bad-1-" + id, "tx-2-" + id};
+      application.publishInOneBatch(keys);
+      List<String> seen =
+          KafkaTransactionStopFixture.awaitCommitted(
+              application,
+              topic + ".out",
+              Duration.ofSeconds(60),
+              "messages 0 and 2 produced and committed",
+              committed -> committed.contains(keys[0]) && committed.contains(keys[2]));
+      String facts =
+          "listener calls: "
+              + listener.calls()
+              + ", recoveries: "
+              + recoverer.calls()
+              + ", outbound committed: "
+              + KafkaTransactionStopFixture.counts(seen, keys)
+              + ", dead-lettered: "
+              + application.deadLettered().size();
+      SoftAssertions.assertSoftly(
+          softly -> {
+            softly.assertThat(recoverer.calls()).as("recoveries (" + facts + ")").isGreaterThan(1);
+            softly
+                .assertThat(KafkaTransactionStopFixture.counts(seen, keys))
+                .as("committed outbound records of each message (" + facts + ")")
+                .containsExactly(1, 0, 1);
+          });
     }
-    return values;
   }
 
-  /** The listener, its outbound topic, and an error handler (primary over the suite's). */
+  /** The listener ({@link KafkaTransactionStopFixture} adds its topic and error handler). */
   @Configuration(proxyBeanMethods = false)
   static class MixedListeners {
-    @Bean
-    NewTopic probeFMixedOutboundTopic(@Value("${suite.kafka.topic}") String topic) {
-      return new NewTopic(topic + ".out", 1, (short) 1);
-    }
-
     @Bean
     MixedListener probeFMixedListener(
         KafkaTemplate<Object, Object> template,
         SuiteProvider provider,
-        @Value("${suite.kafka.topic}") String topic) {
-      return new MixedListener(template, provider, topic + ".out");
-    }
-
-    @Bean
-    RefusedOnce probeFMixedRefusedOnce(KafkaTemplate<Object, Object> template) {
-      return new RefusedOnce(template);
-    }
-
-    @Bean
-    @Primary
-    CommonErrorHandler probeFMixedRefusedOnceHandler(RefusedOnce recoverer) {
-      return new DefaultErrorHandler(recoverer, new FixedBackOff(0, 0));
+        @Value("${suite.kafka.topic}") String topic,
+        @Value("${fixmixed.copy}") boolean copy) {
+      return new MixedListener(template, provider, topic + ".out", copy);
     }
   }
 
   /**
    * Sends each payload of its list in order: {@code tx-} produced to the outbound topic in the
-   * container's transaction, {@code call-} to the provider, {@code bad-} always fails.
+   * container's transaction, {@code call-} to the provider, {@code bad-} always fails; reading each
+   * from its list as it sends it, or from a copy of the list taken first ({@code copy}).
    */
   public static class MixedListener {
     private final KafkaTemplate<Object, Object> template;
     private final SuiteProvider provider;
     private final String outbound;
+    private final boolean copy;
     private final AtomicInteger calls = new AtomicInteger();
 
-    MixedListener(KafkaTemplate<Object, Object> template, SuiteProvider provider, String outbound) {
+    MixedListener(
+        KafkaTemplate<Object, Object> template,
+        SuiteProvider provider,
+        String outbound,
+        boolean copy) {
       this.template = template;
       this.provider = provider;
       this.outbound = outbound;
+      this.copy = copy;
     }
 
     int calls() {
@@ -199,8 +187,9 @@ class KafkaTransactionStopMixedSendsProbeTest {
         groupId = "${suite.kafka.topic}",
         batch = "true")
     @IdempotentListener(name = LISTENER)
-    public void batch(List<String> payloads) {
+    public void batch(List<String> list) {
       calls.incrementAndGet();
+      List<String> payloads = copy ? List.copyOf(list) : list;
       for (int i = 0; i < payloads.size(); i++) {
         try {
           String payload = payloads.get(i);

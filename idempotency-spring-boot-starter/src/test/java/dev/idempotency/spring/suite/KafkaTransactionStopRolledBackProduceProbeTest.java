@@ -2,34 +2,21 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
-import dev.idempotency.testservers.Poll;
+import dev.idempotency.spring.suite.KafkaTransactionStopFixture.RefusedOnce;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.Consumer;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.common.TopicPartition;
 import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.context.annotation.Primary;
 import org.springframework.kafka.annotation.KafkaListener;
-import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
-import org.springframework.kafka.listener.CommonErrorHandler;
-import org.springframework.kafka.listener.ConsumerRecordRecoverer;
-import org.springframework.kafka.listener.DefaultErrorHandler;
-import org.springframework.util.backoff.FixedBackOff;
 
 /**
  * Probe (probeD, of fixdlt 30e5aaf5): a Kafka batch listener in its container's Kafka transaction
@@ -83,20 +70,13 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
    * committed on the outbound topic.
    */
   private static void probe(String name, boolean ownTransaction) throws Exception {
-    SuiteProvider provider = new SuiteProvider();
     String topic = "idem." + name + "-" + UUID.randomUUID();
     try (KafkaListenerApplication application =
-        KafkaListenerApplication.start(
-            new SwitchableKeyStore(),
-            provider,
-            new CountDownLatch(1),
+        KafkaTransactionStopFixture.start(
+            name,
             topic,
-            "none",
-            new Class<?>[] {ProducingListeners.class},
-            // a refused dead letter is 5000 bytes; the messages and outbound records are short
-            "spring.kafka.producer.properties.max.request.size=2000",
-            "spring.kafka.producer.transaction-id-prefix=" + name + UUID.randomUUID(),
-            "spring.kafka.consumer.isolation-level=read-committed",
+            new SuiteProvider(),
+            ProducingListeners.class,
             "probe-d.own-transaction=" + ownTransaction)) {
       ProducingListener listener = application.context().getBean(ProducingListener.class);
       RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
@@ -105,27 +85,23 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
         keys[i] = (i == 1 ? "bad-" : "") + name + "-" + i + "-" + UUID.randomUUID();
       }
       application.publishInOneBatch(keys);
-      try {
-        // message 2 produced (the batch went past the stop), and message 0's record, if it comes
-        Poll.within(Duration.ofSeconds(90))
-            .every(Duration.ofMillis(500))
-            .until(
-                "messages 0 and 2 produced and committed",
-                () -> committed(application, topic + ".out"),
-                seen -> seen.contains(keys[0]) && seen.contains(keys[2]));
-        // message 2 is produced only after the redelivery of message 0 committed (its record, or
-        // a second one, comes before message 2's on the outbound topic's one partition)
-      } catch (AssertionError timedOut) {
-        // the assertions say what happened
-      }
-      List<String> seen = committed(application, topic + ".out");
+      // message 2 produced (the batch went past the stop), and message 0's record, if it comes;
+      // message 2 is produced only after the redelivery of message 0 committed (its record, or
+      // a second one, comes before message 2's on the outbound topic's one partition)
+      List<String> seen =
+          KafkaTransactionStopFixture.awaitCommitted(
+              application,
+              topic + ".out",
+              Duration.ofSeconds(90),
+              "messages 0 and 2 produced and committed",
+              committed -> committed.contains(keys[0]) && committed.contains(keys[2]));
       String facts =
           "listener calls: "
               + listener.calls()
               + ", recoveries: "
               + recoverer.calls()
               + ", outbound committed: "
-              + java.util.Arrays.stream(keys).map(key -> Collections.frequency(seen, key)).toList()
+              + KafkaTransactionStopFixture.counts(seen, keys)
               + ", dead-lettered: "
               + application.deadLettered().size()
               + ", consumer failures: "
@@ -150,81 +126,15 @@ class KafkaTransactionStopRolledBackProduceProbeTest {
     }
   }
 
-  /** The values of {@code topic}'s committed records (the application's read-committed reader). */
-  @SuppressWarnings("unchecked")
-  private static List<String> committed(KafkaListenerApplication application, String topic) {
-    ConsumerFactory<String, String> consumers =
-        application.context().getBean(ConsumerFactory.class);
-    TopicPartition partition = new TopicPartition(topic, 0);
-    List<String> values = new ArrayList<>();
-    try (Consumer<String, String> consumer =
-        consumers.createConsumer("probe-d-out-reader-" + UUID.randomUUID(), null)) {
-      consumer.assign(List.of(partition));
-      consumer.seekToBeginning(List.of(partition));
-      long end = consumer.endOffsets(List.of(partition)).get(partition);
-      while (consumer.position(partition) < end) {
-        for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
-          values.add(record.value());
-        }
-      }
-    }
-    return values;
-  }
-
-  /** The listener, its outbound topic, and an error handler (primary over the suite's). */
+  /** The listener ({@link KafkaTransactionStopFixture} adds its topic and error handler). */
   @Configuration(proxyBeanMethods = false)
   static class ProducingListeners {
-    @Bean
-    NewTopic probeDOutboundTopic(@Value("${suite.kafka.topic}") String topic) {
-      return new NewTopic(topic + ".out", 1, (short) 1);
-    }
-
     @Bean
     ProducingListener probeDProducingListener(
         KafkaTemplate<Object, Object> template,
         @Value("${suite.kafka.topic}") String topic,
         @Value("${probe-d.own-transaction:false}") boolean ownTransaction) {
       return new ProducingListener(template, topic + ".out", ownTransaction);
-    }
-
-    @Bean
-    RefusedOnce probeDRefusedOnce(KafkaTemplate<Object, Object> template) {
-      return new RefusedOnce(template);
-    }
-
-    @Bean
-    @Primary
-    CommonErrorHandler probeDRefusedOnceHandler(RefusedOnce recoverer) {
-      return new DefaultErrorHandler(recoverer, new FixedBackOff(0, 0));
-    }
-  }
-
-  /**
-   * Dead-letters a record on the container's transactional template: the first one larger than the
-   * producer's {@code max.request.size} (refused, the transaction left unable to commit), the later
-   * ones as they are.
-   */
-  static class RefusedOnce implements ConsumerRecordRecoverer {
-    private final KafkaTemplate<Object, Object> template;
-    private final AtomicInteger calls = new AtomicInteger();
-
-    RefusedOnce(KafkaTemplate<Object, Object> template) {
-      this.template = template;
-    }
-
-    int calls() {
-      return calls.get();
-    }
-
-    @Override
-    public void accept(ConsumerRecord<?, ?> record, Exception failure) {
-      String value =
-          calls.getAndIncrement() == 0 ? "x".repeat(5000) : String.valueOf(record.value());
-      try {
-        template.send(record.topic() + ".DLT", 0, null, value).get(30, TimeUnit.SECONDS);
-      } catch (Exception refused) {
-        throw new IllegalStateException("the dead letter was not published", refused);
-      }
     }
   }
 

@@ -2,24 +2,15 @@ package dev.idempotency.spring.suite;
 
 import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.messaging.SwitchableKeyStore;
-import dev.idempotency.spring.suite.KafkaTransactionStopRolledBackProduceProbeTest.RefusedOnce;
-import dev.idempotency.testservers.Poll;
+import dev.idempotency.spring.suite.KafkaTransactionStopFixture.RefusedOnce;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.Consumer;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.common.TopicPartition;
 import org.assertj.core.api.SoftAssertions;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Tag;
@@ -28,15 +19,10 @@ import org.springframework.beans.factory.DisposableBean;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.context.annotation.Primary;
 import org.springframework.kafka.annotation.KafkaListener;
-import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.core.ProducerFactory;
-import org.springframework.kafka.listener.CommonErrorHandler;
-import org.springframework.kafka.listener.DefaultErrorHandler;
-import org.springframework.util.backoff.FixedBackOff;
 
 /**
  * Probe (probeF, of fixtxprod ba364c18): as {@link KafkaTransactionStopRolledBackProduceProbeTest},
@@ -95,20 +81,13 @@ class KafkaTransactionStopSecondFactoryProbeTest {
    * template is the {@code template} kind, and checks what was committed on the outbound topic.
    */
   private static void probe(String name, String template) throws Exception {
-    SuiteProvider provider = new SuiteProvider();
     String topic = "idem." + name + "-" + UUID.randomUUID();
     try (KafkaListenerApplication application =
-        KafkaListenerApplication.start(
-            new SwitchableKeyStore(),
-            provider,
-            new CountDownLatch(1),
+        KafkaTransactionStopFixture.start(
+            name,
             topic,
-            "none",
-            new Class<?>[] {SecondFactoryListeners.class},
-            // a refused dead letter is 5000 bytes; the messages and outbound records are short
-            "spring.kafka.producer.properties.max.request.size=2000",
-            "spring.kafka.producer.transaction-id-prefix=" + name + UUID.randomUUID(),
-            "spring.kafka.consumer.isolation-level=read-committed",
+            new SuiteProvider(),
+            SecondFactoryListeners.class,
             "probe-f.template=" + template)) {
       SecondFactoryListener listener = application.context().getBean(SecondFactoryListener.class);
       RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
@@ -117,24 +96,20 @@ class KafkaTransactionStopSecondFactoryProbeTest {
         keys[i] = (i == 1 ? "bad-" : "") + name + "-" + i + "-" + UUID.randomUUID();
       }
       application.publishInOneBatch(keys);
-      try {
-        Poll.within(Duration.ofSeconds(60))
-            .every(Duration.ofMillis(500))
-            .until(
-                "messages 0 and 2 produced and committed",
-                () -> committed(application, topic + ".out"),
-                seen -> seen.contains(keys[0]) && seen.contains(keys[2]));
-      } catch (AssertionError timedOut) {
-        // the assertions say what happened
-      }
-      List<String> seen = committed(application, topic + ".out");
+      List<String> seen =
+          KafkaTransactionStopFixture.awaitCommitted(
+              application,
+              topic + ".out",
+              Duration.ofSeconds(60),
+              "messages 0 and 2 produced and committed",
+              committed -> committed.contains(keys[0]) && committed.contains(keys[2]));
       String facts =
           "listener calls: "
               + listener.calls()
               + ", recoveries: "
               + recoverer.calls()
               + ", outbound committed: "
-              + Arrays.stream(keys).map(key -> Collections.frequency(seen, key)).toList()
+              + KafkaTransactionStopFixture.counts(seen, keys)
               + ", dead-lettered: "
               + application.deadLettered().size();
       SoftAssertions.assertSoftly(
@@ -156,35 +131,9 @@ class KafkaTransactionStopSecondFactoryProbeTest {
     }
   }
 
-  /** The values of {@code topic}'s committed records (the application's read-committed reader). */
-  @SuppressWarnings("unchecked")
-  private static List<String> committed(KafkaListenerApplication application, String topic) {
-    ConsumerFactory<String, String> consumers =
-        application.context().getBean(ConsumerFactory.class);
-    TopicPartition partition = new TopicPartition(topic, 0);
-    List<String> values = new ArrayList<>();
-    try (Consumer<String, String> consumer =
-        consumers.createConsumer("probe-f-out-reader-" + UUID.randomUUID(), null)) {
-      consumer.assign(List.of(partition));
-      consumer.seekToBeginning(List.of(partition));
-      long end = consumer.endOffsets(List.of(partition)).get(partition);
-      while (consumer.position(partition) < end) {
-        for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
-          values.add(record.value());
-        }
-      }
-    }
-    return values;
-  }
-
-  /** The listener, its outbound topic, and an error handler (primary over the suite's). */
+  /** The listener ({@link KafkaTransactionStopFixture} adds its topic and error handler). */
   @Configuration(proxyBeanMethods = false)
   static class SecondFactoryListeners {
-    @Bean
-    NewTopic probeFOutboundTopic(@Value("${suite.kafka.topic}") String topic) {
-      return new NewTopic(topic + ".out", 1, (short) 1);
-    }
-
     /**
      * The second factory is not a bean (one would replace Spring Boot's), as an application's
      * producer for another purpose built inside the bean that uses it.
@@ -208,17 +157,6 @@ class KafkaTransactionStopSecondFactoryProbeTest {
       KafkaTemplate<Object, Object> template = new KafkaTemplate<>(second);
       template.setAllowNonTransactional(true);
       return new SecondFactoryListener(template, second, topic + ".out");
-    }
-
-    @Bean
-    RefusedOnce probeFRefusedOnce(KafkaTemplate<Object, Object> template) {
-      return new RefusedOnce(template);
-    }
-
-    @Bean
-    @Primary
-    CommonErrorHandler probeFRefusedOnceHandler(RefusedOnce recoverer) {
-      return new DefaultErrorHandler(recoverer, new FixedBackOff(0, 0));
     }
   }
 
