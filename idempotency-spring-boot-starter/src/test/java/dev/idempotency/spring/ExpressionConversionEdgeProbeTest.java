@@ -232,6 +232,35 @@ class ExpressionConversionEdgeProbeTest {
         .isFalse();
   }
 
+  /**
+   * A warm key (its method resolved at an earlier call, as every key's is after the first): SpEL's
+   * MethodReference, whose cached executor failed with no InvocationTargetException beneath (an
+   * argument's conversion), resolves the method again and calls it again, so the conversion, and
+   * the application's look-up in it, runs twice in one evaluation: one transient failure passes
+   * unseen, two in a row surface (and are then classified as above). So the open findings above
+   * need a cold key (the first call after start) or two failures in a row; and a failing look-up is
+   * called twice per evaluation.
+   */
+  @Test
+  void aWarmKeyRunsAFailedConversionTwiceInOneEvaluation() {
+    Expression expression =
+        ExpressionAttributes.parser().parseExpression("T(" + SELF + "$Keys).ofTier(tierCode)");
+    StandardEvaluationContext context = new StandardEvaluationContext(new Order());
+    assertThat(expression.getValue(context)).isEqualTo("notice-GOLD");
+    EvaluationException failure;
+    try {
+      Tier.failures.set(1);
+      assertThat(expression.getValue(context)).as("one failure, warm").isEqualTo("notice-GOLD");
+      assertThat(Tier.failures).as("the look-up's failure consumed").hasValue(0);
+      Tier.failures.set(2);
+      failure = catchThrowableOfType(EvaluationException.class, () -> expression.getValue(context));
+      assertThat(Tier.failures).as("both failures consumed by one evaluation").hasValue(0);
+    } finally {
+      Tier.failures.set(0);
+    }
+    assertThat(failure).as("two failures in a row, warm").isNotNull();
+  }
+
   private static String chain(Throwable failure) {
     StringBuilder out = new StringBuilder();
     for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
