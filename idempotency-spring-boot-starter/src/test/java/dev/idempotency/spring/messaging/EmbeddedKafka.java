@@ -19,6 +19,7 @@ public final class EmbeddedKafka {
     "idem.filtered", "idem.filtered.DLT",
     "idem.record-list", "idem.record-list.DLT",
     "idem.converted-key", "idem.converted-key.DLT",
+    "idem.enum-key", "idem.enum-key.DLT",
     "idem.crash", "idem.example",
     "idem.tx", "idem.tx.out",
     "idem.tx-batch", "idem.tx-batch.DLT"

@@ -115,6 +115,7 @@ class KafkaListenerTest extends BatchListenerContract {
       case KafkaListeners.FILTERED -> "idem.filtered";
       case KafkaListeners.RECORD_LIST -> "idem.record-list";
       case KafkaListeners.CONVERTED_KEY -> "idem.converted-key";
+      case KafkaListeners.ENUM_KEY -> "idem.enum-key";
       default -> throw new IllegalArgumentException(listener);
     };
   }
@@ -165,6 +166,37 @@ class KafkaListenerTest extends BatchListenerContract {
         .isEqualTo(
             IdempotencyKey.providerKey(
                 IdempotencyKey.of(KafkaListeners.CONVERTED_KEY, "customer-" + event)));
+  }
+
+  /*
+   * Probe (probeI, of fixexpr d756130b): OPEN FINDING, a lost send in SPEC 1's terms. The key's
+   * argument (a Long) is converted to the application's enum Tier by SpEL's conversion service,
+   * which calls Tier's own static of(Long): a look-up of the application's code, made to time out
+   * once. fixexpr counts a conversion as the application's code only when its source or target
+   * type is the application's and not an enum, so this conversion's failure is taken for the
+   * input's: an invalid key, a poison message. Expected: retried by the error handler, sent once,
+   * not dead-lettered. Happened on Boot 3.5.7 and 4.0.7 (probeI, on d756130b): "[dead-lettered]
+   * Expecting empty but was: ["tier-56714799"]" (the unit twin, with the SpEL chain, is
+   * ExpressionConversionEdgeProbeTest#theApplicationsEnumFactoryFailingIsTheCalledCodesFailure).
+   */
+  @org.junit.jupiter.api.Tag("open-finding")
+  @org.junit.jupiter.api.Test
+  void aKeyLookUpInTheApplicationsEnumThatFailsOnceIsRetriedAndSent() throws Exception {
+    String event = unique("tier");
+    KafkaListeners.Tier.failures.set(1);
+    try {
+      publish(KafkaListeners.ENUM_KEY, event, null);
+
+      await(
+          "the message sent, or dead-lettered",
+          () ->
+              !sends.of(event).isEmpty() || deadLettered(KafkaListeners.ENUM_KEY).contains(event));
+      assertAcknowledged(KafkaListeners.ENUM_KEY);
+    } finally {
+      KafkaListeners.Tier.failures.set(0);
+    }
+    assertThat(deadLettered(KafkaListeners.ENUM_KEY)).as("dead-lettered").isEmpty();
+    assertThat(sends.of(event)).as("sends of the message whose key look-up failed once").hasSize(1);
   }
 
   /** The application's handler is wrapped, not replaced: deferrals go to a handler of their own. */

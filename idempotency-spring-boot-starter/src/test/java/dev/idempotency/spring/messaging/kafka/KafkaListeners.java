@@ -21,6 +21,33 @@ public class KafkaListeners {
   static final String FILTERED = "kafka-filtered-batch";
   static final String RECORD_LIST = "kafka-record-list";
   static final String CONVERTED_KEY = "kafka-converted-key";
+  static final String ENUM_KEY = "kafka-enum-key";
+
+  /**
+   * A tier, an enum of the application's with a static {@code of(Long)} look-up that SpEL's
+   * conversion service calls to convert a {@code Long} argument: it fails as many times as {@link
+   * #failures} says (a look-up that timed out), then works.
+   */
+  public enum Tier {
+    /** The only tier. */
+    GOLD;
+
+    static final java.util.concurrent.atomic.AtomicInteger failures =
+        new java.util.concurrent.atomic.AtomicInteger();
+
+    /** The look-up the conversion service calls for a Long argument. */
+    public static Tier of(Long code) {
+      if (failures.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+        throw new IllegalStateException("the tier look-up timed out (transient)");
+      }
+      return GOLD;
+    }
+
+    /** The key of a tier's notice. */
+    public static String keyOf(Tier tier, String event) {
+      return tier + "-" + event;
+    }
+  }
 
   /**
    * A customer, the parameter of the converted-key listener's key method: SpEL converts the payload
@@ -83,6 +110,17 @@ public class KafkaListeners {
       key = "T(dev.idempotency.spring.messaging.kafka.KafkaListeners$Customer).keyOf(#event)")
   public void convertedKey(String event) {
     sends.send(CONVERTED_KEY, event, IdempotentDelivery.context());
+  }
+
+  /** Keyed through a conversion of a Long to the application's enum by its own look-up. */
+  @KafkaListener(id = ENUM_KEY, topics = "idem.enum-key")
+  @IdempotentListener(
+      name = ENUM_KEY,
+      key =
+          "T(dev.idempotency.spring.messaging.kafka.KafkaListeners$Tier)"
+              + ".keyOf(T(java.lang.Long).valueOf(#event.length()), #event)")
+  public void enumKey(String event) {
+    sends.send(ENUM_KEY, event, IdempotentDelivery.context());
   }
 
   @KafkaListener(id = "kafka-header", topics = "idem.header")
