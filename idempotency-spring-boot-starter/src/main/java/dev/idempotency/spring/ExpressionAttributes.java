@@ -15,7 +15,6 @@ import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.core.convert.ConversionException;
 import org.springframework.core.convert.ConversionFailedException;
-import org.springframework.core.convert.TypeDescriptor;
 import org.springframework.expression.AccessException;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
@@ -175,14 +174,14 @@ public final class ExpressionAttributes {
    * and wraps a checked one in an {@link ExpressionInvocationTargetException}; a getter or setter,
    * whether reached as {@code #o.ref} or through the indexer as {@code #o['ref']}, a constructor,
    * whose exception SpEL wraps in its own {@link SpelEvaluationException} under one of several
-   * codes), nor when the conversion of an argument to a type of the application's ran that type's
-   * code and it threw (its static {@code valueOf}, {@code of} or {@code from}, or its one-argument
-   * constructor, which the conversion service calls: SpEL's TYPE_CONVERSION_ERROR around a {@link
-   * ConversionFailedException} whose cause is what that code threw): that code's own failure, which
-   * may pass (a look-up that timed out), as when the expression calls it itself. An expression that
-   * ran compiled ({@link #parser()} never compiles; another parser may) wraps whatever it threw in
-   * one {@link SpelEvaluationException} that cannot be told apart: not its input's failure, so
-   * retried, never dropped as a poison message.
+   * codes), nor when the conversion of an argument ran the application's code and it threw (a
+   * type's static {@code valueOf}, {@code of} or {@code from}, its one-argument constructor or its
+   * {@code to…()} method, which the conversion service calls: SpEL's TYPE_CONVERSION_ERROR around a
+   * {@link ConversionFailedException} whose cause is what that code threw): that code's own
+   * failure, which may pass (a look-up that timed out), as when the expression calls it itself. An
+   * expression that ran compiled ({@link #parser()} never compiles; another parser may) wraps
+   * whatever it threw in one {@link SpelEvaluationException} that cannot be told apart: not its
+   * input's failure, so retried, never dropped as a poison message.
    *
    * @param e the evaluation's failure
    * @return true if it is the expression's own failure for these values
@@ -241,49 +240,60 @@ public final class ExpressionAttributes {
    * Whether a conversion's failure (the {@link ConversionException} SpEL's TYPE_CONVERSION_ERROR
    * wraps: an argument converted to a method's or constructor's parameter type, a value written to
    * a property, an index) is the failure of the application's code the conversion service called.
-   * Spring's own converters (numbers, booleans, enums, UUIDs, locales, charsets, collections,
-   * arrays) convert between the JDK's types and enums, and fail on the value's shape (unparsable,
-   * out of range, a null for a primitive): the input's failure, the same every time. The generic
-   * ones (ObjectToObjectConverter, IdToEntityConverter, FallbackObjectToStringConverter) call a
-   * member of the source's or the target's type: a static {@code valueOf}, {@code of}, {@code from}
-   * or {@code find…}, a one-argument constructor, {@code to…()} or {@code toString()}. When that
-   * type is the application's, its code ran (a look-up, which may time out) and what it threw is
-   * the {@link ConversionFailedException}'s cause (ObjectToObjectConverter unwraps the
+   * Spring's own converters (numbers, booleans, enums by name or ordinal, UUIDs, locales, charsets,
+   * collections, arrays) fail in the JDK's or Spring's code on the value's shape (unparsable, out
+   * of range, no such constant, a null for a primitive): the input's failure, the same every time.
+   * The generic ones (ObjectToObjectConverter, IdToEntityConverter,
+   * FallbackObjectToStringConverter) call a member of the source's or the target's type: a static
+   * {@code valueOf}, {@code of}, {@code from} or {@code find…}, a one-argument constructor, {@code
+   * to…()} or {@code toString()}. Where that member is the application's (an enum's too), its code
+   * ran (a look-up, which may time out) and what it threw is the {@link
+   * ConversionFailedException}'s cause (ObjectToObjectConverter unwraps the
    * InvocationTargetException): the called code's failure, as when the expression calls the same
-   * member itself. No converter (ConverterNotFoundException), and reflection that could not call
-   * the member, stay the input's.
+   * member itself. Told by where it was thrown, not by the types: a frame of code that is neither
+   * the JDK's nor Spring's above the conversion service's own frames, in what was thrown or in its
+   * causes (whatever its type: an application may throw an InvocationTargetException of its own).
+   * No converter (ConverterNotFoundException), and reflection that could not call the member, throw
+   * from the JDK's and Spring's frames only: the input's.
    */
   private static boolean conversionRanApplicationCode(@Nullable Throwable cause) {
     if (!(cause instanceof ConversionFailedException failed)) {
       return false;
     }
-    Throwable thrown = failed.getCause();
-    if (thrown == null
-        || thrown instanceof ReflectiveOperationException
-        || thrown instanceof InaccessibleObjectException) {
-      return false;
+    for (Throwable t = failed.getCause(); t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (thrownFromApplicationCode(t)) {
+        return true;
+      }
     }
-    return isApplicationType(failed.getTargetType()) || isApplicationType(failed.getSourceType());
+    return false;
   }
 
   /**
-   * Whether a conversion's type is the application's: neither the JDK's (the bootstrap or platform
-   * class loader's) nor Spring's, and not an enum (converted by Spring's {@code Enum.valueOf} and
-   * ordinal look-ups, never by its own code). An array is its element type.
+   * Whether a frame of {@code thrown}'s stack above the conversion service's and SpEL's (where the
+   * conversion was called from) is neither the JDK's nor Spring's: the application's code, or a
+   * library's it called.
    */
-  private static boolean isApplicationType(@Nullable TypeDescriptor type) {
-    if (type == null) {
-      return false;
+  private static boolean thrownFromApplicationCode(Throwable thrown) {
+    for (StackTraceElement frame : thrown.getStackTrace()) {
+      String name = frame.getClassName();
+      if (name.startsWith("org.springframework.core.convert.")
+          || name.startsWith("org.springframework.expression.")) {
+        return false;
+      }
+      if (!isPlatformOrSpring(name)) {
+        return true;
+      }
     }
-    Class<?> c = type.getObjectType();
-    while (c.isArray()) {
-      c = c.getComponentType();
-    }
-    ClassLoader loader = c.getClassLoader();
-    return loader != null
-        && loader != ClassLoader.getPlatformClassLoader()
-        && !c.getName().startsWith("org.springframework.")
-        && !Enum.class.isAssignableFrom(c);
+    return false;
+  }
+
+  private static boolean isPlatformOrSpring(String className) {
+    return className.startsWith("java.")
+        || className.startsWith("javax.")
+        || className.startsWith("jdk.")
+        || className.startsWith("sun.")
+        || className.startsWith("com.sun.")
+        || className.startsWith("org.springframework.");
   }
 
   /**

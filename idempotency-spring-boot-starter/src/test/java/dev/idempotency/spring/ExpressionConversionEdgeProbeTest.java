@@ -7,7 +7,6 @@ import java.lang.reflect.InvocationTargetException;
 import java.net.SocketTimeoutException;
 import java.time.ZoneId;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
@@ -143,7 +142,8 @@ class ExpressionConversionEdgeProbeTest {
   }
 
   /*
-   * OPEN FINDING (probeI on d756130b; a lost send in SPEC 1's terms for a listener: its message
+   * Was an open finding (probeI on d756130b; fixed: the called code is told by the frames it threw
+   * from, not by the conversion's types; a lost send in SPEC 1's terms for a listener: its message
    * dead-lettered or dropped as a poison message on a transient failure). A Long converted to the
    * application's enum runs the enum's own static of(Long) (ObjectToObjectConverter; only String
    * and Integer sources have Spring's enum converters), but isApplicationType excludes every enum,
@@ -153,7 +153,6 @@ class ExpressionConversionEdgeProbeTest {
    * ConversionFailedException <- IllegalStateException: the tier look-up timed out (transient)".
    * On a Kafka listener the message is dead-lettered, unsent (KafkaListenerTest's twin).
    */
-  @Tag("open-finding")
   @Test
   void theApplicationsEnumFactoryFailingIsTheCalledCodesFailure() {
     EvaluationException failure =
@@ -165,7 +164,8 @@ class ExpressionConversionEdgeProbeTest {
   }
 
   /*
-   * OPEN FINDING (probeI on d756130b; a lost send in SPEC 1's terms for a listener). The
+   * Was an open finding (probeI on d756130b; fixed: the called code is told by the frames it threw
+   * from, not by the conversion's types; a lost send in SPEC 1's terms for a listener). The
    * application's enum converted to a JDK type runs the enum's own toZoneId()
    * (ObjectToObjectConverter's to<Target>() method): source an enum, target the JDK's, so neither
    * counts as the application's, and the look-up's timeout is taken for the input's failure. The
@@ -174,7 +174,6 @@ class ExpressionConversionEdgeProbeTest {
    * convert from ...$Region to java.time.ZoneId <- ConversionFailedException <-
    * IllegalStateException: the region's zone look-up timed out (transient)".
    */
-  @Tag("open-finding")
   @Test
   void theApplicationsEnumToMethodFailingIsTheCalledCodesFailure() {
     EvaluationException failure =
@@ -186,7 +185,8 @@ class ExpressionConversionEdgeProbeTest {
   }
 
   /*
-   * OPEN FINDING (probeI on d756130b; a lost send in SPEC 1's terms for a listener; rarer: the
+   * Was an open finding (probeI on d756130b; fixed: the called code is told by the frames it threw
+   * from, not by the conversion's types; a lost send in SPEC 1's terms for a listener; rarer: the
    * application's conversion code must throw a ReflectiveOperationException of its own, as a
    * reflective client's call passes on its InvocationTargetException). conversionRanApplicationCode
    * takes any ReflectiveOperationException that is the ConversionFailedException's cause for
@@ -198,7 +198,6 @@ class ExpressionConversionEdgeProbeTest {
    * java.lang.reflect.InvocationTargetException <- java.net.SocketTimeoutException: the customer
    * service timed out (transient)".
    */
-  @Tag("open-finding")
   @Test
   void aReflectiveExceptionTheApplicationsConversionThrowsIsItsOwnFailure() {
     EvaluationException failure =
