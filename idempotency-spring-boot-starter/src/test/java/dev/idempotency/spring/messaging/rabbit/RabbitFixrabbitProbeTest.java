@@ -56,6 +56,7 @@ class RabbitFixrabbitProbeTest extends RabbitProbeSupport {
 
   static final String FIXED_TAG_QUEUE = "idem.fixrabbit-probe.fixed-tag";
   static final String DROPPED_QUEUE = "idem.fixrabbit-probe.dropped";
+  static final String REDELIVERED_QUEUE = "idem.fixrabbit-probe.redelivered";
 
   /** The consumer tag of every consumer of the fixed-tag factory's containers. */
   static final String FIXED_TAG = "probeh-fixed";
@@ -78,6 +79,13 @@ class RabbitFixrabbitProbeTest extends RabbitProbeSupport {
       sent.add(event);
     }
 
+    /** Keyed by its default header. */
+    @RabbitListener(id = "fixrabbit-probe-redelivered", queues = REDELIVERED_QUEUE)
+    @IdempotentListener(name = "fixrabbit-probe-redelivered")
+    public void redelivered(String event) {
+      sent.add(event);
+    }
+
     /** Keyed by its payload; the application's advice around it drops what it throws. */
     @RabbitListener(id = "fixrabbit-probe-dropped", queues = DROPPED_QUEUE)
     @IdempotentListener(name = "fixrabbit-probe-dropped", key = "#event")
@@ -97,7 +105,7 @@ class RabbitFixrabbitProbeTest extends RabbitProbeSupport {
 
     @Bean
     Declarables fixrabbitProbeQueues() {
-      return deadLetteredQueues(FIXED_TAG_QUEUE, DROPPED_QUEUE);
+      return deadLetteredQueues(FIXED_TAG_QUEUE, DROPPED_QUEUE, REDELIVERED_QUEUE);
     }
 
     /** Containers whose consumers all take the consumer tag {@link #FIXED_TAG}. */
@@ -217,13 +225,47 @@ class RabbitFixrabbitProbeTest extends RabbitProbeSupport {
         .isEqualTo(1);
   }
 
+  /**
+   * A producer's batch of two messages, each with its own key, to a header-keyed guarded listener
+   * while the store is down: the first part is deferred and the whole batch requeued, so it comes
+   * back as another delivery (a new delivery tag) and is split again. Once the store answers, the
+   * first is sent once and the second, which carries the first's headers, is still recognised as a
+   * later part on the redelivery: rejected (the batch dead-lettered), never acknowledged as the
+   * first's replay.
+   */
+  @Test
+  void aLaterPartOfARedeliveredBatchIsStillRecognised() throws Exception {
+    String first = unique("rd-first");
+    String second = unique("rd-second");
+    int refusedBefore = store.refused.get();
+    store.down.set(true);
+    try {
+      publishBatch(REDELIVERED_QUEUE, messages(List.of(first, second)));
+      await(
+          "the batch deferred and redelivered (3 refused claims)",
+          () -> store.refused.get() >= refusedBefore + 3);
+    } finally {
+      store.down.set(false);
+    }
+    await("the first part sent", () -> sent(first) >= 1);
+    awaitMarker(REDELIVERED_QUEUE, "rd");
+    List<String> deadLettered = drainDeadLetters(REDELIVERED_QUEUE);
+
+    assertThat(sent(first)).as("sends of the first").isEqualTo(1);
+    assertThat(sent(second) == 1 || deadLettered.stream().anyMatch(d -> d.contains(second)))
+        .as(
+            "the second sent once or dead-lettered; sends: %d, dead-lettered: %s",
+            sent(second), deadLettered)
+        .isTrue();
+  }
+
   /** The bodies in the dead-letter queue of {@code queue} (each waited for up to a second). */
   private List<String> drainDeadLetters(String queue) {
     List<String> bodies = new ArrayList<>();
     for (Message dead = plain.receive(queue + DEAD_LETTERS, 1_000);
         dead != null;
         dead = plain.receive(queue + DEAD_LETTERS, 1_000)) {
-      bodies.add(new String(dead.getBody(), StandardCharsets.UTF_8));
+      bodies.add(new String(dead.getBody(), StandardCharsets.ISO_8859_1));
     }
     return bodies;
   }
