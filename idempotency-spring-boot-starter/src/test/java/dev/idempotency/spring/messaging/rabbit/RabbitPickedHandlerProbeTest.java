@@ -536,6 +536,32 @@ class RabbitPickedHandlerProbeTest extends RabbitProbeSupport {
   }
 
   /**
+   * probeH (after fixrabbit 43f6ece7): the refusal kept for a delivery whose part an advice on the
+   * listener bean dropped must not outlive that delivery. A producer's batch of two byte messages
+   * goes to the swallowed handler (its second part refused, the refusal dropped by the
+   * application's advice), then a plain bytes message with its own key on the same consumer: it is
+   * sent once, never rejected by the earlier refusal.
+   */
+  @Test
+  void aRefusalDroppedByTheApplicationsAdviceDoesNotReachTheNextDelivery() throws Exception {
+    String first = unique("sn-first");
+    String second = unique("sn-second");
+    int droppedBefore = swallowed.size();
+    publishBatch(SWALLOWED_QUEUE, List.of(bytes(first), bytes(second)));
+    await(
+        "the second part's refusal dropped (the premise)", () -> swallowed.size() > droppedBefore);
+    String next = unique("sn-next");
+    plain.send("", SWALLOWED_QUEUE, bytes(next));
+    awaitBytesMarker(SWALLOWED_QUEUE, "sn");
+    List<String> deadLettered = drainDeadLetters(SWALLOWED_QUEUE);
+
+    assertThat(sent(next))
+        .as("sends of the next message (its own key); dead-lettered: %s", deadLettered)
+        .isEqualTo(1);
+    assertThat(deadLettered).as("dead-lettered").noneMatch(d -> d.contains(next));
+  }
+
+  /**
    * MANUAL acknowledgement under a class-level listener whose guarded handler is package-private
    * must fail the start, as it does for a public guarded handler (a replay does not run the
    * listener, nothing acknowledges it, and the consumer stalls once its prefetch filled).
