@@ -169,8 +169,12 @@ class KafkaListenerTest extends BatchListenerContract {
   }
 
   /*
-   * Probe (probeI, of fixexpr d756130b): was an open finding, a lost send in SPEC 1's terms, fixed
-   * (the called code is told by the frames it threw from, not by the conversion's types). The key's
+   * Probe (probeI, of fixexpr d756130b): OPEN FINDING, a lost send in SPEC 1's terms. Still failing
+   * after a238b7d0 (the called code told by the frames it threw from, which fixed the unit twin and
+   * its siblings in ExpressionConversionEdgeProbeTest): on Boot 3.5 and 4.0 the message is still
+   * dead-lettered ("[dead-lettered] Expecting empty but was: ["tier-df633526"]"), so this
+   * listener's evaluation does not fail the way the unit twin's does; not yet explained (the
+   * listener's evaluation context and conversion path are the next thing to read). The key's
    * argument (a Long) is converted to the application's enum Tier by SpEL's conversion service,
    * which calls Tier's own static of(Long): a look-up of the application's code, made to time out
    * once. fixexpr counts a conversion as the application's code only when its source or target
@@ -180,6 +184,7 @@ class KafkaListenerTest extends BatchListenerContract {
    * Expecting empty but was: ["tier-56714799"]" (the unit twin, with the SpEL chain, is
    * ExpressionConversionEdgeProbeTest#theApplicationsEnumFactoryFailingIsTheCalledCodesFailure).
    */
+  @org.junit.jupiter.api.Tag("open-finding")
   @org.junit.jupiter.api.Test
   void aKeyLookUpInTheApplicationsEnumThatFailsOnceIsRetriedAndSent() throws Exception {
     String event = unique("tier");
