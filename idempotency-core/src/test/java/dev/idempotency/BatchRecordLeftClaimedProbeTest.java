@@ -174,4 +174,49 @@ class BatchRecordLeftClaimedProbeTest {
       assertThat(refused).as("reports refused after record()").hasValue(0);
     }
   }
+
+  /**
+   * The key left claimed by record() is reported after its guard closed (grace period 200 ms, so
+   * the close stops waiting for it): its outcome must still be written, so that a repeat on another
+   * guard, once the first guard's lease would have run out, replays it.
+   */
+  @Test
+  void aLateReportAfterTheGuardClosedIsStillWritten() throws Exception {
+    IdempotencyGuard first =
+        IdempotencyGuard.builder()
+            .store(store)
+            .lease(Duration.ofSeconds(1))
+            .closeGracePeriod(Duration.ofMillis(200))
+            .inFlightWait(Duration.ZERO)
+            .build();
+    guards.add(first);
+    IdempotencyGuard second = guard(Duration.ofSeconds(1));
+    String key = "probe-left-claimed-after-close:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    Batch<String> batch =
+        first.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
+    Batch.Item item = pool.submit(() -> batch.toSend().iterator().next()).get(30, TimeUnit.SECONDS);
+    sends.incrementAndGet(); // the provider call has begun, on the loop's thread
+    batch.record();
+    first.close();
+
+    Throwable report =
+        pool.submit(
+                () -> {
+                  try {
+                    batch.succeeded(item, "sent-1");
+                    return null;
+                  } catch (RuntimeException e) {
+                    return e;
+                  }
+                })
+            .get(30, TimeUnit.SECONDS);
+    Thread.sleep(1500); // past the first guard's lease (1 s): a repeat may take over if unwritten
+
+    String repeat = second.execute(key, TTL, ctx -> "repeat-" + sends.incrementAndGet());
+    assertThat(sends)
+        .as("sends of the key (late report threw: %s; repeat returned %s)", report, repeat)
+        .hasValue(1);
+    assertThat(repeat).isEqualTo("sent-1");
+  }
 }

@@ -12,6 +12,10 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
@@ -79,8 +83,11 @@ class LeaseHeldFalseThenTrueProbeTest {
           .inFlightWait(Duration.ZERO)
           .build();
 
+  final ExecutorService providerTask = Executors.newSingleThreadExecutor();
+
   @AfterEach
   void close() {
+    providerTask.shutdownNow();
     guard.close();
   }
 
@@ -109,6 +116,44 @@ class LeaseHeldFalseThenTrueProbeTest {
     String retry = guard.execute(key, TTL, ctx -> "sent-" + sends.incrementAndGet());
 
     assertThat(answers).hasValue(1);
+    assertThat(sends)
+        .as(
+            "sends within the window (leaseHeld answers %s; first call threw %s; retry returned %s)",
+            seen, first, retry)
+        .hasValue(1);
+  }
+
+  /** The same through {@code executeAsync}, the checks made on the provider's own thread. */
+  @Test
+  void aTrueAfterAFalseIsNotFollowedByASecondSendAsync() throws Exception {
+    String key = "probe-lease-held-false-then-true-async:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    StringBuilder seen = new StringBuilder();
+
+    Throwable first =
+        catchThrowable(
+            () ->
+                guard
+                    .executeAsync(
+                        key,
+                        TTL,
+                        ctx ->
+                            CompletableFuture.supplyAsync(
+                                () -> {
+                                  clock.advance(Duration.ofMillis(3500));
+                                  nextRenewalAnswersLate.set(true);
+                                  boolean atHandOff = ctx.leaseHeld();
+                                  boolean atProviderCall = ctx.leaseHeld();
+                                  seen.append(atHandOff).append('/').append(atProviderCall);
+                                  return atProviderCall
+                                      ? "sent-" + sends.incrementAndGet()
+                                      : "not sent";
+                                },
+                                providerTask))
+                    .toCompletableFuture()
+                    .get(30, TimeUnit.SECONDS));
+    String retry = guard.execute(key, TTL, ctx -> "sent-" + sends.incrementAndGet());
+
     assertThat(sends)
         .as(
             "sends within the window (leaseHeld answers %s; first call threw %s; retry returned %s)",
