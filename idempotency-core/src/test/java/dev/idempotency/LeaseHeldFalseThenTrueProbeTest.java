@@ -42,11 +42,12 @@ import org.junit.jupiter.api.Test;
  * {@code false/true}, the sender sent, the guard discarded its result and took the key back
  * ("KeyStoreException: ... answered false ... so nothing was sent; ... released for a retry"), and
  * the retry sent again: "[sends within the window (leaseHeld answers false/true; ... retry returned
- * sent-2)] Expecting AtomicInteger(2) to have value: 1". A {@code false} answered without losing
- * the claim (too little lease left after a late but successful renewal) is not sticky ({@code
- * Claim.toldNotHeld} is set, but {@code LeaseKeeper.readyToSend} renews again and answers {@code
- * true}). Would fix: once told not held, {@code leaseHeld()} answers {@code false} for good (mark
- * the claim given up), or the Javadoc says a later answer is meaningless.
+ * sent-2)] Expecting AtomicInteger(2) to have value: 1"; the same through executeAsync (checks on
+ * the provider's own thread). A {@code false} answered without losing the claim (too little lease
+ * left after a late but successful renewal) is not sticky ({@code Claim.toldNotHeld} is set, but
+ * {@code LeaseKeeper.readyToSend} renews again and answers {@code true}). Would fix: once told not
+ * held, {@code leaseHeld()} answers {@code false} for good (mark the claim given up), or the
+ * Javadoc says a later answer is meaningless.
  */
 @Tag("open-finding")
 class LeaseHeldFalseThenTrueProbeTest {
