@@ -73,9 +73,8 @@ public abstract class BatchRecordRacingLoopsContract {
     return IdempotencyGuard.builder()
         .store(store)
         .lease(Duration.ofSeconds(30))
-        // a hand-out racing record() can stay counted as running
-        // (BatchHandOutRacingRecordProbeTest,
-        // an open finding): close() then waits its whole grace period, 30 s by default
+        // seen once in memory (probeJ): after every key was reported, close() waited its whole
+        // grace period (30 s by default) for "1 calls still running"; cause not found yet
         .closeGracePeriod(Duration.ofSeconds(2))
         .inFlightWait(Duration.ZERO)
         .build();
