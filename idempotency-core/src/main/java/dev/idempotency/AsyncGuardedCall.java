@@ -219,6 +219,11 @@ final class AsyncGuardedCall<T> {
               if (error != null) {
                 return onSendFailure(claim, error, sendNanos);
               }
+              if (claim.wasToldNotHeld()) {
+                // SendContext#leaseHeld() told the sender to send nothing, and it returned
+                return CompletableFuture.<Outcome<T>>failedFuture(
+                    call.lease.returnedAfterLeaseNotHeld(claim));
+              }
               return write(claim, RecordState.COMPLETED, call.encode(value, attempt), 1)
                   .thenApply(
                       recorded -> {

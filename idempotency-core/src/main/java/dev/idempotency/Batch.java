@@ -59,16 +59,20 @@ import org.jspecify.annotations.Nullable;
  * {@link #failed} may be called from several threads, each once per item; {@link #record()} once,
  * at the end: it waits for reports already begun, writes what is left and releases the keys without
  * an outcome. Once {@link #record()} has begun, {@link #toSend()} hands out no more keys (a {@code
- * next()} then throws {@link java.util.ConcurrentModificationException}); a key handed out before,
- * whose send still runs on another thread when {@code record()} is called, is released as never
- * reported, so a repeat may send it again: call {@code record()} once every send loop ended. A
- * batch is {@link AutoCloseable}: in a try-with-resources block, a send loop that throws half-way
- * still has what it reported written and the rest released. A batch abandoned without either has
- * its reported outcomes written in the background, its keys renewed for no longer than the guard's
- * renewal limit, and is then let go (nothing keeps it reachable); its other keys run out one lease
- * later. When the guard closes, a report already begun is waited for as a running call is (within
- * the grace period) and its outcome written by the close; one the close no longer waits for writes
- * its outcome itself, on the reporting thread.
+ * next()} then throws {@link java.util.ConcurrentModificationException}); a key handed out before
+ * on another thread and not reported yet, whose send may still run there, is not released: it stays
+ * claimed (renewed for the renewal limit from its hand-out), {@code record()} lists it in {@link
+ * Recorded#notRecorded()}, and its report, accepted after {@code record()}, writes its outcome on
+ * the reporting thread; never reported, it runs out one lease later, as after a crash. A key handed
+ * out on the thread that calls {@code record()} is released as before: that loop has ended. Still,
+ * call {@code record()} once every send loop ended, to have every outcome counted. A batch is
+ * {@link AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still has
+ * what it reported written and the rest released. A batch abandoned without either has its reported
+ * outcomes written in the background, its keys renewed for no longer than the guard's renewal
+ * limit, and is then let go (nothing keeps it reachable); its other keys run out one lease later.
+ * When the guard closes, a report already begun is waited for as a running call is (within the
+ * grace period) and its outcome written by the close; one the close no longer waits for writes its
+ * outcome itself, on the reporting thread.
  *
  * <p>Before it hands out a key, a batch looks one send ahead by the guard's clock (the longest send
  * it has seen, plus a quarter lease): it writes the reported outcomes and renews the unreported
@@ -127,7 +131,20 @@ public final class Batch<T> implements AutoCloseable {
         return false; // lost since its check (a renewal on another thread failed or was refused)
       }
       handedOutAtMono = nowMono == 0 ? 1 : nowMono;
+      handedOutTo = Thread.currentThread();
       return true;
+    }
+
+    /** The thread {@code next()} handed the item out on; {@code null} before. */
+    private volatile Thread handedOutTo;
+
+    /**
+     * Whether the item was handed out on another thread than this one, and not reported: its send
+     * may still run there. {@link #record()} leaves such a key claimed for its report. One handed
+     * out on the recording thread was sent (or not) by a loop that has ended.
+     */
+    boolean sendingElsewhere() {
+      return handedOut() && handedOutTo != Thread.currentThread() && state.get() == NEW;
     }
 
     /** Whether the item counts among the guard's running calls: handed out, not yet reported. */
@@ -201,7 +218,9 @@ public final class Batch<T> implements AutoCloseable {
    * @param failuresStored permanent failures stored for the window
    * @param released keys released for a retry (failed transiently, given no outcome, or lapsed)
    * @param notRecorded keys sent whose outcome could not be recorded (a repeat may send again),
-   *     among them those failed with an {@link OutcomeAbandonedException}
+   *     among them those failed with an {@link OutcomeAbandonedException}, and keys handed out on
+   *     another thread whose send had not been reported when {@link #record()} ran: those stay
+   *     claimed, and their report, when it comes, writes their outcome
    */
   public record Recorded(
       int completed, int failuresStored, int released, Set<String> notRecorded) {}
@@ -395,11 +414,14 @@ public final class Batch<T> implements AutoCloseable {
    * the close, on this thread.
    *
    * <p>A report that has begun when another thread calls {@link #record()} is waited for by it and
-   * written with the rest; one that begins after {@code record()} is refused.
+   * written with the rest; one that begins after {@code record()} is written on this thread if the
+   * item was handed out on another thread than {@code record()}'s (its send was still running then,
+   * so {@code record()} left it claimed), and refused otherwise.
    *
    * @param item an item of {@link #toSend()}
    * @param result the provider's result; may be {@code null}
    * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
+   *     and the item was not handed out (or was handed out on the thread that called it)
    */
   @SuppressWarnings("unchecked")
   public void succeeded(Item item, @Nullable T result) {
@@ -422,6 +444,7 @@ public final class Batch<T> implements AutoCloseable {
    * @param item an item of {@link #toSend()}
    * @param failure what the send threw
    * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
+   *     and the item was not handed out (or was handed out on the thread that called it)
    */
   public void failed(Item item, Throwable failure) {
     Objects.requireNonNull(failure, "failure must not be null");
@@ -441,7 +464,7 @@ public final class Batch<T> implements AutoCloseable {
     if (item.batch != this) {
       throw new IllegalArgumentException("the item does not belong to this batch");
     }
-    if (reports.isClosed()) {
+    if (reports.isClosed() && !item.handedOut()) {
       throw new IllegalStateException("record() was already called");
     }
   }
@@ -460,7 +483,8 @@ public final class Batch<T> implements AutoCloseable {
    */
   private void report(Item item, RecordState state, byte[] payload, Throwable failure) {
     if (!reports.enter()) {
-      throw new IllegalStateException("record() was already called");
+      reportAfterRecord(item, state, payload, failure);
+      return;
     }
     boolean queued = false;
     boolean keeperWrites = true;
@@ -487,6 +511,28 @@ public final class Batch<T> implements AutoCloseable {
       return;
     }
     writer.writeIfChunkFull();
+  }
+
+  /**
+   * The report of a key handed out before {@link #record()} began, whose send was still running on
+   * another thread when {@code record()} ran: {@code record()} left it claimed (see {@link
+   * BatchWriter#finish}), so this thread writes its outcome (or release) now, fenced. Any other
+   * report after {@code record()} is refused: that key was released or written by it.
+   */
+  private void reportAfterRecord(Item item, RecordState state, byte[] payload, Throwable failure) {
+    if (!item.handedOut()) {
+      throw new IllegalStateException("record() was already called");
+    }
+    boolean queued;
+    try {
+      markReported(item, state, payload, failure);
+      queued = queue(item, state, failure);
+    } finally {
+      item.stopRunning(settings.inFlight);
+    }
+    if (queued) {
+      writer.writeNow();
+    }
   }
 
   /** Marks the item reported, with its outcome; throws if it was reported before. */
@@ -581,8 +627,11 @@ public final class Batch<T> implements AutoCloseable {
    *
    * <p>Reports that other threads have begun are waited for, for at most the guard's {@link
    * IdempotencyGuard.Builder#closeGracePeriod close grace period}, and written with the rest; a
-   * report still running after that writes its own outcome (it is not counted here). Reports that
-   * begin after this call are refused with an {@link IllegalStateException}.
+   * report still running after that writes its own outcome (it is not counted here). A key handed
+   * out on another thread and not reported when this runs may still be being sent there: it is left
+   * claimed, not released (a repeat would send it again), listed in {@link Recorded#notRecorded()},
+   * and its report, made after this call, writes its outcome on the reporting thread. Other reports
+   * that begin after this call are refused with an {@link IllegalStateException}.
    *
    * @return what the batch wrote in all
    * @throws IllegalStateException if called twice
@@ -605,7 +654,24 @@ public final class Batch<T> implements AutoCloseable {
     }
     Recorded recorded = writer.finish(claimed);
     result.set(recorded);
+    if (anySendingElsewhere()) {
+      // keys whose sends still run elsewhere stay claimed: renewed (for the renewal limit from
+      // their hand-out) until their reports write them, as an abandoned batch's are
+      synchronized (watchLock) {
+        watchedByKeeper = settings.keeper.watch(watcher);
+      }
+    }
     return recorded;
+  }
+
+  /** Whether a key {@link BatchWriter#finish} left claimed for its running send is unreported. */
+  private boolean anySendingElsewhere() {
+    for (Item item : claimed) {
+      if (item.recordable() && item.handedOut() && item.state.get() == Item.NEW) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

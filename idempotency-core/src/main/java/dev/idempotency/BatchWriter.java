@@ -5,6 +5,7 @@ import dev.idempotency.spi.CompleteRequest;
 import dev.idempotency.spi.KeyStore;
 import dev.idempotency.spi.RecordState;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -120,34 +121,49 @@ final class BatchWriter {
 
   /**
    * Writes what is queued, releases the claimed items that got no outcome (never reported, lapsed),
-   * and returns the counts of everything written. An item never handed out had nothing sent under
-   * its claim: it is taken back ({@link dev.idempotency.spi.KeyStore#takeBack}), which keeps the
-   * trace of an earlier owner's attempt when the batch's claim was a takeover.
+   * and returns the counts of everything written. An item handed out on another thread and not
+   * reported is left claimed, since its send may still run there: its report writes it later. An
+   * item never handed out had nothing sent under its claim: it is taken back ({@link
+   * dev.idempotency.spi.KeyStore#takeBack}), which keeps the trace of an earlier owner's attempt
+   * when the batch's claim was a takeover.
    */
   Batch.Recorded finish(Iterable<Batch.Item> claimed) {
     writeLock.lock();
     try (Interrupts deferred = Interrupts.deferred()) {
       writePending(deferred);
+      Set<String> stillSending = new HashSet<>();
       for (Batch.Item item : claimed) {
         boolean unreported;
         boolean unsent;
+        boolean sending;
         // under the monitor Item.markHandedOut takes: a key next() hands out concurrently is
-        // handed out before this (then released, as a send may run) or never (then taken back)
+        // handed out before this (then left to its send, or released) or never (then taken back)
         synchronized (item) {
           int state = item.state.get();
+          sending = item.recordable() && item.sendingElsewhere();
           unreported =
               item.recordable()
+                  && !sending
                   && (state == Batch.Item.NEW || state == Batch.Item.LAPSED)
                   && item.state.compareAndSet(state, Batch.Item.DONE);
           unsent = !item.handedOut();
+        }
+        if (sending) {
+          // its send may still run on the thread it was handed to: released now, it would be sent
+          // again by a repeat while that send goes on (SPEC 1). Left claimed, still counted as
+          // running; its report writes it (Batch#reportAfterRecord), else its lease runs out.
+          stillSending.add(item.key());
+          continue;
         }
         if (unreported) {
           release(item, unsent, deferred);
         }
         item.stopRunning(settings.inFlight);
       }
+      Set<String> unrecorded = new HashSet<>(notRecorded);
+      unrecorded.addAll(stillSending);
       return new Batch.Recorded(
-          completed.get(), stored.get(), released.get(), Set.copyOf(notRecorded));
+          completed.get(), stored.get(), released.get(), Set.copyOf(unrecorded));
     } finally {
       writeLock.unlock();
     }

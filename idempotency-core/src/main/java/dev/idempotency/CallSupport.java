@@ -317,10 +317,21 @@ final class CallSupport<T> {
 
   /**
    * The context of a send under this claim, whose {@link SendContext#leaseHeld()} asks {@link
-   * SendLease#readyToSend} again: for a sender that hands its work on and starts it later.
+   * SendLease#readyToSend} again: for a sender that hands its work on and starts it later. An
+   * answer {@code false} is remembered on the claim ({@link Claim#toldNotHeld()}): a result the
+   * sender returns after it is not recorded ({@link SendLease#returnedAfterLeaseNotHeld}).
    */
   SendContext context(Claim claim) {
-    return SendContext.lazy(request.key(), claim.attempt, () -> lease.readyToSend(claim));
+    return SendContext.lazy(
+        request.key(),
+        claim.attempt,
+        () -> {
+          boolean held = lease.readyToSend(claim);
+          if (!held) {
+            claim.toldNotHeld();
+          }
+          return held;
+        });
   }
 
   /**

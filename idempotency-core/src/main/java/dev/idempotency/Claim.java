@@ -179,6 +179,22 @@ final class Claim implements LeaseKeeper.Watched {
     return lost;
   }
 
+  /** {@link SendContext#leaseHeld()} answered {@code false} to this claim's sender. */
+  private volatile boolean toldNotHeld;
+
+  /**
+   * The sender's {@link SendContext#leaseHeld()} check answered {@code false}: by its contract the
+   * sender sends nothing from then on, so a result it returns is not recorded as the outcome.
+   */
+  void toldNotHeld() {
+    toldNotHeld = true;
+  }
+
+  /** Whether {@link #toldNotHeld()} was called. */
+  boolean wasToldNotHeld() {
+    return toldNotHeld;
+  }
+
   /** A batch's key was handed out: its send may start. Guarded by this object's monitor. */
   private boolean started;
 

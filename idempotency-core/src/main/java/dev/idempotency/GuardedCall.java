@@ -91,6 +91,10 @@ final class GuardedCall<T> {
         }
         throw failure;
       }
+      if (claim.wasToldNotHeld()) {
+        // SendContext#leaseHeld() told the sender to send nothing, and it returned: not sent
+        throw call.lease.returnedAfterLeaseNotHeld(claim);
+      }
       long sendNanos = call.lease.sendFinished(claim, sendStart);
       boolean recorded;
       try (Interrupts deferred = Interrupts.deferred()) {

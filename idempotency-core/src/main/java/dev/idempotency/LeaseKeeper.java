@@ -36,8 +36,9 @@ import org.slf4j.LoggerFactory;
  *       renewal landing after a newer one would move the stored lease back behind the guard's
  *       estimate.
  *   <li>A claim whose renewal the store refuses is marked lost; a failed renewal is retried on the
- *       next round. A renewed lease has at least about half its length left when the next renewal
- *       is due.
+ *       next round (one made before a send, on a caller's thread, is tried once more at once, and
+ *       its claim lost only if that fails too). A renewed lease has at least about half its length
+ *       left when the next renewal is due.
  * </ol>
  *
  * When nothing is watched the keeper stops ticking and its threads end after a while, so an idle
@@ -261,7 +262,7 @@ final class LeaseKeeper {
 
   /**
    * Renews these claims now, on the calling thread, fenced; a claim the store refuses, or cannot
-   * renew, is lost (nothing may be sent on it).
+   * renew (tried twice), is lost (nothing may be sent on it).
    *
    * <p>A claim whose renewal by the keeper (or another caller) is on its way to the store is
    * renewed once that one has ended, never beside it: each renewal sets the stored lease from its
@@ -333,7 +334,13 @@ final class LeaseKeeper {
     }
   }
 
-  /** Renews one chunk; {@code false} if it was not started, {@code stopStartingAtMono} passed. */
+  /**
+   * Renews one chunk; {@code false} if it was not started, {@code stopStartingAtMono} passed. For
+   * claims that are lost if it fails ({@code loseOnFailure}: renewals before a send), a failure of
+   * the store (not a refusal) is tried once more at once, fenced: a momentary failure is not
+   * another owner, and losing the claim would refuse a send, or tell a sender's {@link
+   * SendContext#leaseHeld()} check {@code false}, on a key that is still this guard's.
+   */
   private boolean renewChunk(List<Claim> part, boolean loseOnFailure, long stopStartingAtMono) {
     long sentAtMono = System.nanoTime();
     if (sentAtMono - stopStartingAtMono > 0) {
@@ -341,23 +348,30 @@ final class LeaseKeeper {
     }
     Instant now = settings.clock.instant();
     long sentAt = settings.leaseNow(now);
-    List<ExtendRequest> requests = new ArrayList<>(part.size());
-    for (Claim claim : part) {
-      requests.add(new ExtendRequest(claim.keyId, claim.ownerToken, settings.lease, now));
-    }
     List<Boolean> extended;
     try {
-      extended = Interrupts.deferredDuring(() -> settings.store.extendAll(requests));
+      extended = extendAll(part, now);
     } catch (RuntimeException e) {
-      if (loseOnFailure) {
-        log.debug("Could not renew the leases of {} late claims; nothing is sent", part.size(), e);
-        // a batch's key handed out meanwhile (on another thread) is sending: the keeper retries it
-        part.forEach(Claim::loseUnlessStarted);
-      } else {
+      if (!loseOnFailure) {
         settings.outages.renewalFailed(
             "Could not renew the leases of " + part.size() + " keys; trying again", e);
+        return true;
       }
-      return true;
+      sentAtMono = System.nanoTime();
+      now = settings.clock.instant();
+      sentAt = settings.leaseNow(now);
+      try {
+        extended = extendAll(part, now);
+      } catch (RuntimeException again) {
+        again.addSuppressed(e);
+        log.debug(
+            "Could not renew the leases of {} late claims, tried twice; nothing is sent",
+            part.size(),
+            again);
+        // a batch's key handed out meanwhile (on another thread) is sending: the keeper retries it
+        part.forEach(Claim::loseUnlessStarted);
+        return true;
+      }
     }
     settings.outages.renewalSucceeded();
     long tookNanos = System.nanoTime() - sentAtMono;
@@ -377,5 +391,14 @@ final class LeaseKeeper {
       }
     }
     return true;
+  }
+
+  /** One fenced store call renewing the claims' leases from {@code now}, the interrupt deferred. */
+  private List<Boolean> extendAll(List<Claim> part, Instant now) {
+    List<ExtendRequest> requests = new ArrayList<>(part.size());
+    for (Claim claim : part) {
+      requests.add(new ExtendRequest(claim.keyId, claim.ownerToken, settings.lease, now));
+    }
+    return Interrupts.deferredDuring(() -> settings.store.extendAll(requests));
   }
 }

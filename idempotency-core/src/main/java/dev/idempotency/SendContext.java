@@ -56,17 +56,23 @@ public final class SendContext {
   /**
    * Whether the guard still holds this send's key, checked now: its lease has not lapsed, was not
    * taken over and is not being released after the sender failed (threw, or a batch item was
-   * reported failed), and is renewed (fenced, a blocking store call) if it is due. The guard checks
-   * this itself just before it calls the sender; a sender that hands its work on and starts the
-   * provider call later (a task queued on an executor) checks it again just before that call and
-   * sends nothing if it is {@code false}, since another caller may have taken the key over; the
-   * sender then throws (a batch reports the item failed), so that the key is released if it is
-   * still this call's and a retry sends. A result returned instead is recorded as the key's outcome
-   * wherever the key is still this call's ({@code false} also answers a renewal the store failed to
-   * answer, not only one it refused, except for a batch item already handed out, whose send has
-   * started: the keeper tries its renewal again): repeats replay it, and the message is never sent.
-   * Always {@code true} for a context the guard did not make (tests, adapters), for a send without
-   * a claim (fail-open) and for a send inside the caller's transaction ({@link
+   * reported failed), and is renewed (fenced, a blocking store call) if it is due; a renewal the
+   * store fails to answer (rather than refuses) is tried once more at once. The guard checks this
+   * itself just before it calls the sender; a sender that hands its work on and starts the provider
+   * call later (a task queued on an executor) checks it again just before that call and sends
+   * nothing if it is {@code false}, since another caller may have taken the key over, or will once
+   * the lease nobody could renew runs out. Ask it only before the provider call, never after.
+   *
+   * <p>Once it has answered {@code false} to a send of {@link IdempotencyGuard#execute} or {@code
+   * executeAsync}, that send is taken as not sent, however the sender ends: a sender that throws
+   * has the key released as for any failure; one that returns normally (or completes its stage) has
+   * its result discarded, not recorded as the key's outcome, the key taken back, fenced, if it is
+   * still this call's, and the caller gets a {@link KeyStoreException} saying nothing was sent: a
+   * retry sends once. (A result recorded there would be replayed to every repeat, and the message
+   * never sent.) A batch's item reports it failed instead ({@link Batch#failed}); a batch item
+   * already handed out is not lost by a renewal the store fails to answer: the keeper tries that
+   * renewal again. Always {@code true} for a context the guard did not make (tests, adapters), for
+   * a send without a claim (fail-open) and for a send inside the caller's transaction ({@link
    * IdempotencyGuard#executeInTransaction}), whose claim the transaction holds until it ends.
    *
    * @return {@code true} if a provider call may start now under this key

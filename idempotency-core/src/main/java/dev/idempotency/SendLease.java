@@ -83,6 +83,35 @@ final class SendLease {
   }
 
   /**
+   * The failure of a call whose sender returned normally after its {@link SendContext#leaseHeld()}
+   * check had answered {@code false}: by that method's contract nothing was sent, so the result is
+   * not recorded as the key's outcome (repeats would replay it, and the message would never go
+   * out). Nothing more may be sent on the claim ({@link Claim#giveUp()}), and it is taken back,
+   * fenced, on this thread ({@link dev.idempotency.spi.KeyStore#takeBack}, tried again in the
+   * background if it fails): a first attempt is deleted, so that a retry sends once; a takeover's
+   * lease is cut; a key another call has taken over meanwhile is left to it.
+   */
+  KeyStoreException returnedAfterLeaseNotHeld(Claim claim) {
+    claim.giveUp();
+    takeBackNow(claim.ownerToken);
+    claim.finish();
+    if (settings.gaveUp()) {
+      return closedBeforeSend(claim.attempt);
+    }
+    KeyStoreException notSent =
+        new KeyStoreException(
+            "The sender of key "
+                + keyId
+                + " was told its lease was not held (SendContext.leaseHeld() answered false: the"
+                + " store failed or refused to renew it, or too little of it was left) and returned"
+                + " normally, so nothing was sent; its result was not recorded and the key was"
+                + " released for a retry",
+            null);
+    events.emit(Type.STORE_ERROR, claim.attempt, events.elapsed(), notSent);
+    return notSent;
+  }
+
+  /**
    * The failure of a call that the guard, closed past its grace period, gave up on before its send
    * could start: nothing was sent. Reported as a {@link Type#STORE_ERROR}.
    *

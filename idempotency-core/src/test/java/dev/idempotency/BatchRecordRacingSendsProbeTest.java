@@ -23,7 +23,6 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -49,30 +48,81 @@ class BatchRecordRacingSendsProbeTest {
 
   /**
    * A key handed out before record() began, whose send is still running on the loop's thread when
-   * another thread calls record(): record() releases it (fenced delete, as "never reported"), the
-   * loop's report is refused, and a repeat within the window sends it again. af14534 stops
-   * hand-outs after record() began, not this: the documented contract ("record() once, at the end
-   * ... releases the keys without an outcome") allows it, but the effect is a second send (SPEC 1).
-   * Leaving a handed-out, unreported key to its lease (as a crash would) would not send twice.
+   * another thread calls record(): record() released it (fenced delete, as "never reported"), the
+   * loop's report was refused, and a repeat within the window sent it again (SPEC 1, a second
+   * send). Before the fix: "[sends of the key within its window] Expecting AtomicInteger(2) to have
+   * value: 1". Now record() leaves a key handed out on another thread and not reported claimed
+   * (listed in notRecorded()), and that key's report, made after record(), writes its outcome: the
+   * repeat replays it.
    */
   @Test
-  @Tag("open-finding")
   void aSendRunningWhenRecordIsCalledIsNotSentAgainByARepeat() throws Exception {
     String key = "probe-batch-inflight:" + UUID.randomUUID();
     AtomicInteger sends = new AtomicInteger();
     Batch<String> batch =
         guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
-    Iterator<Batch.Item> toSend = batch.toSend().iterator();
-    Batch.Item item = toSend.next(); // the loop is handed the key and starts its send
+    Batch.Item item =
+        pool.submit(() -> batch.toSend().iterator().next()) // the loop's thread is handed the key
+            .get(30, TimeUnit.SECONDS);
 
-    pool.submit(batch::record).get(30, TimeUnit.SECONDS); // another thread records meanwhile
+    Batch.Recorded recorded = batch.record(); // another thread records meanwhile
+
+    assertThat(recorded.notRecorded()).as("the key still being sent").containsExactly(key);
+    assertThat(recorded.released()).isZero();
+    assertThat(guard.find(key).map(IdempotencyRecord::state))
+        .as("the key left claimed while its send runs")
+        .contains(RecordState.IN_PROGRESS);
 
     sends.incrementAndGet(); // the provider accepted the send
-    assertThatThrownBy(() -> batch.succeeded(item, "sent-1"))
-        .isInstanceOf(IllegalStateException.class);
+    pool.submit(() -> batch.succeeded(item, "sent-1")).get(30, TimeUnit.SECONDS);
 
-    guard.execute(key, TTL, ctx -> "repeat-" + sends.incrementAndGet());
+    assertThat(guard.find(key).map(IdempotencyRecord::state)).contains(RecordState.COMPLETED);
+    String again = guard.execute(key, TTL, ctx -> "repeat-" + sends.incrementAndGet());
+    assertThat(again).isEqualTo("sent-1");
     assertThat(sends).as("sends of the key within its window").hasValue(1);
+  }
+
+  /**
+   * The same key reported failed after record(): released then (fenced), so the retry sends once.
+   */
+  @Test
+  void aSendRunningWhenRecordIsCalledThatFailsIsReleasedByItsReport() throws Exception {
+    String key = "probe-batch-inflight-failed:" + UUID.randomUUID();
+    Batch<String> batch =
+        guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
+    Batch.Item item = pool.submit(() -> batch.toSend().iterator().next()).get(30, TimeUnit.SECONDS);
+
+    batch.record();
+    pool.submit(() -> batch.failed(item, new RuntimeException("provider down")))
+        .get(30, TimeUnit.SECONDS);
+
+    assertThat(guard.find(key)).as("released by the failed report").isEmpty();
+    assertThat(guard.execute(key, TTL, ctx -> "retry")).isEqualTo("retry");
+    assertThatThrownBy(() -> batch.succeeded(item, "again"))
+        .as("a second report of the item")
+        .isInstanceOf(IllegalStateException.class);
+  }
+
+  /**
+   * A key handed out on the thread that then calls record() (a loop that threw half-way, in a
+   * try-with-resources block) is released as before: that loop has ended; its report after record()
+   * is refused.
+   */
+  @Test
+  void aKeyHandedOutOnTheRecordingThreadIsReleased() {
+    String key = "probe-batch-same-thread:" + UUID.randomUUID();
+    Batch<String> batch =
+        guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
+    Batch.Item item = batch.toSend().iterator().next();
+
+    Batch.Recorded recorded = batch.record();
+
+    assertThat(recorded.released()).isEqualTo(1);
+    assertThat(recorded.notRecorded()).isEmpty();
+    assertThat(guard.find(key)).isEmpty();
+    assertThatThrownBy(() -> batch.succeeded(item, "late"))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("record() was already called");
   }
 
   /**

@@ -14,6 +14,8 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.core.convert.ConversionException;
+import org.springframework.core.convert.ConversionFailedException;
+import org.springframework.core.convert.TypeDescriptor;
 import org.springframework.expression.AccessException;
 import org.springframework.expression.EvaluationException;
 import org.springframework.expression.Expression;
@@ -47,7 +49,8 @@ public final class ExpressionAttributes {
    * when no accessor can read the name), an IndexAccessor's read or write, a method that could not
    * be invoked (its own exception SpEL throws as it is), a constructor, a function. Any other code
    * is SpEL's own verdict on the values (NOT_COMPARABLE around a ClassCastException,
-   * INVALID_PATTERN around a PatternSyntaxException, TYPE_CONVERSION_ERROR).
+   * INVALID_PATTERN around a PatternSyntaxException), but TYPE_CONVERSION_ERROR, which may wrap
+   * the application's code (conversionRanApplicationCode).
    */
   private static final Set<SpelMessage> WRAP_A_CALL =
       EnumSet.of(
@@ -165,17 +168,21 @@ public final class ExpressionAttributes {
 
   /**
    * Whether an expression's evaluation failed on the values it was given (a property they lack, a
-   * method called on null, an index out of range, a value of the wrong type, one that cannot be
-   * converted to a parameter's type): the same failure for the same values every time, so they
-   * cannot be keyed. Not so when code the expression calls threw (a method, SpEL lets its unchecked
-   * exception out as it is and wraps a checked one in an {@link
-   * ExpressionInvocationTargetException}; a getter or setter, whether reached as {@code #o.ref} or
-   * through the indexer as {@code #o['ref']}, a constructor, whose exception SpEL wraps in its own
-   * {@link SpelEvaluationException} under one of several codes): that code's own failure, which may
-   * pass (a look-up that timed out). An expression that ran compiled ({@link #parser()} never
-   * compiles; another parser may) wraps whatever it threw in one {@link SpelEvaluationException}
-   * that cannot be told apart: not its input's failure, so retried, never dropped as a poison
-   * message.
+   * method called on null, an index out of range, a value of the wrong type, one that Spring's own
+   * converters cannot convert to a parameter's type, such as a String that is not a number for a
+   * {@code long}): the same failure for the same values every time, so they cannot be keyed. Not so
+   * when code the expression calls threw (a method, SpEL lets its unchecked exception out as it is
+   * and wraps a checked one in an {@link ExpressionInvocationTargetException}; a getter or setter,
+   * whether reached as {@code #o.ref} or through the indexer as {@code #o['ref']}, a constructor,
+   * whose exception SpEL wraps in its own {@link SpelEvaluationException} under one of several
+   * codes), nor when the conversion of an argument to a type of the application's ran that type's
+   * code and it threw (its static {@code valueOf}, {@code of} or {@code from}, or its one-argument
+   * constructor, which the conversion service calls: SpEL's TYPE_CONVERSION_ERROR around a {@link
+   * ConversionFailedException} whose cause is what that code threw): that code's own failure, which
+   * may pass (a look-up that timed out), as when the expression calls it itself. An expression that
+   * ran compiled ({@link #parser()} never compiles; another parser may) wraps whatever it threw in
+   * one {@link SpelEvaluationException} that cannot be told apart: not its input's failure, so
+   * retried, never dropped as a poison message.
    *
    * @param e the evaluation's failure
    * @return true if it is the expression's own failure for these values
@@ -190,6 +197,9 @@ public final class ExpressionAttributes {
     if (spel.getMessageCode() == SpelMessage.EXCEPTION_RUNNING_COMPILED_EXPRESSION) {
       return false;
     }
+    if (spel.getMessageCode() == SpelMessage.TYPE_CONVERSION_ERROR) {
+      return !conversionRanApplicationCode(e.getCause());
+    }
     return !WRAP_A_CALL.contains(spel.getMessageCode()) || !calledCodeThrew(e.getCause());
   }
 
@@ -199,7 +209,7 @@ public final class ExpressionAttributes {
    * <ol>
    *   <li>an InvocationTargetException: reflection reached the code, and it threw;
    *   <li>an EvaluationException: SpEL's own failure inside the call (an argument's or a written
-   *       value's conversion), judged by its own code;
+   *       value's conversion, which may have run the application's code), judged as a whole;
    *   <li>an AccessException: the accessor's or executor's wrapper, looked through;
    *   <li>reflection that could not call the code (IllegalAccessException, an inaccessible member)
    *       or a conversion's failure: the same every time, not the code's;
@@ -225,6 +235,55 @@ public final class ExpressionAttributes {
           || t instanceof ConversionException);
     }
     return false;
+  }
+
+  /**
+   * Whether a conversion's failure (the {@link ConversionException} SpEL's TYPE_CONVERSION_ERROR
+   * wraps: an argument converted to a method's or constructor's parameter type, a value written to
+   * a property, an index) is the failure of the application's code the conversion service called.
+   * Spring's own converters (numbers, booleans, enums, UUIDs, locales, charsets, collections,
+   * arrays) convert between the JDK's types and enums, and fail on the value's shape (unparsable,
+   * out of range, a null for a primitive): the input's failure, the same every time. The generic
+   * ones (ObjectToObjectConverter, IdToEntityConverter, FallbackObjectToStringConverter) call a
+   * member of the source's or the target's type: a static {@code valueOf}, {@code of}, {@code from}
+   * or {@code find…}, a one-argument constructor, {@code to…()} or {@code toString()}. When that
+   * type is the application's, its code ran (a look-up, which may time out) and what it threw is
+   * the {@link ConversionFailedException}'s cause (ObjectToObjectConverter unwraps the
+   * InvocationTargetException): the called code's failure, as when the expression calls the same
+   * member itself. No converter (ConverterNotFoundException), and reflection that could not call
+   * the member, stay the input's.
+   */
+  private static boolean conversionRanApplicationCode(@Nullable Throwable cause) {
+    if (!(cause instanceof ConversionFailedException failed)) {
+      return false;
+    }
+    Throwable thrown = failed.getCause();
+    if (thrown == null
+        || thrown instanceof ReflectiveOperationException
+        || thrown instanceof InaccessibleObjectException) {
+      return false;
+    }
+    return isApplicationType(failed.getTargetType()) || isApplicationType(failed.getSourceType());
+  }
+
+  /**
+   * Whether a conversion's type is the application's: neither the JDK's (the bootstrap or platform
+   * class loader's) nor Spring's, and not an enum (converted by Spring's {@code Enum.valueOf} and
+   * ordinal look-ups, never by its own code). An array is its element type.
+   */
+  private static boolean isApplicationType(@Nullable TypeDescriptor type) {
+    if (type == null) {
+      return false;
+    }
+    Class<?> c = type.getObjectType();
+    while (c.isArray()) {
+      c = c.getComponentType();
+    }
+    ClassLoader loader = c.getClassLoader();
+    return loader != null
+        && loader != ClassLoader.getPlatformClassLoader()
+        && !c.getName().startsWith("org.springframework.")
+        && !Enum.class.isAssignableFrom(c);
   }
 
   /**

@@ -74,6 +74,54 @@ class IndexedKeyLookUpProbeTest {
     }
   }
 
+  /**
+   * A customer, converted from an order's id by the conversion service (its static {@code
+   * valueOf}), a look-up that fails once per id.
+   */
+  public static final class Customer {
+    static final Set<String> failedOnce = ConcurrentHashMap.newKeySet();
+
+    final String id;
+
+    private Customer(String id) {
+      this.id = id;
+    }
+
+    /** The look-up the conversion service calls for a String argument: fails once per id. */
+    public static Customer valueOf(String id) {
+      if (failedOnce.add(id)) {
+        throw new IllegalStateException("the customer look-up timed out (transient)");
+      }
+      return new Customer(id);
+    }
+  }
+
+  /** The key of a customer's notice, from a {@link Customer} converted from a String. */
+  public static final class NoticeKey {
+    final String value;
+
+    /** A constructor whose argument the conversion service converts. */
+    public NoticeKey(Customer customer) {
+      this.value = "notice-" + customer.id;
+    }
+
+    /** A static method whose argument the conversion service converts. */
+    public static String of(Customer customer) {
+      return "notice-" + customer.id;
+    }
+
+    @Override
+    public String toString() {
+      return value;
+    }
+  }
+
+  static final String CUSTOMER_KEY =
+      "T(dev.idempotency.spring.IndexedKeyLookUpProbeTest$NoticeKey).of(#order.id)";
+
+  static final String CONSTRUCTED_CUSTOMER_KEY =
+      "new dev.idempotency.spring.IndexedKeyLookUpProbeTest$NoticeKey(#order.id)";
+
   /** The notifier: each call that runs is a send. */
   public static class Notifier {
     final AtomicInteger sends = new AtomicInteger();
@@ -115,6 +163,16 @@ class IndexedKeyLookUpProbeTest {
 
     @Idempotent(name = "converted", key = "new java.util.concurrent.atomic.AtomicLong(#order.id)")
     public String converted(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "argument-look-up", key = CUSTOMER_KEY)
+    public String argumentLookUp(Order order) {
+      return "sent-" + sends.incrementAndGet();
+    }
+
+    @Idempotent(name = "constructor-look-up", key = CONSTRUCTED_CUSTOMER_KEY)
+    public String constructorLookUp(Order order) {
       return "sent-" + sends.incrementAndGet();
     }
   }
@@ -165,6 +223,16 @@ class IndexedKeyLookUpProbeTest {
       sends.incrementAndGet();
     }
 
+    @IdempotentListener(name = "argument-look-up-listener", key = CUSTOMER_KEY)
+    public void argumentLookUp(Order order) {
+      sends.incrementAndGet();
+    }
+
+    @IdempotentListener(name = "constructor-look-up-listener", key = CONSTRUCTED_CUSTOMER_KEY)
+    public void constructorLookUp(Order order) {
+      sends.incrementAndGet();
+    }
+
     /** The sends so far (a method: the bean is a proxy, whose fields are not the target's). */
     public int sends() {
       return sends.get();
@@ -197,6 +265,21 @@ class IndexedKeyLookUpProbeTest {
   @ParameterizedTest
   @ValueSource(strings = {"indexed", "written", "indexed-written"})
   void aKeyLookUpThroughTheIndexerThatFailsOnceIsRetriedNeverAnInvalidKey(String shape) {
+    keyLookUpFailsOnce(shape);
+  }
+
+  /**
+   * A look-up the conversion service runs: the key's static method or constructor takes a {@link
+   * Customer}, and SpEL converts the order's id to one through {@code Customer.valueOf}, which
+   * fails once per id (SpEL's TYPE_CONVERSION_ERROR around the ConversionFailedException around the
+   * look-up's IllegalStateException, beneath the call's code). Failed before fixexpr on Boot 3.5
+   * and 4.0 (failedOnItsInput took every conversion's failure for the input's: an invalid key, on
+   * the listener a poison message, its send lost); the same failure as the look-up called directly
+   * ({@code T(Customer).valueOf(#order.id)}) now.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"argument-look-up", "constructor-look-up"})
+  void aKeyLookUpThatTheConversionServiceRunsAndFailsOnceIsRetriedNeverAnInvalidKey(String shape) {
     keyLookUpFailsOnce(shape);
   }
 
@@ -282,6 +365,8 @@ class IndexedKeyLookUpProbeTest {
       case "indexed-written" -> notifier.indexedWritten(order);
       case "missing" -> notifier.missing(order);
       case "converted" -> notifier.converted(order);
+      case "argument-look-up" -> notifier.argumentLookUp(order);
+      case "constructor-look-up" -> notifier.constructorLookUp(order);
       default -> notifier.accessor(order);
     };
   }
@@ -295,6 +380,8 @@ class IndexedKeyLookUpProbeTest {
       case "indexed-written" -> listener.indexedWritten(order);
       case "missing" -> listener.missing(order);
       case "converted" -> listener.converted(order);
+      case "argument-look-up" -> listener.argumentLookUp(order);
+      case "constructor-look-up" -> listener.constructorLookUp(order);
       default -> listener.accessor(order);
     }
   }

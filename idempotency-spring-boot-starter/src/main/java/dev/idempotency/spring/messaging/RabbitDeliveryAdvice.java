@@ -219,25 +219,29 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
   public @Nullable Object invoke(MethodInvocation invocation) throws Throwable {
     Object[] arguments = invocation.getArguments();
     Object data = arguments.length > 1 ? arguments[1] : null;
+    Caught caught = new Caught();
     PickedHandlers.Check check =
-        container == null ? null : checkProducerBatchParts(container, data);
+        container == null ? null : keptIn(caught, checkProducerBatchParts(container, data));
     PickedHandlers.Check previousCheck = PickedHandlers.bind(check);
     Delivery previous = Delivery.bind(delivery(data));
-    Caught caught = new Caught();
     Caught outer = CAUGHT.get();
     CAUGHT.set(caught);
     Throwable deferred;
     try {
       Object result = invocation.proceed();
-      if (caught.failure == null) {
+      // deferred: the last part took it from the listener, past the application's advices; or a
+      // part the picked handler refused, which an advice on the listener bean dropped
+      Throwable kept = caught.failure != null ? caught.failure : caught.refused;
+      if (kept == null) {
         return result;
       }
-      // deferred: the last part took it from the listener, past the application's advices
-      deferred = caught.failure;
+      deferred = kept;
     } catch (Throwable failure) {
       if (caught.failure != null) {
         // deferred, then an application's advice failed on its way out: still not dead-lettered
         deferred = caught.failure;
+      } else if (caught.refused != null) {
+        deferred = caught.refused; // refused, whatever an advice on the listener bean made of it
       } else if (DeferredDeliveryException.deferralIn(failure) != null
           || RabbitProducerBatchParts.rejectionIn(failure) != null) {
         deferred = failure; // without the last part in the chain
@@ -391,9 +395,36 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
         "deferred, requeued after " + pause.toMillis() + " ms", failure);
   }
 
-  /** The deferral {@link #LAST} caught for the first part, on one thread. */
+  /**
+   * The check for the handler Spring picks, keeping a refusal it throws in {@code caught}: the
+   * refusal is thrown inside the listener bean's proxy, where an application's advice around the
+   * handler (ordered before the guard) may drop it and return; the part is rejected all the same,
+   * never acknowledged unsent.
+   */
+  private static PickedHandlers.@Nullable Check keptIn(
+      Caught caught, PickedHandlers.@Nullable Check check) {
+    if (check == null) {
+      return null;
+    }
+    return new PickedHandlers.Check(
+        check.handlers(),
+        picked -> {
+          try {
+            check.onPicked().accept(picked);
+          } catch (RabbitProducerBatchParts.RejectedPart refused) {
+            caught.refused = refused;
+            throw refused;
+          }
+        });
+  }
+
+  /**
+   * The deferral {@link #LAST} caught for the first part, and the refusal of the handler picked for
+   * a part of a producer's batch, on one thread.
+   */
   private static final class Caught {
     @Nullable Throwable failure;
+    RabbitProducerBatchParts.@Nullable RejectedPart refused;
   }
 
   /**

@@ -26,9 +26,12 @@ import org.springframework.util.ReflectionUtils;
  * properties (shared, or copied for the last part): each part would carry the first message's key,
  * and be acknowledged as its replay, unsent. The starter cannot know at startup whether a producer
  * batches, so each Spring AMQP container's {@link BatchingStrategy} is wrapped ({@link #markIn}):
- * every part after the first gets properties of its own with a {@link #PART} header, and the
- * starter reads no header of such a part ({@link #headersOf}). A header-keyed listener then finds
- * no key for it and rejects it without requeue, nothing sent ({@link
+ * every part after the first gets properties of its own with a {@link #PART} header, bound to the
+ * delivery it was split from ({@link #PART_OF}), and the starter reads no header of such a part
+ * ({@link #headersOf}). A marker that is not bound to the message's own delivery (a publisher that
+ * sent the headers of a part it consumed, or any header it chose) is no marker: that message is a
+ * message of its own, keyed by its own headers ({@link #isMarked}). A header-keyed listener then
+ * finds no key for it and rejects it without requeue, nothing sent ({@link
  * MissingIdempotencyKeyException}); a key read from the payload is each part's own and works. The
  * first part keeps the batch message's headers, which are its own.
  *
@@ -49,6 +52,13 @@ final class RabbitProducerBatchParts {
    * the batch (1 for the second part).
    */
   static final String PART = "idempotency_producerBatchPart";
+
+  /**
+   * The header the starter puts beside {@link #PART}: the consumer and delivery tags of the
+   * producer's batch the part was split from, which bind the marker to that delivery. A message
+   * published with both headers (copied from a part) arrives as another delivery.
+   */
+  static final String PART_OF = "idempotency_producerBatchDelivery";
 
   private RabbitProducerBatchParts() {}
 
@@ -139,9 +149,24 @@ final class RabbitProducerBatchParts {
     return consumer == null || tag == 0 ? null : consumer + "#" + tag;
   }
 
-  /** Whether {@code message} is a part after the first of a producer's batch (marked). */
+  /**
+   * Whether {@code message} is a part after the first of a producer's batch, marked when the
+   * starter's strategy split its delivery: both headers, {@link #PART_OF} naming the message's own
+   * delivery. The headers alone are no marker: a publisher may send them (copied from a part it
+   * consumed), and such a message is delivered on its own, with its own tags.
+   */
   static boolean isMarked(Message message) {
-    return message.getMessageProperties().getHeaders().containsKey(PART);
+    Map<String, Object> headers = message.getMessageProperties().getHeaders();
+    return headers.containsKey(PART) && boundTo(message).equals(headers.get(PART_OF));
+  }
+
+  /**
+   * The value of {@link #PART_OF} for a part of {@code message}'s delivery: its consumer and
+   * delivery tags, or an empty string for a message that has none (not from a broker's delivery).
+   */
+  private static String boundTo(Message message) {
+    String delivery = deliveryOf(message);
+    return delivery == null ? "" : delivery;
   }
 
   /**
@@ -237,11 +262,10 @@ final class RabbitProducerBatchParts {
 
   /**
    * The headers the starter may read a key from: none for a part after the first of a producer's
-   * batch (it carries the first message's), else the message's own.
+   * batch ({@link #isMarked}: it carries the first message's), else the message's own.
    */
   static Map<String, Object> headersOf(Message message) {
-    Map<String, Object> headers = message.getMessageProperties().getHeaders();
-    return headers.containsKey(PART) ? Map.of() : headers;
+    return isMarked(message) ? Map.of() : message.getMessageProperties().getHeaders();
   }
 
   /** A container's batching strategy, marking each part it splits after the first. */
@@ -291,6 +315,7 @@ final class RabbitProducerBatchParts {
       BeanUtils.copyProperties(shared, own);
       own.getHeaders().putAll(shared.getHeaders());
       own.setHeader(PART, part);
+      own.setHeader(PART_OF, boundTo(fragment));
       return new Message(fragment.getBody(), own);
     }
   }

@@ -18,6 +18,7 @@ public final class EmbeddedKafka {
     "idem.batch", "idem.batch.DLT",
     "idem.filtered", "idem.filtered.DLT",
     "idem.record-list", "idem.record-list.DLT",
+    "idem.converted-key", "idem.converted-key.DLT",
     "idem.crash", "idem.example",
     "idem.tx", "idem.tx.out",
     "idem.tx-batch", "idem.tx-batch.DLT"

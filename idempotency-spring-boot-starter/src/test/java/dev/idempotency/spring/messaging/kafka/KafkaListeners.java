@@ -6,6 +6,8 @@ import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.IdempotentListener.StoredFailure;
 import dev.idempotency.spring.messaging.Sends;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.springframework.kafka.annotation.KafkaListener;
 
 /** The Kafka test application's listeners: each sends through {@link Sends}. */
@@ -18,6 +20,35 @@ public class KafkaListeners {
   static final String BATCH = "kafka-batch";
   static final String FILTERED = "kafka-filtered-batch";
   static final String RECORD_LIST = "kafka-record-list";
+  static final String CONVERTED_KEY = "kafka-converted-key";
+
+  /**
+   * A customer, the parameter of the converted-key listener's key method: SpEL converts the payload
+   * to one through its static {@code valueOf}, a look-up that times out once for a payload holding
+   * {@code flaky}.
+   */
+  public static final class Customer {
+    static final Set<String> failedOnce = ConcurrentHashMap.newKeySet();
+
+    final String id;
+
+    private Customer(String id) {
+      this.id = id;
+    }
+
+    /** The look-up the conversion service calls for a String argument. */
+    public static Customer valueOf(String id) {
+      if (id.contains("flaky") && failedOnce.add(id)) {
+        throw new IllegalStateException("the customer look-up timed out (transient)");
+      }
+      return new Customer(id);
+    }
+
+    /** The key of a customer's notice. */
+    public static String keyOf(Customer customer) {
+      return "customer-" + customer.id;
+    }
+  }
 
   private final Sends sends;
 
@@ -43,6 +74,15 @@ public class KafkaListeners {
       key = "T(dev.idempotency.spring.messaging.KeyEvaluations).keyOf(#event)")
   public void keyed(String event) {
     sends.send(KEYED, event, IdempotentDelivery.context());
+  }
+
+  /** Keyed through a conversion of its payload that runs the application's look-up. */
+  @KafkaListener(id = CONVERTED_KEY, topics = "idem.converted-key")
+  @IdempotentListener(
+      name = CONVERTED_KEY,
+      key = "T(dev.idempotency.spring.messaging.kafka.KafkaListeners$Customer).keyOf(#event)")
+  public void convertedKey(String event) {
+    sends.send(CONVERTED_KEY, event, IdempotentDelivery.context());
   }
 
   @KafkaListener(id = "kafka-header", topics = "idem.header")
