@@ -670,6 +670,7 @@ final class AsyncWork {
       return;
     }
     if (!takenOver && wroteBody == null && awaitLaterEmitterEnd(result, false)) {
+      unfollowed(); // followed by its stream's end, never by the follower
       return;
     }
     if (!takenOver && wroteBody == null && continuedDetached(result)) {

@@ -96,7 +96,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
                       shield.follower(
                           call,
                           new ServletWebRequest(servlet.getRequest(), servlet.getResponse()),
-                          ownStage(returned)));
+                          ownStage(returned, returnType)));
               // the last line of defence, for a return value handler the shield has not wrapped
               returned = shield.shieldedReturn(returned, returnType, servlet);
             }
@@ -179,11 +179,31 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
   /**
    * Whether the handler returned its own stage, a {@code CompletionStage} or a {@code
    * DeferredResult} (or a {@code ResponseEntity} of one), which an application's thread completes:
-   * no thread of the request's runs what follows it ({@link AsyncWorkShield#follower}).
+   * no thread of the request's runs what follows it ({@link AsyncWorkShield#follower}). Decided on
+   * what the advisor below follows as a stage, before it adapts it: also a single reactive value
+   * ({@code Mono}) behind {@code Object} or in an entity, and a Spring 6 {@code ListenableFuture}
+   * behind a type a {@code CompletableFuture} fits, each followed as a {@code CompletableFuture}.
    */
-  private static boolean ownStage(@Nullable Object returned) {
-    Object value = returned instanceof ResponseEntity<?> entity ? entity.getBody() : returned;
-    return value instanceof CompletionStage<?> || value instanceof DeferredResult<?>;
+  private static boolean ownStage(@Nullable Object returned, Class<?> returnType) {
+    boolean entity = returned instanceof ResponseEntity<?>;
+    Object value = returned instanceof ResponseEntity<?> own ? own.getBody() : returned;
+    if (value instanceof CompletionStage<?> || value instanceof DeferredResult<?>) {
+      return true;
+    }
+    if (value == null) {
+      return false;
+    }
+    if (!entity
+        && LISTENABLE_COMPLETABLE != null
+        && LISTENABLE_COMPLETABLE.getDeclaringClass().isInstance(value)) {
+      return returnType.isAssignableFrom(CompletableFuture.class);
+    }
+    if (!entity && returnType != Object.class) {
+      return false; // a declared reactive type: Spring MVC's own, not adapted by the advisor
+    }
+    ReactiveAdapter adapter =
+        ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
+    return adapter != null && !adapter.isMultiValue();
   }
 
   /** A result Spring MVC writes as a stream, flushed piece by piece: passed on as it comes. */

@@ -36,7 +36,9 @@ final class RequestThreadSetUp {
   /**
    * Set up on this thread, the request's: {@code interceptors} get their {@code
    * beforeConcurrentHandling} with a task that stands for the starter's later runs (a failing one
-   * is logged at DEBUG), and {@code decorator}, if any, wraps a task now.
+   * is logged at DEBUG), and {@code decorator}, if any, wraps a task now; if it refuses (throws),
+   * with a WARN, none is wrapped here and a later task is decorated on its own thread. Never
+   * throws.
    *
    * @param request the request as Spring MVC hands it to its interceptors, or null (then none is
    *     called)
@@ -62,14 +64,29 @@ final class RequestThreadSetUp {
     }
     RequestThreadSetUp setUp = new RequestThreadSetUp(asSpringSees);
     if (decorator != null) {
-      setUp.wrapped.set(
-          decorator.decorate(
-              () -> {
-                Runnable next = setUp.toRun.getAndSet(null);
-                if (next != null) {
-                  next.run();
-                }
-              }));
+      try {
+        setUp.wrapped.set(
+            decorator.decorate(
+                () -> {
+                  Runnable next = setUp.toRun.getAndSet(null);
+                  if (next != null) {
+                    next.run();
+                  }
+                }));
+      } catch (RuntimeException | LinkageError refused) {
+        // The handler returned its stage, whose send may be under way: a failure thrown from here
+        // would answer 500 and release the key, and the retry would send again (SPEC 1). Nothing
+        // is wrapped here, so a later task is decorated on the thread that completes the stage:
+        // the decorator still decides for it (it may refuse again there; that task then does not
+        // run, and its call ends as a failure before it sent), rather than it running outside
+        // whatever the decorator guards (a bulkhead) without the decorator ever seeing it.
+        log.warn(
+            "The application's task decorator failed on the request's thread after an idempotent"
+                + " endpoint's handler returned its own stage; a later stage is decorated on the"
+                + " thread that completes it: {}",
+            refused.getClass().getName());
+        log.debug("The task decorator's failure", refused);
+      }
     }
     return setUp;
   }

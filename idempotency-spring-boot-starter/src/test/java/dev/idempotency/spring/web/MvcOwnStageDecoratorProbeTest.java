@@ -96,9 +96,12 @@ class MvcOwnStageDecoratorProbeTest extends MvcProbeApplication {
    * {@code TaskThreadContext.decoratingHere} wrapped on the request's thread is neither run by a
    * continuation nor run empty ({@code Follower.unused}). The same for a stage that never
    * completes.
+   *
+   * <p>Fixed (fixctx2): {@code AsyncWork.lateResult} ends the follower ({@code unfollowed()}) when
+   * the emitter is followed to its end; passes on Boot 3.5 and 4.0. A stage that never completes
+   * still leaves its wrapped task unrun (not covered here).
    */
   @Test
-  @Tag("open-finding")
   void aLateEmitterOfAHandlersOwnStageRunsEveryDecoratedTaskOnce() throws Exception {
     decoratedTasksRunOnce("late-emitter");
   }
@@ -179,12 +182,32 @@ class MvcOwnStageDecoratorProbeTest extends MvcProbeApplication {
    * before fixctx. The same would hold for the request's callable interceptors (Spring Security's
    * caller), a {@code ResponseEntity<?>} of a {@code Mono}, and a Spring 6 {@code ListenableFuture}
    * declared {@code Object} (not run).
+   *
+   * <p>Fixed (fixctx2): {@code ownStage} is decided on what the advisor follows as a stage once
+   * adapted (a single reactive value behind {@code Object} or in an entity, a {@code
+   * ListenableFuture} behind a type a {@code CompletableFuture} fits); passes on Boot 3.5 and 4.0.
    */
   @Test
-  @Tag("open-finding")
   void aLateCallableOfAHandlersMonoDeclaredObjectGetsTheTenantTheDecoratorCarries()
       throws Exception {
     lateCallableGetsTheTenant("object-mono");
+  }
+
+  /**
+   * The same stage as the body of a {@code ResponseEntity<?>}, a {@code Mono}, which the advisor
+   * follows as an entity of a {@code CompletableFuture} ({@code followedBody}).
+   *
+   * <p>Open finding (fixctx2; suspected a lost send, SPEC 1, not investigated). Fails on Boot 3.5
+   * and 4.0, before and after fixctx2's fix of {@code ownStage}: "timed out after 20000 ms waiting
+   * for the later Callable read the tenant": the later {@code Callable} (the stage's value, which
+   * the advisor's copy gets as an entity of it) never ran within 20 s, nothing logged at WARN. What
+   * the first request and the retry got was not recorded; from reading, not checked: the late value
+   * reaches {@code AsyncWork.lateResult} as an entity whose body is a {@code Callable}.
+   */
+  @Test
+  @Tag("open-finding")
+  void aLateCallableOfAnEntityOfAHandlersMonoGetsTheTenantTheDecoratorCarries() throws Exception {
+    lateCallableGetsTheTenant("entity-mono");
   }
 
   private void lateCallableGetsTheTenant(String shape) throws Exception {
@@ -244,9 +267,12 @@ class MvcOwnStageDecoratorProbeTest extends MvcProbeApplication {
    * Spring MVC answers 500, a 5xx releases the key, and the retry runs the handler again while the
    * first stage's send goes on. Before fixctx the advisor decorated nothing on the request's thread
    * for a handler's own stage (from reading, not run).
+   *
+   * <p>Fixed (fixctx2): {@code RequestThreadSetUp.here} catches the decorator's refusal (one WARN
+   * naming its class) and wraps nothing on the request's thread; a later stage is decorated on the
+   * thread that completes it. Passes on Boot 3.5 and 4.0.
    */
   @Test
-  @Tag("open-finding")
   void aDecoratorThatRefusesOnTheRequestsThreadSendsOnce() throws Exception {
     String key = EndpointClient.newKey();
     String path = "/probeG/own/on-time-value";
@@ -453,6 +479,15 @@ class MvcOwnStageDecoratorProbeTest extends MvcProbeApplication {
     @IdempotentEndpoint
     public Object tenantObjectMono(@RequestHeader("Idempotency-Key") String key) {
       return Mono.fromFuture(tenantStage(key), true);
+    }
+
+    /**
+     * An entity whose body is a {@code Mono} of the same stage, declared {@code ResponseEntity<?>}.
+     */
+    @PostMapping("/probeG/tenant/entity-mono")
+    @IdempotentEndpoint
+    public ResponseEntity<?> tenantEntityMono(@RequestHeader("Idempotency-Key") String key) {
+      return ResponseEntity.ok(Mono.fromFuture(tenantStage(key), true));
     }
 
     private static void complete(CompletableFuture<Object> stage, String shape, String key)
