@@ -69,11 +69,13 @@ public final class SendContext {
    * its result discarded, not recorded as the key's outcome, the key taken back, fenced, if it is
    * still this call's, and the caller gets a {@link KeyStoreException} saying nothing was sent: a
    * retry sends once. (A result recorded there would be replayed to every repeat, and the message
-   * never sent.) A batch's item reports it failed instead ({@link Batch#failed}); a batch item
-   * already handed out is not lost by a renewal the store fails to answer: the keeper tries that
-   * renewal again. Always {@code true} for a context the guard did not make (tests, adapters), for
-   * a send without a claim (fail-open) and for a send inside the caller's transaction ({@link
-   * IdempotencyGuard#executeInTransaction}), whose claim the transaction holds until it ends.
+   * never sent.) So it answers {@code false} from then on, without asking the store again, even
+   * where a renewal that came too late the first time would succeed now. A batch's item reports it
+   * failed instead ({@link Batch#failed}); a batch item already handed out is not lost by a renewal
+   * the store fails to answer: the keeper tries that renewal again. Always {@code true} for a
+   * context the guard did not make (tests, adapters), for a send without a claim (fail-open) and
+   * for a send inside the caller's transaction ({@link IdempotencyGuard#executeInTransaction}),
+   * whose claim the transaction holds until it ends.
    *
    * @return {@code true} if a provider call may start now under this key
    */

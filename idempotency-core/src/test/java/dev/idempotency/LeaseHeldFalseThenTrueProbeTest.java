@@ -19,7 +19,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -36,20 +35,20 @@ import org.junit.jupiter.api.Test;
  * The claim is not lost, so the next check renews again, quickly, and answers {@code true}. In
  * memory; the keeper's own renewals fail, so only the checks renew.
  *
- * <p>Open finding (probeJ, on c49da6b7; severity: second send, low to medium: it needs a sender
- * that asks {@code leaseHeld()} more than once and sends on a later {@code true}). Expected: one
- * send, or a {@code false} that stays {@code false}. Happened, in memory: the two checks answered
- * {@code false/true}, the sender sent, the guard discarded its result and took the key back
- * ("KeyStoreException: ... answered false ... so nothing was sent; ... released for a retry"), and
- * the retry sent again: "[sends within the window (leaseHeld answers false/true; ... retry returned
- * sent-2)] Expecting AtomicInteger(2) to have value: 1"; the same through executeAsync (checks on
- * the provider's own thread). A {@code false} answered without losing the claim (too little lease
- * left after a late but successful renewal) is not sticky ({@code Claim.toldNotHeld} is set, but
- * {@code LeaseKeeper.readyToSend} renews again and answers {@code true}). Would fix: once told not
- * held, {@code leaseHeld()} answers {@code false} for good (mark the claim given up), or the
- * Javadoc says a later answer is meaningless.
+ * <p>Fixed: once told not held, {@code leaseHeld()} answers {@code false} for good, without asking
+ * the store again ({@code CallSupport.context}). The finding (probeJ, on c49da6b7; severity: second
+ * send, low to medium: it needs a sender that asks {@code leaseHeld()} more than once and sends on
+ * a later {@code true}). Expected: one send, or a {@code false} that stays {@code false}. Happened,
+ * in memory: the two checks answered {@code false/true}, the sender sent, the guard discarded its
+ * result and took the key back ("KeyStoreException: ... answered false ... so nothing was sent; ...
+ * released for a retry"), and the retry sent again: "[sends within the window (leaseHeld answers
+ * false/true; ... retry returned sent-2)] Expecting AtomicInteger(2) to have value: 1"; the same
+ * through executeAsync (checks on the provider's own thread). A {@code false} answered without
+ * losing the claim (too little lease left after a late but successful renewal) is not sticky
+ * ({@code Claim.toldNotHeld} is set, but {@code LeaseKeeper.readyToSend} renews again and answers
+ * {@code true}). Would fix: once told not held, {@code leaseHeld()} answers {@code false} for good
+ * (mark the claim given up), or the Javadoc says a later answer is meaningless.
  */
-@Tag("open-finding")
 class LeaseHeldFalseThenTrueProbeTest {
 
   static final Duration TTL = Duration.ofHours(1);
