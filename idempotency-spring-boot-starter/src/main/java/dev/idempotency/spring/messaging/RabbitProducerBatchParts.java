@@ -2,9 +2,11 @@ package dev.idempotency.spring.messaging;
 
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
+import java.security.SecureRandom;
 import java.util.Collection;
 import java.util.Date;
 import java.util.HashSet;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -54,11 +56,20 @@ final class RabbitProducerBatchParts {
   static final String PART = "idempotency_producerBatchPart";
 
   /**
-   * The header the starter puts beside {@link #PART}: the consumer and delivery tags of the
-   * producer's batch the part was split from, which bind the marker to that delivery. A message
-   * published with both headers (copied from a part) arrives as another delivery.
+   * The header the starter puts beside {@link #PART}: a random value of this JVM's and the consumer
+   * and delivery tags of the producer's batch the part was split from, which bind the marker to
+   * that delivery. A message published with both headers (copied from a part) arrives as another
+   * delivery.
    */
   static final String PART_OF = "idempotency_producerBatchDelivery";
+
+  /**
+   * A random value of this JVM's, first in every {@link #PART_OF}: consumer tags may be the
+   * application's own (a fixed {@code ConsumerTagStrategy}) and delivery tags restart at 1 on every
+   * channel, so the tags alone repeat, and a message published with a part's headers could name its
+   * own delivery by chance; no other process can name this one.
+   */
+  private static final String THIS_JVM = thisJvm();
 
   private RabbitProducerBatchParts() {}
 
@@ -161,12 +172,19 @@ final class RabbitProducerBatchParts {
   }
 
   /**
-   * The value of {@link #PART_OF} for a part of {@code message}'s delivery: its consumer and
-   * delivery tags, or an empty string for a message that has none (not from a broker's delivery).
+   * The value of {@link #PART_OF} for a part of {@code message}'s delivery: this JVM's random
+   * value, its consumer and delivery tags, or an empty string for a message that has none (not from
+   * a broker's delivery).
    */
   private static String boundTo(Message message) {
     String delivery = deliveryOf(message);
-    return delivery == null ? "" : delivery;
+    return delivery == null ? "" : THIS_JVM + "#" + delivery;
+  }
+
+  private static String thisJvm() {
+    byte[] random = new byte[16];
+    new SecureRandom().nextBytes(random);
+    return HexFormat.of().formatHex(random);
   }
 
   /**
