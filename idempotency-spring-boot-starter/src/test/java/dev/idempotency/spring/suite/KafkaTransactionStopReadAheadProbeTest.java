@@ -30,6 +30,8 @@ import org.springframework.kafka.core.KafkaTemplate;
  * <ul>
  *   <li>{@code forEach}: an enhanced {@code for} over the list (its iterator), each message sent
  *       after it is read and before the next is read.
+ *   <li>{@code stream}: a sequential stream of the list with a {@code map} step, each message sent
+ *       in its {@code forEach}.
  *   <li>{@code peek}: an index loop that, before sending message {@code i}, also reads message
  *       {@code i + 1} (to look at what comes next, as a listener that merges neighbours does).
  * </ul>
@@ -42,6 +44,12 @@ class KafkaTransactionStopReadAheadProbeTest {
   @Test
   void aListenerIteratingWithForEachSendsEachOnce() throws Exception {
     probe("probe-k-foreach", "forEach");
+  }
+
+  @Tag("extended") // its own application, and up to two minutes of waiting for message 3's record
+  @Test
+  void aListenerSendingFromASequentialStreamSendsEachOnce() throws Exception {
+    probe("probe-k-stream", "stream");
   }
 
   /**
@@ -137,7 +145,7 @@ class KafkaTransactionStopReadAheadProbeTest {
   /**
    * Sends each payload of its list in order: {@code tx-} produced to the outbound topic in the
    * container's transaction, {@code call-} to the provider, {@code bad-} always fails; reading the
-   * list as {@code reading} says ({@code forEach} or {@code peek}).
+   * list as {@code reading} says ({@code forEach}, {@code stream} or {@code peek}).
    */
   public static class ReadAheadListener {
     private final KafkaTemplate<Object, Object> template;
@@ -169,6 +177,11 @@ class KafkaTransactionStopReadAheadProbeTest {
     @IdempotentListener(name = LISTENER)
     public void batch(List<String> list) {
       calls.incrementAndGet();
+      if (reading.equals("stream")) {
+        AtomicInteger index = new AtomicInteger();
+        list.stream().map(String::trim).forEach(payload -> send(index.getAndIncrement(), payload));
+        return;
+      }
       if (reading.equals("forEach")) {
         int i = 0;
         for (String payload : list) {
