@@ -77,7 +77,11 @@ class WebFluxStreamClientGoneStepsRedisProbeTest extends WebFluxProbeSupport {
    */
   @Test
   void aStreamRefusedAtItsClaimIsRunOnceByTheRetry() throws Exception {
-    pauseRedis(3_000);
+    // 6 s: the request must reach its claim while Redis is still paused for longer than the 2 s
+    // operation timeout; with 3 s, a loaded clean-clone run (both Boot lines at once) reached it
+    // more than a second late, the claim waited less than 2 s and succeeded, and the row's premise
+    // ("refused at its claim") failed. The retries below go past 503 for up to 10 s.
+    pauseRedis(6_000);
     String problem = clientGoneAfter("events", 0, true);
     assertThat(problem).isNull();
     assertThat(refusedAtTheClaim).as("the first request was refused at its claim").isTrue();
