@@ -318,7 +318,7 @@ final class CallSupport<T> {
   /**
    * The context of a send under this claim, whose {@link SendContext#leaseHeld()} asks {@link
    * SendLease#readyToSend} again: for a sender that hands its work on and starts it later. An
-   * answer {@code false} is remembered on the claim ({@link Claim#toldNotHeld()}): a result the
+   * answer {@code false} is remembered on the claim ({@link Claim#answerLeaseHeld}): a result the
    * sender returns after it is not recorded ({@link SendLease#returnedAfterLeaseNotHeld}), so every
    * later answer is {@code false} too, without asking again: a sender that asked again and got
    * {@code true} (a renewal that came late the first time) would send, and its result would not be
@@ -326,18 +326,7 @@ final class CallSupport<T> {
    */
   SendContext context(Claim claim) {
     return SendContext.lazy(
-        request.key(),
-        claim.attempt,
-        () -> {
-          if (claim.wasToldNotHeld()) {
-            return false;
-          }
-          boolean held = lease.readyToSend(claim);
-          if (!held) {
-            claim.toldNotHeld();
-          }
-          return held;
-        });
+        request.key(), claim.attempt, () -> claim.answerLeaseHeld(() -> lease.readyToSend(claim)));
   }
 
   /**

@@ -1,6 +1,8 @@
 package dev.idempotency;
 
 import java.util.List;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
 
 /**
  * A key this guard owns: its owner token and attempt, and two clocks kept up to date by the {@link
@@ -182,15 +184,36 @@ final class Claim implements LeaseKeeper.Watched {
   /** {@link SendContext#leaseHeld()} answered {@code false} to this claim's sender. */
   private volatile boolean toldNotHeld;
 
+  /** Lets one {@link SendContext#leaseHeld()} check of this claim answer at a time. */
+  private final ReentrantLock leaseHeldCheck = new ReentrantLock();
+
   /**
-   * The sender's {@link SendContext#leaseHeld()} check answered {@code false}: by its contract the
-   * sender sends nothing from then on, so a result it returns is not recorded as the outcome.
+   * Answers the sender's {@link SendContext#leaseHeld()} check: {@code false} for good once it
+   * answered {@code false} (by its contract the sender sends nothing from then on, so a result it
+   * returns is not recorded as the outcome), else what {@code readyToSend} finds, remembered when
+   * {@code false}. One check at a time: two tasks of one sender asking at once, the first one's
+   * renewal answered too late, must not be told {@code false} and {@code true} (the second one,
+   * having renewed again after the first one's renewal, would send, and the call would still count
+   * as not sent, so the retry would send again). The second waits for the first one's answer, as
+   * long as its renewal, which the store's timeouts bound.
    */
-  void toldNotHeld() {
-    toldNotHeld = true;
+  boolean answerLeaseHeld(BooleanSupplier readyToSend) {
+    leaseHeldCheck.lock();
+    try {
+      if (toldNotHeld) {
+        return false;
+      }
+      boolean held = readyToSend.getAsBoolean();
+      if (!held) {
+        toldNotHeld = true;
+      }
+      return held;
+    } finally {
+      leaseHeldCheck.unlock();
+    }
   }
 
-  /** Whether {@link #toldNotHeld()} was called. */
+  /** Whether {@link #answerLeaseHeld} answered {@code false}. */
   boolean wasToldNotHeld() {
     return toldNotHeld;
   }

@@ -28,7 +28,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -152,7 +151,8 @@ public abstract class LeaseHeldStickyFalseContract {
    * second, which asked while that renewal was on its way, waited for it and then renewed again,
    * quickly. The provider call is made once, by a task told {@code true}, if any.
    */
-  // Open finding (probeM, on 48264359; severity: second send, low: it needs a sender whose tasks
+  // Was an open finding (probeM, on 48264359; severity: second send, low: it needs a sender whose
+  // tasks
   // ask leaseHeld() of one context at the same time, one of them sending on its answer). Expected:
   // the message goes out once (every answer after the first false is false, or the call counts as
   // sent). Happened, in memory and on PostgreSQL, at cd89fe43 (48264359 in): "[sends within the
@@ -167,8 +167,9 @@ public abstract class LeaseHeldStickyFalseContract {
   // time (the check, the renewal and the flag under one lock), so that the second reads the first's
   // false; reading the flag again after the renewal would not do, since the first may set it only
   // after the second answered.
+  // Fixed: Claim.answerLeaseHeld answers the checks of one claim one at a time (the flag, the
+  // renewal and the flag's update under one lock), so the second task reads the first one's false.
   @Test
-  @Tag("open-finding")
   void twoTasksAskingAtOnceAroundALateRenewalDoNotSendTwice() throws Exception {
     String key = "lease-held-sticky-two-askers:" + UUID.randomUUID();
     AtomicInteger sends = new AtomicInteger();
