@@ -56,10 +56,10 @@ final class RabbitProducerBatchParts {
   static final String PART = "idempotency_producerBatchPart";
 
   /**
-   * The header the starter puts beside {@link #PART}: a random value of this JVM's and the consumer
-   * and delivery tags of the producer's batch the part was split from, which bind the marker to
-   * that delivery. A message published with both headers (copied from a part) arrives as another
-   * delivery.
+   * The header the starter puts beside {@link #PART}: a random value of this JVM's, and the queue,
+   * consumer tag and delivery tag of the producer's batch the part was split from, which bind the
+   * marker to that delivery. A message published with both headers (copied from a part) arrives as
+   * another delivery.
    */
   static final String PART_OF = "idempotency_producerBatchDelivery";
 
@@ -173,12 +173,18 @@ final class RabbitProducerBatchParts {
 
   /**
    * The value of {@link #PART_OF} for a part of {@code message}'s delivery: this JVM's random
-   * value, its consumer and delivery tags, or an empty string for a message that has none (not from
-   * a broker's delivery).
+   * value, the queue it was consumed from, its consumer and delivery tags; or an empty string for a
+   * message that has no tags (not from a broker's delivery). The queue tells apart the containers
+   * of this JVM that share a fixed consumer tag: a part's headers copied onto a message published
+   * to another queue never name that message's delivery.
    */
   private static String boundTo(Message message) {
     String delivery = deliveryOf(message);
-    return delivery == null ? "" : THIS_JVM + "#" + delivery;
+    if (delivery == null) {
+      return "";
+    }
+    String queue = message.getMessageProperties().getConsumerQueue();
+    return THIS_JVM + "#" + (queue == null ? "" : queue) + "#" + delivery;
   }
 
   private static String thisJvm() {
