@@ -1,15 +1,9 @@
 package dev.idempotency.spring.suite;
 
-import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.IdempotentListener;
-import dev.idempotency.spring.suite.KafkaTransactionStopFixture.RefusedOnce;
 import java.time.Duration;
-import java.util.Collections;
 import java.util.List;
-import java.util.UUID;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Value;
@@ -43,13 +37,13 @@ class KafkaTransactionStopReadAheadProbeTest {
   @Tag("extended") // its own application, and up to two minutes of waiting for message 3's record
   @Test
   void aListenerIteratingWithForEachSendsEachOnce() throws Exception {
-    probe("probe-k-foreach", "forEach");
+    probe("probe-k-foreach", "forEach").assertEachSentOnce("reading: forEach, ");
   }
 
   @Tag("extended") // its own application, and up to two minutes of waiting for message 3's record
   @Test
   void aListenerSendingFromASequentialStreamSendsEachOnce() throws Exception {
-    probe("probe-k-stream", "stream");
+    probe("probe-k-stream", "stream").assertEachSentOnce("reading: stream, ");
   }
 
   /**
@@ -70,63 +64,17 @@ class KafkaTransactionStopReadAheadProbeTest {
   @Tag("open-finding")
   @Test
   void aListenerPeekingAtTheNextMessageBeforeItsSendSendsEachOnce() throws Exception {
-    probe("probe-k-peek", "peek");
+    probe("probe-k-peek", "peek").assertEachSentOnce("reading: peek, ");
   }
 
-  private static void probe(String name, String reading) throws Exception {
-    SuiteProvider provider = new SuiteProvider();
-    String topic = "idem." + name + "-" + UUID.randomUUID();
-    try (KafkaListenerApplication application =
-        KafkaTransactionStopFixture.start(
-            name, topic, provider, ReadAheadListeners.class, "probe-k.reading=" + reading)) {
-      ReadAheadListener listener = application.context().getBean(ReadAheadListener.class);
-      RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
-      String id = UUID.randomUUID().toString();
-      String[] keys = {"tx-0-" + id, "call-1-" + id, "bad-2-" + id, "tx-3-" + id};
-      application.publishInOneBatch(keys);
-      // message 3 produced: the batch went past the stop and its transaction committed (message
-      // 0's record, if it is produced again, comes before it on the outbound topic's one partition)
-      List<String> seen =
-          KafkaTransactionStopFixture.awaitCommitted(
-              application,
-              topic + ".out",
-              Duration.ofSeconds(120),
-              "message 3 produced and committed",
-              committed -> committed.contains(keys[3]));
-      String facts =
-          "reading: "
-              + reading
-              + ", listener calls: "
-              + listener.calls()
-              + ", recoveries: "
-              + recoverer.calls()
-              + ", outbound committed: "
-              + KafkaTransactionStopFixture.counts(seen, keys)
-              + ", provider sends of message 1: "
-              + provider.sends(keys[1])
-              + ", dead-lettered: "
-              + application.deadLettered().size();
-      SoftAssertions.assertSoftly(
-          softly -> {
-            softly.assertThat(recoverer.calls()).as("recoveries (" + facts + ")").isGreaterThan(1);
-            softly
-                .assertThat(Collections.frequency(seen, keys[0]))
-                .as("committed outbound records of message 0 (" + facts + ")")
-                .isOne();
-            softly
-                .assertThat(provider.sends(keys[1]))
-                .as("provider sends of message 1 (" + facts + ")")
-                .isOne();
-            softly
-                .assertThat(Collections.frequency(seen, keys[2]))
-                .as("committed outbound records of message 2 (" + facts + ")")
-                .isZero();
-            softly
-                .assertThat(Collections.frequency(seen, keys[3]))
-                .as("committed outbound records of message 3 (" + facts + ")")
-                .isOne();
-          });
-    }
+  private static KafkaTransactionStopFixture.MixedSends probe(String name, String reading)
+      throws Exception {
+    return KafkaTransactionStopFixture.runMixedSends(
+        name,
+        ReadAheadListeners.class,
+        context -> context.getBean(ReadAheadListener.class).calls(),
+        Duration.ofSeconds(120),
+        "probe-k.reading=" + reading);
   }
 
   /** The listener ({@link KafkaTransactionStopFixture} adds its topic and error handler). */
@@ -200,21 +148,7 @@ class KafkaTransactionStopReadAheadProbeTest {
     }
 
     private void send(int i, String payload) {
-      try {
-        if (payload.startsWith("bad-")) {
-          throw new IllegalStateException("the notification is refused for this recipient");
-        }
-        if (payload.startsWith("call-")) {
-          provider.send(payload);
-        } else {
-          template.send(outbound, 0, null, payload).get(30, TimeUnit.SECONDS);
-        }
-      } catch (RuntimeException failure) {
-        throw new BatchDeliveryFailedException(i, failure);
-      } catch (Exception interruptedOrFailed) {
-        throw new BatchDeliveryFailedException(
-            i, new IllegalStateException("not produced", interruptedOrFailed));
-      }
+      KafkaTransactionStopFixture.sendMixed(template, provider, outbound, i, payload);
     }
   }
 }
