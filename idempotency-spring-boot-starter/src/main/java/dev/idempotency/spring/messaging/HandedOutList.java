@@ -31,8 +31,8 @@ import org.slf4j.LoggerFactory;
  *   <li>Only elements given to the listener (read) count as sent (before a failed one it names, as
  *       Spring Kafka counts); one handed out but never read is left unreported, so the batch
  *       releases it, and a failed batch comes back from it ({@link #firstUnread()}).
- *   <li>In a container's Kafka transaction, each read is noted for {@link TransactionProduces}: the
- *       records produced in it count for the furthest message read, whose send was running.
+ *   <li>In a container's Kafka transaction, each read is noted for {@link TransactionProduces}: a
+ *       record produced in it counts for each message first read since the records before it.
  *   <li>Once the listener returned ({@link #end()}), reading throws an {@link
  *       IllegalStateException}: the container acknowledged the batch, and a message not read before
  *       was not sent by this delivery (its key released). The first such read is logged at WARN,

@@ -1,13 +1,10 @@
 package dev.idempotency.spring.suite;
 
-import dev.idempotency.spring.messaging.BatchDeliveryFailedException;
 import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.suite.KafkaTransactionStopFixture.RefusedOnce;
 import java.time.Duration;
-import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.Tag;
@@ -48,57 +45,13 @@ class KafkaTransactionStopMixedSendsProbeTest {
   @Test
   void aListenerProducingForSomeMessagesAndCallingTheProviderForOthersSendsEachOnce()
       throws Exception {
-    String name = "probe-f-mixed";
-    SuiteProvider provider = new SuiteProvider();
-    String topic = "idem." + name + "-" + UUID.randomUUID();
-    try (KafkaListenerApplication application =
-        KafkaTransactionStopFixture.start(
-            name, topic, provider, MixedListeners.class, "fixmixed.copy=false")) {
-      MixedListener listener = application.context().getBean(MixedListener.class);
-      RefusedOnce recoverer = application.context().getBean(RefusedOnce.class);
-      String id = UUID.randomUUID().toString();
-      String[] keys = {"tx-0-" + id, "call-1-" + id, "bad-2-" + id, "tx-3-" + id};
-      application.publishInOneBatch(keys);
-      // message 3 produced: the batch went past the stop and its transaction committed
-      List<String> seen =
-          KafkaTransactionStopFixture.awaitCommitted(
-              application,
-              topic + ".out",
-              Duration.ofSeconds(60),
-              "message 3 produced and committed",
-              committed -> committed.contains(keys[3]));
-      String facts =
-          "listener calls: "
-              + listener.calls()
-              + ", recoveries: "
-              + recoverer.calls()
-              + ", outbound committed: "
-              + KafkaTransactionStopFixture.counts(seen, keys)
-              + ", provider sends of message 1: "
-              + provider.sends(keys[1])
-              + ", dead-lettered: "
-              + application.deadLettered().size();
-      SoftAssertions.assertSoftly(
-          softly -> {
-            softly.assertThat(recoverer.calls()).as("recoveries (" + facts + ")").isGreaterThan(1);
-            softly
-                .assertThat(Collections.frequency(seen, keys[0]))
-                .as("committed outbound records of message 0 (" + facts + ")")
-                .isOne();
-            softly
-                .assertThat(provider.sends(keys[1]))
-                .as("provider sends of message 1 (" + facts + ")")
-                .isOne();
-            softly
-                .assertThat(Collections.frequency(seen, keys[2]))
-                .as("committed outbound records of message 2 (" + facts + ")")
-                .isZero();
-            softly
-                .assertThat(Collections.frequency(seen, keys[3]))
-                .as("committed outbound records of message 3 (" + facts + ")")
-                .isOne();
-          });
-    }
+    KafkaTransactionStopFixture.runMixedSends(
+            "probe-f-mixed",
+            MixedListeners.class,
+            context -> context.getBean(MixedListener.class).calls(),
+            Duration.ofSeconds(60),
+            "fixmixed.copy=false")
+        .assertEachSentOnce("");
   }
 
   @Tag("extended") // its own application, and up to a minute of waiting for message 2's record
@@ -191,22 +144,7 @@ class KafkaTransactionStopMixedSendsProbeTest {
       calls.incrementAndGet();
       List<String> payloads = copy ? List.copyOf(list) : list;
       for (int i = 0; i < payloads.size(); i++) {
-        try {
-          String payload = payloads.get(i);
-          if (payload.startsWith("bad-")) {
-            throw new IllegalStateException("the notification is refused for this recipient");
-          }
-          if (payload.startsWith("call-")) {
-            provider.send(payload);
-          } else {
-            template.send(outbound, 0, null, payload).get(30, TimeUnit.SECONDS);
-          }
-        } catch (RuntimeException failure) {
-          throw new BatchDeliveryFailedException(i, failure);
-        } catch (Exception interruptedOrFailed) {
-          throw new BatchDeliveryFailedException(
-              i, new IllegalStateException("not produced", interruptedOrFailed));
-        }
+        KafkaTransactionStopFixture.sendMixed(template, provider, outbound, i, payloads.get(i));
       }
     }
   }
