@@ -127,7 +127,11 @@ public final class Batch<T> implements AutoCloseable {
         // keeper renews nothing, so a send started now could outlive its lease and be taken over
         return false;
       }
+      if (!startRunning(batch.settings.inFlight)) {
+        return false; // the guard is closing: no send starts now
+      }
       if (claim != null && !claim.start()) {
+        stopRunning(batch.settings.inFlight);
         return false; // lost since its check (a renewal on another thread failed or was refused)
       }
       handedOutAtMono = nowMono == 0 ? 1 : nowMono;
@@ -189,8 +193,11 @@ public final class Batch<T> implements AutoCloseable {
       return context.attempt();
     }
 
-    /** Counts the item among the guard's running calls; {@code false} if the guard is closing. */
-    boolean startRunning(CallsInFlight inFlight) {
+    /**
+     * Counts the item among the guard's running calls, as it is handed out (under its monitor, in
+     * {@link #markHandedOut}: once); {@code false} if the guard is closing.
+     */
+    private boolean startRunning(CallsInFlight inFlight) {
       if (running.get()) {
         return true;
       }
@@ -198,7 +205,7 @@ public final class Batch<T> implements AutoCloseable {
         return false;
       }
       if (!running.compareAndSet(false, true)) {
-        inFlight.exit(); // another thread counted it first
+        inFlight.exit(); // counted already
       }
       return true;
     }
