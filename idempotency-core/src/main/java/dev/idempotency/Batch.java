@@ -60,19 +60,23 @@ import org.jspecify.annotations.Nullable;
  * at the end: it waits for reports already begun, writes what is left and releases the keys without
  * an outcome. Once {@link #record()} has begun, {@link #toSend()} hands out no more keys (a {@code
  * next()} then throws {@link java.util.ConcurrentModificationException}); a key handed out before
- * on another thread and not reported yet, whose send may still run there, is not released: it stays
- * claimed (renewed for the renewal limit from its hand-out), {@code record()} lists it in {@link
- * Recorded#notRecorded()}, and its report, accepted after {@code record()}, writes its outcome on
- * the reporting thread; never reported, it runs out one lease later, as after a crash. A key handed
- * out on the thread that calls {@code record()} is released as before: that loop has ended. Still,
- * call {@code record()} once every send loop ended, to have every outcome counted. A batch is
- * {@link AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still has
- * what it reported written and the rest released. A batch abandoned without either has its reported
- * outcomes written in the background, its keys renewed for no longer than the guard's renewal
- * limit, and is then let go (nothing keeps it reachable); its other keys run out one lease later.
- * When the guard closes, a report already begun is waited for as a running call is (within the
- * grace period) and its outcome written by the close; one the close no longer waits for writes its
- * outcome itself, on the reporting thread.
+ * and not reported yet, whose send may still run (on the loop's thread, or on an executor the loop
+ * gave it to: the batch cannot tell), is not released: it stays claimed (renewed for the renewal
+ * limit from its hand-out), {@code record()} lists it in {@link Recorded#notRecorded()}, and its
+ * report, accepted after {@code record()}, writes its outcome on the reporting thread; never
+ * reported, it runs out one lease later, as after a crash. Still, call {@code record()} once every
+ * send loop ended, to have every outcome counted; a caller that knows its unreported keys were not
+ * sent has them released with {@link #recordReleasingUnreported()}. A batch is {@link
+ * AutoCloseable}: in a try-with-resources block, a send loop that throws half-way still has what it
+ * reported written and the keys it never handed out released; the key it was sending when it threw
+ * (reported neither {@link #succeeded} nor {@link #failed}) stays claimed, as above, so that a
+ * provider call still running elsewhere is not sent again: report it {@code failed} in the loop (as
+ * above) to have it released at once. A batch abandoned without either has its reported outcomes
+ * written in the background, its keys renewed for no longer than the guard's renewal limit, and is
+ * then let go (nothing keeps it reachable); its other keys run out one lease later. When the guard
+ * closes, a report already begun is waited for as a running call is (within the grace period) and
+ * its outcome written by the close; one the close no longer waits for writes its outcome itself, on
+ * the reporting thread.
  *
  * <p>Before it hands out a key, a batch looks one send ahead by the guard's clock (the longest send
  * it has seen, plus a quarter lease): it writes the reported outcomes and renews the unreported
@@ -127,7 +131,11 @@ public final class Batch<T> implements AutoCloseable {
         // keeper renews nothing, so a send started now could outlive its lease and be taken over
         return false;
       }
+      if (!startRunning(batch.settings.inFlight)) {
+        return false; // the guard is closing: no send starts now
+      }
       if (claim != null && !claim.start()) {
+        stopRunning(batch.settings.inFlight);
         return false; // lost since its check (a renewal on another thread failed or was refused)
       }
       handedOutAtMono = nowMono == 0 ? 1 : nowMono;
@@ -139,12 +147,16 @@ public final class Batch<T> implements AutoCloseable {
     private volatile Thread handedOutTo;
 
     /**
-     * Whether the item was handed out on another thread than this one, and not reported: its send
-     * may still run there. {@link #record()} leaves such a key claimed for its report. One handed
-     * out on the recording thread was sent (or not) by a loop that has ended.
+     * Whether the item was handed out and not reported: its send may still run, on whatever thread
+     * the caller handed it to (the thread {@code next()} returned it on may have passed it to an
+     * executor), so {@link #record()} leaves it claimed for its report. With {@code
+     * releaseHandedOutHere} ({@link #recordReleasingUnreported()}), one handed out on this thread
+     * is not: its caller says that no send of it runs any more.
      */
-    boolean sendingElsewhere() {
-      return handedOut() && handedOutTo != Thread.currentThread() && state.get() == NEW;
+    boolean mayStillBeSending(boolean releaseHandedOutHere) {
+      return handedOut()
+          && state.get() == NEW
+          && !(releaseHandedOutHere && handedOutTo == Thread.currentThread());
     }
 
     /** Whether the item counts among the guard's running calls: handed out, not yet reported. */
@@ -189,8 +201,11 @@ public final class Batch<T> implements AutoCloseable {
       return context.attempt();
     }
 
-    /** Counts the item among the guard's running calls; {@code false} if the guard is closing. */
-    boolean startRunning(CallsInFlight inFlight) {
+    /**
+     * Counts the item among the guard's running calls, as it is handed out (under its monitor, in
+     * {@link #markHandedOut}: once); {@code false} if the guard is closing.
+     */
+    private boolean startRunning(CallsInFlight inFlight) {
       if (running.get()) {
         return true;
       }
@@ -198,7 +213,7 @@ public final class Batch<T> implements AutoCloseable {
         return false;
       }
       if (!running.compareAndSet(false, true)) {
-        inFlight.exit(); // another thread counted it first
+        inFlight.exit(); // counted already
       }
       return true;
     }
@@ -216,11 +231,12 @@ public final class Batch<T> implements AutoCloseable {
    *
    * @param completed outcomes recorded as sent
    * @param failuresStored permanent failures stored for the window
-   * @param released keys released for a retry (failed transiently, given no outcome, or lapsed)
+   * @param released keys released for a retry (failed transiently, never handed out, lapsed, or
+   *     handed out and released by {@link #recordReleasingUnreported()})
    * @param notRecorded keys sent whose outcome could not be recorded (a repeat may send again),
-   *     among them those failed with an {@link OutcomeAbandonedException}, and keys handed out on
-   *     another thread whose send had not been reported when {@link #record()} ran: those stay
-   *     claimed, and their report, when it comes, writes their outcome
+   *     among them those failed with an {@link OutcomeAbandonedException}, and keys handed out
+   *     whose send had not been reported when {@link #record()} ran: those stay claimed, and their
+   *     report, when it comes, writes their outcome
    */
   public record Recorded(
       int completed, int failuresStored, int released, Set<String> notRecorded) {}
@@ -415,13 +431,13 @@ public final class Batch<T> implements AutoCloseable {
    *
    * <p>A report that has begun when another thread calls {@link #record()} is waited for by it and
    * written with the rest; one that begins after {@code record()} is written on this thread if the
-   * item was handed out on another thread than {@code record()}'s (its send was still running then,
-   * so {@code record()} left it claimed), and refused otherwise.
+   * item was handed out before (its send may have been running then, so {@code record()} left it
+   * claimed), and refused otherwise.
    *
    * @param item an item of {@link #toSend()}
    * @param result the provider's result; may be {@code null}
    * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
-   *     and the item was not handed out (or was handed out on the thread that called it)
+   *     and the item was not handed out (or {@link #recordReleasingUnreported()} released it)
    */
   @SuppressWarnings("unchecked")
   public void succeeded(Item item, @Nullable T result) {
@@ -444,7 +460,7 @@ public final class Batch<T> implements AutoCloseable {
    * @param item an item of {@link #toSend()}
    * @param failure what the send threw
    * @throws IllegalStateException if the item was reported before, or {@link #record()} was called
-   *     and the item was not handed out (or was handed out on the thread that called it)
+   *     and the item was not handed out (or {@link #recordReleasingUnreported()} released it)
    */
   public void failed(Item item, Throwable failure) {
     Objects.requireNonNull(failure, "failure must not be null");
@@ -514,10 +530,10 @@ public final class Batch<T> implements AutoCloseable {
   }
 
   /**
-   * The report of a key handed out before {@link #record()} began, whose send was still running on
-   * another thread when {@code record()} ran: {@code record()} left it claimed (see {@link
-   * BatchWriter#finish}), so this thread writes its outcome (or release) now, fenced. Any other
-   * report after {@code record()} is refused: that key was released or written by it.
+   * The report of a key handed out before {@link #record()} began, whose send may have been running
+   * when {@code record()} ran: {@code record()} left it claimed (see {@link BatchWriter#finish}),
+   * so this thread writes its outcome (or release) now, fenced. Any other report after {@code
+   * record()} is refused: that key was released or written by it.
    */
   private void reportAfterRecord(Item item, RecordState state, byte[] payload, Throwable failure) {
     if (!item.handedOut()) {
@@ -628,15 +644,39 @@ public final class Batch<T> implements AutoCloseable {
    * <p>Reports that other threads have begun are waited for, for at most the guard's {@link
    * IdempotencyGuard.Builder#closeGracePeriod close grace period}, and written with the rest; a
    * report still running after that writes its own outcome (it is not counted here). A key handed
-   * out on another thread and not reported when this runs may still be being sent there: it is left
-   * claimed, not released (a repeat would send it again), listed in {@link Recorded#notRecorded()},
-   * and its report, made after this call, writes its outcome on the reporting thread. Other reports
-   * that begin after this call are refused with an {@link IllegalStateException}.
+   * out and not reported when this runs may still be being sent, on whatever thread the caller gave
+   * it to (the one it was handed out on may have passed it to an executor): it is left claimed, not
+   * released (a repeat would send it again), listed in {@link Recorded#notRecorded()}, renewed for
+   * the renewal limit from its hand-out, counted among the guard's running calls (a guard closing
+   * meanwhile waits for it within its grace period), and its report, made after this call, writes
+   * its outcome on the reporting thread; never reported, it runs out one lease after its last
+   * renewal. Other reports that begin after this call are refused with an {@link
+   * IllegalStateException}.
    *
    * @return what the batch wrote in all
    * @throws IllegalStateException if called twice
    */
   public Recorded record() {
+    return record(false);
+  }
+
+  /**
+   * Records as {@link #record()} does, and releases for a retry, besides, the keys handed out on
+   * this thread and not reported, instead of leaving them claimed: for a caller that ran its sends
+   * on this thread, knows that they have ended, and knows that a key it did not report was not sent
+   * (or that its send was undone, a transaction rolled back), so that it comes back to be sent
+   * again. Keys handed out on other threads and not reported stay claimed, as with {@code
+   * record()}. A key released so whose send did run is sent again by a repeat within the window:
+   * when in doubt, call {@code record()}.
+   *
+   * @return what the batch wrote in all
+   * @throws IllegalStateException if {@code record()} was called before
+   */
+  public Recorded recordReleasingUnreported() {
+    return record(true);
+  }
+
+  private Recorded record(boolean releaseHandedOutHere) {
     if (!reports.close()) {
       throw new IllegalStateException("record() was already called");
     }
@@ -652,7 +692,7 @@ public final class Batch<T> implements AutoCloseable {
       watchedByKeeper = false;
       settings.keeper.unwatch(watcher);
     }
-    Recorded recorded = writer.finish(claimed);
+    Recorded recorded = writer.finish(claimed, releaseHandedOutHere);
     result.set(recorded);
     if (anySendingElsewhere()) {
       // keys whose sends still run elsewhere stay claimed: renewed (for the renewal limit from
@@ -675,9 +715,10 @@ public final class Batch<T> implements AutoCloseable {
   }
 
   /**
-   * Records the batch unless {@link #record()} was called: writes every outcome reported so far and
-   * releases the keys that got none, so that a send loop that throws half-way leaves nothing
-   * claimed. For try-with-resources:
+   * Records the batch unless {@link #record()} was called, as {@code record()} does: writes every
+   * outcome reported so far and releases the keys never handed out, so that a send loop that throws
+   * half-way leaves claimed only the keys it was handed and did not report (their sends may still
+   * run: see {@link #record()}). For try-with-resources:
    *
    * <pre>{@code
    * try (Batch<String> batch = guard.claimBatch(requests, ResultCodec.string())) {

@@ -87,9 +87,7 @@ final class BatchHandOut {
           return item;
         } // another iteration of toSend() handed it out since hasNext(), its claim was lost, or the
         // guard gave up (closed past its grace period) meanwhile
-        if (lapse(item)) {
-          item.stopRunning(settings.inFlight); // lost, never handed out: look further
-        }
+        lapse(item); // lost, never handed out (it was not counted as running): look further
       }
       if (reports.isClosed()) {
         // fail fast, as the JDK's iterators do on a concurrent change: handing the key out now
@@ -128,10 +126,13 @@ final class BatchHandOut {
         return false;
       }
     }
-    if (!item.startRunning(settings.inFlight)) {
+    if (settings.inFlight.closed()) {
       lapse(item); // the guard is closing: no send starts now
       return false;
     }
+    // not counted among the guard's running calls here: another iteration may hand the key out,
+    // report it and record() end the batch between this check and a count, which nothing would then
+    // undo; Item.markHandedOut counts it, once, as it hands it out
     item.handedOutAt = now;
     batch.activeAt(GuardSettings.monoNow());
     batch.keepWatched();
@@ -156,10 +157,7 @@ final class BatchHandOut {
     if (item.claim.isLive(now, horizonNanos)) {
       return true;
     }
-    if (!lapse(item) && item.handedOut()) {
-      return false; // another iteration handed it out: its send runs, and is renewed
-    }
-    item.stopRunning(settings.inFlight);
+    lapse(item); // unless another iteration handed it out: its send runs, and is renewed
     return false;
   }
 

@@ -120,14 +120,16 @@ final class BatchWriter {
   }
 
   /**
-   * Writes what is queued, releases the claimed items that got no outcome (never reported, lapsed),
-   * and returns the counts of everything written. An item handed out on another thread and not
-   * reported is left claimed, since its send may still run there: its report writes it later. An
-   * item never handed out had nothing sent under its claim: it is taken back ({@link
+   * Writes what is queued, releases the claimed items that got no outcome (never handed out,
+   * lapsed), and returns the counts of everything written. An item handed out and not reported is
+   * left claimed, since its send may still run (the thread it was handed out on may have passed it
+   * to another): its report writes it later; with {@code releaseHandedOutHere}, one handed out on
+   * this thread is released instead ({@link Batch#recordReleasingUnreported()}). An item never
+   * handed out had nothing sent under its claim: it is taken back ({@link
    * dev.idempotency.spi.KeyStore#takeBack}), which keeps the trace of an earlier owner's attempt
    * when the batch's claim was a takeover.
    */
-  Batch.Recorded finish(Iterable<Batch.Item> claimed) {
+  Batch.Recorded finish(Iterable<Batch.Item> claimed, boolean releaseHandedOutHere) {
     writeLock.lock();
     try (Interrupts deferred = Interrupts.deferred()) {
       writePending(deferred);
@@ -140,7 +142,7 @@ final class BatchWriter {
         // handed out before this (then left to its send, or released) or never (then taken back)
         synchronized (item) {
           int state = item.state.get();
-          sending = item.recordable() && item.sendingElsewhere();
+          sending = item.recordable() && item.mayStillBeSending(releaseHandedOutHere);
           unreported =
               item.recordable()
                   && !sending
@@ -149,9 +151,10 @@ final class BatchWriter {
           unsent = !item.handedOut();
         }
         if (sending) {
-          // its send may still run on the thread it was handed to: released now, it would be sent
-          // again by a repeat while that send goes on (SPEC 1). Left claimed, still counted as
-          // running; its report writes it (Batch#reportAfterRecord), else its lease runs out.
+          // its send may still run, on whatever thread the caller gave it to: released now, it
+          // would be sent again by a repeat while that send goes on (SPEC 1). Left claimed, still
+          // counted as running; its report writes it (Batch#reportAfterRecord), else its lease
+          // runs out.
           stillSending.add(item.key());
           continue;
         }

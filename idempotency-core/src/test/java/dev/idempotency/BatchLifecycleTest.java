@@ -33,8 +33,14 @@ class BatchLifecycleTest {
     return requests;
   }
 
+  /**
+   * The loop throws while it holds the third key (handed out, not reported): close() writes what
+   * was reported and releases the key never handed out, and leaves the third claimed (its send
+   * might still run elsewhere: {@code BatchFanOutFromRecordingThreadProbeTest}); it comes back once
+   * its lease runs out. Until fixfanout close() released it too.
+   */
   @Test
-  void aBatchClosedAfterItsSendLoopThrewWritesWhatWasReportedAndReleasesTheRest() {
+  void aBatchClosedAfterItsSendLoopThrewWritesWhatWasReportedAndReleasesWhatWasNotHandedOut() {
     IdempotencyGuard guard = IdempotencyGuard.builder().store(store).build();
     List<IdempotencyRequest> requests = requests(4);
     List<String> sent = new ArrayList<>();
@@ -56,8 +62,12 @@ class BatchLifecycleTest {
         IdempotencyGuard.builder().store(store).build().claimBatch(requests, ResultCodec.string());
 
     assertThat(again.replayed()).as("what was reported is recorded").hasSize(2);
-    assertThat(again.claimedKeys()).as("the rest was released, free at once").hasSize(2);
-    assertThat(again.inFlight()).isEmpty();
+    assertThat(again.claimedKeys())
+        .as("the key never handed out was released, free at once")
+        .containsExactly(requests.get(3).key());
+    assertThat(again.inFlight())
+        .as("the key the loop held when it threw, left claimed")
+        .containsExactly(requests.get(2).key());
     again.close();
   }
 

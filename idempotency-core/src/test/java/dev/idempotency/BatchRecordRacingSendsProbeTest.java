@@ -105,11 +105,13 @@ class BatchRecordRacingSendsProbeTest {
 
   /**
    * A key handed out on the thread that then calls record() (a loop that threw half-way, in a
-   * try-with-resources block) is released as before: that loop has ended; its report after record()
-   * is refused.
+   * try-with-resources block) and not reported: that thread may have given its send to an executor
+   * ({@code BatchFanOutFromRecordingThreadProbeTest}), so record() leaves it claimed as it does a
+   * key handed out on another thread, and its late report writes it. (Until fixfanout it was
+   * released, and its report refused.)
    */
   @Test
-  void aKeyHandedOutOnTheRecordingThreadIsReleased() {
+  void aKeyHandedOutOnTheRecordingThreadIsLeftClaimedForItsReport() {
     String key = "probe-batch-same-thread:" + UUID.randomUUID();
     Batch<String> batch =
         guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
@@ -117,12 +119,46 @@ class BatchRecordRacingSendsProbeTest {
 
     Batch.Recorded recorded = batch.record();
 
+    assertThat(recorded.released()).isZero();
+    assertThat(recorded.notRecorded()).containsExactly(key);
+    assertThat(guard.find(key).map(IdempotencyRecord::state)).contains(RecordState.IN_PROGRESS);
+    batch.succeeded(item, "late");
+    assertThat(guard.find(key).map(IdempotencyRecord::state)).contains(RecordState.COMPLETED);
+    assertThat(guard.execute(key, TTL, ctx -> "repeat")).isEqualTo("late");
+  }
+
+  /**
+   * {@link Batch#recordReleasingUnreported()}: the caller says its sends on this thread ended and
+   * what it did not report was not sent, so a key handed out here and not reported is released (a
+   * repeat sends it), and its report after that is refused; one handed out on another thread still
+   * stays claimed.
+   */
+  @Test
+  void recordReleasingUnreportedReleasesOnlyKeysHandedOutOnItsThread() throws Exception {
+    String here = "probe-batch-release-here:" + UUID.randomUUID();
+    String elsewhere = "probe-batch-release-elsewhere:" + UUID.randomUUID();
+    Batch<String> batch =
+        guard.claimBatch(
+            List.of(IdempotencyRequest.of(here, TTL), IdempotencyRequest.of(elsewhere, TTL)),
+            ResultCodec.string());
+    Iterator<Batch.Item> toSend = batch.toSend().iterator();
+    Batch.Item first = toSend.next();
+    Batch.Item second = pool.submit(toSend::next).get(30, TimeUnit.SECONDS);
+    assertThat(first.key()).isEqualTo(here);
+
+    Batch.Recorded recorded = batch.recordReleasingUnreported();
+
     assertThat(recorded.released()).isEqualTo(1);
-    assertThat(recorded.notRecorded()).isEmpty();
-    assertThat(guard.find(key)).isEmpty();
-    assertThatThrownBy(() -> batch.succeeded(item, "late"))
+    assertThat(recorded.notRecorded()).containsExactly(elsewhere);
+    assertThat(guard.find(here)).as("released: not sent").isEmpty();
+    assertThat(guard.find(elsewhere).map(IdempotencyRecord::state))
+        .contains(RecordState.IN_PROGRESS);
+    assertThatThrownBy(() -> batch.succeeded(first, "late"))
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("record() was already called");
+    batch.succeeded(second, "sent");
+    assertThat(guard.execute(elsewhere, TTL, ctx -> "repeat")).isEqualTo("sent");
+    assertThat(guard.execute(here, TTL, ctx -> "retry")).isEqualTo("retry");
   }
 
   /**

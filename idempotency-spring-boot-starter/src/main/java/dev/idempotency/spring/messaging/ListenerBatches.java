@@ -249,7 +249,7 @@ final class ListenerBatches {
 
     Object result = null;
     // in a container's transaction the outcomes wait for its end: recorded after the commit, and
-    // released (record() releases what was never reported) after a rollback
+    // released (recordReleasingUnreported() releases what was never reported) after a rollback
     boolean inTransaction = !run.isEmpty() && ContainerTransactions.active();
     List<Batch.Item> sent = run.sent();
     // a listener's manual acknowledgement (Kafka) is held: it acknowledges the list it got, which
@@ -292,7 +292,7 @@ final class ListenerBatches {
                         + " did not commit",
                     method.name,
                     size);
-                batch.record();
+                batch.recordReleasingUnreported();
               }
 
               @Override
@@ -444,7 +444,7 @@ final class ListenerBatches {
               + " listener read a message, or after it had read ahead), so the messages before the"
               + " stop are released and sent again at their redelivery",
           method.name);
-      batch.record();
+      batch.recordReleasingUnreported();
       return;
     }
     log.warn(
@@ -459,11 +459,17 @@ final class ListenerBatches {
     recordBatch(batch, outside);
   }
 
-  /** Reports the messages sent as succeeded, and writes the batch's outcomes. */
+  /**
+   * Reports the messages sent as succeeded, and writes the batch's outcomes. The listener's call
+   * has ended (its list can no longer be read), so a message it read on this thread and that is not
+   * among {@code sent} was not sent, or its send was undone: its key is released, so that its
+   * redelivery sends it ({@link Batch#recordReleasingUnreported()}; {@code record()} would leave it
+   * claimed, since a plain send loop's unreported key may still be being sent elsewhere).
+   */
   private static void recordBatch(Batch<String> batch, List<Batch.Item> sent) {
     for (Batch.Item item : sent) {
       batch.succeeded(item, null);
     }
-    batch.record();
+    batch.recordReleasingUnreported();
   }
 }
