@@ -118,7 +118,7 @@ public class KafkaListeners {
       name = ENUM_KEY,
       key =
           "T(dev.idempotency.spring.messaging.kafka.KafkaListeners$Tier)"
-              + ".keyOf(T(java.lang.Long).valueOf(#event.length()), #event)")
+              + ".keyOf(#event.length() + 0L, #event)")
   public void enumKey(String event) {
     sends.send(ENUM_KEY, event, IdempotentDelivery.context());
   }
