@@ -116,6 +116,7 @@ class KafkaListenerTest extends BatchListenerContract {
       case KafkaListeners.RECORD_LIST -> "idem.record-list";
       case KafkaListeners.CONVERTED_KEY -> "idem.converted-key";
       case KafkaListeners.ENUM_KEY -> "idem.enum-key";
+      case KafkaListeners.FRAMES_KEY -> "idem.frames-key";
       default -> throw new IllegalArgumentException(listener);
     };
   }
@@ -199,6 +200,68 @@ class KafkaListenerTest extends BatchListenerContract {
       KafkaListeners.Tier.failures.set(0);
     }
     assertThat(deadLettered(KafkaListeners.ENUM_KEY)).as("dead-lettered").isEmpty();
+    assertThat(sends.of(event)).as("sends of the message whose key look-up failed once").hasSize(1);
+  }
+
+  /**
+   * Probe (probeL, of a238b7d0): the application's look-up that the key's conversion runs fails
+   * once, thrown from a class in a package starting with {@code kotlin.}, or through a JDK proxy
+   * (frames of {@code jdk.proxy}, the handler the application's lambda): the application's frames
+   * are found, the failure is retried and the message sent once. Held on Boot 3.5 and 4.0.
+   */
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"plan", "region"})
+  void aLookUpThatFailsOnceFromOtherFramesIsRetriedAndSent(String kind) throws Exception {
+    assertFramesLookUpFailingOnceIsRetriedAndSent(kind);
+  }
+
+  /*
+   * Probe (probeL, of a238b7d0): OPEN FINDING, a lost send in SPEC 1's terms. The application's
+   * look-up that the key's conversion runs times out once, but the exception carries no frame
+   * a238b7d0 counts as the application's: "pet", a type in org.springframework.samples (as Spring's
+   * own sample applications name theirs), whose frames are taken for Spring's; "account", a
+   * CompletableFuture joined with orTimeout(..).thenApply(..).join(), whose CompletionException and
+   * TimeoutException were made on the JDK's timer thread (JDK frames only); "shop", a preallocated
+   * exception without a stack trace (Kafka client's ApiExceptions, Netty's ReadTimeoutException,
+   * the JIT's fast-thrown NullPointerException). Each is taken for the input's failure: an invalid
+   * key, a poison message dead-lettered unsent at its first delivery, although the retry would
+   * have sent it. Expected: retried, sent once, not dead-lettered. Happened on Boot 3.5.7 and
+   * 4.0.7 (probeL, on cd89fe43): "[dead-lettered] Expecting empty but was: ["pet-..."]", the same
+   * for "account-..." and "shop-..." (unit level: failedOnItsInput true for all three).
+   */
+  @org.junit.jupiter.api.Tag("open-finding")
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"pet", "account", "shop"})
+  void aLookUpThatFailsOnceWithoutTheApplicationsFramesIsRetriedAndSent(String kind)
+      throws Exception {
+    assertFramesLookUpFailingOnceIsRetriedAndSent(kind);
+  }
+
+  private void assertFramesLookUpFailingOnceIsRetriedAndSent(String kind) throws Exception {
+    String event = unique(kind);
+    java.util.concurrent.atomic.AtomicInteger failures =
+        switch (kind) {
+          case "pet" -> org.springframework.samples.idempotencyprobe.PetType.failures;
+          case "plan" -> kotlin.idempotencyprobe.Plan.failures;
+          case "account" -> dev.idempotency.spring.KeyConversionLookUps.Account.failures;
+          case "shop" -> dev.idempotency.spring.KeyConversionLookUps.Shop.failures;
+          default -> dev.idempotency.spring.KeyConversionLookUps.Region.failures;
+        };
+    failures.set(1);
+    try {
+      publish(KafkaListeners.FRAMES_KEY, event, null);
+
+      await(
+          "the message sent, or dead-lettered",
+          () ->
+              !sends.of(event).isEmpty()
+                  || deadLettered(KafkaListeners.FRAMES_KEY).contains(event));
+      assertAcknowledged(KafkaListeners.FRAMES_KEY);
+      assertThat(failures).as("the look-up ran and failed once").hasValue(0);
+    } finally {
+      failures.set(0);
+    }
+    assertThat(deadLettered(KafkaListeners.FRAMES_KEY)).as("dead-lettered").doesNotContain(event);
     assertThat(sends.of(event)).as("sends of the message whose key look-up failed once").hasSize(1);
   }
 
