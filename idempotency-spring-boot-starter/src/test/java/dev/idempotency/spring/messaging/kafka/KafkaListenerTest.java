@@ -116,6 +116,7 @@ class KafkaListenerTest extends BatchListenerContract {
       case KafkaListeners.RECORD_LIST -> "idem.record-list";
       case KafkaListeners.CONVERTED_KEY -> "idem.converted-key";
       case KafkaListeners.ENUM_KEY -> "idem.enum-key";
+      case KafkaListeners.FRAMES_KEY -> "idem.frames-key";
       default -> throw new IllegalArgumentException(listener);
     };
   }
@@ -169,22 +170,19 @@ class KafkaListenerTest extends BatchListenerContract {
   }
 
   /*
-   * Probe (probeI, of fixexpr d756130b): OPEN FINDING, a lost send in SPEC 1's terms. Still failing
-   * after a238b7d0 (the called code told by the frames it threw from, which fixed the unit twin and
-   * its siblings in ExpressionConversionEdgeProbeTest): on Boot 3.5 and 4.0 the message is still
-   * dead-lettered ("[dead-lettered] Expecting empty but was: ["tier-df633526"]"), so this
-   * listener's evaluation does not fail the way the unit twin's does; not yet explained (the
-   * listener's evaluation context and conversion path are the next thing to read). The key's
+   * Probe (probeI, of fixexpr d756130b; a lost send in SPEC 1's terms if it failed): the key's
    * argument (a Long) is converted to the application's enum Tier by SpEL's conversion service,
    * which calls Tier's own static of(Long): a look-up of the application's code, made to time out
-   * once. fixexpr counts a conversion as the application's code only when its source or target
-   * type is the application's and not an enum, so this conversion's failure is taken for the
-   * input's: an invalid key, a poison message. Expected: retried by the error handler, sent once,
-   * not dead-lettered. Happened on Boot 3.5.7 and 4.0.7 (probeI, on d756130b): "[dead-lettered]
-   * Expecting empty but was: ["tier-56714799"]" (the unit twin, with the SpEL chain, is
-   * ExpressionConversionEdgeProbeTest#theApplicationsEnumFactoryFailingIsTheCalledCodesFailure).
+   * once. Expected: retried by the error handler, sent once, not dead-lettered. The row failed on
+   * d756130b and still after a238b7d0 on Boot 3.5 and 4.0 ("[dead-lettered] Expecting empty but
+   * was: ["tier-..."]"), but not for that reason (probeL, seen on cd89fe43): its key built the Long as
+   * T(java.lang.Long).valueOf(#event.length()), and SpEL cannot choose between Long.valueOf(long)
+   * and Long.valueOf(String) for an Integer ("EL1033E: Method call of 'valueOf' is ambiguous", the
+   * dead-letter record's exception header), so the key failed for every message before Tier.of
+   * ran: a poison message rightly. The key now builds the Long as #event.length() + 0L, and the
+   * row checks that Tier.of ran and failed; it passes since a238b7d0 on both lines (the unit twin
+   * is ExpressionConversionEdgeProbeTest#theApplicationsEnumFactoryFailingIsTheCalledCodesFailure).
    */
-  @org.junit.jupiter.api.Tag("open-finding")
   @org.junit.jupiter.api.Test
   void aKeyLookUpInTheApplicationsEnumThatFailsOnceIsRetriedAndSent() throws Exception {
     String event = unique("tier");
@@ -197,10 +195,73 @@ class KafkaListenerTest extends BatchListenerContract {
           () ->
               !sends.of(event).isEmpty() || deadLettered(KafkaListeners.ENUM_KEY).contains(event));
       assertAcknowledged(KafkaListeners.ENUM_KEY);
+      assertThat(KafkaListeners.Tier.failures).as("Tier.of ran and failed once").hasValue(0);
     } finally {
       KafkaListeners.Tier.failures.set(0);
     }
     assertThat(deadLettered(KafkaListeners.ENUM_KEY)).as("dead-lettered").isEmpty();
+    assertThat(sends.of(event)).as("sends of the message whose key look-up failed once").hasSize(1);
+  }
+
+  /**
+   * Probe (probeL, of a238b7d0): the application's look-up that the key's conversion runs fails
+   * once, thrown from a class in a package starting with {@code kotlin.}, or through a JDK proxy
+   * (frames of {@code jdk.proxy}, the handler the application's lambda): the application's frames
+   * are found, the failure is retried and the message sent once. Held on Boot 3.5 and 4.0.
+   */
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"plan", "region"})
+  void aLookUpThatFailsOnceFromOtherFramesIsRetriedAndSent(String kind) throws Exception {
+    assertFramesLookUpFailingOnceIsRetriedAndSent(kind);
+  }
+
+  /*
+   * Probe (probeL, of a238b7d0): OPEN FINDING, a lost send in SPEC 1's terms. The application's
+   * look-up that the key's conversion runs times out once, but the exception carries no frame
+   * a238b7d0 counts as the application's: "pet", a type in org.springframework.samples (as Spring's
+   * own sample applications name theirs), whose frames are taken for Spring's; "account", a
+   * CompletableFuture joined with orTimeout(..).thenApply(..).join(), whose CompletionException and
+   * TimeoutException were made on the JDK's timer thread (JDK frames only); "shop", a preallocated
+   * exception without a stack trace (Kafka client's ApiExceptions, Netty's ReadTimeoutException,
+   * the JIT's fast-thrown NullPointerException). Each is taken for the input's failure: an invalid
+   * key, a poison message dead-lettered unsent at its first delivery, although the retry would
+   * have sent it. Expected: retried, sent once, not dead-lettered. Happened on Boot 3.5.7 and
+   * 4.0.7 (probeL, on cd89fe43): "[dead-lettered] Expecting empty but was: ["pet-..."]", the same
+   * for "account-..." and "shop-..." (unit level: failedOnItsInput true for all three).
+   */
+  @org.junit.jupiter.api.Tag("open-finding")
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"pet", "account", "shop"})
+  void aLookUpThatFailsOnceWithoutTheApplicationsFramesIsRetriedAndSent(String kind)
+      throws Exception {
+    assertFramesLookUpFailingOnceIsRetriedAndSent(kind);
+  }
+
+  private void assertFramesLookUpFailingOnceIsRetriedAndSent(String kind) throws Exception {
+    String event = unique(kind);
+    java.util.concurrent.atomic.AtomicInteger failures =
+        switch (kind) {
+          case "pet" -> org.springframework.samples.idempotencyprobe.PetType.failures;
+          case "plan" -> kotlin.idempotencyprobe.Plan.failures;
+          case "account" -> dev.idempotency.spring.KeyConversionLookUps.Account.failures;
+          case "shop" -> dev.idempotency.spring.KeyConversionLookUps.Shop.failures;
+          default -> dev.idempotency.spring.KeyConversionLookUps.Region.failures;
+        };
+    failures.set(1);
+    try {
+      publish(KafkaListeners.FRAMES_KEY, event, null);
+
+      await(
+          "the message sent, or dead-lettered",
+          () ->
+              !sends.of(event).isEmpty()
+                  || deadLettered(KafkaListeners.FRAMES_KEY).contains(event));
+      assertAcknowledged(KafkaListeners.FRAMES_KEY);
+      assertThat(failures).as("the look-up ran and failed once").hasValue(0);
+    } finally {
+      failures.set(0);
+    }
+    assertThat(deadLettered(KafkaListeners.FRAMES_KEY)).as("dead-lettered").doesNotContain(event);
     assertThat(sends.of(event)).as("sends of the message whose key look-up failed once").hasSize(1);
   }
 

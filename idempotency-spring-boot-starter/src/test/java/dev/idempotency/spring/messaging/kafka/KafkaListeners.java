@@ -22,6 +22,7 @@ public class KafkaListeners {
   static final String RECORD_LIST = "kafka-record-list";
   static final String CONVERTED_KEY = "kafka-converted-key";
   static final String ENUM_KEY = "kafka-enum-key";
+  static final String FRAMES_KEY = "kafka-frames-key";
 
   /**
    * A tier, an enum of the application's with a static {@code of(Long)} look-up that SpEL's
@@ -118,9 +119,19 @@ public class KafkaListeners {
       name = ENUM_KEY,
       key =
           "T(dev.idempotency.spring.messaging.kafka.KafkaListeners$Tier)"
-              + ".keyOf(T(java.lang.Long).valueOf(#event.length()), #event)")
+              + ".keyOf(#event.length() + 0L, #event)")
   public void enumKey(String event) {
     sends.send(ENUM_KEY, event, IdempotentDelivery.context());
+  }
+
+  /**
+   * Keyed through a conversion that runs one of the application's look-ups of {@link
+   * dev.idempotency.spring.KeyConversionLookUps}, picked by the payload's prefix (probeL).
+   */
+  @KafkaListener(id = FRAMES_KEY, topics = "idem.frames-key")
+  @IdempotentListener(name = FRAMES_KEY, key = dev.idempotency.spring.KeyConversionLookUps.KEY)
+  public void framesKey(String event) {
+    sends.send(FRAMES_KEY, event, IdempotentDelivery.context());
   }
 
   @KafkaListener(id = "kafka-header", topics = "idem.header")
