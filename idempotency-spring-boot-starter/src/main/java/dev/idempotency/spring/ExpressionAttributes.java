@@ -251,9 +251,10 @@ public final class ExpressionAttributes {
    * ConversionFailedException}'s cause (ObjectToObjectConverter unwraps the
    * InvocationTargetException): the called code's failure, as when the expression calls the same
    * member itself. Told by where it was thrown, not by the types: a frame of code that is neither
-   * the JDK's nor Spring's above the conversion service's own frames, in what was thrown or in its
-   * causes (whatever its type: an application may throw an InvocationTargetException of its own).
-   * No converter (ConverterNotFoundException), and reflection that could not call the member, throw
+   * the JDK's nor Spring's above the conversion service's own frames, or none of the conversion's
+   * frames at all ({@link #thrownFromApplicationCode}), in what was thrown or in its causes
+   * (whatever its type: an application may throw an InvocationTargetException of its own). No
+   * converter (ConverterNotFoundException), and reflection that could not call the member, throw
    * from the JDK's and Spring's frames only: the input's.
    */
   private static boolean conversionRanApplicationCode(@Nullable Throwable cause) {
@@ -269,9 +270,13 @@ public final class ExpressionAttributes {
   }
 
   /**
-   * Whether a frame of {@code thrown}'s stack above the conversion service's and SpEL's (where the
-   * conversion was called from) is neither the JDK's nor Spring's: the application's code, or a
-   * library's it called.
+   * Whether {@code thrown} is not the conversion's own failure: a frame of its stack above the
+   * conversion service's and SpEL's (where the conversion was called from) is neither the JDK's nor
+   * Spring's (the application's code, or a library's it called); or it has no frame of theirs at
+   * all. The conversion service and Spring's converters throw on the conversion's own stack; what
+   * carries none of its frames was made elsewhere (on another thread, as what {@code join()} throws
+   * for a future that timed out) or without a stack trace (preallocated, a client's stackless
+   * exception, an exception the JIT throws fast): the called code's, retried, never a bad key.
    */
   private static boolean thrownFromApplicationCode(Throwable thrown) {
     for (StackTraceElement frame : thrown.getStackTrace()) {
@@ -280,20 +285,34 @@ public final class ExpressionAttributes {
           || name.startsWith("org.springframework.expression.")) {
         return false;
       }
-      if (!isPlatformOrSpring(name)) {
+      if (!isPlatformOrSpring(frame)) {
         return true;
       }
     }
-    return false;
+    return true;
   }
 
-  private static boolean isPlatformOrSpring(String className) {
-    return className.startsWith("java.")
-        || className.startsWith("javax.")
-        || className.startsWith("jdk.")
-        || className.startsWith("sun.")
-        || className.startsWith("com.sun.")
-        || className.startsWith("org.springframework.");
+  /**
+   * Whether {@code frame} is the JDK's (its module's, or a class only the JDK may define:
+   * reflection's generated accessors have no module) or of the Spring packages a conversion runs
+   * through. Not every {@code org.springframework.} package: an application's code may live under
+   * it (Spring's own sample applications do), and {@code javax.} and {@code sun.} classes outside
+   * the JDK's modules are a library's.
+   */
+  private static boolean isPlatformOrSpring(StackTraceElement frame) {
+    String module = frame.getModuleName();
+    if (module != null && (module.startsWith("java.") || module.startsWith("jdk."))) {
+      return true;
+    }
+    String name = frame.getClassName();
+    return name.startsWith("java.")
+        || name.startsWith("jdk.")
+        || name.startsWith("org.springframework.core.")
+        || name.startsWith("org.springframework.util.")
+        || name.startsWith("org.springframework.beans.")
+        || name.startsWith("org.springframework.expression.")
+        || name.startsWith("org.springframework.cglib.")
+        || name.startsWith("org.springframework.aop.");
   }
 
   /**
