@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.util.Objects;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -24,6 +25,7 @@ import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
@@ -265,8 +267,21 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
     stage.whenComplete(
         (value, failure) ->
             call.asyncWork()
-                .lateResult(failure != null ? cause(failure) : withBody(entity, value)));
+                .lateResult(failure != null ? cause(failure) : dispatched(entity, value)));
     return withBody(entity, copy);
+  }
+
+  /**
+   * The value of an entity's async body as Spring MVC dispatches it: Spring MVC wrote the entity's
+   * status and headers to the response when it started the body's async processing, and dispatches
+   * the value alone, picking its handler by the value's runtime class. So a {@code Callable} or a
+   * {@code WebAsyncTask} is run as if the handler had returned it (not the body of an entity, which
+   * Spring MVC would not run), as itself; any other value as the entity it completes.
+   */
+  private static @Nullable Object dispatched(ResponseEntity<?> entity, @Nullable Object value) {
+    return value instanceof Callable<?> || value instanceof WebAsyncTask<?>
+        ? value
+        : withBody(entity, value);
   }
 
   /**
