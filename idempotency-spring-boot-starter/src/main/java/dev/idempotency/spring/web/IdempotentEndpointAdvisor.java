@@ -3,6 +3,7 @@ package dev.idempotency.spring.web;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.util.Objects;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -24,6 +25,7 @@ import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
 import org.springframework.web.context.request.ServletWebRequest;
 import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
 import org.springframework.web.servlet.mvc.method.annotation.ResponseBodyEmitter;
 import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBody;
@@ -83,9 +85,11 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
           Object returned = invocation.proceed();
           call.asyncWork().handlerReturned(returned);
           Class<?> returnType = invocation.getMethod().getReturnType();
+          Adapted adapted = null;
           if (returned != null && request instanceof ServletRequestAttributes servlet) {
             // before Spring MVC starts any async processing: the starter learns of a timeout first
             AsyncTimeouts.heedTimeoutOf(WebAsyncUtils.getAsyncManager(servlet.getRequest()));
+            adapted = adapted(returned, invocation.getMethod(), call);
             AsyncWorkShield shield = shield();
             if (shield != null) {
               // a replaced outcome that is more async work is followed on the shield's threads
@@ -96,77 +100,15 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
                       shield.follower(
                           call,
                           new ServletWebRequest(servlet.getRequest(), servlet.getResponse()),
-                          ownStage(returned, returnType)));
+                          adapted.ownStage()));
               // the last line of defence, for a return value handler the shield has not wrapped
-              returned = shield.shieldedReturn(returned, returnType, servlet);
+              adapted = adapted.with(shield.shieldedReturn(adapted.value(), returnType, servlet));
             }
           }
-          if (isStream(returned)) {
-            call.returnsAStream();
-            Object body =
-                returned instanceof ResponseEntity<?> entity ? entity.getBody() : returned;
-            if (body instanceof ResponseBodyEmitter emitter) {
-              call.asyncWork()
-                  .streamEnd()
-                  .returnsAnEmitter(emitter); // its end is observed if it is cut short
-            }
-          } else if (returned instanceof ResponseEntity<?> entity
-              && returnType.isAssignableFrom(ResponseEntity.class)) {
-            ResponseEntity<?> followed = followedBody(entity, call);
-            if (followed != null) {
-              return followed;
-            }
+          if (adapted == null) {
+            adapted = adapted(returned, invocation.getMethod(), call);
           }
-          if (returned instanceof DeferredResult<?> own
-              && returnType.isAssignableFrom(DeferredResult.class)) {
-            // whatever its runtime class (an anonymous subclass too), where the method may return
-            // a plain DeferredResult: declared DeferredResult, or Object (or a type variable),
-            // which the start-time check of declared types cannot see; a copy is as good a result
-            return observed(own, call);
-          }
-          if (LISTENABLE_COMPLETABLE != null
-              && LISTENABLE_COMPLETABLE.getDeclaringClass().isInstance(returned)
-              && returnType.isAssignableFrom(CompletableFuture.class)) {
-            // a Spring 6 ListenableFuture behind Object (or another type a CompletableFuture
-            // fits), which the start-time check of declared types cannot see
-            returned = ReflectionUtils.invokeMethod(LISTENABLE_COMPLETABLE, returned);
-          }
-          if (returned != null
-              && returnType == Object.class
-              && !(returned instanceof CompletionStage<?>)) {
-            // declared Object (or a type variable), which the start-time check of declared types
-            // cannot see: a single value is followed as a CompletableFuture is; a stream refused
-            ReactiveAdapter adapter =
-                ReactiveAdapterRegistry.getSharedInstance().getAdapter(returned.getClass());
-            if (adapter != null) {
-              if (adapter.isMultiValue()) {
-                throw new IllegalStateException(
-                    "@IdempotentEndpoint "
-                        + invocation.getMethod()
-                        + " returned a "
-                        + returned.getClass().getName()
-                        + EndpointStartupChecks.UNFOLLOWED_REACTIVE
-                        + "; serve it from Spring WebFlux");
-              }
-              returned = SingleValue.toFuture(adapter.toPublisher(returned));
-            }
-          }
-          if (returned instanceof CompletionStage<?> stage) {
-            // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it:
-            // it gets a copy, and the handler's own stage tells a timed-out call its result
-            Object copy = copyOf(stage, invocation.getMethod().getReturnType());
-            if (copy == null) {
-              // declared a type no CompletableFuture fits: not followed, so a timeout keeps its
-              // key claimed (AsyncTimeouts)
-              return returned;
-            }
-            returned = copy;
-            call.asyncWork().observesLateResult();
-            stage.whenComplete(
-                (value, failure) ->
-                    call.asyncWork().lateResult(failure != null ? cause(failure) : value));
-          }
-          return returned;
+          return adapted.followed(call);
         }
         return invocation.proceed();
       };
@@ -177,33 +119,74 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
   }
 
   /**
-   * Whether the handler returned its own stage, a {@code CompletionStage} or a {@code
-   * DeferredResult} (or a {@code ResponseEntity} of one), which an application's thread completes:
-   * no thread of the request's runs what follows it ({@link AsyncWorkShield#follower}). Decided on
-   * what the advisor below follows as a stage, before it adapts it: also a single reactive value
-   * ({@code Mono}) behind {@code Object} or in an entity, and a Spring 6 {@code ListenableFuture}
-   * behind a type a {@code CompletableFuture} fits, each followed as a {@code CompletableFuture}.
+   * What the handler returned as the advisor hands it to Spring MVC: a result it follows (see the
+   * class's comment) as a copy, with what follows the handler's own result ({@link Adapted}); a
+   * stream, {@code Callable} work, or a result it does not follow, as it is.
+   *
+   * @throws IllegalStateException for a stream of a reactive type behind a declared {@code Object}
    */
-  private static boolean ownStage(@Nullable Object returned, Class<?> returnType) {
-    boolean entity = returned instanceof ResponseEntity<?>;
-    Object value = returned instanceof ResponseEntity<?> own ? own.getBody() : returned;
-    if (value instanceof CompletionStage<?> || value instanceof DeferredResult<?>) {
-      return true;
+  private static Adapted adapted(@Nullable Object returned, Method method, EndpointCall call) {
+    Class<?> returnType = method.getReturnType();
+    if (isStream(returned)) {
+      return new Adapted(returned, null);
     }
-    if (value == null) {
-      return false;
+    if (returned instanceof ResponseEntity<?> entity
+        && returnType.isAssignableFrom(ResponseEntity.class)) {
+      Adapted followed = followedBody(entity, call);
+      if (followed != null) {
+        return followed;
+      }
     }
-    if (!entity
-        && LISTENABLE_COMPLETABLE != null
-        && LISTENABLE_COMPLETABLE.getDeclaringClass().isInstance(value)) {
-      return returnType.isAssignableFrom(CompletableFuture.class);
+    if (returned instanceof DeferredResult<?> own
+        && returnType.isAssignableFrom(DeferredResult.class)) {
+      // whatever its runtime class (an anonymous subclass too), where the method may return a
+      // plain DeferredResult: declared DeferredResult, or Object (or a type variable), which the
+      // start-time check of declared types cannot see; a copy is as good a result
+      return observed(own, call);
     }
-    if (!entity && returnType != Object.class) {
-      return false; // a declared reactive type: Spring MVC's own, not adapted by the advisor
+    Object value = returned;
+    if (LISTENABLE_COMPLETABLE != null
+        && LISTENABLE_COMPLETABLE.getDeclaringClass().isInstance(value)
+        && returnType.isAssignableFrom(CompletableFuture.class)) {
+      // a Spring 6 ListenableFuture behind Object (or another type a CompletableFuture fits),
+      // which the start-time check of declared types cannot see
+      value = ReflectionUtils.invokeMethod(LISTENABLE_COMPLETABLE, value);
     }
-    ReactiveAdapter adapter =
-        ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
-    return adapter != null && !adapter.isMultiValue();
+    if (value != null && returnType == Object.class && !(value instanceof CompletionStage<?>)) {
+      // declared Object (or a type variable), which the start-time check of declared types cannot
+      // see: a single value is followed as a CompletableFuture is; a stream refused
+      ReactiveAdapter adapter =
+          ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
+      if (adapter != null) {
+        if (adapter.isMultiValue()) {
+          throw new IllegalStateException(
+              "@IdempotentEndpoint "
+                  + method
+                  + " returned a "
+                  + value.getClass().getName()
+                  + EndpointStartupChecks.UNFOLLOWED_REACTIVE
+                  + "; serve it from Spring WebFlux");
+        }
+        value = SingleValue.toFuture(adapter.toPublisher(value));
+      }
+    }
+    if (value instanceof CompletionStage<?> stage) {
+      // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it: it
+      // gets a copy, and the handler's own stage tells a timed-out call its result
+      Object copy = copyOf(stage, returnType);
+      if (copy == null) {
+        // declared a type no CompletableFuture fits: not followed, so a timeout keeps its key
+        // claimed (AsyncTimeouts)
+        return new Adapted(value, null);
+      }
+      return new Adapted(
+          copy,
+          () ->
+              stage.whenComplete(
+                  (result, failure) ->
+                      call.asyncWork().lateResult(failure != null ? cause(failure) : result)));
+    }
+    return new Adapted(value, null);
   }
 
   /** A result Spring MVC writes as a stream, flushed piece by piece: passed on as it comes. */
@@ -221,22 +204,24 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
    * timeout callback and timeout result are not used: the guard answers a timeout (409, the key
    * claimed).
    */
-  private static DeferredResult<Object> observed(DeferredResult<?> own, EndpointCall call) {
+  private static Adapted observed(DeferredResult<?> own, EndpointCall call) {
     Object timeout = RESULT_TIMEOUT == null ? null : ReflectionUtils.getField(RESULT_TIMEOUT, own);
     DeferredResult<Object> copy = new DeferredResult<>(timeout instanceof Long t ? t : null);
     copy.onError(failure -> forward(own, RESULT_ERROR_CALLBACK, failure));
     copy.onCompletion(() -> forward(own, RESULT_COMPLETION_CALLBACK, null));
-    call.asyncWork().observesLateResult();
-    own.setResultHandler(
-        value -> {
-          try {
-            copy.setResult(value);
-          } finally {
-            // also when Spring MVC's dispatch of the copy fails (the server stopped under it)
-            call.asyncWork().lateResult(value);
-          }
-        });
-    return copy;
+    return new Adapted(
+        copy,
+        () ->
+            own.setResultHandler(
+                value -> {
+                  try {
+                    copy.setResult(value);
+                  } finally {
+                    // also when Spring MVC's dispatch of the copy fails (the server stopped under
+                    // it)
+                    call.asyncWork().lateResult(value);
+                  }
+                }));
   }
 
   /**
@@ -246,8 +231,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
    * of the body, and the handler's own body tells a timed-out call its result, as the entity it
    * completes. Null if the body is not such a value; a stream ({@code Flux}) is not followed.
    */
-  private static @Nullable ResponseEntity<?> followedBody(
-      ResponseEntity<?> entity, EndpointCall call) {
+  private static @Nullable Adapted followedBody(ResponseEntity<?> entity, EndpointCall call) {
     Object body = entity.getBody();
     ReactiveAdapter adapter =
         body == null
@@ -261,12 +245,26 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
             ? own
             : SingleValue.toFuture(adapter.toPublisher(body));
     Object copy = copyOf(stage, CompletableFuture.class);
-    call.asyncWork().observesLateResult();
-    stage.whenComplete(
-        (value, failure) ->
-            call.asyncWork()
-                .lateResult(failure != null ? cause(failure) : withBody(entity, value)));
-    return withBody(entity, copy);
+    return new Adapted(
+        withBody(entity, copy),
+        () ->
+            stage.whenComplete(
+                (value, failure) ->
+                    call.asyncWork()
+                        .lateResult(failure != null ? cause(failure) : dispatched(entity, value))));
+  }
+
+  /**
+   * The value of an entity's async body as Spring MVC dispatches it: Spring MVC wrote the entity's
+   * status and headers to the response when it started the body's async processing, and dispatches
+   * the value alone, picking its handler by the value's runtime class. So a {@code Callable} or a
+   * {@code WebAsyncTask} is run as if the handler had returned it (not the body of an entity, which
+   * Spring MVC would not run), as itself; any other value as the entity it completes.
+   */
+  private static @Nullable Object dispatched(ResponseEntity<?> entity, @Nullable Object value) {
+    return value instanceof Callable<?> || value instanceof WebAsyncTask<?>
+        ? value
+        : withBody(entity, value);
   }
 
   /**
@@ -377,6 +375,53 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
   @Override
   public Advice getAdvice() {
     return advice;
+  }
+
+  /**
+   * The handler's result as the advisor hands it to Spring MVC ({@link #adapted}), and what then
+   * tells the call the handler's own result when it comes ({@code following}: null for a result the
+   * advisor does not follow). That is registered only once the call's follower is set ({@link
+   * #followed}): a result that came already is told at once.
+   */
+  private record Adapted(@Nullable Object value, @Nullable Runnable following) {
+
+    /**
+     * Whether the handler returned its own stage, which an application's thread completes: no
+     * thread of the request's runs what follows it ({@link AsyncWorkShield#follower}). Decided on
+     * the value as adapted, so on what the advisor follows as a stage (a {@code CompletionStage} or
+     * a {@code DeferredResult}, or a {@code ResponseEntity} of one: also a single reactive value
+     * behind {@code Object} or in an entity, and a Spring 6 {@code ListenableFuture} behind a type
+     * a {@code CompletableFuture} fits, each followed as a {@code CompletableFuture}), and on a
+     * stage or {@code DeferredResult} it does not follow, which Spring MVC awaits.
+     */
+    boolean ownStage() {
+      Object body = value instanceof ResponseEntity<?> entity ? entity.getBody() : value;
+      return body instanceof CompletionStage<?> || body instanceof DeferredResult<?>;
+    }
+
+    /** The same, Spring MVC given {@code other} instead (a shielded copy of the same work). */
+    Adapted with(@Nullable Object other) {
+      return new Adapted(other, following);
+    }
+
+    /**
+     * The value for Spring MVC, once what follows the handler's own result is registered; a
+     * stream's end is observed if it is cut short.
+     */
+    @Nullable Object followed(EndpointCall call) {
+      if (isStream(value)) {
+        call.returnsAStream();
+        Object body = value instanceof ResponseEntity<?> entity ? entity.getBody() : value;
+        if (body instanceof ResponseBodyEmitter emitter) {
+          call.asyncWork().streamEnd().returnsAnEmitter(emitter);
+        }
+      }
+      if (following != null) {
+        call.asyncWork().observesLateResult();
+        following.run();
+      }
+      return value;
+    }
   }
 
   /**
