@@ -60,18 +60,12 @@ class MvcOwnStageDecoratorRefusalsProbeTest extends MvcProbeApplication {
    * thread, while an application thread sends and completes the handler's stage at once with a 201.
    * The send under way is the key's: it must send once, and the retry get its 201.
    *
-   * <p>Open finding (probeN, of fixctx2 d68ee5bc; a second send, SPEC 1; low: it takes an {@code
-   * Error} from the application's decorator). Fails on Boot 3.5 and 4.0 at cd89fe43: "sends: first
-   * 500 replayed=null {..."status":500,"error":"Internal Server Error"...}, last 201 replayed=null
-   * sent-2, sends 2 ... expected: 1 but was: 2"; the server logs "Handler dispatch failed:
-   * java.lang.AssertionError: no permit left for a task". From reading: {@code
-   * RequestThreadSetUp.here} catches only {@code RuntimeException | LinkageError}, so any other
-   * {@code Error} still escapes the advisor after the handler returned its stage, as the refusal
-   * did before d68ee5bc: 500, the key released, the retry runs the handler again while the first
-   * stage's send went on.
+   * <p>Was an open finding of probeN (a second send): at cd89fe43 on Boot 3.5 and 4.0 "first 500
+   * ..., last 201 replayed=null sent-2, sends 2", {@code RequestThreadSetUp.here} caught only
+   * {@code RuntimeException | LinkageError}. Fixed by fixshield: any {@code Error} but a {@code
+   * VirtualMachineError} is caught there too.
    */
   @Test
-  @Tag("open-finding")
   void anErrorFromTheDecoratorOnTheRequestsThreadSendsOnce() throws Exception {
     HttpResponse<byte[]>[] answers = firstThenRetry("on-time-value", Mode.ERROR_ON_REQUEST);
     Poll.within(Duration.ofSeconds(5)).until("sends settled", () -> Stages.pendingSends.get() == 0);
