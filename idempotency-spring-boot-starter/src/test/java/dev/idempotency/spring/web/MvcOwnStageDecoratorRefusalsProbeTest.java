@@ -82,20 +82,13 @@ class MvcOwnStageDecoratorRefusalsProbeTest extends MvcProbeApplication {
    * refusing) runs the handler again and sends once. The key must neither stay claimed with nothing
    * sent (a lost send) nor be recorded without a send.
    *
-   * <p>Open finding (probeN, of fixctx2 d68ee5bc; a lost send, SPEC 1). Fails on Boot 3.5 and 4.0
-   * at cd89fe43 in about 22 s: "sends: first 409 ...timed out while it is still being processed...,
-   * last 409 ...still being processed; retry later, sends 0 ... expected: 1 but was: 0": the
-   * retries got 409 for 20 s (over six 3 s leases: renewed), nothing ever sent; at the
-   * application's close the guard logged "Closed the idempotency guard with 1 calls still running
-   * after its grace period". From reading: the refusal on the completing thread is thrown from
-   * {@code TaskThreadContext.decorate} (no task was wrapped on the request's thread) inside {@code
-   * AsyncWork.continuedDetached}, out of {@code lateResult}, out of the advisor's {@code
-   * whenComplete} callback, where the {@code CompletableFuture} swallows it: the later {@code
-   * Callable} never runs and nothing reports the call, whose lease is renewed until the process
-   * stops. Not as d68ee5bc's comment says ("its call ends as a failure before it sent").
+   * <p>Was an open finding of probeN (a lost send): at cd89fe43 on Boot 3.5 and 4.0 the retries got
+   * 409 for 20 s, nothing sent: the refusal on the completing thread was thrown inside {@code
+   * AsyncWork.continuedDetached}, out of the advisor's {@code whenComplete}, and swallowed there.
+   * Fixed by fixshield: {@code UninterruptedWork}'s continuation reports that refusal as its end,
+   * before it ran (nothing sent): through the exception resolvers, the key released.
    */
   @Test
-  @Tag("open-finding")
   void aDecoratorThatRefusesOnTheCompletingThreadTooNeitherLosesNorRepeatsTheSend()
       throws Exception {
     HttpResponse<byte[]>[] answers = firstThenRetry("late-callable", Mode.REFUSE_EVERYWHERE);
