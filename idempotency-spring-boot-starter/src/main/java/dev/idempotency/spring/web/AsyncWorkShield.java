@@ -13,6 +13,7 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.core.MethodParameter;
+import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.core.task.AsyncTaskExecutor;
 import org.springframework.core.task.TaskDecorator;
 import org.springframework.core.task.support.CompositeTaskDecorator;
@@ -164,6 +165,9 @@ public final class AsyncWorkShield
 
   /** The type of a shielded copy of {@code value}, or null if Spring MVC will not run it. */
   private static @Nullable Class<?> copyType(@Nullable Object value) {
+    if (reactive(value)) {
+      return null; // served as a reactive value, even if a Callable too
+    }
     if (value instanceof Callable<?>) {
       return Callable.class;
     }
@@ -203,7 +207,8 @@ public final class AsyncWorkShield
    */
   private @Nullable Object shielded(@Nullable Object value, NativeWebRequest request) {
     if (!(request.getAttribute(EndpointCall.ATTRIBUTE, RequestAttributes.SCOPE_REQUEST)
-        instanceof EndpointCall call)) {
+            instanceof EndpointCall call)
+        || reactive(value)) {
       return value;
     }
     if (value instanceof Callable<?> callable) {
@@ -224,6 +229,22 @@ public final class AsyncWorkShield
       return shielded == body ? entity : IdempotentEndpointAdvisor.withBody(entity, shielded);
     }
     return value;
+  }
+
+  /**
+   * Whether Spring MVC serves {@code value} as a reactive type: its reactive return value handler
+   * ({@code ResponseBodyEmitterReturnValueHandler}), which comes before the {@code Callable} one,
+   * takes any value whose class has an adapter, as Reactor's scalar {@code Mono}s ({@code
+   * Mono.just}, {@code Mono.fromCallable}, {@code Mono.fromSupplier}) that are {@code Callable}s
+   * too. It subscribes them on the request's thread, never on its async executor, so there is no
+   * interrupt to shield them from; a shielded {@code Callable} in their place it refuses
+   * ("Unexpected return value type"): a 500 after the send, the key released, and the retry sends
+   * again (SPEC 1). Spring's shared adapter registry is the one Spring MVC uses unless the
+   * application gives its adapter another.
+   */
+  private static boolean reactive(@Nullable Object value) {
+    return value != null
+        && ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass()) != null;
   }
 
   /**

@@ -36,9 +36,10 @@ final class RequestThreadSetUp {
   /**
    * Set up on this thread, the request's: {@code interceptors} get their {@code
    * beforeConcurrentHandling} with a task that stands for the starter's later runs (a failing one
-   * is logged at DEBUG), and {@code decorator}, if any, wraps a task now; if it refuses (throws),
-   * with a WARN, none is wrapped here and a later task is decorated on its own thread. Never
-   * throws.
+   * is logged at DEBUG), and {@code decorator}, if any, wraps a task now; if it refuses (throws an
+   * exception or an {@code Error} other than a {@code VirtualMachineError}), with a WARN, none is
+   * wrapped here and a later task is decorated on its own thread. Throws only a {@code
+   * VirtualMachineError}.
    *
    * @param request the request as Spring MVC hands it to its interceptors, or null (then none is
    *     called)
@@ -73,9 +74,12 @@ final class RequestThreadSetUp {
                     next.run();
                   }
                 }));
-      } catch (RuntimeException | LinkageError refused) {
+      } catch (VirtualMachineError fatal) {
+        throw fatal;
+      } catch (RuntimeException | Error refused) {
         // The handler returned its stage, whose send may be under way: a failure thrown from here
-        // would answer 500 and release the key, and the retry would send again (SPEC 1). Nothing
+        // (an exception, or an Error such as an assert's AssertionError; not the JVM's own) would
+        // answer 500 and release the key, and the retry would send again (SPEC 1). Nothing
         // is wrapped here, so a later task is decorated on the thread that completes the stage:
         // the decorator still decides for it (it may refuse again there; that task then does not
         // run, and its call ends as a failure before it sent), rather than it running outside

@@ -347,12 +347,25 @@ final class UninterruptedWork {
         // decorated here, on the thread that hands it over (Spring MVC's task thread, for work
         // that began there), which its own decoration set up
         AtomicInteger continued = new AtomicInteger(NOT_RUN);
-        Runnable continuation =
-            starterRun.decorated(
-                continued,
-                false,
-                laterStageRan,
-                ran -> LaterStages.continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut));
+        Runnable continuation;
+        try {
+          continuation =
+              starterRun.decorated(
+                  continued,
+                  false,
+                  laterStageRan,
+                  ran -> LaterStages.continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut));
+        } catch (VirtualMachineError fatal) {
+          throw fatal;
+        } catch (RuntimeException | Error refused) {
+          // the decorator refused it here (it wrapped nothing on the request's thread): the
+          // continuation never runs, nothing of it was sent, so that refusal is its end; thrown
+          // from here it would end in whatever completed the stage (a CompletableFuture's
+          // callback swallows it), nothing would report the call, and its lease would be renewed
+          // until the process stops (a lost send)
+          call.asyncWork().takenOverResult(notRun(refused), laterStageRan);
+          return;
+        }
         // a decorator that never runs it: a stage ran, and what completes its result may send
         onATakenOverThread(continuation, continued, call, true, true);
       }
