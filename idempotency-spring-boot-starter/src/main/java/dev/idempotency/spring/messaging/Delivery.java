@@ -22,13 +22,25 @@ import org.jspecify.annotations.Nullable;
  *     elements among; empty where the listener always gets them all
  * @param onConsumerThread whether the listener runs on a Kafka, RabbitMQ or JMS container's
  *     consumer thread, which must not be left interrupted ({@link ConsumerThreadInterrupts})
+ * @param deferral the deferral the guard threw for this delivery, kept for the broker's hook
  */
 record Delivery(
     List<Map<String, Object>> headers,
     boolean batch,
     BatchFailures failures,
     List<?> polled,
-    boolean onConsumerThread) {
+    boolean onConsumerThread,
+    KeptDeferral deferral) {
+
+  /** A delivery; the components as for the record's. */
+  Delivery(
+      List<Map<String, Object>> headers,
+      boolean batch,
+      BatchFailures failures,
+      List<?> polled,
+      boolean onConsumerThread) {
+    this(headers, batch, failures, polled, onConsumerThread, new KeptDeferral());
+  }
 
   /**
    * A delivery whose listener gets every message the container has; {@code onConsumerThread} as for
@@ -40,6 +52,33 @@ record Delivery(
       BatchFailures failures,
       boolean onConsumerThread) {
     this(headers, batch, failures, List.of(), onConsumerThread);
+  }
+
+  /**
+   * What the guard of the delivery's listener last threw that defers it ({@link
+   * DeferredDeliveryException#deferralIn}), or {@code null} once the guard returned: the guard
+   * throws it inside the listener bean's proxy, where an application's advice ordered before the
+   * guard (a "log and continue" aspect) may drop it and return, and the container would then
+   * acknowledge the message unsent. Each broker's hook, finding the listener returned with a
+   * deferral kept, defers the delivery all the same. Thread-safe.
+   */
+  static final class KeptDeferral {
+    private volatile @Nullable Throwable failure;
+
+    /** Keeps {@code failure} (what the guard threw, as the container would have got it). */
+    void keep(Throwable failure) {
+      this.failure = failure;
+    }
+
+    /** Forgets a deferral kept before: the guard's latest call for the delivery returned. */
+    void clear() {
+      this.failure = null;
+    }
+
+    /** The deferral kept, or {@code null}. */
+    @Nullable Throwable get() {
+      return failure;
+    }
   }
 
   private static final ThreadLocal<Delivery> CURRENT = new ThreadLocal<>();

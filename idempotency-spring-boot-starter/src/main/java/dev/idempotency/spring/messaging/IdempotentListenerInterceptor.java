@@ -23,7 +23,9 @@ import org.slf4j.LoggerFactory;
 import org.springframework.aop.support.AopUtils;
 
 /**
- * Runs an {@link IdempotentListener} delivery through the guard.
+ * Runs an {@link IdempotentListener} delivery through the guard. A deferral it throws is also kept
+ * for the delivery ({@link Delivery.KeptDeferral}), for the broker's hook, in case an application's
+ * advice on the listener bean drops it.
  *
  * <ol>
  *   <li>A record listener: one {@code executeForOutcome} under the listener's operation; a replay
@@ -68,6 +70,27 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     }
     PickedHandlers.check(invocation.getMethod(), targetClass);
     Delivery delivery = Delivery.current();
+    if (delivery == null) {
+      return guarded(invocation, method, null);
+    }
+    try {
+      Object result = guarded(invocation, method, delivery);
+      delivery.deferral().clear();
+      return result;
+    } catch (Throwable failure) {
+      // kept for the broker's hook, past an application's advice that may drop it
+      if (DeferredDeliveryException.deferralIn(failure) != null) {
+        delivery.deferral().keep(failure);
+      } else {
+        delivery.deferral().clear();
+      }
+      throw failure;
+    }
+  }
+
+  private @Nullable Object guarded(
+      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
+      throws Throwable {
     // a List parameter makes a batch listener only where the container hands out a batch: a
     // record listener may take a List payload (a JSON array), and JMS has no batch listeners
     if (method.batchIndex >= 0 && (delivery == null || delivery.batch())) {

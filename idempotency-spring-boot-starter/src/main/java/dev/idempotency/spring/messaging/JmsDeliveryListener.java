@@ -23,14 +23,15 @@ import org.springframework.jms.listener.SessionAwareMessageListener;
  *
  * <ul>
  *   <li>binds the message's properties to the thread, for header keys;
- *   <li>a deferred delivery (the key in flight elsewhere, the store down) is not rolled back, which
- *       would count toward the broker's maximum delivery attempts and end in its dead-letter
- *       address: a copy of the message (body, properties, type, correlation id, reply-to) is sent
- *       to its destination with a delivery delay (JMS 2.0), in the listener's session, and the
- *       original acknowledged with it (one local transaction when the session is transacted, as
- *       Spring Boot's listener containers are by default). The copy carries the number of deferrals
- *       in property {@value #DEFERRALS}, which grows the delay. Messages of another type than text,
- *       bytes or map are rolled back instead;
+ *   <li>a deferred delivery (the key in flight elsewhere, the store down; also one whose deferral
+ *       an application's advice on the listener bean dropped, {@link Delivery.KeptDeferral}) is not
+ *       rolled back, which would count toward the broker's maximum delivery attempts and end in its
+ *       dead-letter address: a copy of the message (body, properties, type, correlation id,
+ *       reply-to) is sent to its destination with a delivery delay (JMS 2.0), in the listener's
+ *       session, and the original acknowledged with it (one local transaction when the session is
+ *       transacted, as Spring Boot's listener containers are by default). The copy carries the
+ *       number of deferrals in property {@value #DEFERRALS}, which grows the delay. Messages of
+ *       another type than text, bytes or map are rolled back instead;
  *   <li>every other failure goes on to the container unchanged (rollback; the broker's redelivery
  *       and dead-letter settings apply);
  *   <li>in a session the container transacts itself (Spring Boot's default: {@code
@@ -63,9 +64,9 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
   public void onMessage(Message message, Session session) throws JMSException {
     // on the container's consumer thread: an interrupt a guarded send leaves is cleared as the
     // listener returns (ConsumerThreadInterrupts), before the commit or acknowledgement
-    Delivery previous =
-        Delivery.bind(
-            new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH, true));
+    Delivery delivery =
+        new Delivery(List.of(properties(message)), false, Delivery.WHOLE_BATCH, true);
+    Delivery previous = Delivery.bind(delivery);
     // a session the container transacts itself: no Spring synchronization tells of its commit
     boolean local =
         session != null && session.getTransacted() && !ContainerTransactions.springSynchronized();
@@ -73,7 +74,7 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
         local ? ContainerTransactions.beginLocal() : null;
     boolean listenerReturned = false;
     try {
-      invokeDelegate(message, session);
+      invokeDelegate(message, session, delivery);
       listenerReturned = true;
     } finally {
       Delivery.restore(previous);
@@ -94,19 +95,38 @@ final class JmsDeliveryListener implements SessionAwareMessageListener<Message> 
     }
   }
 
+  /**
+   * Runs the listener; a deferral it throws, or one the guard kept for the delivery while an
+   * application's advice on the listener bean dropped it ({@link Delivery.KeptDeferral}), sends the
+   * message again later.
+   */
   @SuppressWarnings("unchecked")
-  private void invokeDelegate(Message message, Session session) throws JMSException {
+  private void invokeDelegate(Message message, Session session, Delivery delivery)
+      throws JMSException {
+    RuntimeException deferred;
     try {
       if (delegate instanceof SessionAwareMessageListener<?> aware) {
         ((SessionAwareMessageListener<Message>) aware).onMessage(message, session);
       } else {
         ((MessageListener) delegate).onMessage(message);
       }
+      Throwable kept = delivery.deferral().get();
+      if (kept == null) {
+        return;
+      }
+      deferred =
+          kept instanceof RuntimeException runtime
+              ? runtime
+              : new IllegalStateException("deferred", kept);
     } catch (RuntimeException failure) {
-      Throwable deferral = DeferredDeliveryException.deferralIn(failure);
-      if (deferral == null || !sendAgainLater(message, session)) {
+      if (DeferredDeliveryException.deferralIn(failure) == null
+          && delivery.deferral().get() == null) {
         throw failure;
       }
+      deferred = failure;
+    }
+    if (!sendAgainLater(message, session)) {
+      throw deferred;
     }
   }
 

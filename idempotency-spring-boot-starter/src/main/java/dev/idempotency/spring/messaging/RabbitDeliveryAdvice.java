@@ -33,12 +33,14 @@ import org.springframework.aop.framework.Advised;
  *       outage breaker) waits the messaging backoff on the consumer's thread, counted per key in
  *       this process, and is then requeued with {@link ImmediateRequeueAmqpException}: whatever the
  *       container's retry or requeue settings, it comes back and is never dead-lettered for that
- *       reason. The application's advices between the two parts (a retry interceptor with a {@code
- *       MessageRecoverer}, Spring Boot's {@code spring.rabbitmq.listener.*.retry}) never see a
- *       deferral: the last part takes it from the listener, their call returns as if the delivery
- *       had succeeded (a retry neither retries nor recovers it), and the first part then requeues
- *       it. Nor do the application's error handlers, inside and outside the chain ({@link
- *       RabbitErrorHandlers});
+ *       reason. Also when an application's advice on the listener bean, ordered before the guard,
+ *       dropped the deferral and the call returned: the guard kept it for the delivery ({@link
+ *       Delivery.KeptDeferral}). The application's advices between the two parts (a retry
+ *       interceptor with a {@code MessageRecoverer}, Spring Boot's {@code
+ *       spring.rabbitmq.listener.*.retry}) never see a deferral: the last part takes it from the
+ *       listener, their call returns as if the delivery had succeeded (a retry neither retries nor
+ *       recovers it), and the first part then requeues it. Nor do the application's error handlers,
+ *       inside and outside the chain ({@link RabbitErrorHandlers});
  *   <li>a stored permanent failure that the listener does not acknowledge, and a message without a
  *       usable key ({@link InvalidIdempotencyKeyException}), are rejected with {@link
  *       AmqpRejectAndDontRequeueException}: the queue's dead-letter exchange takes them, if it has
@@ -223,15 +225,20 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
     PickedHandlers.Check check =
         container == null ? null : keptIn(caught, checkProducerBatchParts(container, data));
     PickedHandlers.Check previousCheck = PickedHandlers.bind(check);
-    Delivery previous = Delivery.bind(delivery(data));
+    Delivery delivery = delivery(data);
+    Delivery previous = Delivery.bind(delivery);
     Caught outer = CAUGHT.get();
     CAUGHT.set(caught);
     Throwable deferred;
     try {
       Object result = invocation.proceed();
       // deferred: the last part took it from the listener, past the application's advices; or a
-      // part the picked handler refused, which an advice on the listener bean dropped
-      Throwable kept = caught.failure != null ? caught.failure : caught.refused;
+      // part the picked handler refused, or a deferral the guard threw, which an advice on the
+      // listener bean dropped
+      Throwable kept =
+          caught.failure != null
+              ? caught.failure
+              : caught.refused != null ? caught.refused : delivery.deferral().get();
       if (kept == null) {
         return result;
       }
@@ -242,6 +249,9 @@ final class RabbitDeliveryAdvice implements MethodInterceptor {
         deferred = caught.failure;
       } else if (caught.refused != null) {
         deferred = caught.refused; // refused, whatever an advice on the listener bean made of it
+      } else if (delivery.deferral().get() != null) {
+        // deferred, whatever an advice on the listener bean made of it (without the last part)
+        deferred = delivery.deferral().get();
       } else if (DeferredDeliveryException.deferralIn(failure) != null
           || RabbitProducerBatchParts.rejectionIn(failure) != null) {
         deferred = failure; // without the last part in the chain

@@ -11,7 +11,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.aopalliance.intercept.MethodInterceptor;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
 import org.springframework.amqp.core.Message;
@@ -45,7 +44,8 @@ import org.springframework.test.annotation.DirtiesContext;
  *       <tag>#1};
  *   <li>a deferral (the store down, nothing sent) thrown by the guard inside the listener bean's
  *       proxy, where an application advice ordered before the guard drops what the listener throws
- *       (the gap the fixer named: only a part's refusal is kept, not a deferral).
+ *       (the gap the fixer named: only a part's refusal was kept, not a deferral; the guard now
+ *       keeps the deferral for the delivery too).
  * </ul>
  */
 @SpringBootTest(
@@ -210,18 +210,17 @@ class RabbitFixrabbitProbeTest extends RabbitProbeSupport {
    * the guard (nothing sent). Once the store answers it must run once, never be acknowledged unsent
    * because the advice dropped the deferral.
    */
-  // Open finding (severity medium: a lost send, SPEC 1, whenever the store is down or the key in
-  // flight, for any guarded listener whose bean has an application advice ordered before the guard
-  // that drops failures, a "log and continue" aspect), probeH, Boot 3.5 and 4.0 at 43f6ece7:
-  // "[sends
-  // of the deferred message once the store answers; dropped by the application's advice:
-  // [DeferredDeliveryException], dead-lettered: []] expected: 1 but was: 0". RabbitDeliveryAdvice
-  // keeps a part's refusal for the delivery (keptIn) but not a deferral the guard throws inside the
-  // listener bean's proxy: the advice there drops it, the call returns, and the container
-  // acknowledges the message, never sent. The same record could keep the deferral (the guard's
-  // interceptor setting it, as the picked-handler check does the refusal).
+  // Was an open finding, fixed (fixdefer): the guard keeps the deferral it throws for the delivery
+  // (Delivery.KeptDeferral), and the container advice requeues the delivery when the call returned
+  // with a deferral kept. The finding (severity medium: a lost send, SPEC 1, whenever the store is
+  // down or the key in flight, for any guarded listener whose bean has an application advice
+  // ordered before the guard that drops failures, a "log and continue" aspect), probeH, Boot 3.5
+  // and 4.0 at 43f6ece7, and fixdefer at cd89fe43: "[sends of the deferred message once the store
+  // answers; dropped by the application's advice: [DeferredDeliveryException], dead-lettered: []]
+  // expected: 1 but was: 0". RabbitDeliveryAdvice kept a part's refusal for the delivery (keptIn)
+  // but not a deferral the guard throws inside the listener bean's proxy: the advice there dropped
+  // it, the call returned, and the container acknowledged the message, never sent.
   @Test
-  @Tag("open-finding")
   void aDeferralDroppedByTheApplicationsAdviceOnTheListenerIsStillSentOnce() throws Exception {
     String event = unique("dd");
     int droppedBefore = dropped.size();
@@ -290,13 +289,13 @@ class RabbitFixrabbitProbeTest extends RabbitProbeSupport {
    * payload): a message delivered while the store is down is deferred with its batch; once the
    * store answers it must run once.
    */
-  // Open finding (severity medium, the same hole for batch listeners: ListenerBatches defers the
-  // whole batch inside the bean's proxy, and the dropping advice turns that into an acknowledged
-  // batch), probeH, Boot 3.5 and 4.0 at 43f6ece7: "[sends of the deferred message once the store
-  // answers; dropped by the application's advice: [.., DeferredDeliveryException], dead-lettered:
-  // []] expected: 1 but was: 0".
+  // Was an open finding, fixed (fixdefer) as the record listener's row (severity medium, the same
+  // hole for batch listeners: ListenerBatches defers the whole batch inside the bean's proxy, and
+  // the dropping advice turned that into an acknowledged batch), probeH, Boot 3.5 and 4.0 at
+  // 43f6ece7, and fixdefer at cd89fe43: "[sends of the deferred message once the store answers;
+  // dropped by the application's advice: [.., DeferredDeliveryException], dead-lettered: []]
+  // expected: 1 but was: 0".
   @Test
-  @Tag("open-finding")
   void aBatchDeferralDroppedByTheApplicationsAdviceOnTheListenerIsStillSentOnce() throws Exception {
     String event = unique("db");
     int droppedBefore = dropped.size();
