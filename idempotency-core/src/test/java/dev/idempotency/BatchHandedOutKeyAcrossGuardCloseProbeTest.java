@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import dev.idempotency.inmemory.InMemoryKeyStore;
 import dev.idempotency.spi.KeyStore;
-import dev.idempotency.spi.RecordState;
 import java.time.Duration;
 import java.util.Iterator;
 import java.util.List;
@@ -43,46 +42,6 @@ class BatchHandedOutKeyAcrossGuardCloseProbeTest {
     pool.shutdownNow();
     guard.close();
     other.close();
-  }
-
-  /**
-   * Handed out on a loop's thread, record() on another, the guard closed past its grace period with
-   * the send still running, then the send ends and is reported succeeded: the key was not released
-   * by the close (a repeat meanwhile is refused), and the late report writes its outcome (a repeat
-   * replays it). One send.
-   */
-  @Test
-  void aSendOutlivingRecordAndTheGuardsCloseIsNotSentAgain() throws Exception {
-    String key = "probe-o-close-after-record:" + UUID.randomUUID();
-    AtomicInteger sends = new AtomicInteger();
-    Batch<String> batch =
-        guard.claimBatch(List.of(IdempotencyRequest.of(key, TTL)), ResultCodec.string());
-    Batch.Item item = pool.submit(() -> batch.toSend().iterator().next()).get(30, TimeUnit.SECONDS);
-
-    Batch.Recorded recorded = batch.record();
-    assertThat(recorded.notRecorded()).containsExactly(key);
-    guard.close(); // waits its grace period for the key still handed out, then abandons it
-
-    assertThat(other.find(key).map(IdempotencyRecord::state))
-        .as("the key after the close, its send still running")
-        .contains(RecordState.IN_PROGRESS);
-    Throwable repeatDuringSend =
-        catchThrowable(() -> other.execute(key, TTL, ctx -> "repeat-" + sends.incrementAndGet()));
-    assertThat(sends).as("sends by a repeat while the first send runs").hasValue(0);
-
-    sends.incrementAndGet(); // the provider accepted the first send
-    Throwable lateReport =
-        catchThrowable(
-            () -> pool.submit(() -> batch.succeeded(item, "sent-1")).get(30, TimeUnit.SECONDS));
-
-    String again = other.execute(key, TTL, ctx -> "repeat-" + sends.incrementAndGet());
-    assertThat(sends)
-        .as(
-            "sends of the key within its window (repeat during send: %s; late report: %s;"
-                + " repeat after: %s)",
-            repeatDuringSend, lateReport, again)
-        .hasValue(1);
-    assertThat(again).isEqualTo("sent-1");
   }
 
   /**
