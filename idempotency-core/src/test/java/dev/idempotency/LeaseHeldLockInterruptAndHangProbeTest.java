@@ -157,6 +157,65 @@ class LeaseHeldLockInterruptAndHangProbeTest {
   }
 
   /**
+   * Task one asks while the renewal is due and its renewal hangs in the store; task two asks and
+   * waits for the lock; task one is interrupted (cancelled) in the store call, which the store
+   * answers with a failure, as a driver does. Whatever task one is told, task two must be told the
+   * same when one of them is {@code false}, and the message goes out once with the retry.
+   */
+  @Test
+  void anInterruptOfTheAskerHoldingTheLockLeavesOneAnswer() throws Exception {
+    String key = "probe-o-lease-held-interrupt-holder:" + UUID.randomUUID();
+    AtomicInteger sends = new AtomicInteger();
+    StringBuffer answers = new StringBuffer();
+
+    Throwable first =
+        catchThrowable(
+            () ->
+                guard.execute(
+                    key,
+                    TTL,
+                    ctx -> {
+                      clock.advance(Duration.ofMillis(3500)); // renewal due
+                      CountDownLatch neverLetGo = new CountDownLatch(1);
+                      holdNextRenewal.set(neverLetGo);
+                      AtomicBoolean sent = new AtomicBoolean();
+                      AtomicReference<Thread> holder = new AtomicReference<>();
+                      Future<String> one =
+                          tasks.submit(
+                              () -> {
+                                holder.set(Thread.currentThread());
+                                return askThenSend(ctx, sent, sends, answers, "one");
+                              });
+                      if (!renewalHeld.await(WAIT_S, TimeUnit.SECONDS)) {
+                        throw new AssertionError("task one never renewed");
+                      }
+                      AtomicReference<Thread> asker = new AtomicReference<>();
+                      Future<String> two =
+                          tasks.submit(
+                              () -> {
+                                asker.set(Thread.currentThread());
+                                return askThenSend(ctx, sent, sends, answers, "two");
+                              });
+                      awaitWaiting(asker);
+                      holder.get().interrupt(); // task one cancelled in the store call
+                      String a = one.get(WAIT_S, TimeUnit.SECONDS);
+                      String b = two.get(WAIT_S, TimeUnit.SECONDS);
+                      return a.startsWith("sent") ? a : b;
+                    }));
+    String retry = guard.execute(key, TTL, ctx -> "sent-" + sends.incrementAndGet());
+
+    assertThat(sends)
+        .as(
+            "sends within the window (answers: %s; first call: %s; retry: %s)",
+            answers, first, retry)
+        .hasValue(1);
+    assertThat(answers.toString())
+        .as("one told false and the other true")
+        .satisfiesAnyOf(
+            a -> assertThat(a).doesNotContain("false"), a -> assertThat(a).doesNotContain("true"));
+  }
+
+  /**
    * The sender's renewal hangs in the store (the asker holds the lock across it) and the guard
    * closes: close() returns within its bounds, not waiting for the store. The store then answers in
    * time, the sender is told {@code true} and sends, after the close abandoned its call. The
