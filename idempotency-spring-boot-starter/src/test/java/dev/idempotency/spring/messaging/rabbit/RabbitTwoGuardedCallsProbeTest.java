@@ -42,6 +42,7 @@ class RabbitTwoGuardedCallsProbeTest extends RabbitProbeSupport {
 
   static final String ONE_CALL_QUEUE = "idem.two-calls-probe.one";
   static final String TWO_CALLS_QUEUE = "idem.two-calls-probe.two";
+  static final String SECOND_DEFERRED_QUEUE = "idem.two-calls-probe.second-deferred";
 
   static final List<String> sent = new CopyOnWriteArrayList<>();
 
@@ -101,6 +102,25 @@ class RabbitTwoGuardedCallsProbeTest extends RabbitProbeSupport {
         caught.add(failure.getClass().getSimpleName());
       }
     }
+
+    /** As {@link #two}, the outage on the second call instead (the first sends). */
+    @RabbitListener(id = "two-calls-probe-second-deferred", queues = SECOND_DEFERRED_QUEUE)
+    public void secondDeferred(String event) {
+      boolean outage = outageFor.remove(event);
+      try {
+        notifier.notifyRecipient(event + "/a");
+      } catch (RuntimeException failure) {
+        caught.add(failure.getClass().getSimpleName());
+      }
+      store.down.set(outage);
+      try {
+        notifier.notifyRecipient(event + "/b");
+      } catch (RuntimeException failure) {
+        caught.add(failure.getClass().getSimpleName());
+      } finally {
+        store.down.set(false);
+      }
+    }
   }
 
   @SpringBootConfiguration(proxyBeanMethods = false)
@@ -119,7 +139,7 @@ class RabbitTwoGuardedCallsProbeTest extends RabbitProbeSupport {
 
     @Bean
     Declarables twoCallsProbeQueues() {
-      return deadLetteredQueues(ONE_CALL_QUEUE, TWO_CALLS_QUEUE);
+      return deadLetteredQueues(ONE_CALL_QUEUE, TWO_CALLS_QUEUE, SECOND_DEFERRED_QUEUE);
     }
   }
 
@@ -181,6 +201,26 @@ class RabbitTwoGuardedCallsProbeTest extends RabbitProbeSupport {
         .as("sends of the first recipient, deferred and caught; caught by the listener: %s", caught)
         .isEqualTo(1);
     assertThat(sent(event + "/b")).as("sends of the second recipient").isEqualTo(1);
+  }
+
+  /**
+   * Two guarded calls per delivery, the first sent and the second deferred (the store down) and
+   * caught: the delivery is requeued for the second, and on the redelivery the first must be a
+   * replay, never a second send.
+   */
+  @Test
+  void aSecondCallsDeferralRequeuesWithoutASecondSendOfTheFirst() throws Exception {
+    String event = unique("second");
+    int caughtBefore = caught.size();
+    outageFor.add(event);
+    plain.send("", SECOND_DEFERRED_QUEUE, withoutKey(event));
+    await("the second call's deferral caught", () -> caught.size() > caughtBefore);
+    awaitSentOrGiveUp(SECOND_DEFERRED_QUEUE, event + "/b");
+
+    assertThat(sent(event + "/a")).as("sends of the first recipient, sent at once").isEqualTo(1);
+    assertThat(sent(event + "/b"))
+        .as("sends of the second recipient, deferred and caught; caught: %s", caught)
+        .isEqualTo(1);
   }
 
   /**
