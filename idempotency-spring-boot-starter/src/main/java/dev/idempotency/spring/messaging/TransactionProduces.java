@@ -42,7 +42,9 @@ final class TransactionProduces {
 
   private final KafkaTransactionSends.Sends sends;
   private final long[] produced;
-  private final boolean[] read;
+
+  /** The messages the listener has read at least once. */
+  private final BitSet read = new BitSet();
 
   /** The messages first read since the records last counted: the next records count for them. */
   private BitSet sinceLastRecords = new BitSet();
@@ -63,7 +65,6 @@ final class TransactionProduces {
   TransactionProduces(KafkaTransactionSends.Sends sends, int size) {
     this.sends = sends;
     this.produced = new long[size];
-    this.read = new boolean[size];
     this.last = sends.count();
   }
 
@@ -76,8 +77,8 @@ final class TransactionProduces {
       return;
     }
     attribute();
-    if (!read[index]) {
-      read[index] = true;
+    if (!read.get(index)) {
+      read.set(index);
       sinceLastRecords.set(index);
     }
     furthest = Math.max(furthest, index);
@@ -124,7 +125,7 @@ final class TransactionProduces {
    *
    * @param sent the indexes of the messages counted as sent
    */
-  synchronized boolean attributable(boolean[] sent) {
+  private boolean attributable(BitSet sent) {
     if (beforeAnyRead > 0) {
       return false;
     }
@@ -132,7 +133,7 @@ final class TransactionProduces {
       return false;
     }
     for (int i = 0; i < produced.length; i++) {
-      if (produced[i] > 0 && !sent[i]) {
+      if (produced[i] > 0 && !sent.get(i)) {
         return false;
       }
     }
@@ -146,9 +147,9 @@ final class TransactionProduces {
    * @param indexOf an item's index in the listener's list
    */
   <T> @Nullable List<T> withoutRecords(List<T> sent, ToIntFunction<T> indexOf) {
-    boolean[] counted = new boolean[produced.length];
+    BitSet counted = new BitSet(produced.length);
     for (T item : sent) {
-      counted[indexOf.applyAsInt(item)] = true;
+      counted.set(indexOf.applyAsInt(item));
     }
     synchronized (this) {
       if (!attributable(counted)) {
