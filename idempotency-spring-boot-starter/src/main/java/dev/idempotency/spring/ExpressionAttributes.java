@@ -77,6 +77,17 @@ public final class ExpressionAttributes {
   private static final SpelExpressionParser PARSER =
       new SpelExpressionParser(new SpelParserConfiguration(SpelCompilerMode.OFF, null));
 
+  /**
+   * Whether a class came from one of Spring's own jars ({@link #fromSpringsOwnJar}), once a class.
+   */
+  private static final ClassValue<Boolean> SPRINGS_OWN =
+      new ClassValue<>() {
+        @Override
+        protected Boolean computeValue(Class<?> type) {
+          return fromSpringsOwnJar(type);
+        }
+      };
+
   private ExpressionAttributes() {}
 
   /**
@@ -294,10 +305,14 @@ public final class ExpressionAttributes {
 
   /**
    * Whether {@code frame} is the JDK's (its module's, or a class only the JDK may define:
-   * reflection's generated accessors have no module) or of the Spring packages a conversion runs
-   * through. Not every {@code org.springframework.} package: an application's code may live under
-   * it (Spring's own sample applications do), and {@code javax.} and {@code sun.} classes outside
-   * the JDK's modules are a library's.
+   * reflection's generated accessors have no module) or Spring's: a class under {@code
+   * org.springframework.} of the packages a conversion runs through (core, util, beans, expression,
+   * cglib, aop: told by name, so that they count wherever Spring was loaded from, shaded into one
+   * jar too), or of another package that came from one of Spring's own jars ({@link
+   * #fromSpringsOwnJar}): spring-web's {@code MediaType.valueOf} refusing a value is Spring's
+   * verdict on it, while an application's code under {@code org.springframework.} (Spring's own
+   * sample applications live under {@code org.springframework.samples}) is the application's. And
+   * {@code javax.} and {@code sun.} classes outside the JDK's modules are a library's.
    */
   private static boolean isPlatformOrSpring(StackTraceElement frame) {
     String module = frame.getModuleName();
@@ -305,14 +320,68 @@ public final class ExpressionAttributes {
       return true;
     }
     String name = frame.getClassName();
-    return name.startsWith("java.")
-        || name.startsWith("jdk.")
-        || name.startsWith("org.springframework.core.")
+    if (name.startsWith("java.") || name.startsWith("jdk.")) {
+      return true;
+    }
+    if (!name.startsWith("org.springframework.")) {
+      return false;
+    }
+    if (name.startsWith("org.springframework.core.")
         || name.startsWith("org.springframework.util.")
         || name.startsWith("org.springframework.beans.")
         || name.startsWith("org.springframework.expression.")
         || name.startsWith("org.springframework.cglib.")
-        || name.startsWith("org.springframework.aop.");
+        || name.startsWith("org.springframework.aop.")) {
+      return true;
+    }
+    if (module != null) {
+      // on the module path: Spring's jars are the modules spring.core, spring.web, spring.boot, ...
+      return module.startsWith("spring.");
+    }
+    Class<?> type = loaded(name);
+    return type != null && SPRINGS_OWN.get(type);
+  }
+
+  /**
+   * The class a frame names, as the starter's class loader or the thread's context class loader
+   * (the application's, where it has one of its own) sees it; null if neither finds it. Not
+   * initialized: a frame's class was loaded already.
+   */
+  private static @Nullable Class<?> loaded(String name) {
+    ClassLoader context = Thread.currentThread().getContextClassLoader();
+    for (ClassLoader loader :
+        new ClassLoader[] {ExpressionAttributes.class.getClassLoader(), context}) {
+      if (loader == null) {
+        continue;
+      }
+      try {
+        return Class.forName(name, false, loader);
+      } catch (ClassNotFoundException | LinkageError notThere) {
+        // the next loader
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Whether {@code type} came from one of Spring's own jars, told by what its class loader read
+   * from the jar's manifest when it defined the class's package (as {@code SpringVersion} reads
+   * Spring's version), without reading anything more (no I/O: a key may be evaluated on a Netty
+   * event loop): an {@code Implementation-Title} that starts with "spring", as the jars of Spring
+   * Framework, Boot, AMQP, Kafka, Security and Data have ({@code spring-web}, {@code
+   * spring-rabbit}, {@code Spring Boot}, {@code Spring Data Core}); on the module path, a module
+   * named {@code spring.…} (their {@code Automatic-Module-Name}: spring.web, spring.boot). Wherever
+   * the jar is: on the class path, nested in a Spring Boot fat jar ({@code BOOT-INF/lib}) or in a
+   * war's {@code WEB-INF/lib}. Not classes compiled into a directory (no manifest), nor a jar with
+   * another title or none: the application's, or a library's.
+   */
+  static boolean fromSpringsOwnJar(Class<?> type) {
+    Module module = type.getModule();
+    if (module.isNamed()) {
+      return module.getName().startsWith("spring.");
+    }
+    String title = type.getPackage() == null ? null : type.getPackage().getImplementationTitle();
+    return title != null && title.regionMatches(true, 0, "spring", 0, "spring".length());
   }
 
   /**
