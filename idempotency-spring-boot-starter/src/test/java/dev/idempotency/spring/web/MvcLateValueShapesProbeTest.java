@@ -114,10 +114,13 @@ class MvcLateValueShapesProbeTest extends MvcProbeApplication {
    * on Boot 3.5; fails on Boot 4.0 at 76f2b4f3: "the late retry: entity/deferred: ... expected:
    * "202 type=text/plain X-Outer=outer X-Inner=null sent-1" but was: "202 type=text/plain
    * X-Outer=null X-Inner=null sent-1"" (sent once; the late first 409 carried {@code X-Outer}). On
-   * Boot 4.0 the late entity/mono-defer and entity/entity rows below lose {@code X-Outer} too,
-   * while a stage's late plain entity keeps its {@code X-Inner} (future/entity holds): suspected,
-   * not verified, where the starter rebuilds the entity with another body on Spring 7 ({@code
-   * IdempotentEndpointAdvisor.withBody}, {@code LaterStages.withEntityOf}).
+   * Boot 4.0 the late entity/mono-defer (below) and entity/entity (above) rows lose {@code X-Outer}
+   * too, while a stage's late plain entity keeps its {@code X-Inner} (future/entity holds).
+   * Suspected, not verified: what is lost is the entity's header that the response already had when
+   * its async processing started (the late 409 carried it), written again from the entity when the
+   * late value is rendered on Spring 7; not the rebuilt entity itself (javap: Spring 7's {@code
+   * ResponseEntity.DefaultBuilder.headers(HttpHeaders)} copies every header, as {@code
+   * IdempotentEndpointAdvisor.withBody} and {@code LaterStages.withEntityOf} use it).
    */
   @Tag("open-finding")
   @ParameterizedTest
