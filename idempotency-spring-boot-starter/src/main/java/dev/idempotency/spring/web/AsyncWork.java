@@ -13,6 +13,8 @@ import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.core.ReactiveAdapter;
+import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
@@ -653,7 +655,8 @@ final class AsyncWork {
         Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
         if (value instanceof DeferredResult<?>
             || value instanceof CompletionStage<?>
-            || value instanceof ResponseBodyEmitter) {
+            || value instanceof ResponseBodyEmitter
+            || singleReactiveValue(value)) {
           laterStageUnfollowed = true; // more async work, whose result a timeout loses
         } else if (!(value instanceof Callable<?>
             || value instanceof WebAsyncTask<?>
@@ -724,8 +727,9 @@ final class AsyncWork {
   /**
    * Whether {@code result} (or the body of a {@code ResponseEntity} of it) is more async work: a
    * {@code Callable}, a {@code WebAsyncTask}, a {@code StreamingResponseBody}, a {@code
-   * DeferredResult}, a {@code CompletionStage} or an emitter, which Spring MVC runs, awaits or
-   * starts as a later stage, never the work's own answer.
+   * DeferredResult}, a {@code CompletionStage}, an emitter, or a single value of a reactive type
+   * ({@link #singleReactiveValue}: a {@code Mono}), which Spring MVC runs, awaits, starts or
+   * subscribes as a later stage, never the work's own answer.
    */
   static boolean moreAsyncWork(@Nullable Object result) {
     Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
@@ -734,7 +738,24 @@ final class AsyncWork {
         || value instanceof StreamingResponseBody
         || value instanceof DeferredResult<?>
         || value instanceof CompletionStage<?>
-        || value instanceof ResponseBodyEmitter;
+        || value instanceof ResponseBodyEmitter
+        || singleReactiveValue(value);
+  }
+
+  /**
+   * Whether {@code value} is a single value of a reactive type (a {@code Mono}, lazy or not, a
+   * {@code Callable} too or not), which Spring MVC's reactive return value handler, the first to
+   * take it, subscribes and awaits as a {@code DeferredResult}: more async work, whose value is the
+   * answer. Spring's shared adapter registry is the one Spring MVC uses unless the application
+   * gives its adapter another. A stream of a reactive type (a {@code Flux}) is not one.
+   */
+  static boolean singleReactiveValue(@Nullable Object value) {
+    if (value == null) {
+      return false;
+    }
+    ReactiveAdapter adapter =
+        ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
+    return adapter != null && !adapter.isMultiValue();
   }
 
   /**

@@ -8,8 +8,12 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Subscriber;
+import org.reactivestreams.Subscription;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.core.ReactiveAdapter;
+import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
@@ -19,11 +23,12 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
 /**
  * The later stages of work the starter runs detached from its request ({@link UninterruptedWork}),
  * run to their end as Spring MVC would run them: a {@code Callable}, a {@code WebAsyncTask}'s
- * callable, a {@code CompletionStage} or a {@code DeferredResult} awaited, a {@code
- * StreamingResponseBody} written to nowhere. Spring MVC never runs them once their request ended,
- * and nothing else sets a later {@code DeferredResult}'s result handler or expires it: here it is
- * awaited until its own timeout, else the request's, or until the guard's close grace is about to
- * run out at a shutdown, then expired as Spring MVC expires one.
+ * callable, a {@code CompletionStage} or a {@code DeferredResult} awaited, a single reactive value
+ * (a {@code Mono}) subscribed and awaited, a {@code StreamingResponseBody} written to nowhere.
+ * Spring MVC never runs them once their request ended, and nothing else sets a later {@code
+ * DeferredResult}'s result handler or expires it: here it is awaited until its own timeout, else
+ * the request's, or until the guard's close grace is about to run out at a shutdown, then expired
+ * as Spring MVC expires one.
  */
 final class LaterStages {
 
@@ -83,7 +88,12 @@ final class LaterStages {
       Object value = asyncBodyOf(result);
       // a value the stage that returned it had set already is that stage's own result
       boolean sameStage = SettledResults.settled(value);
-      if (value instanceof Callable<?> next) {
+      if (!(value instanceof CompletionStage<?>) && AsyncWork.singleReactiveValue(value)) {
+        // subscribed as Spring MVC's reactive return value handler subscribes it (before it
+        // would run it as a Callable, as Mono.fromCallable is too): it may send when subscribed
+        laterStageRan[0] = true;
+        result = withEntityOf(result, awaitStage(SingleValue.subscribed(value)));
+      } else if (value instanceof Callable<?> next) {
         laterStageRan[0] = true;
         result = next.call();
       } else if (value instanceof WebAsyncTask<?> task) {
@@ -112,15 +122,16 @@ final class LaterStages {
 
   /**
    * The async value a {@code ResponseEntity} holds as its body (a {@code StreamingResponseBody}, a
-   * {@code CompletionStage} or a {@code DeferredResult}, which Spring MVC runs or awaits as it
-   * would the value itself), else {@code result} itself.
+   * {@code CompletionStage}, a {@code DeferredResult} or a single reactive value, which Spring MVC
+   * runs, awaits or subscribes as it would the value itself), else {@code result} itself.
    */
   private static @Nullable Object asyncBodyOf(@Nullable Object result) {
     if (result instanceof ResponseEntity<?> entity) {
       Object body = entity.getBody();
       if (body instanceof StreamingResponseBody
           || body instanceof CompletionStage<?>
-          || body instanceof DeferredResult<?>) {
+          || body instanceof DeferredResult<?>
+          || AsyncWork.singleReactiveValue(body)) {
         return body;
       }
     }
@@ -266,6 +277,48 @@ final class LaterStages {
     } catch (ReflectiveOperationException | RuntimeException e) {
       log.debug("DeferredResult.{} cannot be reached", name, e);
       return null;
+    }
+  }
+
+  /**
+   * A single reactive value ({@link AsyncWork#singleReactiveValue}: a {@code Mono}) subscribed, as
+   * Spring MVC's reactive return value handler subscribes one it got: its first value, or null if
+   * it completes empty, or its failure. Loaded only when such a value comes, so an application
+   * without Reactive Streams on its class path never needs them.
+   */
+  private static final class SingleValue {
+    static CompletableFuture<@Nullable Object> subscribed(Object value) {
+      ReactiveAdapter adapter =
+          ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
+      if (adapter == null) {
+        throw new IllegalStateException("no reactive adapter for " + value.getClass().getName());
+      }
+      CompletableFuture<@Nullable Object> future = new CompletableFuture<>();
+      adapter
+          .toPublisher(value)
+          .subscribe(
+              new Subscriber<Object>() {
+                @Override
+                public void onSubscribe(Subscription subscription) {
+                  subscription.request(Long.MAX_VALUE);
+                }
+
+                @Override
+                public void onNext(Object next) {
+                  future.complete(next);
+                }
+
+                @Override
+                public void onError(Throwable failure) {
+                  future.completeExceptionally(failure);
+                }
+
+                @Override
+                public void onComplete() {
+                  future.complete(null);
+                }
+              });
+      return future;
     }
   }
 

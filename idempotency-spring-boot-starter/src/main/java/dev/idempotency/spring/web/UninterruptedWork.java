@@ -23,6 +23,7 @@ import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
 import org.springframework.context.i18n.LocaleContext;
 import org.springframework.context.i18n.LocaleContextHolder;
+import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.RequestAttributes;
 import org.springframework.web.context.request.RequestContextHolder;
 import org.springframework.web.context.request.ServletRequestAttributes;
@@ -49,12 +50,12 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * AsyncWork.Queued#continueDetached}). The work sees the waiting thread's MDC, locale and request
  * attributes, and what Spring MVC gives its own task thread: the request's callable interceptors
  * run around it and the application's task decorator wraps it ({@link TaskThreadContext}); a
- * decorator's wrapper that ends without running the work ends the call as that failure (nothing was
- * sent), on every path. Taken over, the work gets request attributes of its own over its request
- * (or that request's copy, once it ended), active while it runs, as Spring MVC's task thread gets
- * them from {@code FrameworkServlet}. The pool grows with the waiting threads (one worker per
- * waiting task, so it is bounded by Spring MVC's own async executor) and its idle threads end after
- * a minute.
+ * decorator that refuses to wrap the work, or whose wrapper ends without running it, ends the call
+ * on every path: the work never runs after that, and nothing of it was sent ({@link #givenUp}).
+ * Taken over, the work gets request attributes of its own over its request (or that request's copy,
+ * once it ended), active while it runs, as Spring MVC's task thread gets them from {@code
+ * FrameworkServlet}. The pool grows with the waiting threads (one worker per waiting task, so it is
+ * bounded by Spring MVC's own async executor) and its idle threads end after a minute.
  */
 final class UninterruptedWork {
 
@@ -168,7 +169,8 @@ final class UninterruptedWork {
                 },
                 StarterRun.ofThisThread(call, context),
                 buffered,
-                true),
+                true,
+                false),
             context);
     return (ShieldedBody)
         out -> {
@@ -205,7 +207,10 @@ final class UninterruptedWork {
       return shielded;
     }
     return shield(
-        work, call, detached(work, StarterRun.ofThisThread(call, context), null, true), context);
+        work,
+        call,
+        detached(work, StarterRun.ofThisThread(call, context), null, true, false),
+        context);
   }
 
   private <V> Callable<V> shield(
@@ -264,7 +269,7 @@ final class UninterruptedWork {
                   // the decorator's wrapper ended without running the work: nothing was sent,
                   // so the call ends as that failure (else nothing ends it, and Spring MVC's
                   // task thread waits for good, the key claimed)
-                  result.completeExceptionally(notRun(failure));
+                  result.completeExceptionally(notRun(failure, false));
                   try {
                     queued.notTakenOver();
                   } catch (RuntimeException e) {
@@ -289,12 +294,13 @@ final class UninterruptedWork {
    * CompletionStage} or a {@code DeferredResult} awaited, a {@code StreamingResponseBody} written
    * to nowhere); {@link AsyncWork.Queued#continueDetached} continues it from the result given; each
    * on the starter's threads ({@link #onATakenOverThread}), its end going to {@link
-   * AsyncWork#takenOverResult}. If the application's task decorator's wrapper ends without running
-   * the work (it throws before it), nothing was sent: that failure is the work's end ({@link
-   * #notRun}), and the work never runs after it. A later {@code DeferredResult} with no timeout of
-   * its own is awaited for the request's async timeout, read when the work is run or, for work
-   * queued here, when its request is detached (the request async then, each time), else {@link
-   * #DEFAULT_ASYNC_TIMEOUT_MILLIS}.
+   * AsyncWork#takenOverResult}. If the application's task decorator refuses to wrap the work, or
+   * its wrapper ends without running it (it throws before it), nothing of it was sent: the work
+   * never runs after that, and the call ends ({@link #givenUp}): released, unless a stage that may
+   * have sent ran before it (then recorded as answered). A later {@code DeferredResult} with no
+   * timeout of its own is awaited for the request's async timeout, read when the work is run or,
+   * for work queued here, when its request is detached (the request async then, each time), else
+   * {@link #DEFAULT_ASYNC_TIMEOUT_MILLIS}.
    *
    * @param body for a stream's work, what it writes; else null
    * @param queuedHere whether {@code work} is the work the request's handler returned, queued on
@@ -308,12 +314,17 @@ final class UninterruptedWork {
    *     runs); the request's async timeout is read too when a timeout or a shutdown detaches the
    *     request ({@link AsyncWork.Queued#requestDetached}). Else {@code work} is an outcome the
    *     starter follows ({@link #follower}): decorated when it is run.
+   * @param followedAfterASend for an outcome the starter follows, whether what produced it may have
+   *     sent: a {@code Callable} of the work's ran and returned it, or it holds its value already
+   *     ({@link #holdsItsValue}); so if its run never runs ({@link #decorateAndRun}), the call is
+   *     recorded as answered, never released
    */
   private AsyncWork.Queued detached(
       Callable<?> work,
       StarterRun starterRun,
       AsyncWork.@Nullable WrittenBody body,
-      boolean queuedHere) {
+      boolean queuedHere,
+      boolean followedAfterASend) {
     EndpointCall call = starterRun.call();
     // a later DeferredResult's wait ends at its timeout, else the request's async timeout (read
     // when the work is run, or its request detached, the request async by then), or when the
@@ -330,9 +341,13 @@ final class UninterruptedWork {
       @Override
       public void runDetached() {
         asyncTimeout[0] = asyncTimeoutOf(starterRun.attributes());
-        Runnable detachedRun =
-            decoratedHere != null ? decoratedHere : starterRun.decorated(run, true, false, stages);
-        onATakenOverThread(detachedRun, run, call, false, false);
+        if (decoratedHere != null) {
+          // queued work that never began: if it never runs, nothing of it was sent
+          onATakenOverThread(decoratedHere, run, call, false, false);
+        } else {
+          // a followed outcome, decorated here, on the thread of the dispatch that replaced it
+          decorateAndRun(starterRun, run, true, false, followedAfterASend, stages, false);
+        }
       }
 
       @Override
@@ -345,29 +360,19 @@ final class UninterruptedWork {
       @Override
       public void continueDetached(@Nullable Object result, boolean laterStageRan) {
         // decorated here, on the thread that hands it over (Spring MVC's task thread, for work
-        // that began there), which its own decoration set up
-        AtomicInteger continued = new AtomicInteger(NOT_RUN);
-        Runnable continuation;
-        try {
-          continuation =
-              starterRun.decorated(
-                  continued,
-                  false,
-                  laterStageRan,
-                  ran -> LaterStages.continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut));
-        } catch (VirtualMachineError fatal) {
-          throw fatal;
-        } catch (RuntimeException | Error refused) {
-          // the decorator refused it here (it wrapped nothing on the request's thread): the
-          // continuation never runs, nothing of it was sent, so that refusal is its end; thrown
-          // from here it would end in whatever completed the stage (a CompletableFuture's
-          // callback swallows it), nothing would report the call, and its lease would be renewed
-          // until the process stops (a lost send)
-          call.asyncWork().takenOverResult(notRun(refused), laterStageRan);
-          return;
-        }
-        // a decorator that never runs it: a stage ran, and what completes its result may send
-        onATakenOverThread(continuation, continued, call, true, true);
+        // that began there), which its own decoration set up; if it never runs, a stage that
+        // ran may have sent: a later one, the work's Callable (it ran, and returned the result),
+        // or the one whose result holds its value already (nothing of it is left to run)
+        boolean mayHaveSent =
+            laterStageRan || queuedHere || followedAfterASend || holdsItsValue(result);
+        decorateAndRun(
+            starterRun,
+            new AtomicInteger(NOT_RUN),
+            false,
+            laterStageRan,
+            mayHaveSent,
+            ran -> LaterStages.continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut),
+            true);
       }
 
       @Override
@@ -392,32 +397,83 @@ final class UninterruptedWork {
   }
 
   /**
+   * {@code stages}, decorated here by the application's task decorator ({@link
+   * StarterRun#decorated}), run on a thread of the taken-over pool ({@link #onATakenOverThread}):
+   * the one path of the starter's detached runs that the application's decorator wraps on the
+   * thread that asks for them (a followed outcome's run, {@link AsyncWork.Queued#runDetached}; a
+   * continuation, {@link AsyncWork.Queued#continueDetached}). A decorator that refuses to wrap it
+   * (throws here: a bulkhead out of permits) ends the call as that refusal, as one whose wrapper
+   * ends without running it does ({@link #givenUp}); thrown from here, the refusal would end in
+   * whatever asked for the run (a stage's callback swallows it, Spring MVC's dispatch of a replaced
+   * outcome fails after the call was marked taken over), nothing would report the call, and its
+   * lease would be renewed until the process stops, every retry a {@code 409}. A {@code
+   * VirtualMachineError} is thrown on.
+   *
+   * @param laterStageRan whether a later stage of the work ran before these stages
+   * @param mayHaveSent whether a stage that may have sent ran before these, for the call's end if
+   *     they never run ({@link #givenUp})
+   */
+  private void decorateAndRun(
+      StarterRun starterRun,
+      AtomicInteger run,
+      boolean beginsTheWork,
+      boolean laterStageRan,
+      boolean mayHaveSent,
+      Stages stages,
+      boolean continuation) {
+    Runnable decorated;
+    try {
+      decorated = starterRun.decorated(run, beginsTheWork, laterStageRan, stages);
+    } catch (VirtualMachineError fatal) {
+      throw fatal;
+    } catch (RuntimeException | Error refused) {
+      if (run.compareAndSet(NOT_RUN, GIVEN_UP)) {
+        givenUp(starterRun.call(), refused, mayHaveSent);
+      }
+      return;
+    }
+    onATakenOverThread(decorated, run, starterRun.call(), mayHaveSent, continuation);
+  }
+
+  /**
    * Runs {@code decorated} (a {@link StarterRun}'s) on a thread of the taken-over pool, or, when
    * they are all busy, on this one. If the application's decorator's wrapper ends without running
-   * it, nothing of it ran: that failure is the work's end ({@link #notRun}), and it never runs
-   * after that.
+   * it, it never runs after that, and the call ends ({@link #givenUp}).
    *
-   * @param laterStageRan whether a stage of the work ran before ({@link
-   *     AsyncWork#takenOverResult}), for that failure
+   * @param mayHaveSent whether a stage that may have sent ran before it, for that end
    */
   private void onATakenOverThread(
       Runnable decorated,
       AtomicInteger run,
       EndpointCall call,
-      boolean laterStageRan,
+      boolean mayHaveSent,
       boolean continuation) {
     Runnable task =
         () -> {
           @Nullable Throwable failure = runDecorated(decorated);
           if (run.compareAndSet(NOT_RUN, GIVEN_UP)) {
-            // the decorator's wrapper ended without running the work: nothing was sent, so
-            // the call ends as that failure (else nothing ends it, the key claimed)
-            call.asyncWork().takenOverResult(notRun(failure), laterStageRan);
+            // the decorator's wrapper ended without running the work: else nothing ends the
+            // call, the key claimed
+            givenUp(call, failure, mayHaveSent);
           } else if (failure != null) {
             log.debug("The application's task decorator failed after the work ran", failure);
           }
         };
     takenOver.execute(continuation ? (NeverOnTheCaller) task::run : task);
+  }
+
+  /**
+   * The end of a call whose detached run the application's task decorator refused, or whose wrapper
+   * ended without running it ({@code failure}: what it threw, or null if it returned): the run
+   * never runs, so nothing of it was sent. If a stage that may have sent ran before it ({@code
+   * mayHaveSent}), the call is recorded as answered without its body (the retry gets {@code 422}
+   * {@code response-not-stored}, never a second send); else it ends as a failure of the work before
+   * it sent would, through the application's exception resolvers (one nothing maps releases the
+   * key, and the retry runs the handler again). Never left in flight ({@link
+   * AsyncWork#takenOverResult}).
+   */
+  private static void givenUp(EndpointCall call, @Nullable Throwable failure, boolean mayHaveSent) {
+    call.asyncWork().takenOverResult(notRun(failure, mayHaveSent), mayHaveSent);
   }
 
   /**
@@ -552,7 +608,9 @@ final class UninterruptedWork {
     return new AsyncWork.Follower() {
       @Override
       public AsyncWork.Queued follow(@Nullable Object outcome) {
-        return detached(() -> outcome, starterRun, null, false);
+        // a Callable of the work's ran and returned it, or it holds its value already
+        return detached(
+            () -> outcome, starterRun, null, false, !ownStage || holdsItsValue(outcome));
       }
 
       @Override
@@ -582,21 +640,38 @@ final class UninterruptedWork {
 
   /**
    * The failure a call ends with when the application's task decorator's wrapper ended without
-   * running the work ({@code failure}, what it threw, or null if it returned): nothing was sent, so
-   * the call ends as a failure of the work before it sent would (through the application's
-   * exception resolvers: one nothing maps releases the key), never held claimed by work that will
-   * never run.
+   * running the work, or the decorator refused to wrap it ({@code failure}, what it threw, or null
+   * if it returned): nothing of that run was sent, so the call ends as a failure of the work before
+   * it sent would (through the application's exception resolvers: one nothing maps releases the
+   * key), or, after a stage that may have sent ({@code mayHaveSent}), is recorded as answered
+   * without its body; never held claimed by work that will never run.
    */
-  private static Throwable notRun(@Nullable Throwable failure) {
+  private static Throwable notRun(@Nullable Throwable failure, boolean mayHaveSent) {
     log.warn(
-        "The application's task decorator ended without running an idempotent endpoint's work on"
-            + " the starter's thread; nothing was sent, the call ends as a failure: {}",
+        "The application's task decorator refused, or ended without running, an idempotent"
+            + " endpoint's work on the starter's thread; it never runs: {} ({})",
+        mayHaveSent
+            ? "a stage that ran before it may have sent, the call is recorded as answered"
+                + " without its body"
+            : "nothing was sent, the call ends as a failure",
         failure == null ? "it returned without running it" : failure.getClass().getName());
     return failure != null
         ? failure
         : new IllegalStateException(
             "the application's task decorator returned without running the work; nothing was"
                 + " sent");
+  }
+
+  /**
+   * Whether {@code result} (or the body of a {@code ResponseEntity} of it) is a {@code
+   * DeferredResult} or a {@code CompletionStage} that holds its final value already ({@link
+   * SettledResults}: no failure, and no more async work in it): the stage that returned it has
+   * nothing left to run, so whatever would send ran.
+   */
+  private static boolean holdsItsValue(@Nullable Object result) {
+    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
+    return SettledResults.settled(value)
+        && !AsyncWork.moreAsyncWork(SettledResults.ownValue(value));
   }
 
   /**

@@ -14,7 +14,6 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
@@ -56,19 +55,21 @@ class MvcFollowedOutcomeDecoratorRefusalProbeTest extends MvcProbeApplication {
     return Followed.entered.get();
   }
 
-  // Open finding (severity medium: the send happened once, but the key stays in flight, every
-  // retry a 409, and nothing stores the answer; fixshield's own comment on continueDetached says
-  // such a call's lease is renewed until the process stops, after which a retry sends again, a
-  // second send, SPEC 1; the renewal for ever is suspected, not measured here), probeQ, Boot 3.5
+  // Was an open finding (severity medium: the send happened once, but the key stays in flight,
+  // every retry a 409, and nothing stores the answer; fixshield's own comment on continueDetached
+  // says such a call's lease is renewed until the process stops, after which a retry sends again,
+  // a second send, SPEC 1; the renewal for ever is suspected, not measured here), probeQ, Boot 3.5
   // and 4.0 at 7efd6b9a: "[the retry (first: 500 <Tomcat's error page>; retry: 409
   // request-in-progress; interceptor failed: true; decorator refused: 1; sends: 1)] Expecting
   // actual: 409 not to be in: [409, 503]" after 20 s of retries. UninterruptedWork's detached(..)
-  // runDetached() calls starterRun.decorated(..) for a follower's run (queuedHere false) with no
-  // guard: the decorator's refusal leaves followReplacedOutcome (state already TAKEN, late set) as
-  // an exception on the async dispatch, and nothing reports the call. A fix as continueDetached's:
-  // catch the refusal there and end the call (takenOverResult); here the Callable had sent, so
-  // that end must keep the key (recorded as answered without its body), never release it.
-  @Tag("open-finding")
+  // runDetached() called starterRun.decorated(..) for a follower's run (queuedHere false) with no
+  // guard: the decorator's refusal left followReplacedOutcome (state already TAKEN, late set) as
+  // an exception on the async dispatch, and nothing reported the call. Fixed by fixdecor:
+  // UninterruptedWork.decorateAndRun, the one path of runDetached's followed outcome and
+  // continueDetached, ends the call when the decorator refuses there (or its wrapper never runs
+  // the work); here the Callable had sent (it ran and returned the outcome), so the call is
+  // recorded as answered without its body (the retry gets 422 response-not-stored), never
+  // released.
   @Test
   void aFollowedStageWhoseDecoratorRefusesStillEndsTheCall() throws Exception {
     String key = EndpointClient.newKey();
