@@ -65,6 +65,10 @@ final class FaultRun {
     }
   }
 
+  /**
+   * A run's settings. {@code rounds}: the nemesis strikes at most this many times (0: as often as
+   * {@code duration} allows); a run ends when either runs out.
+   */
   record Settings(
       StoreKind store,
       Duration duration,
@@ -74,20 +78,28 @@ final class FaultRun {
       int keys,
       int hotKeys,
       Duration lease,
-      String breakMode) {
+      String breakMode,
+      int rounds) {
 
     static Settings shortRun(StoreKind store, long seed) {
       return new Settings(
-          store, Duration.ofSeconds(20), seed, 3, 6, 150, 8, Duration.ofMillis(800), "none");
+          store, Duration.ofSeconds(20), seed, 3, 6, 150, 8, Duration.ofMillis(800), "none", 0);
     }
 
     Settings broken(String mode) {
-      return new Settings(store, duration, seed, processes, threads, keys, hotKeys, lease, mode);
+      return new Settings(
+          store, duration, seed, processes, threads, keys, hotKeys, lease, mode, rounds);
     }
 
     Settings lasting(Duration duration) {
       return new Settings(
-          store, duration, seed, processes, threads, keys, hotKeys, lease, breakMode);
+          store, duration, seed, processes, threads, keys, hotKeys, lease, breakMode, rounds);
+    }
+
+    /** The same run, its nemesis striking at most {@code rounds} times (0: no bound). */
+    Settings strikingAtMost(int rounds) {
+      return new Settings(
+          store, duration, seed, processes, threads, keys, hotKeys, lease, breakMode, rounds);
     }
   }
 
@@ -223,7 +235,8 @@ final class FaultRun {
     long activeFrom = System.currentTimeMillis();
     long end = System.nanoTime() + settings.duration().toNanos();
     long lease = settings.lease().toMillis();
-    while (System.nanoTime() < end) {
+    int rounds = 0;
+    while (System.nanoTime() < end && (settings.rounds() == 0 || rounds++ < settings.rounds())) {
       Thread.sleep(1_000 + nemesis.nextInt(2_000));
       int dice = nemesis.nextInt(100);
       int victim = nemesis.nextInt(children.size());
@@ -450,6 +463,19 @@ final class FaultRun {
   static Duration configuredDuration(Duration otherwise) {
     String seconds = System.getProperty("faultrun.seconds");
     return seconds == null ? otherwise : Duration.ofSeconds(Long.parseLong(seconds));
+  }
+
+  /**
+   * How many times the nemesis of a run inside {@code mvn verify} strikes at most: {@code
+   * otherwise}, unless {@code -Dfaultrun.rounds} says (0: no bound) or {@code -Dfaultrun.seconds}
+   * asks for a long run, which has no bound.
+   */
+  static int configuredRounds(int otherwise) {
+    String rounds = System.getProperty("faultrun.rounds");
+    if (rounds != null) {
+      return Integer.parseInt(rounds);
+    }
+    return System.getProperty("faultrun.seconds") == null ? otherwise : 0;
   }
 
   static long configuredSeed(long otherwise) {

@@ -48,7 +48,7 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  *       the provider sent, passed to {@code completeWithError}: recorded as answered, the retry
  *       gets 422, never a second send;
  *   <li>a work that sends, then swallows the emitter's failure and never ends it: recorded as
- *       answered once the guard's close grace (10 s here) has nearly passed since the timeout, the
+ *       answered once the guard's close grace (6 s here) has nearly passed since the timeout, the
  *       retry gets 422 (409 until then), never a second send.
  * </ul>
  */
@@ -58,9 +58,13 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
     properties = {
       "idempotency.store=memory",
       "spring.mvc.async.request-timeout=1s",
-      // the bound of the wait for an emitter's end: 9 s after the timeout, well after each
-      // row's repeat and refusal even on a busy machine
-      "idempotency.close-grace-period=10s"
+      // a repeat while the work runs is answered 409 after this wait (the default 2 s only made
+      // each refusing row wait); the retries poll every 100 ms
+      "idempotency.in-flight-wait=200ms",
+      // the bound of the wait for an emitter's end: about 5 s after the timeout, well after each
+      // row's repeat (200 ms) and refusal even on a busy machine; the never-ending row waits it
+      // out (10 s, with the default in-flight wait, until CI was trimmed: issue 37)
+      "idempotency.close-grace-period=6s"
     })
 class MvcEmitterTimeoutEndTest {
 
