@@ -321,6 +321,44 @@ final class AsyncTimeouts
     return true;
   }
 
+  /**
+   * The async dispatch of a detached call ({@link Timeout#DETACHED}) whose result is the {@code
+   * Callable} work's own outcome, as {@link #postProcess} saw it: the outcome came while the
+   * container's timeout handling was under way, after the timeout's 409 went out and before the
+   * starter's answer reached Spring MVC ({@link #handleTimeout} had not returned), so Spring MVC
+   * took it as the request's async result and dispatched it (a container allows a dispatch while it
+   * times a request out). Tomcat 11 sends a response as soon as its content length is written, so a
+   * client that got the 409 may have set the work going on (a retry, another request) before then.
+   * The starter took that outcome already as the detached call's late result ({@link
+   * AsyncWork#lateResult}: rendered and stored, or, if it is more async work, run or awaited to its
+   * end), so Spring MVC must not handle it too: it would run that work a second time, or take a
+   * later {@code DeferredResult} from the starter (its result handler in place of the starter's, so
+   * that the starter never hears its answer and records the call as answered without its body). The
+   * dispatch ends here, with the timeout's 409, written again unless the response went out; the key
+   * stays claimed until the starter recorded the work's end.
+   *
+   * @param manager the request's async manager, which holds the dispatched result
+   * @return whether it answered
+   */
+  boolean answerDetachedOutcome(NativeWebRequest request, WebAsyncManager manager)
+      throws IOException {
+    Object outcome = callableOutcome.get();
+    synchronized (this) {
+      if (timeout != Timeout.DETACHED || outcome == AsyncWork.NO_RESULT) {
+        return false;
+      }
+    }
+    if (!manager.hasConcurrentResult() || manager.getConcurrentResult() != outcome) {
+      return false;
+    }
+    callableOutcome.compareAndSet(outcome, AsyncWork.NO_RESULT);
+    answer409(request, false);
+    log.debug(
+        "An idempotent endpoint's detached work ended while its timeout was handled and Spring MVC"
+            + " dispatched its result; the starter follows it, answered 409");
+    return true;
+  }
+
   private Timeout detach(NativeWebRequest request) {
     CapturingResponse capture = captureOf(request);
     LateResponse late = lateResponseOf(request, capture);

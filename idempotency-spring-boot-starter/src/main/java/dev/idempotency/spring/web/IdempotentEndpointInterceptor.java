@@ -145,6 +145,9 @@ public final class IdempotentEndpointInterceptor
       if (timeouts.answerTakenOverTask(asyncDispatch, WebAsyncUtils.getAsyncManager(request))) {
         return false; // its work was taken over at its timeout, Spring MVC's task refused: 409
       }
+      if (timeouts.answerDetachedOutcome(asyncDispatch, WebAsyncUtils.getAsyncManager(request))) {
+        return false; // its detached work's outcome, which the starter follows, raced the timeout
+      }
       // an async interceptor's failure (a Callable's, a DeferredResult's or a CompletionStage's)
       // dispatched in place of the work's outcome: the work's outcome is recorded, and Spring MVC
       // answers the client as it is
