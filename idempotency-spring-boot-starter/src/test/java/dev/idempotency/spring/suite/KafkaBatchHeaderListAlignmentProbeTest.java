@@ -1,0 +1,148 @@
+package dev.idempotency.spring.suite;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idempotency.spring.messaging.EmbeddedKafka;
+import dev.idempotency.spring.messaging.IdempotentListener;
+import dev.idempotency.spring.messaging.SwitchableKeyStore;
+import dev.idempotency.testservers.Poll;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.kafka.annotation.KafkaListener;
+import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.kafka.support.KafkaHeaders;
+import org.springframework.messaging.handler.annotation.Header;
+
+/**
+ * probeS, on the shared in-JVM KRaft broker: a guarded Kafka batch listener that takes, beside its
+ * list of payloads, the batch's record keys as a header list ({@code @Header(KafkaHeaders
+ * .RECEIVED_KEY) List<String>}, Spring Kafka's usual way of reading a batch's keys), each record's
+ * key naming the message's recipient. The starter hands the listener only the messages to send (a
+ * message sent before is skipped, its delivery a replay); the header list is the container's. A
+ * batch {@code [a (sent before), b]}: message b must go to its own recipient, once.
+ */
+class KafkaBatchHeaderListAlignmentProbeTest {
+
+  static final String LISTENER = "probe-s-kafka-header-list";
+
+  // Open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3, the same on both; severity high: a lost
+  // send and a send to the wrong recipient, SPEC 1 and 15, for any guarded batch listener that
+  // reads a header list beside its list, Spring Kafka's usual way to a batch's keys, offsets or
+  // headers, whenever a batch holds a message sent before: a redelivery, the case the guard is
+  // for). Expected: message b sent once, to recipient-of-b. Happened: "[b-… -> recipient-of-a]";
+  // the listener's calls: "[a-…] / [recipient-of-a], [b-…] / [recipient-of-a, recipient-of-b]".
+  // The starter replaces the list parameter with the messages to send (a, a replay, skipped) and
+  // passes the other parameters as the container made them: the header list still has an entry
+  // per polled record, so entry i is no longer message i's. Filtering @Header List parameters of
+  // a batch listener by the same polled indexes (BatchListenerRun.polledIndex), or refusing them
+  // at start, would close it.
+  @Tag("open-finding")
+  @Test
+  void aBatchWhoseFirstMessageIsAReplaySendsTheNextToItsOwnRecipient() throws Exception {
+    String topic = "idem.probe-s-header-list-" + UUID.randomUUID();
+    try (KafkaListenerApplication application =
+        KafkaListenerApplication.start(
+            new SwitchableKeyStore(),
+            new SuiteProvider(),
+            new CountDownLatch(1),
+            topic,
+            "none",
+            new Class<?>[] {HeaderListListeners.class})) {
+      String id = UUID.randomUUID().toString();
+      String a = "a-" + id;
+      String b = "b-" + id;
+      publishInOneBatch(application, topic, new String[][] {{a, "recipient-of-a"}});
+      Poll.within(Duration.ofSeconds(60))
+          .every(Duration.ofMillis(100))
+          .until(
+              "message a sent", () -> HeaderListListener.sent.contains(a + " -> recipient-of-a"));
+      publishInOneBatch(
+          application, topic, new String[][] {{a, "recipient-of-a"}, {b, "recipient-of-b"}});
+      Poll.within(Duration.ofSeconds(60))
+          .every(Duration.ofMillis(100))
+          .until(
+              "message b sent",
+              () -> HeaderListListener.sent.stream().anyMatch(s -> s.startsWith(b)));
+
+      assertThat(HeaderListListener.sent.stream().filter(s -> s.startsWith(b)).toList())
+          .as(
+              "sends of message b (the listener's calls, each its list and header list: %s)",
+              HeaderListListener.calls)
+          .containsExactly(b + " -> recipient-of-b");
+    }
+  }
+
+  /**
+   * Publishes each {payload, record key} in one record batch, each message keyed for the guard by
+   * its payload ({@code Idempotency-Key}), so that the listener's consumer fetches them together.
+   */
+  @SuppressWarnings("unchecked")
+  private static void publishInOneBatch(
+      KafkaListenerApplication application, String topic, String[][] messages) throws Exception {
+    Map<String, Object> configs =
+        new HashMap<>(
+            application.context().getBean(ProducerFactory.class).getConfigurationProperties());
+    configs.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, EmbeddedKafka.bootstrapServers());
+    configs.put(ProducerConfig.LINGER_MS_CONFIG, 60_000);
+    try (Producer<String, String> producer = new KafkaProducer<>(configs)) {
+      List<Future<RecordMetadata>> sent = new ArrayList<>();
+      for (String[] message : messages) {
+        ProducerRecord<String, String> record =
+            new ProducerRecord<>(topic, 0, message[1], message[0]);
+        record.headers().add("Idempotency-Key", message[0].getBytes(StandardCharsets.UTF_8));
+        sent.add(producer.send(record));
+      }
+      producer.flush();
+      for (Future<RecordMetadata> each : sent) {
+        each.get(30, TimeUnit.SECONDS);
+      }
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class HeaderListListeners {
+    @Bean
+    HeaderListListener probeSHeaderListListener() {
+      return new HeaderListListener();
+    }
+  }
+
+  /** Sends each payload to the recipient its record's key names. */
+  public static class HeaderListListener {
+    // static: the bean the context holds is the guard's proxy
+    static final List<String> sent = new CopyOnWriteArrayList<>();
+    static final List<String> calls = new CopyOnWriteArrayList<>();
+
+    @KafkaListener(
+        id = LISTENER,
+        topics = "${suite.kafka.topic}",
+        groupId = "${suite.kafka.topic}",
+        batch = "true")
+    @IdempotentListener(name = LISTENER)
+    public void batch(
+        List<String> payloads, @Header(KafkaHeaders.RECEIVED_KEY) List<String> recipients) {
+      calls.add(List.copyOf(payloads) + " / " + recipients);
+      for (int i = 0; i < payloads.size(); i++) {
+        sent.add(payloads.get(i) + " -> " + recipients.get(i));
+      }
+    }
+  }
+}
