@@ -1,5 +1,6 @@
 package dev.idempotency.spring.messaging;
 
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
@@ -22,7 +23,7 @@ import org.jspecify.annotations.Nullable;
  *     elements among; empty where the listener always gets them all
  * @param onConsumerThread whether the listener runs on a Kafka, RabbitMQ or JMS container's
  *     consumer thread, which must not be left interrupted ({@link ConsumerThreadInterrupts})
- * @param deferral the deferral the guard threw for this delivery, kept for the broker's hook
+ * @param deferral the deferrals the guard threw for this delivery, kept for the broker's hook
  */
 record Delivery(
     List<Map<String, Object>> headers,
@@ -55,29 +56,33 @@ record Delivery(
   }
 
   /**
-   * What the guard of the delivery's listener last threw that defers it ({@link
-   * DeferredDeliveryException#deferralIn}), or {@code null} once the guard returned: the guard
-   * throws it inside the listener bean's proxy, where an application's advice ordered before the
-   * guard (a "log and continue" aspect) may drop it and return, and the container would then
-   * acknowledge the message unsent. Each broker's hook, finding the listener returned with a
-   * deferral kept, defers the delivery all the same. Thread-safe.
+   * The deferrals the guard threw for the delivery's guarded calls that have not returned since
+   * ({@link DeferredDeliveryException#deferralIn}), one per call (a record listener's by its
+   * operation and key, a batch listener's by its operation): the guard throws each inside the
+   * listener bean's proxy, where an application's advice ordered before the guard (a "log and
+   * continue" aspect), or an unguarded listener that calls a guarded method and catches what it
+   * throws, may drop it and return, and the container would then acknowledge the message unsent.
+   * Each broker's hook, finding the listener returned with a deferral kept, defers the delivery all
+   * the same. A deferral is forgotten only when a later call of the same operation and key (a
+   * retry) returns or fails otherwise: a call for another key that sends must not erase it (one
+   * delivery may notify several recipients, each its own key). Thread-safe.
    */
   static final class KeptDeferral {
-    private volatile @Nullable Throwable failure;
+    private final Map<Object, Throwable> failures = new LinkedHashMap<>();
 
     /** Keeps {@code failure} (what the guard threw, as the container would have got it). */
-    void keep(Throwable failure) {
-      this.failure = failure;
+    synchronized void keep(Object call, Throwable failure) {
+      failures.put(call, failure);
     }
 
-    /** Forgets a deferral kept before: the guard's latest call for the delivery returned. */
-    void clear() {
-      this.failure = null;
+    /** Forgets the deferral kept for {@code call}, if any: the same call was made again. */
+    synchronized void clear(Object call) {
+      failures.remove(call);
     }
 
-    /** The deferral kept, or {@code null}. */
-    @Nullable Throwable get() {
-      return failure;
+    /** The first deferral still kept, or {@code null}. */
+    synchronized @Nullable Throwable get() {
+      return failures.isEmpty() ? null : failures.values().iterator().next();
     }
   }
 

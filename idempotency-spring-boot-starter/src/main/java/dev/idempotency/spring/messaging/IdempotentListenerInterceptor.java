@@ -12,6 +12,7 @@ import dev.idempotency.SendContext;
 import dev.idempotency.SendFailedException;
 import dev.idempotency.spring.JsonCodecs;
 import java.lang.reflect.UndeclaredThrowableException;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
@@ -24,8 +25,10 @@ import org.springframework.aop.support.AopUtils;
 
 /**
  * Runs an {@link IdempotentListener} delivery through the guard. A deferral it throws is also kept
- * for the delivery ({@link Delivery.KeptDeferral}), for the broker's hook, in case an application's
- * advice on the listener bean drops it.
+ * for the delivery ({@link Delivery.KeptDeferral}), per call (operation and key), for the broker's
+ * hook, in case an application's advice on the listener bean, or an unguarded listener calling the
+ * guarded method, drops it; it is forgotten only when the same call is made again and returns or
+ * fails otherwise.
  *
  * <ol>
  *   <li>A record listener: one {@code executeForOutcome} under the listener's operation; a replay
@@ -71,32 +74,63 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     PickedHandlers.check(invocation.getMethod(), targetClass);
     Delivery delivery = Delivery.current();
     if (delivery == null) {
-      return guarded(invocation, method, null);
+      return guarded(invocation, method, null, null);
     }
+    // the record's key, once read: a deferral is kept per call (operation and key), so that a call
+    // for another key of the same delivery that returns does not erase it
+    String[] key = new String[1];
     try {
-      Object result = guarded(invocation, method, delivery);
-      delivery.deferral().clear();
+      Object result = guarded(invocation, method, delivery, key);
+      forget(delivery, method, key[0]);
       return result;
     } catch (Throwable failure) {
       // kept for the broker's hook, past an application's advice that may drop it
       if (DeferredDeliveryException.deferralIn(failure) != null) {
-        delivery.deferral().keep(failure);
+        delivery.deferral().keep(call(method, key[0]), failure);
       } else {
-        delivery.deferral().clear();
+        forget(delivery, method, key[0]);
       }
       throw failure;
     }
   }
 
+  /**
+   * Which call of a delivery a deferral is kept for: a record listener's operation and key, or a
+   * batch listener's operation (also a record listener's, should it defer before its key is read).
+   */
+  private static Object call(ListenerMethod method, @Nullable String key) {
+    return key == null ? List.of(method.name) : List.of(method.name, key);
+  }
+
+  /**
+   * Forgets the deferral kept for the call that returned or failed otherwise; a record listener
+   * whose key could not be read forgets none (it is no retry of a deferred call).
+   */
+  private static void forget(Delivery delivery, ListenerMethod method, @Nullable String key) {
+    if (key != null || isBatch(method, delivery)) {
+      delivery.deferral().clear(call(method, key));
+    }
+  }
+
+  /**
+   * Whether the call is a batch listener's: a List parameter makes one only where the container
+   * hands out a batch (a record listener may take a List payload, a JSON array, and JMS has no
+   * batch listeners).
+   */
+  private static boolean isBatch(ListenerMethod method, @Nullable Delivery delivery) {
+    return method.batchIndex >= 0 && (delivery == null || delivery.batch());
+  }
+
   private @Nullable Object guarded(
-      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
+      MethodInvocation invocation,
+      ListenerMethod method,
+      @Nullable Delivery delivery,
+      String @Nullable [] key)
       throws Throwable {
-    // a List parameter makes a batch listener only where the container hands out a batch: a
-    // record listener may take a List payload (a JSON array), and JMS has no batch listeners
-    if (method.batchIndex >= 0 && (delivery == null || delivery.batch())) {
+    if (isBatch(method, delivery)) {
       return batches.run(invocation, method, delivery);
     }
-    return record(invocation, method, delivery);
+    return record(invocation, method, delivery, key);
   }
 
   @SuppressWarnings("unchecked")
@@ -109,12 +143,22 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
                 : json.get().codecFor(m.resultType));
   }
 
+  /**
+   * A record listener's call through the guard; its key, once read, is put in {@code keyOut} (if
+   * given) for the deferral kept per call.
+   */
   private @Nullable Object record(
-      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
+      MethodInvocation invocation,
+      ListenerMethod method,
+      @Nullable Delivery delivery,
+      String @Nullable [] keyOut)
       throws Throwable {
     Object[] arguments = invocation.getArguments();
     String key =
         method.recordKey(invocation.getThis(), arguments, recordHeaders(delivery, arguments));
+    if (keyOut != null) {
+      keyOut[0] = key;
+    }
     IdempotencyRequest request = IdempotencyRequest.of(key, method.ttl).withOperation(method.name);
     Throwable[] thrown = new Throwable[1];
     // a nack (Kafka, manual acknowledgement) is a send that did not happen: the key is released

@@ -236,7 +236,9 @@ public final class ListenerContainerHooks {
 
   /**
    * The Kafka hooks of one container, after the application's {@code ContainerCustomizer}: the
-   * starter's interceptor composed with the container's; applying them twice changes nothing.
+   * starter's interceptor composed with the container's, its message listener wrapped so that a
+   * deferral kept for the delivery fails it ({@link KafkaKeptDeferrals}), its error handler
+   * wrapped; applying them twice changes nothing.
    */
   private static void kafkaContainer(
       Object container, KafkaDeliveries.Interceptor<?, ?> ours, DeliveryBackOff backOff) {
@@ -244,6 +246,7 @@ public final class ListenerContainerHooks {
         instanceof
         org.springframework.kafka.listener.AbstractMessageListenerContainer<?, ?> kafka) {
       KafkaDeliveries.includeInterceptor(kafka, ours);
+      KafkaKeptDeferrals.wrapListenerOf(kafka);
       kafka.setCommonErrorHandler(
           KafkaDeliveries.errorHandler(kafka.getCommonErrorHandler(), backOff));
       observeTransactions(kafka.getContainerProperties());
