@@ -84,7 +84,25 @@ final class LaterStages {
       long asyncTimeout,
       CompletableFuture<Void> graceRunsOut)
       throws Exception {
+    return continueToItsEnd(first, laterStageRan, asyncTimeout, graceRunsOut, false);
+  }
+
+  /**
+   * {@link #continueToItsEnd}; if {@code firstAsOnTime}, the first stage run from {@code first}
+   * (the late value of a handler's own stage, which nothing of the work's ran before: a {@code
+   * Callable}, a {@code WebAsyncTask}, a reactive value) is not counted as a later stage: its
+   * failure is decided as Spring MVC decides it on time, through the exception resolvers (one
+   * nothing maps releases the key), not recorded as answered.
+   */
+  static @Nullable Object continueToItsEnd(
+      @Nullable Object first,
+      boolean[] laterStageRan,
+      long asyncTimeout,
+      CompletableFuture<Void> graceRunsOut,
+      boolean firstAsOnTime)
+      throws Exception {
     @Nullable Object result = first;
+    boolean later = !firstAsOnTime; // whether the next stage to run is a later stage
     while (true) {
       Object value = asyncBodyOf(result);
       // a value the stage that returned it had set already is that stage's own result
@@ -92,20 +110,20 @@ final class LaterStages {
       if (!(value instanceof CompletionStage<?>) && AsyncWork.singleReactiveValue(value)) {
         // subscribed as Spring MVC's reactive return value handler subscribes it (before it
         // would run it as a Callable, as Mono.fromCallable is too): it may send when subscribed
-        laterStageRan[0] = true;
+        laterStageRan[0] |= later;
         result = withEntityOf(result, awaitStage(SingleValue.subscribed(value)));
       } else if (AsyncWork.reactiveStream(value)) {
         // subscribed to its end as Spring MVC's reactive return value handler subscribes one (it
         // may send when subscribed); its values are not rendered here: the stream itself is the
         // result, recorded as answered without its body, and its failure is a later stage's
-        laterStageRan[0] = true;
+        laterStageRan[0] |= later;
         awaitStage(SingleValue.ended(value));
         break;
       } else if (value instanceof Callable<?> next) {
-        laterStageRan[0] = true;
+        laterStageRan[0] |= later;
         result = next.call();
       } else if (value instanceof WebAsyncTask<?> task) {
-        laterStageRan[0] = true;
+        laterStageRan[0] |= later;
         result = task.getCallable().call();
       } else if (value instanceof CompletionStage<?> stage) {
         result = withEntityOf(result, awaitStage(stage));
@@ -124,6 +142,7 @@ final class LaterStages {
         break;
       }
       laterStageRan[0] |= !sameStage;
+      later = true;
     }
     return result;
   }
