@@ -656,7 +656,8 @@ final class AsyncWork {
         if (value instanceof DeferredResult<?>
             || value instanceof CompletionStage<?>
             || value instanceof ResponseBodyEmitter
-            || singleReactiveValue(value)) {
+            || singleReactiveValue(value)
+            || reactiveStream(value)) {
           laterStageUnfollowed = true; // more async work, whose result a timeout loses
         } else if (!(value instanceof Callable<?>
             || value instanceof WebAsyncTask<?>
@@ -727,9 +728,10 @@ final class AsyncWork {
   /**
    * Whether {@code result} (or the body of a {@code ResponseEntity} of it) is more async work: a
    * {@code Callable}, a {@code WebAsyncTask}, a {@code StreamingResponseBody}, a {@code
-   * DeferredResult}, a {@code CompletionStage}, an emitter, or a single value of a reactive type
-   * ({@link #singleReactiveValue}: a {@code Mono}), which Spring MVC runs, awaits, starts or
-   * subscribes as a later stage, never the work's own answer.
+   * DeferredResult}, a {@code CompletionStage}, an emitter, or a value of a reactive type (a single
+   * one, {@link #singleReactiveValue}: a {@code Mono}; or a stream, {@link #reactiveStream}: a
+   * {@code Flux}), which Spring MVC runs, awaits, starts or subscribes as a later stage, never the
+   * work's own answer.
    */
   static boolean moreAsyncWork(@Nullable Object result) {
     Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
@@ -739,7 +741,8 @@ final class AsyncWork {
         || value instanceof DeferredResult<?>
         || value instanceof CompletionStage<?>
         || value instanceof ResponseBodyEmitter
-        || singleReactiveValue(value);
+        || singleReactiveValue(value)
+        || reactiveStream(value);
   }
 
   /**
@@ -756,6 +759,23 @@ final class AsyncWork {
     ReactiveAdapter adapter =
         ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
     return adapter != null && !adapter.isMultiValue();
+  }
+
+  /**
+   * Whether {@code value} is a stream of a reactive type (a {@code Flux}), which Spring MVC's
+   * reactive return value handler subscribes and collects to its end (unless the request asks for a
+   * streaming media type): more async work, which may send when subscribed. A late one is
+   * subscribed to its end and recorded as answered without its body ({@link LaterStages}): the
+   * starter does not render its values, and a retry gets {@code 422 response-not-stored}, never a
+   * second send.
+   */
+  static boolean reactiveStream(@Nullable Object value) {
+    if (value == null) {
+      return false;
+    }
+    ReactiveAdapter adapter =
+        ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
+    return adapter != null && adapter.isMultiValue();
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.idempotency.spring.web;
 
+import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.lang.reflect.Field;
@@ -390,8 +391,28 @@ public final class AsyncWorkShield
         ModelAndViewContainer mavContainer,
         NativeWebRequest webRequest)
         throws Exception {
-      handler.handleReturnValue(
-          shielded(returnValue, webRequest), returnType, mavContainer, webRequest);
+      try {
+        handler.handleReturnValue(
+            shielded(returnValue, webRequest), returnType, mavContainer, webRequest);
+      } catch (Exception | Error e) {
+        valueNotWritten(webRequest);
+        throw e;
+      }
+    }
+  }
+
+  /**
+   * A return value handler failed in a guarded request's async dispatch: the value it got is the
+   * result of the handler's async work, which ran to its end (a failed work's dispatch throws
+   * before any return value handler), so the call is not released ({@link
+   * EndpointCall#valueNotWritten}).
+   */
+  private static void valueNotWritten(NativeWebRequest request) {
+    HttpServletRequest servletRequest = request.getNativeRequest(HttpServletRequest.class);
+    if (servletRequest != null
+        && servletRequest.getDispatcherType() == DispatcherType.ASYNC
+        && servletRequest.getAttribute(EndpointCall.ATTRIBUTE) instanceof EndpointCall call) {
+      call.valueNotWritten();
     }
   }
 

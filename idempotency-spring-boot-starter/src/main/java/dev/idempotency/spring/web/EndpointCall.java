@@ -35,6 +35,7 @@ final class EndpointCall {
   private volatile @Nullable CapturingResponse response;
   private volatile @Nullable Throwable asyncFailure;
   private volatile int streamTimedOutStatus = -1;
+  private volatile boolean valueNotWritten;
   private PendingCall.@Nullable Scope mdc;
   private final AsyncWork asyncWork;
   private volatile @Nullable BodyCachingRequest request;
@@ -144,6 +145,17 @@ final class EndpointCall {
     streamTimedOutStatus = status;
   }
 
+  /**
+   * Spring MVC failed to write a value that the handler's async work produced, in the request's
+   * async dispatch (a {@code Flux} it collected into a list whose element type its message
+   * converter cannot tell, say: a 500): that work ran to its end and may have sent, so the call's
+   * end is recorded as answered without its body, never released; a retry gets {@code 422
+   * response-not-stored}, never a second send.
+   */
+  void valueNotWritten() {
+    valueNotWritten = handlerStarted;
+  }
+
   /** Whether {@code failure} says the client went away. */
   static boolean isDisconnect(Throwable failure) {
     return failure instanceof AsyncRequestNotUsableException
@@ -211,7 +223,18 @@ final class EndpointCall {
     if (captured != null) {
       captured.discard();
     }
+    if (valueNotWritten) {
+      recordUnwritten(new StoredResponse(500, List.of(), null));
+      return;
+    }
     release("the handler threw " + failure.getClass().getName());
+  }
+
+  /** The work's value was not written ({@link #valueNotWritten}): answered, without its body. */
+  private void recordUnwritten(StoredResponse answered) {
+    if (!asyncWork.detached() && reported.compareAndSet(false, true)) {
+      call.completeAndAwait(answered, maxWait);
+    }
   }
 
   private void recordCutShort(CapturingResponse captured) {
@@ -265,6 +288,8 @@ final class EndpointCall {
         && isStored(captured.getStatus())
         && (captured.wasCutShort() || asyncFailure == null)) {
       recordCutShort(captured); // part of it went out; the container ended the rest
+    } else if (valueNotWritten) {
+      recordUnwritten(new StoredResponse(500, List.of(), null));
     } else {
       release("the request ended without a response to store");
     }
@@ -385,6 +410,9 @@ final class EndpointCall {
             maxWait);
       } else if (streamTimedOutStatus >= 0 && isStored(streamTimedOutStatus)) {
         // whatever Spring answered at the timeout (503), the stream's work may still send
+        call.completeAndAwait(StoredResponse.capture(response, null, headers), maxWait);
+      } else if (!isStored(status) && valueNotWritten) {
+        // Spring MVC failed to write the value of work that ran: it may have sent
         call.completeAndAwait(StoredResponse.capture(response, null, headers), maxWait);
       } else if (!isStored(status)) {
         call.failAndAwait(new NotStored("status " + status + " is not stored"), maxWait);

@@ -24,7 +24,8 @@ import org.springframework.web.servlet.mvc.method.annotation.StreamingResponseBo
  * The later stages of work the starter runs detached from its request ({@link UninterruptedWork}),
  * run to their end as Spring MVC would run them: a {@code Callable}, a {@code WebAsyncTask}'s
  * callable, a {@code CompletionStage} or a {@code DeferredResult} awaited, a single reactive value
- * (a {@code Mono}) subscribed and awaited, a {@code StreamingResponseBody} written to nowhere.
+ * (a {@code Mono}) subscribed and awaited, a reactive stream (a {@code Flux}) subscribed to its end
+ * (then recorded as answered without its body), a {@code StreamingResponseBody} written to nowhere.
  * Spring MVC never runs them once their request ended, and nothing else sets a later {@code
  * DeferredResult}'s result handler or expires it: here it is awaited until its own timeout, else
  * the request's, or until the guard's close grace is about to run out at a shutdown, then expired
@@ -83,7 +84,25 @@ final class LaterStages {
       long asyncTimeout,
       CompletableFuture<Void> graceRunsOut)
       throws Exception {
+    return continueToItsEnd(first, laterStageRan, asyncTimeout, graceRunsOut, false);
+  }
+
+  /**
+   * {@link #continueToItsEnd}; if {@code firstAsOnTime}, the first stage run from {@code first}
+   * (the late value of a handler's own stage, which nothing of the work's ran before: a {@code
+   * Callable}, a {@code WebAsyncTask}, a reactive value) is not counted as a later stage: its
+   * failure is decided as Spring MVC decides it on time, through the exception resolvers (one
+   * nothing maps releases the key), not recorded as answered.
+   */
+  static @Nullable Object continueToItsEnd(
+      @Nullable Object first,
+      boolean[] laterStageRan,
+      long asyncTimeout,
+      CompletableFuture<Void> graceRunsOut,
+      boolean firstAsOnTime)
+      throws Exception {
     @Nullable Object result = first;
+    boolean later = !firstAsOnTime; // whether the next stage to run is a later stage
     while (true) {
       Object value = asyncBodyOf(result);
       // a value the stage that returned it had set already is that stage's own result
@@ -91,13 +110,20 @@ final class LaterStages {
       if (!(value instanceof CompletionStage<?>) && AsyncWork.singleReactiveValue(value)) {
         // subscribed as Spring MVC's reactive return value handler subscribes it (before it
         // would run it as a Callable, as Mono.fromCallable is too): it may send when subscribed
-        laterStageRan[0] = true;
+        laterStageRan[0] |= later;
         result = withEntityOf(result, awaitStage(SingleValue.subscribed(value)));
+      } else if (AsyncWork.reactiveStream(value)) {
+        // subscribed to its end as Spring MVC's reactive return value handler subscribes one (it
+        // may send when subscribed); its values are not rendered here: the stream itself is the
+        // result, recorded as answered without its body, and its failure is a later stage's
+        laterStageRan[0] |= later;
+        awaitStage(SingleValue.ended(value));
+        break;
       } else if (value instanceof Callable<?> next) {
-        laterStageRan[0] = true;
+        laterStageRan[0] |= later;
         result = next.call();
       } else if (value instanceof WebAsyncTask<?> task) {
-        laterStageRan[0] = true;
+        laterStageRan[0] |= later;
         result = task.getCallable().call();
       } else if (value instanceof CompletionStage<?> stage) {
         result = withEntityOf(result, awaitStage(stage));
@@ -116,14 +142,15 @@ final class LaterStages {
         break;
       }
       laterStageRan[0] |= !sameStage;
+      later = true;
     }
     return result;
   }
 
   /**
    * The async value a {@code ResponseEntity} holds as its body (a {@code StreamingResponseBody}, a
-   * {@code CompletionStage}, a {@code DeferredResult} or a single reactive value, which Spring MVC
-   * runs, awaits or subscribes as it would the value itself), else {@code result} itself.
+   * {@code CompletionStage}, a {@code DeferredResult} or a reactive value, which Spring MVC runs,
+   * awaits or subscribes as it would the value itself), else {@code result} itself.
    */
   private static @Nullable Object asyncBodyOf(@Nullable Object result) {
     if (result instanceof ResponseEntity<?> entity) {
@@ -131,7 +158,8 @@ final class LaterStages {
       if (body instanceof StreamingResponseBody
           || body instanceof CompletionStage<?>
           || body instanceof DeferredResult<?>
-          || AsyncWork.singleReactiveValue(body)) {
+          || AsyncWork.singleReactiveValue(body)
+          || AsyncWork.reactiveStream(body)) {
         return body;
       }
     }
@@ -282,19 +310,14 @@ final class LaterStages {
 
   /**
    * A single reactive value ({@link AsyncWork#singleReactiveValue}: a {@code Mono}) subscribed, as
-   * Spring MVC's reactive return value handler subscribes one it got: its first value, or null if
-   * it completes empty, or its failure. Loaded only when such a value comes, so an application
-   * without Reactive Streams on its class path never needs them.
+   * Spring MVC's reactive return value handler subscribes one it got (or a stream drained: {@link
+   * #ended}): its first value, or null if it completes empty, or its failure. Loaded only when such
+   * a value comes, so an application without Reactive Streams on its class path never needs them.
    */
   private static final class SingleValue {
     static CompletableFuture<@Nullable Object> subscribed(Object value) {
-      ReactiveAdapter adapter =
-          ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
-      if (adapter == null) {
-        throw new IllegalStateException("no reactive adapter for " + value.getClass().getName());
-      }
       CompletableFuture<@Nullable Object> future = new CompletableFuture<>();
-      adapter
+      adapterOf(value)
           .toPublisher(value)
           .subscribe(
               new Subscriber<Object>() {
@@ -319,6 +342,47 @@ final class LaterStages {
                 }
               });
       return future;
+    }
+
+    /**
+     * A reactive stream ({@link AsyncWork#reactiveStream}: a {@code Flux}) subscribed and drained
+     * to its end, as Spring MVC's reactive return value handler collects one: completed (with null)
+     * when it completes, or with its failure.
+     */
+    static CompletableFuture<@Nullable Object> ended(Object value) {
+      CompletableFuture<@Nullable Object> future = new CompletableFuture<>();
+      adapterOf(value)
+          .toPublisher(value)
+          .subscribe(
+              new Subscriber<Object>() {
+                @Override
+                public void onSubscribe(Subscription subscription) {
+                  subscription.request(Long.MAX_VALUE);
+                }
+
+                @Override
+                public void onNext(Object next) {}
+
+                @Override
+                public void onError(Throwable failure) {
+                  future.completeExceptionally(failure);
+                }
+
+                @Override
+                public void onComplete() {
+                  future.complete(null);
+                }
+              });
+      return future;
+    }
+
+    private static ReactiveAdapter adapterOf(Object value) {
+      ReactiveAdapter adapter =
+          ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
+      if (adapter == null) {
+        throw new IllegalStateException("no reactive adapter for " + value.getClass().getName());
+      }
+      return adapter;
     }
   }
 

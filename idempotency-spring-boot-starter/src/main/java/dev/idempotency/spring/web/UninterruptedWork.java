@@ -371,7 +371,11 @@ final class UninterruptedWork {
             false,
             laterStageRan,
             mayHaveSent,
-            ran -> LaterStages.continueToItsEnd(result, ran, asyncTimeout[0], graceRunsOut),
+            // the late value of a handler's own stage, which nothing of the work's ran before:
+            // its first stage is decided as on time (a failure nothing maps releases the key)
+            ran ->
+                LaterStages.continueToItsEnd(
+                    result, ran, asyncTimeout[0], graceRunsOut, !mayHaveSent),
             true);
       }
 
