@@ -27,6 +27,7 @@ final class BatchListenerRun {
   private final List<Object> messages = new ArrayList<>();
   private final List<String> keys = new ArrayList<>();
   private final List<Integer> polledIndexes = new ArrayList<>();
+  private final List<Integer> listIndexes = new ArrayList<>();
   private final List<@Nullable String> records = new ArrayList<>();
   private final List<Batch.Item> sent = new ArrayList<>();
 
@@ -41,10 +42,14 @@ final class BatchListenerRun {
     this.failures = failures;
   }
 
-  /** Adds a message to send: its key, its index among the polled messages, its record. */
-  void add(Object message, String key, int polledIndex, @Nullable String record) {
+  /**
+   * Adds a message to send: its key, its index in the list the container made (the listener's
+   * header lists' index too), its index among the polled messages, its record.
+   */
+  void add(Object message, String key, int listIndex, int polledIndex, @Nullable String record) {
     messages.add(message);
     keys.add(key);
+    listIndexes.add(listIndex);
     polledIndexes.add(polledIndex);
     records.add(record);
   }
@@ -106,6 +111,11 @@ final class BatchListenerRun {
                     null),
             produces);
     Object original = arguments[method.batchIndex];
+    // each header list beside the list (record keys, offsets, converted headers) cut down to the
+    // same messages, so that entry i stays message i's
+    Object[] headerArguments =
+        BatchHeaderArguments.align(
+            method, arguments, original instanceof List<?> list ? list.size() : 0, listIndexes);
     arguments[method.batchIndex] = view;
     BatchContexts previous = IdempotentDelivery.bindBatch(contexts);
     Object result;
@@ -156,6 +166,7 @@ final class BatchListenerRun {
       view.end();
       IdempotentDelivery.restoreBatch(previous);
       arguments[method.batchIndex] = original;
+      BatchHeaderArguments.restore(arguments, headerArguments, method.batchIndex);
       if (acknowledgment != null) {
         acknowledgment.restore();
       }

@@ -229,7 +229,8 @@ final class ListenerBatches {
         alone = true;
       }
       if (fate == Fate.SEND) {
-        run.add(elements.get(i), key, polledIndex(positions, i), recordOf(delivery, positions, i));
+        run.add(
+            elements.get(i), key, i, polledIndex(positions, i), recordOf(delivery, positions, i));
       } else if (fate == Fate.REPLAYED || fate == Fate.DUPLICATE) {
         replays++;
       }

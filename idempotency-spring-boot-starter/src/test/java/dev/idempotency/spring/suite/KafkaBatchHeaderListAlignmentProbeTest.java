@@ -22,7 +22,6 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -30,6 +29,7 @@ import org.springframework.kafka.annotation.KafkaListener;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.support.KafkaHeaders;
 import org.springframework.messaging.handler.annotation.Header;
+import org.springframework.messaging.handler.annotation.Headers;
 
 /**
  * probeS, on the shared in-JVM KRaft broker: a guarded Kafka batch listener that takes, beside its
@@ -37,24 +37,18 @@ import org.springframework.messaging.handler.annotation.Header;
  * .RECEIVED_KEY) List<String>}, Spring Kafka's usual way of reading a batch's keys), each record's
  * key naming the message's recipient. The starter hands the listener only the messages to send (a
  * message sent before is skipped, its delivery a replay); the header list is the container's. A
- * batch {@code [a (sent before), b]}: message b must go to its own recipient, once.
+ * batch {@code [a (sent before), b]}: message b must go to its own recipient, once, by the header
+ * list and by the {@code @Headers} map's list alike.
  */
 class KafkaBatchHeaderListAlignmentProbeTest {
 
   static final String LISTENER = "probe-s-kafka-header-list";
 
-  // Open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3, the same on both; severity high: a lost
-  // send and a send to the wrong recipient, SPEC 1 and 15, for any guarded batch listener that
-  // reads a header list beside its list, Spring Kafka's usual way to a batch's keys, offsets or
-  // headers, whenever a batch holds a message sent before: a redelivery, the case the guard is
-  // for). Expected: message b sent once, to recipient-of-b. Happened: "[b-… -> recipient-of-a]";
-  // the listener's calls: "[a-…] / [recipient-of-a], [b-…] / [recipient-of-a, recipient-of-b]".
-  // The starter replaces the list parameter with the messages to send (a, a replay, skipped) and
-  // passes the other parameters as the container made them: the header list still has an entry
-  // per polled record, so entry i is no longer message i's. Filtering @Header List parameters of
-  // a batch listener by the same polled indexes (BatchListenerRun.polledIndex), or refusing them
-  // at start, would close it.
-  @Tag("open-finding")
+  // Was an open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3): the starter replaced the list
+  // parameter with the messages to send and passed the header lists as the container made them,
+  // so b went to recipient-of-a ("[b-… -> recipient-of-a]"; the calls "[a-…] / [recipient-of-a],
+  // [b-…] / [recipient-of-a, recipient-of-b]"). The starter now cuts each header list (and each
+  // list of a @Headers map) down to the messages it hands out (BatchHeaderArguments).
   @Test
   void aBatchWhoseFirstMessageIsAReplaySendsTheNextToItsOwnRecipient() throws Exception {
     String topic = "idem.probe-s-header-list-" + UUID.randomUUID();
@@ -86,6 +80,9 @@ class KafkaBatchHeaderListAlignmentProbeTest {
           .as(
               "sends of message b (the listener's calls, each its list and header list: %s)",
               HeaderListListener.calls)
+          .containsExactly(b + " -> recipient-of-b");
+      assertThat(HeaderListListener.sentByHeadersMap.stream().filter(s -> s.startsWith(b)).toList())
+          .as("sends of message b by the @Headers map's key list (%s)", HeaderListListener.calls)
           .containsExactly(b + " -> recipient-of-b");
     }
   }
@@ -130,6 +127,7 @@ class KafkaBatchHeaderListAlignmentProbeTest {
     // static: the bean the context holds is the guard's proxy
     static final List<String> sent = new CopyOnWriteArrayList<>();
     static final List<String> calls = new CopyOnWriteArrayList<>();
+    static final List<String> sentByHeadersMap = new CopyOnWriteArrayList<>();
 
     @KafkaListener(
         id = LISTENER,
@@ -138,10 +136,14 @@ class KafkaBatchHeaderListAlignmentProbeTest {
         batch = "true")
     @IdempotentListener(name = LISTENER)
     public void batch(
-        List<String> payloads, @Header(KafkaHeaders.RECEIVED_KEY) List<String> recipients) {
-      calls.add(List.copyOf(payloads) + " / " + recipients);
+        List<String> payloads,
+        @Header(KafkaHeaders.RECEIVED_KEY) List<String> recipients,
+        @Headers Map<String, Object> headers) {
+      List<?> keys = (List<?>) headers.get(KafkaHeaders.RECEIVED_KEY);
+      calls.add(List.copyOf(payloads) + " / " + recipients + " / " + keys);
       for (int i = 0; i < payloads.size(); i++) {
         sent.add(payloads.get(i) + " -> " + recipients.get(i));
+        sentByHeadersMap.add(payloads.get(i) + " -> " + keys.get(i));
       }
     }
   }

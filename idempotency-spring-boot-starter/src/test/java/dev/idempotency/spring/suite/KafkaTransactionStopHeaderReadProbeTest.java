@@ -26,13 +26,13 @@ import org.springframework.messaging.handler.annotation.Header;
  * transaction rolls back once; {@link KafkaTransactionStopFixture}). {@code TransactionProduces}
  * counts a record for the messages the listener first read from its list since the records before
  * it. This listener decides each message's way of sending from the batch's header list ({@code
- * KafkaHeaders.BATCH_CONVERTED_HEADERS}, a parameter the starter passes on as it is), not from its
- * list: for a {@code tx-} message it produces the record (its value the header's id) and only then
- * reads the message from its list (to log it, as a listener that reports what it sent does); a
- * {@code call-} message is read and sent to the provider; {@code bad-} always fails. Batch {@code
- * [call-0, tx-1, bad-2, tx-3]}. The promise (SPEC 1, 15): message 0 sent to the provider once (at
- * most twice, the second send the starter documents for a record it cannot attribute), message 1's
- * record committed once, message 2 never, message 3's record committed once.
+ * KafkaHeaders.BATCH_CONVERTED_HEADERS}, a parameter beside its list), not from its list: for a
+ * {@code tx-} message it produces the record (its value the header's id) and only then reads the
+ * message from its list (to log it, as a listener that reports what it sent does); a {@code call-}
+ * message is read and sent to the provider; {@code bad-} always fails. Batch {@code [call-0, tx-1,
+ * bad-2, tx-3]}. The promise (SPEC 1, 15): message 0 sent to the provider once (at most twice, the
+ * second send the starter documents for a record it cannot attribute), message 1's record committed
+ * once, message 2 never, message 3's record committed once.
  */
 class KafkaTransactionStopHeaderReadProbeTest {
 
@@ -147,8 +147,8 @@ class KafkaTransactionStopHeaderReadProbeTest {
         List<String> list,
         @Header(KafkaHeaders.BATCH_CONVERTED_HEADERS) List<Map<String, Object>> headers) {
       calls.incrementAndGet();
-      // the starter leaves the header list as the container polled it: where it skipped a replay,
-      // the header list is longer than the list and not aligned with it, so the list is read
+      // the starter cuts the header list down to the messages of the list (BatchHeaderArguments);
+      // a listener that could not rely on that would read the list where the lengths differ
       boolean aligned = headers.size() == list.size();
       for (int i = 0; i < list.size(); i++) {
         String id = aligned ? idOf(headers.get(i)) : "";

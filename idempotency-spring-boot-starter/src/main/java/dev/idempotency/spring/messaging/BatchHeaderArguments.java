@@ -1,0 +1,124 @@
+package dev.idempotency.spring.messaging;
+
+import java.lang.annotation.Annotation;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The per-message header arguments of a batch {@link IdempotentListener} beside its list, cut down
+ * to the messages it is handed ({@link BatchListenerRun}). Spring Kafka gives each header of a
+ * batch as a list with an entry per message of the list it made
+ * ({@code @Header(KafkaHeaders.RECEIVED_KEY) List<String>}, offsets, partitions, {@code
+ * KafkaHeaders.BATCH_CONVERTED_HEADERS}), and so are the lists of its {@code @Headers} map. Once a
+ * message sent before is skipped, entry {@code i} of such a list is no longer message {@code i}'s:
+ * each list of the batch's length is filtered by the same indexes as the list, so that it is. A
+ * list of another length was never one entry per message, and is passed as it is.
+ */
+final class BatchHeaderArguments {
+
+  private static final String MESSAGE_HEADERS = "org.springframework.messaging.MessageHeaders";
+
+  private BatchHeaderArguments() {}
+
+  /**
+   * Replaces, in {@code arguments}, each header argument of the method that holds per-message lists
+   * with those lists' entries at {@code kept} (indexes in the list the container made).
+   *
+   * @param size the length of the list the container made
+   * @return the arguments as they were, to put back once the listener ran
+   */
+  static Object[] align(ListenerMethod method, Object[] arguments, int size, List<Integer> kept) {
+    Object[] originals = arguments.clone();
+    Object[] aligned = arguments.clone();
+    Annotation[][] annotations = method.method.getParameterAnnotations();
+    for (int p = 0; p < arguments.length && p < annotations.length; p++) {
+      Object value = arguments[p];
+      if (p == method.batchIndex || value == null) {
+        continue;
+      }
+      String kind = headerKind(annotations[p]);
+      if (kind.equals("Header") && value instanceof List<?> list) {
+        aligned[p] = filtered(list, size, kept);
+      } else if ((kind.equals("Headers") || isMessageHeaders(value))
+          && value instanceof Map<?, ?> map) {
+        aligned[p] = filtered(map, size, kept);
+      }
+    }
+    System.arraycopy(aligned, 0, arguments, 0, arguments.length);
+    return originals;
+  }
+
+  /** Puts back the arguments {@link #align} replaced. */
+  static void restore(Object[] arguments, Object[] originals, int batchIndex) {
+    for (int p = 0; p < arguments.length; p++) {
+      if (p != batchIndex) {
+        arguments[p] = originals[p];
+      }
+    }
+  }
+
+  /**
+   * The list's entries at {@code kept}, or the list as it is where its length is not the batch's:
+   * such a list was never one entry per message (Spring Kafka's conversion failures, empty where
+   * none failed), so entry {@code i} was not message {@code i}'s before the starter either.
+   */
+  private static List<?> filtered(List<?> list, int size, List<Integer> kept) {
+    if (list.size() != size) {
+      return list;
+    }
+    List<Object> result = new ArrayList<>(kept.size());
+    for (int index : kept) {
+      result.add(list.get(index));
+    }
+    return result;
+  }
+
+  private static Map<String, Object> filtered(Map<?, ?> headers, int size, List<Integer> kept) {
+    Map<String, Object> result = new LinkedHashMap<>();
+    for (Map.Entry<?, ?> header : headers.entrySet()) {
+      Object value = header.getValue();
+      result.put(
+          String.valueOf(header.getKey()),
+          value instanceof List<?> list ? filtered(list, size, kept) : value);
+    }
+    return isMessageHeaders(headers) ? SpringMessageHeaders.of(headers, result) : result;
+  }
+
+  /** "Header", "Headers" or "" by the parameter's annotations (by simple name, as elsewhere). */
+  private static String headerKind(Annotation[] annotations) {
+    for (Annotation annotation : annotations) {
+      String simpleName = annotation.annotationType().getSimpleName();
+      if (simpleName.equals("Header") || simpleName.equals("Headers")) {
+        return simpleName;
+      }
+    }
+    return "";
+  }
+
+  private static boolean isMessageHeaders(@Nullable Object value) {
+    for (Class<?> each = value != null ? value.getClass() : null;
+        each != null;
+        each = each.getSuperclass()) {
+      if (each.getName().equals(MESSAGE_HEADERS)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Loaded only where a {@code MessageHeaders} was handed out, so Spring Messaging is present. */
+  private static final class SpringMessageHeaders {
+    static Map<String, Object> of(Map<?, ?> original, Map<String, Object> headers) {
+      org.springframework.messaging.MessageHeaders from =
+          (org.springframework.messaging.MessageHeaders) original;
+      UUID id = from.getId();
+      Long timestamp = from.getTimestamp();
+      // the protected constructor keeps the container's id and timestamp
+      return new org.springframework.messaging.MessageHeaders(headers, id, timestamp) {};
+    }
+  }
+}
