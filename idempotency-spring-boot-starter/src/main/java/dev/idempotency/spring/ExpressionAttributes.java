@@ -262,10 +262,11 @@ public final class ExpressionAttributes {
    * ConversionFailedException}'s cause (ObjectToObjectConverter unwraps the
    * InvocationTargetException): the called code's failure, as when the expression calls the same
    * member itself. Told by where it was thrown, not by the types: a frame of code that is neither
-   * the JDK's nor Spring's above the conversion service's own frames, or none of the conversion's
-   * frames at all ({@link #thrownFromApplicationCode}), in what was thrown or in its causes
-   * (whatever its type: an application may throw an InvocationTargetException of its own). No
-   * converter (ConverterNotFoundException), and reflection that could not call the member, throw
+   * the JDK's nor Spring's, or a proxy's (the member called through it, refused by an interceptor
+   * before the application's code ran), above the conversion service's own frames, or none of the
+   * conversion's frames at all ({@link #thrownFromApplicationCode}), in what was thrown or in its
+   * causes (whatever its type: an application may throw an InvocationTargetException of its own).
+   * No converter (ConverterNotFoundException), and reflection that could not call the member, throw
    * from the JDK's and Spring's frames only: the input's.
    */
   private static boolean conversionRanApplicationCode(@Nullable Throwable cause) {
@@ -283,11 +284,15 @@ public final class ExpressionAttributes {
   /**
    * Whether {@code thrown} is not the conversion's own failure: a frame of its stack above the
    * conversion service's and SpEL's (where the conversion was called from) is neither the JDK's nor
-   * Spring's (the application's code, or a library's it called); or it has no frame of theirs at
-   * all. The conversion service and Spring's converters throw on the conversion's own stack; what
-   * carries none of its frames was made elsewhere (on another thread, as what {@code join()} throws
-   * for a future that timed out) or without a stack trace (preallocated, a client's stackless
-   * exception, an exception the JIT throws fast): the called code's, retried, never a bad key.
+   * Spring's (the application's code, or a library's it called), or is a proxy's ({@link
+   * #isProxyBoundary}); or it has no frame of theirs at all. The conversion service and Spring's
+   * converters throw on the conversion's own stack; what was thrown beyond a proxy came from the
+   * code the call entered (an interceptor of Spring's that refused the call before the
+   * application's method ran, such as {@code @ConcurrencyLimit}'s rejection: only Spring's and the
+   * JDK's frames, the called code's failure all the same); what carries none of the conversion's
+   * frames was made elsewhere (on another thread, as what {@code join()} throws for a future that
+   * timed out) or without a stack trace (preallocated, a client's stackless exception, an exception
+   * the JIT throws fast): the called code's, retried, never a bad key.
    */
   private static boolean thrownFromApplicationCode(Throwable thrown) {
     for (StackTraceElement frame : thrown.getStackTrace()) {
@@ -296,11 +301,39 @@ public final class ExpressionAttributes {
           || name.startsWith("org.springframework.expression.")) {
         return false;
       }
-      if (!isPlatformOrSpring(frame)) {
+      if (!isPlatformOrSpring(frame) || isProxyBoundary(frame)) {
         return true;
       }
     }
     return true;
+  }
+
+  /**
+   * Whether {@code frame} is a proxy's, the boundary of the code a call entered: a JDK dynamic
+   * proxy (a class of a {@code jdk.proxy…} module, or named {@code $Proxy…}: {@code
+   * com.sun.proxy.$Proxy12}, or in a non-public interface's package), a CGLIB proxy ({@code
+   * $$SpringCGLIB$$}, {@code $$EnhancerBySpringCGLIB$$}, {@code $$EnhancerByCGLIB$$} in its name),
+   * or spring-aop's proxy machinery ({@code JdkDynamicAopProxy}, {@code CglibAopProxy}, {@code
+   * ReflectiveMethodInvocation}). Spring's converters call no proxy of their own on the way to
+   * their verdict on a value: a proxy on the stack of what was thrown is the application's bean, or
+   * a library's, that the conversion called (its {@code to…()}, {@code valueOf}), and whatever its
+   * interceptors throw is that call's failure.
+   */
+  private static boolean isProxyBoundary(StackTraceElement frame) {
+    String module = frame.getModuleName();
+    if (module != null && module.startsWith("jdk.proxy")) {
+      return true;
+    }
+    String name = frame.getClassName();
+    if (name.startsWith("$Proxy", name.lastIndexOf('.') + 1)
+        || name.contains("$$SpringCGLIB$$")
+        || name.contains("$$EnhancerBySpringCGLIB$$")
+        || name.contains("$$EnhancerByCGLIB$$")) {
+      return true;
+    }
+    return name.equals("org.springframework.aop.framework.JdkDynamicAopProxy")
+        || name.equals("org.springframework.aop.framework.ReflectiveMethodInvocation")
+        || name.startsWith("org.springframework.aop.framework.CglibAopProxy");
   }
 
   /**
