@@ -1,5 +1,6 @@
 package dev.idempotency.spring;
 
+import dev.idempotency.spring.messaging.DeliveryDeferrals;
 import dev.idempotency.spring.messaging.PickedHandlers;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
@@ -8,6 +9,13 @@ import org.jspecify.annotations.Nullable;
 /**
  * Runs an {@link Idempotent} method through the guard: the key and the fingerprint from the
  * annotation's SpEL expressions, the rest by the {@link IdempotentInvoker}.
+ *
+ * <p>Called while a broker's hook has a delivery bound (the method is a listener method, or one a
+ * listener calls), a deferral the call throws (the key in flight elsewhere, the store down: nothing
+ * sent) is also kept for the delivery, per call (operation and key), and forgotten when a call of
+ * the same operation and key returns or fails otherwise ({@link DeliveryDeferrals}): an
+ * application's advice on the listener bean that drops it, or a listener that catches it, still has
+ * the delivery deferred rather than acknowledged unsent.
  */
 final class IdempotentMethodInterceptor implements MethodInterceptor {
 
@@ -40,6 +48,16 @@ final class IdempotentMethodInterceptor implements MethodInterceptor {
   private @Nullable Object guarded(IdempotentMethod method, MethodInvocation invocation)
       throws Throwable {
     String key = method.keyValue(invocation.getThis(), invocation.getArguments());
-    return invoker.invoke(invocation, key, invoker.fingerprintOf(method, invocation));
+    String fingerprint = invoker.fingerprintOf(method, invocation);
+    Object result;
+    try {
+      result = invoker.invoke(invocation, key, fingerprint);
+    } catch (Throwable failure) {
+      // kept for the delivery's hook, past an application's advice that may drop it
+      DeliveryDeferrals.failed(method.name, key, failure);
+      throw failure;
+    }
+    DeliveryDeferrals.returned(method.name, key);
+    return result;
   }
 }

@@ -12,7 +12,6 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.aopalliance.intercept.MethodInterceptor;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.aop.support.DefaultPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
@@ -139,30 +138,30 @@ class JmsIdempotentMethodDroppedDeferralProbeTest {
   @Autowired SwitchableKeyStore store;
 
   /** {@code @Idempotent} on the {@code @JmsListener} method, its failure dropped. */
-  // Open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3; severity medium: a lost send, SPEC 1,
-  // whenever the store is down or the key in flight, as
-  // RabbitIdempotentMethodDroppedDeferralProbeTest
-  // on RabbitMQ). Expected: the message sent once after the store answers. Happened: "[sends of the
-  // message delivered while the store was down, within PT20S of the store answering; dropped by the
-  // application's advice: [KeyStoreException]] expected: 1L but was: 0L". The @Idempotent
-  // interceptor keeps nothing for the delivery (Delivery.KeptDeferral), so JmsDeliveryListener
-  // sends no delayed copy and the session commits the message, never sent.
-  @Tag("open-finding")
+  // Fixed by fixidem (the @Idempotent interceptor keeps its deferral for the delivery, per call:
+  // DeliveryDeferrals); was an open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3, and seen again
+  // at 4b200c07; severity medium: a lost send, SPEC 1, whenever the store is down or the key in
+  // flight, as RabbitIdempotentMethodDroppedDeferralProbeTest on RabbitMQ). Expected: the message
+  // sent once after the store answers. Happened: "[sends of the message delivered while the store
+  // was down, within PT20S of the store answering; dropped by the application's advice:
+  // [KeyStoreException]] expected: 1L but was: 0L". The @Idempotent interceptor keeps nothing for
+  // the delivery (Delivery.KeptDeferral), so JmsDeliveryListener sends no delayed copy and the
+  // session commits the message, never sent.
   @Test
   void anIdempotentListenerMethodsDroppedDeferralIsStillSentOnce() throws Exception {
     assertSentOnceAfterADroppedDeferral(METHOD_QUEUE, "jm");
   }
 
   /** A plain {@code @JmsListener} calling an {@code @Idempotent} service, its failure dropped. */
-  // Open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3; severity medium to low: a lost send, SPEC
-  // 1, for an @Idempotent service called from a plain listener whose bean has an application
-  // advice that drops failures; the docs leave what such an advice drops to the application, and
-  // do not say which way a service's deferral falls). Expected: the message sent once after the
-  // store answers. Happened: "[sends of the message delivered while the store was down, within
-  // PT20S of the store answering; dropped by the application's advice: [KeyStoreException,
-  // KeyStoreException]] expected: 1L but was: 0L" (the first KeyStoreException is the other
-  // row's).
-  @Tag("open-finding")
+  // Fixed by fixidem (the @Idempotent interceptor keeps its deferral for the delivery, per call:
+  // DeliveryDeferrals); was an open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3, and seen again
+  // at 4b200c07; severity medium to low: a lost send, SPEC 1, for an @Idempotent service called
+  // from a plain listener whose bean has an application advice that drops failures; the docs leave
+  // what such an advice drops to the application, and do not say which way a service's deferral
+  // falls). Expected: the message sent once after the store answers. Happened: "[sends of the
+  // message delivered while the store was down, within PT20S of the store answering; dropped by the
+  // application's advice: [KeyStoreException, KeyStoreException]] expected: 1L but was: 0L" (the
+  // first KeyStoreException is the other row's).
   @Test
   void anIdempotentServiceCalledFromAListenerIsStillSentOnceAfterADroppedDeferral()
       throws Exception {

@@ -14,7 +14,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.aop.support.DefaultPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
@@ -149,26 +148,27 @@ class KafkaIdempotentMethodDroppedDeferralProbeTest {
   @Autowired SwitchableKeyStore store;
 
   /** {@code @Idempotent} on the {@code @KafkaListener} method, its failure dropped. */
-  // Open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3; severity medium: a lost send, SPEC 1, as
-  // KafkaDroppedDeferralProbeTest for @IdempotentListener; a fix that acts on Delivery.KeptDeferral
-  // there needs the @Idempotent interceptor to keep its deferral too). Expected: the record sent
-  // once after the store answers. Happened: "[sends of the record delivered while the store was
-  // down, once it answers; dropped by the application's advice: [KeyStoreException]] expected: 1L
-  // but was: 0L": the record's offset committed, never sent.
-  @Tag("open-finding")
+  // Fixed by fixidem (the @Idempotent interceptor keeps its deferral for the delivery, per call:
+  // DeliveryDeferrals); was an open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3, and seen again
+  // at 4b200c07; severity medium: a lost send, SPEC 1, as KafkaDroppedDeferralProbeTest for
+  // @IdempotentListener; a fix that acts on Delivery.KeptDeferral there needs the @Idempotent
+  // interceptor to keep its deferral too). Expected: the record sent once after the store answers.
+  // Happened: "[sends of the record delivered while the store was down, once it answers; dropped by
+  // the application's advice: [KeyStoreException]] expected: 1L but was: 0L": the record's offset
+  // committed, never sent.
   @Test
   void anIdempotentListenerMethodsDroppedDeferralIsStillSentOnce() throws Exception {
     assertSentOnceAfterADroppedDeferral(METHOD_TOPIC, "km");
   }
 
   /** A plain {@code @KafkaListener} calling an {@code @Idempotent} service, its failure dropped. */
-  // Open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3; severity medium to low: a lost send, SPEC
-  // 1, for an @Idempotent service called from a plain listener whose bean has an application
-  // advice that drops failures). Expected: the record sent once after the store answers.
-  // Happened: "[sends of the record delivered while the store was down, once it answers; dropped
-  // by the application's advice: [KeyStoreException, KeyStoreException]] expected: 1L but was: 0L"
-  // (the first KeyStoreException is the other row's).
-  @Tag("open-finding")
+  // Fixed by fixidem (the @Idempotent interceptor keeps its deferral for the delivery, per call:
+  // DeliveryDeferrals); was an open finding (probeS, Boot 3.5 and 4.0 at 76f2b4f3, and seen again
+  // at 4b200c07; severity medium to low: a lost send, SPEC 1, for an @Idempotent service called
+  // from a plain listener whose bean has an application advice that drops failures). Expected: the
+  // record sent once after the store answers. Happened: "[sends of the record delivered while the
+  // store was down, once it answers; dropped by the application's advice: [KeyStoreException,
+  // KeyStoreException]] expected: 1L but was: 0L" (the first KeyStoreException is the other row's).
   @Test
   void anIdempotentServiceCalledFromAListenerIsStillSentOnceAfterADroppedDeferral()
       throws Exception {
