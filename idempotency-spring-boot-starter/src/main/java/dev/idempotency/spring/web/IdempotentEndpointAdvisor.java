@@ -167,7 +167,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
                   + EndpointStartupChecks.UNFOLLOWED_REACTIVE
                   + "; serve it from Spring WebFlux");
         }
-        value = SingleValue.toFuture(adapter.toPublisher(value));
+        value = ReactiveValues.firstValue(adapter.toPublisher(value));
       }
     }
     if (value instanceof CompletionStage<?> stage) {
@@ -243,7 +243,7 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
     CompletionStage<?> stage =
         body instanceof CompletionStage<?> own
             ? own
-            : SingleValue.toFuture(adapter.toPublisher(body));
+            : ReactiveValues.firstValue(adapter.toPublisher(body));
     Object copy = copyOf(stage, CompletableFuture.class);
     return new Adapted(
         withBody(entity, copy),
@@ -421,40 +421,6 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
         following.run();
       }
       return value;
-    }
-  }
-
-  /**
-   * A single-value publisher (a {@code Mono}) as a {@code CompletableFuture}: subscribed at once,
-   * as Spring MVC would subscribe it. Loaded only when such a value is returned, so an application
-   * without Reactive Streams on its class path never needs them.
-   */
-  private static final class SingleValue {
-    static CompletableFuture<Object> toFuture(org.reactivestreams.Publisher<?> publisher) {
-      CompletableFuture<Object> future = new CompletableFuture<>();
-      publisher.subscribe(
-          new org.reactivestreams.Subscriber<Object>() {
-            @Override
-            public void onSubscribe(org.reactivestreams.Subscription subscription) {
-              subscription.request(Long.MAX_VALUE);
-            }
-
-            @Override
-            public void onNext(Object value) {
-              future.complete(value);
-            }
-
-            @Override
-            public void onError(Throwable failure) {
-              future.completeExceptionally(failure);
-            }
-
-            @Override
-            public void onComplete() {
-              future.complete(null);
-            }
-          });
-      return future;
     }
   }
 }

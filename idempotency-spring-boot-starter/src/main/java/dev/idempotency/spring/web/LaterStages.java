@@ -8,8 +8,6 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
-import org.reactivestreams.Subscriber;
-import org.reactivestreams.Subscription;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.core.ReactiveAdapter;
@@ -316,32 +314,7 @@ final class LaterStages {
    */
   private static final class SingleValue {
     static CompletableFuture<@Nullable Object> subscribed(Object value) {
-      CompletableFuture<@Nullable Object> future = new CompletableFuture<>();
-      adapterOf(value)
-          .toPublisher(value)
-          .subscribe(
-              new Subscriber<Object>() {
-                @Override
-                public void onSubscribe(Subscription subscription) {
-                  subscription.request(Long.MAX_VALUE);
-                }
-
-                @Override
-                public void onNext(Object next) {
-                  future.complete(next);
-                }
-
-                @Override
-                public void onError(Throwable failure) {
-                  future.completeExceptionally(failure);
-                }
-
-                @Override
-                public void onComplete() {
-                  future.complete(null);
-                }
-              });
-      return future;
+      return ReactiveValues.firstValue(adapterOf(value).toPublisher(value));
     }
 
     /**
@@ -350,30 +323,7 @@ final class LaterStages {
      * when it completes, or with its failure.
      */
     static CompletableFuture<@Nullable Object> ended(Object value) {
-      CompletableFuture<@Nullable Object> future = new CompletableFuture<>();
-      adapterOf(value)
-          .toPublisher(value)
-          .subscribe(
-              new Subscriber<Object>() {
-                @Override
-                public void onSubscribe(Subscription subscription) {
-                  subscription.request(Long.MAX_VALUE);
-                }
-
-                @Override
-                public void onNext(Object next) {}
-
-                @Override
-                public void onError(Throwable failure) {
-                  future.completeExceptionally(failure);
-                }
-
-                @Override
-                public void onComplete() {
-                  future.complete(null);
-                }
-              });
-      return future;
+      return ReactiveValues.drained(adapterOf(value).toPublisher(value));
     }
 
     private static ReactiveAdapter adapterOf(Object value) {
