@@ -71,14 +71,17 @@ record Delivery(
   static final class KeptDeferral {
     private final Map<Object, Throwable> failures = new LinkedHashMap<>();
 
-    /** Keeps {@code failure} (what the guard threw, as the container would have got it). */
-    synchronized void keep(Object call, Throwable failure) {
-      failures.put(call, failure);
-    }
-
-    /** Forgets the deferral kept for {@code call}, if any: the same call was made again. */
-    synchronized void clear(Object call) {
-      failures.remove(call);
+    /**
+     * {@code call} ended: keeps {@code failure} (what the guard threw, as the container would have
+     * got it) if it is a deferral ({@link DeferredDeliveryException#deferralIn}); otherwise (it
+     * returned: {@code null}, or failed otherwise) forgets the deferral kept for the call, if any.
+     */
+    synchronized void settle(Object call, @Nullable Throwable failure) {
+      if (failure != null && DeferredDeliveryException.deferralIn(failure) != null) {
+        failures.put(call, failure);
+      } else {
+        failures.remove(call);
+      }
     }
 
     /** The first deferral still kept, or {@code null}. */

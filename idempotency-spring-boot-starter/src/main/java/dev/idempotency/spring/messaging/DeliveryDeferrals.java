@@ -32,7 +32,7 @@ public final class DeliveryDeferrals {
   public static void returned(String operation, String key) {
     Delivery delivery = Delivery.current();
     if (delivery != null) {
-      delivery.deferral().clear(new MethodCall(operation, key));
+      delivery.deferral().settle(new MethodCall(operation, key), null);
     }
   }
 
@@ -47,14 +47,8 @@ public final class DeliveryDeferrals {
    */
   public static void failed(String operation, String key, Throwable failure) {
     Delivery delivery = Delivery.current();
-    if (delivery == null) {
-      return;
-    }
-    MethodCall call = new MethodCall(operation, key);
-    if (DeferredDeliveryException.deferralIn(failure) != null) {
-      delivery.deferral().keep(call, failure);
-    } else {
-      delivery.deferral().clear(call);
+    if (delivery != null) {
+      delivery.deferral().settle(new MethodCall(operation, key), failure);
     }
   }
 }

@@ -81,15 +81,11 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     String[] key = new String[1];
     try {
       Object result = guarded(invocation, method, delivery, key);
-      forget(delivery, method, key[0]);
+      settle(delivery, method, key[0], null);
       return result;
     } catch (Throwable failure) {
-      // kept for the broker's hook, past an application's advice that may drop it
-      if (DeferredDeliveryException.deferralIn(failure) != null) {
-        delivery.deferral().keep(call(method, key[0]), failure);
-      } else {
-        forget(delivery, method, key[0]);
-      }
+      // a deferral is kept for the broker's hook, past an application's advice that may drop it
+      settle(delivery, method, key[0], failure);
       throw failure;
     }
   }
@@ -103,12 +99,15 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
   }
 
   /**
-   * Forgets the deferral kept for the call that returned or failed otherwise; a record listener
-   * whose key could not be read forgets none (it is no retry of a deferred call).
+   * The call ended ({@link Delivery.KeptDeferral#settle}): its deferral is kept, or the deferral
+   * kept for it forgotten once it returned or failed otherwise; a record listener whose key could
+   * not be read forgets none (it is no retry of a deferred call), though its own deferral is kept.
    */
-  private static void forget(Delivery delivery, ListenerMethod method, @Nullable String key) {
-    if (key != null || isBatch(method, delivery)) {
-      delivery.deferral().clear(call(method, key));
+  private static void settle(
+      Delivery delivery, ListenerMethod method, @Nullable String key, @Nullable Throwable failure) {
+    boolean deferral = failure != null && DeferredDeliveryException.deferralIn(failure) != null;
+    if (deferral || key != null || isBatch(method, delivery)) {
+      delivery.deferral().settle(call(method, key), failure);
     }
   }
 
