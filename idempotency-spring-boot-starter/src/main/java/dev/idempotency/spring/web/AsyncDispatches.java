@@ -252,7 +252,7 @@ final class AsyncDispatches {
    * as it is ({@link AsyncWork#lateResult}), not more async work or a stream, which it does not.
    */
   private static boolean isFinal(@Nullable Object outcome) {
-    return !AsyncWork.moreAsyncWork(outcome);
+    return !AsyncResultShapes.moreAsyncWork(outcome);
   }
 
   /**

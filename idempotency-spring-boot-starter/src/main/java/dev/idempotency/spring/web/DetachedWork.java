@@ -329,7 +329,7 @@ final class DetachedWork {
   private static boolean holdsItsValue(@Nullable Object result) {
     Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
     return SettledResults.settled(value)
-        && !AsyncWork.moreAsyncWork(SettledResults.ownValue(value));
+        && !AsyncResultShapes.moreAsyncWork(SettledResults.ownValue(value));
   }
 
   /**
