@@ -1,20 +1,12 @@
 package dev.idempotency.spring.web;
 
-import static dev.idempotency.spring.web.StoredStatuses.isStored;
-
 import dev.idempotency.spring.PendingCall;
-import dev.idempotency.spring.web.LateResponse.UnresolvedFailure;
-import dev.idempotency.spring.web.StoredStatuses.NotStored;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
-import org.springframework.core.ReactiveAdapter;
-import org.springframework.core.ReactiveAdapterRegistry;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.context.request.async.DeferredResult;
 import org.springframework.web.context.request.async.WebAsyncTask;
@@ -530,7 +522,7 @@ final class AsyncWork {
     if (awaitLaterEmitterEnd(result, laterStageRan)) {
       return;
     }
-    if (moreAsyncWork(result)
+    if (AsyncResultShapes.moreAsyncWork(result)
         || ((laterStageRan || laterStageTaken) && result instanceof Throwable)) {
       LateResponse response = late;
       if (response != null && reported.compareAndSet(false, true)) {
@@ -656,8 +648,8 @@ final class AsyncWork {
         if (value instanceof DeferredResult<?>
             || value instanceof CompletionStage<?>
             || value instanceof ResponseBodyEmitter
-            || singleReactiveValue(value)
-            || reactiveStream(value)) {
+            || AsyncResultShapes.singleReactiveValue(value)
+            || AsyncResultShapes.reactiveStream(value)) {
           laterStageUnfollowed = true; // more async work, whose result a timeout loses
         } else if (!(value instanceof Callable<?>
             || value instanceof WebAsyncTask<?>
@@ -688,94 +680,7 @@ final class AsyncWork {
       streamEnd.record(response, result, wroteBody.getAsBoolean());
       return;
     }
-    try {
-      StoredResponse stored;
-      if (result instanceof Throwable failure) {
-        try {
-          stored = response.renderFailure(failure, headers);
-        } catch (UnresolvedFailure e) {
-          log()
-              .warn(
-                  "The late failure ({}) of a timed-out idempotent request could not be resolved"
-                      + " to a status: recorded as answered without its response, so a retry is"
-                      + " not run again",
-                  failure.getClass().getName(),
-                  e);
-          call.complete(new StoredResponse(StoredStatuses.statusOf(failure), List.of(), null));
-          return;
-        }
-        if (stored == null) {
-          call.fail(
-              new NotStored(
-                  "the async result failed after its request timed out and nothing maps it: "
-                      + failure.getClass().getName()));
-          return;
-        }
-      } else {
-        stored = response.render(result, headers);
-      }
-      if (isStored(stored.status())) {
-        call.complete(stored);
-      } else {
-        call.fail(new NotStored("status " + stored.status() + " is not stored"));
-      }
-    } catch (RuntimeException | Error e) {
-      log().warn("The late result of a timed-out idempotent request could not be stored", e);
-      throw e;
-    }
-  }
-
-  /**
-   * Whether {@code result} (or the body of a {@code ResponseEntity} of it) is more async work: a
-   * {@code Callable}, a {@code WebAsyncTask}, a {@code StreamingResponseBody}, a {@code
-   * DeferredResult}, a {@code CompletionStage}, an emitter, or a value of a reactive type (a single
-   * one, {@link #singleReactiveValue}: a {@code Mono}; or a stream, {@link #reactiveStream}: a
-   * {@code Flux}), which Spring MVC runs, awaits, starts or subscribes as a later stage, never the
-   * work's own answer.
-   */
-  static boolean moreAsyncWork(@Nullable Object result) {
-    Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
-    return value instanceof Callable<?>
-        || value instanceof WebAsyncTask<?>
-        || value instanceof StreamingResponseBody
-        || value instanceof DeferredResult<?>
-        || value instanceof CompletionStage<?>
-        || value instanceof ResponseBodyEmitter
-        || singleReactiveValue(value)
-        || reactiveStream(value);
-  }
-
-  /**
-   * Whether {@code value} is a single value of a reactive type (a {@code Mono}, lazy or not, a
-   * {@code Callable} too or not), which Spring MVC's reactive return value handler, the first to
-   * take it, subscribes and awaits as a {@code DeferredResult}: more async work, whose value is the
-   * answer. Spring's shared adapter registry is the one Spring MVC uses unless the application
-   * gives its adapter another. A stream of a reactive type (a {@code Flux}) is not one.
-   */
-  static boolean singleReactiveValue(@Nullable Object value) {
-    if (value == null) {
-      return false;
-    }
-    ReactiveAdapter adapter =
-        ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
-    return adapter != null && !adapter.isMultiValue();
-  }
-
-  /**
-   * Whether {@code value} is a stream of a reactive type (a {@code Flux}), which Spring MVC's
-   * reactive return value handler subscribes and collects to its end (unless the request asks for a
-   * streaming media type): more async work, which may send when subscribed. A late one is
-   * subscribed to its end and recorded as answered without its body ({@link LaterStages}): the
-   * starter does not render its values, and a retry gets {@code 422 response-not-stored}, never a
-   * second send.
-   */
-  static boolean reactiveStream(@Nullable Object value) {
-    if (value == null) {
-      return false;
-    }
-    ReactiveAdapter adapter =
-        ReactiveAdapterRegistry.getSharedInstance().getAdapter(value.getClass());
-    return adapter != null && adapter.isMultiValue();
+    LateResultRecord.record(call, response, result, headers);
   }
 
   /**
@@ -797,7 +702,7 @@ final class AsyncWork {
    *     continue it (the result is rendered as it is)
    */
   private boolean continuedDetached(@Nullable Object result) {
-    if (reported.get() || !moreAsyncWork(result)) {
+    if (reported.get() || !AsyncResultShapes.moreAsyncWork(result)) {
       return false;
     }
     Queued work;
@@ -826,11 +731,6 @@ final class AsyncWork {
     if (follow != null) {
       follow.unused();
     }
-  }
-
-  /** Under EndpointCall's logger, as before this class was split out of it. */
-  private static Logger log() {
-    return LoggerFactory.getLogger(EndpointCall.class);
   }
 
   /**

@@ -105,12 +105,12 @@ final class LaterStages {
       Object value = asyncBodyOf(result);
       // a value the stage that returned it had set already is that stage's own result
       boolean sameStage = SettledResults.settled(value);
-      if (!(value instanceof CompletionStage<?>) && AsyncWork.singleReactiveValue(value)) {
+      if (!(value instanceof CompletionStage<?>) && AsyncResultShapes.singleReactiveValue(value)) {
         // subscribed as Spring MVC's reactive return value handler subscribes it (before it
         // would run it as a Callable, as Mono.fromCallable is too): it may send when subscribed
         laterStageRan[0] |= later;
         result = withEntityOf(result, awaitStage(SingleValue.subscribed(value)));
-      } else if (AsyncWork.reactiveStream(value)) {
+      } else if (AsyncResultShapes.reactiveStream(value)) {
         // subscribed to its end as Spring MVC's reactive return value handler subscribes one (it
         // may send when subscribed); its values are not rendered here: the stream itself is the
         // result, recorded as answered without its body, and its failure is a later stage's
@@ -156,8 +156,8 @@ final class LaterStages {
       if (body instanceof StreamingResponseBody
           || body instanceof CompletionStage<?>
           || body instanceof DeferredResult<?>
-          || AsyncWork.singleReactiveValue(body)
-          || AsyncWork.reactiveStream(body)) {
+          || AsyncResultShapes.singleReactiveValue(body)
+          || AsyncResultShapes.reactiveStream(body)) {
         return body;
       }
     }
@@ -307,10 +307,11 @@ final class LaterStages {
   }
 
   /**
-   * A single reactive value ({@link AsyncWork#singleReactiveValue}: a {@code Mono}) subscribed, as
-   * Spring MVC's reactive return value handler subscribes one it got (or a stream drained: {@link
-   * #ended}): its first value, or null if it completes empty, or its failure. Loaded only when such
-   * a value comes, so an application without Reactive Streams on its class path never needs them.
+   * A single reactive value ({@link AsyncResultShapes#singleReactiveValue}: a {@code Mono})
+   * subscribed, as Spring MVC's reactive return value handler subscribes one it got (or a stream
+   * drained: {@link #ended}): its first value, or null if it completes empty, or its failure.
+   * Loaded only when such a value comes, so an application without Reactive Streams on its class
+   * path never needs them.
    */
   private static final class SingleValue {
     static CompletableFuture<@Nullable Object> subscribed(Object value) {
@@ -318,9 +319,9 @@ final class LaterStages {
     }
 
     /**
-     * A reactive stream ({@link AsyncWork#reactiveStream}: a {@code Flux}) subscribed and drained
-     * to its end, as Spring MVC's reactive return value handler collects one: completed (with null)
-     * when it completes, or with its failure.
+     * A reactive stream ({@link AsyncResultShapes#reactiveStream}: a {@code Flux}) subscribed and
+     * drained to its end, as Spring MVC's reactive return value handler collects one: completed
+     * (with null) when it completes, or with its failure.
      */
     static CompletableFuture<@Nullable Object> ended(Object value) {
       return ReactiveValues.drained(adapterOf(value).toPublisher(value));
