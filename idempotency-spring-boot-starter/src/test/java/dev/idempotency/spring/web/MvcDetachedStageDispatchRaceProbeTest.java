@@ -1,0 +1,384 @@
+package dev.idempotency.spring.web;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.Filter;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
+import jakarta.servlet.WriteListener;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import jakarta.servlet.http.HttpServletResponseWrapper;
+import java.io.IOException;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.EnumSet;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.core.Ordered;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestHeader;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.WebAsyncManager;
+import org.springframework.web.context.request.async.WebAsyncUtils;
+
+/**
+ * probeV, of fixrace cfa6549d: the window it closed for a {@code Callable}'s outcome (a detached
+ * call's result that Spring MVC still dispatches because it came while the container's timeout
+ * handling was under way, after the timeout's 409 was written and before {@code
+ * AsyncContext.complete()}), tried on the handler's own stage instead: a {@code CompletableFuture}
+ * and a {@code DeferredResult} that an application thread completes in that window. {@code
+ * AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s outcome ({@code
+ * postProcess}), so the dispatch of a stage's value is handled by Spring MVC as usual, while the
+ * starter took the same value as the detached call's late result. For a final value that is a
+ * second rendering of one answer; for more async work (a {@code Callable} the stage completes with)
+ * Spring MVC and the starter may each run it: two sends.
+ *
+ * <p>The window is held open as in {@link MvcDetachedResultDispatchRaceProbeTest}: a filter's
+ * response wrapper opens the handler's gate once the timeout's 409 is written, and holds the
+ * timeout's thread until Spring MVC has taken an async result (20 s at most). One application on a
+ * real Redis, {@code spring.mvc.async.request-timeout=1s}; real HTTP.
+ */
+class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
+
+  private static final String BASE = "/probeV/stage-race/";
+
+  MvcDetachedStageDispatchRaceProbeTest() {
+    super(
+        RaceApplication.class,
+        "spring.mvc.async.request-timeout=1s",
+        "idempotency.close-grace-period=10s");
+  }
+
+  @Override
+  public int runs() {
+    return Race.entered.get();
+  }
+
+  /**
+   * The first request times out (409), its stage completes in the window, the retry gets the work's
+   * one answer replayed, and the provider was called once. Holds on Boot 3.5 and 4.0 (probeV, at
+   * 98c59631): a {@code DeferredResult}'s final value is dispatched by Spring MVC ({@code
+   * dispatched}) and rendered to the finished response only, the stored answer the starter's; a
+   * {@code CompletableFuture}'s value (or {@code Callable}) is not taken by Spring MVC at all once
+   * the timeout is handled ({@code not taken}: its adapter's result is not set), so the starter
+   * alone follows it.
+   */
+  @ParameterizedTest
+  @Tag("extended") // about 7 s a row: docs/guarantees.md
+  @ValueSource(strings = {"future-value", "deferred-value", "future-callable"})
+  void aStageCompletedWhileTheTimeoutIsHandledSendsOnce(String shape) throws Exception {
+    String seen = raced(shape);
+    assertThat(seen)
+        .as(seen)
+        .contains("the window: " + (shape.startsWith("deferred") ? "dispatched" : "not taken"));
+    assertThat(seen).as(seen).contains("sends: 1,");
+  }
+
+  /**
+   * An application's own {@code DeferredResult} whose value is more async work (a {@code Callable}:
+   * the send), set by an application thread while the container's timeout is handled: after the
+   * starter detached the call and wrote the 409, before {@code AsyncContext.complete()}. Expected:
+   * one send, the retry gets it replayed.
+   *
+   * <p>Open finding (probeV, at 98c59631; second send, SPEC 1), seen on Boot 3.5 and 4.0: "the
+   * window: dispatched, sends: 2, async dispatches: 2", the retry 201 replayed. The advisor's
+   * result handler on the application's {@code DeferredResult} sets Spring MVC's copy (which is not
+   * expired until the timeout's handling completes, so Spring MVC takes the value and dispatches
+   * it) and reports the value to the detached call ({@code AsyncWork.lateResult}), which runs the
+   * {@code Callable} itself ({@code continuedDetached}); on the async dispatch {@code
+   * AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s outcome ({@code
+   * callableOutcome}, from {@code postProcess}), and {@code outcomeReplaced} sees the dispatched
+   * value is the {@code DeferredResult}'s own, so Spring MVC handles it: it starts the {@code
+   * Callable} on its executor, a second run of the send. fixrace cfa6549d closed this window for a
+   * {@code Callable}'s outcome only.
+   */
+  @Test
+  @Tag("open-finding")
+  void aDeferredResultsCallableSetWhileTheTimeoutIsHandledSendsOnce() throws Exception {
+    String seen = raced("deferred-callable");
+    assertThat(seen).as(seen).contains("the window: dispatched");
+    assertThat(seen).as("a second send: " + seen).contains("sends: 1,");
+  }
+
+  /**
+   * Runs the race on {@code shape}'s endpoint: the first request must time out (409) and the retry
+   * get the send's answer replayed; returns what was seen (the window, the sends, the answers).
+   */
+  private String raced(String shape) throws Exception {
+    String path = BASE + shape;
+    String key = EndpointClient.newKey();
+    CountDownLatch gate = new CountDownLatch(1);
+    Race.gates.put(key, gate);
+    HttpResponse<byte[]> first;
+    try {
+      first = post(path, key, "{}");
+    } finally {
+      gate.countDown();
+    }
+    HttpResponse<byte[]> last = MvcProbes.retryUntilAnswered(this, path, key);
+    // a second run by Spring MVC's dispatch, if any, comes on the async dispatch that the window
+    // staged: given its time (bounded) before the count is read
+    waitFor(() -> Race.sends(key) > 1, Duration.ofSeconds(5));
+    String seen =
+        "first answer "
+            + MvcProbes.replayed(first)
+            + ", last "
+            + MvcProbes.replayed(last)
+            + ", the window: "
+            + HoldsTheTimeoutAnswer.staged.get(key)
+            + ", sends: "
+            + Race.sends(key)
+            + ", async dispatches: "
+            + HoldsTheTimeoutAnswer.asyncDispatches.getOrDefault(key, new AtomicInteger()).get();
+    assertThat(first.statusCode()).as(seen).isEqualTo(409);
+    assertThat(last.statusCode()).as("the retry: " + seen).isEqualTo(201);
+    assertThat(EndpointClient.text(last)).as("the retry: " + seen).isEqualTo("sent-" + key);
+    return seen;
+  }
+
+  private static boolean waitFor(BooleanSupplier condition, Duration within) {
+    long deadline = System.nanoTime() + within.toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        return false;
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  @Import(Race.class)
+  static class RaceApplication {
+    @Bean
+    FilterRegistrationBean<HoldsTheTimeoutAnswer> holdsTheTimeoutAnswer() {
+      FilterRegistrationBean<HoldsTheTimeoutAnswer> registration =
+          new FilterRegistrationBean<>(new HoldsTheTimeoutAnswer());
+      registration.setOrder(Ordered.HIGHEST_PRECEDENCE);
+      registration.setDispatcherTypes(EnumSet.of(DispatcherType.REQUEST, DispatcherType.ASYNC));
+      return registration;
+    }
+  }
+
+  /** Endpoints whose own stage an application thread completes once the key's gate opens. */
+  @RestController
+  static class Race {
+    static final AtomicInteger entered = new AtomicInteger();
+    static final Map<String, CountDownLatch> gates = new ConcurrentHashMap<>();
+    static final Map<String, AtomicInteger> sent = new ConcurrentHashMap<>();
+
+    /**
+     * The keys whose returned future completed and ran what depends on it: registered first, so (a
+     * CompletableFuture runs its dependents last registered first) run after Spring MVC's copy and
+     * the starter's follower.
+     */
+    static final Map<String, Boolean> completed = new ConcurrentHashMap<>();
+
+    private static <T> CompletableFuture<T> marked(String key, CompletableFuture<T> future) {
+      future.whenComplete((value, failure) -> completed.put(key, true));
+      return future;
+    }
+
+    private static final ExecutorService APPLICATION = Executors.newCachedThreadPool();
+
+    static int sends(String key) {
+      AtomicInteger count = sent.get(key);
+      return count == null ? 0 : count.get();
+    }
+
+    /** The provider's send: counted per key. */
+    static org.springframework.http.ResponseEntity<String> send(String key) {
+      sent.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+      return org.springframework.http.ResponseEntity.status(201).body("sent-" + key);
+    }
+
+    private static void awaitGate(String key) {
+      CountDownLatch gate = gates.getOrDefault(key, new CountDownLatch(0));
+      try {
+        gate.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+
+    @PostMapping(BASE + "future-value")
+    @IdempotentEndpoint
+    public CompletableFuture<org.springframework.http.ResponseEntity<String>> futureValue(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return marked(
+          key,
+          CompletableFuture.supplyAsync(
+              () -> {
+                awaitGate(key);
+                return send(key);
+              },
+              APPLICATION));
+    }
+
+    @PostMapping(BASE + "deferred-value")
+    @IdempotentEndpoint
+    public DeferredResult<org.springframework.http.ResponseEntity<String>> deferredValue(
+        @RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      DeferredResult<org.springframework.http.ResponseEntity<String>> result =
+          new DeferredResult<>();
+      APPLICATION.execute(
+          () -> {
+            awaitGate(key);
+            result.setResult(send(key));
+          });
+      return result;
+    }
+
+    @PostMapping(BASE + "future-callable")
+    @IdempotentEndpoint
+    public CompletableFuture<Callable<org.springframework.http.ResponseEntity<String>>>
+        futureCallable(@RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      return marked(
+          key,
+          CompletableFuture.supplyAsync(
+              () -> {
+                awaitGate(key);
+                return () -> send(key);
+              },
+              APPLICATION));
+    }
+
+    @PostMapping(BASE + "deferred-callable")
+    @IdempotentEndpoint
+    public DeferredResult<Callable<org.springframework.http.ResponseEntity<String>>>
+        deferredCallable(@RequestHeader("Idempotency-Key") String key) {
+      entered.incrementAndGet();
+      DeferredResult<Callable<org.springframework.http.ResponseEntity<String>>> result =
+          new DeferredResult<>();
+      APPLICATION.execute(
+          () -> {
+            awaitGate(key);
+            result.setResult(() -> send(key));
+          });
+      return result;
+    }
+  }
+
+  /**
+   * Holds the window open, for the probe's paths only: once the timeout's 409 is written (while the
+   * request is async) it opens the key's gate, as the client that got the 409 may set the work
+   * going, and holds the timeout's thread (20 s at most) until Spring MVC has taken an async
+   * result. What it saw, per key: {@code dispatched}, or {@code no result} if the wait ran out; and
+   * how many async dispatches the key's request had.
+   */
+  static final class HoldsTheTimeoutAnswer implements Filter {
+    static final Map<String, String> staged = new ConcurrentHashMap<>();
+    static final Map<String, AtomicInteger> asyncDispatches = new ConcurrentHashMap<>();
+
+    @Override
+    public void doFilter(ServletRequest request, ServletResponse response, FilterChain chain)
+        throws IOException, ServletException {
+      HttpServletRequest http = (HttpServletRequest) request;
+      String key = http.getHeader("Idempotency-Key");
+      if (!http.getRequestURI().startsWith(BASE) || key == null) {
+        chain.doFilter(request, response);
+        return;
+      }
+      if (http.getDispatcherType() == DispatcherType.ASYNC) {
+        asyncDispatches.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+        chain.doFilter(request, response);
+        return;
+      }
+      chain.doFilter(request, new SendsTheTimeoutAnswer(http, (HttpServletResponse) response, key));
+    }
+
+    private static final class SendsTheTimeoutAnswer extends HttpServletResponseWrapper {
+      private final HttpServletRequest request;
+      private final String key;
+
+      SendsTheTimeoutAnswer(HttpServletRequest request, HttpServletResponse response, String key) {
+        super(response);
+        this.request = request;
+        this.key = key;
+      }
+
+      @Override
+      public ServletOutputStream getOutputStream() throws IOException {
+        ServletOutputStream delegate = super.getOutputStream();
+        return new ServletOutputStream() {
+          @Override
+          public boolean isReady() {
+            return delegate.isReady();
+          }
+
+          @Override
+          public void setWriteListener(WriteListener listener) {
+            delegate.setWriteListener(listener);
+          }
+
+          @Override
+          public void write(int b) throws IOException {
+            delegate.write(b);
+          }
+
+          @Override
+          public void write(byte[] b, int off, int len) throws IOException {
+            delegate.write(b, off, len);
+            written();
+          }
+        };
+      }
+
+      /** The timeout's 409 was written: the gate opens, then the timeout's thread is held. */
+      private void written() {
+        if (getStatus() != 409 || !request.isAsyncStarted() || staged.containsKey(key)) {
+          return;
+        }
+        CountDownLatch gate = Race.gates.get(key);
+        if (gate != null) {
+          gate.countDown();
+        }
+        WebAsyncManager manager = WebAsyncUtils.getAsyncManager(request);
+        // a future's value that Spring MVC does not take marks its key completed instead
+        waitFor(
+            () -> manager.hasConcurrentResult() || Race.completed.containsKey(key),
+            Duration.ofSeconds(20));
+        synchronized (manager) {
+          // Spring MVC dispatches in the same block that set the result: done by now
+        }
+        staged.put(
+            key,
+            manager.hasConcurrentResult()
+                ? "dispatched"
+                : Race.completed.containsKey(key) ? "not taken" : "no result");
+      }
+    }
+  }
+}
