@@ -28,7 +28,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -40,9 +39,16 @@ import org.springframework.core.Ordered;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestHeader;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.request.NativeWebRequest;
 import org.springframework.web.context.request.async.DeferredResult;
+import org.springframework.web.context.request.async.DeferredResultProcessingInterceptor;
 import org.springframework.web.context.request.async.WebAsyncManager;
+import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
+import org.springframework.web.servlet.HandlerInterceptor;
+import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
+import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
+import reactor.core.publisher.Mono;
 
 /**
  * probeV, of fixrace cfa6549d: the window it closed for a {@code Callable}'s outcome (a detached
@@ -98,27 +104,41 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * An application's own {@code DeferredResult} whose value is more async work (a {@code Callable}:
-   * the send), set by an application thread while the container's timeout is handled: after the
-   * starter detached the call and wrote the 409, before {@code AsyncContext.complete()}. Expected:
-   * one send, the retry gets it replayed.
+   * An application's own {@code DeferredResult} whose value is more async work (a {@code Callable},
+   * a {@code WebAsyncTask}, a lazy {@code Mono}: each the send), set by an application thread while
+   * the container's timeout is handled, after the starter's first timeout handler detached the
+   * call: held open by the filter (after the 409 is written, before {@code
+   * AsyncContext.complete()}), or, on the {@code by-interceptor} path, by an application's {@code
+   * DeferredResultProcessingInterceptor} registered per request ahead of the starter's, whose
+   * {@code handleTimeout} takes its time (no hold in the starter's own code). Expected: one send,
+   * the retry gets it replayed.
    *
-   * <p>Open finding (probeV, at 98c59631; second send, SPEC 1), seen on Boot 3.5 and 4.0: "the
-   * window: dispatched, sends: 2, async dispatches: 2", the retry 201 replayed. The advisor's
-   * result handler on the application's {@code DeferredResult} sets Spring MVC's copy (which is not
-   * expired until the timeout's handling completes, so Spring MVC takes the value and dispatches
-   * it) and reports the value to the detached call ({@code AsyncWork.lateResult}), which runs the
-   * {@code Callable} itself ({@code continuedDetached}); on the async dispatch {@code
-   * AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s outcome ({@code
-   * callableOutcome}, from {@code postProcess}), and {@code outcomeReplaced} sees the dispatched
-   * value is the {@code DeferredResult}'s own, so Spring MVC handles it: it starts the {@code
-   * Callable} on its executor, a second run of the send. fixrace cfa6549d closed this window for a
-   * {@code Callable}'s outcome only.
+   * <p>Open finding (probeV, at 98c59631; second send, SPEC 1), every row on Boot 3.5 and 4.0 (two
+   * runs each): "first answer 409, last 201 replayed=true sent-..., the window: dispatched, sends:
+   * 2, async dispatches: 2". The advisor's result handler on the application's {@code
+   * DeferredResult} sets Spring MVC's copy (not expired until the timeout's handling completes, so
+   * Spring MVC takes the value and dispatches it) and reports the value to the detached call
+   * ({@code AsyncWork.lateResult}), which runs the work itself ({@code continuedDetached}); on the
+   * async dispatch {@code AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s
+   * outcome ({@code callableOutcome}, from {@code postProcess}), and {@code outcomeReplaced} sees
+   * the dispatched value is the {@code DeferredResult}'s own, so Spring MVC handles it too: it runs
+   * the work again on its executor (the second dispatch is then the {@code Callable}'s outcome,
+   * answered 409 by {@code answerDetachedOutcome}). fixrace cfa6549d closed this window for a
+   * {@code Callable}'s outcome only. A {@code CompletableFuture}'s value is not taken by Spring MVC
+   * in the same window (the rows above), so this is the {@code DeferredResult}'s alone.
    */
-  @Test
+  @ParameterizedTest
   @Tag("open-finding")
-  void aDeferredResultsCallableSetWhileTheTimeoutIsHandledSendsOnce() throws Exception {
-    String seen = raced("deferred-callable");
+  @ValueSource(
+      strings = {
+        "deferred-callable",
+        "deferred-task",
+        "deferred-mono",
+        "by-interceptor/deferred-callable"
+      })
+  void aDeferredResultsAsyncWorkSetWhileTheTimeoutIsHandledSendsOnce(String shape)
+      throws Exception {
+    String seen = raced(shape);
     assertThat(seen).as(seen).contains("the window: dispatched");
     assertThat(seen).as("a second send: " + seen).contains("sends: 1,");
   }
@@ -177,8 +197,30 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
 
   @Configuration(proxyBeanMethods = false)
   @EnableAutoConfiguration
-  @Import(Race.class)
-  static class RaceApplication {
+  @Import({Race.class, MoreWork.class})
+  static class RaceApplication implements WebMvcConfigurer {
+    /**
+     * Registers {@link SlowTimeoutInterceptor} per request, in a handler interceptor of the
+     * application's, ahead of the starter's own (AsyncTimeouts: "an application's timeout fallback
+     * registered ahead of this interceptor").
+     */
+    @Override
+    public void addInterceptors(InterceptorRegistry registry) {
+      registry.addInterceptor(
+          new HandlerInterceptor() {
+            @Override
+            public boolean preHandle(
+                HttpServletRequest request, HttpServletResponse response, Object handler) {
+              if (request.getDispatcherType() == DispatcherType.REQUEST) {
+                WebAsyncUtils.getAsyncManager(request)
+                    .registerDeferredResultInterceptor(
+                        SlowTimeoutInterceptor.class.getName(), new SlowTimeoutInterceptor());
+              }
+              return true;
+            }
+          });
+    }
+
     @Bean
     FilterRegistrationBean<HoldsTheTimeoutAnswer> holdsTheTimeoutAnswer() {
       FilterRegistrationBean<HoldsTheTimeoutAnswer> registration =
@@ -221,7 +263,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
       return org.springframework.http.ResponseEntity.status(201).body("sent-" + key);
     }
 
-    private static void awaitGate(String key) {
+    static void awaitGate(String key) {
       CountDownLatch gate = gates.getOrDefault(key, new CountDownLatch(0));
       try {
         gate.await(30, TimeUnit.SECONDS);
@@ -275,7 +317,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
               APPLICATION));
     }
 
-    @PostMapping(BASE + "deferred-callable")
+    @PostMapping({BASE + "deferred-callable", BASE + "by-interceptor/deferred-callable"})
     @IdempotentEndpoint
     public DeferredResult<Callable<org.springframework.http.ResponseEntity<String>>>
         deferredCallable(@RequestHeader("Idempotency-Key") String key) {
@@ -288,6 +330,67 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
             result.setResult(() -> send(key));
           });
       return result;
+    }
+  }
+
+  /** The {@code DeferredResult} of a {@code WebAsyncTask} or a lazy {@code Mono}: the send. */
+  @RestController
+  static class MoreWork {
+    private static final ExecutorService APPLICATION = Executors.newCachedThreadPool();
+
+    @PostMapping(BASE + "deferred-task")
+    @IdempotentEndpoint
+    public DeferredResult<WebAsyncTask<org.springframework.http.ResponseEntity<String>>>
+        deferredTask(@RequestHeader("Idempotency-Key") String key) {
+      Race.entered.incrementAndGet();
+      DeferredResult<WebAsyncTask<org.springframework.http.ResponseEntity<String>>> result =
+          new DeferredResult<>();
+      APPLICATION.execute(
+          () -> {
+            Race.awaitGate(key);
+            result.setResult(new WebAsyncTask<>(() -> Race.send(key)));
+          });
+      return result;
+    }
+
+    @PostMapping(BASE + "deferred-mono")
+    @IdempotentEndpoint
+    public DeferredResult<Mono<org.springframework.http.ResponseEntity<String>>> deferredMono(
+        @RequestHeader("Idempotency-Key") String key) {
+      Race.entered.incrementAndGet();
+      DeferredResult<Mono<org.springframework.http.ResponseEntity<String>>> result =
+          new DeferredResult<>();
+      APPLICATION.execute(
+          () -> {
+            Race.awaitGate(key);
+            result.setResult(Mono.fromCallable(() -> Race.send(key)));
+          });
+      return result;
+    }
+  }
+
+  /**
+   * An application's async interceptor that takes its time at a timeout (a metric, a log line), for
+   * the {@code by-interceptor} paths: it runs after the starter's first timeout handler decided the
+   * call detached and before the starter's own interceptor writes the 409. It opens the key's gate
+   * and waits (20 s at most) until the result it is told of is set: the application's thread set it
+   * meanwhile.
+   */
+  static final class SlowTimeoutInterceptor implements DeferredResultProcessingInterceptor {
+    @Override
+    public <T> boolean handleTimeout(NativeWebRequest request, DeferredResult<T> deferredResult) {
+      HttpServletRequest http = request.getNativeRequest(HttpServletRequest.class);
+      String key = http == null ? null : http.getHeader("Idempotency-Key");
+      if (key == null || !http.getRequestURI().startsWith(BASE + "by-interceptor/")) {
+        return true;
+      }
+      CountDownLatch gate = Race.gates.get(key);
+      if (gate != null) {
+        gate.countDown();
+      }
+      boolean set = waitFor(deferredResult::hasResult, Duration.ofSeconds(20));
+      HoldsTheTimeoutAnswer.staged.put(key, set ? "dispatched" : "no result");
+      return true;
     }
   }
 
@@ -308,6 +411,13 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
       HttpServletRequest http = (HttpServletRequest) request;
       String key = http.getHeader("Idempotency-Key");
       if (!http.getRequestURI().startsWith(BASE) || key == null) {
+        chain.doFilter(request, response);
+        return;
+      }
+      if (http.getRequestURI().startsWith(BASE + "by-interceptor/")) {
+        if (http.getDispatcherType() == DispatcherType.ASYNC) {
+          asyncDispatches.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+        }
         chain.doFilter(request, response);
         return;
       }
