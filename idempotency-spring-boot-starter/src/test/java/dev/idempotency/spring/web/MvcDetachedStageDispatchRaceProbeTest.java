@@ -2,6 +2,8 @@ package dev.idempotency.spring.web;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import jakarta.servlet.AsyncEvent;
+import jakarta.servlet.AsyncListener;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
@@ -45,7 +47,7 @@ import org.springframework.web.context.request.async.DeferredResultProcessingInt
 import org.springframework.web.context.request.async.WebAsyncManager;
 import org.springframework.web.context.request.async.WebAsyncTask;
 import org.springframework.web.context.request.async.WebAsyncUtils;
-import org.springframework.web.servlet.HandlerInterceptor;
+import org.springframework.web.servlet.AsyncHandlerInterceptor;
 import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
 import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
 import reactor.core.publisher.Mono;
@@ -113,19 +115,20 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
    * {@code handleTimeout} takes its time (no hold in the starter's own code). Expected: one send,
    * the retry gets it replayed.
    *
-   * <p>Open finding (probeV, at 98c59631; second send, SPEC 1), every row on Boot 3.5 and 4.0 (two
-   * runs each): "first answer 409, last 201 replayed=true sent-..., the window: dispatched, sends:
-   * 2, async dispatches: 2". The advisor's result handler on the application's {@code
-   * DeferredResult} sets Spring MVC's copy (not expired until the timeout's handling completes, so
-   * Spring MVC takes the value and dispatches it) and reports the value to the detached call
-   * ({@code AsyncWork.lateResult}), which runs the work itself ({@code continuedDetached}); on the
-   * async dispatch {@code AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s
-   * outcome ({@code callableOutcome}, from {@code postProcess}), and {@code outcomeReplaced} sees
-   * the dispatched value is the {@code DeferredResult}'s own, so Spring MVC handles it too: it runs
-   * the work again on its executor (the second dispatch is then the {@code Callable}'s outcome,
-   * answered 409 by {@code answerDetachedOutcome}). fixrace cfa6549d closed this window for a
-   * {@code Callable}'s outcome only. A {@code CompletableFuture}'s value is not taken by Spring MVC
-   * in the same window (the rows above), so this is the {@code DeferredResult}'s alone.
+   * <p>Open finding (probeV, at 98c59631; second send, SPEC 1), every row on Boot 3.5 and 4.0 (the
+   * {@code Callable} row in six runs per line, the others in four): "first answer 409, last 201
+   * replayed=true sent-..., the window: dispatched, sends: 2, async dispatches: 2". The advisor's
+   * result handler on the application's {@code DeferredResult} sets Spring MVC's copy (not expired
+   * until the timeout's handling completes, so Spring MVC takes the value and dispatches it) and
+   * reports the value to the detached call ({@code AsyncWork.lateResult}), which runs the work
+   * itself ({@code continuedDetached}); on the async dispatch {@code
+   * AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s outcome ({@code
+   * callableOutcome}, from {@code postProcess}), and {@code outcomeReplaced} sees the dispatched
+   * value is the {@code DeferredResult}'s own, so Spring MVC handles it too: it runs the work again
+   * on its executor (the second dispatch is then the {@code Callable}'s outcome, answered 409 by
+   * {@code answerDetachedOutcome}). fixrace cfa6549d closed this window for a {@code Callable}'s
+   * outcome only. A {@code CompletableFuture}'s value is not taken by Spring MVC in the same window
+   * (the rows above), so this is the {@code DeferredResult}'s alone.
    */
   @ParameterizedTest
   @Tag("open-finding")
@@ -141,6 +144,38 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
     String seen = raced(shape);
     assertThat(seen).as(seen).contains("the window: dispatched");
     assertThat(seen).as("a second send: " + seen).contains("sends: 1,");
+  }
+
+  /**
+   * An application's own {@code DeferredResult} set by an application thread after the starter
+   * called {@code AsyncContext.complete()} for the timeout's 409 and before the request's
+   * completion expired Spring MVC's copy: held open by an application's {@code AsyncListener}
+   * (added to the request's async context as it goes async), whose {@code onTimeout} runs after
+   * Spring MVC's and waits (20 s at most) until the application's {@code setResult} returned.
+   * Expected: one send, the retry gets it replayed, and the application's {@code setResult} does
+   * not throw.
+   *
+   * <p>Open finding (probeV, at 98c59631; other: no second or lost send), both rows on Boot 3.5 and
+   * 4.0, two runs each: "first answer 409, last 201 replayed=true sent-..., the window: threw
+   * java.lang.IllegalStateException: Calling [asyncDispatch()] is not valid for a request with
+   * Async state [COMPLETING], sends: 1, async dispatches: 0". The send and its replay hold (the
+   * advisor reports the value to the call in a {@code finally}), but the application's own {@code
+   * setResult}, which Spring MVC's {@code DeferredResult} answers with {@code true} or {@code
+   * false}, throws after its value was taken and stored: {@code IdempotentEndpointAdvisor.observed}
+   * sets Spring MVC's copy, not yet expired, whose dispatch Tomcat refuses since the starter
+   * completed the request itself ({@code AsyncTimeouts.answer409}), unknown to Spring MVC's {@code
+   * StandardServletAsyncWebRequest}. An application that takes that throw for a failed delivery
+   * (and sends again, or alerts) is misled.
+   */
+  @ParameterizedTest
+  @Tag("open-finding")
+  @ValueSource(strings = {"after-complete/deferred-value", "after-complete/deferred-callable"})
+  void aDeferredResultSetAfterTheTimeoutsCompleteSendsOnce(String shape) throws Exception {
+    String seen = raced(shape);
+    assertThat(seen).as(seen).contains("sends: 1,");
+    assertThat(seen)
+        .as("the application's setResult: " + seen)
+        .containsPattern("the window: set (true|false),");
   }
 
   /**
@@ -207,7 +242,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
     @Override
     public void addInterceptors(InterceptorRegistry registry) {
       registry.addInterceptor(
-          new HandlerInterceptor() {
+          new AsyncHandlerInterceptor() {
             @Override
             public boolean preHandle(
                 HttpServletRequest request, HttpServletResponse response, Object handler) {
@@ -217,6 +252,17 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
                         SlowTimeoutInterceptor.class.getName(), new SlowTimeoutInterceptor());
               }
               return true;
+            }
+
+            @Override
+            public void afterConcurrentHandlingStarted(
+                HttpServletRequest request, HttpServletResponse response, Object handler) {
+              String key = request.getHeader("Idempotency-Key");
+              if (key != null
+                  && request.getRequestURI().startsWith(BASE + "after-complete/")
+                  && request.isAsyncStarted()) {
+                request.getAsyncContext().addListener(new AfterTheTimeout(key));
+              }
             }
           });
     }
@@ -263,6 +309,19 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
       return org.springframework.http.ResponseEntity.status(201).body("sent-" + key);
     }
 
+    /**
+     * What the application's {@code setResult} returned, or the class of what it threw, per key.
+     */
+    static final Map<String, String> setOutcomes = new ConcurrentHashMap<>();
+
+    private static void setAndRecord(String key, BooleanSupplier setResult) {
+      try {
+        setOutcomes.put(key, "set " + setResult.getAsBoolean());
+      } catch (RuntimeException e) {
+        setOutcomes.put(key, "threw " + e.getClass().getName() + ": " + e.getMessage());
+      }
+    }
+
     static void awaitGate(String key) {
       CountDownLatch gate = gates.getOrDefault(key, new CountDownLatch(0));
       try {
@@ -287,7 +346,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
               APPLICATION));
     }
 
-    @PostMapping(BASE + "deferred-value")
+    @PostMapping({BASE + "deferred-value", BASE + "after-complete/deferred-value"})
     @IdempotentEndpoint
     public DeferredResult<org.springframework.http.ResponseEntity<String>> deferredValue(
         @RequestHeader("Idempotency-Key") String key) {
@@ -297,7 +356,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
       APPLICATION.execute(
           () -> {
             awaitGate(key);
-            result.setResult(send(key));
+            setAndRecord(key, () -> result.setResult(send(key)));
           });
       return result;
     }
@@ -317,7 +376,11 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
               APPLICATION));
     }
 
-    @PostMapping({BASE + "deferred-callable", BASE + "by-interceptor/deferred-callable"})
+    @PostMapping({
+      BASE + "deferred-callable",
+      BASE + "by-interceptor/deferred-callable",
+      BASE + "after-complete/deferred-callable"
+    })
     @IdempotentEndpoint
     public DeferredResult<Callable<org.springframework.http.ResponseEntity<String>>>
         deferredCallable(@RequestHeader("Idempotency-Key") String key) {
@@ -327,7 +390,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
       APPLICATION.execute(
           () -> {
             awaitGate(key);
-            result.setResult(() -> send(key));
+            setAndRecord(key, () -> result.setResult(() -> send(key)));
           });
       return result;
     }
@@ -395,6 +458,40 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
   }
 
   /**
+   * An application's listener of the request's async events, added as the request goes async, so
+   * after Spring MVC's: at the timeout it opens the key's gate and waits (20 s at most) until the
+   * application's {@code setResult} returned, after the starter's 409 and {@code complete()}, and
+   * before the request's completion expires Spring MVC's copy. What it saw: the application's
+   * {@code setResult} outcome.
+   */
+  static final class AfterTheTimeout implements AsyncListener {
+    private final String key;
+
+    AfterTheTimeout(String key) {
+      this.key = key;
+    }
+
+    @Override
+    public void onTimeout(AsyncEvent event) {
+      CountDownLatch gate = Race.gates.get(key);
+      if (gate != null) {
+        gate.countDown();
+      }
+      waitFor(() -> Race.setOutcomes.containsKey(key), Duration.ofSeconds(20));
+      HoldsTheTimeoutAnswer.staged.put(key, String.valueOf(Race.setOutcomes.get(key)));
+    }
+
+    @Override
+    public void onComplete(AsyncEvent event) {}
+
+    @Override
+    public void onError(AsyncEvent event) {}
+
+    @Override
+    public void onStartAsync(AsyncEvent event) {}
+  }
+
+  /**
    * Holds the window open, for the probe's paths only: once the timeout's 409 is written (while the
    * request is async) it opens the key's gate, as the client that got the 409 may set the work
    * going, and holds the timeout's thread (20 s at most) until Spring MVC has taken an async
@@ -414,7 +511,8 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
         chain.doFilter(request, response);
         return;
       }
-      if (http.getRequestURI().startsWith(BASE + "by-interceptor/")) {
+      if (http.getRequestURI().startsWith(BASE + "by-interceptor/")
+          || http.getRequestURI().startsWith(BASE + "after-complete/")) {
         if (http.getDispatcherType() == DispatcherType.ASYNC) {
           asyncDispatches.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
         }
