@@ -48,7 +48,7 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
  * {@code Callable}), completed by an application thread only after the 1 s async timeout (the
  * client got 409), with more async work: a {@code Callable} that Spring MVC would run on its task
  * thread with the request's context, and that the starter now continues on its own threads ({@code
- * AsyncWork.continuedDetached} -> the follower -> {@code UninterruptedWork.detached} -> {@code
+ * AsyncWork.continuedDetached} -> the follower -> {@code DetachedWork.detached} -> {@code
  * continueDetached}). The later {@code Callable} reads what Spring MVC gives its task thread
  * (docs/spring-boot.md, async timeout row: "with the same thread context: the MDC, locale and
  * request attributes, the request's {@code CallableProcessingInterceptor}s, the application's

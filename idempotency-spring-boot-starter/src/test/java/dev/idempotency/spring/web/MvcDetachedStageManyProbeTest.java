@@ -111,13 +111,12 @@ class MvcDetachedStageManyProbeTest extends MvcProbeApplication {
    * 5 s after) ... [<key>: last 422 replayed=null {...response-not-stored...,
    * "original-status":200}, sends 0, ...]": the 32 continuations on the starter's pool released
    * their keys and the retries sent once; the other 8 ran on the application's thread inside {@code
-   * stage.complete} (the pool's caller-runs fallback, {@code
-   * UninterruptedWork.onATakenOverThread}), which awaited the DeferredResult that only that thread
-   * would set until its 8 s timeout, recorded the call as answered without its body, and only then
-   * let the thread hear the refusal: nothing was ever sent, and the retry gets 422. Fixed (fixctx):
-   * a continuation that finds the taken-over pool full runs on a thread of the starter's shielded
-   * work pool, never on the thread that completed the stage ({@code
-   * UninterruptedWork.NeverOnTheCaller}).
+   * stage.complete} (the pool's caller-runs fallback, {@code DetachedWork.onATakenOverThread}),
+   * which awaited the DeferredResult that only that thread would set until its 8 s timeout,
+   * recorded the call as answered without its body, and only then let the thread hear the refusal:
+   * nothing was ever sent, and the retry gets 422. Fixed (fixctx): a continuation that finds the
+   * taken-over pool full runs on a thread of the starter's shielded work pool, never on the thread
+   * that completed the stage ({@code DetachedWork.NeverOnTheCaller}).
    */
   @Test
   void aFullPoolOfDetachedStagesLosesNoSend() throws Exception {

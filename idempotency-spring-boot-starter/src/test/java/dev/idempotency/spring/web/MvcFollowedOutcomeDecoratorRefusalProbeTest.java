@@ -65,7 +65,7 @@ class MvcFollowedOutcomeDecoratorRefusalProbeTest extends MvcProbeApplication {
   // runDetached() called starterRun.decorated(..) for a follower's run (queuedHere false) with no
   // guard: the decorator's refusal left followReplacedOutcome (state already TAKEN, late set) as
   // an exception on the async dispatch, and nothing reported the call. Fixed by fixdecor:
-  // UninterruptedWork.decorateAndRun, the one path of runDetached's followed outcome and
+  // DetachedWork.decorateAndRun, the one path of runDetached's followed outcome and
   // continueDetached, ends the call when the decorator refuses there (or its wrapper never runs
   // the work); here the Callable had sent (it ran and returned the outcome), so the call is
   // recorded as answered without its body (the retry gets 422 response-not-stored), never

@@ -146,7 +146,7 @@ class MvcLateValueShapesProbeTest extends MvcProbeApplication {
    * X-Outer=null X-Inner=null sent-1" but was: "200 type=null X-Outer=null X-Inner=null "" with
    * replayed=true, sends 1; the same for future/mono-delay and callable/mono-defer, and
    * entity/mono-defer ("202 type=null X-Outer=outer ..." with an empty body; on Boot 4.0
-   * X-Outer=null). From reading, not traced: {@code AsyncWork.moreAsyncWork} and {@code
+   * X-Outer=null). From reading, not traced: {@code AsyncResultShapes.moreAsyncWork} and {@code
    * LaterStages} know no reactive type, so the value is rendered by {@code LateResponse} through
    * Spring MVC's reactive return value handler, which subscribes it on the ended request and writes
    * nothing there.
@@ -262,8 +262,8 @@ class MvcLateValueShapesProbeTest extends MvcProbeApplication {
    * response's when the work went async; on time 500). Fixed by fixlate: a failure of Spring MVC's
    * return value handler in a guarded request's async dispatch (where it writes a value the work
    * produced) no longer releases the key ({@code EndpointCall.valueNotWritten}), and a late
-   * reactive stream is more async work ({@code AsyncWork.reactiveStream}, {@code LaterStages}). 2
-   * to 8 s a row (extended).
+   * reactive stream is more async work ({@code AsyncResultShapes.reactiveStream}, {@code
+   * LaterStages}). 2 to 8 s a row (extended).
    *
    * <p>Was an open finding (probeR; a second send, on time). Failed on Boot 3.5 and 4.0 at
    * 76f2b4f3: "on-time sends: future/flux-defer: on time first [500 ...], answered [500 ...],

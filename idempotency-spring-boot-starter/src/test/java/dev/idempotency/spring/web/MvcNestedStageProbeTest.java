@@ -77,7 +77,7 @@ class MvcNestedStageProbeTest extends MvcProbeApplication {
    * It was: A {@code Callable} whose result is a {@code StreamingResponseBody} (only the handler
    * method's own result is marked a stream: {@code IdempotentEndpointAdvisor}, {@code
    * call.returnsAStream()}), which sends after the 1 s timeout and then writes its receipt {@code
-   * {"send":1}}. The timeout sees no stream ({@code AsyncTimeouts.cutAStream}: not passed on, not
+   * {"send":1}}. The timeout sees no stream ({@code TimeoutDecision.cutAStream}: not passed on, not
    * marked) and no lost later stage (it began): it detaches the call as for a {@code Callable} (the
    * client gets 409 request-in-progress) and the stream's end is rendered as a late {@code
    * Callable} result ({@code AsyncWork.lateResult}): its write after the request ended fails in
@@ -115,7 +115,7 @@ class MvcNestedStageProbeTest extends MvcProbeApplication {
    * {@code DeferredResult} stage marks the work "later stage unfollowed" for good ({@code
    * AsyncWork.lateResult}: laterStageUnfollowed is never reset once Spring MVC follows the stage's
    * value), so the timeout takes the running third stage for one it lost ({@code
-   * AsyncTimeouts.cutALaterStage}): the client gets Spring's 503 and the key is recorded as
+   * TimeoutDecision.cutALaterStage}): the client gets Spring's 503 and the key is recorded as
    * answered without its body (422, "status 503") at once, and the third stage's own failure, which
    * the starter hears of ({@code postProcess}), changes nothing: the retry gets 422 and the
    * notification is never sent in the window. The same failure with no timeout (a 500) releases the

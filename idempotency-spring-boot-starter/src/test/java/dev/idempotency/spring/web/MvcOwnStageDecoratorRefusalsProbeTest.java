@@ -139,13 +139,13 @@ class MvcOwnStageDecoratorRefusalsProbeTest extends MvcProbeApplication {
    * first 409 ..., last 200 replayed=true , sends 1 ... expected: 201 but was: 200": the {@code
    * Mono} was subscribed and sent once, but the key was recorded as a 200 with an empty body, which
    * the retry gets replayed instead of the send's 201 {@code sent-1}; nothing logged at WARN. From
-   * reading, not checked: a {@code Mono} is not among {@code AsyncWork.moreAsyncWork}'s types, so
-   * the late value is rendered as a final one ({@code LateResponse.render}), whose reactive return
-   * value handler subscribes it as a later async value whose result the rendering does not wait
-   * for. The row below, a {@code Mono} that is also a {@code Callable}, is run as a later {@code
-   * Callable} and passes. Fixed by fixdecor: a single reactive value is more async work ({@code
-   * AsyncWork.moreAsyncWork}), which the starter subscribes as Spring MVC's reactive return value
-   * handler would ({@code LaterStages}), and stores its value.
+   * reading, not checked: a {@code Mono} is not among {@code AsyncResultShapes.moreAsyncWork}'s
+   * types, so the late value is rendered as a final one ({@code LateResponse.render}), whose
+   * reactive return value handler subscribes it as a later async value whose result the rendering
+   * does not wait for. The row below, a {@code Mono} that is also a {@code Callable}, is run as a
+   * later {@code Callable} and passes. Fixed by fixdecor: a single reactive value is more async
+   * work ({@code AsyncResultShapes.moreAsyncWork}), which the starter subscribes as Spring MVC's
+   * reactive return value handler would ({@code LaterStages}), and stores its value.
    */
   @Test
   void aLateMonoOfAHandlersOwnStageSendsOnce() throws Exception {
@@ -160,9 +160,9 @@ class MvcOwnStageDecoratorRefusalsProbeTest extends MvcProbeApplication {
   /**
    * The stage completed after the timeout with {@code Mono.fromCallable}, which is itself a {@code
    * Callable} (Reactor's {@code MonoCallable}): the starter runs it as a later {@code Callable}
-   * ({@code AsyncWork.moreAsyncWork}); it sends once and the retry gets its 201. Passes on Boot 3.5
-   * and 4.0 at cd89fe43. Since fixdecor the starter subscribes it as a reactive value instead, as
-   * Spring MVC serves it ({@code LaterStages}); still one send, the retry its 201.
+   * ({@code AsyncResultShapes.moreAsyncWork}); it sends once and the retry gets its 201. Passes on
+   * Boot 3.5 and 4.0 at cd89fe43. Since fixdecor the starter subscribes it as a reactive value
+   * instead, as Spring MVC serves it ({@code LaterStages}); still one send, the retry its 201.
    */
   @Test
   void aLateMonoThatIsACallableOfAHandlersOwnStageSendsOnce() throws Exception {
@@ -225,18 +225,18 @@ class MvcOwnStageDecoratorRefusalsProbeTest extends MvcProbeApplication {
    * {...response-not-stored..., "original-status":200}, sends 0 ... expected: 1 but was: 0"; the
    * server logs "The application's task decorator ended without running an idempotent endpoint's
    * work on the starter's thread; nothing was sent, the call ends as a failure: it returned without
-   * running it". From reading: {@code UninterruptedWork.onATakenOverThread} takes a wrapper that
+   * running it". From reading: {@code DetachedWork.onATakenOverThread} takes a wrapper that
    * returned before the task ran for one that will never run it and gives the run up (so the
    * handed-off task, when it runs, does nothing), and a continuation's failure after a stage that
    * ran is recorded as answered without its body: nothing sent, and the retry never sends. Fixed by
    * fixdecor, by deciding such an end on what ran before the task, not on how the decorator
-   * declined it ({@code UninterruptedWork.givenUp}): the wrapper that returns is still taken for
-   * one that never runs the task (the handed-off task does nothing when it runs: {@code
-   * TaskDecorator} intends the task run inline), but before it only the handler and its own stage
-   * ran, whose value (the later {@code Callable}) is the send still to come, so the key is released
-   * and the retry sends once. After a stage that may have sent (a {@code Callable} of the work's
-   * that ran, a later stage) such an end is still recorded as answered without its body: there a
-   * decorator that hands its task off loses that task's send (not covered here).
+   * declined it ({@code DecoratedRun.givenUp}): the wrapper that returns is still taken for one
+   * that never runs the task (the handed-off task does nothing when it runs: {@code TaskDecorator}
+   * intends the task run inline), but before it only the handler and its own stage ran, whose value
+   * (the later {@code Callable}) is the send still to come, so the key is released and the retry
+   * sends once. After a stage that may have sent (a {@code Callable} of the work's that ran, a
+   * later stage) such an end is still recorded as answered without its body: there a decorator that
+   * hands its task off loses that task's send (not covered here).
    */
   @Test
   void aDecoratorThatHandsTheTaskToAnotherThreadRunsALateCallableOnce() throws Exception {

@@ -202,7 +202,7 @@ class MvcQueuedWorkProbeTest extends MvcProbeApplication {
    * Callable} (run on the executor's thread), or a {@code CompletableFuture} completed by a thread
    * of the application's. At the timeout the first stage's result (that second {@code Callable} or
    * future) is the work's "early result" ({@code AsyncWork.earlyResult}, set by the first stage's
-   * {@code postProcess}), so the call is not detached. By reading: {@code AsyncTimeouts.detach}
+   * {@code postProcess}), so the call is not detached. By reading: {@code TimeoutDecision.detach}
    * stores that result as the late answer ({@code detachWithEarlyResult}: rendered as a 200 with no
    * body) and the timeout answers with it, so Spring MVC dispatches it and runs the second stage
    * again. Fails on the Callable row, Boot 3.5 and Boot 4.0, commit c1701d4: "sends for the key

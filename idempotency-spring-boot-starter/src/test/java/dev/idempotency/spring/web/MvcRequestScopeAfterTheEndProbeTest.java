@@ -73,7 +73,7 @@ class MvcRequestScopeAfterTheEndProbeTest extends MvcProbeApplication {
   /**
    * Taken over: the work queued behind a busy executor at the timeout runs on the starter's thread.
    * Was an open finding (probeZ, on 493e7d6; medium: a second send, SPEC 1): the starter bound the
-   * request attributes UninterruptedWork.detached captured on the request's thread when the handler
+   * request attributes DetachedWork.detached captured on the request's thread when the handler
    * returned, which the end of that dispatch completed ({@code FrameworkServlet} calls {@code
    * requestCompleted()}), so every request-scope read failed there after the send
    * ("ScopeNotActiveException: ... Scope 'request' is not active for the current thread", "Cannot

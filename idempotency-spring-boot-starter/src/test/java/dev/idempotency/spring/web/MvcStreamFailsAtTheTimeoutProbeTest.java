@@ -61,16 +61,17 @@ class MvcStreamFailsAtTheTimeoutProbeTest extends MvcProbeApplication {
    * The stream's own failure, before it wrote and before the timeout: nothing was sent, so the key
    * must be released and the retry send, once (the retry's request is not slowed). The starter's
    * {@code postProcess} sees the failure first ({@code AsyncWork.lateResult} keeps it as the work's
-   * early result); the timeout then comes before its dispatch, and {@code AsyncTimeouts.cutAStream}
-   * cannot await the stream's end ({@code AsyncWork.awaitStreamEnd} refuses once an early result
-   * came), so it cuts the stream short: recorded as answered without its body from Spring's 503,
-   * though the result it already holds is the stream's own failure before any write (for a {@code
-   * Callable} the early result is stored or answered instead: {@code detachWithEarlyResult}).
-   * Without the slow interceptor the same order happens when the stream fails within the moment
-   * before its timeout. Fails on Boot 3.5 and 4.0, commit 44d14d3 (about 2 s): "sends: first answer
-   * 503 ...; retry 422 ...(status 503)...; runs 1, stream failures 1, sends 0, timeout seen in
-   * postProcess 1 expected: 1 but was: 0". Without the warm-up request it passed twice: the cold
-   * first request's work began only after its timeout, was abandoned, and released.
+   * early result); the timeout then comes before its dispatch, and {@code
+   * TimeoutDecision.cutAStream} cannot await the stream's end ({@code AsyncWork.awaitStreamEnd}
+   * refuses once an early result came), so it cuts the stream short: recorded as answered without
+   * its body from Spring's 503, though the result it already holds is the stream's own failure
+   * before any write (for a {@code Callable} the early result is stored or answered instead: {@code
+   * detachWithEarlyResult}). Without the slow interceptor the same order happens when the stream
+   * fails within the moment before its timeout. Fails on Boot 3.5 and 4.0, commit 44d14d3 (about 2
+   * s): "sends: first answer 503 ...; retry 422 ...(status 503)...; runs 1, stream failures 1,
+   * sends 0, timeout seen in postProcess 1 expected: 1 but was: 0". Without the warm-up request it
+   * passed twice: the cold first request's work began only after its timeout, was abandoned, and
+   * released.
    */
   @Test
   void aStreamThatFailsJustBeforeTheTimeoutIsSentByTheRetry() throws Exception {

@@ -39,9 +39,9 @@ class MvcTaskDecoratorCountProbeTest extends MvcProbeApplication {
   /**
    * Each guarded {@code Callable} that ends on time has three tasks decorated, and all three run:
    * Spring MVC's task, the starter's worker, and the taken-over run that {@code
-   * UninterruptedWork.detached} decorates on the request's thread (the only thread with the
-   * request's context) for a timeout that may come; once the work starts on Spring MVC's task it
-   * can no longer be taken over, and that decorated task is run then with nothing to do ({@code
+   * DetachedWork.detached} decorates on the request's thread (the only thread with the request's
+   * context) for a timeout that may come; once the work starts on Spring MVC's task it can no
+   * longer be taken over, and that decorated task is run then with nothing to do ({@code
    * AsyncWork.Queued#notTakenOver}), so a decorator that takes something when it decorates gives it
    * back. Of 11e7141, an open finding (low) until fixpost: 3 decorated, 2 run ("expected: 15 but
    * was: 10"); passes on Boot 3.5 and 4.0 since.
