@@ -6,6 +6,8 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.jspecify.annotations.Nullable;
 import org.springframework.kafka.listener.AbstractMessageListenerContainer;
+import org.springframework.kafka.listener.AcknowledgingConsumerAwareMessageListener;
+import org.springframework.kafka.listener.BatchAcknowledgingConsumerAwareMessageListener;
 import org.springframework.kafka.listener.BatchMessageListener;
 import org.springframework.kafka.listener.DelegatingMessageListener;
 import org.springframework.kafka.listener.MessageListener;
@@ -22,8 +24,9 @@ import org.springframework.kafka.support.Acknowledgment;
  * store is down or its key in flight elsewhere. The container's error handler, wrapped by the
  * starter ({@link KafkaDeliveries#errorHandler}), then seeks and retries it with the messaging
  * backoff, without limit. The wrapper runs inside the starter's interceptor ({@link
- * KafkaDeliveries.Interceptor}), which binds the delivery; Spring Kafka calls it with the arguments
- * of its innermost listener's type, which it passes on as they are.
+ * KafkaDeliveries.Interceptor}), which binds the delivery; it calls the listener it wraps with the
+ * arguments of that listener's own type, whoever calls it (the container, or an adapter that wraps
+ * it in turn, such as the retry topics' one).
  *
  * <p>A listener with asynchronous replies (a {@code CompletableFuture} or {@code Mono} return) is
  * left as it is: Spring Kafka wires its failures to the container's outer listener, which the
@@ -91,10 +94,17 @@ final class KafkaKeptDeferrals {
     throw new IllegalStateException("deferred", kept);
   }
 
-  /** A record listener, wrapped. */
+  /**
+   * A record listener, wrapped. It takes every argument a caller has (it is an acknowledging,
+   * consumer-aware listener) and calls its delegate with those of the delegate's own type ({@code
+   * delegateType}), as Spring Kafka's delegating adapters do: a container calls it with the
+   * arguments of its innermost listener's type, but an adapter that wraps it in turn (the retry
+   * topics' {@code KafkaBackoffAwareMessageListenerAdapter}) calls it by its own type, and a
+   * messaging adapter refuses any call but its own form ("Container should never call this").
+   */
   static final class Record<K, V>
       extends AbstractDelegatingMessageListenerAdapter<MessageListener<K, V>>
-      implements MessageListener<K, V>, AsyncRepliesAware {
+      implements AcknowledgingConsumerAwareMessageListener<K, V>, AsyncRepliesAware {
 
     Record(MessageListener<K, V> delegate) {
       super(delegate);
@@ -102,23 +112,17 @@ final class KafkaKeptDeferrals {
 
     @Override
     public void onMessage(ConsumerRecord<K, V> data) {
-      Delivery delivery = delivery();
-      delegate.onMessage(data);
-      failIfDeferred(delivery);
+      onMessage(data, null, null);
     }
 
     @Override
     public void onMessage(ConsumerRecord<K, V> data, @Nullable Acknowledgment acknowledgment) {
-      Delivery delivery = delivery();
-      delegate.onMessage(data, acknowledgment);
-      failIfDeferred(delivery);
+      onMessage(data, acknowledgment, null);
     }
 
     @Override
     public void onMessage(ConsumerRecord<K, V> data, @Nullable Consumer<?, ?> consumer) {
-      Delivery delivery = delivery();
-      delegate.onMessage(data, consumer);
-      failIfDeferred(delivery);
+      onMessage(data, null, consumer);
     }
 
     @Override
@@ -127,7 +131,12 @@ final class KafkaKeptDeferrals {
         @Nullable Acknowledgment acknowledgment,
         @Nullable Consumer<?, ?> consumer) {
       Delivery delivery = delivery();
-      delegate.onMessage(data, acknowledgment, consumer);
+      switch (delegateType) {
+        case ACKNOWLEDGING_CONSUMER_AWARE -> delegate.onMessage(data, acknowledgment, consumer);
+        case ACKNOWLEDGING -> delegate.onMessage(data, acknowledgment);
+        case CONSUMER_AWARE -> delegate.onMessage(data, consumer);
+        case SIMPLE -> delegate.onMessage(data);
+      }
       failIfDeferred(delivery);
     }
 
@@ -137,10 +146,10 @@ final class KafkaKeptDeferrals {
     }
   }
 
-  /** A batch listener, wrapped. */
+  /** A batch listener, wrapped; it calls its delegate by the delegate's own type, as above. */
   static final class Batch<K, V>
       extends AbstractDelegatingMessageListenerAdapter<BatchMessageListener<K, V>>
-      implements BatchMessageListener<K, V>, AsyncRepliesAware {
+      implements BatchAcknowledgingConsumerAwareMessageListener<K, V>, AsyncRepliesAware {
 
     Batch(BatchMessageListener<K, V> delegate) {
       super(delegate);
@@ -148,24 +157,18 @@ final class KafkaKeptDeferrals {
 
     @Override
     public void onMessage(List<ConsumerRecord<K, V>> data) {
-      Delivery delivery = delivery();
-      delegate.onMessage(data);
-      failIfDeferred(delivery);
+      onMessage(data, null, null);
     }
 
     @Override
     public void onMessage(
         List<ConsumerRecord<K, V>> data, @Nullable Acknowledgment acknowledgment) {
-      Delivery delivery = delivery();
-      delegate.onMessage(data, acknowledgment);
-      failIfDeferred(delivery);
+      onMessage(data, acknowledgment, null);
     }
 
     @Override
     public void onMessage(List<ConsumerRecord<K, V>> data, @Nullable Consumer<?, ?> consumer) {
-      Delivery delivery = delivery();
-      delegate.onMessage(data, consumer);
-      failIfDeferred(delivery);
+      onMessage(data, null, consumer);
     }
 
     @Override
@@ -174,7 +177,12 @@ final class KafkaKeptDeferrals {
         @Nullable Acknowledgment acknowledgment,
         @Nullable Consumer<?, ?> consumer) {
       Delivery delivery = delivery();
-      delegate.onMessage(data, acknowledgment, consumer);
+      switch (delegateType) {
+        case ACKNOWLEDGING_CONSUMER_AWARE -> delegate.onMessage(data, acknowledgment, consumer);
+        case ACKNOWLEDGING -> delegate.onMessage(data, acknowledgment);
+        case CONSUMER_AWARE -> delegate.onMessage(data, consumer);
+        case SIMPLE -> delegate.onMessage(data);
+      }
       failIfDeferred(delivery);
     }
 

@@ -14,7 +14,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
@@ -145,7 +144,8 @@ class KafkaRetryableTopicProbeTest {
   @Autowired SwitchableKeyStore store;
 
   /** An unguarded {@code @RetryableTopic} listener, nothing failing: its record runs once. */
-  // Open finding (probeU, Boot 3.5 and 4.0 at 98c59631; severity high: a lost send, SPEC 1, for
+  // Was an open finding (probeU, Boot 3.5 and 4.0 at 98c59631; severity high: a lost send, SPEC 1,
+  // for
   // every record of every @RetryableTopic listener of an application with the starter, guarded or
   // not, the store up or down; and an endless loop republishing to the DLT). Expected: the record
   // runs once. Happened: "[runs of the record; dead-lettered: false] expected: 1L but was: 0L" (the
@@ -164,7 +164,9 @@ class KafkaRetryableTopicProbeTest {
   // is retried on the topic and sent once, never dead-lettered). A fix: the wrappers pass each
   // onMessage form on as Spring Kafka's own delegating adapters do (by the delegate's listener
   // type), or present the delegate's type to an adapter that wraps them.
-  @Tag("open-finding")
+  // Fixed (lead, after 117b887b): both wrappers are acknowledging, consumer-aware listeners and
+  // call
+  // their delegate by its own type (delegateType); both rows pass on Boot 3.5 and 4.0.
   @Test
   void anUnguardedRetryableTopicListenerRunsItsRecord() throws Exception {
     String event = "plain-" + UUID.randomUUID();
@@ -181,11 +183,11 @@ class KafkaRetryableTopicProbeTest {
    * rethrown: the deferral must be retried on the topic, never passed to the retry topic's last
    * attempt and the DLT; sent once the store answers.
    */
-  // Open finding (probeU, Boot 3.5 and 4.0 at 98c59631; severity high: a lost send, SPEC 1), the
+  // Was an open finding (probeU, Boot 3.5 and 4.0 at 98c59631; severity high: a lost send), the
   // same cause as the row above: "[sends of the record; runs: 0, deferrals: 0, dead-lettered:
   // false] expected: 1L but was: 0L": the listener never ran. With the starter's wrapper left out
   // (the experiment above) it passes: the deferral is retried on the topic, never dead-lettered.
-  @Tag("open-finding")
+  // Fixed with the row above.
   @Test
   void aRetryableTopicListenersDeferralIsSentOnceNeverDeadLettered() throws Exception {
     String event = "guarded-" + UUID.randomUUID();
