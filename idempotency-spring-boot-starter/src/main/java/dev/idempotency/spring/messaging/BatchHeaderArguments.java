@@ -1,6 +1,7 @@
 package dev.idempotency.spring.messaging;
 
 import java.lang.annotation.Annotation;
+import java.lang.reflect.Array;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -16,7 +17,14 @@ import org.jspecify.annotations.Nullable;
  * KafkaHeaders.BATCH_CONVERTED_HEADERS}), and so are the lists of its {@code @Headers} map. Once a
  * message sent before is skipped, entry {@code i} of such a list is no longer message {@code i}'s:
  * each list of the batch's length is filtered by the same indexes as the list, so that it is. A
- * list of another length was never one entry per message, and is passed as it is.
+ * {@code @Header} parameter of an array type ({@code String[]}, {@code long[]}) gets the list
+ * converted into an array by Spring's conversion service before the starter sees it, one entry per
+ * message all the same: an array of the batch's length is cut the same way. A list or an array of
+ * another length was never one entry per message, and is passed as it is. A {@code @Headers} map is
+ * handed out without conversion, so its per-message headers are lists there, never arrays; its
+ * other values (an array among them) are passed as they are. Other types Spring converts such a
+ * list into (a {@code Set}, a joined {@code String}) cannot be cut by index and are passed as they
+ * are (documented: take the header as a {@code List} or an array).
  */
 final class BatchHeaderArguments {
 
@@ -26,7 +34,8 @@ final class BatchHeaderArguments {
 
   /**
    * Replaces, in {@code arguments}, each header argument of the method that holds per-message lists
-   * with those lists' entries at {@code kept} (indexes in the list the container made).
+   * (or an array converted from one) with their entries at {@code kept} (indexes in the list the
+   * container made).
    *
    * @param size the length of the list the container made
    * @return the arguments as they were, to put back once the listener ran
@@ -43,6 +52,8 @@ final class BatchHeaderArguments {
       String kind = headerKind(annotations[p]);
       if (kind.equals("Header") && value instanceof List<?> list) {
         aligned[p] = filtered(list, size, kept);
+      } else if (kind.equals("Header") && value.getClass().isArray()) {
+        aligned[p] = filteredArray(value, size, kept);
       } else if ((kind.equals("Headers") || isMessageHeaders(value))
           && value instanceof Map<?, ?> map) {
         aligned[p] = filtered(map, size, kept);
@@ -73,6 +84,21 @@ final class BatchHeaderArguments {
     List<Object> result = new ArrayList<>(kept.size());
     for (int index : kept) {
       result.add(list.get(index));
+    }
+    return result;
+  }
+
+  /**
+   * The array's entries at {@code kept}, in an array of the same component type (primitive or not),
+   * or the array as it is where its length is not the batch's.
+   */
+  private static Object filteredArray(Object array, int size, List<Integer> kept) {
+    if (Array.getLength(array) != size) {
+      return array;
+    }
+    Object result = Array.newInstance(array.getClass().getComponentType(), kept.size());
+    for (int i = 0; i < kept.size(); i++) {
+      Array.set(result, i, Array.get(array, kept.get(i)));
     }
     return result;
   }

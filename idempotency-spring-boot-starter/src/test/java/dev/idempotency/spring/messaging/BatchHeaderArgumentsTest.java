@@ -17,9 +17,10 @@ import org.springframework.messaging.handler.annotation.Headers;
 /**
  * The header arguments of a batch listener cut down to the messages handed out, the helper alone
  * (no broker: {@code KafkaBatchHeaderListAlignmentProbeTest} runs it on a real Kafka batch): a
- * {@code @Header} list and each list of a {@code @Headers} map keep the entries of the kept
- * indexes, other values as they are; a list of another length than the batch is passed as it is;
- * {@code restore} puts the container's arguments back.
+ * {@code @Header} list, a {@code @Header} array (object or primitive; Spring converted the list)
+ * and each list of a {@code @Headers} map keep the entries of the kept indexes, other values as
+ * they are; a list or an array of another length than the batch is passed as it is; {@code restore}
+ * puts the container's arguments back.
  */
 class BatchHeaderArgumentsTest {
 
@@ -64,12 +65,37 @@ class BatchHeaderArgumentsTest {
     assertThat(aligned.get("kafka_offset")).isEqualTo(List.of(2L));
   }
 
+  @Test
+  void headerArraysKeepTheEntriesOfTheMessagesHandedOutInArraysOfTheirType() {
+    ListenerMethod method = of("arrays", List.class, String[].class, long[].class, String[].class);
+    String[] keys = {"ra", "rb", "rc"};
+    long[] offsets = {1L, 2L, 3L};
+    String[] groups = {"g"};
+    Object[] arguments = {List.of("a", "b", "c"), keys, offsets, groups};
+
+    Object[] originals = BatchHeaderArguments.align(method, arguments, 3, List.of(0, 2));
+
+    assertThat(arguments[1]).isInstanceOf(String[].class);
+    assertThat((String[]) arguments[1]).containsExactly("ra", "rc");
+    assertThat(arguments[2]).isInstanceOf(long[].class);
+    assertThat((long[]) arguments[2]).containsExactly(1L, 3L);
+    // another length than the batch: never one entry per message
+    assertThat(arguments[3]).isSameAs(groups);
+    assertThat(keys).containsExactly("ra", "rb", "rc");
+
+    BatchHeaderArguments.restore(arguments, originals, method.batchIndex);
+    assertThat(arguments[1]).isSameAs(keys);
+    assertThat(arguments[2]).isSameAs(offsets);
+  }
+
   private static ListenerMethod of() {
+    return of("batch", List.class, List.class, Map.class, String.class);
+  }
+
+  private static ListenerMethod of(String name, Class<?>... parameterTypes) {
     Method method;
     try {
-      method =
-          Listeners.class.getDeclaredMethod(
-              "batch", List.class, List.class, Map.class, String.class);
+      method = Listeners.class.getDeclaredMethod(name, parameterTypes);
     } catch (NoSuchMethodException e) {
       throw new IllegalStateException(e);
     }
@@ -85,7 +111,7 @@ class BatchHeaderArgumentsTest {
         Duration.ofSeconds(30));
   }
 
-  /** A batch listener with a header list, a headers map and another parameter; never run. */
+  /** Batch listeners with header lists, arrays, a headers map and another parameter; never run. */
   static class Listeners {
     @KafkaListener(topics = "t", batch = "true")
     @IdempotentListener(name = "header-lists")
@@ -94,5 +120,13 @@ class BatchHeaderArgumentsTest {
         @Header("kafka_receivedMessageKey") List<String> keys,
         @Headers Map<String, Object> headers,
         String other) {}
+
+    @KafkaListener(topics = "t", batch = "true")
+    @IdempotentListener(name = "header-arrays")
+    void arrays(
+        List<String> payloads,
+        @Header("kafka_receivedMessageKey") String[] keys,
+        @Header("kafka_offset") long[] offsets,
+        @Header("kafka_groupId") String[] groups) {}
   }
 }
