@@ -58,15 +58,16 @@ record Delivery(
   /**
    * The deferrals the guard threw for the delivery's guarded calls that have not returned since
    * ({@link DeferredDeliveryException#deferralIn}), one per call (a record listener's by its
-   * operation and key, a batch listener's by its operation, an {@code Idempotent} method's by its
-   * operation and key: {@link DeliveryDeferrals}): the guard throws each inside the listener bean's
-   * proxy, where an application's advice ordered before the guard (a "log and continue" aspect), or
-   * an unguarded listener that calls a guarded method and catches what it throws, may drop it and
-   * return, and the container would then acknowledge the message unsent. Each broker's hook,
-   * finding the listener returned with a deferral kept, defers the delivery all the same. A
-   * deferral is forgotten only when a later call of the same operation and key (a retry) returns or
-   * fails otherwise: a call for another key that sends must not erase it (one delivery may notify
-   * several recipients, each its own key). Thread-safe.
+   * operation and key, a batch listener's by its operation and its elements' keys in order, an
+   * {@code Idempotent} method's by its operation and key: {@link DeliveryDeferrals}): the guard
+   * throws each inside the listener bean's proxy, where an application's advice ordered before the
+   * guard (a "log and continue" aspect), or an unguarded listener that calls a guarded method and
+   * catches what it throws, may drop it and return, and the container would then acknowledge the
+   * message unsent. Each broker's hook, finding the listener returned with a deferral kept, defers
+   * the delivery all the same. A deferral is forgotten only when a later call of the same operation
+   * and keys (a retry) returns or fails otherwise: a call for other keys that sends must not erase
+   * it (one delivery may notify several recipients, each its own key, or send its batch in chunks,
+   * each its own call). A call whose keys were not read forgets none. Thread-safe.
    */
   static final class KeptDeferral {
     private final Map<Object, Throwable> failures = new LinkedHashMap<>();

@@ -12,6 +12,7 @@ import dev.idempotency.SendContext;
 import dev.idempotency.SendFailedException;
 import dev.idempotency.spring.JsonCodecs;
 import java.lang.reflect.UndeclaredThrowableException;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,10 +26,10 @@ import org.springframework.aop.support.AopUtils;
 
 /**
  * Runs an {@link IdempotentListener} delivery through the guard. A deferral it throws is also kept
- * for the delivery ({@link Delivery.KeptDeferral}), per call (operation and key), for the broker's
- * hook, in case an application's advice on the listener bean, or an unguarded listener calling the
- * guarded method, drops it; it is forgotten only when the same call is made again and returns or
- * fails otherwise.
+ * for the delivery ({@link Delivery.KeptDeferral}), per call (a record call's operation and key, a
+ * batch call's operation and the keys of its elements, in order), for the broker's hook, in case an
+ * application's advice on the listener bean, or an unguarded listener calling the guarded method,
+ * drops it; it is forgotten only when the same call is made again and returns or fails otherwise.
  *
  * <ol>
  *   <li>A record listener: one {@code executeForOutcome} under the listener's operation; a replay
@@ -76,38 +77,41 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
     if (delivery == null) {
       return guarded(invocation, method, null, null);
     }
-    // the record's key, once read: a deferral is kept per call (operation and key), so that a call
-    // for another key of the same delivery that returns does not erase it
-    String[] key = new String[1];
+    // the call's keys, once read (a record's, or every element's of a batch): a deferral is kept
+    // per call, so that a call for other keys of the same delivery that returns (another
+    // recipient, another chunk of a batch) does not erase it
+    List<String> keys = new ArrayList<>();
     try {
-      Object result = guarded(invocation, method, delivery, key);
-      settle(delivery, method, key[0], null);
+      Object result = guarded(invocation, method, delivery, keys);
+      settle(delivery, method, keys, null);
       return result;
     } catch (Throwable failure) {
       // a deferral is kept for the broker's hook, past an application's advice that may drop it
-      settle(delivery, method, key[0], failure);
+      settle(delivery, method, keys, failure);
       throw failure;
     }
   }
 
   /**
-   * Which call of a delivery a deferral is kept for: a record listener's operation and key, or a
-   * batch listener's operation (also a record listener's, should it defer before its key is read).
+   * Which call of a delivery a deferral is kept for: the listener's operation and the keys it was
+   * given (a record call's one key, a batch call's elements' keys in order). A later call of the
+   * same operation and keys is a retry of it; one for other keys (another recipient, another chunk
+   * of the delivery's batch) is not.
    */
-  private static Object call(ListenerMethod method, @Nullable String key) {
-    return key == null ? List.of(method.name) : List.of(method.name, key);
-  }
+  private record ListenerCall(String operation, List<String> keys) {}
 
   /**
    * The call ended ({@link Delivery.KeptDeferral#settle}): its deferral is kept, or the deferral
-   * kept for it forgotten once it returned or failed otherwise; a record listener whose key could
-   * not be read forgets none (it is no retry of a deferred call), though its own deferral is kept.
+   * kept for it forgotten once it returned or failed otherwise. A call whose keys could not all be
+   * read (none of a record's, or not every element's of a batch) is no retry of a deferred call and
+   * forgets none; its own deferral is kept all the same, under a call no other is.
    */
   private static void settle(
-      Delivery delivery, ListenerMethod method, @Nullable String key, @Nullable Throwable failure) {
-    boolean deferral = failure != null && DeferredDeliveryException.deferralIn(failure) != null;
-    if (deferral || key != null || isBatch(method, delivery)) {
-      delivery.deferral().settle(call(method, key), failure);
+      Delivery delivery, ListenerMethod method, List<String> keys, @Nullable Throwable failure) {
+    if (!keys.isEmpty()) {
+      delivery.deferral().settle(new ListenerCall(method.name, List.copyOf(keys)), failure);
+    } else if (failure != null && DeferredDeliveryException.deferralIn(failure) != null) {
+      delivery.deferral().settle(new Object(), failure);
     }
   }
 
@@ -124,12 +128,12 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
       MethodInvocation invocation,
       ListenerMethod method,
       @Nullable Delivery delivery,
-      String @Nullable [] key)
+      @Nullable List<String> keys)
       throws Throwable {
     if (isBatch(method, delivery)) {
-      return batches.run(invocation, method, delivery);
+      return batches.run(invocation, method, delivery, keys);
     }
-    return record(invocation, method, delivery, key);
+    return record(invocation, method, delivery, keys);
   }
 
   @SuppressWarnings("unchecked")
@@ -143,20 +147,20 @@ final class IdempotentListenerInterceptor implements MethodInterceptor {
   }
 
   /**
-   * A record listener's call through the guard; its key, once read, is put in {@code keyOut} (if
+   * A record listener's call through the guard; its key, once read, is added to {@code keysOut} (if
    * given) for the deferral kept per call.
    */
   private @Nullable Object record(
       MethodInvocation invocation,
       ListenerMethod method,
       @Nullable Delivery delivery,
-      String @Nullable [] keyOut)
+      @Nullable List<String> keysOut)
       throws Throwable {
     Object[] arguments = invocation.getArguments();
     String key =
         method.recordKey(invocation.getThis(), arguments, recordHeaders(delivery, arguments));
-    if (keyOut != null) {
-      keyOut[0] = key;
+    if (keysOut != null) {
+      keysOut.add(key);
     }
     IdempotencyRequest request = IdempotencyRequest.of(key, method.ttl).withOperation(method.name);
     Throwable[] thrown = new Throwable[1];

@@ -11,6 +11,7 @@ import dev.idempotency.KeyStoreException;
 import dev.idempotency.ResultCodec;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -67,11 +68,18 @@ final class ListenerBatches {
     ACKNOWLEDGED_FAILURE
   }
 
+  /**
+   * Runs the batch call; the keys of its elements, in order, are added to {@code keysOut} (if
+   * given) once every one was read, for the deferral kept per call ({@link Delivery.KeptDeferral}).
+   */
   @Nullable Object run(
-      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
+      MethodInvocation invocation,
+      ListenerMethod method,
+      @Nullable Delivery delivery,
+      @Nullable List<String> keysOut)
       throws Throwable {
     try {
-      return runGuarded(invocation, method, delivery);
+      return runGuarded(invocation, method, delivery, keysOut);
     } finally {
       // the outcomes were recorded (or their record handed on) with any interrupt held back; on a
       // Kafka, RabbitMQ or JMS consumer's thread the interrupt must not reach the container's
@@ -81,7 +89,10 @@ final class ListenerBatches {
   }
 
   private @Nullable Object runGuarded(
-      MethodInvocation invocation, ListenerMethod method, @Nullable Delivery delivery)
+      MethodInvocation invocation,
+      ListenerMethod method,
+      @Nullable Delivery delivery,
+      @Nullable List<String> keysOut)
       throws Throwable {
     Object[] arguments = invocation.getArguments();
     List<?> elements = (List<?>) arguments[method.batchIndex];
@@ -132,6 +143,9 @@ final class ListenerBatches {
       if (first.putIfAbsent(keys[i], i) == null) {
         requests.add(IdempotencyRequest.of(keys[i], ttl).withOperation(method.name));
       }
+    }
+    if (poisonCause == null && keysOut != null) {
+      keysOut.addAll(Arrays.asList(keys)); // every element's key was read
     }
 
     if (poisonCause != null

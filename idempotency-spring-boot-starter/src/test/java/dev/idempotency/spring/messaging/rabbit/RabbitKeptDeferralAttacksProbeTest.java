@@ -320,16 +320,17 @@ class RabbitKeptDeferralAttacksProbeTest extends RabbitProbeSupport {
    * that returns must not erase the deferral), for a guarded batch method called once per chunk:
    * the first message must still be sent once, the second never twice.
    */
-  // Open finding (probeU, Boot 3.5 and 4.0 at 98c59631; severity medium: a lost send, SPEC 1,
-  // where an unguarded batch listener calls an @IdempotentListener batch method more than once per
-  // delivery and catches what it throws). Happened: "[sends of the first message, its chunk
+  // Was an open finding (probeU, Boot 3.5 and 4.0 at 98c59631; severity medium: a lost send, SPEC
+  // 1, where an unguarded batch listener calls an @IdempotentListener batch method more than once
+  // per delivery and catches what it throws). Happened: "[sends of the first message, its chunk
   // deferred and caught; deliveries: 1, caught: 1, batches: [2, 1]] expected: 1 but was: 0": the
   // batch of both messages acknowledged with the first unsent (the second batch is the marker).
   // IdempotentListenerInterceptor keeps a batch call's deferral by its operation alone
   // (call(method, null)), so the second chunk's call of the same operation, which returned, forgot
   // the first chunk's deferral: the case fixdefer2 (13f45a0b) fixed for record calls, left open
-  // for batch calls.
-  @Tag("open-finding")
+  // for batch calls. Fixed by fixchunk: a batch call's deferral is kept by its operation and its
+  // elements' keys (IdempotentListenerInterceptor.ListenerCall), so only a retry over the same
+  // elements forgets it.
   @Test
   void aFirstChunksDeferralIsNotErasedByASecondChunkThatSent() throws Exception {
     String first = unique("chunk-a");
