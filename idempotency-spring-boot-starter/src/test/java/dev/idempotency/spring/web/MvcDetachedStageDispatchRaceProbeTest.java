@@ -113,15 +113,17 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
    * AsyncContext.complete()}), or, on the {@code by-interceptor} path, by an application's {@code
    * DeferredResultProcessingInterceptor} registered per request ahead of the starter's, whose
    * {@code handleTimeout} takes its time (no hold in the starter's own code). Expected: one send,
-   * the retry gets it replayed.
+   * the retry gets it replayed. Holds since fixown: the async dispatch of such work, which the
+   * detached call runs itself, is answered 409 ({@code AsyncDispatches.answerDetachedOutcome},
+   * {@code AsyncWork.followsDetached}).
    *
-   * <p>Open finding (probeV, at 98c59631; second send, SPEC 1), every row on Boot 3.5 and 4.0 (the
-   * {@code Callable} row in six runs per line, the others in four): "first answer 409, last 201
-   * replayed=true sent-..., the window: dispatched, sends: 2, async dispatches: 2". The advisor's
-   * result handler on the application's {@code DeferredResult} sets Spring MVC's copy (not expired
-   * until the timeout's handling completes, so Spring MVC takes the value and dispatches it) and
-   * reports the value to the detached call ({@code AsyncWork.lateResult}), which runs the work
-   * itself ({@code continuedDetached}); on the async dispatch {@code
+   * <p>Was an open finding (probeV, at 98c59631; second send, SPEC 1), every row on Boot 3.5 and
+   * 4.0 (the {@code Callable} row in six runs per line, the others in four): "first answer 409,
+   * last 201 replayed=true sent-..., the window: dispatched, sends: 2, async dispatches: 2". The
+   * advisor's result handler on the application's {@code DeferredResult} sets Spring MVC's copy
+   * (not expired until the timeout's handling completes, so Spring MVC takes the value and
+   * dispatches it) and reports the value to the detached call ({@code AsyncWork.lateResult}), which
+   * runs the work itself ({@code continuedDetached}); on the async dispatch {@code
    * AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s outcome ({@code
    * callableOutcome}, from {@code postProcess}), and {@code outcomeReplaced} sees the dispatched
    * value is the {@code DeferredResult}'s own, so Spring MVC handles it too: it runs the work again
@@ -131,7 +133,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
    * (the rows above), so this is the {@code DeferredResult}'s alone.
    */
   @ParameterizedTest
-  @Tag("open-finding")
+  @Tag("extended") // about 2 s a row: docs/guarantees.md
   @ValueSource(
       strings = {
         "deferred-callable",
