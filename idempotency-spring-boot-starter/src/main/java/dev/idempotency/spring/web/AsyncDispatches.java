@@ -134,24 +134,57 @@ final class AsyncDispatches {
    * answered without its body). The dispatch ends here, with the timeout's 409, written again
    * unless the response went out; the key stays claimed until the starter recorded the work's end.
    *
+   * <p>The same for more async work (a {@code Callable}, a {@code WebAsyncTask}, a lazy {@code
+   * Mono}) that an application's own {@code DeferredResult} was set to in that window, or while an
+   * application's timeout interceptor took its time after the call was detached ({@link
+   * #handlersOwnWork}): the advisor sets Spring MVC's copy, not yet expired, which dispatches it,
+   * and reports it to the detached call, which runs it itself ({@link AsyncWork#followsDetached}).
+   * Was a second send (probeV, {@code MvcDetachedStageDispatchRaceProbeTest}). Work that reached
+   * the call before it was detached is Spring MVC's to run, the starter never follows it.
+   *
    * @param manager the request's async manager, which holds the dispatched result
    * @return whether it answered
    */
   boolean answerDetachedOutcome(NativeWebRequest request, WebAsyncManager manager)
       throws IOException {
+    if (!decision.detached() || !manager.hasConcurrentResult()) {
+      return false;
+    }
     Object outcome = callableOutcome.get();
-    if (!decision.detached() || outcome == AsyncWork.NO_RESULT) {
+    Object dispatched = manager.getConcurrentResult();
+    if (outcome != AsyncWork.NO_RESULT && dispatched == outcome) {
+      callableOutcome.compareAndSet(outcome, AsyncWork.NO_RESULT);
+    } else if (!handlersOwnWork(dispatched)) {
       return false;
     }
-    if (!manager.hasConcurrentResult() || manager.getConcurrentResult() != outcome) {
-      return false;
-    }
-    callableOutcome.compareAndSet(outcome, AsyncWork.NO_RESULT);
     answer409(request, false);
     log.debug(
         "An idempotent endpoint's detached work ended while its timeout was handled and Spring MVC"
             + " dispatched its result; the starter follows it, answered 409");
     return true;
+  }
+
+  /**
+   * Whether {@code dispatched} is more async work that the handler's own {@code DeferredResult}
+   * (the copy Spring MVC drives of an application's own: {@link IdempotentEndpointAdvisor}) was set
+   * to, and the starter runs it itself, the call detached ({@link AsyncWork#followsDetached}): set
+   * while the container's timeout handling was under way, Spring MVC's copy, not yet expired, took
+   * it and dispatched it, while the advisor reported it to the detached call, which continues it.
+   * Only for a handler that returned a {@code DeferredResult}: extended to Spring MVC's adapter of
+   * a handler's {@code CompletableFuture}, the race of {@code MvcDetachedStageManyProbeTest} left a
+   * first request unanswered (60 s) on Boot 4.0, twice (fixown; not explained).
+   */
+  private boolean handlersOwnWork(@Nullable Object dispatched) {
+    DeferredResult<?> deferred = decision.handlersDeferred();
+    Class<?> returned = work.returnedClass();
+    return deferred != null
+        && returned != null
+        && DeferredResult.class.isAssignableFrom(returned) // not Spring MVC's adapter of a stage
+        && deferred == decision.deferredResult()
+        && work.lateResultObserved()
+        && deferred.hasResult()
+        && deferred.getResult() == dispatched
+        && work.followsDetached(dispatched);
   }
 
   /**

@@ -147,6 +147,9 @@ final class AsyncWork {
   private boolean laterStageQueued; // guarded by this: a stage that ran returned more work
   // follows a replaced outcome that is more async work (followReplacedOutcome); null if none can
   private volatile @Nullable Follower follower;
+  // guarded by this: the last async result that was more async work and came before any detach
+  // (Spring MVC, not the starter, runs what follows it: followsDetached)
+  private @Nullable Object onTimeWork;
 
   /**
    * @param call the claimed call, which the late result completes or fails
@@ -643,6 +646,9 @@ final class AsyncWork {
       }
       response = late;
       wroteBody = streamEnd.wrote();
+      if (response == null && AsyncResultShapes.moreAsyncWork(result)) {
+        onTimeWork = result;
+      }
       if (response == null) {
         Object value = result instanceof ResponseEntity<?> entity ? entity.getBody() : result;
         if (value instanceof DeferredResult<?>
@@ -719,6 +725,22 @@ final class AsyncWork {
     }
     work.continueDetached(result, laterStage);
     return true;
+  }
+
+  /**
+   * Whether the starter runs (or awaits) {@code value}, more async work that the handler's own
+   * {@code DeferredResult} was set to, itself, detached from the request ({@link
+   * #continuedDetached}), so that Spring MVC must not run it too: the call is detached, something
+   * continues it, and the value did not reach {@link #lateResult} before the detach (then it is
+   * Spring MVC's to run). Asked on an async dispatch that carries {@code value} ({@link
+   * AsyncDispatches#answerDetachedOutcome}); a value that has not reached {@link #lateResult} yet
+   * will, as a detached call's late result.
+   */
+  synchronized boolean followsDetached(@Nullable Object value) {
+    return late != null
+        && AsyncResultShapes.moreAsyncWork(value)
+        && onTimeWork != value
+        && (begun != null || follower != null);
   }
 
   /**

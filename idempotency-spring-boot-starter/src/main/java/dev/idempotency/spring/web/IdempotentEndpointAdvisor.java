@@ -202,7 +202,10 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
    * whenever set, reaches the copy (the client's answer, if it still waits) and the call (stored
    * after a timeout). The application's error and completion callbacks run with the copy's; its own
    * timeout callback and timeout result are not used: the guard answers a timeout (409, the key
-   * claimed).
+   * claimed). A value set after the guard completed a detached call's request, before that
+   * completion expired the copy, is not dispatched (the container refuses it): the call follows it,
+   * and the application's {@code setResult} returns as usual rather than throw the container's
+   * refusal.
    */
   private static Adapted observed(DeferredResult<?> own, EndpointCall call) {
     Object timeout = RESULT_TIMEOUT == null ? null : ReflectionUtils.getField(RESULT_TIMEOUT, own);
@@ -216,6 +219,14 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
                 value -> {
                   try {
                     copy.setResult(value);
+                  } catch (IllegalStateException refused) {
+                    // the container refused Spring MVC's dispatch of the copy (not yet expired):
+                    // the starter completed the request itself at its timeout (409), unknown to
+                    // Spring MVC; detached, the call follows the value (below), so the
+                    // application's setResult does not fail for it
+                    if (!call.asyncWork().detached()) {
+                      throw refused;
+                    }
                   } finally {
                     // also when Spring MVC's dispatch of the copy fails (the server stopped under
                     // it)

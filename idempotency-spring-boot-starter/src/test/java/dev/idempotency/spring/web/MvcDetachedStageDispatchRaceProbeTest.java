@@ -113,15 +113,17 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
    * AsyncContext.complete()}), or, on the {@code by-interceptor} path, by an application's {@code
    * DeferredResultProcessingInterceptor} registered per request ahead of the starter's, whose
    * {@code handleTimeout} takes its time (no hold in the starter's own code). Expected: one send,
-   * the retry gets it replayed.
+   * the retry gets it replayed. Holds since fixown: the async dispatch of such work, which the
+   * detached call runs itself, is answered 409 ({@code AsyncDispatches.answerDetachedOutcome},
+   * {@code AsyncWork.followsDetached}).
    *
-   * <p>Open finding (probeV, at 98c59631; second send, SPEC 1), every row on Boot 3.5 and 4.0 (the
-   * {@code Callable} row in six runs per line, the others in four): "first answer 409, last 201
-   * replayed=true sent-..., the window: dispatched, sends: 2, async dispatches: 2". The advisor's
-   * result handler on the application's {@code DeferredResult} sets Spring MVC's copy (not expired
-   * until the timeout's handling completes, so Spring MVC takes the value and dispatches it) and
-   * reports the value to the detached call ({@code AsyncWork.lateResult}), which runs the work
-   * itself ({@code continuedDetached}); on the async dispatch {@code
+   * <p>Was an open finding (probeV, at 98c59631; second send, SPEC 1), every row on Boot 3.5 and
+   * 4.0 (the {@code Callable} row in six runs per line, the others in four): "first answer 409,
+   * last 201 replayed=true sent-..., the window: dispatched, sends: 2, async dispatches: 2". The
+   * advisor's result handler on the application's {@code DeferredResult} sets Spring MVC's copy
+   * (not expired until the timeout's handling completes, so Spring MVC takes the value and
+   * dispatches it) and reports the value to the detached call ({@code AsyncWork.lateResult}), which
+   * runs the work itself ({@code continuedDetached}); on the async dispatch {@code
    * AsyncTimeouts.answerDetachedOutcome} looks only at a {@code Callable}'s outcome ({@code
    * callableOutcome}, from {@code postProcess}), and {@code outcomeReplaced} sees the dispatched
    * value is the {@code DeferredResult}'s own, so Spring MVC handles it too: it runs the work again
@@ -131,7 +133,7 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
    * (the rows above), so this is the {@code DeferredResult}'s alone.
    */
   @ParameterizedTest
-  @Tag("open-finding")
+  @Tag("extended") // about 2 s a row: docs/guarantees.md
   @ValueSource(
       strings = {
         "deferred-callable",
@@ -153,22 +155,23 @@ class MvcDetachedStageDispatchRaceProbeTest extends MvcProbeApplication {
    * (added to the request's async context as it goes async), whose {@code onTimeout} runs after
    * Spring MVC's and waits (20 s at most) until the application's {@code setResult} returned.
    * Expected: one send, the retry gets it replayed, and the application's {@code setResult} does
-   * not throw.
+   * not throw. Holds since fixown: the advisor's result handler, for a detached call, does not pass
+   * on the container's refusal of the copy's dispatch; the call follows the value.
    *
-   * <p>Open finding (probeV, at 98c59631; other: no second or lost send), both rows on Boot 3.5 and
-   * 4.0, two runs each: "first answer 409, last 201 replayed=true sent-..., the window: threw
-   * java.lang.IllegalStateException: Calling [asyncDispatch()] is not valid for a request with
-   * Async state [COMPLETING], sends: 1, async dispatches: 0". The send and its replay hold (the
-   * advisor reports the value to the call in a {@code finally}), but the application's own {@code
-   * setResult}, which Spring MVC's {@code DeferredResult} answers with {@code true} or {@code
-   * false}, throws after its value was taken and stored: {@code IdempotentEndpointAdvisor.observed}
-   * sets Spring MVC's copy, not yet expired, whose dispatch Tomcat refuses since the starter
-   * completed the request itself ({@code AsyncTimeouts.answer409}), unknown to Spring MVC's {@code
-   * StandardServletAsyncWebRequest}. An application that takes that throw for a failed delivery
-   * (and sends again, or alerts) is misled.
+   * <p>Was an open finding (probeV, at 98c59631; other: no second or lost send), both rows on Boot
+   * 3.5 and 4.0, two runs each: "first answer 409, last 201 replayed=true sent-..., the window:
+   * threw java.lang.IllegalStateException: Calling [asyncDispatch()] is not valid for a request
+   * with Async state [COMPLETING], sends: 1, async dispatches: 0". The send and its replay hold
+   * (the advisor reports the value to the call in a {@code finally}), but the application's own
+   * {@code setResult}, which Spring MVC's {@code DeferredResult} answers with {@code true} or
+   * {@code false}, throws after its value was taken and stored: {@code
+   * IdempotentEndpointAdvisor.observed} sets Spring MVC's copy, not yet expired, whose dispatch
+   * Tomcat refuses since the starter completed the request itself ({@code
+   * AsyncTimeouts.answer409}), unknown to Spring MVC's {@code StandardServletAsyncWebRequest}. An
+   * application that takes that throw for a failed delivery (and sends again, or alerts) is misled.
    */
   @ParameterizedTest
-  @Tag("open-finding")
+  @Tag("extended") // about 7 s a row: docs/guarantees.md
   @ValueSource(strings = {"after-complete/deferred-value", "after-complete/deferred-callable"})
   void aDeferredResultSetAfterTheTimeoutsCompleteSendsOnce(String shape) throws Exception {
     String seen = raced(shape);
