@@ -16,7 +16,7 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 
 /**
  * probeB, of emshapes (cdc60054), {@link SettledResults}: taken-over work (queued behind Spring
- * MVC's held one-thread executor at the 1 s timeout) whose {@code Callable} returns its emitter
+ * MVC's held one-thread executor at the 500 ms timeout) whose {@code Callable} returns its emitter
  * nested in settled results: a {@code DeferredResult} already set to a completed {@code
  * CompletableFuture} of a {@code ResponseEntity} of the emitter ({@code nested}), and a completed
  * {@code CompletableFuture} of a {@code ResponseEntity} of the emitter ({@code future-entity}). The
@@ -30,7 +30,7 @@ class MvcNestedSettledEmitterProbeTest extends MvcProbeApplication {
   MvcNestedSettledEmitterProbeTest() {
     super(
         NestedApplication.class,
-        "spring.mvc.async.request-timeout=1s",
+        "spring.mvc.async.request-timeout=500ms",
         "spring.task.execution.pool.core-size=1",
         "spring.task.execution.pool.max-size=1",
         "idempotency.close-grace-period=10s");

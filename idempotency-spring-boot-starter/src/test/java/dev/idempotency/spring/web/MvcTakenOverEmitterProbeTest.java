@@ -15,7 +15,7 @@ import org.springframework.web.servlet.mvc.method.annotation.SseEmitter;
 
 /**
  * probeU: a {@code Callable} whose result is an {@code SseEmitter}, still queued in Spring MVC's
- * async executor (one thread, held by an unguarded request) at its 1 s timeout, so the starter
+ * async executor (one thread, held by an unguarded request) at its 500 ms timeout, so the starter
  * takes it over ({@code UninterruptedWork}) on real Tomcat and a real Redis. The emitter's work
  * calls the provider on a thread of its own: it sends and then sends on the emitter, or the
  * provider refuses (nothing sent) and the work ends the emitter with that refusal ({@code
@@ -34,7 +34,7 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
   MvcTakenOverEmitterProbeTest() {
     super(
         TakenOverEmitterApplication.class,
-        "spring.mvc.async.request-timeout=1s",
+        "spring.mvc.async.request-timeout=500ms",
         "spring.task.execution.pool.core-size=1",
         "spring.task.execution.pool.max-size=1",
         "idempotency.close-grace-period=10s");
@@ -79,8 +79,9 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
 
   /**
    * Not taken over: the {@code Callable} runs at once and returns the emitter, whose work is held
-   * past the 1 s timeout of the emitter's own async phase, then refused before any send and ended
-   * with that refusal ({@code completeWithError}). Nothing was sent: the retry must send once.
+   * past the 500 ms timeout of the emitter's own async phase, then refused before any send and
+   * ended with that refusal ({@code completeWithError}). Nothing was sent: the retry must send
+   * once.
    *
    * <p>Was an open finding (medium: a lost send), fixed by emitcall: a {@code Callable}'s (or a
    * later stage's) emitter result is registered as the handler's own ({@code
@@ -104,7 +105,7 @@ class MvcTakenOverEmitterProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Detached, not taken over: the {@code Callable} began on time and is still running at the 1 s
+   * Detached, not taken over: the {@code Callable} began on time and is still running at the 500 ms
    * timeout (answered 409, the key claimed); it returns the emitter after that, whose work is then
    * refused before any send and ends it with that refusal. Spring MVC never dispatches that emitter
    * (its request ended): nothing was sent, so the retry must send once.
