@@ -75,8 +75,8 @@ class MvcProbeYStageAtTheDecisionProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Rows that hold (probeY, at 0c7d68c7, Boot 3.5 and 4.0, each row passed in every run: two per
-   * line, one for the own-timeout row): the handler's own {@code DeferredResult} set to more async
+   * Rows that hold (probeY, at 0c7d68c7, Boot 3.5 and 4.0, each row passed in every run: three per
+   * line, two for the own-timeout row): the handler's own {@code DeferredResult} set to more async
    * work in the window, with or without a timeout of its own (fixown's check answers its dispatch
    * 409), and final values (Spring MVC renders the value to the request the starter detached, the
    * starter stores the same one answer). Each: one send, the retry gets it replayed, the concurrent
@@ -104,7 +104,7 @@ class MvcProbeYStageAtTheDecisionProbeTest extends MvcProbeApplication {
    * application thread with more async work (a {@code Callable}, a {@code WebAsyncTask}: the send)
    * after the starter's own timeout handler detached the call and before Spring MVC's timeout
    * handler cancelled its copy. Expected: one send, the retry gets it replayed. Happened, every
-   * row, on Boot 3.5 and on Boot 4.0 (two runs per line; the {@code Mono} row one run per line):
+   * row, on Boot 3.5 and on Boot 4.0 (three runs per line; the {@code Mono} row two runs per line):
    * "first answer 409 replayed=null {request-in-progress}, last 201 replayed=true sent-KEY, the
    * window: completed, concurrent retry 201 replayed=true sent-KEY, sends: 2, setResult: complete
    * true". As read from the code (not traced): the starter takes the value as the detached call's
@@ -217,20 +217,24 @@ class MvcProbeYStageAtTheDecisionProbeTest extends MvcProbeApplication {
    */
   static final class AtTheDecision extends UnsynchronizedAppenderBase<ILoggingEvent> {
     static final AtomicReference<Runnable> armed = new AtomicReference<>();
-    private static volatile boolean attached;
+    private static final String NAME = "probeY-at-the-decision";
 
+    /**
+     * Adds the appender to {@code AsyncTimeouts}' logger, unless it is there: each application
+     * start re-initialises logback, which drops it.
+     */
     static synchronized void attach() {
-      if (attached) {
-        return;
-      }
       ch.qos.logback.classic.Logger logger =
           (ch.qos.logback.classic.Logger) LoggerFactory.getLogger(AsyncTimeouts.class);
       logger.setLevel(Level.DEBUG);
+      if (logger.getAppender(NAME) != null) {
+        return;
+      }
       AtTheDecision appender = new AtTheDecision();
+      appender.setName(NAME);
       appender.setContext(logger.getLoggerContext());
       appender.start();
       logger.addAppender(appender);
-      attached = true;
     }
 
     @Override
