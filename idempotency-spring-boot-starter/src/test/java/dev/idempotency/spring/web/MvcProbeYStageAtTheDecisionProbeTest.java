@@ -75,13 +75,14 @@ class MvcProbeYStageAtTheDecisionProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * Rows that hold (probeY, at 0c7d68c7, Boot 3.5 and 4.0, each row passed in every run: three per
-   * line, two for the own-timeout row): the handler's own {@code DeferredResult} set to more async
-   * work in the window (a {@code Callable}, a {@code WebAsyncTask}, a lazy {@code Mono}, a later
-   * {@code DeferredResult} set to a {@code Callable}), with or without a timeout of its own
-   * (fixown's check answers its dispatch 409), and final values (Spring MVC renders the value to
-   * the request the starter detached, the starter stores the same one answer). Each: one send, the
-   * retry gets it replayed, the concurrent retry from the window 409 or the replay.
+   * Rows that hold (probeY, at 0c7d68c7, Boot 3.5 and 4.0, each row passed in every run: four per
+   * line; the own-timeout row three, the lazy Mono and later DeferredResult rows two): the
+   * handler's own {@code DeferredResult} set to more async work in the window (a {@code Callable},
+   * a {@code WebAsyncTask}, a lazy {@code Mono}, a later {@code DeferredResult} set to a {@code
+   * Callable}), with or without a timeout of its own (fixown's check answers its dispatch 409), and
+   * final values (Spring MVC renders the value to the request the starter detached, the starter
+   * stores the same one answer). Each: one send, the retry gets it replayed, the concurrent retry
+   * from the window 409 or the replay.
    */
   @ParameterizedTest
   @Tag("extended") // 6 to 10 s a row: docs/guarantees.md
@@ -107,16 +108,16 @@ class MvcProbeYStageAtTheDecisionProbeTest extends MvcProbeApplication {
    * application thread with more async work (a {@code Callable}, a {@code WebAsyncTask}: the send)
    * after the starter's own timeout handler detached the call and before Spring MVC's timeout
    * handler cancelled its copy. Expected: one send, the retry gets it replayed. Happened, every
-   * row, on Boot 3.5 and on Boot 4.0 (three runs per line; the {@code Mono} row two runs per line):
-   * "first answer 409 replayed=null {request-in-progress}, last 201 replayed=true sent-KEY, the
-   * window: completed, concurrent retry 201 replayed=true sent-KEY, sends: 2, setResult: complete
-   * true". As read from the code (not traced): the starter takes the value as the detached call's
-   * late result and runs it itself ({@code AsyncWork.continuedDetached}: its answer is stored,
-   * replayed to the concurrent retry while the window still holds), while the copy's completion
-   * reaches Spring MVC's adapter {@code DeferredResult}, not yet expired: it is set and dispatched
-   * (Spring MVC's timeout interceptor chain stops at a set result), and on that dispatch {@code
-   * AsyncDispatches.answerDetachedOutcome} does not answer it, since {@code handlersOwnWork} is
-   * limited to a handler that returned a {@code DeferredResult} (d1f1c304): Spring MVC runs the
+   * row, on Boot 3.5 and on Boot 4.0 (four runs per line; the {@code Mono} row three runs per
+   * line): "first answer 409 replayed=null {request-in-progress}, last 201 replayed=true sent-KEY,
+   * the window: completed, concurrent retry 201 replayed=true sent-KEY, sends: 2, setResult:
+   * complete true". As read from the code (not traced): the starter takes the value as the detached
+   * call's late result and runs it itself ({@code AsyncWork.continuedDetached}: its answer is
+   * stored, replayed to the concurrent retry while the window still holds), while the copy's
+   * completion reaches Spring MVC's adapter {@code DeferredResult}, not yet expired: it is set and
+   * dispatched (Spring MVC's timeout interceptor chain stops at a set result), and on that dispatch
+   * {@code AsyncDispatches.answerDetachedOutcome} does not answer it, since {@code handlersOwnWork}
+   * is limited to a handler that returned a {@code DeferredResult} (d1f1c304): Spring MVC runs the
    * work a second time. The window is microseconds wide without the hook (nothing of the
    * application's runs in it), so in production a rare race, not a rare shape. d1f1c304 says the
    * check was limited after {@code MvcDetachedStageManyProbeTest} left a first request unanswered
@@ -141,15 +142,15 @@ class MvcProbeYStageAtTheDecisionProbeTest extends MvcProbeApplication {
    * handler's own {@code CompletableFuture} completed in the window with a {@code DeferredResult}
    * (a later stage) that the same application thread then sets to a {@code Callable} (the send).
    * Expected: the first client gets the timeout's 409 (or the send's answer), one send, the retry
-   * gets it replayed. Happened on Boot 3.5 and on Boot 4.0 (one run per line, then once more in the
-   * whole class's run): "first answer 500 replayed=null {Spring Boot's error body, status 500,
-   * "Internal Server Error"}, last 201 replayed=true sent-KEY, the window: completed, concurrent
-   * retry 201 replayed=true sent-KEY, sends: 1, setResult: set true"; nothing logged at WARN or
-   * ERROR, and no "answered 409" DEBUG line of the starter for that request. The send happened once
-   * and is replayed, but the client that sent it was told 500, which reads as a failed send. Not
-   * traced: Spring MVC's adapter of the future's copy dispatches the later {@code DeferredResult}
-   * (not answered 409: {@code handlersOwnWork} is for {@code DeferredResult} handlers), which
-   * Spring MVC starts as a second async round on the request the starter detached.
+   * gets it replayed. Happened on Boot 3.5 and on Boot 4.0 (two runs per line): "first answer 500
+   * replayed=null {Spring Boot's error body, status 500, "Internal Server Error"}, last 201
+   * replayed=true sent-KEY, the window: completed, concurrent retry 201 replayed=true sent-KEY,
+   * sends: 1, setResult: set true"; nothing logged at WARN or ERROR, and no "answered 409" DEBUG
+   * line of the starter for that request. The send happened once and is replayed, but the client
+   * that sent it was told 500, which reads as a failed send. Not traced: Spring MVC's adapter of
+   * the future's copy dispatches the later {@code DeferredResult} (not answered 409: {@code
+   * handlersOwnWork} is for {@code DeferredResult} handlers), which Spring MVC starts as a second
+   * async round on the request the starter detached.
    */
   @ParameterizedTest
   @Tag("open-finding")
