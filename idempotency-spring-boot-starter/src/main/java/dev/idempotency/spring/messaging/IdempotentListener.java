@@ -47,7 +47,10 @@ import java.lang.annotation.Target;
  * exchange); Spring Kafka's {@code DefaultErrorHandler} does not retry it (its recoverer takes it
  * at once); JMS rolls it back, and the broker's redelivery limit and dead-letter address apply
  * (each redelivery is refused the same way). In a batch, the messages before it run and the
- * container is told of its index (RabbitMQ rejects the whole batch).
+ * container is told of its index (RabbitMQ rejects the whole batch). A key expression that fails in
+ * the code it calls (a look-up that timed out) is not one: the message is retried as the listener's
+ * failure would be, and a batch is stopped at it the same way (Kafka retries and recovers that
+ * message alone; RabbitMQ fails the whole batch with it, once the others ran).
  *
  * <p><b>Batch listeners</b> (a {@code List} parameter of payloads, {@code Message}s or records)
  * claim the keys of a batch together, one round trip per chunk; the listener gets only the messages

@@ -30,11 +30,11 @@ import org.slf4j.LoggerFactory;
  * <ol>
  *   <li>The batch's keys are claimed together ({@code claimBatch}, one round trip per chunk).
  *   <li>The listener gets the messages to send, in order, up to the first one that must come back
- *       later (or whose key cannot be used: a poison message; where the whole batch fails together,
- *       as on RabbitMQ, it gets the others, and the batch is then rejected). Each is handed out by
- *       the batch as the listener reads it ({@link HandedOutList}), its lease checked then: one
- *       whose lease lapsed since the claim is never given to the listener, and the batch comes back
- *       from it.
+ *       later, or whose key cannot be read (a poison message, or a failure of code its key
+ *       expression calls); where the whole batch fails together, as on RabbitMQ, it gets the
+ *       others, and the batch then fails for that message. Each is handed out by the batch as the
+ *       listener reads it ({@link HandedOutList}), its lease checked then: one whose lease lapsed
+ *       since the claim is never given to the listener, and the batch comes back from it.
  *   <li>Their outcomes are recorded before the container acknowledges; in a listener container's
  *       transaction ({@link ContainerTransactions}) once it committed, and released if it did not.
  *   <li>What failed or must come back is reported as the container expects ({@link Delivery}). A
@@ -106,12 +106,15 @@ final class ListenerBatches {
     Map<String, Integer> first = new LinkedHashMap<>();
     List<IdempotencyRequest> requests = new ArrayList<>();
     Duration ttl = method.ttl;
-    // a message whose key cannot be used is a poison message. Where the container takes the
-    // messages before a failed one as done (Kafka), the batch stops there, as it does for a
-    // message that must come back later, and the container's dead-letter path takes it. Where the
-    // whole batch fails together (RabbitMQ), the others run first: the batch is then rejected
-    // (dead-lettered) for the first poison message (or stored failure to dead-letter), those sent
-    // as completed duplicates, never with a message after it unsent
+    // a message whose key cannot be read: a poison message (no usable key, not retried), or the
+    // failure of code its key expression calls (a look-up that timed out: retried as the
+    // listener's own failure). Where the container takes the messages before a failed one as done
+    // (Kafka), the batch stops there, as it does for a message that must come back later, and the
+    // container's handler takes that message alone, at its index: a poison one at once, another
+    // after its tries. Where the whole batch fails together (RabbitMQ), the others run first: the
+    // batch then fails for the first such message (or stored failure to dead-letter), rejected
+    // (dead-lettered) for a poison one, those sent as completed duplicates, never with a message
+    // after it unsent
     boolean wholeBatchFails = !failures.commitsBefore();
     int poison = size;
     RuntimeException poisonCause = null;
@@ -133,7 +136,9 @@ final class ListenerBatches {
               : orEmpty(Messages.headersOf(element));
       try {
         keys[i] = method.elementKey(Messages.payloadOf(element), headers);
-      } catch (InvalidIdempotencyKeyException e) {
+      } catch (RuntimeException e) {
+        // an InvalidIdempotencyKeyException, or what the called code threw: never out of the
+        // delivery without the message's index, or the container fails the whole batch with it
         if (poison == size) {
           poison = i;
           poisonCause = e;
@@ -376,24 +381,27 @@ final class ListenerBatches {
   /**
    * The deferral of a Kafka batch, in a transaction of its container that is not a Kafka one (a
    * JDBC or JPA transaction manager on it), whose message {@code poison} (not the last polled) has
-   * no usable key. Reported at that message, it would be recovered (dead-letter topic) by the
-   * container's error handler, which then throws to seek the records after it: that rolls the
-   * transaction back (the dead letter, and the sends before it with their keys released), the
-   * after-rollback processor seeks the whole batch back, and every delivery sent the messages
-   * before it again (as it did in a Kafka container transaction before KafkaTransactionBatchStops).
-   * Its offsets and those before it are committed outside the transaction by the handler, so a
-   * restart would skip the messages before it unsent. So the batch comes back whole from its first
-   * message as a deferral, which the handler neither counts nor recovers nor commits past, with its
-   * backoff, before anything is claimed or sent: no message is sent twice or skipped unsent, and
-   * the partition stalls at this batch until the listener changes (logged at WARN).
+   * a key that cannot be read (no usable key, or the called code's failure). Reported at that
+   * message, it would be recovered (dead-letter topic) by the container's error handler, at once or
+   * after its tries, which then throws to seek the records after it: that rolls the transaction
+   * back (the dead letter, and the sends before it with their keys released), the after-rollback
+   * processor seeks the whole batch back, and every delivery sent the messages before it again (as
+   * it did in a Kafka container transaction before KafkaTransactionBatchStops). Its offsets and
+   * those before it are committed outside the transaction by the handler, so a restart would skip
+   * the messages before it unsent. So the batch comes back whole from its first message as a
+   * deferral, which the handler neither counts nor recovers nor commits past, with its backoff,
+   * before anything is claimed or sent: no message is sent twice or skipped unsent, and the
+   * partition stalls at this batch until that key can be read (the listener changes, or the look-up
+   * answers; logged at WARN).
    */
   private static DeferredDeliveryException poisonInTransaction(
       ListenerMethod method, int poison, int size, RuntimeException cause) {
     log.warn(
-        "Listener {} cannot run a batch of {} in its container's transaction: message {} has"
-            + " no usable key ({}), and the dead letter of a message that is not the last of its"
-            + " batch would roll back the sends before it; nothing ran and the batch comes back."
-            + " Take records one at a time, or key the listener so that its keys cannot fail",
+        "Listener {} cannot run a batch of {} in its container's transaction: the key of"
+            + " message {} cannot be read ({}), and the dead letter of a message that is not the"
+            + " last of its batch would roll back the sends before it; nothing ran and the batch"
+            + " comes back. Take records one at a time, or key the listener so that its keys"
+            + " cannot fail",
         method.name,
         size,
         poison,
@@ -402,7 +410,7 @@ final class ListenerBatches {
         IdempotentListenerInterceptor.deferred(
             method,
             "poison",
-            "a message of its batch has no usable key, in its container's transaction",
+            "the key of a message of its batch cannot be read, in its container's transaction",
             null);
     deferral.addSuppressed(cause);
     return deferral;

@@ -4,9 +4,11 @@ import dev.idempotency.spring.messaging.IdempotentListener;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.assertj.core.api.SoftAssertions;
 import org.junit.jupiter.api.Test;
 import org.springframework.amqp.core.Declarables;
@@ -36,7 +38,9 @@ import org.springframework.test.annotation.DirtiesContext;
  * <ul>
  *   <li>a record listener keyed by that expression gets the message alone;
  *   <li>a consumer-side batch listener keyed by it gets a batch of three, the second's look-up
- *       failing once.
+ *       failing once;
+ *   <li>the same batch listener gets a batch of three whose second's look-up keeps failing until
+ *       the test lets it answer (fixbidx).
  * </ul>
  */
 @SpringBootTest(
@@ -55,17 +59,31 @@ class RabbitTransientKeyExpressionProbeTest extends RabbitProbeSupport {
       "T(dev.idempotency.spring.messaging.rabbit.RabbitTransientKeyExpressionProbeTest$Keys)"
           + ".of(#payload)";
 
-  /** The key look-up: fails the first time it is asked for a payload holding "flaky". */
+  /**
+   * The key look-up: fails the first time it is asked for a payload holding "flaky", and every time
+   * for a payload in {@link #blocked}.
+   */
   public static final class Keys {
     static final Set<String> failedOnce = ConcurrentHashMap.newKeySet();
+    static final Set<String> blocked = ConcurrentHashMap.newKeySet();
+    static final Map<String, AtomicInteger> tries = new ConcurrentHashMap<>();
 
     private Keys() {}
 
     public static String of(String payload) {
+      tries.computeIfAbsent(payload, p -> new AtomicInteger()).incrementAndGet();
       if (payload.contains("flaky") && failedOnce.add(payload)) {
         throw new IllegalStateException("key look-up timed out (transient)");
       }
+      if (blocked.contains(payload)) {
+        throw new IllegalStateException("key look-up timed out (still)");
+      }
       return "key-" + payload;
+    }
+
+    static int tries(String payload) {
+      AtomicInteger count = tries.get(payload);
+      return count == null ? 0 : count.get();
     }
   }
 
@@ -188,6 +206,72 @@ class RabbitTransientKeyExpressionProbeTest extends RabbitProbeSupport {
               .isEqualTo(1);
           softly.assertThat(sent(events[2])).as("sends of message 2 (" + facts + ")").isEqualTo(1);
         });
+  }
+
+  /*
+   * Failed before fixbidx (Boot 3.5): the batch failed for message 1's look-up before anything was
+   * claimed, and Boot's default container requeued it whole, again and again: messages 0 and 2
+   * were not sent while it failed (a retry interceptor's recoverer, or a container that does not
+   * requeue, dead-letters them unsent): "sends while message 1's look-up failed (sent while
+   * message 1's look-up failed: [0, 0, 0], its look-ups: 4, dead-lettered: []) expected [1, 0, 1]".
+   */
+  /**
+   * A consumer batch [0, 1, 2] whose message 1's look-up keeps failing (the called code's failure,
+   * retried as a record listener's would be): messages 0 and 2 are sent once at the first delivery;
+   * the batch, which Spring AMQP fails as a whole, then goes to the container with message 1's
+   * failure (Boot's default container requeues it: a replay of 0 and 2 at each redelivery); once
+   * the look-up answers, message 1 is sent once. Nothing dead-lettered.
+   */
+  @Test
+  void aKeyLookUpThatKeepsFailingInAConsumerBatchLeavesTheOthersSent() throws Exception {
+    String[] events = {unique("bb-0"), unique("bb-blocked"), unique("bb-2")};
+    Keys.blocked.add(events[1]);
+    for (String event : events) {
+      plain.convertAndSend("", BATCH_QUEUE, event);
+    }
+    registry.getListenerContainer(BATCH).start();
+    List<Integer> whileBlocked;
+    List<String> deadLettered = new ArrayList<>();
+    try {
+      // the first delivery sends 0 and 2, if at all; the batch comes back for message 1
+      await("message 1's look-up tried 3 times", () -> Keys.tries(events[1]) >= 3);
+      whileBlocked = sentOf(events);
+      Keys.blocked.remove(events[1]);
+      awaitOrGoOn(
+          "the three sent, or something dead-lettered",
+          () ->
+              (sent(events[0]) >= 1 && sent(events[1]) >= 1 && sent(events[2]) >= 1)
+                  || deadLetterCount(BATCH_QUEUE) > 0);
+      awaitMarker(BATCH_QUEUE, "bb");
+    } finally {
+      Keys.blocked.remove(events[1]);
+      registry.getListenerContainer(BATCH).stop();
+      deadLettered.addAll(drainQueue(BATCH_QUEUE + DEAD_LETTERS));
+    }
+    String facts =
+        "sent while message 1's look-up failed: "
+            + whileBlocked
+            + ", its look-ups: "
+            + Keys.tries(events[1])
+            + ", dead-lettered: "
+            + deadLettered;
+    SoftAssertions.assertSoftly(
+        softly -> {
+          softly
+              .assertThat(whileBlocked)
+              .as("sends while message 1's look-up failed (" + facts + ")")
+              .containsExactly(1, 0, 1);
+          softly.assertThat(sentOf(events)).as("sends (" + facts + ")").containsExactly(1, 1, 1);
+          softly.assertThat(deadLettered).as("dead-lettered").isEmpty();
+        });
+  }
+
+  private List<Integer> sentOf(String[] events) {
+    List<Integer> counts = new ArrayList<>();
+    for (String event : events) {
+      counts.add(sent(event));
+    }
+    return counts;
   }
 
   private long deadLetterCount(String queue) {
