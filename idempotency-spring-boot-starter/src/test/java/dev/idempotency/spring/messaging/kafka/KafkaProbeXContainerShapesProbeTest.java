@@ -380,10 +380,12 @@ class KafkaProbeXContainerShapesProbeTest {
    * (docs/message-consumers.md, "Listeners created after the start"), which names only the
    * transaction's consequence. It passed on Boot 3.5 and 4.0 (probeX, at 0c7d68c7: the record
    * retried past ten tries and sent once, about 7 s), though the container keeps Spring Kafka's own
-   * {@code DefaultErrorHandler} (ten tries, no pause, then logged and skipped): why it went past
-   * ten was not established (suspected: that handler starts counting again when the exception's
-   * type changes, and the guard's failures while the store is down may alternate between types; the
-   * types seen are in the assertion's message and printed). About 7 s.
+   * {@code DefaultErrorHandler} (ten tries, no pause, then logged and skipped). Why it went past
+   * ten (seen on both lines, printed): the failed calls' types were KeyStoreException six times,
+   * then the guard's breaker refusal (StoreOutages.Refused) and KeyStoreException in turn, and that
+   * handler starts counting again whenever the exception's type changes. Suspected, not shown: a
+   * store whose failures keep one type for ten tries in a row would have the record skipped unsent
+   * (a lost send) in such a container. About 7 s.
    */
   @Tag("extended")
   @Test
