@@ -11,7 +11,6 @@ import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -114,6 +113,11 @@ public final class Batch<T> implements AutoCloseable {
     /** Whether the item was ever handed out to be sent (a send may have started under it). */
     boolean handedOut() {
       return handedOutAtMono != 0;
+    }
+
+    /** When handed out, on the monotonic clock; 0 before. */
+    long handedOutAtMono() {
+      return handedOutAtMono;
     }
 
     /**
@@ -244,8 +248,8 @@ public final class Batch<T> implements AutoCloseable {
   private final GuardSettings settings;
   private final BatchWriter writer;
   private final BatchLeases leases;
-  private final Object watchLock = new Object();
-  private boolean watchedByKeeper;
+  private final BatchKeeperWatch watch;
+  private final BatchReports reporting;
 
   /**
    * The claimed items, one list per claimed chunk, appended as chunks are claimed (so that the
@@ -267,36 +271,17 @@ public final class Batch<T> implements AutoCloseable {
   private final BatchClaims<T> answers;
   private final BatchReportGate reports = new BatchReportGate();
   private final BatchHandOut handOut;
-  private final AtomicReference<Recorded> result = new AtomicReference<>();
-  private final LeaseKeeper.Watched watcher =
-      new LeaseKeeper.Watched() {
-        @Override
-        public boolean collectDue(long nowMono, long renewAfterNanos, List<Claim> due) {
-          return Batch.this.collectDue(nowMono, renewAfterNanos, due);
-        }
-
-        @Override
-        public void closing() {
-          writer.writeNow();
-        }
-      };
-
-  /** When a key was last handed out or reported, on the monotonic clock. */
-  private volatile long lastActivityMono;
-
-  /** A key was handed out at {@code nowMono}: the batch is active (its keys are renewed). */
-  void activeAt(long nowMono) {
-    lastActivityMono = nowMono;
-  }
 
   Batch(GuardSettings settings, List<IdempotencyRequest> requests, ResultCodec<T> codec) {
     this.settings = settings;
     this.writer = new BatchWriter(settings);
     this.leases = new BatchLeases(settings);
+    this.watch = new BatchKeeperWatch(settings, writer, claimed);
+    this.reporting = new BatchReports(settings, writer, leases, reports, watch);
     this.answers = new BatchClaims<>(settings, this);
-    this.handOut = new BatchHandOut(this, settings, writer, leases, reports, claimed);
+    this.handOut = new BatchHandOut(settings, writer, leases, reports, watch, claimed);
     List<CallSupport<T>> all = answers.toClaim(requests, codec);
-    this.lastActivityMono = GuardSettings.monoNow();
+    watch.activeAt(GuardSettings.monoNow());
     int chunkSize = writer.chunkSize;
     for (int from = 0; from < all.size(); from += chunkSize) {
       claim(all.subList(from, Math.min(all.size(), from + chunkSize)));
@@ -313,29 +298,7 @@ public final class Batch<T> implements AutoCloseable {
     }
     if (!items.isEmpty()) {
       chunks.add(Collections.unmodifiableList(items));
-      keepWatched();
-    }
-  }
-
-  /**
-   * Has the keeper watch this batch, again if it let it go while the batch was idle.
-   *
-   * @return {@code false} if the guard closed its keeper: the close wrote the outcomes queued
-   *     before this call, and writes none queued after it
-   */
-  boolean keepWatched() {
-    synchronized (watchLock) {
-      if (result.get() != null) {
-        return true; // recorded: record() wrote the queue, and a report it stopped waiting for
-        // writes
-      }
-      // asked each time, not only when not yet watched: the keeper orders this against its close
-      if (!settings.keeper.watch(watcher)) {
-        watchedByKeeper = false;
-        return false;
-      }
-      watchedByKeeper = true;
-      return true;
+      watch.keepWatched();
     }
   }
 
@@ -442,7 +405,7 @@ public final class Batch<T> implements AutoCloseable {
   @SuppressWarnings("unchecked")
   public void succeeded(Item item, @Nullable T result) {
     requireReportable(item);
-    report(
+    reporting.report(
         item,
         RecordState.COMPLETED,
         ((CallSupport<T>) item.call).encode(result, item.attempt()),
@@ -467,11 +430,11 @@ public final class Batch<T> implements AutoCloseable {
     requireReportable(item);
     Throwable cause = CallSupport.senderFailure(failure);
     if (cause instanceof OutcomeAbandonedException) {
-      report(item, null, null, failure); // queue() leaves it claimed
+      reporting.report(item, null, null, failure); // left claimed: nothing is written
     } else if (item.call.isPermanent(cause)) {
-      report(item, RecordState.FAILED, item.call.failurePayload(cause), failure);
+      reporting.report(item, RecordState.FAILED, item.call.failurePayload(cause), failure);
     } else {
-      report(item, null, null, failure);
+      reporting.report(item, null, null, failure);
     }
   }
 
@@ -482,155 +445,6 @@ public final class Batch<T> implements AutoCloseable {
     }
     if (reports.isClosed() && !item.handedOut()) {
       throw new IllegalStateException("record() was already called");
-    }
-  }
-
-  /**
-   * Queues an outcome ({@code state} null: release) and writes a full chunk at once. The item's
-   * fields are published to the writer by the queue. The report passes the {@link BatchReportGate}
-   * from its check of {@code record()} to the queue, so that {@code record()} waits for it; if
-   * {@code record()} stopped waiting meanwhile, this thread writes the queue itself.
-   *
-   * <p>Against the guard's close, the item counts among the guard's running calls until its outcome
-   * is queued and the batch watched by the lease keeper: a close that waits for running calls finds
-   * it queued and writes it ({@link LeaseKeeper#close()}). If the close began to write before the
-   * batch was watched (it gave up on this report after its grace period), the keeper refuses the
-   * watch and this thread writes the queue itself, so nothing queued is left unwritten.
-   */
-  private void report(Item item, RecordState state, byte[] payload, Throwable failure) {
-    if (!reports.enter()) {
-      reportAfterRecord(item, state, payload, failure);
-      return;
-    }
-    boolean queued = false;
-    boolean keeperWrites = true;
-    boolean writeHere;
-    try {
-      markReported(item, state, payload, failure);
-      try {
-        queued = queue(item, state, failure);
-        if (queued) {
-          keeperWrites = keepWatched();
-        }
-      } finally {
-        item.stopRunning(settings.inFlight); // only now may a waiting close() go on
-      }
-    } finally {
-      writeHere = reports.leave();
-    }
-    if (!queued) {
-      return; // a fail-open send or an abandoned outcome: there is no claim to write to
-    }
-    if (writeHere || !keeperWrites) {
-      // record() has stopped waiting for this report, or the guard closed its keeper without it
-      writer.writeNow();
-      return;
-    }
-    writer.writeIfChunkFull();
-  }
-
-  /**
-   * The report of a key handed out before {@link #record()} began, whose send may have been running
-   * when {@code record()} ran: {@code record()} left it claimed (see {@link BatchWriter#finish}),
-   * so this thread writes its outcome (or release) now, fenced. Any other report after {@code
-   * record()} is refused: that key was released or written by it.
-   */
-  private void reportAfterRecord(Item item, RecordState state, byte[] payload, Throwable failure) {
-    if (!item.handedOut()) {
-      throw new IllegalStateException("record() was already called");
-    }
-    boolean queued;
-    try {
-      markReported(item, state, payload, failure);
-      queued = queue(item, state, failure);
-    } finally {
-      item.stopRunning(settings.inFlight);
-    }
-    if (queued) {
-      writer.writeNow();
-    }
-  }
-
-  /** Marks the item reported, with its outcome; throws if it was reported before. */
-  private void markReported(Item item, RecordState state, byte[] payload, Throwable failure) {
-    int before = item.state.get();
-    if ((before != Item.NEW && before != Item.LAPSED)
-        || !item.state.compareAndSet(before, Item.REPORTED)) {
-      throw new IllegalStateException(
-          item.state.get() == Item.DONE && reports.isClosed()
-              ? "record() was already called" // it released the key before this report came
-              : "the item was already reported");
-    }
-    item.outcome = state;
-    item.payload = payload;
-    item.failure = failure;
-    item.reportedAtMono = GuardSettings.monoNow();
-    lastActivityMono = item.reportedAtMono;
-  }
-
-  /**
-   * Queues a reported item's outcome; {@code false} if there is nothing to write: no claim (a
-   * fail-open send), or an abandoned outcome ({@link OutcomeAbandonedException}).
-   */
-  private boolean queue(Item item, RecordState state, Throwable failure) {
-    if (item.handedOut()) {
-      leases.sendEnded(item.handedOutAt, settings.leaseNow());
-    }
-    if (!item.recordable()) {
-      item.state.set(Item.DONE);
-      return false;
-    }
-    if (state == null && CallSupport.senderFailure(failure) instanceof OutcomeAbandonedException) {
-      writer.abandon(item);
-      return false;
-    }
-    writer.enqueue(item);
-    return true;
-  }
-
-  /**
-   * The keeper's round (monotonic time): has outcomes that waited a period written (on the blocking
-   * store executor), and collects the leases to renew: reported keys until written, handed-out keys
-   * for the renewal limit from their hand-out, the others while the batch is active. A batch with
-   * nothing left to renew or write lets the keeper go of it, so that an abandoned batch (never
-   * recorded) is renewed no longer than the limit and is not kept reachable; it is watched again if
-   * it is used again.
-   */
-  private boolean collectDue(long nowMono, long renewAfterNanos, List<Claim> due) {
-    writer.writeSoonIfWaited(nowMono, settings.keeper.periodNanos);
-    long limit = settings.leaseRenewalLimitNanos;
-    boolean active = nowMono - lastActivityMono < limit;
-    boolean anyRenewable = false;
-    for (Item item : claimed) {
-      if (item.claim == null) {
-        continue;
-      }
-      int state = item.state.get();
-      long handedOutAt = item.handedOutAtMono;
-      boolean renew =
-          state == Item.REPORTED
-              || (state == Item.NEW && (handedOutAt != 0 ? nowMono - handedOutAt < limit : active));
-      if (!renew || item.claim.isLost()) {
-        continue;
-      }
-      anyRenewable = true;
-      if (item.claim.dueForRenewal(nowMono, renewAfterNanos)) {
-        due.add(item.claim);
-      }
-    }
-    if (!anyRenewable && !writer.hasPending()) {
-      letGo(nowMono);
-    }
-    return true;
-  }
-
-  /** Stops the keeper's watch if nothing happened since {@code sinceMono}. */
-  private void letGo(long sinceMono) {
-    synchronized (watchLock) {
-      if (watchedByKeeper && lastActivityMono - sinceMono <= 0 && !writer.hasPending()) {
-        watchedByKeeper = false;
-        settings.keeper.unwatch(watcher);
-      }
     }
   }
 
@@ -688,30 +502,10 @@ public final class Batch<T> implements AutoCloseable {
           java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(settings.closeGraceNanos),
           stillReporting);
     }
-    synchronized (watchLock) {
-      watchedByKeeper = false;
-      settings.keeper.unwatch(watcher);
-    }
+    watch.stopForRecord();
     Recorded recorded = writer.finish(claimed, releaseHandedOutHere);
-    result.set(recorded);
-    if (anySendingElsewhere()) {
-      // keys whose sends still run elsewhere stay claimed: renewed (for the renewal limit from
-      // their hand-out) until their reports write them, as an abandoned batch's are
-      synchronized (watchLock) {
-        watchedByKeeper = settings.keeper.watch(watcher);
-      }
-    }
+    watch.recorded(); // keys whose sends still run elsewhere stay claimed, renewed
     return recorded;
-  }
-
-  /** Whether a key {@link BatchWriter#finish} left claimed for its running send is unreported. */
-  private boolean anySendingElsewhere() {
-    for (Item item : claimed) {
-      if (item.recordable() && item.handedOut() && item.state.get() == Item.NEW) {
-        return true;
-      }
-    }
-    return false;
   }
 
   /**

@@ -16,26 +16,26 @@ import java.util.concurrent.CopyOnWriteArrayList;
  */
 final class BatchHandOut {
 
-  private final Batch<?> batch;
   private final GuardSettings settings;
   private final BatchWriter writer;
   private final BatchLeases leases;
   private final BatchReportGate reports;
+  private final BatchKeeperWatch watch;
   private final Iterable<Batch.Item> claimed;
   private final List<String> lapsed = new CopyOnWriteArrayList<>();
 
   BatchHandOut(
-      Batch<?> batch,
       GuardSettings settings,
       BatchWriter writer,
       BatchLeases leases,
       BatchReportGate reports,
+      BatchKeeperWatch watch,
       Iterable<Batch.Item> claimed) {
-    this.batch = batch;
     this.settings = settings;
     this.writer = writer;
     this.leases = leases;
     this.reports = reports;
+    this.watch = watch;
     this.claimed = claimed;
   }
 
@@ -83,7 +83,7 @@ final class BatchHandOut {
         }
         long nowMono = GuardSettings.monoNow();
         if (item.markHandedOut(nowMono)) {
-          batch.activeAt(nowMono);
+          watch.activeAt(nowMono);
           return item;
         } // another iteration of toSend() handed it out since hasNext(), its claim was lost, or the
         // guard gave up (closed past its grace period) meanwhile
@@ -134,8 +134,8 @@ final class BatchHandOut {
     // report it and record() end the batch between this check and a count, which nothing would then
     // undo; Item.markHandedOut counts it, once, as it hands it out
     item.handedOutAt = now;
-    batch.activeAt(GuardSettings.monoNow());
-    batch.keepWatched();
+    watch.activeAt(GuardSettings.monoNow());
+    watch.keepWatched();
     return true;
   }
 

@@ -153,7 +153,8 @@ final class BatchWriter {
         if (sending) {
           // its send may still run, on whatever thread the caller gave it to: released now, it
           // would be sent again by a repeat while that send goes on (SPEC 1). Left claimed, still
-          // counted as running; its report writes it (Batch#reportAfterRecord), else its lease
+          // counted as running; its report writes it (BatchReports#reportAfterRecord), else its
+          // lease
           // runs out.
           stillSending.add(item.key());
           continue;

@@ -39,16 +39,16 @@ import org.junit.jupiter.api.Test;
  * its close, and a report whose batch it no longer watches (the close gave up on it after its grace
  * period, or the report began after the close) writes its outcome itself, on its own thread.
  *
- * <p>The pause is made deterministic: the guard's clock, read by {@code Batch.queue} before the
- * outcome is queued (the send's length), waits there until the test opens its gate (at most 10 s).
- * In-memory store (the guard's clock); lease 4 s.
+ * <p>The pause is made deterministic: the guard's clock, read by {@code BatchReports.queue} before
+ * the outcome is queued (the send's length), waits there until the test opens its gate (at most 10
+ * s). In-memory store (the guard's clock); lease 4 s.
  */
 class BatchReportRacingCloseProbeTest {
 
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofSeconds(4);
 
-  /** The guard's clock: moved by hand; read inside {@code Batch.queue}, it waits for the gate. */
+  /** The guard's clock: moved by hand; read in {@code BatchReports.queue}, waits for the gate. */
   static final class GatedClock extends Clock {
     private volatile Instant now = Instant.parse("2030-01-01T00:00:00Z");
     final AtomicBoolean armed = new AtomicBoolean();
@@ -78,7 +78,7 @@ class BatchReportRacingCloseProbeTest {
               frames ->
                   frames.anyMatch(
                       frame ->
-                          frame.getClassName().equals("dev.idempotency.Batch")
+                          frame.getClassName().equals("dev.idempotency.BatchReports")
                               && frame.getMethodName().equals("queue")));
     }
 

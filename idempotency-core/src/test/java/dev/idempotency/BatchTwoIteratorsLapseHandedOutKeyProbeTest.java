@@ -27,9 +27,9 @@ import org.junit.jupiter.api.Test;
  * {@code next()}, whose check renews a (already handed out: {@code renewStartedNow}, not lost on a
  * failure) and, the store failing that renewal, finds a's lease too short and lapses it ({@code
  * BatchHandOut.stillLive}: {@code stopRunning}, then LAPSED), although the other iteration handed
- * it out. A LAPSED key is never renewed by the keeper ({@code Batch.collectDue} renews NEW and
- * REPORTED keys), so a's lease runs out under its running send and another guard sends it again;
- * {@code lapsed()} lists it as "not sent", and the guard no longer counts it as running.
+ * it out. A LAPSED key is never renewed by the keeper ({@code BatchKeeperWatch.collectDue} renews
+ * NEW and REPORTED keys), so a's lease runs out under its running send and another guard sends it
+ * again; {@code lapsed()} lists it as "not sent", and the guard no longer counts it as running.
  *
  * <p>No clock step: the guard's clock only moves forward. One store failure at a hand-out is enough
  * (the case {@code BatchFailedRenewalLosesSendingItemProbeTest}'s fix covers for a single

@@ -30,9 +30,9 @@ import org.junit.jupiter.api.Test;
 /**
  * {@code BatchReportRacingCloseProbeTest} (core, in store) on PostgreSQL 17 (embedded; the JDBC
  * store on the guard's clock): a batch report paused before its outcome is queued (the guard's
- * clock, read by {@code Batch.queue}, waits for the test's gate) while the guard closes. Before
- * fixbatch the report had stopped counting as running there, the close wrote nothing for it, an
- * abandoned batch left the key IN_PROGRESS, and guard B took it over one lease later and sent
+ * clock, read by {@code BatchReports.queue}, waits for the test's gate) while the guard closes.
+ * Before fixbatch the report had stopped counting as running there, the close wrote nothing for it,
+ * an abandoned batch left the key IN_PROGRESS, and guard B took it over one lease later and sent
  * again. Now a close waits for the report (within its grace period) and writes its outcome, and a
  * report the close gave up on writes its outcome itself. The control records the batch after the
  * close: its outcome is written and replayed.
@@ -42,7 +42,7 @@ class PostgresBatchReportRacingCloseProbeTest {
   static final Duration TTL = Duration.ofHours(1);
   static final Duration LEASE = Duration.ofSeconds(4);
 
-  /** The guard's clock: moved by hand; read inside {@code Batch.queue}, it waits for the gate. */
+  /** The guard's clock: moved by hand; read in {@code BatchReports.queue}, waits for the gate. */
   static final class GatedClock extends Clock {
     private volatile Instant now = Instant.parse("2030-01-01T00:00:00Z");
     final AtomicBoolean armed = new AtomicBoolean();
@@ -72,7 +72,7 @@ class PostgresBatchReportRacingCloseProbeTest {
               frames ->
                   frames.anyMatch(
                       frame ->
-                          frame.getClassName().equals("dev.idempotency.Batch")
+                          frame.getClassName().equals("dev.idempotency.BatchReports")
                               && frame.getMethodName().equals("queue")));
     }
 

@@ -2,13 +2,9 @@ package dev.idempotency.spring.web;
 
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.RequestDispatcher;
-import jakarta.servlet.ServletConnection;
 import jakarta.servlet.ServletContext;
 import jakarta.servlet.http.Cookie;
-import jakarta.servlet.http.HttpServletMapping;
 import jakarta.servlet.http.HttpServletRequest;
-import jakarta.servlet.http.HttpSession;
-import jakarta.servlet.http.MappingMatch;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
@@ -21,8 +17,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.UUID;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.http.HttpHeaders;
@@ -45,10 +39,11 @@ final class EndedRequest {
   private static final String TOMCAT_DISPATCHER_TYPE = "org.apache.catalina.core.DISPATCHER_TYPE";
 
   private final Map<String, Object> request;
-  private @Nullable HttpSession detached; // guarded by this: created by the first getSession()
+  private final EndedSession session;
 
-  private EndedRequest(Map<String, Object> request) {
+  private EndedRequest(Map<String, Object> request, EndedSession session) {
     this.request = request;
+    this.session = session;
   }
 
   /** A copy of what rendering reads of {@code request}, taken while it is valid. */
@@ -86,12 +81,16 @@ final class EndedRequest {
     // Servlet 6.0 reads: null, as before they were copied, where a request cannot answer them
     copy.put("getRequestId", orNull(request::getRequestId));
     copy.put("getProtocolRequestId", orNull(request::getProtocolRequestId));
-    copy.put("getHttpServletMapping", orNull(() -> Mapping.of(request.getHttpServletMapping())));
-    copy.put("getServletConnection", orNull(() -> Connection.of(request.getServletConnection())));
-    copy.put("cookies", cookies(request));
+    copy.put(
+        "getHttpServletMapping",
+        orNull(() -> CopiedRequestParts.Mapping.of(request.getHttpServletMapping())));
+    copy.put(
+        "getServletConnection",
+        orNull(() -> CopiedRequestParts.Connection.of(request.getServletConnection())));
+    copy.put("cookies", CopiedRequestParts.cookies(request));
     copy.put("getServletContext", request.getServletContext()); // it outlives its requests
     // a session outlives its request (until it is invalidated): answered while it is valid
-    copy.put("session", request.getSession(false));
+    EndedSession session = new EndedSession(request.getSession(false));
     Map<String, List<String>> headers = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);
     for (String name : Collections.list(request.getHeaderNames())) {
       headers.put(name, Collections.list(request.getHeaders(name)));
@@ -110,8 +109,8 @@ final class EndedRequest {
       attributes.put(TOMCAT_DISPATCHER_TYPE, DispatcherType.REQUEST);
     }
     copy.put("attributes", Collections.synchronizedMap(attributes));
-    copy.put("parameters", parameters(request));
-    return new EndedRequest(copy);
+    copy.put("parameters", CopiedRequestParts.parameters(request));
+    return new EndedRequest(copy, session);
   }
 
   /**
@@ -124,192 +123,6 @@ final class EndedRequest {
     } catch (RuntimeException | LinkageError e) {
       return null;
     }
-  }
-
-  /**
-   * The servlet mapping the request matched, copied (a container may recycle its own): work that
-   * builds a link from it after the request ended gets what it would have got on time, not null.
-   */
-  private record Mapping(
-      String matchValue, String pattern, String servletName, @Nullable MappingMatch match)
-      implements HttpServletMapping {
-
-    static @Nullable Mapping of(@Nullable HttpServletMapping mapping) {
-      return mapping == null
-          ? null
-          : new Mapping(
-              mapping.getMatchValue(),
-              mapping.getPattern(),
-              mapping.getServletName(),
-              mapping.getMappingMatch());
-    }
-
-    @Override
-    public String getMatchValue() {
-      return matchValue;
-    }
-
-    @Override
-    public String getPattern() {
-      return pattern;
-    }
-
-    @Override
-    public String getServletName() {
-      return servletName;
-    }
-
-    @Override
-    public @Nullable MappingMatch getMappingMatch() {
-      return match;
-    }
-  }
-
-  /** The connection the request came on, copied (a container may recycle its own). */
-  private record Connection(
-      String connectionId, String protocol, String protocolConnectionId, boolean secure)
-      implements ServletConnection {
-
-    static @Nullable Connection of(@Nullable ServletConnection connection) {
-      return connection == null
-          ? null
-          : new Connection(
-              connection.getConnectionId(),
-              connection.getProtocol(),
-              connection.getProtocolConnectionId(),
-              connection.isSecure());
-    }
-
-    @Override
-    public String getConnectionId() {
-      return connectionId;
-    }
-
-    @Override
-    public String getProtocol() {
-      return protocol;
-    }
-
-    @Override
-    public String getProtocolConnectionId() {
-      return protocolConnectionId;
-    }
-
-    @Override
-    public boolean isSecure() {
-      return secure;
-    }
-  }
-
-  /** The request's cookies, each a copy (a {@code Cookie} can be changed), or {@code null}. */
-  private static Cookie @Nullable [] cookies(HttpServletRequest request) {
-    Cookie[] cookies = request.getCookies();
-    return cookies == null ? null : copies(cookies);
-  }
-
-  private static Cookie[] copies(Cookie[] cookies) {
-    Cookie[] copies = new Cookie[cookies.length];
-    for (int i = 0; i < cookies.length; i++) {
-      copies[i] = (Cookie) cookies[i].clone();
-    }
-    return copies;
-  }
-
-  /**
-   * The request's parameters (its query string's, and a form body's the container parsed), which an
-   * application's exception resolver or {@code @ExceptionHandler} may read; none if the request can
-   * no longer give them.
-   */
-  private static Map<String, String[]> parameters(HttpServletRequest request) {
-    Map<String, String[]> parameters = new LinkedHashMap<>();
-    try {
-      request.getParameterMap().forEach((name, values) -> parameters.put(name, values.clone()));
-    } catch (RuntimeException e) {
-      // a malformed query string or a form body that cannot be read: as if it had no parameters
-      parameters.clear();
-    }
-    return Collections.unmodifiableMap(parameters);
-  }
-
-  /**
-   * The request's session as the container would answer now: the copied one while it is valid; else
-   * none, or, if one is to be created ({@code getSession()}, an {@code HttpSession} parameter of an
-   * {@code @ExceptionHandler}), a fresh detached one, kept by this copy only: a late answer creates
-   * no session the client could use, yet reads what it reads on time of a new session.
-   */
-  private synchronized @Nullable HttpSession session(boolean create) {
-    if (request.get("session") instanceof HttpSession copied && valid(copied)) {
-      return copied;
-    }
-    if (!create) {
-      return null;
-    }
-    HttpSession created = detached;
-    if (created == null || !valid(created)) {
-      created = detachedSession();
-      detached = created;
-    }
-    return created;
-  }
-
-  /** Whether {@code session} is still valid: an invalidated one throws, as the Servlet API says. */
-  private static boolean valid(HttpSession session) {
-    try {
-      session.getCreationTime();
-      return true;
-    } catch (IllegalStateException invalidated) {
-      return false;
-    }
-  }
-
-  /** A new session that no container knows: its attributes live as long as the ended request. */
-  private static HttpSession detachedSession() {
-    Map<String, Object> attributes = Collections.synchronizedMap(new LinkedHashMap<>());
-    String id = UUID.randomUUID().toString();
-    long created = System.currentTimeMillis();
-    AtomicBoolean invalidated = new AtomicBoolean();
-    InvocationHandler answers =
-        (proxy, method, args) -> {
-          String name = method.getName();
-          boolean objectMethod =
-              name.equals("equals") || name.equals("hashCode") || name.equals("toString");
-          if (invalidated.get() && !objectMethod && !name.equals("getId")) {
-            throw new IllegalStateException("the session was invalidated");
-          }
-          switch (name) {
-            case "getId":
-              return id;
-            case "getCreationTime":
-            case "getLastAccessedTime":
-              return created;
-            case "isNew":
-              return true;
-            case "getAttribute":
-              return attributes.get((String) args[0]);
-            case "setAttribute":
-              if (args[1] == null) {
-                attributes.remove((String) args[0]);
-              } else {
-                attributes.put((String) args[0], args[1]);
-              }
-              return null;
-            case "removeAttribute":
-              attributes.remove((String) args[0]);
-              return null;
-            case "getAttributeNames":
-              synchronized (attributes) {
-                return Collections.enumeration(new ArrayList<>(attributes.keySet()));
-              }
-            case "invalidate":
-              invalidated.set(true);
-              return null;
-            default:
-              return objectMethodOrDefault(proxy, method, args);
-          }
-        };
-    return (HttpSession)
-        Proxy.newProxyInstance(
-            LateResponse.class.getClassLoader(), new Class<?>[] {HttpSession.class}, answers);
   }
 
   /** A request that answers from the copy; its attributes may be set and removed. */
@@ -344,7 +157,7 @@ final class EndedRequest {
               return date.getFirstDate(HttpHeaders.DATE);
             case "getCookies":
               Cookie[] cookies = (Cookie[]) request.get("cookies");
-              return cookies == null ? null : copies(cookies);
+              return cookies == null ? null : CopiedRequestParts.copies(cookies);
             case "getAttribute":
               return attributes.get((String) args[0]);
             case "setAttribute":
@@ -369,7 +182,7 @@ final class EndedRequest {
               return DispatcherType.REQUEST;
             case "getSession":
               boolean create = args == null || args.length == 0 || (Boolean) args[0];
-              return session(create);
+              return session.session(create);
             case "getParameter":
               String[] given = parameters.get((String) args[0]);
               return given == null || given.length == 0 ? null : given[0];

@@ -1,20 +1,21 @@
 package dev.idempotency.spring.messaging.jms;
 
+import static dev.idempotency.spring.messaging.KeptDeferralProbes.awaitAtMost;
+import static dev.idempotency.spring.messaging.KeptDeferralProbes.count;
+import static dev.idempotency.spring.messaging.KeptDeferralProbes.unique;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idempotency.spring.Idempotent;
+import dev.idempotency.spring.messaging.KeptDeferralProbes;
 import dev.idempotency.spring.messaging.ListenerTestConfiguration;
 import dev.idempotency.spring.messaging.Polling;
 import dev.idempotency.spring.messaging.SwitchableKeyStore;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Tag;
@@ -70,15 +71,6 @@ class JmsKeptDeferralAttacksProbeTest {
   @Autowired SwitchableKeyStore store;
   @Autowired JmsTemplate template;
 
-  static int count(Map<String, AtomicInteger> counts, String event) {
-    AtomicInteger count = counts.get(event);
-    return count == null ? 0 : count.get();
-  }
-
-  static int add(Map<String, AtomicInteger> counts, String event) {
-    return counts.computeIfAbsent(event, e -> new AtomicInteger()).incrementAndGet();
-  }
-
   /** The provider call, guarded by {@code @Idempotent}, keyed by the event. */
   public static class Notifier {
     @Idempotent(name = "probeu-jms-notify", key = "#event")
@@ -105,36 +97,13 @@ class JmsKeptDeferralAttacksProbeTest {
      */
     @JmsListener(id = "probeu-jms-loop", destination = LOOP_QUEUE)
     public void loop(String event) throws InterruptedException {
-      store.down.set(add(deliveries, event) == 1);
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      try {
-        while (true) {
-          try {
-            notifier.send(event);
-            return;
-          } catch (RuntimeException failure) {
-            add(caught, event);
-            store.down.set(false);
-            if (System.nanoTime() > deadline) {
-              return;
-            }
-          }
-          Thread.sleep(20);
-        }
-      } finally {
-        store.down.set(false);
-      }
+      KeptDeferralProbes.retryingTheCall(event, store, deliveries, caught, notifier::send);
     }
 
     /** The call made on another thread (an executor the listener waits for), caught. */
     @JmsListener(id = "probeu-jms-executor", destination = EXECUTOR_QUEUE)
     public void executor(String event) {
-      add(deliveries, event);
-      try {
-        CompletableFuture.runAsync(() -> notifier.send(event), pool).join();
-      } catch (RuntimeException failure) {
-        add(caught, event);
-      }
+      KeptDeferralProbes.callingOnAnotherThread(event, pool, deliveries, caught, notifier::send);
     }
   }
 
@@ -161,10 +130,6 @@ class JmsKeptDeferralAttacksProbeTest {
 
   static int sent(String event) {
     return (int) sent.stream().filter(event::equals).count();
-  }
-
-  static String unique(String what) {
-    return what + "-" + UUID.randomUUID();
   }
 
   static void await(String what, BooleanSupplier condition) throws InterruptedException {
@@ -230,17 +195,5 @@ class JmsKeptDeferralAttacksProbeTest {
                 + " deliveries: %s, caught: %s",
             count(deliveries, event), count(caught, event))
         .isEqualTo(1);
-  }
-
-  /** Waits until the condition holds or {@code seconds} passed; whether it held. */
-  static boolean awaitAtMost(int seconds, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        return false;
-      }
-      Thread.sleep(20);
-    }
-    return true;
   }
 }
