@@ -171,9 +171,8 @@ class MvcLateValueShapesProbeTest extends MvcProbeApplication {
    *
    * <p>Fixed by fixlate for a handler's own stage and an entity's {@code Mono} body: the first
    * stage the starter runs from the late value of a handler's own stage is decided as on time
-   * ({@code LaterStages.continueToItsEnd}, {@code firstAsOnTime}); the {@code Callable} row is
-   * still open ({@link #aLateReactiveValueOfACallableThatFailsBeforeItSendsIsNotLost}). 12 to 15 s
-   * a row (extended).
+   * ({@code LaterStages.continueToItsEnd}, {@code firstAsOnTime}); the {@code Callable} row: {@link
+   * #aLateReactiveValueOfACallableThatFailsBeforeItSendsIsNotLost}. 12 to 15 s a row (extended).
    *
    * <p>Was an open finding (probeR, of fixshield's AsyncWorkShield 1ba6b4ee and fixentity; a lost
    * send, SPEC 1). Failed on Boot 3.5 and 4.0 at 76f2b4f3: "late sends: future/mono-fails-once: on
@@ -195,19 +194,26 @@ class MvcLateValueShapesProbeTest extends MvcProbeApplication {
   }
 
   /**
-   * The same late {@code Mono}, returned by a {@code Callable} after the timeout.
+   * The same late {@code Mono}, returned by a {@code Callable} after the timeout. On time Spring
+   * MVC subscribes it: 500, the key released, the retry sends once; late the same.
    *
-   * <p>Open finding (probeR; fixlate kept it open; a lost send, SPEC 1). Fails on Boot 3.5 and 4.0
-   * at fixlate's fix (after e69a9f0c): "late sends: callable/mono-fails-once: on time first [500
-   * ...], answered [201 ... sent-1 ...], sends 1; late first [409 ...], retry [422 ...
-   * response-not-stored ...], sends 0 ... expected: 1 but was: 0". The {@code Callable} began on
-   * Spring MVC's task and ran (it may have sent before it returned the {@code Mono}), so the
-   * starter subscribes the {@code Mono} as a later stage and records its failure as answered
-   * without its body ({@code AsyncWork.takenOverResult}); on time Spring MVC's 500 releases the
-   * key. Releasing it late too would match on time (and risk a second send where the {@code
-   * Callable} sent, as on time does).
+   * <p>Fixed by fixlate (its run after 0c7d68c7; a design choice: late as on time): a single
+   * reactive value that a stage returned is that stage's own pending outcome, as a {@code
+   * CompletionStage} it returned is, no later stage: its failure before it ends is decided as that
+   * stage's own failure, through the exception resolvers ({@code LaterStages}). A {@code Callable}
+   * that sent before it returned a {@code Mono} that then fails is released on time too. 12 to 22 s
+   * a row (extended).
+   *
+   * <p>Was an open finding (probeR; fixlate kept it open; a lost send, SPEC 1). Failed on Boot 3.5
+   * and 4.0 at fixlate's fix (after e69a9f0c), and on Boot 4.0 at 0c7d68c7 (fixlate's run): "late
+   * sends: callable/mono-fails-once: on time first [500 ...], answered [201 ... sent-1 ...], sends
+   * 1; late first [409 ...], retry [422 ... response-not-stored ...], sends 0 ... expected: 1 but
+   * was: 0". The {@code Callable} began on Spring MVC's task and ran (it may have sent before it
+   * returned the {@code Mono}), so the starter subscribed the {@code Mono} as a later stage and
+   * recorded its failure as answered without its body ({@code AsyncWork.takenOverResult}); on time
+   * Spring MVC's 500 releases the key.
    */
-  @Tag("open-finding")
+  @Tag("extended")
   @ParameterizedTest
   @CsvSource({"callable, mono-fails-once"})
   void aLateReactiveValueOfACallableThatFailsBeforeItSendsIsNotLost(String handler, String shape)
