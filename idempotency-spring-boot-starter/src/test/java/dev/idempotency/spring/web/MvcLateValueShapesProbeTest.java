@@ -82,26 +82,60 @@ class MvcLateValueShapesProbeTest extends MvcProbeApplication {
 
   /**
    * An entity (a 202 with {@code X-Outer}) whose {@code Mono} body's late value is itself an entity
-   * (a 201 with {@code X-Inner} and a text, or with a {@code DeferredResult} body). On time Spring
-   * MVC answers the inner entity: 201, both headers, its body (with a {@code DeferredResult} body,
-   * Spring MVC itself writes it as JSON, {@code {"result":null,"setOrExpired":false}}).
+   * (a 201 with {@code X-Inner} and a text). On time Spring MVC answers the inner entity: 201, both
+   * headers, its body.
    *
-   * <p>Open finding (probeR, of fixentity a87338af/3094895e; other: no second or lost send, but the
-   * retry gets a replayed answer the request did not produce). Fails on Boot 3.5 and 4.0 at
-   * 76f2b4f3: "the late retry: entity/entity: ... expected: "201 type=text/plain X-Outer=outer
-   * X-Inner=inner sent-1" but was: "202 type=application/json X-Outer=outer X-Inner=null
+   * <p>Fixed by fixlate (its run after 0c7d68c7): {@code IdempotentEndpointAdvisor.dispatched}
+   * passes an entity that is the body's value as itself, as Spring MVC dispatches it, rendered over
+   * the response that holds the outer entity's status and headers already. Passes on Boot 3.5 and
+   * 4.0 there. 2 to 4 s a row (extended).
+   *
+   * <p>Was an open finding (probeR, of fixentity a87338af/3094895e; other: no second or lost send,
+   * but the retry gets a replayed answer the request did not produce). Failed on Boot 3.5 and 4.0
+   * at 76f2b4f3, and on Boot 4.0 at 0c7d68c7 (fixlate's run): "the late retry: entity/entity: ...
+   * expected: "201 type=text/plain X-Outer=outer X-Inner=inner sent-1" but was: "202
+   * type=application/json X-Outer=outer X-Inner=null
    * {"headers":{"X-Inner":["inner"]},"body":"sent-1","statusCode":"CREATED","statusCodeValue":201}""
-   * (Boot 4.0: X-Outer=null too, and the body the JSON of Spring 7's {@code HttpHeaders} getters);
-   * the same for entity/entity-deferred. From reading: {@code IdempotentEndpointAdvisor.dispatched}
-   * wraps any value that is not a {@code Callable} or {@code WebAsyncTask} in the outer entity
-   * ({@code withBody}), so an entity becomes the body of an entity, rendered by Jackson. Spring MVC
-   * dispatches the value alone.
+   * (Boot 4.0: X-Outer=null too, and the body the JSON of Spring 7's {@code HttpHeaders} getters).
+   * {@code IdempotentEndpointAdvisor.dispatched} wrapped any value that is not a {@code Callable}
+   * or {@code WebAsyncTask} in the outer entity ({@code withBody}), so an entity became the body of
+   * an entity, rendered by Jackson.
+   */
+  @Tag("extended")
+  @ParameterizedTest
+  @CsvSource({"entity, entity"})
+  void aLateEntityOfAnEntityIsStoredAsSpringMvcAnswersIt(String handler, String shape)
+      throws Exception {
+    lateAsOnTime(handler, shape);
+  }
+
+  /**
+   * An entity (a 202 with {@code X-Outer}) whose {@code Mono} body's late value is an entity (a 201
+   * with {@code X-Inner}) whose body is a {@code DeferredResult} an application thread sets 200 ms
+   * later with the send's text. On time Spring MVC does not await that {@code DeferredResult}: it
+   * writes the object itself as JSON, as it is at that moment ({@code
+   * {"result":null,"setOrExpired":false}} on Boot 3.5, {@code
+   * {"result":"sent-1","setOrExpired":true}} on Boot 4.0 in fixlate's run: a race with the
+   * application's thread), with 201 and both headers.
+   *
+   * <p>Open finding (probeR; other: sent once, no second or lost send; the retry gets the {@code
+   * DeferredResult}'s value, not the JSON of the object that Spring MVC wrote on time). Split out
+   * of {@link #aLateEntityOfAnEntityIsStoredAsSpringMvcAnswersIt} by fixlate. Fails on Boot 3.5 and
+   * 4.0 at fixlate's fix (after 0c7d68c7): "the late retry: entity/entity-deferred: ... expected:
+   * "201 type=application/json X-Outer=outer X-Inner=inner {"result":null,"setOrExpired":false}"
+   * but was: "201 type=text/plain X-Outer=outer X-Inner=inner sent-1"", sends 1 (Boot 4.0: expected
+   * {@code {"result":"sent-1",...}}). Before that fix the late body was the JSON of the inner
+   * entity (as in the row above). The starter follows an entity's {@code DeferredResult} body as
+   * more async work ({@code AsyncResultShapes.moreAsyncWork}, {@code LaterStages.asyncBodyOf}),
+   * where Spring MVC on time serializes it in this dispatch. Matching on time would store a
+   * timing-dependent snapshot of the object; whether this row should expect that is the lead's
+   * call.
    */
   @Tag("open-finding")
   @ParameterizedTest
-  @CsvSource({"entity, entity", "entity, entity-deferred"})
-  void aLateEntityOfAnEntityIsStoredAsSpringMvcAnswersIt(String handler, String shape)
-      throws Exception {
+  @CsvSource({"entity, entity-deferred"})
+  void aLateEntityOfAnEntityWithADeferredResultBodyIsStoredAsSpringMvcAnswersIt(
+      String handler, String shape) throws Exception {
     lateAsOnTime(handler, shape);
   }
 
