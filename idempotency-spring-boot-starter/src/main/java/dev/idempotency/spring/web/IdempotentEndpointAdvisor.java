@@ -270,10 +270,15 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
    * status and headers to the response when it started the body's async processing, and dispatches
    * the value alone, picking its handler by the value's runtime class. So a {@code Callable} or a
    * {@code WebAsyncTask} is run as if the handler had returned it (not the body of an entity, which
-   * Spring MVC would not run), as itself; any other value as the entity it completes.
+   * Spring MVC would not run), as itself; a {@code ResponseEntity} is rendered as itself, over the
+   * entity's status and headers that the response holds already (its status replaces the entity's,
+   * its headers are added to the entity's), never as the body of the entity; any other value as the
+   * entity it completes.
    */
   private static @Nullable Object dispatched(ResponseEntity<?> entity, @Nullable Object value) {
-    return value instanceof Callable<?> || value instanceof WebAsyncTask<?>
+    return value instanceof Callable<?>
+            || value instanceof WebAsyncTask<?>
+            || value instanceof ResponseEntity<?>
         ? value
         : withBody(entity, value);
   }

@@ -148,12 +148,12 @@ final class InMemoryResponse {
       case "setHeader":
       case "setIntHeader":
       case "setDateHeader":
-        set((String) args[0], String.valueOf(args[1]), true);
+        set((String) args[0], args[1] == null ? null : String.valueOf(args[1]), true);
         return null;
       case "addHeader":
       case "addIntHeader":
       case "addDateHeader":
-        set((String) args[0], String.valueOf(args[1]), false);
+        set((String) args[0], args[1] == null ? null : String.valueOf(args[1]), false);
         return null;
       case "getHeader":
         List<String> values = headers.get((String) args[0]);
@@ -196,9 +196,21 @@ final class InMemoryResponse {
     }
   }
 
-  private void set(String name, String value, boolean replace) {
+  /**
+   * A header set ({@code replace}) or added, as a servlet container does: a null value set removes
+   * the header (Servlet 6.1; Spring 7's {@code ServletServerHttpResponse} replaces a header so,
+   * before it adds the entity's values: kept as {@code "null"}, it was the first value stored), and
+   * a null value added is ignored.
+   */
+  private void set(String name, @Nullable String value, boolean replace) {
     if ("Content-Type".equalsIgnoreCase(name)) {
       contentType = value;
+      return;
+    }
+    if (value == null) {
+      if (replace) {
+        headers.remove(name);
+      }
       return;
     }
     List<String> values = headers.computeIfAbsent(name, n -> new ArrayList<>());

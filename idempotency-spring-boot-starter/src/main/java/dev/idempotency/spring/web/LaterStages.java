@@ -54,10 +54,18 @@ final class LaterStages {
    * {@code work}'s result, run to its end as Spring MVC would run it: a result that is more async
    * work is run too (as {@link UninterruptedWork} runs detached work); {@code laterStageRan[0]} is
    * set once a later stage runs (before it runs: its failure is a later stage's, after a stage that
-   * may have sent). A {@code DeferredResult} or {@code CompletionStage} that holds its result when
-   * the stage that returned it ended ({@link SettledResults}) is no later stage: its value (an
-   * emitter, say, then followed to its end by {@link AsyncWork#takenOverResult}) is that stage's
-   * own.
+   * may have sent). A single reactive value (a {@code Mono}) that a stage returned is no later
+   * stage, as a {@code CompletionStage} it returned is none: it is that stage's own pending outcome
+   * (a {@code WebClient} call's), so its failure before it ends (its provider refused) is decided
+   * as that stage's own failure, as Spring MVC decides it on time (one nothing maps is a {@code
+   * 500}, the key released, SPEC 6 "the sender throws"). That adds no second send to what the same
+   * request does on time: a stage that sent and then returned a value that fails is released there
+   * too. Counted as a later stage, a send that the {@code Mono} itself is would be lost (its
+   * failure recorded as answered, the retry {@code 422 response-not-stored}). After a later stage
+   * ran, its failure is still recorded as answered. A {@code DeferredResult} or {@code
+   * CompletionStage} that holds its result when the stage that returned it ended ({@link
+   * SettledResults}) is no later stage: its value (an emitter, say, then followed to its end by
+   * {@link AsyncWork#takenOverResult}) is that stage's own.
    *
    * @param asyncTimeout how long a later {@code DeferredResult} with no timeout of its own is
    *     awaited, in milliseconds (zero or less: without limit, as the servlet container would)
@@ -107,8 +115,8 @@ final class LaterStages {
       boolean sameStage = SettledResults.settled(value);
       if (!(value instanceof CompletionStage<?>) && AsyncResultShapes.singleReactiveValue(value)) {
         // subscribed as Spring MVC's reactive return value handler subscribes it (before it
-        // would run it as a Callable, as Mono.fromCallable is too): it may send when subscribed
-        laterStageRan[0] |= later;
+        // would run it as a Callable, as Mono.fromCallable is too); its failure is that of the
+        // stage that returned it, as a CompletionStage's is (see the method's comment)
         result = withEntityOf(result, awaitStage(SingleValue.subscribed(value)));
       } else if (AsyncResultShapes.reactiveStream(value)) {
         // subscribed to its end as Spring MVC's reactive return value handler subscribes one (it
