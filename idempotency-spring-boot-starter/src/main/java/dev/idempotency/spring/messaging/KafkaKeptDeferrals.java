@@ -34,13 +34,14 @@ import org.springframework.kafka.support.Acknowledgment;
  * kept for the delivery: an {@code acknowledge()} that the listener (or Spring Kafka, on the
  * completion of an asynchronous reply's stage) makes after catching a deferral would otherwise
  * commit the record at once ({@code MANUAL_IMMEDIATE}, asynchronous acknowledgements), and a
- * restart or rebalance before the retry would skip it. A listener with asynchronous replies (a
- * {@code CompletableFuture} or {@code Mono} return) is wrapped as any other: Spring Kafka
- * acknowledges its record when the returned stage completes, through the acknowledgement the
- * wrapper holds, and the wrapper throws the kept deferral when the listener returned. On Spring
- * Kafka 3 an out-of-order acknowledgement (asynchronous replies, {@code asyncAcks}) is not held
- * ({@link #SEEK_FORGETS_PENDING_ACKS}): the record still comes back in the running consumer, but
- * its offset may be committed meanwhile.
+ * restart or rebalance before the retry would skip it. On Spring Kafka 3 an out-of-order
+ * acknowledgement ({@code asyncAcks}) is not held ({@link #SEEK_FORGETS_PENDING_ACKS}): the record
+ * still comes back in the running consumer, but its offset may be committed meanwhile.
+ *
+ * <p>A listener with asynchronous replies (a {@code CompletableFuture} or {@code Mono} return) is
+ * left as it is: Spring Kafka wires a retry topic's asynchronous failures to the endpoint's own
+ * adapter only where it is the direct delegate of the retry topic's adapter, which a wrapper would
+ * hide (the failure logged, the record acknowledged).
  */
 final class KafkaKeptDeferrals {
 
@@ -54,6 +55,12 @@ final class KafkaKeptDeferrals {
   static void wrapListenerOf(AbstractMessageListenerContainer<?, ?> container) {
     Object listener = container.getContainerProperties().getMessageListener();
     if (listener == null || isWrapped(listener)) {
+      return;
+    }
+    if (listener instanceof AsyncRepliesAware async && async.isAsyncReplies()) {
+      // left as it is: a retry topic's container wires an asynchronous reply's failure (its
+      // stage's) only to the endpoint's own adapter as the direct delegate of its backoff adapter;
+      // behind a wrapper that failure would be logged and its record acknowledged
       return;
     }
     if (listener instanceof BatchMessageListener batch) {

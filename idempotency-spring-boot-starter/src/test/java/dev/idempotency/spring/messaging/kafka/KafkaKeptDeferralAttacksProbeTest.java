@@ -454,7 +454,13 @@ class KafkaKeptDeferralAttacksProbeTest {
   // returned stage completed. Fixed by fixkack: such a listener is wrapped as any other; the
   // acknowledgement Spring Kafka makes on the stage's completion goes through the wrapper's
   // KeptAcknowledgment, which holds it while the deferral is kept and drops it when the wrapper
-  // throws the deferral to the container.
+  // throws the deferral to the container. Open again (lead, after fixkack): that wrapper hid the
+  // endpoint's adapter from a retry topic's container, which wires an asynchronous reply's failure
+  // only to the endpoint's adapter as the direct delegate of its backoff adapter (Spring Kafka
+  // 3.3.10 and 4.0.6, KafkaMessageListenerContainer.ListenerConsumer, read in the bytecode): every
+  // failed stage of a @RetryableTopic listener with asynchronous replies would have been logged
+  // and acknowledged, guarded or not. Such listeners are left unwrapped, as before fixkack.
+  @Tag("open-finding")
   @Test
   void anAsyncReplyListenersCaughtDeferralIsStillSentOnce() throws Exception {
     assertCaughtDeferralStillSentOnce(ASYNC_TOPIC, "async-");
@@ -475,6 +481,7 @@ class KafkaKeptDeferralAttacksProbeTest {
   // Kafka 4 forgets it (removeOffsetsInBatch). So on Spring Kafka 3 the wrapper passes an
   // out-of-order acknowledgement on at once: the record comes back in the running consumer (the
   // row above passes), but its offset is committed, and the restarted consumer starts after it.
+  // Open on both lines since the lead left such listeners unwrapped again (the row above).
   @Tag("open-finding")
   @Test
   void anAsyncReplyListenersCaughtDeferralSurvivesARestart() throws Exception {
