@@ -77,7 +77,7 @@ final class KafkaKeptDeferrals {
    * Fails the delivery with the deferral kept for it, if the listener returned with one kept: as
    * the container would have got it from the guard.
    */
-  private static void failIfDeferred(@Nullable Delivery delivery) {
+  static void failIfDeferred(@Nullable Delivery delivery) {
     if (delivery == null) {
       return;
     }

@@ -345,16 +345,16 @@ class KafkaProbeXContainerShapesProbeTest {
    * and started by the application, which docs/message-consumers.md says "gets the hooks as it is
    * created"; the listener catches the deferral.
    */
-  // Open finding (probeX, Boot 3.5 and 4.0 at 0c7d68c7; severity medium: a lost send, SPEC 1 and
-  // 15, for a container built with createContainer(..) whose listener (or a service it calls)
-  // catches a deferral). Expected: the record sent once after the store answers. Happened (both
-  // lines): "[sends of the event whose deferral the listener caught; deliveries: 1, failed: 1]
-  // expected: 1L but was: 0L": the record committed unsent after one delivery. The starter's hooks
-  // run on the container as the factory's createContainer(..) returns it, before the application
-  // gives it a listener: KafkaKeptDeferrals.wrapListenerOf finds no listener and wraps none, and
-  // the start-up hook (ListenerContainerHooks.kafkaContainers) covers only the registry's
-  // containers. The interceptor and the error handler were installed (the control below passes).
-  @Tag("open-finding")
+  // Was an open finding (probeX, Boot 3.5 and 4.0 at 0c7d68c7; severity medium: a lost send, SPEC
+  // 1 and 15, for a container built with createContainer(..) whose listener, or a service it
+  // calls, catches a deferral): "[sends of the event whose deferral the listener caught;
+  // deliveries: 1, failed: 1] expected: 1L but was: 0L" on both lines, the record committed unsent
+  // after one delivery. The starter's hooks run on the container as the factory's
+  // createContainer(..) returns it, before the application gives it a listener:
+  // KafkaKeptDeferrals.wrapListenerOf found no listener and wrapped none, and the start-up hook
+  // (ListenerContainerHooks.kafkaContainers) covers only the registry's containers. Fixed by
+  // fixcreate: such a container gets KafkaKeptDeferralAdvice first in its properties' advice
+  // chain, which Spring Kafka applies to the listener set afterwards.
   @Test
   void aFactoryBuiltContainersCaughtDeferralIsStillSentOnce() throws Exception {
     byHand("factory-caught", false);
