@@ -21,6 +21,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.springframework.aop.framework.Advised;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -414,6 +415,34 @@ class KafkaProbeXContainerShapesProbeTest {
         (MessageListener<String, String>) record -> handle(notifier, record.value(), rethrow));
     started.add(container);
     container.start();
+    assertAdvisedOnce(container);
+  }
+
+  /**
+   * The listener of a container built with {@code createContainer(..)}, and of each of its
+   * consumers (which copy it as they start), carries the starter's advice (fixcreate) once.
+   */
+  private static void assertAdvisedOnce(ConcurrentMessageListenerContainer<?, ?> container) {
+    List<Object> listeners = new java.util.ArrayList<>();
+    listeners.add(container.getContainerProperties().getMessageListener());
+    container
+        .getContainers()
+        .forEach(consumer -> listeners.add(consumer.getContainerProperties().getMessageListener()));
+    for (Object listener : listeners) {
+      assertThat(listener).as("the listener, advised").isInstanceOf(Advised.class);
+      assertThat(
+              java.util.Arrays.stream(((Advised) listener).getAdvisors())
+                  .filter(
+                      advisor ->
+                          advisor
+                              .getAdvice()
+                              .getClass()
+                              .getSimpleName()
+                              .equals("KafkaKeptDeferralAdvice"))
+                  .count())
+          .as("the starter's advices on the listener")
+          .isEqualTo(1);
+    }
   }
 
   /**
