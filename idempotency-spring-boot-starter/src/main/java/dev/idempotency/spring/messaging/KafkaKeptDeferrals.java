@@ -92,7 +92,7 @@ final class KafkaKeptDeferrals {
    * the container would have got it from the guard; the acknowledgements held meanwhile are then
    * dropped, and passed on otherwise.
    */
-  private static void failIfDeferred(
+  static void failIfDeferred(
       @Nullable Delivery delivery, @Nullable KeptAcknowledgment acknowledgment) {
     Throwable kept = delivery == null ? null : delivery.deferral().get();
     if (acknowledgment != null) {

@@ -237,7 +237,9 @@ public final class ListenerContainerHooks {
   /**
    * The Kafka hooks of one container, after the application's {@code ContainerCustomizer}: the
    * starter's interceptor composed with the container's, its message listener wrapped so that a
-   * deferral kept for the delivery fails it ({@link KafkaKeptDeferrals}), its error handler
+   * deferral kept for the delivery fails it ({@link KafkaKeptDeferrals}; a container with no
+   * listener yet, built with {@code createContainer(..)}, gets an advice that Spring Kafka applies
+   * to the listener the application sets: {@link KafkaKeptDeferralAdvice}), its error handler
    * wrapped; applying them twice changes nothing.
    */
   private static void kafkaContainer(
@@ -246,7 +248,14 @@ public final class ListenerContainerHooks {
         instanceof
         org.springframework.kafka.listener.AbstractMessageListenerContainer<?, ?> kafka) {
       KafkaDeliveries.includeInterceptor(kafka, ours);
-      KafkaKeptDeferrals.wrapListenerOf(kafka);
+      org.springframework.kafka.listener.ContainerProperties properties =
+          kafka.getContainerProperties();
+      if (properties.getMessageListener() == null || KafkaKeptDeferralAdvice.isIn(properties)) {
+        // no listener yet (createContainer(..)): the one the application sets gets the advice
+        KafkaKeptDeferralAdvice.includeIn(properties);
+      } else {
+        KafkaKeptDeferrals.wrapListenerOf(kafka);
+      }
       kafka.setCommonErrorHandler(
           KafkaDeliveries.errorHandler(kafka.getCommonErrorHandler(), backOff));
       observeTransactions(kafka.getContainerProperties());
