@@ -172,7 +172,9 @@ final class AsyncDispatches {
    * it and dispatched it, while the advisor reported it to the detached call, which continues it.
    * Only for a handler that returned a {@code DeferredResult}: extended to Spring MVC's adapter of
    * a handler's {@code CompletableFuture}, the race of {@code MvcDetachedStageManyProbeTest} left a
-   * first request unanswered (60 s) on Boot 4.0, twice (fixown; not explained).
+   * first request unanswered (60 s) on Boot 4.0, twice (fixown; not explained). A handler's stage
+   * does not need it: the advisor never hands Spring MVC a value the starter runs itself ({@code
+   * IdempotentEndpointAdvisor.handOn}).
    */
   private boolean handlersOwnWork(@Nullable Object dispatched) {
     DeferredResult<?> deferred = decision.handlersDeferred();

@@ -729,12 +729,13 @@ final class AsyncWork {
 
   /**
    * Whether the starter runs (or awaits) {@code value}, more async work that the handler's own
-   * {@code DeferredResult} was set to, itself, detached from the request ({@link
+   * {@code DeferredResult} or stage was set to, itself, detached from the request ({@link
    * #continuedDetached}), so that Spring MVC must not run it too: the call is detached, something
    * continues it, and the value did not reach {@link #lateResult} before the detach (then it is
    * Spring MVC's to run). Asked on an async dispatch that carries {@code value} ({@link
-   * AsyncDispatches#answerDetachedOutcome}); a value that has not reached {@link #lateResult} yet
-   * will, as a detached call's late result.
+   * AsyncDispatches#answerDetachedOutcome}), and by the advisor before it hands a stage's value on
+   * to Spring MVC; a value that has not reached {@link #lateResult} yet will, as a detached call's
+   * late result.
    */
   synchronized boolean followsDetached(@Nullable Object value) {
     return late != null

@@ -8,6 +8,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
@@ -173,18 +174,13 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
     if (value instanceof CompletionStage<?> stage) {
       // At a timeout Spring MVC cancels the stage it got and expires its own adapter of it: it
       // gets a copy, and the handler's own stage tells a timed-out call its result
-      Object copy = copyOf(stage, returnType);
-      if (copy == null) {
+      if (!returnType.isAssignableFrom(CompletableFuture.class)) {
         // declared a type no CompletableFuture fits: not followed, so a timeout keeps its key
         // claimed (AsyncTimeouts)
         return new Adapted(value, null);
       }
-      return new Adapted(
-          copy,
-          () ->
-              stage.whenComplete(
-                  (result, failure) ->
-                      call.asyncWork().lateResult(failure != null ? cause(failure) : result)));
+      CompletableFuture<Object> copy = new CompletableFuture<>();
+      return new Adapted(copy, () -> handOn(stage, copy, call, result -> result));
     }
     return new Adapted(value, null);
   }
@@ -255,14 +251,10 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
         body instanceof CompletionStage<?> own
             ? own
             : ReactiveValues.firstValue(adapter.toPublisher(body));
-    Object copy = copyOf(stage, CompletableFuture.class);
+    CompletableFuture<Object> copy = new CompletableFuture<>();
     return new Adapted(
         withBody(entity, copy),
-        () ->
-            stage.whenComplete(
-                (value, failure) ->
-                    call.asyncWork()
-                        .lateResult(failure != null ? cause(failure) : dispatched(entity, value))));
+        () -> handOn(stage, copy, call, value -> dispatched(entity, value)));
   }
 
   /**
@@ -330,28 +322,38 @@ public final class IdempotentEndpointAdvisor extends AbstractPointcutAdvisor {
   }
 
   /**
-   * A copy of {@code stage} that the method may return, or null: through {@code
-   * toCompletableFuture()}, or, for a stage that refuses it (the JDK allows that), one completed
-   * through {@code whenComplete}.
+   * Tells the call the outcome of the handler's own {@code stage} when it comes ({@link
+   * AsyncWork#lateResult}: {@code asLate} makes a value what the call is told), then completes
+   * Spring MVC's {@code copy} with it, unless the call was detached first and the starter runs (or
+   * awaits) that value itself, more async work ({@link AsyncWork#followsDetached}, decided by what
+   * {@code lateResult} saw under the call's lock: a value told before the detach is Spring MVC's).
+   * So the value has one owner: completed in the window between the starter's timeout handler,
+   * which detached the call, and Spring MVC's, the copy would be set and dispatched, and Spring MVC
+   * would run the work a second time (probeY, {@code MvcProbeYStageAtTheDecisionProbeTest}); left
+   * unset, Spring MVC's timeout handling reaches the starter's, which answers {@code 409}. A copy
+   * completed through {@code whenComplete} also serves a stage that refuses {@code
+   * toCompletableFuture()} (the JDK allows that).
    */
-  private static @Nullable Object copyOf(CompletionStage<?> stage, Class<?> returnType) {
-    if (!returnType.isAssignableFrom(CompletableFuture.class)) {
-      return null;
-    }
-    try {
-      return stage.toCompletableFuture().copy();
-    } catch (UnsupportedOperationException notInteroperable) {
-      CompletableFuture<Object> copy = new CompletableFuture<>();
-      stage.whenComplete(
-          (value, failure) -> {
-            if (failure != null) {
-              copy.completeExceptionally(failure);
-            } else {
-              copy.complete(value);
+  private static void handOn(
+      CompletionStage<?> stage,
+      CompletableFuture<Object> copy,
+      EndpointCall call,
+      Function<@Nullable Object, @Nullable Object> asLate) {
+    stage.whenComplete(
+        (value, failure) -> {
+          Object late = failure != null ? cause(failure) : asLate.apply(value);
+          try {
+            call.asyncWork().lateResult(late);
+          } finally {
+            if (!call.asyncWork().followsDetached(late)) {
+              if (failure != null) {
+                copy.completeExceptionally(failure);
+              } else {
+                copy.complete(value);
+              }
             }
-          });
-      return copy;
-    }
+          }
+        });
   }
 
   /**
